@@ -1,0 +1,82 @@
+/* nvfp4-jit C API: NVFP4 kernels generated, compiled and cached at run time.
+ *
+ * Every function returns a status; on failure nvfp4_jit_last_error() gives a message for
+ * the calling thread that names the bad argument. Pointers are device pointers unless a
+ * field says otherwise; `stream` is a CUstream or cudaStream_t (NULL: legacy stream). */
+#ifndef NVFP4_JIT_H
+#define NVFP4_JIT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The same type as cuda.h's CUstream and cuda_runtime's cudaStream_t. */
+typedef struct CUstream_st* CUstream;
+
+typedef enum nvfp4_status {
+  NVFP4_OK = 0,
+  NVFP4_INVALID_ARGUMENT = 1,   /* a pointer, shape, stride or value is wrong */
+  NVFP4_UNSUPPORTED = 2,        /* arch, dtype or layout combination not supported */
+  NVFP4_COMPILE_FAILED = 3,     /* NVRTC rejected the generated source (log in the message) */
+  NVFP4_CUDA_ERROR = 4,         /* the driver failed (no driver, no context, launch error) */
+  NVFP4_NOT_LOADED_IN_CAPTURE = 5, /* the stream is capturing and the kernel is not loaded */
+  NVFP4_CACHE_ERROR = 6,        /* the kernel cache cannot be used as asked */
+  NVFP4_INTERNAL = 7
+} nvfp4_status;
+
+typedef enum nvfp4_dtype {
+  NVFP4_DTYPE_BF16 = 0,
+  NVFP4_DTYPE_FP16 = 1,
+  NVFP4_DTYPE_FP32 = 2,
+  NVFP4_DTYPE_NVFP4 = 3 /* packed E2M1 pairs with E4M3 block scales */
+} nvfp4_dtype;
+
+typedef enum nvfp4_scale_layout {
+  NVFP4_SCALES_LINEAR = 0,        /* [rows, K/16] row-major */
+  NVFP4_SCALES_SWIZZLED128X4 = 1  /* cuBLASLt / CUTLASS 128x4 tiles, rows padded to 128 */
+} nvfp4_scale_layout;
+
+/* The fp32 global scale of an NVFP4 tensor: `device_ptr` (one value, or one per row when
+ * `per_row` is set) when given, else the host value `value`. */
+typedef struct nvfp4_global_scale {
+  float value;
+  const float* device_ptr;
+  int per_row;
+} nvfp4_global_scale;
+
+/* An NVFP4 matrix [rows, k]: packed E2M1 [rows, k/2] (element 2i in the low nibble) and
+ * E4M3 block scales, one per 16 elements along k. */
+typedef struct nvfp4_tensor {
+  const void* data;
+  int64_t row_stride_bytes; /* 0: k/2 */
+  const void* scales;
+  nvfp4_scale_layout scale_layout;
+  nvfp4_global_scale global_scale;
+} nvfp4_tensor;
+
+/* out[r, :] = decode(src[row_indices ? row_indices[r] : r, :]) for r < rows.
+ * src_rows bounds the gather: an index outside [0, src_rows) gives a row of NaN. */
+typedef struct nvfp4_dequantize_args {
+  nvfp4_tensor src;
+  int64_t src_rows;
+  int64_t k;
+  void* out;
+  nvfp4_dtype out_dtype;
+  int64_t out_row_stride; /* elements; 0: k */
+  const int32_t* row_indices; /* device int32 [rows], or NULL */
+  int64_t rows;               /* rows written; with no row_indices it must equal src_rows */
+} nvfp4_dequantize_args;
+
+const char* nvfp4_jit_version(void);
+/* The message of the last failed call on this thread ("" if none). */
+const char* nvfp4_jit_last_error(void);
+
+nvfp4_status nvfp4_jit_dequantize(const nvfp4_dequantize_args* args, CUstream stream);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* NVFP4_JIT_H */

@@ -1,0 +1,83 @@
+// nvfp4-jit C++ API: NVFP4 kernels generated, compiled and cached at run time.
+//
+// Calls take device pointers, shapes and strides, validate them, and launch on the
+// caller's stream. The first call for a new shape compiles (or loads from the disk cache);
+// later calls are a table lookup plus a launch. Errors throw nvfp4::jit::Error, whose
+// message names the bad argument.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "nvfp4/jit.h"
+
+namespace nvfp4::jit {
+
+enum class Status : int {
+  ok = NVFP4_OK,
+  invalid_argument = NVFP4_INVALID_ARGUMENT,
+  unsupported = NVFP4_UNSUPPORTED,
+  compile_failed = NVFP4_COMPILE_FAILED,
+  cuda_error = NVFP4_CUDA_ERROR,
+  not_loaded_in_capture = NVFP4_NOT_LOADED_IN_CAPTURE,
+  cache_error = NVFP4_CACHE_ERROR,
+  internal = NVFP4_INTERNAL,
+};
+
+class Error : public std::runtime_error {
+ public:
+  Error(Status status, const std::string& message) : std::runtime_error(message), status_(status) {}
+  Status status() const noexcept { return status_; }
+
+ private:
+  Status status_;
+};
+
+enum class DType : int { bf16 = NVFP4_DTYPE_BF16, fp16 = NVFP4_DTYPE_FP16, fp32 = NVFP4_DTYPE_FP32, nvfp4 = NVFP4_DTYPE_NVFP4 };
+enum class ScaleLayout : int { linear = NVFP4_SCALES_LINEAR, swizzled128x4 = NVFP4_SCALES_SWIZZLED128X4 };
+
+// fp32 global scale: a device pointer (one value, or one per row with per_row) when set,
+// else the host value. A device pointer lets CUDA graphs change the scale between replays.
+struct GlobalScale {
+  float value = 1.0f;
+  const float* device_ptr = nullptr;
+  bool per_row = false;
+};
+
+// An NVFP4 matrix [rows, k]: packed E2M1 [rows, k/2] plus E4M3 scales, one per 16 along k.
+struct Nvfp4Tensor {
+  const void* data = nullptr;
+  int64_t row_stride_bytes = 0;  // 0: k/2
+  const void* scales = nullptr;
+  ScaleLayout scale_layout = ScaleLayout::linear;
+  GlobalScale global_scale{};
+};
+
+// out[r, :] = decode(src[row_indices ? row_indices[r] : r, :]).
+// With row_indices, `rows` rows are gathered and an index outside [0, src_rows) yields a
+// row of NaN; without, rows must be 0 or src_rows.
+struct DequantizeArgs {
+  Nvfp4Tensor src{};
+  int64_t src_rows = 0;
+  int64_t k = 0;
+  void* out = nullptr;
+  DType out_dtype = DType::bf16;
+  int64_t out_row_stride = 0;  // elements; 0: k
+  const int32_t* row_indices = nullptr;
+  int64_t rows = 0;  // 0: src_rows
+};
+
+void dequantize(const DequantizeArgs& args, CUstream stream);
+
+const char* version() noexcept;
+
+}  // namespace nvfp4::jit
+
+namespace nvfp4::jit::cpu {
+
+// CPU reference with the GPU kernels' exact bits, on host pointers (global_scale.device_ptr
+// and row_indices are read as host pointers here). For tests and offline tooling.
+void dequantize(const DequantizeArgs& args);
+
+}  // namespace nvfp4::jit::cpu

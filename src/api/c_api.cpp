@@ -1,0 +1,60 @@
+// The C API: thin wrappers that turn exceptions into status codes and a per-thread message.
+#include <exception>
+#include <new>
+#include <string>
+
+#include "nvfp4/jit.h"
+#include "nvfp4/jit.hpp"
+
+namespace {
+
+thread_local std::string last_error;
+
+template <class F>
+nvfp4_status guarded(F&& body) {
+  try {
+    body();
+    last_error.clear();
+    return NVFP4_OK;
+  } catch (const nvfp4::jit::Error& e) {
+    last_error = e.what();
+    return static_cast<nvfp4_status>(e.status());
+  } catch (const std::bad_alloc&) {
+    last_error = "out of host memory";
+  } catch (const std::exception& e) {
+    last_error = e.what();
+  } catch (...) {
+    last_error = "unknown error";
+  }
+  return NVFP4_INTERNAL;
+}
+
+nvfp4::jit::Nvfp4Tensor to_cpp(const nvfp4_tensor& t) {
+  return {t.data, t.row_stride_bytes, t.scales, static_cast<nvfp4::jit::ScaleLayout>(t.scale_layout),
+          {t.global_scale.value, t.global_scale.device_ptr, t.global_scale.per_row != 0}};
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* nvfp4_jit_version(void) { return nvfp4::jit::version(); }
+const char* nvfp4_jit_last_error(void) { return last_error.c_str(); }
+
+nvfp4_status nvfp4_jit_dequantize(const nvfp4_dequantize_args* args, CUstream stream) {
+  return guarded([&] {
+    if (!args) throw nvfp4::jit::Error(nvfp4::jit::Status::invalid_argument, "nvfp4_jit_dequantize: args is null");
+    nvfp4::jit::DequantizeArgs a;
+    a.src = to_cpp(args->src);
+    a.src_rows = args->src_rows;
+    a.k = args->k;
+    a.out = args->out;
+    a.out_dtype = static_cast<nvfp4::jit::DType>(args->out_dtype);
+    a.out_row_stride = args->out_row_stride;
+    a.row_indices = args->row_indices;
+    a.rows = args->rows;
+    nvfp4::jit::dequantize(a, stream);
+  });
+}
+
+}  // extern "C"

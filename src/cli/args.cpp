@@ -1,0 +1,75 @@
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "cli/cli.hpp"
+
+namespace nvfp4::jit::cli {
+
+Args::Args(std::vector<std::string> argv, const std::vector<std::string>& valued_flags) {
+  auto valued = [&](const std::string& f) { return std::find(valued_flags.begin(), valued_flags.end(), f) != valued_flags.end(); };
+  for (size_t i = 0; i < argv.size(); ++i) {
+    const std::string& a = argv[i];
+    if (a.size() > 1 && a[0] == '-') {
+      std::string flag = a, value;
+      if (const size_t eq = a.find('='); eq != std::string::npos) {
+        flag = a.substr(0, eq);
+        value = a.substr(eq + 1);
+      } else if (valued(flag)) {
+        if (i + 1 >= argv.size()) throw UsageError(fmt::format("{} needs a value", flag));
+        value = argv[++i];
+      }
+      values_[flag].push_back(value);
+    } else {
+      positional_.push_back(a);
+    }
+  }
+}
+
+std::string Args::get(const std::string& flag, const std::string& fallback) const {
+  auto it = values_.find(flag);
+  return it == values_.end() ? fallback : it->second.back();
+}
+
+std::vector<std::string> Args::all(const std::string& flag) const {
+  auto it = values_.find(flag);
+  return it == values_.end() ? std::vector<std::string>{} : it->second;
+}
+
+int Args::get_int(const std::string& flag, int fallback) const {
+  if (!has(flag)) return fallback;
+  try {
+    size_t used = 0;
+    const int v = std::stoi(get(flag), &used);
+    if (used == get(flag).size()) return v;
+  } catch (const std::exception&) {
+  }
+  throw UsageError(fmt::format("{} expects an integer, got `{}`", flag, get(flag)));
+}
+
+void Args::allow_only(const std::vector<std::string>& known) const {
+  for (const auto& [flag, _] : values_)
+    if (std::find(known.begin(), known.end(), flag) == known.end()) throw UsageError(fmt::format("unknown option {}", flag));
+}
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> parts;
+  for (size_t start = 0; start <= text.size();) {
+    const size_t end = std::min(text.find(sep, start), text.size());
+    if (end > start) parts.push_back(text.substr(start, end - start));
+    start = end + 1;
+  }
+  return parts;
+}
+
+std::string json_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\', out += c;
+    else if (c == '\n') out += "\\n";
+    else if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", int(c));
+    else out += c;
+  }
+  return out;
+}
+
+}  // namespace nvfp4::jit::cli

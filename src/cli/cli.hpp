@@ -1,0 +1,42 @@
+// The nvfp4-jit command: verbs share this small argument reader and exit codes.
+#pragma once
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace nvfp4::jit::cli {
+
+// Exit codes (documented in `nvfp4-jit --help` and the README).
+enum Exit : int { kOk = 0, kFailed = 1, kUsage = 2, kNoGpu = 3 };
+
+struct UsageError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// --flag, --flag=value, --flag value, -j N; repeated flags keep every value.
+class Args {
+ public:
+  Args(std::vector<std::string> argv, const std::vector<std::string>& valued_flags);
+  bool has(const std::string& flag) const { return values_.count(flag) > 0; }
+  std::string get(const std::string& flag, const std::string& fallback = "") const;
+  std::vector<std::string> all(const std::string& flag) const;
+  int get_int(const std::string& flag, int fallback) const;
+  const std::vector<std::string>& positional() const { return positional_; }
+  // Throws UsageError unless every flag given is in `known`.
+  void allow_only(const std::vector<std::string>& known) const;
+
+ private:
+  std::map<std::string, std::vector<std::string>> values_;
+  std::vector<std::string> positional_;
+};
+
+std::vector<std::string> split(const std::string& text, char sep);
+std::string json_escape(const std::string& text);
+
+int cmd_prewarm(const Args& args);
+int cmd_cache(const Args& args);
+int cmd_info(const Args& args);
+int cmd_bench(const Args& args);
+
+}  // namespace nvfp4::jit::cli

@@ -1,0 +1,88 @@
+// nvfp4-jit prewarm: compile the kernels of model shapes into the disk cache.
+#include <unistd.h>
+
+#include <cstdio>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "cli/cli.hpp"
+#include "core/codegen.hpp"
+#include "core/prewarm.hpp"
+
+namespace nvfp4::jit::cli {
+
+using namespace detail;
+
+namespace {
+
+std::vector<Arch> parse_archs(const std::string& list) {
+  std::vector<Arch> archs;
+  for (const std::string& name : split(list, ',')) {
+    const auto arch = parse_arch(name);
+    if (!arch) throw UsageError(fmt::format("unknown arch `{}` (sm_90a, sm_100a, sm_103a, sm_120a, sm_121a)", name));
+    archs.push_back(*arch);
+  }
+  if (archs.empty()) throw UsageError("--arch is empty");
+  return archs;
+}
+
+void draw_progress(const PrewarmSummary& s, size_t done) {
+  constexpr int kWidth = 30;
+  const int filled = s.total ? int(kWidth * done / s.total) : kWidth;
+  std::fprintf(stderr, "\r[%s%s] %zu/%zu  compiled %zu  cached %zu  failed %zu ", std::string(filled, '=').c_str(),
+               std::string(kWidth - filled, ' ').c_str(), done, s.total, s.compiled, s.cached, s.failed);
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+int cmd_prewarm(const Args& args) {
+  args.allow_only({"--manifest", "--shape", "--arch", "-j", "--json", "--quiet"});
+  if (!args.positional().empty()) throw UsageError(fmt::format("unexpected argument `{}`", args.positional()[0]));
+  std::vector<WeightShape> shapes;
+  for (const std::string& m : args.all("--manifest")) {
+    auto more = load_manifest(m);
+    shapes.insert(shapes.end(), more.begin(), more.end());
+  }
+  for (const std::string& s : args.all("--shape")) shapes.push_back(parse_shape(s));
+  if (shapes.empty()) throw UsageError("give at least one --manifest or --shape");
+  const std::vector<Arch> archs = parse_archs(args.get("--arch", "sm_90a,sm_100a,sm_120a"));
+  const int threads = args.get_int("-j", int(std::max(1u, std::thread::hardware_concurrency())));
+  if (threads < 1) throw UsageError("-j must be at least 1");
+
+  const std::vector<KernelSpec> specs = prewarm_specs(shapes, archs);
+  const bool json = args.has("--json"), quiet = args.has("--quiet");
+  const bool bar = !quiet && !json && ::isatty(STDERR_FILENO);
+  PrewarmSummary running;
+  running.total = specs.size();
+  size_t done = 0;
+  std::vector<std::string> failures;
+  if (bar) draw_progress(running, 0);
+  const PrewarmSummary summary = prewarm(specs, threads, [&](const PrewarmEvent& e) {
+    ++done;
+    if (!e.error.empty()) ++running.failed, failures.push_back(e.error);
+    else if (e.origin == Origin::compiled) ++running.compiled;
+    else ++running.cached;
+    if (bar) {
+      draw_progress(running, done);
+    } else if (!quiet && !json) {
+      const char* what = !e.error.empty() ? "failed  " : e.origin == Origin::compiled ? "compiled" : "cached  ";
+      std::fprintf(stderr, "%s %7.1f ms  %s %s\n", what, e.seconds * 1e3, std::string(to_string(e.spec->arch)).c_str(),
+                   generate(*e.spec).name.c_str());
+    }
+  });
+  if (bar) std::fputc('\n', stderr);
+  for (const std::string& f : failures) std::fprintf(stderr, "nvfp4-jit prewarm: %s\n", f.c_str());
+  if (json) {
+    std::printf("{\"kernels\":%zu,\"compiled\":%zu,\"cached\":%zu,\"failed\":%zu,\"seconds\":%.3f}\n", summary.total,
+                summary.compiled, summary.cached, summary.failed, summary.seconds);
+  } else {
+    std::printf("prewarm: %zu kernels for %zu shapes on %zu archs: %zu compiled, %zu cache hits, %zu failed in %.1f s\n",
+                summary.total, shapes.size(), archs.size(), summary.compiled, summary.cached, summary.failed,
+                summary.seconds);
+  }
+  return summary.failed ? kFailed : kOk;
+}
+
+}  // namespace nvfp4::jit::cli

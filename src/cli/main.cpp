@@ -1,0 +1,112 @@
+// nvfp4-jit: prewarm, inspect and verify the kernel cache; report the setup; benchmark.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "cli/cli.hpp"
+#include "nvfp4/jit.hpp"
+
+namespace {
+
+constexpr const char* kHelp = R"(nvfp4-jit: NVFP4 kernels generated, compiled and cached at run time.
+
+usage: nvfp4-jit <verb> [options]      nvfp4-jit <verb> --help
+
+verbs:
+  prewarm   compile the kernels of model shapes into the disk cache (no GPU needed)
+  cache     stats | ls | verify | clear: look after the disk cache
+  info      library, NVRTC and driver versions, devices, cache roots, manifests
+  bench     core | dequantize: time the JIT and the kernels on this machine's GPU
+
+environment:
+  NVFP4_JIT_CACHE_DIR    cache root (else $XDG_CACHE_HOME/nvfp4-jit, else ~/.cache/nvfp4-jit)
+  NVFP4_JIT_CACHE_PATH   extra read-only cache roots, colon-separated
+
+exit codes: 0 success, 1 something failed (kernels, cache entries, GPU work),
+            2 usage error, 3 no GPU where one is needed
+)";
+
+constexpr const char* kVerbHelp[][2] = {
+    {"prewarm", R"(usage: nvfp4-jit prewarm [--manifest NAME|FILE]... [--shape N,K[,G]]...
+                        [--arch sm_90a,sm_100a,sm_120a] [-j N] [--json] [--quiet]
+
+Compiles every kernel the given weight shapes need, for every arch given, into the cache.
+Built-in manifests: llama-3.1-8b, llama-3.3-70b, deepseek-v3 (see `nvfp4-jit info`).
+Kernels already in the cache are not compiled again; processes running at once share work.
+  --arch    comma-separated targets (default sm_90a,sm_100a,sm_120a; also sm_103a, sm_121a)
+  -j N      compile threads (default: the number of cores)
+  --json    print a JSON summary on stdout
+  --quiet   no per-kernel lines or progress bar
+)"},
+    {"cache", R"(usage: nvfp4-jit cache stats|ls|verify|clear [--json] [--remove-bad]
+
+  stats    roots, writability, entries and bytes per arch
+  ls       one line per entry: arch, key, size, created, kernel
+  verify   check every entry's checksum and sidecar; exit 1 if any is bad
+           (--remove-bad deletes the bad entries of the writable root)
+  clear    delete every entry of the writable root (read-only roots are never touched)
+)"},
+    {"info", R"(usage: nvfp4-jit info [--json]
+
+Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in manifests.
+)"},
+    {"bench", R"(usage: nvfp4-jit bench core|dequantize [--out FILE.json] [--quick]
+
+  core        cold NVRTC compile per kernel, disk-cache hit (load to first launch),
+              warm dispatch host time per call
+  dequantize  NVFP4 -> BF16 bandwidth against a device-to-device copy of the same bytes
+Needs a GPU (exit 3 without one).
+)"},
+};
+
+const char* verb_help(const std::string& verb) {
+  for (const auto& [name, text] : kVerbHelp)
+    if (verb == name) return text;
+  return nullptr;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace nvfp4::jit::cli;
+  std::vector<std::string> rest(argv + 1, argv + argc);
+  if (rest.empty() || rest[0] == "--help" || rest[0] == "-h" || rest[0] == "help") {
+    if (rest.size() > 1 && verb_help(rest[1])) {
+      std::fputs(verb_help(rest[1]), stdout);
+      return kOk;
+    }
+    std::fputs(kHelp, rest.empty() ? stderr : stdout);
+    return rest.empty() ? kUsage : kOk;
+  }
+  if (rest[0] == "--version") {
+    std::printf("nvfp4-jit %s\n", nvfp4::jit::version());
+    return kOk;
+  }
+  const std::string verb = rest[0];
+  rest.erase(rest.begin());
+  if (!verb_help(verb)) {
+    std::fprintf(stderr, "nvfp4-jit: unknown verb `%s`\n\n%s", verb.c_str(), kHelp);
+    return kUsage;
+  }
+  try {
+    const Args args(rest, {"--manifest", "--shape", "--arch", "-j", "--out"});
+    if (args.has("--help") || args.has("-h")) {
+      std::fputs(verb_help(verb), stdout);
+      return kOk;
+    }
+    if (verb == "prewarm") return cmd_prewarm(args);
+    if (verb == "cache") return cmd_cache(args);
+    if (verb == "info") return cmd_info(args);
+    return cmd_bench(args);
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "nvfp4-jit %s: %s\n\n%s", verb.c_str(), e.what(), verb_help(verb));
+    return kUsage;
+  } catch (const nvfp4::jit::Error& e) {
+    std::fprintf(stderr, "nvfp4-jit %s: %s\n", verb.c_str(), e.what());
+    return e.status() == nvfp4::jit::Status::invalid_argument ? kUsage : kFailed;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "nvfp4-jit %s: %s\n", verb.c_str(), e.what());
+    return kFailed;
+  }
+}

@@ -1,0 +1,15 @@
+#include "core/codegen.hpp"
+
+#include "core/error.hpp"
+#include "ops/dequantize_op.hpp"
+
+namespace nvfp4::jit::detail {
+
+GeneratedKernel generate(const KernelSpec& spec) {
+  switch (spec.op) {
+    case Op::dequantize: return generate_dequantize(spec);
+  }
+  fail(Status::internal, "codegen: unknown op {}", static_cast<int>(spec.op));
+}
+
+}  // namespace nvfp4::jit::detail

@@ -1,0 +1,48 @@
+// Loading compiled kernels into CUDA contexts and launching them on the caller's stream.
+// Warm path: a thread-local context lookup, one shared-lock table lookup, cuLaunchKernelEx.
+#pragma once
+#include <cuda.h>
+
+#include <cstdint>
+#include <string>
+
+#include "core/spec.hpp"
+
+namespace nvfp4::jit::detail {
+
+struct ContextState;
+
+struct DeviceInfo {
+  ContextState* state = nullptr;  // this context's loaded kernels
+  CUcontext context = nullptr;
+  uint64_t context_id = 0;
+  CUdevice device = 0;
+  Arch arch = Arch::sm_90a;
+  int sm_count = 0;
+};
+
+struct LaunchShape {
+  unsigned grid[3] = {1, 1, 1};
+  unsigned block[3] = {1, 1, 1};
+  unsigned shared_bytes = 0;
+  unsigned cluster[3] = {0, 0, 0};  // 0: no cluster
+};
+
+// The calling thread's current context and its device. Throws Error(cuda_error) when no
+// context is current, Error(unsupported) for a device we have no kernels for.
+const DeviceInfo& current_device();
+
+// The kernel of `spec` in the device's context, loading it on first use (and allowing it
+// `shared_bytes` of dynamic shared memory). Never loads while `stream` is capturing: that
+// throws Error(not_loaded_in_capture) naming `prewarm_hint`.
+CUfunction kernel_function(const DeviceInfo& device, const KernelSpec& spec, unsigned shared_bytes, CUstream stream,
+                           const std::string& prewarm_hint);
+
+void launch(CUfunction function, const LaunchShape& shape, CUstream stream, void** params);
+
+// A 2D TMA descriptor for a row-major [rows, cols] tensor of `element_bytes` elements.
+CUtensorMap make_tensor_map_2d(const void* base, CUtensorMapDataType type, uint64_t rows, uint64_t cols,
+                               uint64_t row_stride_bytes, uint32_t box_rows, uint32_t box_cols,
+                               CUtensorMapSwizzle swizzle);
+
+}  // namespace nvfp4::jit::detail

@@ -1,0 +1,94 @@
+#include "core/manifest.hpp"
+
+#include <charconv>
+#include <fstream>
+#include <sstream>
+
+#include "core/embedded.hpp"
+#include "core/error.hpp"
+
+namespace nvfp4::jit::detail {
+
+namespace {
+
+bool parse_int(std::string_view s, int64_t& out) {
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc{} && end == s.data() + s.size();
+}
+
+std::string check_shape(const WeightShape& s) {
+  if (s.n <= 0) return fmt::format("N = {} must be positive", s.n);
+  if (s.k <= 0 || s.k % 16) return fmt::format("K = {} must be a positive multiple of 16", s.k);
+  if (s.groups <= 0) return fmt::format("groups = {} must be positive", s.groups);
+  return {};
+}
+
+}  // namespace
+
+std::vector<WeightShape> parse_manifest(std::string_view text, std::string_view origin) {
+  std::vector<WeightShape> shapes;
+  std::istringstream in{std::string(text)};
+  std::string line;
+  for (int number = 1; std::getline(in, line); ++number) {
+    if (const size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    std::istringstream fields(line);
+    std::vector<std::string> f;
+    for (std::string word; fields >> word;) f.push_back(word);
+    if (f.empty()) continue;
+    WeightShape s;
+    int64_t groups = 1;
+    if (f.size() < 3 || f.size() > 4 || !parse_int(f[1], s.n) || !parse_int(f[2], s.k) ||
+        (f.size() == 4 && !parse_int(f[3], groups)))
+      fail(Status::invalid_argument, "{}:{}: expected `<name> <N> <K> [groups]`, got `{}`", origin, number, line);
+    s.name = f[0];
+    s.groups = static_cast<int32_t>(groups);
+    if (const std::string why = check_shape(s); !why.empty()) fail(Status::invalid_argument, "{}:{}: {}", origin, number, why);
+    shapes.push_back(std::move(s));
+  }
+  return shapes;
+}
+
+std::vector<std::string> builtin_manifest_names() {
+  std::vector<std::string> names;
+  for (const EmbeddedFile& f : embedded_manifests()) {
+    std::string name = f.name;
+    names.push_back(name.substr(0, name.rfind('.')));
+  }
+  return names;
+}
+
+std::vector<WeightShape> load_manifest(const std::string& name_or_path) {
+  for (const EmbeddedFile& f : embedded_manifests())
+    if (name_or_path + ".txt" == f.name) return parse_manifest(std::string_view(f.data, f.size), f.name);
+  std::ifstream file(name_or_path);
+  if (!file) {
+    std::string names;
+    for (const std::string& n : builtin_manifest_names()) names += " " + n;
+    fail(Status::invalid_argument, "manifest `{}` is neither a built-in manifest ({} ) nor a readable file", name_or_path, names);
+  }
+  std::stringstream text;
+  text << file.rdbuf();
+  return parse_manifest(text.str(), name_or_path);
+}
+
+WeightShape parse_shape(std::string_view text) {
+  WeightShape s;
+  s.name = std::string(text);
+  std::vector<int64_t> v;
+  for (size_t start = 0; start <= text.size();) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    int64_t x = 0;
+    if (!parse_int(text.substr(start, end - start), x))
+      fail(Status::invalid_argument, "--shape `{}`: expected N,K or N,K,G with integers", text);
+    v.push_back(x);
+    start = end + 1;
+  }
+  if (v.size() < 2 || v.size() > 3) fail(Status::invalid_argument, "--shape `{}`: expected N,K or N,K,G", text);
+  s.n = v[0];
+  s.k = v[1];
+  s.groups = v.size() == 3 ? static_cast<int32_t>(v[2]) : 1;
+  if (const std::string why = check_shape(s); !why.empty()) fail(Status::invalid_argument, "--shape `{}`: {}", text, why);
+  return s;
+}
+
+}  // namespace nvfp4::jit::detail

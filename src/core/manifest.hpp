@@ -1,0 +1,26 @@
+// Shape manifests: the weight shapes (N, K, groups) of a model, one per line.
+//   # comment
+//   <name> <N> <K> [groups]
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace nvfp4::jit::detail {
+
+struct WeightShape {
+  std::string name;
+  int64_t n = 0, k = 0;
+  int32_t groups = 1;
+};
+
+// Throws Error(invalid_argument) naming "<origin>:<line>".
+std::vector<WeightShape> parse_manifest(std::string_view text, std::string_view origin);
+// A built-in manifest ("llama-3.1-8b", ...) or a manifest file's path.
+std::vector<WeightShape> load_manifest(const std::string& name_or_path);
+std::vector<std::string> builtin_manifest_names();
+// "N,K" or "N,K,G".
+WeightShape parse_shape(std::string_view text);
+
+}  // namespace nvfp4::jit::detail

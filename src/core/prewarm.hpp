@@ -1,0 +1,33 @@
+// Prewarm: compile (or find on disk) every kernel a set of weight shapes needs, for a set of
+// archs, in parallel threads. Processes racing on the same keys compile each one once.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/kernel_store.hpp"
+#include "core/manifest.hpp"
+#include "core/spec.hpp"
+
+namespace nvfp4::jit::detail {
+
+// Every kernel of every op for this weight shape on `arch`, deduplicated.
+std::vector<KernelSpec> prewarm_specs(const std::vector<WeightShape>& shapes, const std::vector<Arch>& archs);
+
+struct PrewarmEvent {
+  const KernelSpec* spec;
+  Origin origin;
+  double seconds;
+  std::string error;  // non-empty: failed
+};
+
+struct PrewarmSummary {
+  size_t total = 0, compiled = 0, cached = 0, failed = 0;
+  double seconds = 0;
+};
+
+// `on_done` is called (serialized) after each kernel.
+PrewarmSummary prewarm(const std::vector<KernelSpec>& specs, int threads,
+                       const std::function<void(const PrewarmEvent&)>& on_done);
+
+}  // namespace nvfp4::jit::detail

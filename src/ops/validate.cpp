@@ -1,0 +1,42 @@
+#include "ops/validate.hpp"
+
+#include <cmath>
+
+#include "common/params.cuh"
+
+namespace nvfp4::jit::detail {
+
+std::string_view dtype_label(DType dtype) {
+  switch (dtype) {
+    case DType::bf16: return "bf16";
+    case DType::fp16: return "fp16";
+    case DType::fp32: return "fp32";
+    case DType::nvfp4: return "nvfp4";
+  }
+  return "unknown";
+}
+
+void Check::dtype_in(std::string_view arg, DType dtype, std::initializer_list<DType> allowed) const {
+  std::string names;
+  for (DType d : allowed) {
+    if (d == dtype) return;
+    names += fmt::format("{}{}", names.empty() ? "" : ", ", dtype_label(d));
+  }
+  fail(arg, fmt::format("{} = {} is not supported here (use one of: {})", arg,
+                        dtype_label(dtype) == "unknown" ? std::to_string(int(dtype)) : std::string(dtype_label(dtype)), names),
+       Status::unsupported);
+}
+
+void Check::scale_layout(std::string_view arg, ScaleLayout layout) const {
+  if (layout != ScaleLayout::linear && layout != ScaleLayout::swizzled128x4)
+    fail(arg, fmt::format("{} = {} is not a scale layout (linear or swizzled128x4)", arg, int(layout)));
+}
+
+int Check::global_scale(std::string_view arg, const GlobalScale& scale) const {
+  if (scale.device_ptr) return scale.per_row ? nvfp4k::GSCALE_DEVICE_PER_ROW : nvfp4k::GSCALE_DEVICE;
+  if (scale.per_row) fail(arg, fmt::format("{}.per_row is set but {}.device_ptr is null", arg, arg));
+  if (!std::isfinite(scale.value)) fail(arg, fmt::format("{}.value = {} is not finite", arg, scale.value));
+  return nvfp4k::GSCALE_HOST;
+}
+
+}  // namespace nvfp4::jit::detail

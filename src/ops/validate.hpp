@@ -1,0 +1,46 @@
+// Argument checks shared by every public entry point. Each failure throws
+// Error(invalid_argument or unsupported) with "<entry point>: <argument> ...".
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <string_view>
+
+#include "core/error.hpp"
+#include "nvfp4/jit.hpp"
+
+namespace nvfp4::jit::detail {
+
+inline bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+std::string_view dtype_label(DType dtype);
+
+class Check {
+ public:
+  explicit Check(std::string_view who) : who_(who) {}
+
+  [[noreturn]] void fail(std::string_view /*arg*/, const std::string& message, Status status = Status::invalid_argument) const {
+    throw Error(status, fmt::format("{}: {}", who_, message));
+  }
+  void not_null(std::string_view arg, const void* p) const {
+    if (!p) fail(arg, fmt::format("{} is null", arg));
+  }
+  void aligned(std::string_view arg, const void* p, uintptr_t bytes) const {
+    if (!detail::aligned(p, bytes))
+      fail(arg, fmt::format("{} = {} is not {}-byte aligned", arg, p, bytes));
+  }
+  void not_negative(std::string_view arg, int64_t v) const {
+    if (v < 0) fail(arg, fmt::format("{} = {} is negative", arg, v));
+  }
+  void positive_multiple(std::string_view arg, int64_t v, int64_t of, std::string_view why) const {
+    if (v <= 0 || v % of) fail(arg, fmt::format("{} = {} must be a positive multiple of {} ({})", arg, v, of, why));
+  }
+  void dtype_in(std::string_view arg, DType dtype, std::initializer_list<DType> allowed) const;
+  void scale_layout(std::string_view arg, ScaleLayout layout) const;
+  // Returns the GlobalScaleCode the kernels use.
+  int global_scale(std::string_view arg, const GlobalScale& scale) const;
+
+ private:
+  std::string_view who_;
+};
+
+}  // namespace nvfp4::jit::detail

@@ -1,0 +1,53 @@
+// NVFP4 element formats: E2M1 values, E4M3 block scales, and the rounding of fp32 results
+// to BF16 / FP16 (round to nearest even, NaN kept quiet and signed).
+#pragma once
+#include "common/portable.cuh"
+
+namespace nvfp4k {
+
+// E2M1 nibble: sign in bit 3, magnitude index in bits 0..2 -> {0, .5, 1, 1.5, 2, 3, 4, 6}.
+// The doubled magnitudes {0,1,2,3,4,6,8,12} sit one per nibble of this constant.
+NVFP4_HD float e2m1_to_float(unsigned nibble) {
+  const float mag = float((0xC8643210u >> ((nibble & 7u) * 4u)) & 15u) * 0.5f;
+  return (nibble & 8u) ? -mag : mag;
+}
+
+// E4M3 (the "fn" variant: no infinities, S.1111.111 is NaN), bias 7, subnormals m * 2^-9.
+NVFP4_HD float e4m3_to_float(unsigned byte) {
+  const unsigned e = (byte >> 3) & 15u, m = byte & 7u;
+  if (e == 15u && m == 7u) return bits_to_float(0x7FC00000u | ((byte & 0x80u) << 24));
+  const float mag = e == 0u ? float(m) * 0.001953125f : bits_to_float(((e + 120u) << 23) | (m << 20));
+  return (byte & 0x80u) ? -mag : mag;
+}
+
+NVFP4_HD unsigned short float_to_bf16_bits(float f) {
+  unsigned u = float_to_bits(f);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (unsigned short)((u >> 16) | 0x40u);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return (unsigned short)(u >> 16);
+}
+
+NVFP4_HD unsigned short float_to_fp16_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
+  unsigned u = float_to_bits(f);
+  const unsigned sign = (u >> 16) & 0x8000u;
+  u &= 0x7FFFFFFFu;
+  if (u > 0x7F800000u) return (unsigned short)(sign | 0x7E00u);  // NaN
+  if (u >= 0x477FF000u) return (unsigned short)(sign | 0x7C00u);  // >= 65520 rounds to Inf
+  if (u >= 0x38800000u) {                                          // normal: >= 2^-14
+    unsigned r = u - 0x38000000u;
+    r += 0xFFFu + ((r >> 13) & 1u);
+    return (unsigned short)(sign | (r >> 13));
+  }
+  if (u <= 0x33000000u) return (unsigned short)sign;  // <= 2^-25 rounds to zero
+  const unsigned e = u >> 23, m = (u & 0x7FFFFFu) | 0x800000u;
+  const unsigned shift = 126u - e, q = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+  return (unsigned short)(sign | (q + ((rem > half || (rem == half && (q & 1u))) ? 1u : 0u)));
+#endif
+}
+
+}  // namespace nvfp4k
