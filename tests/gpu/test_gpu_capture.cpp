@@ -1,0 +1,96 @@
+// CUDA graph capture: prewarmed kernels launch inside a capture; a cold kernel fails with a
+// clear error and leaves the capture intact.
+#include <doctest/doctest.h>
+
+#include <cstring>
+
+#include "../dequantize_fixture.hpp"
+#include "core/gpu_util.hpp"
+#include "core/launcher.hpp"
+
+using namespace nvfp4::jit;
+using namespace nvfp4::jit::detail;
+
+TEST_SUITE("gpu_capture") {
+  TEST_CASE("a loaded kernel is captured into a graph and replays with new global scales") {
+    std::mt19937 rng(std::random_device{}());
+    testutil::HostNvfp4 t(64, 256, ScaleLayout::linear, rng);
+    DeviceBuffer packed = to_device(t.packed), scales = to_device(t.scales), out(64 * 256 * 4);
+    DeviceBuffer gscale = to_device(std::vector<float>{2.0f});
+    DequantizeArgs a;
+    a.src = {packed.get(), 0, scales.get(), ScaleLayout::linear, {1.0f, gscale.as<float>(), false}};
+    a.src_rows = 64;
+    a.k = 256;
+    a.out = out.get();
+    a.out_dtype = DType::fp32;
+    const Driver& d = driver();
+    CUstream stream = nullptr;
+    check_cu(d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    dequantize(a, stream);  // warm-up outside the capture loads the kernel
+    check_cu(d.cuStreamSynchronize(stream), "sync");
+
+    CUgraph graph = nullptr;
+    CUgraphExec exec = nullptr;
+    check_cu(d.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+    dequantize(a, stream);
+    check_cu(d.cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
+    check_cu(d.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiate");
+    for (float s : {3.0f, 0.25f}) {
+      gscale.upload(&s, sizeof s);
+      out.fill(0xEE);
+      check_cu(d.cuGraphLaunch(exec, stream), "cuGraphLaunch");
+      check_cu(d.cuStreamSynchronize(stream), "sync");
+      std::vector<float> got(64 * 256);
+      out.download(got.data(), got.size() * 4);
+      for (int64_t i = 0; i < 64 * 256; ++i)
+        if (got[i] != float(t.value(i / 256, i % 256) * s)) {
+          FAIL_CHECK("replay with scale " << s << ": first wrong element (" << i / 256 << ", " << i % 256 << ")");
+          break;
+        }
+    }
+    d.cuGraphExecDestroy(exec);
+    d.cuGraphDestroy(graph);
+    d.cuStreamDestroy(stream);
+  }
+
+  TEST_CASE("a kernel not yet loaded fails inside a capture, naming the kernel and the prewarm command") {
+    std::mt19937 rng(std::random_device{}());
+    const int64_t k = 16 * 997;  // a K no other test loads
+    testutil::HostNvfp4 t(2, k, ScaleLayout::linear, rng);
+    DeviceBuffer packed = to_device(t.packed), scales = to_device(t.scales), out(2 * k * 2);
+    DequantizeArgs a;
+    a.src = {packed.get(), 0, scales.get(), ScaleLayout::linear, {}};
+    a.src_rows = 2;
+    a.k = k;
+    a.out = out.get();
+    const Driver& d = driver();
+    CUstream stream = nullptr;
+    check_cu(d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    check_cu(d.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+    try {
+      dequantize(a, stream);
+      FAIL("expected not_loaded_in_capture");
+    } catch (const Error& e) {
+      CHECK(e.status() == Status::not_loaded_in_capture);
+      CHECK(std::string(e.what()).find("nvfp4_dequantize_k15952_bf16_linear") != std::string::npos);
+      CHECK(std::string(e.what()).find("nvfp4-jit prewarm --shape 2,15952") != std::string::npos);
+    }
+    CUgraph graph = nullptr;
+    CHECK(d.cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);  // the capture survived
+    if (graph) d.cuGraphDestroy(graph);
+    dequantize(a, stream);  // and outside the capture the same call works
+    CHECK(d.cuStreamSynchronize(stream) == CUDA_SUCCESS);
+    d.cuStreamDestroy(stream);
+  }
+
+  TEST_CASE("TMA descriptors encode through the driver") {
+    DeviceBuffer buf(1024 * 1024);
+    const CUtensorMap map = make_tensor_map_2d(buf.get(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1024, 1024, 1024, 64, 128,
+                                               CU_TENSOR_MAP_SWIZZLE_128B);
+    const CUtensorMap empty{};
+    CHECK(std::memcmp(&map, &empty, sizeof map) != 0);
+    CHECK_THROWS_AS(make_tensor_map_2d(buf.get(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1024, 1024, 1000, 64, 128,
+                                       CU_TENSOR_MAP_SWIZZLE_128B),
+                    Error);  // stride not a multiple of 16
+  }
+}

@@ -1,0 +1,38 @@
+// The C API: status codes and the thread-local last-error message.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "nvfp4/jit.h"
+
+TEST_SUITE("c_api") {
+  TEST_CASE("null args and bad arguments return a status and a message") {
+    CHECK(nvfp4_jit_dequantize(nullptr, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(std::string(nvfp4_jit_last_error()).find("args is null") != std::string::npos);
+
+    nvfp4_dequantize_args a;
+    std::memset(&a, 0, sizeof a);
+    a.k = 24;
+    CHECK(nvfp4_jit_dequantize(&a, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(std::string(nvfp4_jit_last_error()).find("k = 24") != std::string::npos);
+
+    a.k = 32;
+    a.out_dtype = NVFP4_DTYPE_NVFP4;
+    CHECK(nvfp4_jit_dequantize(&a, nullptr) == NVFP4_UNSUPPORTED);
+  }
+
+  TEST_CASE("the last error is per thread, and a success clears it") {
+    nvfp4_jit_dequantize(nullptr, nullptr);
+    std::string other = "unset";
+    std::thread([&] { other = nvfp4_jit_last_error(); }).join();
+    CHECK(other.empty());
+    nvfp4_dequantize_args a;
+    std::memset(&a, 0, sizeof a);
+    a.k = 32;  // zero rows: a valid no-op
+    CHECK(nvfp4_jit_dequantize(&a, nullptr) == NVFP4_OK);
+    CHECK(std::string(nvfp4_jit_last_error()).empty());
+    CHECK(std::string(nvfp4_jit_version()).size() > 0);
+  }
+}

@@ -1,0 +1,101 @@
+// The nvfp4-jit command as a user runs it.
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "test_util.hpp"
+
+using testutil::cli;
+using testutil::run;
+
+namespace {
+std::string with_cache(const testutil::TempDir& dir) { return "NVFP4_JIT_CACHE_DIR=" + dir.str() + " " + cli(); }
+}  // namespace
+
+TEST_SUITE("cli") {
+  TEST_CASE("prewarm of a built-in manifest for every arch, then again: the second run compiles nothing") {
+    testutil::TempDir dir;
+    const auto first = run(with_cache(dir) + " prewarm --manifest llama-3.1-8b --arch sm_90a,sm_100a,sm_120a --json");
+    CAPTURE(first.err);
+    REQUIRE(first.code == 0);
+    CHECK(testutil::json_int(first.out, "kernels") == 36);
+    CHECK(testutil::json_int(first.out, "compiled") == 36);
+    const auto second = run(with_cache(dir) + " prewarm --manifest llama-3.1-8b --arch sm_90a,sm_100a,sm_120a --json");
+    CHECK(testutil::json_int(second.out, "compiled") == 0);
+    CHECK(testutil::json_int(second.out, "cached") == 36);
+    const auto stats = run(with_cache(dir) + " cache stats --json");
+    CHECK(testutil::json_int(stats.out, "entries") == 36);
+    const auto lines = run(with_cache(dir) + " prewarm --shape 8,64 --arch sm_90a");
+    CHECK(lines.err.find("compiled") != std::string::npos);  // plain lines when not on a terminal
+    CHECK(lines.out.find("6 compiled, 0 cache hits, 0 failed") != std::string::npos);
+  }
+
+  TEST_CASE("cache verify finds a corrupted entry; --remove-bad removes it; clear empties the root") {
+    testutil::TempDir dir;
+    REQUIRE(run(with_cache(dir) + " prewarm --shape 8,256 --arch sm_90a --quiet").code == 0);
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir.path))
+      if (e.path().extension() == ".cubin") {
+        std::filesystem::resize_file(e.path(), 100);
+        break;
+      }
+    const auto bad = run(with_cache(dir) + " cache verify");
+    CHECK(bad.code == 1);
+    CHECK(bad.out.find("1 bad") != std::string::npos);
+    CHECK(run(with_cache(dir) + " cache verify --remove-bad").code == 0);
+    CHECK(run(with_cache(dir) + " cache verify").out.find("5 entries, 0 bad") != std::string::npos);
+    CHECK(run(with_cache(dir) + " cache clear").code == 0);
+    CHECK(testutil::json_int(run(with_cache(dir) + " cache stats --json").out, "entries") == 0);
+  }
+
+  TEST_CASE("a read-only cache directory degrades to memory-only with one warning") {
+    testutil::TempDir dir;
+    const std::string root = dir.str() + "/ro";
+    std::filesystem::create_directory(root);
+    std::string prefix;
+    if (::geteuid() == 0) {
+      // root ignores permissions: run the command as an unprivileged user that owns the dir.
+      REQUIRE(::chown(root.c_str(), 65534, 65534) == 0);
+      ::chmod(dir.str().c_str(), 0755);
+      prefix = "setpriv --reuid=65534 --regid=65534 --clear-groups ";
+    }
+    ::chmod(root.c_str(), 0500);
+    const auto r = run("NVFP4_JIT_CACHE_DIR=" + root + " " + prefix + cli() + " prewarm --shape 8,512 --arch sm_90a --json");
+    CAPTURE(r.err);
+    CHECK(r.code == 0);
+    CHECK(testutil::json_int(r.out, "compiled") == 6);
+    size_t warnings = 0;
+    for (size_t pos = 0; (pos = r.err.find("memory only", pos)) != std::string::npos; ++pos) ++warnings;
+    CHECK(warnings == 1);
+    CHECK(std::filesystem::is_empty(root));
+  }
+
+  TEST_CASE("usage errors exit 2 with a message naming the problem") {
+    auto r = run(cli() + " prewarm --shape 10,17");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("K = 17 must be a positive multiple of 16") != std::string::npos);
+    r = run(cli() + " prewarm --shape 8,64 --arch sm_80");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("unknown arch `sm_80`") != std::string::npos);
+    r = run(cli() + " prewarm --manifest no-such-model");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("no-such-model") != std::string::npos);
+    CHECK(run(cli() + " frobnicate").code == 2);
+    CHECK(run(cli() + " cache").code == 2);
+    CHECK(run(cli() + " prewarm --bogus").code == 2);
+  }
+
+  TEST_CASE("--help on every verb, info and --version work without a GPU") {
+    for (const char* verb : {"prewarm", "cache", "info", "bench"}) {
+      const auto r = run(cli() + " " + verb + " --help");
+      CHECK(r.code == 0);
+      CHECK(r.out.find("usage: nvfp4-jit") != std::string::npos);
+    }
+    const auto info = run(cli() + " info --json");
+    CHECK(info.code == 0);
+    CHECK(info.out.find("\"nvrtc\":\"") != std::string::npos);
+    CHECK(info.out.find("llama-3.1-8b") != std::string::npos);
+    CHECK(run(cli() + " --version").out.find("nvfp4-jit 0.") == 0);
+  }
+}

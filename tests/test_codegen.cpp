@@ -1,0 +1,49 @@
+// Codegen determinism and a golden generated source.
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "core/codegen.hpp"
+#include "ops/dequantize_op.hpp"
+
+using namespace nvfp4::jit;
+using namespace nvfp4::jit::detail;
+
+TEST_SUITE("codegen") {
+  TEST_CASE("the same spec gives the same source, different specs different names") {
+    const KernelSpec a = dequantize_spec(Arch::sm_90a, 4096, DType::bf16, ScaleLayout::linear, 32);
+    const KernelSpec b = dequantize_spec(Arch::sm_90a, 4096, DType::fp16, ScaleLayout::linear, 32);
+    CHECK(generate(a).source == generate(a).source);
+    CHECK(generate(a).name != generate(b).name);
+    CHECK(KernelSpecHash{}(a) == KernelSpecHash{}(dequantize_spec(Arch::sm_90a, 4096, DType::bf16, ScaleLayout::linear, 32)));
+  }
+
+  TEST_CASE("golden dequantize source") {
+    const KernelSpec spec = dequantize_spec(Arch::sm_90a, 4096, DType::bf16, ScaleLayout::swizzled128x4, 32);
+    const GeneratedKernel g = generate(spec);
+    CHECK(g.name == "nvfp4_dequantize_k4096_bf16_sw128x4_v32");
+    CHECK(g.source ==
+          "// nvfp4-jit generated: dequantize arch=sm_90a N=0 K=4096 groups=0 a=nvfp4 b=none out=bf16 "
+          "scales=swizzled128x4 gscale=0 flags=0 tile=0x0x0 threads=256 stages=0 cluster=0x0 vec=32\n"
+          "#include \"dequantize.cuh\"\n\n"
+          "extern \"C\" __global__ void __launch_bounds__(256) nvfp4_dequantize_k4096_bf16_sw128x4_v32("
+          "const nvfp4k::DequantizeParams p) {\n"
+          "  nvfp4k::dequantize<0, 4096LL, 32, 1, 256>(p);\n"
+          "}\n");
+  }
+
+  TEST_CASE("generated sources hold no paths, user or host names") {
+    char host[256] = {};
+    ::gethostname(host, sizeof host);
+    const char* user = std::getenv("USER");
+    for (Arch arch : kAllArchs)
+      for (const KernelSpec& spec : dequantize_prewarm_specs(arch, 2880)) {
+        const std::string src = generate(spec).source;
+        CAPTURE(src);
+        CHECK(src.find("#include \"/") == std::string::npos);
+        CHECK(src.find(host) == std::string::npos);
+        if (user && *user) CHECK(src.find(std::string("/") + user) == std::string::npos);
+      }
+  }
+}

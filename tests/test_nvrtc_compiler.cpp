@@ -1,0 +1,61 @@
+// NVRTC compiles every template for every arch it supports; failures carry the log.
+#include <doctest/doctest.h>
+
+#include <cstring>
+#include <thread>
+
+#include "core/nvrtc_compiler.hpp"
+#include "ops/dequantize_op.hpp"
+
+using namespace nvfp4::jit;
+using namespace nvfp4::jit::detail;
+
+TEST_SUITE("nvrtc") {
+  TEST_CASE("every dequantize variant compiles for every arch, in parallel threads") {
+    std::vector<KernelSpec> specs;
+    for (Arch arch : kAllArchs) {
+      REQUIRE_MESSAGE(nvrtc_supports(arch), "NVRTC " << nvrtc_version() << " lacks " << to_string(arch));
+      for (const KernelSpec& s : dequantize_prewarm_specs(arch, 4096)) specs.push_back(s);
+      specs.push_back(dequantize_spec(arch, 48, DType::fp16, ScaleLayout::linear, 16));  // 16-wide path
+    }
+    std::vector<std::string> failures(specs.size());
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 2; ++t)
+      threads.emplace_back([&, t] {
+        for (size_t i = t; i < specs.size(); i += 2) {
+          try {
+            const auto cubin = nvrtc_compile(generate(specs[i]), specs[i].arch);
+            if (cubin.size() < 4 || std::memcmp(cubin.data(), "\x7f" "ELF", 4) != 0) failures[i] = "not an ELF CUBIN";
+          } catch (const std::exception& e) {
+            failures[i] = e.what();
+          }
+        }
+      });
+    for (auto& t : threads) t.join();
+    for (size_t i = 0; i < specs.size(); ++i) {
+      CAPTURE(specs[i].describe());
+      CHECK(failures[i] == "");
+    }
+  }
+
+  TEST_CASE("a compile error reports the kernel, the arch and NVRTC's log") {
+    GeneratedKernel bad{"broken_kernel", "extern \"C\" __global__ void broken_kernel() { undefined_symbol(); }\n"};
+    try {
+      nvrtc_compile(bad, Arch::sm_90a);
+      FAIL("compile should fail");
+    } catch (const Error& e) {
+      CHECK(e.status() == Status::compile_failed);
+      const std::string msg = e.what();
+      CHECK(msg.find("broken_kernel") != std::string::npos);
+      CHECK(msg.find("sm_90a") != std::string::npos);
+      CHECK(msg.find("undefined_symbol") != std::string::npos);
+    }
+  }
+
+  TEST_CASE("options are normalized: fixed order, no paths") {
+    const auto options = nvrtc_options(Arch::sm_120a);
+    CHECK(options == nvrtc_options(Arch::sm_120a));
+    CHECK(options[0] == "--gpu-architecture=sm_120a");
+    for (const auto& o : options) CHECK(o.find('/') == std::string::npos);
+  }
+}
