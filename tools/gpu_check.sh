@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Everything the GPU machine checks, in one run: GPU tests, compute-sanitizer, the example,
+# the benchmarks and the SASS of the cached kernels. Results go to $OUT (default ./gpu-out).
+# Usage (from the repository root, with a Release build in ./build):  tools/gpu_check.sh [--quick]
+set -uo pipefail
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export PATH=/usr/local/cuda/bin:$PATH
+export NVFP4_JIT_CACHE_DIR=$(mktemp -d)
+B=build/bin
+QUICK=${1:-}
+status=0
+step() { echo; echo "=== $*"; }
+
+step device; nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv | tee "$OUT/device.txt"
+step info; $B/nvfp4-jit info
+step gpu tests
+$B/nvfp4_jit_gpu_tests --no-intro 2>&1 | tee "$OUT/gpu_tests.txt" || status=1
+step compute-sanitizer memcheck
+compute-sanitizer --tool memcheck --error-exitcode 9 $B/nvfp4_jit_gpu_tests --no-intro -tc="*unaligned*,*captured*" \
+  > "$OUT/memcheck.txt" 2>&1 || status=1
+tail -3 "$OUT/memcheck.txt"
+step compute-sanitizer racecheck
+compute-sanitizer --tool racecheck --error-exitcode 9 $B/nvfp4_jit_gpu_tests --no-intro -tc="*unaligned*" \
+  > "$OUT/racecheck.txt" 2>&1 || status=1
+tail -3 "$OUT/racecheck.txt"
+step example; $B/dequantize_example 4096 4096 || status=1
+step prewarm for this GPU; $B/nvfp4-jit prewarm --manifest llama-3.1-8b --arch sm_90a --quiet
+step bench core; $B/nvfp4-jit bench core $QUICK --out "$OUT/bench_core.json" || status=1
+step bench dequantize; $B/nvfp4-jit bench dequantize $QUICK --out "$OUT/bench_dequantize.json" || status=1
+step SASS
+for f in $(find "$NVFP4_JIT_CACHE_DIR/v1/sm_90a" -name '*.cubin' | head -4); do
+  echo "--- $f $(grep -o '"k":[0-9]*,[^}]*"out_dtype":"[a-z0-9]*"' "${f%.cubin}.json")"
+  cuobjdump -res-usage "$f" 2>&1 | grep -E "REG|STACK|LOCAL" | head -2
+  cuobjdump -sass "$f" > "$OUT/sass_$(basename "$f" .cubin).txt"
+  echo "local-memory instructions: $(grep -cE 'LDL|STL' "$OUT/sass_$(basename "$f" .cubin).txt")"
+done
+echo; echo "gpu_check status: $status"
+exit $status
