@@ -1,7 +1,11 @@
 // NVFP4 -> BF16 / FP16 / FP32 dequantize, full or gathered by row indices.
+//
+// Work is cut into groups of 8 consecutive elements of a row (4 packed bytes in, 16 or 32
+// bytes out), numbered across the whole output. A block of THREADS threads handles
+// THREADS * LOADS consecutive groups; pass j of thread t takes group j*THREADS + t, so every
+// load and store of a warp touches one contiguous span. The LOADS packed words of a thread
+// are all loaded before the first is used, to keep enough bytes in flight.
 // Gathering and the global-scale source are run-time choices (uniform branches).
-// One thread decodes VEC consecutive elements of a row (one or two scale blocks):
-// a 16- or 8-byte packed load, VEC*sizeof(out) bytes of 16-byte stores.
 #pragma once
 #include "common/nvfp4_format.cuh"
 #include "common/params.cuh"
@@ -10,38 +14,43 @@
 
 namespace nvfp4k {
 
-template <int OUT_DTYPE, long long K, int VEC, int SCALE_LAYOUT, int THREADS>
+template <int OUT_DTYPE, long long K, int SCALE_LAYOUT, int THREADS, int LOADS>
 __device__ __forceinline__ void dequantize(const DequantizeParams& p) {
-  static_assert(K % VEC == 0 && VEC % 16 == 0, "K must be a multiple of the vector width");
-  constexpr long long CHUNKS_PER_ROW = K / VEC;
-  constexpr long long KBLOCKS = K / 16;
-  const long long chunk = (long long)blockIdx.x * THREADS + threadIdx.x;
-  const long long r = chunk / CHUNKS_PER_ROW;
-  if (r >= p.rows) return;
-  const long long c = chunk - r * CHUNKS_PER_ROW;
+  static_assert(K % 16 == 0, "K must be a multiple of the NVFP4 block");
+  constexpr long long GROUPS_PER_ROW = K / 8;
+  const long long total = p.rows * GROUPS_PER_ROW;
+  const long long first = (long long)blockIdx.x * (THREADS * LOADS) + threadIdx.x;
 
-  const long long src = p.row_indices ? (long long)p.row_indices[r] : r;
-  float v[VEC];
-  if (src >= 0 && src < p.src_rows) {
-    unsigned w[VEC / 8];
-    load_packed<VEC>(p.packed + src * p.packed_stride + c * (VEC / 2), w);
-    const float gscale = global_scale(p.gscale_mode, p.gscale_value, p.gscale_ptr, src);
+  unsigned word[LOADS];
+  long long src[LOADS];
 #pragma unroll
-    for (int b = 0; b < VEC / 16; ++b) {
-      // e2m1 * e4m3 is exact in fp32, so each value is one rounding of the exact product.
-      const float s = e4m3_to_float(p.scales[scale_offset<SCALE_LAYOUT>(src, c * (VEC / 16) + b, KBLOCKS)]);
-#pragma unroll
-      for (int j = 0; j < 16; ++j) {
-        const int e = b * 16 + j;
-        v[e] = (e2m1_to_float((w[e / 8] >> ((e % 8) * 4)) & 15u) * s) * gscale;
-      }
-    }
-  } else {
-#pragma unroll
-    for (int e = 0; e < VEC; ++e) v[e] = bits_to_float(0x7FC00000u);  // out-of-range gather index
+  for (int j = 0; j < LOADS; ++j) {
+    const long long g = first + j * THREADS;
+    const long long r = g / GROUPS_PER_ROW, c = g - r * GROUPS_PER_ROW;
+    src[j] = g >= total ? -1 : p.row_indices ? (long long)p.row_indices[r] : r;
+    word[j] = src[j] >= 0 && src[j] < p.src_rows
+                  ? *reinterpret_cast<const unsigned*>(p.packed + src[j] * p.packed_stride + c * 4)
+                  : 0u;
   }
-  char* out = static_cast<char*>(p.out) + (r * p.out_stride + c * VEC) * dtype_bytes<OUT_DTYPE>();
-  store_converted<OUT_DTYPE, VEC>(out, v);
+#pragma unroll
+  for (int j = 0; j < LOADS; ++j) {
+    const long long g = first + j * THREADS;
+    if (g >= total) break;
+    const long long r = g / GROUPS_PER_ROW, c = g - r * GROUPS_PER_ROW;
+    float v[8];
+    if (src[j] >= 0 && src[j] < p.src_rows) {
+      // e2m1 * e4m3 is exact in fp32, so each value is one rounding of the exact product.
+      const float s = e4m3_to_float(p.scales[scale_offset<SCALE_LAYOUT>(src[j], c / 2, K / 16)]);
+      const float gscale = global_scale(p.gscale_mode, p.gscale_value, p.gscale_ptr, src[j]);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] = (e2m1_to_float((word[j] >> (4 * e)) & 15u) * s) * gscale;
+    } else {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) v[e] = bits_to_float(0x7FC00000u);  // out-of-range gather index
+    }
+    char* out = static_cast<char*>(p.out) + (r * p.out_stride + c * 8) * dtype_bytes<OUT_DTYPE>();
+    store_converted<OUT_DTYPE, 8>(out, v);
+  }
 }
 
 }  // namespace nvfp4k

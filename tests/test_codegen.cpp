@@ -12,24 +12,24 @@ using namespace nvfp4::jit::detail;
 
 TEST_SUITE("codegen") {
   TEST_CASE("the same spec gives the same source, different specs different names") {
-    const KernelSpec a = dequantize_spec(Arch::sm_90a, 4096, DType::bf16, ScaleLayout::linear, 32);
-    const KernelSpec b = dequantize_spec(Arch::sm_90a, 4096, DType::fp16, ScaleLayout::linear, 32);
+    const KernelSpec a = dequantize_spec(Arch::sm_90a, 4096, DType::bf16, ScaleLayout::linear);
+    const KernelSpec b = dequantize_spec(Arch::sm_90a, 4096, DType::fp16, ScaleLayout::linear);
     CHECK(generate(a).source == generate(a).source);
     CHECK(generate(a).name != generate(b).name);
-    CHECK(KernelSpecHash{}(a) == KernelSpecHash{}(dequantize_spec(Arch::sm_90a, 4096, DType::bf16, ScaleLayout::linear, 32)));
+    CHECK(KernelSpecHash{}(a) == KernelSpecHash{}(dequantize_spec(Arch::sm_90a, 4096, DType::bf16, ScaleLayout::linear)));
   }
 
   TEST_CASE("golden dequantize source") {
-    const KernelSpec spec = dequantize_spec(Arch::sm_90a, 4096, DType::bf16, ScaleLayout::swizzled128x4, 32);
+    const KernelSpec spec = dequantize_spec(Arch::sm_90a, 4096, DType::bf16, ScaleLayout::swizzled128x4);
     const GeneratedKernel g = generate(spec);
-    CHECK(g.name == "nvfp4_dequantize_k4096_bf16_sw128x4_v32");
+    CHECK(g.name == "nvfp4_dequantize_k4096_bf16_sw128x4");
     CHECK(g.source ==
           "// nvfp4-jit generated: dequantize arch=sm_90a N=0 K=4096 groups=0 a=nvfp4 b=none out=bf16 "
-          "scales=swizzled128x4 gscale=0 flags=0 tile=0x0x0 threads=256 stages=0 cluster=0x0 vec=32\n"
+          "scales=swizzled128x4 gscale=0 flags=0 tile=0x0x0 threads=256 stages=4 cluster=0x0 vec=8\n"
           "#include \"dequantize.cuh\"\n\n"
-          "extern \"C\" __global__ void __launch_bounds__(256) nvfp4_dequantize_k4096_bf16_sw128x4_v32("
+          "extern \"C\" __global__ void __launch_bounds__(256) nvfp4_dequantize_k4096_bf16_sw128x4("
           "const nvfp4k::DequantizeParams p) {\n"
-          "  nvfp4k::dequantize<0, 4096LL, 32, 1, 256>(p);\n"
+          "  nvfp4k::dequantize<0, 4096LL, 1, 256, 4>(p);\n"
           "}\n");
   }
 

@@ -52,7 +52,8 @@ TEST_SUITE("dequantize") {
     SUBCASE("null data") { a.src.data = nullptr; expect_error(a, Status::invalid_argument, "src.data is null"); }
     SUBCASE("null scales") { a.src.scales = nullptr; expect_error(a, Status::invalid_argument, "src.scales is null"); }
     SUBCASE("null out") { a.out = nullptr; expect_error(a, Status::invalid_argument, "out is null"); }
-    SUBCASE("misaligned data") { a.src.data = reinterpret_cast<void*>(0x10004); expect_error(a, Status::invalid_argument, "src.data = 0x10004 is not 8-byte aligned"); }
+    SUBCASE("misaligned data") { a.src.data = reinterpret_cast<void*>(0x10002); expect_error(a, Status::invalid_argument, "src.data = 0x10002 is not 4-byte aligned"); }
+    SUBCASE("misaligned packed stride") { a.src.row_stride_bytes = 34; expect_error(a, Status::invalid_argument, "src.row_stride_bytes = 34 must be a multiple of 4"); }
     SUBCASE("misaligned out") { a.out = reinterpret_cast<void*>(0x30008); expect_error(a, Status::invalid_argument, "out = 0x30008 is not 16-byte aligned"); }
     SUBCASE("short packed stride") { a.src.row_stride_bytes = 16; expect_error(a, Status::invalid_argument, "src.row_stride_bytes = 16 is less than k/2 = 32"); }
     SUBCASE("short out stride") { a.out_row_stride = 32; expect_error(a, Status::invalid_argument, "out_row_stride = 32 is less than k = 64"); }

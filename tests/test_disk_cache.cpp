@@ -16,7 +16,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const KernelSpec kSpec = dequantize_spec(Arch::sm_90a, 1024, DType::bf16, ScaleLayout::linear, 32);
+const KernelSpec kSpec = dequantize_spec(Arch::sm_90a, 1024, DType::bf16, ScaleLayout::linear);
 
 fs::path entry_path(const std::string& root, const KernelSpec& spec, const char* ext) {
   const std::string key = key_for(spec, generate(spec)).hex();
@@ -52,7 +52,7 @@ TEST_SUITE("disk_cache") {
   TEST_CASE("truncated, garbage and wrong-arch entries are misses: recompiled and replaced") {
     testutil::TempDir dir;
     const std::string root = dir.str();
-    const KernelSpec other = dequantize_spec(Arch::sm_100a, 1024, DType::bf16, ScaleLayout::linear, 32);
+    const KernelSpec other = dequantize_spec(Arch::sm_100a, 1024, DType::bf16, ScaleLayout::linear);
     REQUIRE(fetch(root) == Origin::compiled);
     REQUIRE(fetch(root, other) == Origin::compiled);
     const fs::path cubin = entry_path(root, kSpec, ".cubin"), sidecar = entry_path(root, kSpec, ".json");

@@ -36,8 +36,8 @@ TEST_SUITE("kernel_store") {
   TEST_CASE("a failed compile is reported to every waiter and retried by a later call") {
     testutil::TempDir dir;
     KernelStore store(CacheRoots{dir.str(), {}});
-    KernelSpec bad = dequantize_spec(Arch::sm_90a, 1024, DType::bf16, ScaleLayout::linear, 32);
-    bad.tile.vec = 48;  // the template's static_assert rejects it
+    KernelSpec bad = dequantize_spec(Arch::sm_90a, 1024, DType::bf16, ScaleLayout::linear);
+    bad.k = 1000;  // the template's static_assert rejects it
     CHECK_THROWS_AS(store.get(bad), Error);
     CHECK_THROWS_AS(store.get(bad), Error);
     CHECK(store.stats().failed == 2);

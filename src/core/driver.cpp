@@ -15,8 +15,12 @@ struct Loaded {
   std::string error;  // empty when loaded
 };
 
-// Driver entry points are looked up by their base name at the CUDA version we were built
-// against, the way the runtime does, so cuda.h's _v2/_v3 renames are resolved correctly.
+// Each entry point is resolved by the exact symbol cuda.h's macros name for it (cuMemAlloc ->
+// cuMemAlloc_v2, ...), so the pointer always has the signature it is declared with. (Asking
+// cuGetProcAddress for the base name at CUDA_VERSION can return a newer variant with another
+// signature, as cuCtxGetDevice -> cuCtxGetDevice_v2 in CUDA 13.)
+#define NVFP4_SYMBOL_NAME(x) NVFP4_SYMBOL_NAME2(x)
+#define NVFP4_SYMBOL_NAME2(x) #x
 Loaded load_driver() {
   Loaded loaded;
   void* lib = ::dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
@@ -24,22 +28,12 @@ Loaded load_driver() {
     loaded.error = "libcuda.so.1 could not be loaded (no NVIDIA driver on this machine?)";
     return loaded;
   }
-  using GetProc = CUresult (*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*);
-  auto get_proc = reinterpret_cast<GetProc>(::dlsym(lib, "cuGetProcAddress_v2"));
-  if (!get_proc) {
-    loaded.error = "the NVIDIA driver is too old (no cuGetProcAddress_v2); CUDA 12.0 or newer is needed";
-    return loaded;
-  }
   Driver& d = loaded.driver;
-#define NVFP4_RESOLVE(name)                                                                                 \
-  {                                                                                                         \
-    void* fn = nullptr;                                                                                     \
-    CUdriverProcAddressQueryResult status{};                                                                \
-    if (get_proc(#name, &fn, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &status) != CUDA_SUCCESS || !fn) { \
-      loaded.error = "the NVIDIA driver lacks " #name;                                                      \
-      return loaded;                                                                                        \
-    }                                                                                                       \
-    d.name = reinterpret_cast<decltype(d.name)>(fn);                                                        \
+#define NVFP4_RESOLVE(name)                                                                     \
+  d.name = reinterpret_cast<decltype(d.name)>(::dlsym(lib, NVFP4_SYMBOL_NAME(name)));          \
+  if (!d.name) {                                                                                \
+    loaded.error = "the NVIDIA driver is too old: it lacks " NVFP4_SYMBOL_NAME(name);           \
+    return loaded;                                                                              \
   }
   NVFP4_DRIVER_FUNCTIONS(NVFP4_RESOLVE)
 #undef NVFP4_RESOLVE

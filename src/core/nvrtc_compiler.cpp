@@ -57,9 +57,10 @@ bool nvrtc_supports(Arch arch) {
 }
 
 std::vector<std::string> nvrtc_options(Arch arch) {
-  // No fast-math: every kernel must round exactly as the CPU reference does.
-  return {fmt::format("--gpu-architecture=sm_{}a", arch_number(arch)), "--std=c++17", "--fmad=true",
-          "--extra-device-vectorization"};
+  // No fast-math and denormals kept: every kernel must round exactly as the CPU reference
+  // does, and the E2M1 decode relies on fp32 denormals.
+  return {fmt::format("--gpu-architecture=sm_{}a", arch_number(arch)), "--std=c++17", "--fmad=true", "--ftz=false",
+          "--prec-div=true", "--prec-sqrt=true", "--extra-device-vectorization"};
 }
 
 std::vector<char> nvrtc_compile(const GeneratedKernel& kernel, Arch arch) {

@@ -20,6 +20,7 @@ static_assert(int(ScaleLayout::linear) == nvfp4k::SCALES_LINEAR &&
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kLoadsPerThread = 4;  // independent 4-byte loads in flight per thread
 constexpr const char* kWho = "nvfp4::jit::dequantize";
 
 // The checks shared by the GPU entry point and the CPU reference.
@@ -58,7 +59,7 @@ Resolved resolve(const DequantizeArgs& a) {
 
 }  // namespace
 
-KernelSpec dequantize_spec(Arch arch, int64_t k, DType out, ScaleLayout layout, int vec) {
+KernelSpec dequantize_spec(Arch arch, int64_t k, DType out, ScaleLayout layout) {
   KernelSpec spec;
   spec.op = Op::dequantize;
   spec.arch = arch;
@@ -67,7 +68,8 @@ KernelSpec dequantize_spec(Arch arch, int64_t k, DType out, ScaleLayout layout, 
   spec.out_dtype = uint8_t(out);
   spec.scale_layout = uint8_t(layout);
   spec.tile.threads = kThreads;
-  spec.tile.vec = uint8_t(vec);
+  spec.tile.stages = kLoadsPerThread;
+  spec.tile.vec = 8;
   return spec;
 }
 
@@ -76,22 +78,21 @@ std::vector<KernelSpec> dequantize_prewarm_specs(Arch arch, int64_t k) {
   if (k <= 0 || k % 16) return specs;
   for (DType out : {DType::bf16, DType::fp16, DType::fp32})
     for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4})
-      specs.push_back(dequantize_spec(arch, k, out, layout, k % 32 == 0 ? 32 : 16));
+      specs.push_back(dequantize_spec(arch, k, out, layout));
   return specs;
 }
 
 GeneratedKernel generate_dequantize(const KernelSpec& spec) {
   GeneratedKernel g;
   const bool swizzled = spec.scale_layout == nvfp4k::SCALES_SWIZZLED128X4;
-  g.name = fmt::format("nvfp4_dequantize_k{}_{}_{}_v{}", spec.k, dtype_name(spec.out_dtype), swizzled ? "sw128x4" : "linear",
-                       spec.tile.vec);
+  g.name = fmt::format("nvfp4_dequantize_k{}_{}_{}", spec.k, dtype_name(spec.out_dtype), swizzled ? "sw128x4" : "linear");
   g.source = fmt::format(
       "// nvfp4-jit generated: {}\n"
       "#include \"dequantize.cuh\"\n\n"
       "extern \"C\" __global__ void __launch_bounds__({}) {}(const nvfp4k::DequantizeParams p) {{\n"
       "  nvfp4k::dequantize<{}, {}LL, {}, {}, {}>(p);\n"
       "}}\n",
-      spec.describe(), spec.tile.threads, g.name, spec.out_dtype, spec.k, spec.tile.vec, spec.scale_layout, spec.tile.threads);
+      spec.describe(), spec.tile.threads, g.name, spec.out_dtype, spec.k, spec.scale_layout, spec.tile.threads, spec.tile.stages);
   return g;
 }
 
@@ -105,11 +106,10 @@ void dequantize(const DequantizeArgs& args, CUstream stream) {
   const Resolved r = resolve(args);
   if (r.rows == 0) return;
   Check check(kWho);
-  // Wide vectors when the pointers and strides allow; the kernel needs 8-byte packed rows and
-  // 16-byte output rows at least.
-  const bool wide = args.k % 32 == 0 && aligned(args.src.data, 16) && r.packed_stride % 16 == 0;
-  check.aligned("src.data", args.src.data, wide ? 16 : 8);
-  if (r.packed_stride % 8) check.fail("src.row_stride_bytes", fmt::format("src.row_stride_bytes = {} must be a multiple of 8", r.packed_stride));
+  // Each thread reads 4 packed bytes and writes 8 outputs (16 or 32 bytes) at a time.
+  check.aligned("src.data", args.src.data, 4);
+  if (r.packed_stride % 4)
+    check.fail("src.row_stride_bytes", fmt::format("src.row_stride_bytes = {} must be a multiple of 4", r.packed_stride));
   check.aligned("out", args.out, 16);
   const int out_bytes = args.out_dtype == DType::fp32 ? 4 : 2;
   if (r.out_stride * out_bytes % 16)
@@ -118,9 +118,9 @@ void dequantize(const DequantizeArgs& args, CUstream stream) {
   check.aligned("src.global_scale.device_ptr", args.src.global_scale.device_ptr, 4);
 
   const DeviceInfo& device = current_device();
-  const KernelSpec spec = dequantize_spec(device.arch, args.k, args.out_dtype, args.src.scale_layout, wide ? 32 : 16);
-  const int64_t chunks = r.rows * (args.k / spec.tile.vec);
-  const int64_t blocks = (chunks + kThreads - 1) / kThreads;
+  const KernelSpec spec = dequantize_spec(device.arch, args.k, args.out_dtype, args.src.scale_layout);
+  const int64_t groups = r.rows * (args.k / 8), per_block = kThreads * kLoadsPerThread;
+  const int64_t blocks = (groups + per_block - 1) / per_block;
   if (blocks > 0x7FFFFFFF) check.fail("rows", fmt::format("rows * k = {} * {} is too large for one launch", r.rows, args.k));
 
   const CUfunction function = kernel_function(

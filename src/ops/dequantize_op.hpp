@@ -9,8 +9,7 @@
 namespace nvfp4::jit::detail {
 
 GeneratedKernel generate_dequantize(const KernelSpec& spec);
-// `vec`: elements per thread, 32 (16-byte loads) or 16 (8-byte loads).
-KernelSpec dequantize_spec(Arch arch, int64_t k, DType out, ScaleLayout layout, int vec);
+KernelSpec dequantize_spec(Arch arch, int64_t k, DType out, ScaleLayout layout);
 // The kernels a model with reduction size `k` may ask for (every output dtype and layout).
 std::vector<KernelSpec> dequantize_prewarm_specs(Arch arch, int64_t k);
 

@@ -1,15 +1,25 @@
 // NVFP4 element formats: E2M1 values, E4M3 block scales, and the rounding of fp32 results
-// to BF16 / FP16 (round to nearest even, NaN kept quiet and signed).
+// to BF16 / FP16: round to nearest even, overflow to Inf, NaN to the canonical 0x7FFF (what
+// the hardware conversions give). Device code uses those instructions, host code the same
+// arithmetic in software.
 #pragma once
 #include "common/portable.cuh"
 
 namespace nvfp4k {
 
 // E2M1 nibble: sign in bit 3, magnitude index in bits 0..2 -> {0, .5, 1, 1.5, 2, 3, 4, 6}.
-// The doubled magnitudes {0,1,2,3,4,6,8,12} sit one per nibble of this constant.
 NVFP4_HD float e2m1_to_float(unsigned nibble) {
+#if defined(__CUDA_ARCH__)
+  // The magnitude bits e1 e0 m placed at fp32 bits 24..22 read as 2^(e-127) * (1 + m/2)
+  // (or m/2 * 2^-126 when e = 0): times 2^126 that is the E2M1 value, exactly. Needs
+  // denormals kept (no --ftz), which nvrtc_options guarantees.
+  return bits_to_float(((nibble & 7u) << 22) | ((nibble & 8u) << 28)) * 0x1p126f;
+#else
+  // The doubled magnitudes {0,1,2,3,4,6,8,12} sit one per nibble of this constant (no
+  // denormals involved, so a host with flush-to-zero still decodes right).
   const float mag = float((0xC8643210u >> ((nibble & 7u) * 4u)) & 15u) * 0.5f;
   return (nibble & 8u) ? -mag : mag;
+#endif
 }
 
 // E4M3 (the "fn" variant: no infinities, S.1111.111 is NaN), bias 7, subnormals m * 2^-9.
@@ -21,10 +31,27 @@ NVFP4_HD float e4m3_to_float(unsigned byte) {
 }
 
 NVFP4_HD unsigned short float_to_bf16_bits(float f) {
+#if defined(__CUDA_ARCH__)
+  unsigned short h;
+  asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
   unsigned u = float_to_bits(f);
-  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return (unsigned short)((u >> 16) | 0x40u);
+  if ((u & 0x7FFFFFFFu) > 0x7F800000u) return 0x7FFFu;  // NaN: the canonical NaN cvt.rn.bf16.f32 gives
   u += 0x7FFFu + ((u >> 16) & 1u);
   return (unsigned short)(u >> 16);
+#endif
+}
+
+// Two values rounded and packed: `lo` in bits 0..15, `hi` in bits 16..31.
+NVFP4_HD unsigned pack_bf16x2(float lo, float hi) {
+#if defined(__CUDA_ARCH__)
+  unsigned d;
+  asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+#else
+  return float_to_bf16_bits(lo) | (unsigned(float_to_bf16_bits(hi)) << 16);
+#endif
 }
 
 NVFP4_HD unsigned short float_to_fp16_bits(float f) {
@@ -36,7 +63,7 @@ NVFP4_HD unsigned short float_to_fp16_bits(float f) {
   unsigned u = float_to_bits(f);
   const unsigned sign = (u >> 16) & 0x8000u;
   u &= 0x7FFFFFFFu;
-  if (u > 0x7F800000u) return (unsigned short)(sign | 0x7E00u);  // NaN
+  if (u > 0x7F800000u) return 0x7FFFu;  // NaN: the canonical NaN cvt.rn.f16.f32 gives
   if (u >= 0x477FF000u) return (unsigned short)(sign | 0x7C00u);  // >= 65520 rounds to Inf
   if (u >= 0x38800000u) {                                          // normal: >= 2^-14
     unsigned r = u - 0x38000000u;
@@ -47,6 +74,20 @@ NVFP4_HD unsigned short float_to_fp16_bits(float f) {
   const unsigned e = u >> 23, m = (u & 0x7FFFFFu) | 0x800000u;
   const unsigned shift = 126u - e, q = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
   return (unsigned short)(sign | (q + ((rem > half || (rem == half && (q & 1u))) ? 1u : 0u)));
+#endif
+}
+
+}  // namespace nvfp4k
+
+namespace nvfp4k {
+
+NVFP4_HD unsigned pack_fp16x2(float lo, float hi) {
+#if defined(__CUDA_ARCH__)
+  unsigned d;
+  asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(d) : "f"(hi), "f"(lo));
+  return d;
+#else
+  return float_to_fp16_bits(lo) | (unsigned(float_to_fp16_bits(hi)) << 16);
 #endif
 }
 

@@ -3,11 +3,28 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <execinfo.h>
+#include <unistd.h>
+
+#include <csignal>
 #include <cstdio>
 
 #include "core/gpu_util.hpp"
 
+namespace {
+// The GPU machine has no debugger: a crash prints its stack.
+void print_stack(int sig) {
+  void* frames[64];
+  const int n = backtrace(frames, 64);
+  dprintf(2, "signal %d, stack:\n", sig);
+  backtrace_symbols_fd(frames, n, 2);
+  _exit(128 + sig);
+}
+}  // namespace
+
 int main(int argc, char** argv) {
+  std::signal(SIGSEGV, print_stack);
+  std::signal(SIGABRT, print_stack);
   std::string why;
   if (!nvfp4::jit::detail::use_primary_context(0, &why)) {
     std::printf("SKIPPED: no usable GPU (%s)\n", why.c_str());

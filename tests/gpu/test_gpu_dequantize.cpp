@@ -93,8 +93,9 @@ TEST_SUITE("gpu_dequantize") {
     MESSAGE(cases << " dequantize cases bit-exact");
   }
 
-  TEST_CASE("unaligned source rows take the 8-byte path and stay exact") {
+  TEST_CASE("padded source rows (40-byte stride) and a gather stay exact") {
     std::mt19937 rng(std::random_device{}());
-    run_case({33, 64, DType::bf16, ScaleLayout::linear, 0, false, 8, 0}, rng);  // 40-byte rows
+    run_case({33, 64, DType::bf16, ScaleLayout::linear, 0, false, 8, 0}, rng);
+    run_case({33, 64, DType::fp16, ScaleLayout::swizzled128x4, 2, true, 4, 8}, rng);
   }
 }
