@@ -94,7 +94,7 @@ std::string bench_core(bool quick) {
   const DequantizeArgs warm = problems[0].args();
   std::vector<double> dispatch_us, raw_us;
   const int batches = quick ? 40 : 400, per_batch = 250;
-  const CUfunction fn = kernel_function(device, specs[0], 0, nullptr, "");
+  const CUfunction fn = find_kernel(device, specs[0]);
   for (int b = 0; b < batches; ++b) {
     for (int i = 0; i < per_batch; ++i) {
       const auto t0 = Clock::now();

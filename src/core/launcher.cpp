@@ -70,13 +70,16 @@ const DeviceInfo& current_device() {
   return last->info;
 }
 
-CUfunction kernel_function(const DeviceInfo& device, const KernelSpec& spec, unsigned shared_bytes, CUstream stream,
-                           const std::string& prewarm_hint) {
+CUfunction find_kernel(const DeviceInfo& device, const KernelSpec& spec) {
   ContextState& state = *device.state;
-  {
-    std::shared_lock lock(state.mutex);
-    if (auto it = state.functions.find(spec); it != state.functions.end()) return it->second;
-  }
+  std::shared_lock lock(state.mutex);
+  const auto it = state.functions.find(spec);
+  return it == state.functions.end() ? nullptr : it->second;
+}
+
+CUfunction load_kernel(const DeviceInfo& device, const KernelSpec& spec, unsigned shared_bytes, CUstream stream,
+                       const std::string& prewarm_hint) {
+  ContextState& state = *device.state;
   const Driver& d = driver();
   CUstreamCaptureStatus capture = CU_STREAM_CAPTURE_STATUS_NONE;
   const CUresult r = d.cuStreamIsCapturing(stream, &capture);

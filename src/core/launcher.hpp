@@ -32,11 +32,15 @@ struct LaunchShape {
 // context is current, Error(unsupported) for a device we have no kernels for.
 const DeviceInfo& current_device();
 
-// The kernel of `spec` in the device's context, loading it on first use (and allowing it
-// `shared_bytes` of dynamic shared memory). Never loads while `stream` is capturing: that
+// The kernel of `spec` if it is loaded in the device's context, else null. The warm path:
+// a shared-lock table lookup, no allocation.
+CUfunction find_kernel(const DeviceInfo& device, const KernelSpec& spec);
+
+// Loads the kernel of `spec` (compiling it or reading it from the disk cache) and allows it
+// `shared_bytes` of dynamic shared memory. Never loads while `stream` is capturing: that
 // throws Error(not_loaded_in_capture) naming `prewarm_hint`.
-CUfunction kernel_function(const DeviceInfo& device, const KernelSpec& spec, unsigned shared_bytes, CUstream stream,
-                           const std::string& prewarm_hint);
+CUfunction load_kernel(const DeviceInfo& device, const KernelSpec& spec, unsigned shared_bytes, CUstream stream,
+                       const std::string& prewarm_hint);
 
 void launch(CUfunction function, const LaunchShape& shape, CUstream stream, void** params);
 
