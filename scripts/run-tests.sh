@@ -1,0 +1,6 @@
+#!/usr/bin/env bash
+# Sets up, builds and runs every test. GPU tests report "Skipped" on a machine without a GPU.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+ctest --test-dir build --output-on-failure -j "$(nproc)"
