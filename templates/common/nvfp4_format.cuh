@@ -77,10 +77,6 @@ NVFP4_HD unsigned short float_to_fp16_bits(float f) {
 #endif
 }
 
-}  // namespace nvfp4k
-
-namespace nvfp4k {
-
 NVFP4_HD unsigned pack_fp16x2(float lo, float hi) {
 #if defined(__CUDA_ARCH__)
   unsigned d;
@@ -92,3 +88,4 @@ NVFP4_HD unsigned pack_fp16x2(float lo, float hi) {
 }
 
 }  // namespace nvfp4k
+
