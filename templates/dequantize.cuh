@@ -7,6 +7,7 @@
 // are all loaded before the first is used, to keep enough bytes in flight.
 // Gathering and the global-scale source are run-time choices (uniform branches).
 #pragma once
+#include "common/global_scale.cuh"
 #include "common/nvfp4_format.cuh"
 #include "common/params.cuh"
 #include "common/scale_layout.cuh"

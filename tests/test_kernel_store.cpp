@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "core/kernel_store.hpp"
+#include "core/prewarm.hpp"
 #include "ops/dequantize_op.hpp"
 #include "test_util.hpp"
 
@@ -47,7 +48,7 @@ TEST_SUITE("kernel_store") {
     testutil::TempDir dir;
     const std::string cmd = "NVFP4_JIT_CACHE_DIR=" + dir.str() + " " + testutil::cli() +
                             " prewarm --shape 64,3072 --shape 64,5120 --arch sm_90a,sm_120a -j 2 --json";
-    const size_t kernels = 2 * 2 * 6;  // 2 shapes x 2 archs x (3 dtypes x 2 layouts)
+    const size_t kernels = prewarm_specs({parse_shape("64,3072"), parse_shape("64,5120")}, {Arch::sm_90a, Arch::sm_120a}).size();
     std::vector<testutil::Run> runs(8);
     std::vector<std::thread> procs;
     for (auto& r : runs) procs.emplace_back([&r, &cmd] { r = testutil::run(cmd); });

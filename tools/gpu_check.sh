@@ -18,17 +18,18 @@ step info; $B/nvfp4-jit info
 step gpu tests
 $B/nvfp4_jit_gpu_tests --no-intro 2>&1 | tee "$OUT/gpu_tests.txt" || status=1
 step compute-sanitizer memcheck
-compute-sanitizer --tool memcheck --error-exitcode 9 $B/nvfp4_jit_gpu_tests --no-intro -tc="*padded*,*captured*" \
+compute-sanitizer --tool memcheck --error-exitcode 9 $B/nvfp4_jit_gpu_tests --no-intro -tc="*padded*,*captured*,*sanitizers*" \
   > "$OUT/memcheck.txt" 2>&1 || status=1
 tail -3 "$OUT/memcheck.txt"
 step compute-sanitizer racecheck
-compute-sanitizer --tool racecheck --error-exitcode 9 $B/nvfp4_jit_gpu_tests --no-intro -tc="*padded*" \
+compute-sanitizer --tool racecheck --error-exitcode 9 $B/nvfp4_jit_gpu_tests --no-intro -tc="*padded*,*sanitizers*" \
   > "$OUT/racecheck.txt" 2>&1 || status=1
 tail -3 "$OUT/racecheck.txt"
 step example; $B/dequantize_example 4096 4096 || status=1
 step prewarm for this GPU; $B/nvfp4-jit prewarm --manifest llama-3.1-8b --arch sm_90a --quiet
 step bench core; $B/nvfp4-jit bench core $QUICK --out "$OUT/bench_core.json" || status=1
 step bench dequantize; $B/nvfp4-jit bench dequantize $QUICK --out "$OUT/bench_dequantize.json" || status=1
+step bench quantize; $B/nvfp4-jit bench quantize $QUICK --out "$OUT/bench_quantize.json" || status=1
 step SASS
 for f in $(find "$NVFP4_JIT_CACHE_DIR/v1/sm_90a" -name '*.cubin' | head -4); do
   echo "--- $f $(grep -o '"k":[0-9]*,[^}]*"out_dtype":"[a-z0-9]*"' "${f%.cubin}.json")"

@@ -70,11 +70,36 @@ typedef struct nvfp4_dequantize_args {
   int64_t rows;               /* rows written; with no row_indices it must equal src_rows */
 } nvfp4_dequantize_args;
 
+typedef enum nvfp4_global_scale_mode {
+  NVFP4_GSCALE_GIVEN = 0,
+  NVFP4_GSCALE_COMPUTE_PER_TENSOR = 1,
+  NVFP4_GSCALE_COMPUTE_PER_ROW = 2
+} nvfp4_global_scale_mode;
+
+/* in [rows, k] (BF16 / FP16 / FP32) -> packed [rows, k/2] + E4M3 scales; see jit.hpp. */
+typedef struct nvfp4_quantize_args {
+  const void* in;
+  nvfp4_dtype in_dtype;
+  int64_t in_row_stride; /* elements; 0: k */
+  int64_t rows;
+  int64_t k;
+  void* out;
+  int64_t out_row_stride_bytes; /* 0: k/2 */
+  void* scales;
+  nvfp4_scale_layout scale_layout;
+  nvfp4_global_scale_mode scale_mode;
+  nvfp4_global_scale global_scale; /* NVFP4_GSCALE_GIVEN */
+  float* global_scale_out;         /* NVFP4_GSCALE_COMPUTE_*: device, 1 or rows floats */
+} nvfp4_quantize_args;
+
 const char* nvfp4_jit_version(void);
 /* The message of the last failed call on this thread ("" if none). */
 const char* nvfp4_jit_last_error(void);
 
 nvfp4_status nvfp4_jit_dequantize(const nvfp4_dequantize_args* args, CUstream stream);
+nvfp4_status nvfp4_jit_quantize(const nvfp4_quantize_args* args, CUstream stream);
+/* Bytes of an E4M3 scale tensor for [rows, k] in `layout`, padding included (-1: bad input). */
+int64_t nvfp4_jit_scale_bytes(nvfp4_scale_layout layout, int64_t rows, int64_t k);
 
 #ifdef __cplusplus
 }

@@ -70,14 +70,47 @@ struct DequantizeArgs {
 
 void dequantize(const DequantizeArgs& args, CUstream stream);
 
+// How quantize gets the global scale the values are divided by.
+enum class GlobalScaleMode : int {
+  given = NVFP4_GSCALE_GIVEN,                            // args.global_scale
+  compute_per_tensor = NVFP4_GSCALE_COMPUTE_PER_TENSOR,  // amax / (6 * 448) of the tensor
+  compute_per_row = NVFP4_GSCALE_COMPUTE_PER_ROW,        // amax / (6 * 448) of each row
+};
+
+// in [rows, k] (BF16 / FP16 / FP32) -> NVFP4: packed [rows, k/2] + E4M3 scales.
+// A computed global scale is written to global_scale_out (device, 1 or rows floats) on the
+// stream, without a host synchronization. Blocks holding NaN or +-Inf get the NaN scale
+// (they dequantize to NaN); swizzled scale padding is written as zeros.
+struct QuantizeArgs {
+  const void* in = nullptr;
+  DType in_dtype = DType::bf16;
+  int64_t in_row_stride = 0;  // elements; 0: k
+  int64_t rows = 0;
+  int64_t k = 0;
+  void* out = nullptr;               // packed E2M1 [rows, k/2]
+  int64_t out_row_stride_bytes = 0;  // 0: k/2
+  void* scales = nullptr;            // scale_bytes(scale_layout, rows, k) bytes
+  ScaleLayout scale_layout = ScaleLayout::linear;
+  GlobalScaleMode scale_mode = GlobalScaleMode::given;
+  GlobalScale global_scale{};         // scale_mode == given
+  float* global_scale_out = nullptr;  // scale_mode == compute_*
+};
+
+void quantize(const QuantizeArgs& args, CUstream stream);
+
+// Bytes of an E4M3 scale tensor for [rows, k] in `layout` (padding included).
+int64_t scale_bytes(ScaleLayout layout, int64_t rows, int64_t k);
+
 const char* version() noexcept;
 
 }  // namespace nvfp4::jit
 
 namespace nvfp4::jit::cpu {
 
-// CPU reference with the GPU kernels' exact bits, on host pointers (global_scale.device_ptr
-// and row_indices are read as host pointers here). For tests and offline tooling.
+// CPU references with the GPU kernels' exact bits, on host pointers (device_ptr,
+// row_indices and global_scale_out are host pointers here). For tests and for quantizing
+// weights offline without a GPU.
 void dequantize(const DequantizeArgs& args);
+void quantize(const QuantizeArgs& args);
 
 }  // namespace nvfp4::jit::cpu

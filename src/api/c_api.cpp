@@ -57,4 +57,33 @@ nvfp4_status nvfp4_jit_dequantize(const nvfp4_dequantize_args* args, CUstream st
   });
 }
 
+nvfp4_status nvfp4_jit_quantize(const nvfp4_quantize_args* args, CUstream stream) {
+  return guarded([&] {
+    if (!args) throw nvfp4::jit::Error(nvfp4::jit::Status::invalid_argument, "nvfp4_jit_quantize: args is null");
+    nvfp4::jit::QuantizeArgs a;
+    a.in = args->in;
+    a.in_dtype = static_cast<nvfp4::jit::DType>(args->in_dtype);
+    a.in_row_stride = args->in_row_stride;
+    a.rows = args->rows;
+    a.k = args->k;
+    a.out = args->out;
+    a.out_row_stride_bytes = args->out_row_stride_bytes;
+    a.scales = args->scales;
+    a.scale_layout = static_cast<nvfp4::jit::ScaleLayout>(args->scale_layout);
+    a.scale_mode = static_cast<nvfp4::jit::GlobalScaleMode>(args->scale_mode);
+    a.global_scale = {args->global_scale.value, args->global_scale.device_ptr, args->global_scale.per_row != 0};
+    a.global_scale_out = args->global_scale_out;
+    nvfp4::jit::quantize(a, stream);
+  });
+}
+
+int64_t nvfp4_jit_scale_bytes(nvfp4_scale_layout layout, int64_t rows, int64_t k) {
+  try {
+    return nvfp4::jit::scale_bytes(static_cast<nvfp4::jit::ScaleLayout>(layout), rows, k);
+  } catch (const std::exception& e) {
+    last_error = e.what();
+    return -1;
+  }
+}
+
 }  // extern "C"

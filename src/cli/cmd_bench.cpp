@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <memory>
 #include <random>
 
 #include <fmt/format.h>
@@ -143,42 +144,79 @@ std::string bench_core(bool quick) {
                      c, h, w, r, l, kernels, dispatch_us.size());
 }
 
-std::string bench_dequantize(bool quick) {
+// A memory-bound op on one shape, with its own random inputs.
+struct Workload {
+  virtual ~Workload() = default;
+  virtual void run() const = 0;
+  virtual double bytes() const = 0;  // moved once each: read + written
+};
+
+struct DequantizeWorkload : Workload {
+  Problem p;
+  DequantizeWorkload(int64_t rows, int64_t k, std::mt19937& rng) : p(rows, k, rng) {}
+  void run() const override { dequantize(p.args(), nullptr); }
+  double bytes() const override { return p.bytes(); }
+};
+
+struct QuantizeWorkload : Workload {
+  int64_t rows, k;
+  DeviceBuffer in, packed, scales;
+  QuantizeWorkload(int64_t rows_, int64_t k_, std::mt19937& rng)
+      : rows(rows_), k(k_), in(to_device(random_bf16(rows_ * k_, rng))), packed(rows_ * k_ / 2), scales(rows_ * k_ / 16) {}
+  static std::vector<uint16_t> random_bf16(int64_t n, std::mt19937& rng) {
+    std::vector<uint16_t> v(n);
+    for (auto& x : v) x = uint16_t(0x3C00 + rng() % 0x0800) | uint16_t((rng() & 1) << 15);  // |x| in [2^-7, 2)
+    return v;
+  }
+  void run() const override {
+    QuantizeArgs a;
+    a.in = in.get();
+    a.rows = rows;
+    a.k = k;
+    a.out = packed.get();
+    a.scales = scales.get();
+    a.global_scale.value = 1.0f / 2688;  // a static activation scale, as ModelOpt's input_scale
+    quantize(a, nullptr);
+  }
+  double bytes() const override { return double(rows) * k * (2 + 0.5 + 1.0 / 16); }
+};
+
+// Times `make(rows, k)` workloads side by side with a device-to-device copy of as many bytes.
+template <class Make>
+std::string bandwidth_bench(const char* title, bool quick, Make make) {
   std::mt19937 rng(std::random_device{}());
-  const Driver& d = driver();
   EventTimer timer;
+  const int runs = quick ? 10 : 50;
   std::string json = "[";
-  std::printf("bench dequantize: NVFP4 -> BF16, linear scales (median of %d runs)\n", quick ? 10 : 50);
+  std::printf("bench %s (median of %d runs, inputs rotated past L2)\n", title, runs);
   std::printf("  %6s %6s %10s %10s %10s %10s %8s\n", "M", "K", "bytes", "ours us", "GB/s", "copy GB/s", "ratio");
   for (auto [rows, k] : {std::pair<int64_t, int64_t>{8192, 8192}, {16, 8192}, {4096, 4096}, {1, 4096}}) {
-    // Enough copies to cycle through more than the 50 MB L2.
-    const Problem first(rows, k, rng);
-    const int sets = std::clamp(int(128e6 / first.bytes()), 1, 64);
-    std::vector<Problem> ps;
-    for (int i = 0; i < sets; ++i) ps.emplace_back(rows, k, rng);
-    const size_t copy_bytes = size_t(first.bytes() / 2);
+    std::vector<std::unique_ptr<Workload>> sets;
+    sets.push_back(make(rows, k, rng));
+    const double bytes = sets[0]->bytes();
+    const int copies = std::clamp(int(128e6 / bytes), 1, 64);  // enough to cycle past the 50 MB L2
+    while (int(sets.size()) < copies) sets.push_back(make(rows, k, rng));
+    const size_t copy_bytes = size_t(bytes / 2);
     std::vector<DeviceBuffer> src, dst;
-    for (int i = 0; i < sets; ++i) src.emplace_back(copy_bytes), dst.emplace_back(copy_bytes);
-    const int runs = quick ? 10 : 50;
+    for (int i = 0; i < copies; ++i) src.emplace_back(copy_bytes), dst.emplace_back(copy_bytes);
+    for (const auto& w : sets) w->run();  // warm-up: kernels loaded
     std::vector<double> ours, copy;
-    for (int i = 0; i < sets; ++i) dequantize(ps[i].args(), nullptr);  // warm-up
     for (int i = 0; i < runs; ++i) {
-      const Problem& p = ps[i % sets];
       timer.start(nullptr);
-      dequantize(p.args(), nullptr);
+      sets[i % copies]->run();
       ours.push_back(timer.stop_ms(nullptr) * 1e3);
       timer.start(nullptr);
-      check_cu(d.cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(dst[i % sets].get()),
-                                   reinterpret_cast<CUdeviceptr>(src[i % sets].get()), copy_bytes, nullptr),
+      check_cu(driver().cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(dst[i % copies].get()),
+                                          reinterpret_cast<CUdeviceptr>(src[i % copies].get()), copy_bytes, nullptr),
                "cuMemcpyDtoDAsync");
       copy.push_back(timer.stop_ms(nullptr) * 1e3);
     }
     const double us = median(ours), cus = median(copy);
-    const double gbs = first.bytes() / us / 1e3, cgbs = 2.0 * copy_bytes / cus / 1e3;
-    std::printf("  %6lld %6lld %10.0f %10.2f %10.0f %10.0f %7.0f%%\n", (long long)rows, (long long)k, first.bytes(), us,
-                gbs, cgbs, 100 * gbs / cgbs);
+    const double gbs = bytes / us / 1e3, cgbs = 2.0 * copy_bytes / cus / 1e3;
+    std::printf("  %6lld %6lld %10.0f %10.2f %10.0f %10.0f %7.0f%%\n", (long long)rows, (long long)k, bytes, us, gbs, cgbs,
+                100 * gbs / cgbs);
     json += fmt::format(R"({}{{"m":{},"k":{},"bytes":{:.0f},"us":{:.3f},"gbps":{:.1f},"copy_us":{:.3f},"copy_gbps":{:.1f}}})",
-                        json.size() > 1 ? "," : "", rows, k, first.bytes(), us, gbs, cus, cgbs);
+                        json.size() > 1 ? "," : "", rows, k, bytes, us, gbs, cus, cgbs);
   }
   return json + "]";
 }
@@ -187,16 +225,28 @@ std::string bench_dequantize(bool quick) {
 
 int cmd_bench(const Args& args) {
   args.allow_only({"--out", "--quick"});
-  if (args.positional().size() != 1) throw UsageError("expected one of: core, dequantize");
+  if (args.positional().size() != 1) throw UsageError("expected one of: core, dequantize, quantize");
   const std::string what = args.positional()[0];
-  if (what != "core" && what != "dequantize") throw UsageError(fmt::format("unknown benchmark `{}`", what));
+  if (what != "core" && what != "dequantize" && what != "quantize") throw UsageError(fmt::format("unknown benchmark `{}`", what));
   std::string why;
   if (!use_primary_context(0, &why)) {
     std::fprintf(stderr, "nvfp4-jit bench: needs a GPU: %s\n", why.c_str());
     return kNoGpu;
   }
   const bool quick = args.has("--quick");
-  const std::string json = what == "core" ? bench_core(quick) : bench_dequantize(quick);
+  std::string json;
+  if (what == "core") {
+    json = bench_core(quick);
+  } else if (what == "dequantize") {
+    json = bandwidth_bench("dequantize: NVFP4 -> BF16, linear scales", quick, [](int64_t m, int64_t k, std::mt19937& rng) {
+      return std::unique_ptr<Workload>(new DequantizeWorkload(m, k, rng));
+    });
+  } else {
+    json = bandwidth_bench("quantize: BF16 -> NVFP4, linear scales, given global scale", quick,
+                           [](int64_t m, int64_t k, std::mt19937& rng) {
+                             return std::unique_ptr<Workload>(new QuantizeWorkload(m, k, rng));
+                           });
+  }
   if (args.has("--out")) {
     std::ofstream(args.get("--out")) << json << "\n";
   }

@@ -2,12 +2,16 @@
 
 #include "core/error.hpp"
 #include "ops/dequantize_op.hpp"
+#include "ops/quantize_op.hpp"
 
 namespace nvfp4::jit::detail {
 
 GeneratedKernel generate(const KernelSpec& spec) {
   switch (spec.op) {
     case Op::dequantize: return generate_dequantize(spec);
+    case Op::quantize: return generate_quantize(spec);
+    case Op::row_amax:
+    case Op::amax_finalize: return generate_amax(spec);
   }
   fail(Status::internal, "codegen: unknown op {}", static_cast<int>(spec.op));
 }

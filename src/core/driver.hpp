@@ -16,7 +16,7 @@ struct Driver {
   X(cuLaunchKernelEx) X(cuLaunchKernel) X(cuStreamIsCapturing) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize)   \
   X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphDestroy)   \
   X(cuGraphExecDestroy) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoDAsync)   \
-  X(cuMemsetD8) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)              \
+  X(cuMemsetD8) X(cuMemsetD32Async) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)              \
   X(cuEventDestroy) X(cuTensorMapEncodeTiled)
 #define NVFP4_DECLARE(name) decltype(&::name) name = nullptr;
   NVFP4_DRIVER_FUNCTIONS(NVFP4_DECLARE)

@@ -42,6 +42,14 @@ CUfunction find_kernel(const DeviceInfo& device, const KernelSpec& spec);
 CUfunction load_kernel(const DeviceInfo& device, const KernelSpec& spec, unsigned shared_bytes, CUstream stream,
                        const std::string& prewarm_hint);
 
+// find_kernel, else load_kernel with the hint `make_hint()` builds (only on that cold path).
+template <class MakeHint>
+CUfunction kernel_for(const DeviceInfo& device, const KernelSpec& spec, unsigned shared_bytes, CUstream stream,
+                      MakeHint&& make_hint) {
+  if (CUfunction f = find_kernel(device, spec)) return f;
+  return load_kernel(device, spec, shared_bytes, stream, make_hint());
+}
+
 void launch(CUfunction function, const LaunchShape& shape, CUstream stream, void** params);
 
 // A 2D TMA descriptor for a row-major [rows, cols] tensor of `element_bytes` elements.

@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "ops/dequantize_op.hpp"
+#include "ops/quantize_op.hpp"
 
 namespace nvfp4::jit::detail {
 
@@ -14,9 +15,12 @@ std::vector<KernelSpec> prewarm_specs(const std::vector<WeightShape>& shapes, co
   std::vector<KernelSpec> specs;
   std::unordered_set<KernelSpec, KernelSpecHash> seen;
   for (Arch arch : archs)
-    for (const WeightShape& shape : shapes)
+    for (const WeightShape& shape : shapes) {
       for (const KernelSpec& spec : dequantize_prewarm_specs(arch, shape.k))
         if (seen.insert(spec).second) specs.push_back(spec);
+      for (const KernelSpec& spec : quantize_prewarm_specs(arch, shape.k))
+        if (seen.insert(spec).second) specs.push_back(spec);
+    }
   return specs;
 }
 

@@ -19,6 +19,9 @@ std::string_view to_string(Arch arch) { return kArchNames[static_cast<int>(arch)
 std::string_view to_string(Op op) {
   switch (op) {
     case Op::dequantize: return "dequantize";
+    case Op::quantize: return "quantize";
+    case Op::row_amax: return "row_amax";
+    case Op::amax_finalize: return "amax_finalize";
   }
   return "unknown";
 }

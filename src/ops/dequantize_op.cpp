@@ -123,10 +123,9 @@ void dequantize(const DequantizeArgs& args, CUstream stream) {
   const int64_t blocks = (groups + per_block - 1) / per_block;
   if (blocks > 0x7FFFFFFF) check.fail("rows", fmt::format("rows * k = {} * {} is too large for one launch", r.rows, args.k));
 
-  CUfunction function = find_kernel(device, spec);
-  if (!function)
-    function = load_kernel(device, spec, 0, stream,
-                           fmt::format("nvfp4-jit prewarm --shape {},{} --arch {}", args.src_rows, args.k, to_string(device.arch)));
+  const CUfunction function = kernel_for(device, spec, 0, stream, [&] {
+    return fmt::format("nvfp4-jit prewarm --shape {},{} --arch {}", args.src_rows, args.k, to_string(device.arch));
+  });
   nvfp4k::DequantizeParams p{};
   p.packed = static_cast<const unsigned char*>(args.src.data);
   p.packed_stride = r.packed_stride;

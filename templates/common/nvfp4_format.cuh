@@ -77,6 +77,22 @@ NVFP4_HD unsigned short float_to_fp16_bits(float f) {
 #endif
 }
 
+// BF16 / FP16 bits widened to fp32 (exact).
+NVFP4_HD float bf16_bits_to_float(unsigned h) { return bits_to_float((h & 0xFFFFu) << 16); }
+
+NVFP4_HD float fp16_bits_to_float(unsigned h) {
+#if defined(__CUDA_ARCH__)
+  float f;
+  asm("{ .reg .b16 t; cvt.u16.u32 t, %1; cvt.f32.f16 %0, t; }" : "=f"(f) : "r"(h));
+  return f;
+#else
+  const unsigned sign = (h & 0x8000u) << 16, e = (h >> 10) & 31u, m = h & 0x3FFu;
+  if (e == 31u) return bits_to_float(sign | 0x7F800000u | (m << 13));               // Inf / NaN
+  if (e == 0u) return (h & 0x8000u) ? -float(m) * 5.9604645e-08f : float(m) * 5.9604645e-08f;  // m * 2^-24
+  return bits_to_float(sign | ((e + 112u) << 23) | (m << 13));
+#endif
+}
+
 NVFP4_HD unsigned pack_fp16x2(float lo, float hi) {
 #if defined(__CUDA_ARCH__)
   unsigned d;

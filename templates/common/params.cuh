@@ -6,8 +6,14 @@ namespace nvfp4k {
 
 enum DTypeCode { DTYPE_BF16 = 0, DTYPE_FP16 = 1, DTYPE_FP32 = 2 };
 
-// Where a global scale comes from: a kernel argument, one device value, or one per row.
-enum GlobalScaleCode { GSCALE_HOST = 0, GSCALE_DEVICE = 1, GSCALE_DEVICE_PER_ROW = 2 };
+// Where a global scale comes from: a kernel argument, one device value, one per row, or
+// computed from an amax the device holds (one, or one per row).
+enum GlobalScaleCode {
+  GSCALE_HOST = 0,
+  GSCALE_DEVICE = 1,
+  GSCALE_DEVICE_PER_ROW = 2,
+  GSCALE_FROM_AMAX = 3,
+};
 
 struct DequantizeParams {
   const unsigned char* packed;  // [src_rows, K/2] with packed_stride bytes per row
@@ -23,11 +29,25 @@ struct DequantizeParams {
   long long rows;
 };
 
-// The global scale of row `src`, wherever it comes from (a uniform branch in a kernel).
-#if defined(__CUDACC__)
-__device__ __forceinline__ float global_scale(int mode, float value, const float* ptr, long long src) {
-  return mode == GSCALE_HOST ? value : ptr[mode == GSCALE_DEVICE ? 0 : src];
-}
-#endif
+struct QuantizeParams {
+  const void* in;               // [rows, K] with in_stride elements per row
+  long long in_stride;
+  unsigned char* packed;        // [rows, K/2] with packed_stride bytes per row
+  long long packed_stride;
+  unsigned char* scales;        // E4M3, layout compiled in; padding written as zeros
+  const float* gscale_ptr;
+  float gscale_value;
+  int gscale_mode;
+  long long rows;
+};
+
+// Amax over each row (finite values only): per row it writes global_scale_from_amax to
+// out[r]; per tensor it atomically maxes the amax bits into out[0].
+struct AmaxParams {
+  const void* in;
+  long long in_stride;
+  float* out;
+  long long rows;
+};
 
 }  // namespace nvfp4k

@@ -1,4 +1,4 @@
-// 16-byte stores of converted outputs.
+// 16-byte loads of BF16/FP16/FP32 inputs and 16-byte stores of converted outputs.
 #pragma once
 #include "common/nvfp4_format.cuh"
 #include "common/params.cuh"
@@ -25,5 +25,28 @@ __device__ __forceinline__ void store_converted(void* dst, const float (&v)[N]) 
 
 template <int DTYPE>
 __device__ constexpr int dtype_bytes() { return DTYPE == DTYPE_FP32 ? 4 : 2; }
+
+// Loads N values of DTYPE (N a multiple of 8, 16-byte aligned) as floats, with 16-byte loads.
+template <int DTYPE, int N>
+__device__ __forceinline__ void load_as_float(const void* src, float (&v)[N]) {
+  if constexpr (DTYPE == DTYPE_FP32) {
+#pragma unroll
+    for (int i = 0; i < N; i += 4) {
+      const float4 f = reinterpret_cast<const float4*>(src)[i / 4];
+      v[i] = f.x; v[i + 1] = f.y; v[i + 2] = f.z; v[i + 3] = f.w;
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; i += 8) {
+      const uint4 w = reinterpret_cast<const uint4*>(src)[i / 8];
+      const unsigned words[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        v[i + 2 * j] = DTYPE == DTYPE_BF16 ? bf16_bits_to_float(words[j]) : fp16_bits_to_float(words[j] & 0xFFFFu);
+        v[i + 2 * j + 1] = DTYPE == DTYPE_BF16 ? bf16_bits_to_float(words[j] >> 16) : fp16_bits_to_float(words[j] >> 16);
+      }
+    }
+  }
+}
 
 }  // namespace nvfp4k

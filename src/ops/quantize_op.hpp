@@ -1,0 +1,20 @@
+// Quantize: BF16 / FP16 / FP32 [rows, K] -> NVFP4, with the global scale given or computed on
+// the device (row amax kernel, then quantize; per tensor also a finalize kernel).
+#pragma once
+#include <vector>
+
+#include "core/codegen.hpp"
+#include "core/spec.hpp"
+#include "nvfp4/jit.hpp"
+
+namespace nvfp4::jit::detail {
+
+KernelSpec quantize_spec(Arch arch, int64_t k, DType in, ScaleLayout layout);
+KernelSpec row_amax_spec(Arch arch, int64_t k, DType in, bool per_row);
+KernelSpec amax_finalize_spec(Arch arch);
+GeneratedKernel generate_quantize(const KernelSpec& spec);
+GeneratedKernel generate_amax(const KernelSpec& spec);  // row_amax and amax_finalize
+// The kernels activations of reduction size `k` may need (BF16/FP16 in, both layouts, amax).
+std::vector<KernelSpec> quantize_prewarm_specs(Arch arch, int64_t k);
+
+}  // namespace nvfp4::jit::detail

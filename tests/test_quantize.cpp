@@ -1,0 +1,197 @@
+// quantize: the rounding functions against their definitions, the block quantizer's
+// documented decisions, the round-trip bound, and argument validation (no GPU needed).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "common/nvfp4_quantize.cuh"
+#include "common/scale_layout.cuh"
+#include "quantize_fixture.hpp"
+
+using namespace nvfp4::jit;
+using namespace nvfp4k;
+
+namespace {
+
+// Nearest of the candidates' values, ties to the even code: rounding from its definition.
+template <class Decode>
+unsigned nearest_even(double x, int codes, Decode decode) {
+  unsigned best = 0;
+  for (int c = 1; c < codes; ++c) {
+    const double d = std::fabs(decode(c) - x), db = std::fabs(decode(best) - x);
+    if (d < db || (d == db && (c & 1) == 0)) best = c;
+  }
+  return best;
+}
+
+double e4m3_value(int c) { return e4m3_to_float(unsigned(c)); }
+
+}  // namespace
+
+TEST_SUITE("quantize") {
+  TEST_CASE("fp32 -> E4M3 is round-to-nearest-even, saturating at 448") {
+    std::vector<float> probes;
+    for (int c = 0; c < 0x7E; ++c) {  // every code, every midpoint, and just either side
+      const float a = float(e4m3_value(c)), b = float(e4m3_value(c + 1)), mid = (a + b) / 2;
+      for (float v : {a, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e9f)}) probes.push_back(v);
+    }
+    std::mt19937 rng(std::random_device{}());
+    for (int i = 0; i < 20000; ++i) probes.push_back(std::ldexp(float(rng() % 100000) / 100000.0f + 0.5f, int(rng() % 24) - 14));
+    for (float s : probes) {
+      CAPTURE(s);
+      const unsigned want = s >= 448.0f ? 0x7E : nearest_even(s, 0x7F, e4m3_value);
+      REQUIRE(float_to_e4m3_satfinite(s) == want);
+    }
+    CHECK(float_to_e4m3_satfinite(1e30f) == 0x7E);
+    CHECK(float_to_e4m3_satfinite(INFINITY) == 0x7E);
+    CHECK(float_to_e4m3_satfinite(NAN) == 0x7F);
+    CHECK(float_to_e4m3_satfinite(0.0f) == 0);
+  }
+
+  TEST_CASE("fp32 -> E2M1 is round-to-nearest-even onto the grid, saturating, sign kept") {
+    auto value = [](int c) { return double(e2m1_to_float(unsigned(c))); };
+    std::mt19937 rng(std::random_device{}());
+    std::vector<float> probes = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f, 6.0f, 7.0f, 1e9f, INFINITY, 0.0f};
+    for (int i = 0; i < 20000; ++i) probes.push_back(float(rng() % 800000) / 100000.0f);
+    for (float x : probes)
+      for (float v : {x, -x}) {
+        CAPTURE(v);
+        const unsigned mag = std::fabs(v) >= 6.0f ? 7 : nearest_even(std::fabs(v), 8, value);
+        REQUIRE(float_to_e2m1_satfinite(v) == (mag | (std::signbit(v) ? 8u : 0u)));
+      }
+    // The ties, spelled out: 0.25->0, 0.75->1, 1.25->1, 1.75->2, 2.5->2, 3.5->4, 5->4.
+    const unsigned want[] = {0, 2, 2, 4, 4, 6, 6};
+    for (int i = 0; i < 7; ++i) CHECK(float_to_e2m1_satfinite(probes[i]) == want[i]);
+  }
+
+  TEST_CASE("block decisions: zero, NaN, Inf, saturation, subnormal scale") {
+    float x[16];
+    unsigned packed[2];
+    for (float& v : x) v = 0.0f;
+    CHECK(quantize_block16(x, 1.0f, packed) == 0);
+    CHECK((packed[0] | packed[1]) == 0);
+    x[4] = NAN;
+    CHECK(quantize_block16(x, 1.0f, packed) == E4M3_NAN);
+    CHECK((packed[0] | packed[1]) == 0);
+    x[4] = -INFINITY;
+    CHECK(quantize_block16(x, 1.0f, packed) == E4M3_NAN);
+    for (float& v : x) v = 1.0f;
+    x[0] = 6.0f * 448.0f * 2.0f;  // beyond what scale 448 can hold with gscale 1
+    CHECK(quantize_block16(x, 1.0f, packed) == 0x7E);
+    CHECK((packed[0] & 0xF) == 7);  // saturated to 6
+    for (float& v : x) v = 3e-2f;   // amax/6 = 5e-3: an E4M3 subnormal (code 3)
+    const unsigned char s = quantize_block16(x, 1.0f, packed);
+    CHECK(s == 3);
+    for (float& v : x) v = 3e-3f;   // amax/6 = 5e-4 < 2^-10: the scale rounds to 0, nibbles 0
+    CHECK(quantize_block16(x, 1.0f, packed) == 0);
+    CHECK((packed[0] | packed[1]) == 0);
+  }
+
+  TEST_CASE("round trip: every element within one step of its block's scale") {
+    std::mt19937 rng(std::random_device{}());
+    for (DType dt : {DType::fp32, DType::bf16, DType::fp16})
+      for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4})
+        for (GlobalScaleMode mode : {GlobalScaleMode::given, GlobalScaleMode::compute_per_tensor, GlobalScaleMode::compute_per_row}) {
+          const int64_t rows = 37, k = 80;
+          const auto in = testutil::quantize_input(rows, k, k, dt, rng, false);
+          std::vector<uint8_t> packed(rows * k / 2), scales(scale_bytes(layout, rows, k), 0xCD);
+          std::vector<float> gs_out(rows, -1.0f), back(rows * k);
+          QuantizeArgs q;
+          q.in = in.data();
+          q.in_dtype = dt;
+          q.rows = rows;
+          q.k = k;
+          q.out = packed.data();
+          q.scales = scales.data();
+          q.scale_layout = layout;
+          q.scale_mode = mode;
+          q.global_scale.value = 1.0f;  // |x| < 6 * 448: no saturation
+          q.global_scale_out = gs_out.data();
+          cpu::quantize(q);
+          DequantizeArgs d;
+          d.src = {packed.data(), 0, scales.data(), layout, {}};
+          if (mode == GlobalScaleMode::given) d.src.global_scale.value = 1.0f;
+          if (mode == GlobalScaleMode::compute_per_tensor) d.src.global_scale.value = gs_out[0];
+          if (mode == GlobalScaleMode::compute_per_row) d.src.global_scale = {1.0f, gs_out.data(), true};
+          d.src_rows = rows;
+          d.k = k;
+          d.out = back.data();
+          d.out_dtype = DType::fp32;
+          cpu::dequantize(d);
+          double err2 = 0, ref2 = 0;
+          for (int64_t r = 0; r < rows; ++r) {
+            const float gs = mode == GlobalScaleMode::given ? 1.0f : mode == GlobalScaleMode::compute_per_tensor ? gs_out[0] : gs_out[r];
+            for (int64_t e = 0; e < k; ++e) {
+              const size_t at = size_t(r * k + e);
+              float v;
+              if (dt == DType::fp32) {
+                std::memcpy(&v, &in[at * 4], 4);
+              } else {
+                uint16_t h;
+                std::memcpy(&h, &in[at * 2], 2);
+                v = dt == DType::bf16 ? bf16_bits_to_float(h) : fp16_bits_to_float(h);
+              }
+              // The format's bound: half the widest E2M1 step (1) times the block's decoded
+              // scale d, plus what saturation at 6d cuts off.
+              const long long off = layout == ScaleLayout::linear ? scale_offset_linear(r, e / 16, k / 16)
+                                                                   : scale_offset_swizzled128x4(r, e / 16, k / 16);
+              const double d = double(e4m3_to_float(scales[off])) * gs;
+              const double err = std::fabs(double(v) - back[at]);
+              err2 += err * err;
+              ref2 += double(v) * v;
+              if (err > d * (1 + 1e-6) + std::max(0.0, std::fabs(double(v)) - 6 * d)) {
+                FAIL_CHECK("rows=37 k=80 dtype=" << int(dt) << " mode=" << int(mode) << ": element (" << r << ", " << e
+                           << ") " << v << " came back as " << back[at] << " (block scale " << d << ")");
+                return;
+              }
+            }
+          }
+          if (mode == GlobalScaleMode::given) continue;
+          MESSAGE("dtype " << int(dt) << " layout " << int(layout) << " mode " << int(mode)
+                           << ": relative Frobenius round-trip error " << std::sqrt(err2 / ref2));
+        }
+  }
+
+  TEST_CASE("bad arguments get an error naming the argument") {
+    QuantizeArgs a;
+    a.in = reinterpret_cast<void*>(0x10000);
+    a.out = reinterpret_cast<void*>(0x20000);
+    a.scales = reinterpret_cast<void*>(0x30000);
+    a.rows = 4;
+    a.k = 64;
+    auto expect = [](const QuantizeArgs& q, Status status, const char* text) {
+      try {
+        quantize(q, nullptr);
+        FAIL("expected an error mentioning: " << text);
+      } catch (const Error& e) {
+        CAPTURE(e.what());
+        CHECK(e.status() == status);
+        CHECK(std::string(e.what()).find(text) != std::string::npos);
+      }
+    };
+    QuantizeArgs b = a;
+    b.k = 40;
+    expect(b, Status::invalid_argument, "k = 40");
+    b = a, b.in = nullptr;
+    expect(b, Status::invalid_argument, "in is null");
+    b = a, b.in = reinterpret_cast<void*>(0x10008);
+    expect(b, Status::invalid_argument, "in = 0x10008 is not 16-byte aligned");
+    b = a, b.in_row_stride = 68;
+    expect(b, Status::invalid_argument, "in_row_stride = 68 elements is not a multiple of 16 bytes");
+    b = a, b.out_row_stride_bytes = 36;
+    expect(b, Status::invalid_argument, "out_row_stride_bytes = 36 must be a multiple of 8");
+    b = a, b.in_dtype = DType::nvfp4;
+    expect(b, Status::unsupported, "in_dtype = nvfp4");
+    b = a, b.global_scale.value = 0.0f;
+    expect(b, Status::invalid_argument, "global_scale.value = 0 must be positive and finite");
+    b = a, b.scale_mode = GlobalScaleMode::compute_per_row;
+    expect(b, Status::invalid_argument, "global_scale_out is null");
+    b = a, b.scale_mode = static_cast<GlobalScaleMode>(9);
+    expect(b, Status::invalid_argument, "scale_mode = 9");
+    CHECK_THROWS_AS(scale_bytes(ScaleLayout::linear, 4, 24), Error);
+    CHECK(scale_bytes(ScaleLayout::swizzled128x4, 129, 80) == 256 * 8);
+    CHECK(nvfp4_jit_scale_bytes(NVFP4_SCALES_LINEAR, 3, 64) == 12);
+  }
+}
