@@ -32,10 +32,39 @@ NVFP4_HD unsigned char float_to_e4m3_satfinite(float s) {
 }
 
 // Round to nearest even onto {0, .5, 1, 1.5, 2, 3, 4, 6}, saturating; sign kept.
+// Adding 2^22, 2^23 or 2^24 leaves the sum a spacing of 0.5, 1 or 2 (the E2M1 grid's
+// spacing below 2, below 4, and above), so the hardware's own round-to-nearest-even does the
+// rounding; subtracting it back is exact. The code then comes from the result's bits.
 NVFP4_HD unsigned float_to_e2m1_satfinite(float v) {
   const float a = v < 0.0f ? -v : v;
-  const unsigned code = (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) + (a >= 3.5f) + (a > 5.0f);
+  const float magic = a < 2.0f ? 4194304.0f : a < 4.0f ? 8388608.0f : 16777216.0f;
+  const float r = (a + magic) - magic;  // a >= 7 rounds to 8 or more: saturated below
+  const unsigned bits = float_to_bits(r);
+  unsigned code = r >= 1.0f ? (bits >> 22) - 252u : (r == 0.5f ? 1u : 0u);  // 1 -> 2, 1.5 -> 3, 2 -> 4, ...
+  code = code > 7u ? 7u : code;
   return code | ((float_to_bits(v) >> 28) & 8u);
+}
+
+// x / d rounded to nearest even, given rd = RN(1/d) for a d in [2^-100, 2^100], with one
+// reciprocal per block instead of a division per value. The first FMA correction brings
+// x * rd within one ulp of x / d; the second (Markstein's theorem) makes it the correctly
+// rounded quotient, the same bits as IEEE division. The corrections turn -0 into +0, so the
+// sign of x (d > 0) is put back. tests/test_quantize.cpp and the GPU tests check this.
+template <class Fma>
+NVFP4_HD float divide_rn_with(float x, float d, float rd, Fma fma) {
+  float q = x * rd;
+  q = fma(fma(-q, d, x), rd, q);
+  q = fma(fma(-q, d, x), rd, q);
+  return bits_to_float((float_to_bits(q) & 0x7FFFFFFFu) | (float_to_bits(x) & 0x80000000u));
+}
+
+NVFP4_HD float divide_rn(float x, float d, float rd) {
+#if defined(__CUDA_ARCH__)
+  return divide_rn_with(x, d, rd, [](float a, float b, float c) { return __fmaf_rn(a, b, c); });
+#else
+  (void)rd;
+  return x / d;
+#endif
 }
 
 NVFP4_HD float global_scale_from_amax(float amax) { return amax > 0.0f ? amax / 2688.0f : 1.0f; }
@@ -53,19 +82,23 @@ NVFP4_HD float finite_amax(const float (&x)[N]) {
 
 // Quantizes one block of 16; packed[0] holds elements 0..7 (element 0 in the low nibble).
 NVFP4_HD unsigned char quantize_block16(const float (&x)[16], float gscale, unsigned (&packed)[2]) {
-  float amax = 0.0f;
-  bool finite = true;
+  // |x| as bits: their integer order is the float order, and NaN / Inf sit at 0x7F800000 and up.
+  unsigned amax_bits = 0;
   for (int i = 0; i < 16; ++i) {
-    const float a = x[i] < 0.0f ? -x[i] : x[i];
-    finite = finite && is_finite(x[i]);
-    amax = a > amax ? a : amax;
+    const unsigned b = float_to_bits(x[i]) & 0x7FFFFFFFu;
+    amax_bits = b > amax_bits ? b : amax_bits;
   }
   packed[0] = packed[1] = 0u;
-  if (!finite) return E4M3_NAN;
-  const unsigned char scale = float_to_e4m3_satfinite(amax / 6.0f / gscale);
-  const float denom = e4m3_to_float(scale) * gscale;
-  if (denom == 0.0f) return scale;
-  for (int i = 0; i < 16; ++i) packed[i / 8] |= float_to_e2m1_satfinite(x[i] / denom) << ((i % 8) * 4);
+  if (amax_bits >= 0x7F800000u) return E4M3_NAN;
+  const unsigned char scale = float_to_e4m3_satfinite(bits_to_float(amax_bits) / 6.0f / gscale);
+  const float d = e4m3_to_float(scale) * gscale;
+  if (d == 0.0f) return scale;
+  const bool fast = d >= 0x1p-100f && d <= 0x1p100f;
+  const float rd = fast ? 1.0f / d : 0.0f;
+  for (int i = 0; i < 16; ++i) {
+    const float q = fast ? divide_rn(x[i], d, rd) : x[i] / d;
+    packed[i / 8] |= float_to_e2m1_satfinite(q) << ((i % 8) * 4);
+  }
   return scale;
 }
 

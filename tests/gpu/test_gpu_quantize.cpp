@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "../quantize_fixture.hpp"
+#include "common/scale_layout.cuh"
 #include "core/gpu_util.hpp"
 
 using namespace nvfp4::jit;
@@ -82,8 +83,26 @@ void run_case(const Case& c, std::mt19937& rng) {
   for (int64_t r = 0; r < c.rows; ++r)
     for (int64_t b = 0; b < out_stride; ++b)
       if (got_out[r * out_stride + b] != want_out[r * out_stride + b]) {
+        // The whole block, so the case can be replayed on the CPU.
+        const int64_t kb = b / 8;
+        std::string inputs;
+        for (int i = 0; i < 16; ++i) {
+          const size_t at = size_t(r * in_stride + kb * 16 + i);
+          uint16_t h = 0;
+          float v = 0;
+          if (c.in == DType::fp32) std::memcpy(&v, &in[at * 4], 4);
+          else std::memcpy(&h, &in[at * 2], 2), v = c.in == DType::bf16 ? nvfp4k::bf16_bits_to_float(h) : nvfp4k::fp16_bits_to_float(h);
+          inputs += fmt::format(" {:a}", v);
+        }
+        const long long off = c.layout == ScaleLayout::linear ? nvfp4k::scale_offset_linear(r, kb, c.k / 16)
+                                                              : nvfp4k::scale_offset_swizzled128x4(r, kb, c.k / 16);
+        const float gs = c.mode == GlobalScaleMode::compute_per_row ? want_gs[r]
+                         : c.mode == GlobalScaleMode::compute_per_tensor ? want_gs[0]
+                         : c.given == 2 ? row_scales[r] : gs_value;
         FAIL_CHECK(what << ": first wrong packed byte at row " << r << ", byte " << b << " (elements " << 2 * b << ", "
-                        << 2 * b + 1 << ")");
+                        << 2 * b + 1 << "): gpu " << int(got_out[r * out_stride + b]) << " cpu "
+                        << int(want_out[r * out_stride + b]) << "; scale gpu " << int(got_scales[off]) << " cpu "
+                        << int(want_scales[off]) << fmt::format("; gscale {:a}; block:", gs) << inputs);
         return;
       }
   for (size_t i = 0; i < sbytes; ++i)

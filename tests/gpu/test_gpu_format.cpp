@@ -1,0 +1,61 @@
+// The format helpers as the GPU compiles them, against the plain IEEE formulas on the same
+// device: every finite FP16 value x (both signs, both zeros), every finite E4M3 scale s, a few global scales g.
+#include <doctest/doctest.h>
+
+#include "core/driver.hpp"
+#include "core/gpu_util.hpp"
+#include "core/nvrtc_compiler.hpp"
+#include "core/launcher.hpp"
+
+using namespace nvfp4::jit::detail;
+
+namespace {
+
+const char* kProbe = R"(
+#include "common/nvfp4_quantize.cuh"
+extern "C" __global__ void probe(const float* gscales, int n_g, unsigned long long* counts) {
+  const unsigned h = blockIdx.x * blockDim.x + threadIdx.x;  // every finite FP16, both signs, both zeros
+  if ((h & 0x7FFFu) >= 0x7C00u) return;
+  const float x = nvfp4k::fp16_bits_to_float(h);
+  unsigned long long bad_div = 0, bad_code = 0;
+  for (int gi = 0; gi < n_g; ++gi)
+    for (unsigned s = 1; s < 0x7F; ++s) {
+      const float d = nvfp4k::e4m3_to_float(s) * gscales[gi];
+      const float fast = nvfp4k::divide_rn(x, d, 1.0f / d), ieee = __fdiv_rn(x, d);
+      bad_div += __float_as_uint(fast) != __float_as_uint(ieee);  // bits: the sign of zero counts
+      bad_code += nvfp4k::float_to_e2m1_satfinite(fast) != nvfp4k::float_to_e2m1_satfinite(ieee);
+    }
+  atomicAdd(&counts[0], bad_div);
+  atomicAdd(&counts[1], bad_code);
+}
+)";
+
+}  // namespace
+
+TEST_SUITE("gpu_format") {
+  TEST_CASE("reciprocal-and-FMA division equals IEEE division on the device") {
+    const DeviceInfo& device = current_device();
+    const auto cubin = nvrtc_compile({"probe", kProbe}, device.arch);
+    const Driver& d = driver();
+    CUmodule module = nullptr;
+    CUfunction fn = nullptr;
+    check_cu(d.cuModuleLoadData(&module, cubin.data()), "cuModuleLoadData");
+    check_cu(d.cuModuleGetFunction(&fn, module, "probe"), "cuModuleGetFunction");
+    const std::vector<float> gscales = {0.37f, 0.37f * 2, 0.37f * 3, 0.37f * 4, 1.0f / 2688, 3.3e-5f};
+    DeviceBuffer g = to_device(gscales), counts(16);
+    counts.fill(0);
+    const float* gp = g.as<float>();
+    int n = int(gscales.size());
+    unsigned long long* cp = counts.as<unsigned long long>();
+    void* params[] = {&gp, &n, &cp};
+    LaunchShape shape;
+    shape.grid[0] = 0x10000 / 256;
+    shape.block[0] = 256;
+    launch(fn, shape, nullptr, params);
+    check_cu(d.cuCtxSynchronize(), "probe");
+    unsigned long long got[2];
+    counts.download(got, sizeof got);
+    CHECK(got[0] == 0);
+    CHECK(got[1] == 0);
+  }
+}
