@@ -13,18 +13,13 @@ using namespace detail;
 
 namespace {
 
-// The "op" and a short kernel description from a sidecar's spec JSON.
+// A short kernel description from a sidecar's spec JSON.
 std::string spec_summary(const std::string& spec_json) {
   auto field = [&](const char* name) {
-    const std::string needle = fmt::format("\"{}\":", name);
-    const size_t pos = spec_json.find(needle);
-    if (pos == std::string::npos) return std::string("?");
-    size_t start = pos + needle.size(), end = spec_json.find_first_of(",}", start);
-    std::string v = spec_json.substr(start, end - start);
-    if (!v.empty() && v.front() == '"') v = v.substr(1, v.size() - 2);
-    return v;
+    const std::string v = sidecar_field(spec_json, name);
+    return v.empty() ? std::string("?") : v;
   };
-  return fmt::format("{} N={} K={} out={}", field("op"), field("n"), field("k"), field("out_dtype"));
+  return fmt::format("{} K={} in={} out={}", field("op"), field("k"), field("a_dtype"), field("out_dtype"));
 }
 
 int stats(DiskCache& cache, bool json) {

@@ -33,8 +33,9 @@ std::string checksum_hex(std::span<const char> data) {
   return fmt::format("{:016x}", XXH3_64bits(data.data(), data.size()));
 }
 
-// The value of "name": in a flat JSON object we wrote ourselves ("" when absent).
-std::string json_field(const std::string& json, std::string_view name) {
+}  // namespace
+
+std::string sidecar_field(const std::string& json, std::string_view name) {
   const std::string needle = fmt::format("\"{}\":", name);
   size_t pos = json.find(needle);
   if (pos == std::string::npos) return {};
@@ -46,8 +47,6 @@ std::string json_field(const std::string& json, std::string_view name) {
   const size_t end = json.find_first_of(",}", pos);
   return json.substr(pos, end == std::string::npos ? std::string::npos : end - pos);
 }
-
-}  // namespace
 
 CacheRoots CacheRoots::from_env() {
   CacheRoots roots;
@@ -69,11 +68,11 @@ CacheRoots CacheRoots::from_env() {
 
 std::string verify_entry(const std::vector<char>& cubin, const std::string& sidecar, const std::string& key_hex,
                          std::string_view arch) {
-  if (json_field(sidecar, "key") != key_hex) return "sidecar names another key";
-  if (json_field(sidecar, "arch") != arch) return fmt::format("sidecar is for {}, not {}", json_field(sidecar, "arch"), arch);
-  if (json_field(sidecar, "size") != std::to_string(cubin.size()))
-    return fmt::format("size {} does not match the sidecar's {}", cubin.size(), json_field(sidecar, "size"));
-  if (json_field(sidecar, "checksum") != checksum_hex(cubin)) return "checksum mismatch";
+  if (sidecar_field(sidecar, "key") != key_hex) return "sidecar names another key";
+  if (sidecar_field(sidecar, "arch") != arch) return fmt::format("sidecar is for {}, not {}", sidecar_field(sidecar, "arch"), arch);
+  if (sidecar_field(sidecar, "size") != std::to_string(cubin.size()))
+    return fmt::format("size {} does not match the sidecar's {}", cubin.size(), sidecar_field(sidecar, "size"));
+  if (sidecar_field(sidecar, "checksum") != checksum_hex(cubin)) return "checksum mismatch";
   if (cubin.size() < 4 || std::memcmp(cubin.data(), "\x7f" "ELF", 4) != 0) return "not an ELF file";
   return {};
 }
@@ -189,7 +188,7 @@ std::vector<CacheEntryInfo> DiskCache::list(bool verify) const {
       info.size = it->file_size(ec);
       const auto sidecar = read_file_nofollow(fs::path(p).replace_extension(".json").string());
       const std::string side = sidecar ? std::string(sidecar->begin(), sidecar->end()) : std::string{};
-      info.created = json_field(side, "created");
+      info.created = sidecar_field(side, "created");
       if (const size_t pos = side.find("\"spec\":"); pos != std::string::npos)
         info.spec_json = side.substr(pos + 7, side.find_last_of('}') - pos - 7);
       if (verify) {

@@ -72,6 +72,9 @@ class DiskCache {
   bool writable_ = false;
 };
 
+// The value of "name": in a flat sidecar JSON object ("" when absent; strings unquoted).
+std::string sidecar_field(const std::string& json, std::string_view name);
+
 // Why a cubin + sidecar pair does not verify against `key` and `arch` (empty: it verifies).
 std::string verify_entry(const std::vector<char>& cubin, const std::string& sidecar, const std::string& key_hex,
                          std::string_view arch);
