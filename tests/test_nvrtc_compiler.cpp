@@ -5,17 +5,18 @@
 #include <thread>
 
 #include "core/nvrtc_compiler.hpp"
+#include "core/prewarm.hpp"
 #include "ops/dequantize_op.hpp"
 
 using namespace nvfp4::jit;
 using namespace nvfp4::jit::detail;
 
 TEST_SUITE("nvrtc") {
-  TEST_CASE("every dequantize variant compiles for every arch, in parallel threads") {
+  TEST_CASE("every kernel of every template compiles for every arch, in parallel threads") {
     std::vector<KernelSpec> specs;
     for (Arch arch : kAllArchs) {
       REQUIRE_MESSAGE(nvrtc_supports(arch), "NVRTC " << nvrtc_version() << " lacks " << to_string(arch));
-      for (const KernelSpec& s : dequantize_prewarm_specs(arch, 4096)) specs.push_back(s);
+      for (const KernelSpec& s : prewarm_specs({parse_shape("1,4096")}, {arch})) specs.push_back(s);
       specs.push_back(dequantize_spec(arch, 48, DType::fp16, ScaleLayout::linear));  // K an odd multiple of 16
     }
     std::vector<std::string> failures(specs.size());

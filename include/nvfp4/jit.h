@@ -92,12 +92,23 @@ typedef struct nvfp4_quantize_args {
   float* global_scale_out;         /* NVFP4_GSCALE_COMPUTE_*: device, 1 or rows floats */
 } nvfp4_quantize_args;
 
+/* E4M3 scales of an NVFP4 [rows, k] matrix rewritten in another layout; see jit.hpp. */
+typedef struct nvfp4_convert_scales_args {
+  const void* src;
+  nvfp4_scale_layout src_layout;
+  void* dst;
+  nvfp4_scale_layout dst_layout;
+  int64_t rows;
+  int64_t k;
+} nvfp4_convert_scales_args;
+
 const char* nvfp4_jit_version(void);
 /* The message of the last failed call on this thread ("" if none). */
 const char* nvfp4_jit_last_error(void);
 
 nvfp4_status nvfp4_jit_dequantize(const nvfp4_dequantize_args* args, CUstream stream);
 nvfp4_status nvfp4_jit_quantize(const nvfp4_quantize_args* args, CUstream stream);
+nvfp4_status nvfp4_jit_convert_scales(const nvfp4_convert_scales_args* args, CUstream stream);
 /* Bytes of an E4M3 scale tensor for [rows, k] in `layout`, padding included (-1: bad input). */
 int64_t nvfp4_jit_scale_bytes(nvfp4_scale_layout layout, int64_t rows, int64_t k);
 

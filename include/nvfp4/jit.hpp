@@ -98,6 +98,20 @@ struct QuantizeArgs {
 
 void quantize(const QuantizeArgs& args, CUstream stream);
 
+// E4M3 block scales of an NVFP4 matrix [rows, k] rewritten in another layout, e.g. a
+// ModelOpt weight_scale (linear) into the swizzled128x4 layout GEMM libraries read.
+// Padding of a swizzled destination is written as zeros.
+struct ConvertScalesArgs {
+  const void* src = nullptr;
+  ScaleLayout src_layout = ScaleLayout::linear;
+  void* dst = nullptr;  // scale_bytes(dst_layout, rows, k) bytes
+  ScaleLayout dst_layout = ScaleLayout::swizzled128x4;
+  int64_t rows = 0;
+  int64_t k = 0;
+};
+
+void convert_scales(const ConvertScalesArgs& args, CUstream stream);
+
 // Bytes of an E4M3 scale tensor for [rows, k] in `layout` (padding included).
 int64_t scale_bytes(ScaleLayout layout, int64_t rows, int64_t k);
 
@@ -112,5 +126,6 @@ namespace nvfp4::jit::cpu {
 // weights offline without a GPU.
 void dequantize(const DequantizeArgs& args);
 void quantize(const QuantizeArgs& args);
+void convert_scales(const ConvertScalesArgs& args);
 
 }  // namespace nvfp4::jit::cpu

@@ -77,6 +77,15 @@ nvfp4_status nvfp4_jit_quantize(const nvfp4_quantize_args* args, CUstream stream
   });
 }
 
+nvfp4_status nvfp4_jit_convert_scales(const nvfp4_convert_scales_args* args, CUstream stream) {
+  return guarded([&] {
+    if (!args) throw nvfp4::jit::Error(nvfp4::jit::Status::invalid_argument, "nvfp4_jit_convert_scales: args is null");
+    nvfp4::jit::convert_scales({args->src, static_cast<nvfp4::jit::ScaleLayout>(args->src_layout), args->dst,
+                                static_cast<nvfp4::jit::ScaleLayout>(args->dst_layout), args->rows, args->k},
+                               stream);
+  });
+}
+
 int64_t nvfp4_jit_scale_bytes(nvfp4_scale_layout layout, int64_t rows, int64_t k) {
   try {
     return nvfp4::jit::scale_bytes(static_cast<nvfp4::jit::ScaleLayout>(layout), rows, k);

@@ -1,6 +1,7 @@
 #include "core/codegen.hpp"
 
 #include "core/error.hpp"
+#include "ops/convert_scales_op.hpp"
 #include "ops/dequantize_op.hpp"
 #include "ops/quantize_op.hpp"
 
@@ -12,6 +13,7 @@ GeneratedKernel generate(const KernelSpec& spec) {
     case Op::quantize: return generate_quantize(spec);
     case Op::row_amax:
     case Op::amax_finalize: return generate_amax(spec);
+    case Op::convert_scales: return generate_convert_scales(spec);
   }
   fail(Status::internal, "codegen: unknown op {}", static_cast<int>(spec.op));
 }

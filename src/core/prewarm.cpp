@@ -6,6 +6,7 @@
 #include <thread>
 #include <unordered_set>
 
+#include "ops/convert_scales_op.hpp"
 #include "ops/dequantize_op.hpp"
 #include "ops/quantize_op.hpp"
 
@@ -20,6 +21,10 @@ std::vector<KernelSpec> prewarm_specs(const std::vector<WeightShape>& shapes, co
         if (seen.insert(spec).second) specs.push_back(spec);
       for (const KernelSpec& spec : quantize_prewarm_specs(arch, shape.k))
         if (seen.insert(spec).second) specs.push_back(spec);
+      // Weights arrive with linear (ModelOpt) scales; GEMMs read them swizzled.
+      if (const KernelSpec spec = convert_scales_spec(arch, shape.k, ScaleLayout::linear, ScaleLayout::swizzled128x4);
+          seen.insert(spec).second)
+        specs.push_back(spec);
     }
   return specs;
 }

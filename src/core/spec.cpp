@@ -22,6 +22,7 @@ std::string_view to_string(Op op) {
     case Op::quantize: return "quantize";
     case Op::row_amax: return "row_amax";
     case Op::amax_finalize: return "amax_finalize";
+    case Op::convert_scales: return "convert_scales";
   }
   return "unknown";
 }

@@ -41,6 +41,12 @@ struct QuantizeParams {
   long long rows;
 };
 
+struct ConvertScalesParams {
+  const unsigned char* src;
+  unsigned char* dst;
+  long long rows;
+};
+
 // Amax over each row (finite values only): per row it writes global_scale_from_amax to
 // out[r]; per tensor it atomically maxes the amax bits into out[0].
 struct AmaxParams {

@@ -1,0 +1,95 @@
+#include "ops/convert_scales_op.hpp"
+
+#include "common/params.cuh"
+#include "common/scale_layout.cuh"
+#include "core/launcher.hpp"
+#include "ops/validate.hpp"
+
+namespace nvfp4::jit::detail {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr const char* kWho = "nvfp4::jit::convert_scales";
+
+void validate(const ConvertScalesArgs& a) {
+  Check check(kWho);
+  check.positive_multiple("k", a.k, 16, "the NVFP4 block size");
+  check.not_negative("rows", a.rows);
+  check.scale_layout("src_layout", a.src_layout);
+  check.scale_layout("dst_layout", a.dst_layout);
+  if (a.rows > 0) {
+    check.not_null("src", a.src);
+    check.not_null("dst", a.dst);
+  }
+}
+
+std::string_view layout_name(uint8_t layout) { return layout == nvfp4k::SCALES_LINEAR ? "linear" : "sw128x4"; }
+
+}  // namespace
+
+KernelSpec convert_scales_spec(Arch arch, int64_t k, ScaleLayout src, ScaleLayout dst) {
+  KernelSpec spec;
+  spec.op = Op::convert_scales;
+  spec.arch = arch;
+  spec.k = k;
+  spec.scale_layout = uint8_t(dst);
+  spec.flags = uint8_t(src);
+  spec.tile.threads = kThreads;
+  return spec;
+}
+
+GeneratedKernel generate_convert_scales(const KernelSpec& spec) {
+  GeneratedKernel g;
+  g.name = fmt::format("nvfp4_convert_scales_k{}_{}_to_{}", spec.k, layout_name(spec.flags), layout_name(spec.scale_layout));
+  g.source = fmt::format(
+      "// nvfp4-jit generated: {}\n"
+      "#include \"convert_scales.cuh\"\n\n"
+      "extern \"C\" __global__ void __launch_bounds__({}) {}(const nvfp4k::ConvertScalesParams p) {{\n"
+      "  nvfp4k::convert_scales<{}, {}, {}LL, {}>(p);\n"
+      "}}\n",
+      spec.describe(), spec.tile.threads, g.name, spec.flags, spec.scale_layout, spec.k, spec.tile.threads);
+  return g;
+}
+
+}  // namespace nvfp4::jit::detail
+
+namespace nvfp4::jit {
+
+using namespace detail;
+
+void convert_scales(const ConvertScalesArgs& args, CUstream stream) {
+  validate(args);
+  if (args.rows == 0) return;
+  const DeviceInfo& device = current_device();
+  const KernelSpec spec = convert_scales_spec(device.arch, args.k, args.src_layout, args.dst_layout);
+  const CUfunction function = kernel_for(device, spec, 0, stream, [&] {
+    return fmt::format("nvfp4-jit prewarm --shape {},{} --arch {}", args.rows, args.k, to_string(device.arch));
+  });
+  const int64_t kblocks = args.k / 16;
+  const bool swizzled = args.dst_layout == ScaleLayout::swizzled128x4;
+  const int64_t threads = (swizzled ? (args.rows + 127) / 128 * 128 : args.rows) * (swizzled ? (kblocks + 3) / 4 * 4 : kblocks);
+  nvfp4k::ConvertScalesParams p{static_cast<const unsigned char*>(args.src), static_cast<unsigned char*>(args.dst), args.rows};
+  void* params[] = {&p};
+  LaunchShape shape;
+  shape.grid[0] = unsigned((threads + kThreads - 1) / kThreads);
+  shape.block[0] = kThreads;
+  launch(function, shape, stream, params);
+}
+
+void cpu::convert_scales(const ConvertScalesArgs& args) {
+  validate(args);
+  const int64_t kblocks = args.k / 16;
+  auto offset = [&](ScaleLayout layout, int64_t r, int64_t kb) {
+    return layout == ScaleLayout::linear ? nvfp4k::scale_offset_linear(r, kb, kblocks)
+                                         : nvfp4k::scale_offset_swizzled128x4(r, kb, kblocks);
+  };
+  const auto* src = static_cast<const uint8_t*>(args.src);
+  auto* dst = static_cast<uint8_t*>(args.dst);
+  const int64_t bytes = nvfp4k::scale_bytes(int(args.dst_layout), args.rows, kblocks);
+  for (int64_t i = 0; i < bytes; ++i) dst[i] = 0;
+  for (int64_t r = 0; r < args.rows; ++r)
+    for (int64_t kb = 0; kb < kblocks; ++kb) dst[offset(args.dst_layout, r, kb)] = src[offset(args.src_layout, r, kb)];
+}
+
+}  // namespace nvfp4::jit
