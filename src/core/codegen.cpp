@@ -7,6 +7,20 @@
 
 namespace nvfp4::jit::detail {
 
+GeneratedKernel entry_point(const KernelSpec& spec, std::string name, std::string_view header,
+                            std::string_view params_type, std::string_view call) {
+  GeneratedKernel g;
+  g.source = fmt::format(
+      "// nvfp4-jit generated: {}\n"
+      "#include \"{}\"\n\n"
+      "extern \"C\" __global__ void __launch_bounds__({}) {}(const nvfp4k::{} p) {{\n"
+      "  {};\n"
+      "}}\n",
+      spec.describe(), header, spec.tile.threads, name, params_type, call);
+  g.name = std::move(name);
+  return g;
+}
+
 GeneratedKernel generate(const KernelSpec& spec) {
   switch (spec.op) {
     case Op::dequantize: return generate_dequantize(spec);

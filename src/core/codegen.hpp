@@ -2,6 +2,7 @@
 // template from templates/ with the spec's constants.
 #pragma once
 #include <string>
+#include <string_view>
 
 #include "core/spec.hpp"
 
@@ -13,5 +14,11 @@ struct GeneratedKernel {
 };
 
 GeneratedKernel generate(const KernelSpec& spec);
+
+// The one shape every generated source has: a comment naming the spec, the template's
+// header, and an extern "C" entry point `name(const nvfp4k::<params_type> p)` whose body
+// is `call` (a template instantiation applied to p).
+GeneratedKernel entry_point(const KernelSpec& spec, std::string name, std::string_view header,
+                            std::string_view params_type, std::string_view call);
 
 }  // namespace nvfp4::jit::detail

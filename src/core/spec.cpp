@@ -55,6 +55,15 @@ std::string_view dtype_name(uint8_t dtype) {
   return "none";
 }
 
+KernelSpec base_spec(Op op, Arch arch, int64_t k, uint16_t threads) {
+  KernelSpec spec;
+  spec.op = op;
+  spec.arch = arch;
+  spec.k = k;
+  spec.tile.threads = threads;
+  return spec;
+}
+
 size_t KernelSpecHash::operator()(const KernelSpec& spec) const noexcept {
   return static_cast<size_t>(XXH3_64bits(&spec, sizeof spec));
 }

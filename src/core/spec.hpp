@@ -48,6 +48,9 @@ struct KernelSpec {
 };
 static_assert(std::has_unique_object_representations_v<KernelSpec>, "KernelSpec must have no padding");
 
+// A spec with the fields every op sets; the op fills in the rest.
+KernelSpec base_spec(Op op, Arch arch, int64_t k, uint16_t threads);
+
 struct KernelSpecHash {
   size_t operator()(const KernelSpec& spec) const noexcept;
 };

@@ -29,27 +29,17 @@ std::string_view layout_name(uint8_t layout) { return layout == nvfp4k::SCALES_L
 }  // namespace
 
 KernelSpec convert_scales_spec(Arch arch, int64_t k, ScaleLayout src, ScaleLayout dst) {
-  KernelSpec spec;
-  spec.op = Op::convert_scales;
-  spec.arch = arch;
-  spec.k = k;
+  KernelSpec spec = base_spec(Op::convert_scales, arch, k, kThreads);
   spec.scale_layout = uint8_t(dst);
   spec.flags = uint8_t(src);
-  spec.tile.threads = kThreads;
   return spec;
 }
 
 GeneratedKernel generate_convert_scales(const KernelSpec& spec) {
-  GeneratedKernel g;
-  g.name = fmt::format("nvfp4_convert_scales_k{}_{}_to_{}", spec.k, layout_name(spec.flags), layout_name(spec.scale_layout));
-  g.source = fmt::format(
-      "// nvfp4-jit generated: {}\n"
-      "#include \"convert_scales.cuh\"\n\n"
-      "extern \"C\" __global__ void __launch_bounds__({}) {}(const nvfp4k::ConvertScalesParams p) {{\n"
-      "  nvfp4k::convert_scales<{}, {}, {}LL, {}>(p);\n"
-      "}}\n",
-      spec.describe(), spec.tile.threads, g.name, spec.flags, spec.scale_layout, spec.k, spec.tile.threads);
-  return g;
+  return entry_point(
+      spec, fmt::format("nvfp4_convert_scales_k{}_{}_to_{}", spec.k, layout_name(spec.flags), layout_name(spec.scale_layout)),
+      "convert_scales.cuh", "ConvertScalesParams",
+      fmt::format("nvfp4k::convert_scales<{}, {}, {}LL, {}>(p)", spec.flags, spec.scale_layout, spec.k, spec.tile.threads));
 }
 
 }  // namespace nvfp4::jit::detail
@@ -66,9 +56,7 @@ void convert_scales(const ConvertScalesArgs& args, CUstream stream) {
   const CUfunction function = kernel_for(device, spec, 0, stream, [&] {
     return fmt::format("nvfp4-jit prewarm --shape {},{} --arch {}", args.rows, args.k, to_string(device.arch));
   });
-  const int64_t kblocks = args.k / 16;
-  const bool swizzled = args.dst_layout == ScaleLayout::swizzled128x4;
-  const int64_t threads = (swizzled ? (args.rows + 127) / 128 * 128 : args.rows) * (swizzled ? (kblocks + 3) / 4 * 4 : kblocks);
+  const int64_t threads = nvfp4k::scale_bytes(int(args.dst_layout), args.rows, args.k / 16);  // one per destination byte
   nvfp4k::ConvertScalesParams p{static_cast<const unsigned char*>(args.src), static_cast<unsigned char*>(args.dst), args.rows};
   void* params[] = {&p};
   LaunchShape shape;

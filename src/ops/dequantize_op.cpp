@@ -60,14 +60,10 @@ Resolved resolve(const DequantizeArgs& a) {
 }  // namespace
 
 KernelSpec dequantize_spec(Arch arch, int64_t k, DType out, ScaleLayout layout) {
-  KernelSpec spec;
-  spec.op = Op::dequantize;
-  spec.arch = arch;
-  spec.k = k;
+  KernelSpec spec = base_spec(Op::dequantize, arch, k, kThreads);
   spec.a_dtype = uint8_t(DType::nvfp4);
   spec.out_dtype = uint8_t(out);
   spec.scale_layout = uint8_t(layout);
-  spec.tile.threads = kThreads;
   spec.tile.stages = kLoadsPerThread;
   spec.tile.vec = 8;
   return spec;
@@ -83,17 +79,12 @@ std::vector<KernelSpec> dequantize_prewarm_specs(Arch arch, int64_t k) {
 }
 
 GeneratedKernel generate_dequantize(const KernelSpec& spec) {
-  GeneratedKernel g;
   const bool swizzled = spec.scale_layout == nvfp4k::SCALES_SWIZZLED128X4;
-  g.name = fmt::format("nvfp4_dequantize_k{}_{}_{}", spec.k, dtype_name(spec.out_dtype), swizzled ? "sw128x4" : "linear");
-  g.source = fmt::format(
-      "// nvfp4-jit generated: {}\n"
-      "#include \"dequantize.cuh\"\n\n"
-      "extern \"C\" __global__ void __launch_bounds__({}) {}(const nvfp4k::DequantizeParams p) {{\n"
-      "  nvfp4k::dequantize<{}, {}LL, {}, {}, {}>(p);\n"
-      "}}\n",
-      spec.describe(), spec.tile.threads, g.name, spec.out_dtype, spec.k, spec.scale_layout, spec.tile.threads, spec.tile.stages);
-  return g;
+  return entry_point(spec,
+                     fmt::format("nvfp4_dequantize_k{}_{}_{}", spec.k, dtype_name(spec.out_dtype), swizzled ? "sw128x4" : "linear"),
+                     "dequantize.cuh", "DequantizeParams",
+                     fmt::format("nvfp4k::dequantize<{}, {}LL, {}, {}, {}>(p)", spec.out_dtype, spec.k, spec.scale_layout,
+                                 spec.tile.threads, spec.tile.stages));
 }
 
 }  // namespace nvfp4::jit::detail

@@ -64,36 +64,24 @@ Resolved resolve(const QuantizeArgs& a) {
 }  // namespace
 
 KernelSpec quantize_spec(Arch arch, int64_t k, DType in, ScaleLayout layout) {
-  KernelSpec spec;
-  spec.op = Op::quantize;
-  spec.arch = arch;
-  spec.k = k;
+  KernelSpec spec = base_spec(Op::quantize, arch, k, kThreads);
   spec.a_dtype = uint8_t(in);
   spec.out_dtype = uint8_t(DType::nvfp4);
   spec.scale_layout = uint8_t(layout);
-  spec.tile.threads = kThreads;
   spec.tile.vec = 16;
   return spec;
 }
 
 KernelSpec row_amax_spec(Arch arch, int64_t k, DType in, bool per_row) {
-  KernelSpec spec;
-  spec.op = Op::row_amax;
-  spec.arch = arch;
-  spec.k = k;
+  KernelSpec spec = base_spec(Op::row_amax, arch, k, kThreads);
   spec.a_dtype = uint8_t(in);
   spec.flags = per_row ? kFlagPerRow : 0;
-  spec.tile.threads = kThreads;
   spec.tile.vec = 8;
   return spec;
 }
 
 KernelSpec amax_finalize_spec(Arch arch) {
-  KernelSpec spec;
-  spec.op = Op::amax_finalize;
-  spec.arch = arch;
-  spec.tile.threads = 32;
-  return spec;
+  return base_spec(Op::amax_finalize, arch, 0, 32);
 }
 
 std::vector<KernelSpec> quantize_prewarm_specs(Arch arch, int64_t k) {
@@ -108,40 +96,21 @@ std::vector<KernelSpec> quantize_prewarm_specs(Arch arch, int64_t k) {
 }
 
 GeneratedKernel generate_quantize(const KernelSpec& spec) {
-  GeneratedKernel g;
   const bool swizzled = spec.scale_layout == nvfp4k::SCALES_SWIZZLED128X4;
-  g.name = fmt::format("nvfp4_quantize_k{}_{}_{}", spec.k, dtype_name(spec.a_dtype), swizzled ? "sw128x4" : "linear");
-  g.source = fmt::format(
-      "// nvfp4-jit generated: {}\n"
-      "#include \"quantize.cuh\"\n\n"
-      "extern \"C\" __global__ void __launch_bounds__({}) {}(const nvfp4k::QuantizeParams p) {{\n"
-      "  nvfp4k::quantize<{}, {}LL, {}, {}>(p);\n"
-      "}}\n",
-      spec.describe(), spec.tile.threads, g.name, spec.a_dtype, spec.k, spec.scale_layout, spec.tile.threads);
-  return g;
+  return entry_point(spec,
+                     fmt::format("nvfp4_quantize_k{}_{}_{}", spec.k, dtype_name(spec.a_dtype), swizzled ? "sw128x4" : "linear"),
+                     "quantize.cuh", "QuantizeParams",
+                     fmt::format("nvfp4k::quantize<{}, {}LL, {}, {}>(p)", spec.a_dtype, spec.k, spec.scale_layout, spec.tile.threads));
 }
 
 GeneratedKernel generate_amax(const KernelSpec& spec) {
-  GeneratedKernel g;
-  if (spec.op == Op::amax_finalize) {
-    g.name = "nvfp4_amax_to_global_scale";
-    g.source = fmt::format(
-        "// nvfp4-jit generated: {}\n"
-        "#include \"amax.cuh\"\n\n"
-        "extern \"C\" __global__ void {}(const nvfp4k::AmaxParams p) {{ nvfp4k::amax_to_global_scale(p); }}\n",
-        spec.describe(), g.name);
-    return g;
-  }
+  if (spec.op == Op::amax_finalize)
+    return entry_point(spec, "nvfp4_amax_to_global_scale", "amax.cuh", "AmaxParams", "nvfp4k::amax_to_global_scale(p)");
   const bool per_row = spec.flags & kFlagPerRow;
-  g.name = fmt::format("nvfp4_row_amax_k{}_{}_{}", spec.k, dtype_name(spec.a_dtype), per_row ? "per_row" : "per_tensor");
-  g.source = fmt::format(
-      "// nvfp4-jit generated: {}\n"
-      "#include \"amax.cuh\"\n\n"
-      "extern \"C\" __global__ void __launch_bounds__({}) {}(const nvfp4k::AmaxParams p) {{\n"
-      "  nvfp4k::row_amax<{}, {}LL, {}, {}>(p);\n"
-      "}}\n",
-      spec.describe(), spec.tile.threads, g.name, spec.a_dtype, spec.k, per_row ? "true" : "false", spec.tile.threads);
-  return g;
+  return entry_point(
+      spec, fmt::format("nvfp4_row_amax_k{}_{}_{}", spec.k, dtype_name(spec.a_dtype), per_row ? "per_row" : "per_tensor"),
+      "amax.cuh", "AmaxParams",
+      fmt::format("nvfp4k::row_amax<{}, {}LL, {}, {}>(p)", spec.a_dtype, spec.k, per_row ? "true" : "false", spec.tile.threads));
 }
 
 }  // namespace nvfp4::jit::detail
@@ -212,9 +181,8 @@ void quantize(const QuantizeArgs& args, CUstream stream) {
     p.gscale_ptr = args.global_scale_out;
   }
 
-  const bool swizzled = args.scale_layout == ScaleLayout::swizzled128x4;
-  const int64_t kblocks = args.k / 16;
-  const int64_t threads = (swizzled ? (args.rows + 127) / 128 * 128 : args.rows) * (swizzled ? (kblocks + 3) / 4 * 4 : kblocks);
+  // One thread per scale position, padding included.
+  const int64_t threads = nvfp4k::scale_bytes(int(args.scale_layout), args.rows, args.k / 16);
   if ((threads + kThreads - 1) / kThreads > 0x7FFFFFFF) check.fail("rows", "rows * k is too large for one launch");
   LaunchShape shape;
   shape.grid[0] = unsigned((threads + kThreads - 1) / kThreads);
