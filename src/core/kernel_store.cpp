@@ -1,5 +1,6 @@
 #include "core/kernel_store.hpp"
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <mutex>

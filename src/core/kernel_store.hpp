@@ -2,7 +2,6 @@
 // Single-flight: concurrent requests for one spec (threads here, processes through the
 // disk cache's per-key lock) compile it once.
 #pragma once
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>

@@ -22,6 +22,7 @@ constexpr const char* kWho = "nvfp4::jit::quantize";
 
 struct Resolved {
   int64_t in_stride, out_stride;
+  int gscale_mode;  // GlobalScaleCode of args.global_scale (scale_mode == given)
 };
 
 int in_bytes(DType d) { return d == DType::fp32 ? 4 : 2; }
@@ -33,7 +34,8 @@ Resolved resolve(const QuantizeArgs& a) {
   check.not_negative("rows", a.rows);
   check.dtype_in("in_dtype", a.in_dtype, {DType::bf16, DType::fp16, DType::fp32});
   check.scale_layout("scale_layout", a.scale_layout);
-  Resolved r{a.in_row_stride ? a.in_row_stride : a.k, a.out_row_stride_bytes ? a.out_row_stride_bytes : a.k / 2};
+  Resolved r{a.in_row_stride ? a.in_row_stride : a.k, a.out_row_stride_bytes ? a.out_row_stride_bytes : a.k / 2,
+             nvfp4k::GSCALE_HOST};
   if (r.in_stride < a.k) check.fail("in_row_stride", fmt::format("in_row_stride = {} is less than k = {}", r.in_stride, a.k));
   if (r.out_stride < a.k / 2)
     check.fail("out_row_stride_bytes", fmt::format("out_row_stride_bytes = {} is less than k/2 = {}", r.out_stride, a.k / 2));
@@ -41,7 +43,7 @@ Resolved resolve(const QuantizeArgs& a) {
     case GlobalScaleMode::given:
       if (!a.global_scale.device_ptr && !(a.global_scale.value > 0.0f && std::isfinite(a.global_scale.value)))
         check.fail("global_scale", fmt::format("global_scale.value = {} must be positive and finite", a.global_scale.value));
-      check.global_scale("global_scale", a.global_scale);
+      r.gscale_mode = check.global_scale("global_scale", a.global_scale);
       break;
     case GlobalScaleMode::compute_per_tensor:
     case GlobalScaleMode::compute_per_row:
@@ -162,7 +164,7 @@ void quantize(const QuantizeArgs& args, CUstream stream) {
   p.rows = args.rows;
   p.gscale_value = args.global_scale.value;
   p.gscale_ptr = args.global_scale.device_ptr;
-  p.gscale_mode = check.global_scale("global_scale", args.global_scale);
+  p.gscale_mode = r.gscale_mode;
 
   nvfp4k::AmaxParams a{args.in, r.in_stride, args.global_scale_out, args.rows};
   void* amax_params[] = {&a};
