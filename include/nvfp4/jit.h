@@ -102,6 +102,21 @@ typedef struct nvfp4_convert_scales_args {
   int64_t k;
 } nvfp4_convert_scales_args;
 
+/* D[m, n] = alpha * sum_k A[m, k] * decode(B)[n, k] (+ bias[n]), fp32 accumulation; see
+ * jit.hpp (nvfp4::jit::GemmArgs). */
+typedef struct nvfp4_gemm_args {
+  int64_t m, n, k;
+  const void* a;          /* [m, k] BF16 or FP16 */
+  nvfp4_dtype a_dtype;
+  int64_t a_row_stride;   /* elements; 0: k */
+  nvfp4_tensor b;         /* weight [n, k] */
+  void* d;
+  nvfp4_dtype d_dtype;
+  int64_t d_row_stride;   /* elements; 0: n */
+  const void* bias;       /* [n] or NULL */
+  nvfp4_dtype bias_dtype; /* BF16 or FP32 */
+  float alpha;
+} nvfp4_gemm_args;
 const char* nvfp4_jit_version(void);
 /* The message of the last failed call on this thread ("" if none). */
 const char* nvfp4_jit_last_error(void);
@@ -109,6 +124,7 @@ const char* nvfp4_jit_last_error(void);
 nvfp4_status nvfp4_jit_dequantize(const nvfp4_dequantize_args* args, CUstream stream);
 nvfp4_status nvfp4_jit_quantize(const nvfp4_quantize_args* args, CUstream stream);
 nvfp4_status nvfp4_jit_convert_scales(const nvfp4_convert_scales_args* args, CUstream stream);
+nvfp4_status nvfp4_jit_gemm(const nvfp4_gemm_args* args, CUstream stream);
 /* Bytes of an E4M3 scale tensor for [rows, k] in `layout`, padding included (-1: bad input). */
 int64_t nvfp4_jit_scale_bytes(nvfp4_scale_layout layout, int64_t rows, int64_t k);
 

@@ -112,6 +112,27 @@ struct ConvertScalesArgs {
 
 void convert_scales(const ConvertScalesArgs& args, CUstream stream);
 
+// D[m, n] = alpha * sum_k A[m, k] * decode(B)[n, k] (+ bias[n]), rounded to d_dtype.
+// Every product is the exact product of the decoded values, accumulated in fp32; B's global
+// scale and alpha are applied once to the sum. B is a ModelOpt NVFP4 weight as stored
+// (packed [n, k/2], E4M3 scales in either layout, global scale on the host or the device).
+// M is a run-time size: kernels are compiled per (n, k, dtypes, layout, M bucket), and
+// ragged M and N are handled in the kernel. Needs an sm_90a device (Hopper).
+struct GemmArgs {
+  int64_t m = 0, n = 0, k = 0;       // k: a multiple of 32
+  const void* a = nullptr;           // [m, k] BF16 or FP16, 16-byte aligned
+  DType a_dtype = DType::bf16;
+  int64_t a_row_stride = 0;          // elements, a multiple of 8; 0: k
+  Nvfp4Tensor b{};                   // weight [n, k]; data 16-byte aligned, scales 16-byte aligned
+  void* d = nullptr;                 // [m, n]
+  DType d_dtype = DType::bf16;       // BF16, FP16 or FP32
+  int64_t d_row_stride = 0;          // elements; 0: n
+  const void* bias = nullptr;        // [n] or null
+  DType bias_dtype = DType::bf16;    // BF16 or FP32
+  float alpha = 1.0f;
+};
+void gemm(const GemmArgs& args, CUstream stream);
+
 // Bytes of an E4M3 scale tensor for [rows, k] in `layout` (padding included).
 int64_t scale_bytes(ScaleLayout layout, int64_t rows, int64_t k);
 

@@ -96,3 +96,24 @@ int64_t nvfp4_jit_scale_bytes(nvfp4_scale_layout layout, int64_t rows, int64_t k
 }
 
 }  // extern "C"
+
+extern "C" nvfp4_status nvfp4_jit_gemm(const nvfp4_gemm_args* args, CUstream stream) {
+  return guarded([&] {
+    if (!args) throw nvfp4::jit::Error(nvfp4::jit::Status::invalid_argument, "nvfp4_jit_gemm: args is null");
+    nvfp4::jit::GemmArgs a;
+    a.m = args->m;
+    a.n = args->n;
+    a.k = args->k;
+    a.a = args->a;
+    a.a_dtype = static_cast<nvfp4::jit::DType>(args->a_dtype);
+    a.a_row_stride = args->a_row_stride;
+    a.b = to_cpp(args->b);
+    a.d = args->d;
+    a.d_dtype = static_cast<nvfp4::jit::DType>(args->d_dtype);
+    a.d_row_stride = args->d_row_stride;
+    a.bias = args->bias;
+    a.bias_dtype = static_cast<nvfp4::jit::DType>(args->bias_dtype);
+    a.alpha = args->alpha;
+    nvfp4::jit::gemm(a, stream);
+  });
+}

@@ -3,20 +3,22 @@
 #include "core/error.hpp"
 #include "ops/convert_scales_op.hpp"
 #include "ops/dequantize_op.hpp"
+#include "ops/gemm_op.hpp"
 #include "ops/quantize_op.hpp"
 
 namespace nvfp4::jit::detail {
 
 GeneratedKernel entry_point(const KernelSpec& spec, std::string name, std::string_view header,
-                            std::string_view params_type, std::string_view call) {
+                            std::string_view params_type, std::string_view call, std::string_view prelude) {
   GeneratedKernel g;
   g.source = fmt::format(
       "// nvfp4-jit generated: {}\n"
       "#include \"{}\"\n\n"
-      "extern \"C\" __global__ void __launch_bounds__({}) {}(const nvfp4k::{} p) {{\n"
+      "{}"
+      "extern \"C\" __global__ void __launch_bounds__({}) {}(const __grid_constant__ nvfp4k::{} p) {{\n"
       "  {};\n"
       "}}\n",
-      spec.describe(), header, spec.tile.threads, name, params_type, call);
+      spec.describe(), header, prelude, spec.tile.threads, name, params_type, call);
   g.name = std::move(name);
   return g;
 }
@@ -28,6 +30,7 @@ GeneratedKernel generate(const KernelSpec& spec) {
     case Op::row_amax:
     case Op::amax_finalize: return generate_amax(spec);
     case Op::convert_scales: return generate_convert_scales(spec);
+    case Op::gemm: return generate_gemm(spec);
   }
   fail(Status::internal, "codegen: unknown op {}", static_cast<int>(spec.op));
 }

@@ -16,9 +16,10 @@ struct GeneratedKernel {
 GeneratedKernel generate(const KernelSpec& spec);
 
 // The one shape every generated source has: a comment naming the spec, the template's
-// header, and an extern "C" entry point `name(const nvfp4k::<params_type> p)` whose body
-// is `call` (a template instantiation applied to p).
+// header, an optional `prelude` (generated helpers the call uses), and an extern "C" entry
+// point `name(const __grid_constant__ nvfp4k::<params_type> p)` whose body is `call` (a
+// template instantiation applied to p).
 GeneratedKernel entry_point(const KernelSpec& spec, std::string name, std::string_view header,
-                            std::string_view params_type, std::string_view call);
+                            std::string_view params_type, std::string_view call, std::string_view prelude = {});
 
 }  // namespace nvfp4::jit::detail

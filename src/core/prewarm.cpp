@@ -8,23 +8,25 @@
 
 #include "ops/convert_scales_op.hpp"
 #include "ops/dequantize_op.hpp"
+#include "ops/gemm_op.hpp"
 #include "ops/quantize_op.hpp"
 
 namespace nvfp4::jit::detail {
 
-std::vector<KernelSpec> prewarm_specs(const std::vector<WeightShape>& shapes, const std::vector<Arch>& archs) {
+std::vector<KernelSpec> prewarm_specs(const std::vector<WeightShape>& shapes, const std::vector<Arch>& archs,
+                                      int sm_count) {
   std::vector<KernelSpec> specs;
   std::unordered_set<KernelSpec, KernelSpecHash> seen;
+  auto add = [&](const KernelSpec& spec) {
+    if (seen.insert(spec).second) specs.push_back(spec);
+  };
   for (Arch arch : archs)
     for (const WeightShape& shape : shapes) {
-      for (const KernelSpec& spec : dequantize_prewarm_specs(arch, shape.k))
-        if (seen.insert(spec).second) specs.push_back(spec);
-      for (const KernelSpec& spec : quantize_prewarm_specs(arch, shape.k))
-        if (seen.insert(spec).second) specs.push_back(spec);
-      // Weights arrive with linear (ModelOpt) scales; GEMMs read them swizzled.
-      if (const KernelSpec spec = convert_scales_spec(arch, shape.k, ScaleLayout::linear, ScaleLayout::swizzled128x4);
-          seen.insert(spec).second)
-        specs.push_back(spec);
+      for (const KernelSpec& spec : gemm_prewarm_specs(arch, shape.n, shape.k, sm_count)) add(spec);
+      for (const KernelSpec& spec : dequantize_prewarm_specs(arch, shape.k)) add(spec);
+      for (const KernelSpec& spec : quantize_prewarm_specs(arch, shape.k)) add(spec);
+      // Weights may arrive with linear (ModelOpt) scales; other GEMM libraries read them swizzled.
+      add(convert_scales_spec(arch, shape.k, ScaleLayout::linear, ScaleLayout::swizzled128x4));
     }
   return specs;
 }

@@ -11,8 +11,11 @@
 
 namespace nvfp4::jit::detail {
 
-// Every kernel of every op for this weight shape on `arch`, deduplicated.
-std::vector<KernelSpec> prewarm_specs(const std::vector<WeightShape>& shapes, const std::vector<Arch>& archs);
+// Every kernel of every op for these weight shapes on `archs`, deduplicated. GEMM tiles are
+// the heuristic's for a device of `sm_count` SMs (132: H100 SXM and H200).
+inline constexpr int kDefaultSmCount = 132;
+std::vector<KernelSpec> prewarm_specs(const std::vector<WeightShape>& shapes, const std::vector<Arch>& archs,
+                                      int sm_count = kDefaultSmCount);
 
 struct PrewarmEvent {
   const KernelSpec* spec;

@@ -23,6 +23,7 @@ std::string_view to_string(Op op) {
     case Op::row_amax: return "row_amax";
     case Op::amax_finalize: return "amax_finalize";
     case Op::convert_scales: return "convert_scales";
+    case Op::gemm: return "gemm";
   }
   return "unknown";
 }
@@ -70,21 +71,21 @@ size_t KernelSpecHash::operator()(const KernelSpec& spec) const noexcept {
 
 std::string KernelSpec::describe() const {
   return fmt::format("{} arch={} N={} K={} groups={} a={} b={} out={} scales={} gscale={} flags={} "
-                     "tile={}x{}x{} threads={} stages={} cluster={}x{} vec={}",
+                     "tile={}x{}x{} threads={} stages={} cluster_m={} split_k={} vec={}",
                      to_string(op), to_string(arch), n, k, groups, dtype_name(a_dtype), dtype_name(b_dtype),
                      dtype_name(out_dtype), scale_layout == nvfp4k::SCALES_LINEAR ? "linear" : "swizzled128x4",
                      gscale_mode, flags, tile.block_m, tile.block_n, tile.block_k, tile.threads, tile.stages,
-                     tile.cluster_m, tile.cluster_n, tile.vec);
+                     tile.cluster_m, tile.split_k, tile.vec);
 }
 
 std::string KernelSpec::to_json() const {
   return fmt::format(
       R"({{"op":"{}","arch":"{}","n":{},"k":{},"groups":{},"a_dtype":"{}","b_dtype":"{}","out_dtype":"{}",)"
       R"("scale_layout":{},"gscale_mode":{},"flags":{},"tile":{{"block_m":{},"block_n":{},"block_k":{},)"
-      R"("threads":{},"stages":{},"cluster_m":{},"cluster_n":{},"vec":{}}}}})",
+      R"("threads":{},"stages":{},"cluster_m":{},"split_k":{},"vec":{}}}}})",
       to_string(op), to_string(arch), n, k, groups, dtype_name(a_dtype), dtype_name(b_dtype), dtype_name(out_dtype),
       scale_layout, gscale_mode, flags, tile.block_m, tile.block_n, tile.block_k, tile.threads, tile.stages,
-      tile.cluster_m, tile.cluster_n, tile.vec);
+      tile.cluster_m, tile.split_k, tile.vec);
 }
 
 }  // namespace nvfp4::jit::detail

@@ -9,7 +9,7 @@
 
 namespace nvfp4::jit::detail {
 
-enum class Op : uint8_t { dequantize = 1, quantize = 2, row_amax = 3, amax_finalize = 4, convert_scales = 5 };
+enum class Op : uint8_t { dequantize = 1, quantize = 2, row_amax = 3, amax_finalize = 4, convert_scales = 5, gemm = 6 };
 
 enum class Arch : uint8_t { sm_90a, sm_100a, sm_103a, sm_120a, sm_121a };
 inline constexpr Arch kAllArchs[] = {Arch::sm_90a, Arch::sm_100a, Arch::sm_103a, Arch::sm_120a, Arch::sm_121a};
@@ -24,11 +24,13 @@ std::optional<Arch> arch_for_compute_capability(int major, int minor);
 struct TileConfig {
   uint16_t block_m = 0, block_n = 0, block_k = 0;
   uint16_t threads = 0;
-  uint8_t stages = 0, cluster_m = 0, cluster_n = 0, vec = 0;
+  uint8_t stages = 0, cluster_m = 0;
+  uint8_t split_k = 0;  // CTAs of a cluster that split K between them (0 or 1: none)
+  uint8_t vec = 0;
 };
 
 inline constexpr uint8_t kNoDType = 0xFF;  // a dtype field the op does not use
-enum SpecFlags : uint8_t { kFlagPerRow = 1 };
+enum SpecFlags : uint8_t { kFlagPerRow = 1, kFlagBiasBf16 = 2, kFlagBiasFp32 = 4 };
 
 // Fields are laid out without padding so a spec hashes and compares as raw bytes.
 struct KernelSpec {

@@ -56,4 +56,27 @@ struct AmaxParams {
   long long rows;
 };
 
+// A CUtensorMap (TMA descriptor) as the kernels see it: 128 opaque bytes, 64-byte aligned.
+struct alignas(64) TmaDescriptor {
+  unsigned long long bytes[16];
+};
+
+enum BiasCode { BIAS_NONE = 0, BIAS_BF16 = 1, BIAS_FP32 = 2 };
+
+// D[m, n] = alpha * w_gscale * sum_k A[m, k] * W[n, k] (+ bias[n]).
+// Passed as a __grid_constant__ parameter so the TMA descriptors stay in parameter space.
+struct GemmParams {
+  TmaDescriptor tma_a;            // activations [M, K], 16-bit
+  TmaDescriptor tma_w;            // packed weights [N, K/2] bytes
+  const unsigned char* w_scales;  // E4M3 [N, K/16], layout compiled in
+  const float* w_gscale_ptr;      // GSCALE_DEVICE: one device value
+  float w_gscale_value;           // GSCALE_HOST
+  int w_gscale_mode;
+  float alpha;
+  const void* bias;               // [N], type compiled in
+  void* d;                        // [M, N] with d_stride elements per row
+  long long d_stride;
+  long long m;
+};
+
 }  // namespace nvfp4k

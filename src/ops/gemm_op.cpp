@@ -1,0 +1,202 @@
+#include "ops/gemm_op.hpp"
+
+#include <cstring>
+#include <string>
+
+#include "common/params.cuh"
+#include "common/scale_layout.cuh"
+#include "core/error.hpp"
+#include "core/launcher.hpp"
+#include "ops/validate.hpp"
+
+namespace nvfp4::jit::detail {
+
+static_assert(sizeof(nvfp4k::TmaDescriptor) == sizeof(CUtensorMap));
+
+namespace {
+
+constexpr const char* kWho = "nvfp4::jit::gemm";
+constexpr int kBlockK = 128;
+
+// The wgmma of one k16 step, A (weights) from registers, B (activations) from shared memory:
+// its operand list has BM/2 accumulators, so it is generated for the spec's BM.
+std::string wgmma_prelude(int bm, bool fp16) {
+  std::string acc, ins;
+  for (int i = 0; i < bm / 2; ++i) acc += fmt::format("{}%{}", i ? ", " : "", i);
+  std::string outs;
+  for (int i = 0; i < bm / 2; ++i) outs += fmt::format("{}\"+f\"(d[{}])", i ? ", " : "", i);
+  const int a0 = bm / 2;
+  return fmt::format(
+      "struct Mma {{\n"
+      "  __device__ __forceinline__ static void mma(float (&d)[{0}], const unsigned (&a)[4], unsigned long long desc) {{\n"
+      "    asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{6}, 0;\\n\"\n"
+      "                 \"wgmma.mma_async.sync.aligned.m64n{1}k16.f32.{2}.{2} {{{3}}}, {{%{4}, %{7}, %{8}, %{9}}}, %{5}, p, 1, 1, 0;\\n}}\\n\"\n"
+      "                 : {10}\n"
+      "                 : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(desc), \"r\"(1));\n"
+      "  }}\n"
+      "}};\n\n",
+      bm / 2, bm, fp16 ? "f16" : "bf16", acc, a0, a0 + 4, a0 + 5, a0 + 1, a0 + 2, a0 + 3, outs);
+}
+
+uint8_t bias_code(const KernelSpec& spec) {
+  return spec.flags & kFlagBiasBf16 ? nvfp4k::BIAS_BF16 : spec.flags & kFlagBiasFp32 ? nvfp4k::BIAS_FP32 : nvfp4k::BIAS_NONE;
+}
+
+struct Resolved {
+  int64_t a_stride, b_stride, d_stride;
+  int gscale_mode;
+};
+
+Resolved resolve(const GemmArgs& g) {
+  Check check(kWho);
+  check.not_negative("m", g.m);
+  check.positive_multiple("n", g.n, 1, "the number of weight rows");
+  check.positive_multiple("k", g.k, 32, "two NVFP4 blocks, the packed row granule the kernels load");
+  if (g.a_dtype == DType::nvfp4)
+    check.fail("a_dtype", "a_dtype = nvfp4 (W4A4) is not implemented yet; pass BF16 or FP16 activations",
+               Status::unsupported);
+  check.dtype_in("a_dtype", g.a_dtype, {DType::bf16, DType::fp16});
+  check.dtype_in("d_dtype", g.d_dtype, {DType::bf16, DType::fp16, DType::fp32});
+  if (g.bias) check.dtype_in("bias_dtype", g.bias_dtype, {DType::bf16, DType::fp32});
+  check.scale_layout("b.scale_layout", g.b.scale_layout);
+  Resolved r{};
+  r.a_stride = g.a_row_stride ? g.a_row_stride : g.k;
+  r.b_stride = g.b.row_stride_bytes ? g.b.row_stride_bytes : g.k / 2;
+  r.d_stride = g.d_row_stride ? g.d_row_stride : g.n;
+  if (r.a_stride < g.k) check.fail("a_row_stride", fmt::format("a_row_stride = {} is less than k = {}", r.a_stride, g.k));
+  if (r.a_stride % 8)
+    check.fail("a_row_stride", fmt::format("a_row_stride = {} must be a multiple of 8 elements (16 bytes, for TMA)", r.a_stride));
+  if (r.b_stride < g.k / 2)
+    check.fail("b.row_stride_bytes", fmt::format("b.row_stride_bytes = {} is less than k/2 = {}", r.b_stride, g.k / 2));
+  if (r.b_stride % 16)
+    check.fail("b.row_stride_bytes", fmt::format("b.row_stride_bytes = {} must be a multiple of 16 (for TMA)", r.b_stride));
+  if (r.d_stride < g.n) check.fail("d_row_stride", fmt::format("d_row_stride = {} is less than n = {}", r.d_stride, g.n));
+  r.gscale_mode = check.global_scale("b.global_scale", g.b.global_scale);
+  if (r.gscale_mode == nvfp4k::GSCALE_DEVICE_PER_ROW)
+    check.fail("b.global_scale", "b.global_scale.per_row is not supported: a weight has one global scale");
+  if (g.m > 0) {
+    check.not_null("a", g.a);
+    check.aligned("a", g.a, 16);
+    check.not_null("b.data", g.b.data);
+    check.aligned("b.data", g.b.data, 16);
+    check.not_null("b.scales", g.b.scales);
+    check.aligned("b.scales", g.b.scales, 16);
+    check.not_null("d", g.d);
+    check.aligned("d", g.d, g.d_dtype == DType::fp32 ? 4 : 2);
+    if (g.bias) check.aligned("bias", g.bias, g.bias_dtype == DType::fp32 ? 4 : 2);
+    check.aligned("b.global_scale.device_ptr", g.b.global_scale.device_ptr, 4);
+  }
+  return r;
+}
+
+}  // namespace
+
+KernelSpec gemm_spec(Arch arch, int64_t n, int64_t k, DType a, DType d, ScaleLayout layout, uint8_t bias,
+                     const GemmTile& tile) {
+  KernelSpec spec = base_spec(Op::gemm, arch, k, uint16_t(128 * (tile.consumers + 1)));
+  spec.n = n;
+  spec.a_dtype = uint8_t(a);
+  spec.b_dtype = uint8_t(DType::nvfp4);
+  spec.out_dtype = uint8_t(d);
+  spec.scale_layout = uint8_t(layout);
+  spec.flags = bias == uint8_t(DType::bf16) ? kFlagBiasBf16 : bias == uint8_t(DType::fp32) ? kFlagBiasFp32 : 0;
+  spec.tile.block_m = uint16_t(tile.block_m);
+  spec.tile.block_n = uint16_t(64 * tile.consumers);
+  spec.tile.block_k = kBlockK;
+  spec.tile.stages = uint8_t(tile.stages);
+  spec.tile.split_k = uint8_t(tile.split_k);
+  return spec;
+}
+
+GemmTile gemm_tile_of(const KernelSpec& spec) {
+  return {spec.tile.block_m, spec.tile.block_n / 64, spec.tile.stages, spec.tile.split_k};
+}
+
+GeneratedKernel generate_gemm(const KernelSpec& spec) {
+  if (spec.arch != Arch::sm_90a)
+    fail(Status::unsupported, "codegen: the NVFP4 GEMM has an sm_90a kernel only (asked for {})", to_string(spec.arch));
+  const GemmTile t = gemm_tile_of(spec);
+  const bool swizzled = spec.scale_layout == nvfp4k::SCALES_SWIZZLED128X4;
+  const uint8_t bias = bias_code(spec);
+  std::string name = fmt::format("nvfp4_gemm_w4a16_n{}_k{}_{}_{}_{}{}_bm{}_wg{}_s{}_ks{}", spec.n, spec.k,
+                                 dtype_name(spec.a_dtype), dtype_name(spec.out_dtype), swizzled ? "sw128x4" : "linear",
+                                 bias == nvfp4k::BIAS_BF16 ? "_biasbf16" : bias == nvfp4k::BIAS_FP32 ? "_biasfp32" : "",
+                                 t.block_m, t.consumers, t.stages, t.split_k);
+  return entry_point(spec, std::move(name), "sm90/gemm_w4a16.cuh", "GemmParams",
+                     fmt::format("nvfp4k::sm90::gemm_w4a16<nvfp4k::sm90::GemmConfig<{}, {}, {}, {}LL, {}LL, {}, {}, {}, {}, {}>, "
+                                 "Mma>(p)",
+                                 spec.a_dtype, spec.out_dtype, bias, spec.n, spec.k, spec.scale_layout, t.consumers,
+                                 t.block_m, t.stages, t.split_k),
+                     wgmma_prelude(t.block_m, spec.a_dtype == uint8_t(DType::fp16)));
+}
+
+std::vector<KernelSpec> gemm_prewarm_specs(Arch arch, int64_t n, int64_t k, int sm_count) {
+  std::vector<KernelSpec> specs;
+  if (arch != Arch::sm_90a || n <= 0 || k <= 0 || k % 32) return specs;
+  for (int bucket : kGemmMBuckets)
+    for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4})
+      specs.push_back(gemm_spec(arch, n, k, DType::bf16, DType::bf16, layout, kNoDType,
+                                gemm_heuristic(arch, n, k, bucket, sm_count)));
+  return specs;
+}
+
+}  // namespace nvfp4::jit::detail
+
+namespace nvfp4::jit {
+
+using namespace detail;
+
+void gemm(const GemmArgs& args, CUstream stream) {
+  const Resolved r = resolve(args);
+  if (args.m == 0) return;
+  Check check(kWho);
+  const DeviceInfo& device = current_device();
+  if (device.arch != Arch::sm_90a)
+    check.fail("device", fmt::format("the NVFP4 GEMM runs on sm_90a (Hopper) devices; this device is {}",
+                                     to_string(device.arch)),
+               Status::unsupported);
+  const GemmTile tile = gemm_heuristic(device.arch, args.n, args.k, gemm_m_bucket(args.m), device.sm_count);
+  const int64_t m_tiles = (args.m + tile.block_m - 1) / tile.block_m;
+  if (m_tiles > 65535) check.fail("m", fmt::format("m = {} is more rows than one launch covers ({})", args.m, 65535LL * tile.block_m));
+  const KernelSpec spec = gemm_spec(device.arch, args.n, args.k, args.a_dtype, args.d_dtype, args.b.scale_layout,
+                                    args.bias ? uint8_t(args.bias_dtype) : kNoDType, tile);
+  const unsigned shared = gemm_shared_bytes(tile);
+  const CUfunction function = kernel_for(device, spec, shared, stream, [&] {
+    return fmt::format("nvfp4-jit prewarm --shape {},{} --arch {}", args.n, args.k, to_string(device.arch));
+  });
+
+  nvfp4k::GemmParams p{};
+  const CUtensorMap map_a = make_tensor_map_2d(
+      args.a, args.a_dtype == DType::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+      uint64_t(args.m), uint64_t(args.k), uint64_t(r.a_stride) * 2, uint32_t(tile.block_m), 64,
+      CU_TENSOR_MAP_SWIZZLE_128B);
+  const CUtensorMap map_w = make_tensor_map_2d(args.b.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(args.n),
+                                               uint64_t(args.k / 2), uint64_t(r.b_stride), uint32_t(64 * tile.consumers),
+                                               kBlockK / 2, CU_TENSOR_MAP_SWIZZLE_64B);
+  std::memcpy(&p.tma_a, &map_a, sizeof map_a);
+  std::memcpy(&p.tma_w, &map_w, sizeof map_w);
+  p.w_scales = static_cast<const unsigned char*>(args.b.scales);
+  p.w_gscale_ptr = args.b.global_scale.device_ptr;
+  p.w_gscale_value = args.b.global_scale.value;
+  p.w_gscale_mode = r.gscale_mode;
+  p.alpha = args.alpha;
+  p.bias = args.bias;
+  p.d = args.d;
+  p.d_stride = r.d_stride;
+  p.m = args.m;
+  void* params[] = {&p};
+  LaunchShape shape;
+  shape.grid[0] = unsigned((args.n + 64 * tile.consumers - 1) / (64 * tile.consumers));
+  shape.grid[1] = unsigned(m_tiles);
+  shape.grid[2] = unsigned(tile.split_k);
+  shape.block[0] = unsigned(128 * (tile.consumers + 1));
+  shape.shared_bytes = shared;
+  if (tile.split_k > 1) {
+    shape.cluster[0] = 1;
+    shape.cluster[1] = 1;
+    shape.cluster[2] = unsigned(tile.split_k);
+  }
+  launch(function, shape, stream, params);
+}
+
+}  // namespace nvfp4::jit

@@ -1,0 +1,31 @@
+// GEMM tile choice: M buckets and the heuristic config of each. The dispatcher and the
+// prewarm (and later the tuner) share these, so the kernels per (N, K) are bounded by the
+// bucket set, never by M.
+#pragma once
+#include <cstdint>
+#include <span>
+
+#include "core/spec.hpp"
+
+namespace nvfp4::jit::detail {
+
+// M buckets: the smallest of 8, 16, 32, 64, 128, 256 that holds M; every M above 256 runs
+// the 256 bucket's kernel over several row tiles.
+inline constexpr int kGemmMBuckets[] = {8, 16, 32, 64, 128, 256};
+int gemm_m_bucket(int64_t m);
+
+struct GemmTile {
+  int block_m = 0;   // activation rows per CTA (wgmma N)
+  int consumers = 0; // consumer warpgroups, 64 weight rows each
+  int stages = 0;    // TMA ring depth
+  int split_k = 1;   // CTAs of a cluster splitting K
+};
+
+// The heuristic: one CTA column of block_m rows per bucket, split-K for small M until the
+// grid covers the SMs, as many stages as shared memory holds (at most 8).
+GemmTile gemm_heuristic(Arch arch, int64_t n, int64_t k, int bucket, int sm_count);
+
+// Dynamic shared memory the sm_90a kernel of `tile` needs (the template's SMEM_BYTES).
+unsigned gemm_shared_bytes(const GemmTile& tile);
+
+}  // namespace nvfp4::jit::detail

@@ -1,0 +1,188 @@
+// gemm on the GPU against a float64 reference of the decoded values: fresh random data each
+// run, poisoned outputs (NaN bytes) so every element must be written, padded strides left
+// untouched, every M bucket, ragged M and N, both scale layouts, host and device global
+// scales, bias, alpha.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "../dequantize_fixture.hpp"
+#include "common/nvfp4_format.cuh"
+#include "core/gpu_util.hpp"
+
+using namespace nvfp4::jit;
+using namespace nvfp4::jit::detail;
+
+namespace {
+
+struct Case {
+  int64_t m, n, k;
+  DType a = DType::bf16, d = DType::bf16;
+  ScaleLayout layout = ScaleLayout::linear;
+  bool device_gscale = false;
+  int bias = 0;  // 0 none, 1 bf16, 2 fp32
+  int64_t a_pad = 0, d_pad = 0;
+  float alpha = 1.0f;
+};
+
+uint16_t to_half_bits(DType t, float v) {
+  return t == DType::bf16 ? nvfp4k::float_to_bf16_bits(v) : nvfp4k::float_to_fp16_bits(v);
+}
+double half_bits_to_double(DType t, uint16_t h) {
+  return t == DType::bf16 ? nvfp4k::bf16_bits_to_float(h) : nvfp4k::fp16_bits_to_float(h);
+}
+
+// ref[m, n] = alpha * gw * sum_k a[m, k] * w[n, k] + bias[n], in float64 over all cores.
+std::vector<double> reference(const Case& c, const std::vector<double>& a, const std::vector<double>& w, double gw,
+                              const std::vector<double>& bias) {
+  std::vector<double> ref(size_t(c.m * c.n));
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (int64_t m = t; m < c.m; m += threads)
+        for (int64_t n = 0; n < c.n; ++n) {
+          const double* ar = &a[size_t(m * c.k)];
+          const double* wr = &w[size_t(n * c.k)];
+          double s = 0;
+          for (int64_t k = 0; k < c.k; ++k) s += ar[k] * wr[k];
+          ref[size_t(m * c.n + n)] = c.alpha * gw * s + (bias.empty() ? 0.0 : bias[size_t(n)]);
+        }
+    });
+  for (auto& th : pool) th.join();
+  return ref;
+}
+
+void run_case(const Case& c, std::mt19937& rng) {
+  CAPTURE(c.m);
+  CAPTURE(c.n);
+  CAPTURE(c.k);
+  testutil::HostNvfp4 w(c.n, c.k, c.layout, rng);
+  std::vector<double> wd(size_t(c.n * c.k));
+  for (int64_t n = 0; n < c.n; ++n)
+    for (int64_t k = 0; k < c.k; ++k) wd[size_t(n * c.k + k)] = w.value(n, k);
+  const double gw = std::ldexp(1.0 + (rng() % 100) / 100.0, -12);
+
+  const int64_t lda = c.k + c.a_pad, ldd = c.n + c.d_pad;
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<uint16_t> a(size_t(c.m * lda), 0x7FFF);  // padding: NaN, must never be read
+  std::vector<double> ad(size_t(c.m * c.k));
+  for (int64_t m = 0; m < c.m; ++m)
+    for (int64_t k = 0; k < c.k; ++k) {
+      const uint16_t h = to_half_bits(c.a, normal(rng));
+      a[size_t(m * lda + k)] = h;
+      ad[size_t(m * c.k + k)] = half_bits_to_double(c.a, h);
+    }
+  std::vector<double> bias_d;
+  std::vector<uint8_t> bias_bytes;
+  if (c.bias) {
+    bias_d.resize(size_t(c.n));
+    bias_bytes.resize(size_t(c.n) * (c.bias == 1 ? 2 : 4));
+    for (int64_t n = 0; n < c.n; ++n) {
+      const float v = normal(rng);
+      if (c.bias == 1) {
+        const uint16_t h = nvfp4k::float_to_bf16_bits(v);
+        std::memcpy(&bias_bytes[size_t(n) * 2], &h, 2);
+        bias_d[size_t(n)] = nvfp4k::bf16_bits_to_float(h);
+      } else {
+        std::memcpy(&bias_bytes[size_t(n) * 4], &v, 4);
+        bias_d[size_t(n)] = v;
+      }
+    }
+  }
+
+  const int esize = c.d == DType::fp32 ? 4 : 2;
+  DeviceBuffer d_a = to_device(a), d_w = to_device(w.packed), d_s = to_device(w.scales);
+  DeviceBuffer d_gw = to_device(std::vector<float>{float(gw)});
+  DeviceBuffer d_bias = c.bias ? to_device(bias_bytes) : DeviceBuffer(16);
+  DeviceBuffer d_out(size_t(c.m * ldd * esize));
+  d_out.fill(0xFF);  // NaN in every output type
+
+  GemmArgs g;
+  g.m = c.m, g.n = c.n, g.k = c.k;
+  g.a = d_a.get(), g.a_dtype = c.a, g.a_row_stride = lda;
+  g.b = {d_w.get(), 0, d_s.get(), c.layout, {}};
+  if (c.device_gscale)
+    g.b.global_scale.device_ptr = d_gw.as<float>();
+  else
+    g.b.global_scale.value = float(gw);
+  g.d = d_out.get(), g.d_dtype = c.d, g.d_row_stride = ldd;
+  if (c.bias) g.bias = d_bias.get(), g.bias_dtype = c.bias == 1 ? DType::bf16 : DType::fp32;
+  g.alpha = c.alpha;
+  gemm(g, nullptr);
+  check_cu(driver().cuCtxSynchronize(), "gemm kernel");
+  std::vector<uint8_t> got(d_out.bytes());
+  d_out.download(got.data(), got.size());
+
+  const std::vector<double> ref = reference(c, ad, wd, gw, bias_d);
+  double err2 = 0, ref2 = 0;
+  for (int64_t m = 0; m < c.m; ++m)
+    for (int64_t n = 0; n < ldd; ++n) {
+      const size_t at = size_t(m * ldd + n) * esize;
+      if (n >= c.n) {  // padding: untouched
+        if (got[at] != 0xFF) {
+          FAIL_CHECK("m=" << c.m << " n=" << c.n << " k=" << c.k << ": padding element (" << m << ", " << n << ") written");
+          return;
+        }
+        continue;
+      }
+      double v;
+      if (esize == 4) {
+        float f;
+        std::memcpy(&f, &got[at], 4);
+        v = f;
+      } else {
+        uint16_t h;
+        std::memcpy(&h, &got[at], 2);
+        v = half_bits_to_double(c.d, h);
+      }
+      const double r = ref[size_t(m * c.n + n)];
+      if (!std::isfinite(v)) {
+        FAIL_CHECK("m=" << c.m << " n=" << c.n << " k=" << c.k << ": first unwritten or non-finite element (" << m << ", "
+                        << n << ") = " << v << ", expected " << r);
+        return;
+      }
+      err2 += (v - r) * (v - r);
+      ref2 += r * r;
+    }
+  const double rel = std::sqrt(err2 / std::max(ref2, 1e-300));
+  // fp32: accumulation only; BF16 / FP16: the output rounding (2^-9 / 2^-12 relative) dominates
+  const double bound = c.d == DType::fp32 ? 1e-5 : c.d == DType::bf16 ? 4e-3 : 1e-3;
+  MESSAGE("gemm m=" << c.m << " n=" << c.n << " k=" << c.k << " a=" << int(c.a) << " d=" << int(c.d)
+                    << " layout=" << int(c.layout) << ": relative Frobenius error " << rel);
+  CHECK_MESSAGE(rel <= bound, "m=" << c.m << " n=" << c.n << " k=" << c.k << ": relative error " << rel << " (bound " << bound << ")");
+}
+
+}  // namespace
+
+TEST_SUITE("gpu_gemm") {
+  TEST_CASE("gemm W4A16 against a float64 reference") {
+    std::mt19937 rng(std::random_device{}());
+    const Case cases[] = {
+        // every M bucket (8 .. 256, several 256-row tiles), ragged M
+        {1, 8192, 8192, DType::bf16, DType::fp32},
+        {7, 2880, 2880, DType::bf16, DType::fp32, ScaleLayout::swizzled128x4},
+        {16, 4096, 4096, DType::bf16, DType::bf16},
+        {33, 2880, 8192, DType::bf16, DType::fp32},
+        {64, 8192, 2880, DType::bf16, DType::bf16, ScaleLayout::swizzled128x4},
+        {100, 2880, 2880, DType::bf16, DType::fp32},
+        {129, 2880, 8192, DType::bf16, DType::fp32, ScaleLayout::swizzled128x4},
+        {1000, 2880, 2880, DType::bf16, DType::fp32},
+        {4096, 2880, 2880, DType::bf16, DType::bf16, ScaleLayout::swizzled128x4},
+        // ragged N, tiny K, K tails (2880 = 22.5 k-tiles)
+        {129, 8, 8192, DType::bf16, DType::fp32},
+        {1, 8, 32, DType::bf16, DType::fp32},
+        {64, 8192, 32, DType::bf16, DType::fp32, ScaleLayout::swizzled128x4},
+        {300, 200, 96, DType::bf16, DType::fp32},
+        // FP16 activations, FP16 output, device global scale, bias, alpha, padded strides
+        {7, 2880, 2880, DType::fp16, DType::fp32, ScaleLayout::linear, true},
+        {200, 1000, 2880, DType::fp16, DType::fp16, ScaleLayout::swizzled128x4, true, 2},
+        {1, 4096, 4096, DType::bf16, DType::bf16, ScaleLayout::linear, true, 1, 8, 3, 0.5f},
+        {129, 2880, 2880, DType::bf16, DType::fp32, ScaleLayout::swizzled128x4, false, 2, 16, 5, -2.0f},
+    };
+    for (const Case& c : cases) run_case(c, rng);
+  }
+}
