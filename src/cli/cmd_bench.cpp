@@ -1,4 +1,4 @@
-// nvfp4-jit bench core|dequantize: timings on this machine's GPU, printed and saved as JSON.
+// nvfp4-jit bench core|dequantize|quantize|gemm: timings on this machine's GPU, printed and saved as JSON.
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/bench_util.hpp"
 #include "cli/cli.hpp"
 #include "common/params.cuh"
 #include "core/gpu_util.hpp"
@@ -21,29 +22,8 @@
 namespace nvfp4::jit::cli {
 
 using namespace detail;
-using Clock = std::chrono::steady_clock;
 
 namespace {
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0 : v[v.size() / 2];
-}
-
-double since_us(Clock::time_point t0) { return std::chrono::duration<double, std::micro>(Clock::now() - t0).count(); }
-
-std::vector<uint8_t> random_bytes(size_t n, std::mt19937& rng) {
-  std::vector<uint8_t> v(n);
-  for (auto& b : v) b = uint8_t(rng());
-  return v;
-}
-
-// Random E4M3 scales in [2^-6, 2^2): finite, never NaN.
-std::vector<uint8_t> random_scales(size_t n, std::mt19937& rng) {
-  std::vector<uint8_t> v(n);
-  for (auto& b : v) b = uint8_t(0x08 * (1 + rng() % 8) + rng() % 8);
-  return v;
-}
 
 // One dequantize problem on the device: NVFP4 [rows, k] -> BF16.
 struct Problem {
@@ -163,11 +143,6 @@ struct QuantizeWorkload : Workload {
   DeviceBuffer in, packed, scales;
   QuantizeWorkload(int64_t rows_, int64_t k_, std::mt19937& rng)
       : rows(rows_), k(k_), in(to_device(random_bf16(rows_ * k_, rng))), packed(rows_ * k_ / 2), scales(rows_ * k_ / 16) {}
-  static std::vector<uint16_t> random_bf16(int64_t n, std::mt19937& rng) {
-    std::vector<uint16_t> v(n);
-    for (auto& x : v) x = uint16_t(0x3C00 + rng() % 0x0800) | uint16_t((rng() & 1) << 15);  // |x| in [2^-7, 2)
-    return v;
-  }
   void run() const override {
     QuantizeArgs a;
     a.in = in.get();
@@ -225,9 +200,10 @@ std::string bandwidth_bench(const char* title, bool quick, Make make) {
 
 int cmd_bench(const Args& args) {
   args.allow_only({"--out", "--quick"});
-  if (args.positional().size() != 1) throw UsageError("expected one of: core, dequantize, quantize");
+  if (args.positional().size() != 1) throw UsageError("expected one of: core, dequantize, quantize, gemm");
   const std::string what = args.positional()[0];
-  if (what != "core" && what != "dequantize" && what != "quantize") throw UsageError(fmt::format("unknown benchmark `{}`", what));
+  if (what != "core" && what != "dequantize" && what != "quantize" && what != "gemm")
+    throw UsageError(fmt::format("unknown benchmark `{}`", what));
   std::string why;
   if (!use_primary_context(0, &why)) {
     std::fprintf(stderr, "nvfp4-jit bench: needs a GPU: %s\n", why.c_str());
@@ -237,6 +213,8 @@ int cmd_bench(const Args& args) {
   std::string json;
   if (what == "core") {
     json = bench_core(quick);
+  } else if (what == "gemm") {
+    json = bench_gemm(quick);
   } else if (what == "dequantize") {
     json = bandwidth_bench("dequantize: NVFP4 -> BF16, linear scales", quick, [](int64_t m, int64_t k, std::mt19937& rng) {
       return std::unique_ptr<Workload>(new DequantizeWorkload(m, k, rng));

@@ -17,7 +17,7 @@ verbs:
   prewarm   compile the kernels of model shapes into the disk cache (no GPU needed)
   cache     stats | ls | verify | clear: look after the disk cache
   info      library, NVRTC and driver versions, devices, cache roots, manifests
-  bench     core | dequantize | quantize: time the JIT and the kernels on this GPU
+  bench     core | dequantize | quantize | gemm: time the JIT and the kernels on this GPU
 
 environment:
   NVFP4_JIT_CACHE_DIR    cache root (else $XDG_CACHE_HOME/nvfp4-jit, else ~/.cache/nvfp4-jit)
@@ -51,12 +51,15 @@ Kernels already in the cache are not compiled again; processes running at once s
 
 Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in manifests.
 )"},
-    {"bench", R"(usage: nvfp4-jit bench core|dequantize|quantize [--out FILE.json] [--quick]
+    {"bench", R"(usage: nvfp4-jit bench core|dequantize|quantize|gemm [--out FILE.json] [--quick]
 
   core        cold NVRTC compile per kernel, disk-cache hit (load to first launch),
               warm dispatch host time per call
   dequantize  NVFP4 -> BF16 bandwidth against a device-to-device copy of the same bytes
   quantize    BF16 -> NVFP4 (given global scale) bandwidth against the same copy
+  gemm        W4A16 GEMM against cuBLAS BF16 (dlopened) on decode, M=128, prefill and an M
+              sweep; weights rotated past L2; floor = max(bytes / copy bandwidth,
+              flops / cuBLAS BF16 peak measured in the same process)
 Needs a GPU (exit 3 without one).
 )"},
 };

@@ -1,0 +1,159 @@
+// nvfp4-jit bench gemm: our W4A16 GEMM side by side with cuBLAS BF16 on the same shapes, in
+// one process, weights rotated so neither reads them from L2, CUDA events, medians.
+// cuBLAS is dlopened here, so the library itself never depends on it.
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cli/bench_util.hpp"
+#include "core/gpu_util.hpp"
+#include "nvfp4/jit.hpp"
+
+namespace nvfp4::jit::cli {
+
+using namespace detail;
+
+namespace {
+
+// The few cuBLAS entry points the comparison needs (values from cublas_api.h / library_types.h).
+class Cublas {
+ public:
+  Cublas() {
+    for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"})
+      if ((lib_ = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
+    if (!lib_) return;
+    create_ = reinterpret_cast<int (*)(void**)>(dlsym(lib_, "cublasCreate_v2"));
+    gemm_ex_ = reinterpret_cast<GemmEx>(dlsym(lib_, "cublasGemmEx"));
+    if (!create_ || !gemm_ex_ || create_(&handle_) != 0) handle_ = nullptr;
+  }
+  bool ok() const { return handle_ != nullptr; }
+  // D[m, n] (row-major BF16) = A[m, k] . W[n, k]^T, i.e. column-major D^T = W^T' . A^T.
+  void gemm_bf16(int m, int n, int k, const void* a, const void* w, void* d) const {
+    const float one = 1.0f, zero = 0.0f;
+    constexpr int kOpN = 0, kOpT = 1, kBf16 = 14, kCompute32F = 68, kDefaultAlgo = -1;
+    if (gemm_ex_(handle_, kOpT, kOpN, n, m, k, &one, w, kBf16, k, a, kBf16, k, &zero, d, kBf16, n, kCompute32F,
+                 kDefaultAlgo) != 0)
+      throw std::runtime_error("cublasGemmEx failed");
+  }
+
+ private:
+  using GemmEx = int (*)(void*, int, int, int, int, int, const void*, const void*, int, int, const void*, int, int,
+                         const void*, void*, int, int, int, int);
+  void* lib_ = nullptr;
+  void* handle_ = nullptr;
+  int (*create_)(void**) = nullptr;
+  GemmEx gemm_ex_ = nullptr;
+};
+
+// One weight [n, k] in NVFP4 and in BF16 (for cuBLAS), `copies` of each to rotate through
+// (the same random content at different addresses: L2 keys on addresses).
+struct Weights {
+  std::vector<DeviceBuffer> packed, scales, bf16;
+  Weights(int64_t n, int64_t k, int copies, bool with_bf16, std::mt19937& rng) {
+    const std::vector<uint8_t> p = random_bytes(size_t(n * k / 2), rng), s = random_scales(size_t(n * k / 16), rng);
+    const std::vector<uint16_t> b = with_bf16 ? random_bf16(size_t(n * k), rng) : std::vector<uint16_t>{};
+    for (int i = 0; i < copies; ++i) {
+      packed.push_back(to_device(p));
+      scales.push_back(to_device(s));
+      if (with_bf16) bf16.push_back(to_device(b));
+    }
+  }
+};
+
+double time_us(EventTimer& timer, int runs, const std::function<void(int)>& body) {
+  for (int i = 0; i < 3; ++i) body(i);  // warm-up: kernels loaded, clocks up
+  std::vector<double> us;
+  for (int i = 0; i < runs; ++i) {
+    timer.start(nullptr);
+    body(i);
+    us.push_back(timer.stop_ms(nullptr) * 1e3);
+  }
+  return median(us);
+}
+
+double copy_bandwidth(EventTimer& timer) {
+  const size_t bytes = size_t(1) << 30;
+  DeviceBuffer src(bytes), dst(bytes);
+  const double us = time_us(timer, 10, [&](int) {
+    check_cu(driver().cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(dst.get()), reinterpret_cast<CUdeviceptr>(src.get()),
+                                        bytes, nullptr),
+             "cuMemcpyDtoDAsync");
+  });
+  return 2.0 * bytes / (us * 1e-6);
+}
+
+}  // namespace
+
+std::string bench_gemm(bool quick) {
+  std::mt19937 rng(std::random_device{}());
+  EventTimer timer;
+  Cublas cublas;
+  const int runs = quick ? 5 : 20;
+  const double copy_bps = copy_bandwidth(timer);
+
+  // cuBLAS BF16 at 8192^3: the tensor-core ceiling the compute floor uses.
+  double peak_flops = 0;
+  if (cublas.ok()) {
+    DeviceBuffer a(size_t(8192) * 8192 * 2), w(size_t(8192) * 8192 * 2), d(size_t(8192) * 8192 * 2);
+    const double us = time_us(timer, runs, [&](int) { cublas.gemm_bf16(8192, 8192, 8192, a.get(), w.get(), d.get()); });
+    peak_flops = 2.0 * 8192 * 8192 * 8192 / (us * 1e-6);
+  }
+  std::printf("bench gemm: W4A16 (BF16 activations, NVFP4 weights, linear scales, BF16 out), median of %d runs\n", runs);
+  std::printf("  copy bandwidth %.0f GB/s; cuBLAS BF16 8192^3 %.0f TFLOP/s%s\n", copy_bps / 1e9, peak_flops / 1e12,
+              cublas.ok() ? "" : " (cuBLAS not found: no comparison)");
+  std::printf("  %6s %6s %6s %10s %8s %8s %8s %9s %11s %7s\n", "M", "N", "K", "ours us", "TFLOP/s", "GB/s", "floor us",
+              "of floor", "cuBLAS us", "speedup");
+
+  struct Shape {
+    int64_t m, n, k;
+  };
+  std::vector<Shape> shapes;
+  for (int64_t m : {1, 16, 128})
+    for (auto [n, k] : {std::pair<int64_t, int64_t>{8192, 8192}, {28672, 4096}, {4096, 14336}}) shapes.push_back({m, n, k});
+  for (int64_t m : {4096, 8192}) shapes.push_back({m, 8192, 8192});
+  if (!quick)
+    for (int64_t m : {7, 32, 64, 100, 129, 256, 512, 1000, 2048, 3000, 16384}) shapes.push_back({m, 8192, 8192});
+
+  std::string json = fmt::format(R"({{"copy_gbps":{:.1f},"cublas_bf16_peak_tflops":{:.1f},"rows":[)", copy_bps / 1e9,
+                                 peak_flops / 1e12);
+  for (size_t si = 0; si < shapes.size(); ++si) {
+    const Shape s = shapes[si];
+    const double w_bytes = double(s.n) * s.k * (0.5 + 1.0 / 16);
+    const int copies = int(std::clamp(200e6 / w_bytes, 2.0, 8.0));
+    Weights weights(s.n, s.k, copies, cublas.ok(), rng);
+    DeviceBuffer a = to_device(random_bf16(size_t(s.m * s.k), rng)), d(size_t(s.m * s.n * 2));
+    GemmArgs g;
+    g.m = s.m, g.n = s.n, g.k = s.k;
+    g.a = a.get();
+    g.d = d.get();
+    g.b.global_scale.value = 1.0f / 256;
+    const double ours = time_us(timer, runs, [&](int i) {
+      g.b.data = weights.packed[size_t(i % copies)].get();
+      g.b.scales = weights.scales[size_t(i % copies)].get();
+      gemm(g, nullptr);
+    });
+    double theirs = 0;
+    if (cublas.ok())
+      theirs = time_us(timer, runs, [&](int i) {
+        cublas.gemm_bf16(int(s.m), int(s.n), int(s.k), a.get(), weights.bf16[size_t(i % copies)].get(), d.get());
+      });
+    const double flops = 2.0 * s.m * s.n * s.k;
+    const double bytes = w_bytes + 2.0 * s.m * s.k + 2.0 * s.m * s.n;
+    const double floor_us = std::max(bytes / copy_bps, peak_flops > 0 ? flops / peak_flops : 0.0) * 1e6;
+    std::printf("  %6lld %6lld %6lld %10.2f %8.1f %8.0f %8.2f %8.0f%% %11.2f %6.2fx\n", (long long)s.m, (long long)s.n,
+                (long long)s.k, ours, flops / ours / 1e6, bytes / ours / 1e3, floor_us, 100 * floor_us / ours, theirs,
+                theirs > 0 ? theirs / ours : 0.0);
+    std::fflush(stdout);
+    json += fmt::format(R"({}{{"m":{},"n":{},"k":{},"us":{:.3f},"tflops":{:.2f},"gbps":{:.1f},"floor_us":{:.3f},)"
+                        R"("cublas_bf16_us":{:.3f}}})",
+                        si ? "," : "", s.m, s.n, s.k, ours, flops / ours / 1e6, bytes / ours / 1e3, floor_us, theirs);
+  }
+  return json + "]}";
+}
+
+}  // namespace nvfp4::jit::cli
