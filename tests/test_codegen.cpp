@@ -25,10 +25,10 @@ TEST_SUITE("codegen") {
     CHECK(g.name == "nvfp4_dequantize_k4096_bf16_sw128x4");
     CHECK(g.source ==
           "// nvfp4-jit generated: dequantize arch=sm_90a N=0 K=4096 groups=0 a=nvfp4 b=none out=bf16 "
-          "scales=swizzled128x4 gscale=0 flags=0 tile=0x0x0 threads=256 stages=4 cluster=0x0 vec=8\n"
+          "scales=swizzled128x4 gscale=0 flags=0 tile=0x0x0 threads=256 stages=4 cluster_m=0 split_k=0 vec=8\n"
           "#include \"dequantize.cuh\"\n\n"
           "extern \"C\" __global__ void __launch_bounds__(256) nvfp4_dequantize_k4096_bf16_sw128x4("
-          "const nvfp4k::DequantizeParams p) {\n"
+          "const __grid_constant__ nvfp4k::DequantizeParams p) {\n"
           "  nvfp4k::dequantize<0, 4096LL, 1, 256, 4>(p);\n"
           "}\n");
   }

@@ -13,6 +13,7 @@
 #include "cli/bench_util.hpp"
 #include "core/gpu_util.hpp"
 #include "nvfp4/jit.hpp"
+#include "ops/gemm_op.hpp"
 
 namespace nvfp4::jit::cli {
 
@@ -153,7 +154,42 @@ std::string bench_gemm(bool quick) {
                         R"("cublas_bf16_us":{:.3f}}})",
                         si ? "," : "", s.m, s.n, s.k, ours, flops / ours / 1e6, bytes / ours / 1e3, floor_us, theirs);
   }
-  return json + "]}";
+  json += "]";
+
+  // Tile configurations around the heuristic's on the decode shapes: what the tuner searches.
+  if (!quick) {
+    std::printf("  tiles at N = K = 8192 (block_m / block_k / consumer warpgroups / stages / split-K):\n");
+    json += R"(,"tiles":[)";
+    bool first = true;
+    for (int64_t m : {1, 16, 128}) {
+      Weights weights(8192, 8192, 6, false, rng);
+      DeviceBuffer a = to_device(random_bf16(size_t(m * 8192), rng)), d(size_t(m * 8192 * 2));
+      GemmArgs g;
+      g.m = m, g.n = 8192, g.k = 8192;
+      g.a = a.get();
+      g.d = d.get();
+      const int bm = gemm_m_bucket(m);
+      for (int bk : {128, 256})
+        for (int stages : {4, 8})
+          for (int ks : {1, 2, 4, 8}) {
+            const int wg = bm >= 128 ? 2 : 1;
+            if ((bm >= 128 && (stages > 4 || bk > 128)) || (bk == 256 && stages > 4 && bm > 16)) continue;
+            const GemmTile tile{bm, wg, stages, ks, bk};
+            const double us = time_us(timer, runs, [&](int i) {
+              g.b.data = weights.packed[size_t(i % 6)].get();
+              g.b.scales = weights.scales[size_t(i % 6)].get();
+              gemm_with_tile(g, tile, nullptr);
+            });
+            std::printf("    M=%-5lld %3d/%d/%d/%d/%d %9.2f us\n", (long long)m, bm, bk, wg, stages, ks, us);
+            json += fmt::format(
+                R"({}{{"m":{},"block_m":{},"block_k":{},"consumers":{},"stages":{},"split_k":{},"us":{:.3f}}})",
+                first ? "" : ",", m, bm, bk, wg, stages, ks, us);
+            first = false;
+          }
+    }
+    json += "]";
+  }
+  return json + "}";
 }
 
 }  // namespace nvfp4::jit::cli

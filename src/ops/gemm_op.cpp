@@ -16,7 +16,6 @@ static_assert(sizeof(nvfp4k::TmaDescriptor) == sizeof(CUtensorMap));
 namespace {
 
 constexpr const char* kWho = "nvfp4::jit::gemm";
-constexpr int kBlockK = 128;
 
 // The wgmma of one k16 step, A (weights) from registers, B (activations) from shared memory:
 // its operand list has BM/2 accumulators, so it is generated for the spec's BM.
@@ -102,14 +101,14 @@ KernelSpec gemm_spec(Arch arch, int64_t n, int64_t k, DType a, DType d, ScaleLay
   spec.flags = bias == uint8_t(DType::bf16) ? kFlagBiasBf16 : bias == uint8_t(DType::fp32) ? kFlagBiasFp32 : 0;
   spec.tile.block_m = uint16_t(tile.block_m);
   spec.tile.block_n = uint16_t(64 * tile.consumers);
-  spec.tile.block_k = kBlockK;
+  spec.tile.block_k = uint16_t(tile.block_k);
   spec.tile.stages = uint8_t(tile.stages);
   spec.tile.split_k = uint8_t(tile.split_k);
   return spec;
 }
 
 GemmTile gemm_tile_of(const KernelSpec& spec) {
-  return {spec.tile.block_m, spec.tile.block_n / 64, spec.tile.stages, spec.tile.split_k};
+  return {spec.tile.block_m, spec.tile.block_n / 64, spec.tile.stages, spec.tile.split_k, spec.tile.block_k};
 }
 
 GeneratedKernel generate_gemm(const KernelSpec& spec) {
@@ -118,15 +117,15 @@ GeneratedKernel generate_gemm(const KernelSpec& spec) {
   const GemmTile t = gemm_tile_of(spec);
   const bool swizzled = spec.scale_layout == nvfp4k::SCALES_SWIZZLED128X4;
   const uint8_t bias = bias_code(spec);
-  std::string name = fmt::format("nvfp4_gemm_w4a16_n{}_k{}_{}_{}_{}{}_bm{}_wg{}_s{}_ks{}", spec.n, spec.k,
+  std::string name = fmt::format("nvfp4_gemm_w4a16_n{}_k{}_{}_{}_{}{}_bm{}_bk{}_wg{}_s{}_ks{}", spec.n, spec.k,
                                  dtype_name(spec.a_dtype), dtype_name(spec.out_dtype), swizzled ? "sw128x4" : "linear",
                                  bias == nvfp4k::BIAS_BF16 ? "_biasbf16" : bias == nvfp4k::BIAS_FP32 ? "_biasfp32" : "",
-                                 t.block_m, t.consumers, t.stages, t.split_k);
+                                 t.block_m, t.block_k, t.consumers, t.stages, t.split_k);
   return entry_point(spec, std::move(name), "sm90/gemm_w4a16.cuh", "GemmParams",
-                     fmt::format("nvfp4k::sm90::gemm_w4a16<nvfp4k::sm90::GemmConfig<{}, {}, {}, {}LL, {}LL, {}, {}, {}, {}, {}>, "
+                     fmt::format("nvfp4k::sm90::gemm_w4a16<nvfp4k::sm90::GemmConfig<{}, {}, {}, {}LL, {}LL, {}, {}, {}, {}, {}, {}>, "
                                  "Mma>(p)",
                                  spec.a_dtype, spec.out_dtype, bias, spec.n, spec.k, spec.scale_layout, t.consumers,
-                                 t.block_m, t.stages, t.split_k),
+                                 t.block_m, t.block_k, t.stages, t.split_k),
                      wgmma_prelude(t.block_m, spec.a_dtype == uint8_t(DType::fp16)));
 }
 
@@ -140,22 +139,20 @@ std::vector<KernelSpec> gemm_prewarm_specs(Arch arch, int64_t n, int64_t k, int 
   return specs;
 }
 
-}  // namespace nvfp4::jit::detail
+namespace {
 
-namespace nvfp4::jit {
-
-using namespace detail;
-
-void gemm(const GemmArgs& args, CUstream stream) {
-  const Resolved r = resolve(args);
-  if (args.m == 0) return;
-  Check check(kWho);
+const DeviceInfo& gemm_device() {
   const DeviceInfo& device = current_device();
   if (device.arch != Arch::sm_90a)
-    check.fail("device", fmt::format("the NVFP4 GEMM runs on sm_90a (Hopper) devices; this device is {}",
-                                     to_string(device.arch)),
-               Status::unsupported);
-  const GemmTile tile = gemm_heuristic(device.arch, args.n, args.k, gemm_m_bucket(args.m), device.sm_count);
+    Check(kWho).fail("device", fmt::format("the NVFP4 GEMM runs on sm_90a (Hopper) devices; this device is {}",
+                                           to_string(device.arch)),
+                     Status::unsupported);
+  return device;
+}
+
+void launch_gemm(const GemmArgs& args, const Resolved& r, const DeviceInfo& device, const GemmTile& tile,
+                 CUstream stream) {
+  Check check(kWho);
   const int64_t m_tiles = (args.m + tile.block_m - 1) / tile.block_m;
   if (m_tiles > 65535) check.fail("m", fmt::format("m = {} is more rows than one launch covers ({})", args.m, 65535LL * tile.block_m));
   const KernelSpec spec = gemm_spec(device.arch, args.n, args.k, args.a_dtype, args.d_dtype, args.b.scale_layout,
@@ -172,7 +169,8 @@ void gemm(const GemmArgs& args, CUstream stream) {
       CU_TENSOR_MAP_SWIZZLE_128B);
   const CUtensorMap map_w = make_tensor_map_2d(args.b.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(args.n),
                                                uint64_t(args.k / 2), uint64_t(r.b_stride), uint32_t(64 * tile.consumers),
-                                               kBlockK / 2, CU_TENSOR_MAP_SWIZZLE_64B);
+                                               uint32_t(tile.block_k / 2),
+                                               tile.block_k == 256 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B);
   std::memcpy(&p.tma_a, &map_a, sizeof map_a);
   std::memcpy(&p.tma_w, &map_w, sizeof map_w);
   p.w_scales = static_cast<const unsigned char*>(args.b.scales);
@@ -197,6 +195,26 @@ void gemm(const GemmArgs& args, CUstream stream) {
     shape.cluster[2] = unsigned(tile.split_k);
   }
   launch(function, shape, stream, params);
+}
+
+}  // namespace
+
+void gemm_with_tile(const GemmArgs& args, const GemmTile& tile, CUstream stream) {
+  const Resolved r = resolve(args);
+  if (args.m == 0) return;
+  launch_gemm(args, r, gemm_device(), tile, stream);
+}
+
+}  // namespace nvfp4::jit::detail
+
+namespace nvfp4::jit {
+
+void gemm(const GemmArgs& args, CUstream stream) {
+  using namespace detail;
+  const Resolved r = resolve(args);
+  if (args.m == 0) return;
+  const DeviceInfo& device = gemm_device();
+  launch_gemm(args, r, device, gemm_heuristic(device.arch, args.n, args.k, gemm_m_bucket(args.m), device.sm_count), stream);
 }
 
 }  // namespace nvfp4::jit

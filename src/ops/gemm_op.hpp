@@ -14,6 +14,8 @@ KernelSpec gemm_spec(Arch arch, int64_t n, int64_t k, DType a, DType d, ScaleLay
                      const GemmTile& tile);
 GemmTile gemm_tile_of(const KernelSpec& spec);
 GeneratedKernel generate_gemm(const KernelSpec& spec);
+// gemm with a given tile instead of the heuristic's (the tuner and the benchmarks).
+void gemm_with_tile(const GemmArgs& args, const GemmTile& tile, CUstream stream);
 // Every M bucket's kernel for a weight [n, k] (BF16 activations and output, both scale layouts).
 std::vector<KernelSpec> gemm_prewarm_specs(Arch arch, int64_t n, int64_t k, int sm_count);
 

@@ -15,14 +15,16 @@ inline constexpr int kGemmMBuckets[] = {8, 16, 32, 64, 128, 256};
 int gemm_m_bucket(int64_t m);
 
 struct GemmTile {
-  int block_m = 0;   // activation rows per CTA (wgmma N)
-  int consumers = 0; // consumer warpgroups, 64 weight rows each
-  int stages = 0;    // TMA ring depth
-  int split_k = 1;   // CTAs of a cluster splitting K
+  int block_m = 0;    // activation rows per CTA (wgmma N)
+  int consumers = 0;  // consumer warpgroups, 64 weight rows each
+  int stages = 0;     // TMA ring depth
+  int split_k = 1;    // CTAs of a cluster splitting K
+  int block_k = 128;  // K per stage: 128 or 256 (longer contiguous weight reads per row)
 };
 
-// The heuristic: one CTA column of block_m rows per bucket, split-K for small M until the
-// grid covers the SMs, as many stages as shared memory holds (at most 8).
+// The heuristic: one CTA column of block_m rows per bucket; for small M (memory bound) 256-deep
+// stages, 4 of them, and split-K until the grid covers the SMs; for prefill as many stages
+// as shared memory holds (at most 8).
 GemmTile gemm_heuristic(Arch arch, int64_t n, int64_t k, int bucket, int sm_count);
 
 // Dynamic shared memory the sm_90a kernel of `tile` needs (the template's SMEM_BYTES).

@@ -8,9 +8,10 @@
 // wgmma's N, so a decode call with M = 1 runs m64n8k16.
 //
 // Warpgroup 0 produces: one thread issues the TMA loads of a STAGES-deep ring guarded by
-// mbarriers. Warpgroups 1..WG consume, 64 weight rows each. With KSPLIT > 1 the CTAs of a
-// cluster split K and rank 0 sums the partial tiles through distributed shared memory, in
-// rank order (deterministic, no workspace).
+// mbarriers; its threads also stage the tiles' block scales (cp.async). Warpgroups 1..WG
+// consume, 64 weight rows each. With KSPLIT > 1 the CTAs of a cluster split K and rank 0
+// sums the partial tiles through distributed shared memory, in rank order (deterministic,
+// no workspace).
 #pragma once
 #include "common/gemm_epilogue.cuh"
 #include "common/global_scale.cuh"
@@ -21,56 +22,71 @@
 
 namespace nvfp4k::sm90 {
 
-template <int ADT_, int ODT_, int BIAS_, long long N_, long long K_, int LAYOUT_, int WG_, int BM_, int STAGES_,
-          int KSPLIT_>
+template <int ADT_, int ODT_, int BIAS_, long long N_, long long K_, int LAYOUT_, int WG_, int BM_, int BK_,
+          int STAGES_, int KSPLIT_>
 struct GemmConfig {
   static constexpr int ADT = ADT_, ODT = ODT_, BIAS = BIAS_, LAYOUT = LAYOUT_;
   static constexpr long long N = N_, K = K_;
   static constexpr int WG = WG_, BM = BM_, STAGES = STAGES_, KSPLIT = KSPLIT_;
-  static constexpr int BK = 128;  // K per stage: 8 wgmma k16 steps
+  static constexpr int BK = BK_;          // K per stage: 128 or 256
+  static constexpr int KSTEPS = BK / 16;  // wgmma k16 steps per stage
+  static constexpr int A_BOXES = BK / 64; // 64-column activation boxes per stage
+  static constexpr int W_ROW = BK / 2;    // packed bytes per weight row and stage (64 or 128: the TMA swizzle span)
   static constexpr int BN = 64 * WG;
   static constexpr long long KB = K / 16;                    // scale blocks per weight row
   static constexpr long long KB_PADDED = (KB + 3) / 4 * 4;   // swizzled layout: KB rounded up to 4
   static constexpr int KTILES = int((K + BK - 1) / BK);
   static constexpr int A_BOX_BYTES = BM * 128;  // BM rows x 64 columns, 128-byte swizzle
-  static constexpr int W_BYTES = BN * BK / 2;   // BN rows x 64 bytes, 64-byte swizzle
-  static constexpr int STAGE_BYTES = 2 * A_BOX_BYTES + W_BYTES;
+  static constexpr int W_BYTES = BN * W_ROW;    // BN rows, swizzled over W_ROW bytes
+  static constexpr int SCALE_BYTES = 8 * BK;    // BN rows x BK/16 E4M3 scales, padded to keep alignment
+  static constexpr int STAGE_BYTES = A_BOXES * A_BOX_BYTES + W_BYTES + SCALE_BYTES;
+  static constexpr int W_AT = A_BOXES * A_BOX_BYTES;   // offset of the weights in a stage
+  static constexpr int SCALE_AT = W_AT + W_BYTES;       // offset of the scales in a stage
   static constexpr int SMEM_BYTES = 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8;
   static constexpr int THREADS = 128 * (WG + 1);
-  static_assert(K % 32 == 0 && BM % 8 == 0 && BM <= 256 && (WG == 1 || WG == 2));
+  static_assert(K % 32 == 0 && BM % 8 == 0 && BM <= 256 && (WG == 1 || WG == 2) && (BK == 128 || BK == 256));
   static_assert(STAGE_BYTES % 1024 == 0, "stages must keep the 1024-byte swizzle alignment");
   static_assert(KSPLIT == 1 || BN * BM * 4 <= STAGES * STAGE_BYTES, "split-K partials reuse the stage memory");
 };
 
-// The 8 scale bytes of weight row `row` for k-tile `kt` (blocks 8kt .. 8kt+7), zero past K or N.
+// Stages the BK/16 scale bytes of weight row `row` for k-tile `kt` at `dst` and arrives on
+// `bar` when they have landed; zeros past K and N. Asynchronous (cp.async, 4-byte pieces of
+// 4 blocks) whenever the rows allow it, else plain loads.
 template <class C>
-__device__ __forceinline__ uint2 load_tile_scales(const unsigned char* scales, long long row, int kt) {
-  uint2 v = make_uint2(0u, 0u);
-  if (row >= C::N) return v;
-  const long long kb = 8LL * kt;
-  if constexpr (C::LAYOUT == SCALES_SWIZZLED128X4) {
-    // 4 consecutive blocks of a row are one aligned word; the padding up to KB_PADDED is zero
-    v.x = __ldg(reinterpret_cast<const unsigned*>(scales + scale_offset_swizzled128x4(row, kb, C::KB)));
-    if (kb + 4 < C::KB_PADDED)
-      v.y = __ldg(reinterpret_cast<const unsigned*>(scales + scale_offset_swizzled128x4(row, kb + 4, C::KB)));
-  } else {
-    const unsigned char* src = scales + row * C::KB + kb;
-    if (kb + 8 <= C::KB && C::KB % 8 == 0) {
-      v = __ldg(reinterpret_cast<const uint2*>(src));
-    } else if (kb + 8 <= C::KB && C::KB % 4 == 0) {
-      v.x = __ldg(reinterpret_cast<const unsigned*>(src));
-      v.y = __ldg(reinterpret_cast<const unsigned*>(src) + 1);
-    } else {
-      // rows are 2-byte aligned (K is a multiple of 32); the last tile may be short
-      unsigned short h[4] = {0, 0, 0, 0};
+__device__ __forceinline__ void stage_tile_scales(unsigned* dst, const unsigned char* scales, long long row, int kt,
+                                                  unsigned long long* bar) {
+  constexpr int PIECES = C::BK / 64;
+  const long long kb0 = (long long)(C::BK / 16) * kt;
+  const bool in_rows = row < C::N;
+  const long long r = in_rows ? row : 0;
+  if constexpr (C::LAYOUT == SCALES_SWIZZLED128X4 || C::KB % 4 == 0) {
 #pragma unroll
-      for (int i = 0; i < 4; ++i)
-        if (kb + 2 * i < C::KB) h[i] = __ldg(reinterpret_cast<const unsigned short*>(src) + i);
-      v.x = h[0] | (unsigned(h[1]) << 16);
-      v.y = h[2] | (unsigned(h[3]) << 16);
+    for (int i = 0; i < PIECES; ++i) {
+      const long long kb = kb0 + 4 * i;
+      if constexpr (C::LAYOUT == SCALES_SWIZZLED128X4) {
+        // 4 consecutive blocks of a row are one aligned word; the padding up to KB_PADDED is zero
+        const bool in = in_rows && kb < C::KB_PADDED;
+        cp_async<4>(dst + i, scales + scale_offset_swizzled128x4(r, in ? kb : 0, C::KB), in ? 4u : 0u);
+      } else {
+        const long long left = in_rows ? C::KB - kb : 0;  // K tail: the last tile may be short
+        cp_async<4>(dst + i, scales + r * C::KB + (left > 0 ? kb : 0), unsigned(left <= 0 ? 0 : left < 4 ? left : 4));
+      }
     }
+    cp_async_arrive(bar);
+  } else {
+    // rows only 2-byte aligned (K = 32 mod 64): synchronous 2-byte loads
+#pragma unroll
+    for (int i = 0; i < PIECES; ++i) {
+      unsigned short h[2] = {0, 0};
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const long long kb = kb0 + 4 * i + 2 * e;
+        if (in_rows && kb < C::KB) h[e] = __ldg(reinterpret_cast<const unsigned short*>(scales + r * C::KB + kb));
+      }
+      dst[i] = h[0] | (unsigned(h[1]) << 16);
+    }
+    mbar_arrive(bar);
   }
-  return v;
 }
 
 template <class C, class Mma>
@@ -90,7 +106,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::STAGES; ++s) {
-      mbar_init(&full[s], 1);
+      mbar_init(&full[s], 1 + C::BN);  // the TMA thread + one per scale row
       mbar_init(&empty[s], 4 * C::WG);
     }
     fence_barrier_init();
@@ -99,17 +115,25 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
 
   float acc[C::BM / 2];
   if (wg == 0) {
-    if (threadIdx.x == 0) {
-      prefetch_tensor_map(&p.tma_a);
-      prefetch_tensor_map(&p.tma_w);
-      for (int kt = kt_begin, i = 0; kt < kt_end; ++kt, ++i) {
-        const int s = i % C::STAGES;
-        if (i >= C::STAGES) mbar_wait(&empty[s], ((i / C::STAGES) & 1) ^ 1);
-        mbar_arrive_expect_tx(&full[s], C::STAGE_BYTES);
-        tma_load_2d(stage(s), &p.tma_a, &full[s], kt * C::BK, int(m0));
-        tma_load_2d(stage(s) + C::A_BOX_BYTES, &p.tma_a, &full[s], kt * C::BK + 64, int(m0));
-        tma_load_2d(stage(s) + 2 * C::A_BOX_BYTES, &p.tma_w, &full[s], kt * (C::BK / 2), n0);
+    // Thread 0 issues the TMA loads; thread r < BN stages weight row r's 8 scales of the tile,
+    // so scales arrive STAGES tiles ahead like the rest.
+    for (int kt = kt_begin, i = 0; kt < kt_end; ++kt, ++i) {
+      const int s = i % C::STAGES;
+      if (i >= C::STAGES) mbar_wait(&empty[s], ((i / C::STAGES) & 1) ^ 1);
+      if (threadIdx.x == 0) {
+        if (i == 0) {
+          prefetch_tensor_map(&p.tma_a);
+          prefetch_tensor_map(&p.tma_w);
+        }
+        mbar_arrive_expect_tx(&full[s], C::W_AT + C::W_BYTES);
+#pragma unroll
+        for (int b = 0; b < C::A_BOXES; ++b)
+          tma_load_2d(stage(s) + b * C::A_BOX_BYTES, &p.tma_a, &full[s], kt * C::BK + 64 * b, int(m0));
+        tma_load_2d(stage(s) + C::W_AT, &p.tma_w, &full[s], kt * C::W_ROW, n0);
       }
+      if (threadIdx.x < C::BN)
+        stage_tile_scales<C>(reinterpret_cast<unsigned*>(stage(s) + C::SCALE_AT) + threadIdx.x * (C::BK / 64),
+                             p.w_scales, n0 + threadIdx.x, kt, &full[s]);
     }
   } else {
     const int tid = threadIdx.x % 128, lane = tid % 32, t = lane % 4;
@@ -118,42 +142,57 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
 #pragma unroll
     for (int i = 0; i < C::BM / 2; ++i) acc[i] = 0.0f;
 
-    uint2 scales[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h) scales[h] = load_tile_scales<C>(p.w_scales, n0 + row0 + 8 * h, kt_begin);
-
     for (int kt = kt_begin, i = 0; kt < kt_end; ++kt, ++i) {
       const int s = i % C::STAGES;
-      const uint2 cur[2] = {scales[0], scales[1]};
-      if (kt + 1 < kt_end) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) scales[h] = load_tile_scales<C>(p.w_scales, n0 + row0 + 8 * h, kt + 1);
-      }
       mbar_wait(&full[s], (i / C::STAGES) & 1);
+      const unsigned* tile_scales = reinterpret_cast<const unsigned*>(stage(s) + C::SCALE_AT);
+      unsigned cur[2][C::BK / 64];  // row0's and row0+8's scales of the tile, 4 per word
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+#pragma unroll
+        for (int i = 0; i < C::BK / 64; ++i) cur[h][i] = tile_scales[(row0 + 8 * h) * (C::BK / 64) + i];
 
+      auto release = [&](int tile) {  // the tile's stage may be refilled
+        __syncwarp();
+        if (lane == 0) mbar_arrive(&empty[tile % C::STAGES]);
+      };
       // Step j's A fragment: {row0, k 2t..2t+1}, {row0+8, same}, {row0, k 2t+8..2t+9}, {row0+8, same}.
-      // Decoding step j+1 overlaps step j's wgmma; wait<1> keeps two fragments in flight at most.
-      const unsigned char* w = stage(s) + 2 * C::A_BOX_BYTES;
+      // Steps go to the tensor cores in groups of GROUP: a whole tile at once for small BM
+      // (latency bound: decode the tile, then back-to-back wgmmas), one at a time for large BM
+      // (register bound: 128 accumulators; wait<1> keeps one step in flight while the next is
+      // decoded).
+      constexpr int GROUP = C::BM <= 64 ? C::KSTEPS : 1;
+      const unsigned char* w = stage(s) + C::W_AT;
 #pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        unsigned a[4];
+      for (int j0 = 0; j0 < C::KSTEPS; j0 += GROUP) {
+        unsigned a[GROUP][4];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int r = row0 + 8 * h;
-          const int swizzle = ((r >> 1) & 3) << 4;  // TMA 64-byte swizzle: 16-byte chunk ^= (r / 2) % 4
-          const uint2 v = *reinterpret_cast<const uint2*>(w + ((r * 64 + j * 8) ^ swizzle));
-          const unsigned scale = Op::scale_pair(((j < 4 ? cur[h].x : cur[h].y) >> (8 * (j % 4))) & 0xFFu);
-          a[h] = Op::scaled(Op::place(__byte_perm(v.x, 0u, byte_t)), scale);
-          a[h + 2] = Op::scaled(Op::place(__byte_perm(v.y, 0u, byte_t)), scale);
+        for (int jj = 0; jj < GROUP; ++jj) {
+          const int j = j0 + jj;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const int r = row0 + 8 * h;
+            // TMA swizzle over W_ROW bytes: the 16-byte chunk index ^= address bits 7.. (64 B: (r/2)%4, 128 B: r%8)
+            const int swizzle = (((r * C::W_ROW) >> 7) & (C::W_ROW / 16 - 1)) << 4;
+            const uint2 v = *reinterpret_cast<const uint2*>(w + ((r * C::W_ROW + j * 8) ^ swizzle));
+            const unsigned scale = Op::scale_pair((cur[h][j / 4] >> (8 * (j % 4))) & 0xFFu);
+            a[jj][h] = Op::scaled(Op::place(__byte_perm(v.x, 0u, byte_t)), scale);
+            a[jj][h + 2] = Op::scaled(Op::place(__byte_perm(v.y, 0u, byte_t)), scale);
+          }
         }
         wgmma_fence();
-        Mma::mma(acc, a, smem_desc_sw128(stage(s) + (j / 4) * C::A_BOX_BYTES + (j % 4) * 32));
+#pragma unroll
+        for (int jj = 0; jj < GROUP; ++jj) {
+          const int j = j0 + jj;
+          Mma::mma(acc, a[jj], smem_desc_sw128(stage(s) + (j / 4) * C::A_BOX_BYTES + (j % 4) * 32));
+        }
         wgmma_commit();
-        wgmma_wait<1>();
+        if constexpr (GROUP == 1) wgmma_wait<1>();
       }
+      // Drain before the next tile's decode: registers a wgmma still reads must not be
+      // rewritten, and ptxas does not track that across the loop's back edge.
       wgmma_wait<0>();
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[s]);
+      release(i);
     }
   }
 

@@ -186,3 +186,17 @@ TEST_SUITE("gpu_gemm") {
     for (const Case& c : cases) run_case(c, rng);
   }
 }
+
+TEST_SUITE("gpu_gemm") {
+  // Small enough for compute-sanitizer (tools/gpu_check.sh runs memcheck and racecheck on it):
+  // a one-step-group tile, a split-K cluster (n = 64, k = 2048 at M = 3), ragged K and N.
+  TEST_CASE("gemm small shapes for the sanitizers") {
+    std::mt19937 rng(std::random_device{}());
+    const Case cases[] = {
+        {3, 64, 2048, DType::bf16, DType::fp32},
+        {7, 200, 96, DType::bf16, DType::fp32, ScaleLayout::swizzled128x4},
+        {130, 72, 160, DType::fp16, DType::bf16, ScaleLayout::linear, true, 2},
+    };
+    for (const Case& c : cases) run_case(c, rng);
+  }
+}

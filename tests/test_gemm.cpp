@@ -1,0 +1,167 @@
+// gemm without a GPU: argument checks with their messages, M buckets and the heuristic, the
+// generated source, the exact weight-operand encoding the kernel relies on.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <string>
+
+#include "common/mma_operand.cuh"
+#include "common/nvfp4_format.cuh"
+#include "core/codegen.hpp"
+#include "core/error.hpp"
+#include "ops/gemm_op.hpp"
+
+using namespace nvfp4::jit;
+using namespace nvfp4::jit::detail;
+
+namespace {
+
+alignas(64) unsigned char buffer[4096];
+
+GemmArgs valid() {
+  GemmArgs g;
+  g.m = 7, g.n = 64, g.k = 256;
+  g.a = buffer;
+  g.b.data = buffer;
+  g.b.scales = buffer;
+  g.d = buffer;
+  return g;
+}
+
+// The message gemm throws for `g` (or "" when the arguments pass validation: without a GPU
+// the call then fails later, at the device).
+std::string error_of(const GemmArgs& g) {
+  try {
+    gemm(g, nullptr);
+  } catch (const Error& e) {
+    if (e.status() == Status::cuda_error) return "";
+    return e.what();
+  }
+  return "";
+}
+
+void check_error(const GemmArgs& g, const std::string& part) {
+  const std::string msg = error_of(g);
+  CAPTURE(msg);
+  CHECK(msg.find("nvfp4::jit::gemm: ") == 0);
+  CHECK(msg.find(part) != std::string::npos);
+}
+
+}  // namespace
+
+TEST_SUITE("gemm") {
+  TEST_CASE("bad arguments fail with a message naming the argument") {
+    CHECK(error_of(valid()) == "");
+    GemmArgs g = valid();
+    g.k = 48;
+    check_error(g, "k = 48 must be a positive multiple of 32");
+    g = valid(), g.n = 0;
+    check_error(g, "n = 0");
+    g = valid(), g.m = -1;
+    check_error(g, "m = -1 is negative");
+    g = valid(), g.a = buffer + 8;
+    check_error(g, "a = ");
+    g = valid(), g.b.data = buffer + 4;
+    check_error(g, "b.data = ");
+    g = valid(), g.b.scales = nullptr;
+    check_error(g, "b.scales is null");
+    g = valid(), g.d = nullptr;
+    check_error(g, "d is null");
+    g = valid(), g.a_row_stride = 260;
+    check_error(g, "a_row_stride = 260 must be a multiple of 8");
+    g = valid(), g.a_row_stride = 128;
+    check_error(g, "a_row_stride = 128 is less than k = 256");
+    g = valid(), g.b.row_stride_bytes = 136;
+    check_error(g, "b.row_stride_bytes = 136 must be a multiple of 16");
+    g = valid(), g.d_row_stride = 32;
+    check_error(g, "d_row_stride = 32 is less than n = 64");
+    g = valid(), g.a_dtype = DType::fp32;
+    check_error(g, "a_dtype");
+    g = valid(), g.d_dtype = DType::nvfp4;
+    check_error(g, "d_dtype");
+    g = valid(), g.bias = buffer, g.bias_dtype = DType::fp16;
+    check_error(g, "bias_dtype");
+    g = valid(), g.b.global_scale.device_ptr = reinterpret_cast<const float*>(buffer), g.b.global_scale.per_row = true;
+    check_error(g, "per_row is not supported");
+    g = valid(), g.a_dtype = DType::nvfp4;
+    try {
+      gemm(g, nullptr);
+      FAIL("W4A4 accepted");
+    } catch (const Error& e) {
+      CHECK(e.status() == Status::unsupported);
+      CHECK(std::string(e.what()).find("a_dtype = nvfp4 (W4A4)") != std::string::npos);
+    }
+    g = valid(), g.m = 0, g.a = nullptr, g.d = nullptr;  // nothing to do: no pointer is touched
+    CHECK(error_of(g) == "");
+  }
+
+  TEST_CASE("M buckets and the heuristic") {
+    CHECK(gemm_m_bucket(1) == 8);
+    CHECK(gemm_m_bucket(8) == 8);
+    CHECK(gemm_m_bucket(9) == 16);
+    CHECK(gemm_m_bucket(129) == 256);
+    CHECK(gemm_m_bucket(100000) == 256);
+    for (int bucket : kGemmMBuckets)
+      for (int64_t n : {8, 2880, 8192, 28672})
+        for (int64_t k : {32, 2880, 8192}) {
+          const GemmTile t = gemm_heuristic(Arch::sm_90a, n, k, bucket, 132);
+          CAPTURE(bucket);
+          CAPTURE(n);
+          CAPTURE(k);
+          CHECK(t.block_m == bucket);
+          CHECK(gemm_shared_bytes(t) <= 227u * 1024);
+          CHECK(t.stages >= 2);
+          CHECK((t.split_k == 1 || t.split_k == 2 || t.split_k == 4));
+          CHECK((k + t.block_k - 1) / t.block_k >= t.split_k);  // every split has work
+        }
+    // decode on a small N splits K to cover the SMs; prefill never does
+    CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 8, 132).split_k == 2);
+    CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 256, 132).split_k == 1);
+  }
+
+  TEST_CASE("generated source: one wgmma for the bucket's N, sm_90a only") {
+    const GemmTile t = gemm_heuristic(Arch::sm_90a, 2880, 2880, 16, 132);
+    const KernelSpec spec = gemm_spec(Arch::sm_90a, 2880, 2880, DType::bf16, DType::fp32, ScaleLayout::swizzled128x4,
+                                      uint8_t(DType::bf16), t);
+    const GeneratedKernel g = generate(spec);
+    CHECK(g.source.find("wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16") != std::string::npos);
+    CHECK(g.source.find("#include \"sm90/gemm_w4a16.cuh\"") != std::string::npos);
+    CHECK(g.name.find("nvfp4_gemm_w4a16_n2880_k2880_bf16_fp32_sw128x4_biasbf16_bm16") == 0);
+    CHECK(generate(gemm_spec(Arch::sm_90a, 2880, 2880, DType::fp16, DType::fp32, ScaleLayout::linear, kNoDType, t))
+              .source.find(".f32.f16.f16") != std::string::npos);
+    CHECK_THROWS_AS(generate(gemm_spec(Arch::sm_100a, 2880, 2880, DType::bf16, DType::bf16, ScaleLayout::linear,
+                                       kNoDType, t)),
+                    Error);
+    CHECK(gemm_prewarm_specs(Arch::sm_90a, 4096, 4096, 132).size() == 2 * std::size(kGemmMBuckets));
+    CHECK(gemm_prewarm_specs(Arch::sm_120a, 4096, 4096, 132).empty());
+  }
+
+  TEST_CASE("the weight operand: placed nibble x scale factor = e2m1 x scale x 2^-SHIFT, exactly") {
+    // Every byte (two nibbles) against every E4M3 scale: the kernel multiplies the two 16-bit
+    // floats; here the same product in double, which must equal the definition exactly.
+    auto check_dtype = [](auto op, bool bf16) {
+      using Op = decltype(op);
+      for (unsigned b = 0; b < 256; ++b) {
+        const unsigned placed = Op::place(b);
+        for (unsigned lane = 0; lane < 2; ++lane) {
+          const unsigned h = (placed >> (16 * lane)) & 0xFFFF;
+          const double v = bf16 ? nvfp4k::bf16_bits_to_float(h) : nvfp4k::fp16_bits_to_float(h);
+          const unsigned nib = lane ? b >> 4 : b & 15;
+          CHECK(v == std::ldexp(double(nvfp4k::e2m1_to_float(nib)), -Op::BIAS));
+        }
+        for (unsigned s = 0; s < 0x7F; ++s) {
+          const double factor = Op::scale_factor_float(s);
+          // the factor must itself be exact in the 16-bit type (it is rounded to it on the device)
+          const unsigned short f16 = bf16 ? nvfp4k::float_to_bf16_bits(float(factor)) : nvfp4k::float_to_fp16_bits(float(factor));
+          CHECK((bf16 ? nvfp4k::bf16_bits_to_float(f16) : nvfp4k::fp16_bits_to_float(f16)) == factor);
+          const double e2m1 = nvfp4k::e2m1_to_float(b & 15);
+          CHECK(std::ldexp(e2m1, -Op::BIAS) * factor ==
+                std::ldexp(e2m1 * double(nvfp4k::e4m3_to_float(s)), -Op::SHIFT));
+        }
+      }
+      CHECK(std::isnan(Op::scale_factor_float(0x7F)));
+    };
+    check_dtype(nvfp4k::Fp4Operand<nvfp4k::DTYPE_BF16>{}, true);
+    check_dtype(nvfp4k::Fp4Operand<nvfp4k::DTYPE_FP16>{}, false);
+  }
+}
