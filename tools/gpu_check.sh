@@ -25,17 +25,20 @@ step compute-sanitizer racecheck
 compute-sanitizer --tool racecheck --error-exitcode 9 $B/nvfp4_jit_gpu_tests --no-intro -tc="*padded*,*sanitizers*" \
   > "$OUT/racecheck.txt" 2>&1 || status=1
 tail -3 "$OUT/racecheck.txt"
-step example; $B/dequantize_example 4096 4096 || status=1
+step examples; $B/gemm_example 16 4096 4096 || status=1; $B/dequantize_example 4096 4096 || status=1
 step prewarm for this GPU; $B/nvfp4-jit prewarm --manifest llama-3.1-8b --arch sm_90a --quiet
 step bench core; $B/nvfp4-jit bench core $QUICK --out "$OUT/bench_core.json" || status=1
 step bench dequantize; $B/nvfp4-jit bench dequantize $QUICK --out "$OUT/bench_dequantize.json" || status=1
 step bench quantize; $B/nvfp4-jit bench quantize $QUICK --out "$OUT/bench_quantize.json" || status=1
+step bench gemm; $B/nvfp4-jit bench gemm $QUICK --out "$OUT/bench_gemm.json" || status=1
 step SASS
-for f in $(find "$NVFP4_JIT_CACHE_DIR/v1/sm_90a" -name '*.cubin' | head -4); do
-  echo "--- $f $(grep -o '"k":[0-9]*,[^}]*"out_dtype":"[a-z0-9]*"' "${f%.cubin}.json")"
-  cuobjdump -res-usage "$f" 2>&1 | grep -E "REG|STACK|LOCAL" | head -2
-  cuobjdump -sass "$f" > "$OUT/sass_$(basename "$f" .cubin).txt"
-  echo "local-memory instructions: $(grep -cE 'LDL|STL' "$OUT/sass_$(basename "$f" .cubin).txt")"
-done
+for f in $(find "$NVFP4_JIT_CACHE_DIR/v1/sm_90a" -name '*.cubin'); do
+  name=$(cuobjdump -elf "$f" | grep -o 'nvfp4_[a-z0-9_]*' | head -1)
+  sass=$(mktemp)
+  cuobjdump -sass "$f" > "$sass"
+  case $name in *gemm*bm256*|*gemm*bm16_*) cp "$sass" "$OUT/sass_$name.txt" ;; esac
+  echo "$name: $(cuobjdump -res-usage "$f" 2>&1 | grep -o 'REG:[0-9]*') HGMMA=$(grep -c HGMMA "$sass")" \
+       "local-memory instructions=$(grep -cE 'LDL|STL' "$sass")"
+done | sort -u
 echo; echo "gpu_check status: $status"
 exit $status
