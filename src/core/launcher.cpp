@@ -130,6 +130,24 @@ void launch(CUfunction function, const LaunchShape& shape, CUstream stream, void
 CUtensorMap make_tensor_map_2d(const void* base, CUtensorMapDataType type, uint64_t rows, uint64_t cols,
                                uint64_t row_stride_bytes, uint32_t box_rows, uint32_t box_cols,
                                CUtensorMapSwizzle swizzle) {
+  // A descriptor depends on its arguments only, and a serving loop passes the same weights and
+  // buffers again and again: the last few encodings of this thread are reused, so a warm call
+  // costs a comparison instead of a driver call.
+  struct Entry {
+    const void* base;
+    uint64_t rows, cols, row_stride_bytes;
+    uint32_t box_rows, box_cols;
+    int type, swizzle;
+    bool operator==(const Entry&) const = default;
+  };
+  constexpr int kEntries = 8;
+  thread_local Entry keys[kEntries] = {};
+  thread_local CUtensorMap maps[kEntries];
+  thread_local int next = 0;
+  const Entry key{base, rows, cols, row_stride_bytes, box_rows, box_cols, int(type), int(swizzle)};
+  for (int i = 0; i < kEntries; ++i)
+    if (keys[i] == key && key.base) return maps[i];
+
   CUtensorMap map{};
   const cuuint64_t dims[2] = {cols, rows};
   const cuuint64_t strides[1] = {row_stride_bytes};
@@ -139,6 +157,9 @@ CUtensorMap make_tensor_map_2d(const void* base, CUtensorMapDataType type, uint6
                                            CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle, CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
                                            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
            "cuTensorMapEncodeTiled");
+  keys[next] = key;
+  maps[next] = map;
+  next = (next + 1) % kEntries;
   return map;
 }
 

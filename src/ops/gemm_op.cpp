@@ -20,10 +20,11 @@ constexpr const char* kWho = "nvfp4::jit::gemm";
 // The wgmma of one k16 step, A (weights) from registers, B (activations) from shared memory:
 // its operand list has BM/2 accumulators, so it is generated for the spec's BM.
 std::string wgmma_prelude(int bm, bool fp16) {
-  std::string acc, ins;
-  for (int i = 0; i < bm / 2; ++i) acc += fmt::format("{}%{}", i ? ", " : "", i);
-  std::string outs;
-  for (int i = 0; i < bm / 2; ++i) outs += fmt::format("{}\"+f\"(d[{}])", i ? ", " : "", i);
+  std::string acc, outs;
+  for (int i = 0; i < bm / 2; ++i) {
+    acc += fmt::format("{}%{}", i ? ", " : "", i);
+    outs += fmt::format("{}\"+f\"(d[{}])", i ? ", " : "", i);
+  }
   const int a0 = bm / 2;
   return fmt::format(
       "struct Mma {{\n"
@@ -49,7 +50,7 @@ struct Resolved {
 Resolved resolve(const GemmArgs& g) {
   Check check(kWho);
   check.not_negative("m", g.m);
-  check.positive_multiple("n", g.n, 1, "the number of weight rows");
+  check.positive("n", g.n);
   check.positive_multiple("k", g.k, 32, "two NVFP4 blocks, the packed row granule the kernels load");
   if (g.a_dtype == DType::nvfp4)
     check.fail("a_dtype", "a_dtype = nvfp4 (W4A4) is not implemented yet; pass BF16 or FP16 activations",

@@ -31,6 +31,9 @@ class Check {
   void not_negative(std::string_view arg, int64_t v) const {
     if (v < 0) fail(arg, fmt::format("{} = {} is negative", arg, v));
   }
+  void positive(std::string_view arg, int64_t v) const {
+    if (v <= 0) fail(arg, fmt::format("{} = {} must be positive", arg, v));
+  }
   void positive_multiple(std::string_view arg, int64_t v, int64_t of, std::string_view why) const {
     if (v <= 0 || v % of) fail(arg, fmt::format("{} = {} must be a positive multiple of {} ({})", arg, v, of, why));
   }
