@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <string>
+#include <vector>
 
 #include "common/mma_operand.cuh"
 #include "common/nvfp4_format.cuh"
@@ -100,7 +101,9 @@ TEST_SUITE("gemm") {
     CHECK(gemm_m_bucket(8) == 8);
     CHECK(gemm_m_bucket(9) == 16);
     CHECK(gemm_m_bucket(129) == 256);
-    CHECK(gemm_m_bucket(100000) == 256);
+    CHECK(gemm_m_bucket(256) == 256);
+    CHECK(gemm_m_bucket(257) == kGemmLargeM);
+    CHECK(gemm_m_bucket(100000) == kGemmLargeM);
     for (int bucket : kGemmMBuckets)
       for (int64_t n : {8, 2880, 8192, 28672})
         for (int64_t k : {32, 2880, 8192}) {
@@ -108,15 +111,16 @@ TEST_SUITE("gemm") {
           CAPTURE(bucket);
           CAPTURE(n);
           CAPTURE(k);
-          CHECK(t.block_m == bucket);
+          CHECK(t.block_m == std::min(bucket, 256));
           CHECK(gemm_shared_bytes(t) <= 227u * 1024);
           CHECK(t.stages >= 2);
           CHECK((t.split_k == 1 || t.split_k == 2 || t.split_k == 4));
           CHECK((k + t.block_k - 1) / t.block_k >= t.split_k);  // every split has work
         }
-    // decode on a small N splits K to cover the SMs; prefill never does
+    // one row tile on a small N splits K to cover the SMs; prefill never does
     CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 8, 132).split_k == 2);
-    CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 256, 132).split_k == 1);
+    CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 256, 132).split_k == 2);
+    CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, kGemmLargeM, 132).split_k == 1);
   }
 
   TEST_CASE("generated source: one wgmma for the bucket's N, sm_90a only") {
@@ -137,29 +141,45 @@ TEST_SUITE("gemm") {
   }
 
   TEST_CASE("the weight operand: placed nibble x scale factor = e2m1 x scale x 2^-SHIFT, exactly") {
-    // Every byte (two nibbles) against every E4M3 scale: the kernel multiplies the two 16-bit
-    // floats; here the same product in double, which must equal the definition exactly.
+    // Every byte (two nibbles) against every E4M3 scale in every byte of a scale word: the
+    // kernel multiplies 16-bit floats (the scale by the fixups, then nibbles by the scale);
+    // here the same steps, each of which must be exact in the 16-bit type, and the product
+    // must equal the definition.
     auto check_dtype = [](auto op, bool bf16) {
       using Op = decltype(op);
+      auto to_float = [&](unsigned h) { return double(bf16 ? nvfp4k::bf16_bits_to_float(h) : nvfp4k::fp16_bits_to_float(h)); };
+      auto exact16 = [&](double v) {  // v survives rounding to the 16-bit type
+        const unsigned short h = bf16 ? nvfp4k::float_to_bf16_bits(float(v)) : nvfp4k::float_to_fp16_bits(float(v));
+        return to_float(h) == v;
+      };
+      std::vector<double> factor(0x7F);
+      for (unsigned s = 0; s < 0x7F; ++s)
+        for (unsigned at = 0; at < 4; ++at) {
+          // s in byte `at`, NaN-free noise (with the sign bit set) in the others
+          const unsigned word = (0x3A80C5B1u & ~(0xFFu << (8 * at))) | ((s | (at % 2 ? 0x80u : 0u)) << (8 * at));
+          double f = to_float((Op::scale_bits(word, at % 2) >> (16 * (at / 2))) & 0xFFFF);
+          CHECK(f == std::ldexp(double(nvfp4k::e4m3_to_float(s)), -Op::SCALE_UNIT));
+          for (int i = 0; i < Op::FIXUPS; ++i) {
+            f = std::ldexp(f, Op::FIXUP_EXP);
+            CHECK(exact16(f));
+          }
+          CHECK(to_float(Op::FIXUP_BITS) == std::ldexp(1.0, Op::FIXUP_EXP));
+          CHECK_FALSE(Op::has_nan_scale(word));
+          CHECK(Op::has_nan_scale(word | (0x7Fu << (8 * ((at + 1) % 4)))));
+          factor[s] = f;
+        }
       for (unsigned b = 0; b < 256; ++b) {
         const unsigned placed = Op::place(b);
         for (unsigned lane = 0; lane < 2; ++lane) {
-          const unsigned h = (placed >> (16 * lane)) & 0xFFFF;
-          const double v = bf16 ? nvfp4k::bf16_bits_to_float(h) : nvfp4k::fp16_bits_to_float(h);
           const unsigned nib = lane ? b >> 4 : b & 15;
+          const double v = to_float((placed >> (16 * lane)) & 0xFFFF);
           CHECK(v == std::ldexp(double(nvfp4k::e2m1_to_float(nib)), -Op::BIAS));
-        }
-        for (unsigned s = 0; s < 0x7F; ++s) {
-          const double factor = Op::scale_factor_float(s);
-          // the factor must itself be exact in the 16-bit type (it is rounded to it on the device)
-          const unsigned short f16 = bf16 ? nvfp4k::float_to_bf16_bits(float(factor)) : nvfp4k::float_to_fp16_bits(float(factor));
-          CHECK((bf16 ? nvfp4k::bf16_bits_to_float(f16) : nvfp4k::fp16_bits_to_float(f16)) == factor);
-          const double e2m1 = nvfp4k::e2m1_to_float(b & 15);
-          CHECK(std::ldexp(e2m1, -Op::BIAS) * factor ==
-                std::ldexp(e2m1 * double(nvfp4k::e4m3_to_float(s)), -Op::SHIFT));
+          for (unsigned s = 0; s < 0x7F; ++s) {
+            CHECK(exact16(v * factor[s]));
+            CHECK(v * factor[s] == std::ldexp(double(nvfp4k::e2m1_to_float(nib)) * nvfp4k::e4m3_to_float(s), -Op::SHIFT));
+          }
         }
       }
-      CHECK(std::isnan(Op::scale_factor_float(0x7F)));
     };
     check_dtype(nvfp4k::Fp4Operand<nvfp4k::DTYPE_BF16>{}, true);
     check_dtype(nvfp4k::Fp4Operand<nvfp4k::DTYPE_FP16>{}, false);

@@ -9,9 +9,11 @@
 
 namespace nvfp4::jit::detail {
 
-// M buckets: the smallest of 8, 16, 32, 64, 128, 256 that holds M; every M above 256 runs
-// the 256 bucket's kernel over several row tiles.
-inline constexpr int kGemmMBuckets[] = {8, 16, 32, 64, 128, 256};
+// M buckets, named by the largest M they hold: 8, 16, 32, 64, 128, 256, and kGemmLargeM for
+// every M above 256 (prefill: 256-row tiles, as many as M needs). A bucket's tile has
+// min(bucket, 256) rows, so M = 129..256 runs one row tile and may split K where M > 256 must not.
+inline constexpr int kGemmLargeM = 1 << 30;
+inline constexpr int kGemmMBuckets[] = {8, 16, 32, 64, 128, 256, kGemmLargeM};
 int gemm_m_bucket(int64_t m);
 
 struct GemmTile {

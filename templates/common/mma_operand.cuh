@@ -29,33 +29,64 @@ struct Fp4Operand {
     return (mag & ((7u << MAG_AT) | (7u << (MAG_AT + 16)))) | (sign & 0x80008000u);
   }
 
-  NVFP4_HD static float scale_factor_float(unsigned scale_byte) {
-    // E4M3 bits in FP32 position read as scale * 2^-120 (subnormal scales included).
-    const float s = bits_to_float((scale_byte & 0x7Fu) << 20);
-    if ((scale_byte & 0x7Fu) == 0x7Fu) return bits_to_float(0x7FC00000u);  // the NaN scale
-    // * 2^(120 + BIAS - SHIFT) in two exact steps (the total is beyond FP32 for BF16)
-    constexpr int TOTAL = 120 + BIAS - SHIFT, FIRST = TOTAL / 2;
-    return s * bits_to_float(unsigned(127 + FIRST) << 23) * bits_to_float(unsigned(127 + TOTAL - FIRST) << 23);
+  // Block scales as 16-bit pairs. E4M3 bits moved into a 16-bit float's exponent and
+  // mantissa read as scale * 2^-SCALE_UNIT, subnormal scales included (both formats' subnormals
+  // line up); multiplying by 2^(SCALE_UNIT + BIAS - SHIFT) in FIXUPS exact steps gives the factor
+  // scale * 2^(BIAS - SHIFT) the placed nibbles need. The sign bit is ignored (scales are
+  // magnitudes); the NaN scale 0x7F is not a NaN here, so callers check it with has_nan_scale.
+  static constexpr int SCALE_AT = DTYPE == DTYPE_BF16 ? 4 : 7;      // where E4M3 bit 0 lands
+  static constexpr int SCALE_UNIT = DTYPE == DTYPE_BF16 ? 120 : 8;  // 16-bit bias - E4M3 bias
+  static constexpr int FIXUPS = DTYPE == DTYPE_BF16 ? 2 : 1;        // 2^238 needs two BF16 steps
+  static constexpr int FIXUP_EXP = (SCALE_UNIT + BIAS - SHIFT) / FIXUPS;
+  static constexpr unsigned FIXUP_BITS =  // 2^FIXUP_EXP in the 16-bit type
+      DTYPE == DTYPE_BF16 ? unsigned(127 + FIXUP_EXP) << 7 : unsigned(15 + FIXUP_EXP) << 10;
+  static_assert(FIXUPS * FIXUP_EXP == SCALE_UNIT + BIAS - SHIFT);
+
+  // Scale bytes 0 and 2 (odd = false) or 1 and 3 (odd = true) of a word of four, as the lanes
+  // of a pair reading scale * 2^-SCALE_UNIT.
+  NVFP4_HD static unsigned scale_bits(unsigned word, bool odd) {
+    const unsigned x = odd ? word >> (8 - SCALE_AT) : word << SCALE_AT;
+    return x & (0x7Fu << SCALE_AT) * 0x10001u;
+  }
+
+  // Whether any of a word's four scale bytes is the E4M3 NaN (magnitude 0x7F).
+  NVFP4_HD static bool has_nan_scale(unsigned word) {
+    const unsigned t = ~word & 0x7F7F7F7Fu;  // a NaN byte is 0 here, every other one is not
+    return ((t - 0x01010101u) & 0x80808080u) != 0;
   }
 
 #if defined(__CUDA_ARCH__)
-  // The scale factor in both halves of a 16-bit pair.
-  __device__ __forceinline__ static unsigned scale_pair(unsigned scale_byte) {
-    const float f = scale_factor_float(scale_byte);
-    unsigned d;
-    if constexpr (DTYPE == DTYPE_BF16)
-      asm("cvt.rn.bf16x2.f32 %0, %1, %1;" : "=r"(d) : "f"(f));
-    else
-      asm("cvt.rn.f16x2.f32 %0, %1, %1;" : "=r"(d) : "f"(f));
+  // scale_bits(word, odd) times the fixup: lanes read scale * 2^(BIAS - SHIFT), exactly.
+  __device__ __forceinline__ static unsigned scale_pairs(unsigned word, bool odd) {
+    unsigned d = scale_bits(word, odd);
+#pragma unroll
+    for (int i = 0; i < FIXUPS; ++i) d = mul2(d, FIXUP_BITS * 0x10001u);
     return d;
   }
-  // placed pair * scale pair, both lanes exact
-  __device__ __forceinline__ static unsigned scaled(unsigned placed, unsigned scale) {
+  // placed pair * lane HALF of `scales` (the operand selector broadcasts it), both lanes exact
+  template <int HALF>
+  __device__ __forceinline__ static unsigned scaled(unsigned placed, unsigned scales) {
+#define NVFP4_SCALED(TYPE, LANES)                                                                     \
+  asm("{\n.reg .b16 l, h;\n.reg .b32 s;\nmov.b32 {l, h}, %2;\nmov.b32 s, " LANES ";\nmul.rn." TYPE \
+      " %0, %1, s;\n}"                                                                                \
+      : "=r"(d)                                                                                       \
+      : "r"(placed), "r"(scales))
+    unsigned d;
+    if constexpr (DTYPE == DTYPE_BF16 && HALF == 0) NVFP4_SCALED("bf16x2", "{l, l}");
+    if constexpr (DTYPE == DTYPE_BF16 && HALF == 1) NVFP4_SCALED("bf16x2", "{h, h}");
+    if constexpr (DTYPE == DTYPE_FP16 && HALF == 0) NVFP4_SCALED("f16x2", "{l, l}");
+    if constexpr (DTYPE == DTYPE_FP16 && HALF == 1) NVFP4_SCALED("f16x2", "{h, h}");
+#undef NVFP4_SCALED
+    return d;
+  }
+
+ private:
+  __device__ __forceinline__ static unsigned mul2(unsigned a, unsigned b) {
     unsigned d;
     if constexpr (DTYPE == DTYPE_BF16)
-      asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(placed), "r"(scale));
+      asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
     else
-      asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(placed), "r"(scale));
+      asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
     return d;
   }
 #endif

@@ -93,7 +93,8 @@ template <class C, class Mma>
 __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   using Op = Fp4Operand<C::ADT>;
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
+  // 1024-byte aligned for the swizzles; derived from smem_raw so loads stay ld.shared
+  unsigned char* smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + C::STAGES * C::STAGE_BYTES);
   unsigned long long* empty = full + C::STAGES;
   auto stage = [&](int s) { return smem + s * C::STAGE_BYTES; };
@@ -139,46 +140,70 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     const int tid = threadIdx.x % 128, lane = tid % 32, t = lane % 4;
     const int row0 = (wg - 1) * 64 + (tid / 32) * 16 + lane / 4;  // this thread's rows: row0, row0 + 8
     const unsigned byte_t = 0x4440u | unsigned(t);                // byte t of a word, zeros above
+    // Where this thread's rows start in a stage's weights, and their TMA swizzle: the 16-byte
+    // chunk index is XORed with address bits 7.. (64-byte span: (r/2)%4, 128-byte: r%8).
+    int w_row[2], w_swizzle[2];
+    bool nan_scale[2] = {false, false};  // a NaN block scale makes the row's outputs NaN
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      w_row[h] = (row0 + 8 * h) * C::W_ROW;
+      w_swizzle[h] = ((w_row[h] >> 7) & (C::W_ROW / 16 - 1)) << 4;
+    }
 #pragma unroll
     for (int i = 0; i < C::BM / 2; ++i) acc[i] = 0.0f;
 
     for (int kt = kt_begin, i = 0; kt < kt_end; ++kt, ++i) {
       const int s = i % C::STAGES;
       mbar_wait(&full[s], (i / C::STAGES) & 1);
+      // The tile's scales of both rows as pairs: word q covers steps 4q..4q+3, pairs[h][q][0]
+      // holds steps 4q and 4q+2 in its lanes, pairs[h][q][1] steps 4q+1 and 4q+3.
       const unsigned* tile_scales = reinterpret_cast<const unsigned*>(stage(s) + C::SCALE_AT);
-      unsigned cur[2][C::BK / 64];  // row0's and row0+8's scales of the tile, 4 per word
+      unsigned pairs[2][C::BK / 64][2];
 #pragma unroll
       for (int h = 0; h < 2; ++h)
 #pragma unroll
-        for (int i = 0; i < C::BK / 64; ++i) cur[h][i] = tile_scales[(row0 + 8 * h) * (C::BK / 64) + i];
-
-      auto release = [&](int tile) {  // the tile's stage may be refilled
-        __syncwarp();
-        if (lane == 0) mbar_arrive(&empty[tile % C::STAGES]);
-      };
-      // Step j's A fragment: {row0, k 2t..2t+1}, {row0+8, same}, {row0, k 2t+8..2t+9}, {row0+8, same}.
-      // Steps go to the tensor cores in groups of GROUP: a whole tile at once for small BM
-      // (latency bound: decode the tile, then back-to-back wgmmas), one at a time for large BM
-      // (register bound: 128 accumulators; wait<1> keeps one step in flight while the next is
-      // decoded).
-      constexpr int GROUP = C::BM <= 64 ? C::KSTEPS : 1;
+        for (int q = 0; q < C::BK / 64; ++q) {
+          const unsigned word = tile_scales[(row0 + 8 * h) * (C::BK / 64) + q];
+          nan_scale[h] |= Op::has_nan_scale(word);
+          pairs[h][q][0] = Op::scale_pairs(word, false);
+          pairs[h][q][1] = Op::scale_pairs(word, true);
+        }
       const unsigned char* w = stage(s) + C::W_AT;
+
+      // Step j's A fragment: {row0, k 2t..2t+1}, {row0+8, same}, {row0, k 2t+8..2t+9}, {row0+8, same},
+      // from byte t of the two words of the step's 8 packed bytes per row.
+      auto decode = [&](unsigned (&a)[4], int j, int h, uint2 v) {
+        const unsigned scales = pairs[h][j / 4][j % 2];
+        if ((j % 4) / 2 == 0) {
+          a[h] = Op::template scaled<0>(Op::place(__byte_perm(v.x, 0u, byte_t)), scales);
+          a[h + 2] = Op::template scaled<0>(Op::place(__byte_perm(v.y, 0u, byte_t)), scales);
+        } else {
+          a[h] = Op::template scaled<1>(Op::place(__byte_perm(v.x, 0u, byte_t)), scales);
+          a[h + 2] = Op::template scaled<1>(Op::place(__byte_perm(v.y, 0u, byte_t)), scales);
+        }
+      };
+      // Steps go to the tensor cores in groups of GROUP: a whole tile at once for small BM
+      // (latency bound: decode the tile, then back-to-back wgmmas; the weights come in as one
+      // 16-byte load per two steps), one at a time for large BM (register bound: 128
+      // accumulators; wait<1> keeps one step in flight while the next is decoded).
+      constexpr int GROUP = C::BM <= 64 ? C::KSTEPS : 1;
 #pragma unroll
       for (int j0 = 0; j0 < C::KSTEPS; j0 += GROUP) {
         unsigned a[GROUP][4];
+        if constexpr (GROUP == 1) {
 #pragma unroll
-        for (int jj = 0; jj < GROUP; ++jj) {
-          const int j = j0 + jj;
+          for (int h = 0; h < 2; ++h)
+            decode(a[0], j0, h,
+                   *reinterpret_cast<const uint2*>(w + w_row[h] + ((((j0 / 2) << 4) ^ w_swizzle[h]) | (j0 % 2) * 8)));
+        } else {
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const int r = row0 + 8 * h;
-            // TMA swizzle over W_ROW bytes: the 16-byte chunk index ^= address bits 7.. (64 B: (r/2)%4, 128 B: r%8)
-            const int swizzle = (((r * C::W_ROW) >> 7) & (C::W_ROW / 16 - 1)) << 4;
-            const uint2 v = *reinterpret_cast<const uint2*>(w + ((r * C::W_ROW + j * 8) ^ swizzle));
-            const unsigned scale = Op::scale_pair((cur[h][j / 4] >> (8 * (j % 4))) & 0xFFu);
-            a[jj][h] = Op::scaled(Op::place(__byte_perm(v.x, 0u, byte_t)), scale);
-            a[jj][h + 2] = Op::scaled(Op::place(__byte_perm(v.y, 0u, byte_t)), scale);
-          }
+          for (int j = 0; j < GROUP; j += 2)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const uint4 v = *reinterpret_cast<const uint4*>(w + w_row[h] + (((j / 2) << 4) ^ w_swizzle[h]));
+              decode(a[j], j, h, make_uint2(v.x, v.y));
+              decode(a[j + 1], j + 1, h, make_uint2(v.z, v.w));
+            }
         }
         wgmma_fence();
 #pragma unroll
@@ -192,8 +217,13 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
       // Drain before the next tile's decode: registers a wgmma still reads must not be
       // rewritten, and ptxas does not track that across the loop's back edge.
       wgmma_wait<0>();
-      release(i);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[s]);  // the stage may be refilled
     }
+    // acc[4j + 2h + e] belongs to row row0 + 8h
+#pragma unroll
+    for (int i = 0; i < C::BM / 2; ++i)
+      if (nan_scale[(i / 2) % 2]) acc[i] = __int_as_float(0x7FC00000);
   }
 
   if constexpr (C::KSPLIT > 1) {

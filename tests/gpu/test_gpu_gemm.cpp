@@ -4,6 +4,7 @@
 // scales, bias, alpha.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -26,6 +27,9 @@ struct Case {
   int bias = 0;  // 0 none, 1 bf16, 2 fp32
   int64_t a_pad = 0, d_pad = 0;
   float alpha = 1.0f;
+  // any: every finite E4M3 scale; subnormal: only nonzero subnormal scales (a kernel that
+  // flushed them would be far off); nan_row: one NaN scale, whose row of D must be NaN
+  enum Scales { any, subnormal, nan_row } scales = any;
 };
 
 uint16_t to_half_bits(DType t, float v) {
@@ -61,9 +65,14 @@ void run_case(const Case& c, std::mt19937& rng) {
   CAPTURE(c.n);
   CAPTURE(c.k);
   testutil::HostNvfp4 w(c.n, c.k, c.layout, rng);
+  if (c.scales == Case::subnormal)
+    for (int64_t n = 0; n < c.n; ++n)
+      for (int64_t b = 0; b < c.k / 16; ++b) w.scales[size_t(w.offset(n, b))] = uint8_t(1 + rng() % 7);
+  const int64_t nan_row = c.scales == Case::nan_row ? int64_t(rng() % uint64_t(c.n)) : -1;
+  if (nan_row >= 0) w.scales[size_t(w.offset(nan_row, int64_t(rng() % uint64_t(c.k / 16))))] = 0x7F;
   std::vector<double> wd(size_t(c.n * c.k));
   for (int64_t n = 0; n < c.n; ++n)
-    for (int64_t k = 0; k < c.k; ++k) wd[size_t(n * c.k + k)] = w.value(n, k);
+    for (int64_t k = 0; k < c.k; ++k) wd[size_t(n * c.k + k)] = n == nan_row ? NAN : w.value(n, k);
   const double gw = std::ldexp(1.0 + (rng() % 100) / 100.0, -12);
 
   const int64_t lda = c.k + c.a_pad, ldd = c.n + c.d_pad;
@@ -140,6 +149,14 @@ void run_case(const Case& c, std::mt19937& rng) {
         v = half_bits_to_double(c.d, h);
       }
       const double r = ref[size_t(m * c.n + n)];
+      if (n == nan_row) {  // must be a NaN the kernel wrote, not the poison's
+        if (!std::isnan(v) || std::all_of(&got[at], &got[at] + esize, [](uint8_t b) { return b == 0xFF; })) {
+          FAIL_CHECK("m=" << c.m << " n=" << c.n << " k=" << c.k << ": element (" << m << ", " << n << ") = " << v
+                          << ", expected the NaN of row " << nan_row << "'s NaN block scale");
+          return;
+        }
+        continue;
+      }
       if (!std::isfinite(v)) {
         FAIL_CHECK("m=" << c.m << " n=" << c.n << " k=" << c.k << ": first unwritten or non-finite element (" << m << ", "
                         << n << ") = " << v << ", expected " << r);
@@ -182,6 +199,11 @@ TEST_SUITE("gpu_gemm") {
         {200, 1000, 2880, DType::fp16, DType::fp16, ScaleLayout::swizzled128x4, true, 2},
         {1, 4096, 4096, DType::bf16, DType::bf16, ScaleLayout::linear, true, 1, 8, 3, 0.5f},
         {129, 2880, 2880, DType::bf16, DType::fp32, ScaleLayout::swizzled128x4, false, 2, 16, 5, -2.0f},
+        // subnormal block scales only, and a NaN block scale, through BF16 and FP16 operands
+        {16, 2880, 2880, DType::bf16, DType::fp32, ScaleLayout::linear, false, 0, 0, 0, 1.0f, Case::subnormal},
+        {200, 1000, 2880, DType::fp16, DType::fp32, ScaleLayout::swizzled128x4, false, 0, 0, 0, 1.0f, Case::subnormal},
+        {1, 8192, 8192, DType::bf16, DType::bf16, ScaleLayout::linear, false, 0, 0, 0, 1.0f, Case::nan_row},
+        {300, 200, 4096, DType::fp16, DType::fp32, ScaleLayout::swizzled128x4, false, 0, 0, 0, 1.0f, Case::nan_row},
     };
     for (const Case& c : cases) run_case(c, rng);
   }
