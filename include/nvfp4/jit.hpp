@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "nvfp4/jit.h"
 
@@ -132,6 +133,36 @@ struct GemmArgs {
   float alpha = 1.0f;
 };
 void gemm(const GemmArgs& args, CUstream stream);
+
+// What a GEMM kernel is specialized on, besides M: the tuner's unit of work.
+struct GemmProblem {
+  int64_t n = 0, k = 0;
+  DType a_dtype = DType::bf16, d_dtype = DType::bf16;
+  ScaleLayout scale_layout = ScaleLayout::linear;
+  bool has_bias = false;
+  DType bias_dtype = DType::bf16;
+};
+
+struct TuneOptions {
+  int64_t m = 0;  // 0: every M bucket; else only the bucket holding this M
+  int runs = 10;  // timed launches per candidate (median)
+};
+
+// One M bucket's result. Times are medians on this GPU with the weights rotated past L2.
+struct TunedBucket {
+  int64_t m_bucket = 0;         // the bucket's largest M (0: the bucket of every M above 256)
+  std::string heuristic, winner;  // tiles, e.g. "bm8 bk256 wg1 s4 ks2"
+  double heuristic_us = 0, winner_us = 0;
+  int candidates = 0;
+};
+
+// Times every candidate tile of `problem` per M bucket on the current device (sm_90a) on
+// scratch buffers (no user data is read or written), keeps the fastest (the heuristic's
+// unless another is at least 2% faster) and records it in the cache root's tuning table
+// (v1/tuning/<arch>-<device>-<SMs>.json), where every later gemm() of this problem finds it.
+// Compiles the candidates first (in parallel; cached ones load from disk). Not during a
+// CUDA graph capture. With NVFP4_JIT_AUTOTUNE=1, gemm() tunes an untuned bucket on first use.
+std::vector<TunedBucket> tune(const GemmProblem& problem, const TuneOptions& options = {});
 
 // Bytes of an E4M3 scale tensor for [rows, k] in `layout` (padding included).
 int64_t scale_bytes(ScaleLayout layout, int64_t rows, int64_t k);

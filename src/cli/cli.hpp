@@ -38,5 +38,6 @@ int cmd_prewarm(const Args& args);
 int cmd_cache(const Args& args);
 int cmd_info(const Args& args);
 int cmd_bench(const Args& args);
+int cmd_tune(const Args& args);
 
 }  // namespace nvfp4::jit::cli

@@ -15,6 +15,7 @@ usage: nvfp4-jit <verb> [options]      nvfp4-jit <verb> --help
 
 verbs:
   prewarm   compile the kernels of model shapes into the disk cache (no GPU needed)
+  tune      time the GEMM tile candidates of model shapes on this GPU, remember the fastest
   cache     stats | ls | verify | clear: look after the disk cache
   info      library, NVRTC and driver versions, devices, cache roots, manifests
   bench     core | dequantize | quantize | gemm: time the JIT and the kernels on this GPU
@@ -22,6 +23,8 @@ verbs:
 environment:
   NVFP4_JIT_CACHE_DIR    cache root (else $XDG_CACHE_HOME/nvfp4-jit, else ~/.cache/nvfp4-jit)
   NVFP4_JIT_CACHE_PATH   extra read-only cache roots, colon-separated
+  NVFP4_JIT_AUTOTUNE     1: a GEMM tunes an untuned M bucket on first use (default: tuned
+                         entries when present, else the heuristic)
 
 exit codes: 0 success, 1 something failed (kernels, cache entries, GPU work),
             2 usage error, 3 no GPU where one is needed
@@ -38,6 +41,18 @@ Kernels already in the cache are not compiled again; processes running at once s
   -j N      compile threads (default: the number of cores)
   --json    print a JSON summary on stdout
   --quiet   no per-kernel lines or progress bar
+)"},
+    {"tune", R"(usage: nvfp4-jit tune [--manifest NAME|FILE]... [--shape N,K]... [--m M] [--runs R]
+                     [--layout linear|swizzled128x4] [--json]
+
+For each weight shape and M bucket (<=8, 16, 32, 64, 128, 256, >256), times every candidate
+GEMM tile on this GPU (scratch buffers, weights rotated past L2, median of R runs), keeps the
+fastest (the heuristic's unless another is 2% faster) and records it in the cache root's
+v1/tuning/<arch>-<device>-<SMs>.json; gemm() uses it from then on, in every process.
+Candidates compile in parallel (cached ones load from disk). Needs a GPU (exit 3 without one).
+  --m M     tune only the bucket holding M
+  --runs R  timed launches per candidate (default 10)
+  --layout  the weights' scale layout (default linear)
 )"},
     {"cache", R"(usage: nvfp4-jit cache stats|ls|verify|clear [--json] [--remove-bad]
 
@@ -94,7 +109,7 @@ int main(int argc, char** argv) {
     return kUsage;
   }
   try {
-    const Args args(rest, {"--manifest", "--shape", "--arch", "-j", "--out"});
+    const Args args(rest, {"--manifest", "--shape", "--arch", "-j", "--out", "--m", "--runs", "--layout"});
     if (args.has("--help") || args.has("-h")) {
       std::fputs(verb_help(verb), stdout);
       return kOk;
@@ -102,6 +117,7 @@ int main(int argc, char** argv) {
     if (verb == "prewarm") return cmd_prewarm(args);
     if (verb == "cache") return cmd_cache(args);
     if (verb == "info") return cmd_info(args);
+    if (verb == "tune") return cmd_tune(args);
     return cmd_bench(args);
   } catch (const UsageError& e) {
     std::fprintf(stderr, "nvfp4-jit %s: %s\n\n%s", verb.c_str(), e.what(), verb_help(verb));

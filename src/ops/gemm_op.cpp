@@ -7,6 +7,7 @@
 #include "common/scale_layout.cuh"
 #include "core/error.hpp"
 #include "core/launcher.hpp"
+#include "ops/gemm_tune.hpp"
 #include "ops/validate.hpp"
 
 namespace nvfp4::jit::detail {
@@ -215,7 +216,7 @@ void gemm(const GemmArgs& args, CUstream stream) {
   const Resolved r = resolve(args);
   if (args.m == 0) return;
   const DeviceInfo& device = gemm_device();
-  launch_gemm(args, r, device, gemm_heuristic(device.arch, args.n, args.k, gemm_m_bucket(args.m), device.sm_count), stream);
+  launch_gemm(args, r, device, gemm_tile_for(device, args, stream), stream);
 }
 
 }  // namespace nvfp4::jit

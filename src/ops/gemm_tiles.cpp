@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
+
 namespace nvfp4::jit::detail {
 
 namespace {
@@ -10,6 +12,7 @@ constexpr unsigned kSm90SharedBytes = 227 * 1024;  // opt-in maximum per block
 unsigned stage_bytes(const GemmTile& t) {
   return unsigned(t.block_k / 64 * t.block_m * 128 + 64 * t.consumers * t.block_k / 2 + 8 * t.block_k);
 }
+unsigned max_stages(const GemmTile& t) { return std::min(8u, (kSm90SharedBytes - 1024 - 128) / stage_bytes(t)); }
 }  // namespace
 
 int gemm_m_bucket(int64_t m) {
@@ -26,16 +29,56 @@ GemmTile gemm_heuristic(Arch /*arch*/, int64_t n, int64_t k, int bucket, int sm_
   GemmTile t;
   t.block_m = std::min(bucket, 256);
   t.consumers = bucket >= 128 ? 2 : 1;
-  t.block_k = bucket <= 64 ? 256 : 128;
-  // Measured on an H200 (docs/perf.md): decode buckets run best with 4 stages and the grid
-  // split until it covers the SMs once; more stages or splits lose. Larger tiles take what
-  // fits; the one-row-tile buckets (M <= 256) split K to fill the GPU, prefill never does.
-  t.stages = bucket <= 128 ? 4 : int(std::min<unsigned>(8, (kSm90SharedBytes - 1024 - 128) / stage_bytes(t)));
+  t.block_k = bucket <= 128 ? 256 : 128;
+  // From `nvfp4-jit tune` on an H200 (docs/perf.md): M <= 32 runs best with 4 stages, M = 64
+  // and 128 with as many as fit; the grid splits K (at most in two: four always lost) until
+  // it covers the SMs once. The larger tiles take what fits; the one-row-tile buckets
+  // (M <= 256) may split K to fill the GPU, prefill never does.
+  t.stages = bucket <= 32 ? 4 : int(max_stages(t));
   const int64_t ktiles = (k + t.block_k - 1) / t.block_k;
   const int64_t ctas = (n + 64 * t.consumers - 1) / (64 * t.consumers);
-  const int max_split = bucket <= 64 ? 4 : bucket <= 256 ? 2 : 1;
+  const int max_split = bucket <= 256 ? 2 : 1;
   while (ctas * t.split_k < sm_count && t.split_k < max_split && ktiles / (2 * t.split_k) >= 4) t.split_k *= 2;
   return t;
+}
+
+std::string gemm_tile_problem(const GemmTile& t, int64_t k) {
+  if (t.block_m < 8 || t.block_m > 256 || t.block_m % 8) return fmt::format("block_m {} is not a multiple of 8 in 8..256", t.block_m);
+  if (t.consumers != 1 && t.consumers != 2) return fmt::format("{} consumer warpgroups (1 or 2)", t.consumers);
+  if (t.block_k != 128 && t.block_k != 256) return fmt::format("block_k {} (128 or 256)", t.block_k);
+  if (t.stages < 2) return fmt::format("{} stages (at least 2)", t.stages);
+  if (t.split_k != 1 && t.split_k != 2 && t.split_k != 4 && t.split_k != 8)
+    return fmt::format("split_k {} (1, 2, 4 or 8: a portable cluster)", t.split_k);
+  if (gemm_shared_bytes(t) > kSm90SharedBytes)
+    return fmt::format("{} bytes of shared memory (at most {})", gemm_shared_bytes(t), kSm90SharedBytes);
+  if (t.split_k > 1 && unsigned(64 * t.consumers * t.block_m * 4) > unsigned(t.stages) * stage_bytes(t))
+    return "the split-K partial tile does not fit in the stages";
+  if (t.split_k > 1 && (k + t.block_k - 1) / t.block_k < 2 * t.split_k) return fmt::format("split_k {} leaves a split under 2 k-tiles", t.split_k);
+  return {};
+}
+
+std::vector<GemmTile> gemm_candidates(Arch arch, int64_t n, int64_t k, int bucket, int sm_count) {
+  const GemmTile heuristic = gemm_heuristic(arch, n, k, bucket, sm_count);
+  std::vector<GemmTile> tiles{heuristic};
+  for (int block_k : {128, 256})
+    for (bool most_stages : {false, true})
+      for (int split_k : {1, 2, 4}) {
+        GemmTile t = heuristic;
+        t.block_k = block_k;
+        t.split_k = split_k;
+        t.stages = most_stages ? int(max_stages(t)) : 4;
+        if (gemm_tile_problem(t, k).empty() && std::find(tiles.begin(), tiles.end(), t) == tiles.end()) tiles.push_back(t);
+      }
+  return tiles;
+}
+
+std::string describe(const GemmTile& t) {
+  return fmt::format("bm{} bk{} wg{} s{} ks{}", t.block_m, t.block_k, t.consumers, t.stages, t.split_k);
+}
+
+bool operator==(const GemmTile& a, const GemmTile& b) {
+  return a.block_m == b.block_m && a.consumers == b.consumers && a.stages == b.stages && a.split_k == b.split_k &&
+         a.block_k == b.block_k;
 }
 
 }  // namespace nvfp4::jit::detail

@@ -4,6 +4,8 @@
 #pragma once
 #include <cstdint>
 #include <span>
+#include <string>
+#include <vector>
 
 #include "core/spec.hpp"
 
@@ -31,5 +33,17 @@ GemmTile gemm_heuristic(Arch arch, int64_t n, int64_t k, int bucket, int sm_coun
 
 // Dynamic shared memory the sm_90a kernel of `tile` needs (the template's SMEM_BYTES).
 unsigned gemm_shared_bytes(const GemmTile& tile);
+
+// Why the sm_90a kernel cannot be built or launched with `tile` (shared memory, cluster size,
+// split-K partials that must fit in the stages, empty splits for this K); empty when it can.
+std::string gemm_tile_problem(const GemmTile& tile, int64_t k);
+
+// The tuner's search space for a bucket: the heuristic's tile first, then block_k 128 / 256,
+// 4 stages or as many as fit, split-K 1 / 2 / 4; only tiles gemm_tile_problem accepts.
+std::vector<GemmTile> gemm_candidates(Arch arch, int64_t n, int64_t k, int bucket, int sm_count);
+
+// "bm8 bk256 wg1 s4 ks2": a tile in messages and reports.
+std::string describe(const GemmTile& tile);
+bool operator==(const GemmTile& a, const GemmTile& b);
 
 }  // namespace nvfp4::jit::detail

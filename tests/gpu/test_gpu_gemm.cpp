@@ -13,6 +13,8 @@
 #include "../dequantize_fixture.hpp"
 #include "common/nvfp4_format.cuh"
 #include "core/gpu_util.hpp"
+#include "core/launcher.hpp"
+#include "ops/gemm_tune.hpp"
 
 using namespace nvfp4::jit;
 using namespace nvfp4::jit::detail;
@@ -220,5 +222,32 @@ TEST_SUITE("gpu_gemm") {
         {130, 72, 160, DType::fp16, DType::bf16, ScaleLayout::linear, true, 2},
     };
     for (const Case& c : cases) run_case(c, rng);
+  }
+}
+
+TEST_SUITE("gpu_gemm") {
+  TEST_CASE("tune a small shape: the winner is recorded and the next gemm runs it, correctly") {
+    std::mt19937 rng(std::random_device{}());
+    GemmProblem problem;
+    problem.n = 1000, problem.k = 4096;
+    problem.d_dtype = DType::fp32;
+    TuneOptions options;
+    options.m = 5;
+    options.runs = 5;
+    const std::vector<TunedBucket> tuned = tune(problem, options);
+    REQUIRE(tuned.size() == 1);
+    CHECK(tuned[0].m_bucket == 8);
+    CHECK(tuned[0].candidates > 1);
+    CHECK(tuned[0].winner_us <= tuned[0].heuristic_us);
+    MESSAGE("tuned M<=8 of 1000x4096: heuristic " << tuned[0].heuristic << " " << tuned[0].heuristic_us << " us, winner "
+                                                  << tuned[0].winner << " " << tuned[0].winner_us << " us");
+    GemmArgs probe;
+    probe.m = 5, probe.n = problem.n, probe.k = problem.k, probe.d_dtype = DType::fp32;
+    CHECK(describe(gemm_tile_for(current_device(), probe, nullptr)) == tuned[0].winner);
+    run_case({5, 1000, 4096, DType::bf16, DType::fp32}, rng);
+    // other buckets of the problem are untouched: still the heuristic's
+    probe.m = 100;
+    CHECK(gemm_tile_for(current_device(), probe, nullptr) ==
+          gemm_heuristic(Arch::sm_90a, 1000, 4096, 128, current_device().sm_count));
   }
 }

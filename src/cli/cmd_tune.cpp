@@ -1,0 +1,71 @@
+// nvfp4-jit tune: pick the fastest GEMM tile per M bucket on this GPU and remember it.
+#include <chrono>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "cli/cli.hpp"
+#include "core/gpu_util.hpp"
+#include "core/manifest.hpp"
+#include "nvfp4/jit.hpp"
+
+namespace nvfp4::jit::cli {
+
+using namespace detail;
+
+int cmd_tune(const Args& args) {
+  args.allow_only({"--manifest", "--shape", "--m", "--runs", "--layout", "--json"});
+  if (!args.positional().empty()) throw UsageError(fmt::format("unexpected argument `{}`", args.positional()[0]));
+  std::vector<WeightShape> shapes;
+  for (const std::string& m : args.all("--manifest")) {
+    auto more = load_manifest(m);
+    shapes.insert(shapes.end(), more.begin(), more.end());
+  }
+  for (const std::string& s : args.all("--shape")) shapes.push_back(parse_shape(s));
+  if (shapes.empty()) throw UsageError("give at least one --manifest or --shape");
+  const std::string layout = args.get("--layout", "linear");
+  if (layout != "linear" && layout != "swizzled128x4") throw UsageError("--layout is linear or swizzled128x4");
+  TuneOptions options;
+  options.m = args.get_int("--m", 0);
+  options.runs = args.get_int("--runs", options.runs);
+  const bool json = args.has("--json");
+
+  std::string why;
+  if (!use_primary_context(0, &why)) {
+    std::fprintf(stderr, "nvfp4-jit tune: no GPU: %s\n", why.c_str());
+    return kNoGpu;
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string out = "[";
+  if (!json)
+    std::printf("%-14s %6s %6s %8s  %-24s %10s  %-24s %10s %7s\n", "shape", "N", "K", "M bucket", "heuristic", "us",
+                "tuned", "us", "gain");
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    GemmProblem problem;
+    problem.n = shapes[i].n, problem.k = shapes[i].k;
+    problem.scale_layout = layout == "linear" ? ScaleLayout::linear : ScaleLayout::swizzled128x4;
+    const auto t = std::chrono::steady_clock::now();
+    const std::vector<TunedBucket> buckets = tune(problem, options);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+    for (const TunedBucket& b : buckets) {
+      const std::string bucket = b.m_bucket ? fmt::format("<={}", b.m_bucket) : ">256";
+      if (json)
+        out += fmt::format(R"({}{{"shape":"{}","n":{},"k":{},"m_bucket":{},"heuristic":"{}","heuristic_us":{:.3f},)"
+                           R"("tuned":"{}","tuned_us":{:.3f},"candidates":{}}})",
+                           out.size() > 1 ? "," : "", json_escape(shapes[i].name), problem.n, problem.k, b.m_bucket,
+                           b.heuristic, b.heuristic_us, b.winner, b.winner_us, b.candidates);
+      else
+        std::printf("%-14s %6lld %6lld %8s  %-24s %10.2f  %-24s %10.2f %6.1f%%\n", shapes[i].name.c_str(),
+                    (long long)problem.n, (long long)problem.k, bucket.c_str(), b.heuristic.c_str(), b.heuristic_us,
+                    b.winner.c_str(), b.winner_us, 100 * (b.heuristic_us / b.winner_us - 1));
+    }
+    if (!json) std::printf("  (%zu buckets in %.1f s)\n", buckets.size(), seconds);
+    std::fflush(stdout);
+  }
+  const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (json) std::printf("{\"seconds\":%.3f,\"results\":%s]}\n", total, out.c_str());
+  else std::printf("tune: %zu shapes in %.1f s\n", shapes.size(), total);
+  return kOk;
+}
+
+}  // namespace nvfp4::jit::cli

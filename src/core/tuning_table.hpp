@@ -1,0 +1,88 @@
+// Tuned tile choices, remembered per GPU model in the cache root:
+//
+//   <root>/v1/tuning/<arch>-<device name>-<SM count>.json
+//
+// One entry per (problem, M bucket): the problem is a kernel spec without its tile (op,
+// shape, dtypes, layout, flags), the value the winning tile and its time. The file records
+// the library, NVRTC and driver versions it was tuned with; a file from other versions is
+// ignored (with a note) because its timings no longer describe these kernels. Writers merge
+// under a lock file, so processes tuning at once lose none of each other's entries.
+#pragma once
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/spec.hpp"
+
+namespace nvfp4::jit::detail {
+
+struct TuningEntry {
+  KernelSpec problem;  // tile fields zero
+  int m_bucket = 0;
+  TileConfig tile;
+  double us = 0, heuristic_us = 0;
+};
+
+// The versions a table is valid for.
+struct TuningVersions {
+  std::string library, nvrtc;
+  int driver = 0;
+  static TuningVersions current();
+  bool operator==(const TuningVersions&) const = default;
+};
+
+class TuningTable {
+ public:
+  // "sm_90a-NVIDIA_H100_80GB_HBM3-132.json": the device name with anything but [A-Za-z0-9.-] as '_'.
+  static std::string file_name(Arch arch, const std::string& device_name, int sm_count);
+
+  // Reads `path` (a missing file is an empty table; one from other versions, or a line that
+  // does not parse, is skipped with a note in notes()).
+  TuningTable(std::string path, Arch arch, std::string device_name, int sm_count,
+              TuningVersions versions = TuningVersions::current());
+
+  std::optional<TileConfig> find(const KernelSpec& problem, int m_bucket) const;
+  std::vector<TuningEntry> entries() const;
+  // Adds or replaces entries here and in the file: lock, re-read, merge, write atomically.
+  // Returns "" or why the file could not be written (the entries still apply in this process).
+  std::string record(const std::vector<TuningEntry>& entries);
+
+  // Adds or replaces entries in this process only.
+  void merge(const std::vector<TuningEntry>& entries);
+
+  const std::string& path() const { return path_; }
+  std::vector<std::string> notes() const;
+
+  // The serialized form (exposed for the tests).
+  static std::string to_text(const std::vector<TuningEntry>& entries, Arch arch, const std::string& device_name,
+                             int sm_count, const TuningVersions& versions);
+  // Entries of `text` if it is a table of `versions`; else none, with the reason in `note`.
+  static std::vector<TuningEntry> parse(const std::string& text, const TuningVersions& versions, std::string* note);
+
+ private:
+  struct Key {
+    KernelSpec problem;
+    int m_bucket;
+    bool operator==(const Key& o) const { return problem == o.problem && m_bucket == o.m_bucket; }
+  };
+  struct KeyHash {
+    size_t operator()(const Key& k) const noexcept { return KernelSpecHash{}(k.problem) * 31 + size_t(k.m_bucket); }
+  };
+  std::string path_, device_name_;
+  Arch arch_;
+  int sm_count_;
+  TuningVersions versions_;
+  mutable std::shared_mutex mutex_;
+  std::unordered_map<Key, TuningEntry, KeyHash> table_;
+  std::vector<std::string> notes_;
+};
+
+// The table of the current device, from the primary cache root (entries of read-only roots
+// first, the primary's override them). Loaded once per device and process.
+TuningTable& tuning_table_for(int device_ordinal, Arch arch, const std::string& device_name, int sm_count);
+
+}  // namespace nvfp4::jit::detail

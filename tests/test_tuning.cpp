@@ -1,0 +1,158 @@
+// The tuner's CPU side: candidate tiles per bucket, the tuning table's file (round trip,
+// version rejection, damaged lines, concurrent writers).
+#include <doctest/doctest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "core/tuning_table.hpp"
+#include "ops/gemm_tiles.hpp"
+#include "ops/gemm_tune.hpp"
+#include "test_util.hpp"
+
+using namespace nvfp4::jit;
+using namespace nvfp4::jit::detail;
+
+namespace {
+
+TuningEntry entry(int64_t n, int bucket, int split_k, double us) {
+  TuningEntry e;
+  GemmProblem p;
+  p.n = n, p.k = 4096;
+  e.problem = gemm_problem(Arch::sm_90a, p);
+  e.m_bucket = bucket;
+  e.tile.block_m = uint16_t(std::min(bucket, 256));
+  e.tile.block_n = 64;
+  e.tile.block_k = 256;
+  e.tile.threads = 256;
+  e.tile.stages = 4;
+  e.tile.split_k = uint8_t(split_k);
+  e.us = us;
+  e.heuristic_us = us * 1.1;
+  return e;
+}
+
+const TuningVersions kVersions{"1.2.3", "13.0", 13000};
+
+std::string read(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+TEST_SUITE("tuning") {
+  TEST_CASE("candidates: the heuristic's tile first, every candidate buildable, no duplicates") {
+    for (int bucket : kGemmMBuckets)
+      for (int64_t n : {8, 2880, 8192, 28672})
+        for (int64_t k : {32, 2880, 8192, 14336}) {
+          CAPTURE(bucket);
+          CAPTURE(n);
+          CAPTURE(k);
+          const std::vector<GemmTile> c = gemm_candidates(Arch::sm_90a, n, k, bucket, 132);
+          REQUIRE(!c.empty());
+          CHECK(c[0] == gemm_heuristic(Arch::sm_90a, n, k, bucket, 132));
+          for (size_t i = 0; i < c.size(); ++i) {
+            CHECK(gemm_tile_problem(c[i], k) == "");
+            for (size_t j = 0; j < i; ++j) CHECK_FALSE(c[i] == c[j]);
+          }
+        }
+    // a decode bucket on a long K has the whole space: 2 depths x 2 stage counts x 3 splits
+    CHECK(gemm_candidates(Arch::sm_90a, 8192, 8192, 8, 132).size() >= 10);
+  }
+
+  TEST_CASE("tiles the kernel cannot run are rejected with the reason") {
+    GemmTile t{256, 2, 8, 1, 128};
+    CHECK(gemm_tile_problem(t, 8192).find("shared memory") != std::string::npos);
+    t = {8, 1, 4, 4, 256};
+    CHECK(gemm_tile_problem(t, 1024).find("split") != std::string::npos);  // 4 k-tiles over 4 splits
+    t = {8, 1, 4, 3, 256};
+    CHECK(gemm_tile_problem(t, 8192).find("split_k 3") != std::string::npos);
+    t = {12, 1, 4, 1, 256};
+    CHECK(gemm_tile_problem(t, 8192).find("block_m") != std::string::npos);
+    t = {8, 1, 4, 1, 64};
+    CHECK(gemm_tile_problem(t, 8192).find("block_k") != std::string::npos);
+  }
+
+  TEST_CASE("table round trip; another version's table is ignored with a note; damaged lines are skipped") {
+    const std::vector<TuningEntry> entries{entry(8192, 8, 2, 28.5), entry(8192, kGemmLargeM, 1, 870.25),
+                                           entry(4096, 64, 4, 40)};
+    const std::string text = TuningTable::to_text(entries, Arch::sm_90a, "NVIDIA H100 80GB HBM3", 132, kVersions);
+    std::string note;
+    const std::vector<TuningEntry> back = TuningTable::parse(text, kVersions, &note);
+    CHECK(note == "");
+    REQUIRE(back.size() == entries.size());
+    for (size_t i = 0; i < back.size(); ++i) {
+      CHECK(back[i].problem == entries[i].problem);
+      CHECK(back[i].m_bucket == entries[i].m_bucket);
+      CHECK(std::memcmp(&back[i].tile, &entries[i].tile, sizeof(TileConfig)) == 0);
+      CHECK(back[i].us == doctest::Approx(entries[i].us));
+    }
+    for (const TuningVersions& other : {TuningVersions{"1.2.4", "13.0", 13000}, TuningVersions{"1.2.3", "12.8", 13000},
+                                        TuningVersions{"1.2.3", "13.0", 12080}}) {
+      std::string why;
+      CHECK(TuningTable::parse(text, other, &why).empty());
+      CHECK(why.find("ignored") != std::string::npos);
+    }
+    std::string damaged = text;
+    damaged.insert(damaged.find("\n{") + 1, "{\"op\":6,\"n\":oops},\n");
+    CHECK(TuningTable::parse(damaged, kVersions, &note).size() == entries.size());
+    CHECK(note.find("1 entries") != std::string::npos);
+    CHECK(TuningTable::parse("garbage", kVersions, &note).empty());
+    CHECK(TuningTable::file_name(Arch::sm_90a, "NVIDIA H100 80GB HBM3", 132) == "sm_90a-NVIDIA_H100_80GB_HBM3-132.json");
+  }
+
+  TEST_CASE("recorded entries persist, are found by the next table, and replace older ones") {
+    testutil::TempDir dir;
+    const std::string path = dir.str() + "/v1/tuning/" + TuningTable::file_name(Arch::sm_90a, "GPU", 132);
+    {
+      TuningTable t(path, Arch::sm_90a, "GPU", 132, kVersions);
+      CHECK(t.entries().empty());
+      CHECK(t.record({entry(8192, 8, 2, 30), entry(8192, 16, 2, 31)}) == "");
+    }
+    TuningTable t(path, Arch::sm_90a, "GPU", 132, kVersions);
+    REQUIRE(t.find(entry(8192, 8, 1, 0).problem, 8));
+    CHECK(t.find(entry(8192, 8, 1, 0).problem, 8)->split_k == 2);
+    CHECK_FALSE(t.find(entry(8192, 8, 1, 0).problem, 32));
+    CHECK_FALSE(t.find(entry(4096, 8, 1, 0).problem, 8));
+    CHECK(t.record({entry(8192, 8, 4, 25)}) == "");
+    CHECK(TuningTable(path, Arch::sm_90a, "GPU", 132, kVersions).find(entry(8192, 8, 1, 0).problem, 8)->split_k == 4);
+    CHECK(TuningTable(path, Arch::sm_90a, "GPU", 132, kVersions).entries().size() == 2);
+    // a table from another library version loads as empty, with a note
+    TuningTable stale(path, Arch::sm_90a, "GPU", 132, TuningVersions{"9.9.9", "13.0", 13000});
+    CHECK(stale.entries().empty());
+    REQUIRE(stale.notes().size() == 1);
+    CHECK(stale.notes()[0].find("ignored") != std::string::npos);
+  }
+
+  TEST_CASE("two processes recording into one table at once lose nothing") {
+    testutil::TempDir dir;
+    const std::string path = dir.str() + "/v1/tuning/t.json";
+    constexpr int kPerProcess = 40;
+    pid_t pids[2];
+    for (int p = 0; p < 2; ++p) {
+      pids[p] = ::fork();
+      if (pids[p] == 0) {
+        TuningTable t(path, Arch::sm_90a, "GPU", 132, kVersions);
+        for (int i = 0; i < kPerProcess; ++i)
+          if (!t.record({entry(1024 * (p + 1), 8 << (i % 6), 1 + i % 2, 10 + i)}).empty()) ::_exit(1);
+        ::_exit(0);
+      }
+    }
+    for (pid_t pid : pids) {
+      int status = 0;
+      ::waitpid(pid, &status, 0);
+      CHECK(WIFEXITED(status));
+      CHECK(WEXITSTATUS(status) == 0);
+    }
+    // each process wrote 6 distinct (problem, bucket) keys, the last value of each winning
+    const TuningTable t(path, Arch::sm_90a, "GPU", 132, kVersions);
+    CHECK(t.entries().size() == 12);
+    CHECK(read(path).find("\"format\":1") != std::string::npos);
+  }
+}
