@@ -4,8 +4,11 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "core/prewarm.hpp"
+#include "core/tuning_table.hpp"
 #include "test_util.hpp"
 
 using testutil::cli;
@@ -64,6 +67,69 @@ TEST_SUITE("cli") {
     CHECK(testutil::json_int(run(with_cache(dir) + " cache stats --json").out, "entries") == 0);
   }
 
+  TEST_CASE("cache export / import round trip ships kernels and tuning tables; damaged members are refused") {
+    testutil::TempDir a, b;
+    REQUIRE(run(with_cache(a) + " prewarm --shape 8,256 --arch sm_90a --quiet").code == 0);
+    using namespace nvfp4::jit::detail;
+    const std::string table = a.str() + "/v1/tuning/" + TuningTable::file_name(Arch::sm_90a, "Some GPU", 132);
+    TuningEntry e;
+    e.problem.op = Op::gemm;
+    e.problem.n = 256, e.problem.k = 256;
+    e.m_bucket = 8;
+    e.tile.block_m = 8;
+    REQUIRE(TuningTable(table, Arch::sm_90a, "Some GPU", 132).record({e}) == "");
+    const long n = kernel_count({"8,256"}, {Arch::sm_90a});
+    const std::string file = a.str() + "/shipped.tar";
+    const auto out = run(with_cache(a) + " cache export " + file + " --json");
+    CAPTURE(out.err);
+    REQUIRE(out.code == 0);
+    CHECK(testutil::json_int(out.out, "kernels") == n);
+    CHECK(testutil::json_int(out.out, "tables") == 1);
+    CHECK(run("tar -tf " + file + " | grep -c cubin").out == std::to_string(n) + "\n");  // a plain tar file
+
+    const auto in = run(with_cache(b) + " cache import " + file + " --json");
+    CAPTURE(in.err);
+    CHECK(in.code == 0);
+    CHECK(testutil::json_int(in.out, "kernels") == n);
+    CHECK(run(with_cache(b) + " cache verify").out.find(std::to_string(n) + " entries, 0 bad") != std::string::npos);
+    CHECK(TuningTable(b.str() + "/v1/tuning/" + TuningTable::file_name(Arch::sm_90a, "Some GPU", 132), Arch::sm_90a,
+                      "Some GPU", 132)
+              .find(e.problem, 8));
+    CHECK(testutil::json_int(run(with_cache(b) + " prewarm --shape 8,256 --arch sm_90a --json").out, "compiled") == 0);
+    // importing again adds nothing
+    CHECK(testutil::json_int(run(with_cache(b) + " cache import " + file + " --json").out, "already_present") == n);
+
+    // a flipped byte inside a cubin: that entry is refused, the others still come in
+    testutil::TempDir c;
+    std::string tar;
+    {
+      std::ifstream f(file, std::ios::binary);
+      tar.assign(std::istreambuf_iterator<char>(f), {});
+    }
+    tar[tar.find("\x7f" "ELF") + 200] ^= 0x55;
+    { std::ofstream(a.str() + "/damaged.tar", std::ios::binary) << tar; }
+    const auto damaged = run(with_cache(c) + " cache import " + a.str() + "/damaged.tar --json");
+    CHECK(damaged.code == 1);
+    CHECK(damaged.err.find("checksum") != std::string::npos);
+    CHECK(testutil::json_int(damaged.out, "kernels") == n - 1);
+    CHECK(run(with_cache(c) + " cache verify").code == 0);
+    // not a tar file at all
+    { std::ofstream(a.str() + "/junk.tar") << std::string(2048, 'x'); }
+    CHECK(run(with_cache(c) + " cache import " + a.str() + "/junk.tar").code == 1);
+  }
+
+  TEST_CASE("cache prune removes entries older than the given age only") {
+    testutil::TempDir dir;
+    REQUIRE(run(with_cache(dir) + " prewarm --shape 8,256 --arch sm_90a --quiet").code == 0);
+    const long n = kernel_count({"8,256"}, {nvfp4::jit::detail::Arch::sm_90a});
+    CHECK(testutil::json_int(run(with_cache(dir) + " cache prune --older-than 1d --json").out, "removed_entries") == 0);
+    CHECK(run(with_cache(dir) + " cache prune --older-than 1x").code == 2);
+    CHECK(run(with_cache(dir) + " cache prune").code == 2);
+    ::sleep(1);
+    CHECK(testutil::json_int(run(with_cache(dir) + " cache prune --older-than 0s --json").out, "removed_entries") == n);
+    CHECK(testutil::json_int(run(with_cache(dir) + " cache stats --json").out, "entries") == 0);
+  }
+
   TEST_CASE("a read-only cache directory degrades to memory-only with one warning") {
     testutil::TempDir dir;
     const std::string root = dir.str() + "/ro";
@@ -102,7 +168,7 @@ TEST_SUITE("cli") {
   }
 
   TEST_CASE("--help on every verb, info and --version work without a GPU") {
-    for (const char* verb : {"prewarm", "cache", "info", "bench"}) {
+    for (const char* verb : {"prewarm", "tune", "cache", "info", "bench"}) {
       const auto r = run(cli() + " " + verb + " --help");
       CHECK(r.code == 0);
       CHECK(r.out.find("usage: nvfp4-jit") != std::string::npos);
@@ -112,5 +178,9 @@ TEST_SUITE("cli") {
     CHECK(info.out.find("\"nvrtc\":\"") != std::string::npos);
     CHECK(info.out.find("llama-3.1-8b") != std::string::npos);
     CHECK(run(cli() + " --version").out.find("nvfp4-jit 0.") == 0);
+    // tune needs a GPU: exit 3 here, after checking its arguments (exit 2)
+    CHECK(run(cli() + " tune --shape 256,256").code == 3);
+    CHECK(run(cli() + " tune").code == 2);
+    CHECK(run(cli() + " tune --shape 256,256 --layout diagonal").code == 2);
   }
 }

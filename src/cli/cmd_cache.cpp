@@ -1,10 +1,12 @@
-// nvfp4-jit cache stats|ls|verify|clear
+// nvfp4-jit cache stats|ls|verify|prune|clear|export|import
+#include <chrono>
 #include <cstdio>
 #include <map>
 
 #include <fmt/format.h>
 
 #include "cli/cli.hpp"
+#include "core/cache_archive.hpp"
 #include "core/kernel_store.hpp"
 
 namespace nvfp4::jit::cli {
@@ -79,17 +81,58 @@ int list(DiskCache& cache, bool json, bool verify, bool remove_bad) {
   return verify && bad && removed < bad ? kFailed : kOk;
 }
 
+// "30" (days), "30d", "12h", "90m", "45s"
+std::chrono::seconds parse_age(const std::string& text) {
+  size_t used = 0;
+  long long n = -1;
+  try {
+    n = std::stoll(text, &used);
+  } catch (const std::exception&) {
+  }
+  const std::string unit = text.substr(used);
+  const long long scale = unit.empty() || unit == "d" ? 86400 : unit == "h" ? 3600 : unit == "m" ? 60 : unit == "s" ? 1 : 0;
+  if (n < 0 || scale == 0) throw UsageError(fmt::format("--older-than `{}`: expected a number of days, or N with d, h, m or s", text));
+  return std::chrono::seconds(n * scale);
+}
+
+int archive(DiskCache& cache, const std::string& what, const std::string& file, bool json) {
+  const ArchiveSummary s = what == "export" ? export_cache(cache, file) : import_cache(cache, file);
+  for (const std::string& why : s.skipped) std::fprintf(stderr, "nvfp4-jit cache %s: skipped %s\n", what.c_str(), why.c_str());
+  if (json)
+    std::printf("{\"kernels\":%zu,\"tables\":%zu,\"already_present\":%zu,\"skipped\":%zu}\n", s.kernels, s.tables,
+                s.already_present, s.skipped.size());
+  else if (what == "export")
+    std::printf("cache export: %zu kernels and %zu tuning tables to %s\n", s.kernels, s.tables, file.c_str());
+  else
+    std::printf("cache import: %zu new kernels (%zu already present), %zu tuning tables, %zu skipped, into %s\n",
+                s.kernels, s.already_present, s.tables, s.skipped.size(), cache.roots().primary.c_str());
+  return s.skipped.empty() ? kOk : kFailed;
+}
+
 }  // namespace
 
 int cmd_cache(const Args& args) {
-  args.allow_only({"--json", "--remove-bad"});
-  if (args.positional().size() != 1) throw UsageError("expected one of: stats, ls, verify, clear");
+  args.allow_only({"--json", "--remove-bad", "--older-than"});
+  if (args.positional().empty())
+    throw UsageError("expected one of: stats, ls, verify, prune, clear, export FILE, import FILE");
   const std::string& what = args.positional()[0];
+  if ((what == "export" || what == "import") != (args.positional().size() == 2))
+    throw UsageError(what == "export" || what == "import" ? fmt::format("cache {} takes one FILE", what)
+                                                          : fmt::format("unexpected argument `{}`", args.positional().back()));
   DiskCache& cache = KernelStore::instance().disk();
   const bool json = args.has("--json");
   if (what == "stats") return stats(cache, json);
   if (what == "ls") return list(cache, json, false, false);
   if (what == "verify") return list(cache, json, true, args.has("--remove-bad"));
+  if (what == "export" || what == "import") return archive(cache, what, args.positional()[1], json);
+  if (what == "prune") {
+    if (!args.has("--older-than")) throw UsageError("cache prune needs --older-than AGE");
+    const size_t n = cache.prune(parse_age(args.get("--older-than")));
+    if (json) std::printf("{\"removed_entries\":%zu}\n", n);
+    else std::printf("cache prune: removed %zu entries older than %s from %s\n", n, args.get("--older-than").c_str(),
+                     cache.roots().primary.c_str());
+    return kOk;
+  }
   if (what == "clear") {
     const size_t n = cache.clear();
     if (json) std::printf("{\"removed_files\":%zu}\n", n);

@@ -16,7 +16,7 @@ usage: nvfp4-jit <verb> [options]      nvfp4-jit <verb> --help
 verbs:
   prewarm   compile the kernels of model shapes into the disk cache (no GPU needed)
   tune      time the GEMM tile candidates of model shapes on this GPU, remember the fastest
-  cache     stats | ls | verify | clear: look after the disk cache
+  cache     stats | ls | verify | prune | clear | export | import: look after the disk cache
   info      library, NVRTC and driver versions, devices, cache roots, manifests
   bench     core | dequantize | quantize | gemm: time the JIT and the kernels on this GPU
 
@@ -54,13 +54,21 @@ Candidates compile in parallel (cached ones load from disk). Needs a GPU (exit 3
   --runs R  timed launches per candidate (default 10)
   --layout  the weights' scale layout (default linear)
 )"},
-    {"cache", R"(usage: nvfp4-jit cache stats|ls|verify|clear [--json] [--remove-bad]
+    {"cache", R"(usage: nvfp4-jit cache stats|ls|verify|prune|clear|export FILE|import FILE [--json]
 
-  stats    roots, writability, entries and bytes per arch
-  ls       one line per entry: arch, key, size, created, kernel
-  verify   check every entry's checksum and sidecar; exit 1 if any is bad
-           (--remove-bad deletes the bad entries of the writable root)
-  clear    delete every entry of the writable root (read-only roots are never touched)
+  stats        roots, writability, entries and bytes per arch
+  ls           one line per entry: arch, key, size, created, kernel
+  verify       check every entry's checksum and sidecar; exit 1 if any is bad
+               (--remove-bad deletes the bad entries of the writable root)
+  prune --older-than AGE
+               delete the writable root's entries written more than AGE ago
+               (AGE: days, or a number with d, h, m or s)
+  clear        delete every entry of the writable root (read-only roots are never touched)
+  export FILE  write the writable root's verified kernels and tuning tables to a tar file
+  import FILE  add a tar file's kernels (each verified) and tuning tables (merged; tables of
+               other library / NVRTC / driver versions are left out) to the writable root;
+               exit 1 if any member was skipped. To serve a shipped cache read-only instead,
+               unpack it and name the directory in NVFP4_JIT_CACHE_PATH.
 )"},
     {"info", R"(usage: nvfp4-jit info [--json]
 
@@ -109,7 +117,7 @@ int main(int argc, char** argv) {
     return kUsage;
   }
   try {
-    const Args args(rest, {"--manifest", "--shape", "--arch", "-j", "--out", "--m", "--runs", "--layout"});
+    const Args args(rest, {"--manifest", "--shape", "--arch", "-j", "--out", "--m", "--runs", "--layout", "--older-than"});
     if (args.has("--help") || args.has("-h")) {
       std::fputs(verb_help(verb), stdout);
       return kOk;

@@ -210,6 +210,17 @@ bool DiskCache::remove(const CacheEntryInfo& entry) {
   return removed;
 }
 
+size_t DiskCache::prune(std::chrono::seconds age) {
+  const auto cutoff = fs::file_time_type::clock::now() - age;
+  size_t removed = 0;
+  for (const CacheEntryInfo& e : list(false)) {
+    std::error_code ec;
+    const auto written = fs::last_write_time(e.path, ec);
+    if (!ec && written < cutoff && remove(e)) ++removed;
+  }
+  return removed;
+}
+
 size_t DiskCache::clear() {
   if (roots_.primary.empty()) return 0;
   std::error_code ec;

@@ -8,6 +8,7 @@
 // checksum: anything that does not verify is a miss (and is replaced by the next store). A root
 // that cannot be written degrades the process to memory-only, with one warning.
 #pragma once
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -62,6 +63,8 @@ class DiskCache {
   size_t clear();
   // Removes one entry's files from the primary root.
   bool remove(const CacheEntryInfo& entry);
+  // Removes the primary root's entries written more than `age` ago; returns entries removed.
+  size_t prune(std::chrono::seconds age);
 
  private:
   std::string entry_dir(const std::string& root, const CacheKey& key, Arch arch) const;

@@ -1,0 +1,188 @@
+#include "core/cache_archive.hpp"
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <regex>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "core/fs_util.hpp"
+#include "core/tuning_table.hpp"
+
+namespace nvfp4::jit::detail {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr size_t kBlock = 512;
+constexpr size_t kMaxMember = size_t(256) << 20;  // no cubin or table comes near this
+
+// Member names an archive may hold: exactly the cache's own layout, nothing else.
+const std::regex kKernelName(R"(v1/(sm_[0-9]+a)/([0-9a-f]{2})/([0-9a-f]{32})\.(cubin|json))");
+const std::regex kTableName(R"(v1/tuning/[A-Za-z0-9._-]+\.json)");
+
+void append_member(std::string& tar, const std::string& name, std::span<const char> data) {
+  char h[kBlock] = {};
+  std::memcpy(h, name.data(), name.size());
+  std::snprintf(h + 100, 8, "%07o", 0644);
+  std::snprintf(h + 108, 8, "%07o", 0);
+  std::snprintf(h + 116, 8, "%07o", 0);
+  std::snprintf(h + 124, 12, "%011llo", (unsigned long long)data.size());
+  std::snprintf(h + 136, 12, "%011o", 0);
+  h[156] = '0';
+  std::memcpy(h + 257, "ustar", 6);
+  std::memcpy(h + 263, "00", 2);
+  std::memset(h + 148, ' ', 8);
+  unsigned sum = 0;
+  for (unsigned char c : h) sum += c;
+  std::snprintf(h + 148, 8, "%06o", sum);
+  tar.append(h, kBlock);
+  tar.append(data.data(), data.size());
+  tar.append((kBlock - data.size() % kBlock) % kBlock, '\0');
+}
+
+struct Member {
+  std::string name;
+  std::vector<char> data;
+};
+
+std::vector<Member> read_members(const std::vector<char>& tar, const std::string& file) {
+  std::vector<Member> members;
+  for (size_t at = 0; at + kBlock <= tar.size();) {
+    const char* h = tar.data() + at;
+    if (std::all_of(h, h + kBlock, [](char c) { return c == 0; })) break;  // end of archive
+    unsigned sum = 0, stored = 0;
+    for (size_t i = 0; i < kBlock; ++i) sum += (i >= 148 && i < 156) ? unsigned(' ') : static_cast<unsigned char>(h[i]);
+    std::sscanf(h + 148, "%8o", &stored);
+    if (sum != stored) fail(Status::cache_error, "{}: not a tar file (header checksum at offset {})", file, at);
+    unsigned long long size = 0;
+    std::sscanf(h + 124, "%12llo", &size);
+    at += kBlock;
+    if (size > kMaxMember || at + size > tar.size()) fail(Status::cache_error, "{}: truncated or oversized member", file);
+    Member m;
+    m.name.assign(h, strnlen(h, 100));
+    if (h[156] == '0' || h[156] == '\0') m.data.assign(tar.data() + at, tar.data() + at + size);
+    else m.name.clear();  // links, directories, ...: never imported
+    if (!m.name.empty()) members.push_back(std::move(m));
+    at += (size + kBlock - 1) / kBlock * kBlock;
+  }
+  return members;
+}
+
+bool same_file(const std::string& path, const std::vector<char>& data) {
+  const auto have = read_file_nofollow(path);
+  return have && *have == data;
+}
+
+}  // namespace
+
+ArchiveSummary export_cache(const DiskCache& cache, const std::string& file) {
+  ArchiveSummary summary;
+  const std::string& root = cache.roots().primary;
+  if (root.empty()) fail(Status::cache_error, "cache export: there is no cache root");
+  std::string tar;
+  for (const CacheEntryInfo& e : cache.list(true)) {
+    if (e.root != root) continue;
+    if (!e.problem.empty()) {
+      summary.skipped.push_back(fmt::format("{}: {}", e.path, e.problem));
+      continue;
+    }
+    const std::string base = fmt::format("v1/{}/{}/{}", e.arch, e.key.substr(0, 2), e.key);
+    const auto cubin = read_file_nofollow(e.path);
+    const auto sidecar = read_file_nofollow(fs::path(e.path).replace_extension(".json").string());
+    if (!cubin || !sidecar) continue;  // removed since listing
+    append_member(tar, base + ".cubin", *cubin);
+    append_member(tar, base + ".json", *sidecar);
+    ++summary.kernels;
+  }
+  std::error_code ec;
+  for (auto it = fs::directory_iterator(fs::path(root) / "v1/tuning", ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    const std::string name = "v1/tuning/" + it->path().filename().string();
+    if (!std::regex_match(name, kTableName) || name.size() >= 100) continue;
+    if (auto data = read_file_nofollow(it->path().string())) {
+      append_member(tar, name, *data);
+      ++summary.tables;
+    }
+  }
+  tar.append(2 * kBlock, '\0');
+  if (int err = write_file_atomic(file, std::span<const char>(tar.data(), tar.size())))
+    fail(Status::cache_error, "cache export: cannot write {}: {}", file, std::strerror(err));
+  return summary;
+}
+
+ArchiveSummary import_cache(DiskCache& cache, const std::string& file) {
+  const auto tar = read_file_nofollow(file);
+  if (!tar) fail(Status::cache_error, "cache import: cannot read {}", file);
+  if (!cache.writable()) fail(Status::cache_error, "cache import: the cache root {} is not writable", cache.roots().primary);
+  const std::string& root = cache.roots().primary;
+  ArchiveSummary summary;
+  std::map<std::string, std::pair<const Member*, const Member*>> kernels;  // base name -> cubin, sidecar
+  const std::vector<Member> members = read_members(*tar, file);
+  for (const Member& m : members) {
+    std::smatch match;
+    if (std::regex_match(m.name, match, kKernelName)) {
+      if (match[2] != match[3].str().substr(0, 2)) {
+        summary.skipped.push_back(m.name + ": directory does not match the key");
+        continue;
+      }
+      auto& pair = kernels[m.name.substr(0, m.name.rfind('.'))];
+      (match[4] == "cubin" ? pair.first : pair.second) = &m;
+    } else if (std::regex_match(m.name, kTableName)) {
+      // merged entry by entry: a table of other versions is left out, not written over ours
+      std::string note;
+      const std::string text(m.data.begin(), m.data.end());
+      const std::vector<TuningEntry> entries = TuningTable::parse(text, TuningVersions::current(), &note);
+      if (entries.empty()) {
+        summary.skipped.push_back(m.name + ": " + (note.empty() ? "no entries" : note));
+        continue;
+      }
+      const size_t nl = text.find('\n');
+      const std::string header = text.substr(0, nl);
+      const auto arch = parse_arch(sidecar_field(header, "arch"));
+      if (!arch) {
+        summary.skipped.push_back(m.name + ": unknown arch");
+        continue;
+      }
+      TuningTable table(root + "/" + m.name, *arch, sidecar_field(header, "device"),
+                        std::atoi(sidecar_field(header, "sm_count").c_str()));
+      if (std::string why = table.record(entries); !why.empty()) summary.skipped.push_back(m.name + ": " + why);
+      else ++summary.tables;
+    } else {
+      summary.skipped.push_back(m.name + ": not a cache file");
+    }
+  }
+  for (const auto& [base, pair] : kernels) {
+    if (!pair.first || !pair.second) {
+      summary.skipped.push_back(base + ": cubin without sidecar or sidecar without cubin");
+      continue;
+    }
+    std::smatch match;
+    const std::string cubin_name = base + ".cubin";
+    std::regex_match(cubin_name, match, kKernelName);
+    const std::string why = verify_entry(pair.first->data, std::string(pair.second->data.begin(), pair.second->data.end()),
+                                         match[3], match[1].str());
+    if (!why.empty()) {
+      summary.skipped.push_back(base + ": " + why);
+      continue;
+    }
+    const std::string dir = root + "/" + base.substr(0, base.rfind('/'));
+    const std::string path = root + "/" + base;
+    if (same_file(path + ".cubin", pair.first->data) && same_file(path + ".json", pair.second->data)) {
+      ++summary.already_present;
+      continue;
+    }
+    if (std::string why_dir = make_private_dir(dir); !why_dir.empty())
+      fail(Status::cache_error, "cache import: {}", why_dir);
+    // sidecar last: an entry is only seen once both files are in place
+    if (write_file_atomic(path + ".cubin", pair.first->data) || write_file_atomic(path + ".json", pair.second->data))
+      fail(Status::cache_error, "cache import: cannot write {}", path);
+    ++summary.kernels;
+  }
+  return summary;
+}
+
+}  // namespace nvfp4::jit::detail
