@@ -72,4 +72,15 @@ std::string json_escape(const std::string& text) {
   return out;
 }
 
+std::vector<detail::WeightShape> shapes_from(const Args& args) {
+  std::vector<detail::WeightShape> shapes;
+  for (const std::string& m : args.all("--manifest")) {
+    auto more = detail::load_manifest(m);
+    shapes.insert(shapes.end(), more.begin(), more.end());
+  }
+  for (const std::string& s : args.all("--shape")) shapes.push_back(detail::parse_shape(s));
+  if (shapes.empty()) throw UsageError("give at least one --manifest or --shape");
+  return shapes;
+}
+
 }  // namespace nvfp4::jit::cli

@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "core/manifest.hpp"
+
 namespace nvfp4::jit::cli {
 
 // Exit codes (documented in `nvfp4-jit --help` and the README).
@@ -32,6 +34,8 @@ class Args {
 };
 
 std::vector<std::string> split(const std::string& text, char sep);
+// The weight shapes of every --manifest and --shape given (UsageError when there are none).
+std::vector<detail::WeightShape> shapes_from(const Args& args);
 std::string json_escape(const std::string& text);
 
 int cmd_prewarm(const Args& args);

@@ -40,13 +40,7 @@ void draw_progress(const PrewarmSummary& s, size_t done) {
 int cmd_prewarm(const Args& args) {
   args.allow_only({"--manifest", "--shape", "--arch", "-j", "--json", "--quiet"});
   if (!args.positional().empty()) throw UsageError(fmt::format("unexpected argument `{}`", args.positional()[0]));
-  std::vector<WeightShape> shapes;
-  for (const std::string& m : args.all("--manifest")) {
-    auto more = load_manifest(m);
-    shapes.insert(shapes.end(), more.begin(), more.end());
-  }
-  for (const std::string& s : args.all("--shape")) shapes.push_back(parse_shape(s));
-  if (shapes.empty()) throw UsageError("give at least one --manifest or --shape");
+  const std::vector<WeightShape> shapes = shapes_from(args);
   const std::vector<Arch> archs = parse_archs(args.get("--arch", "sm_90a,sm_100a,sm_120a"));
   const int threads = args.get_int("-j", int(std::max(1u, std::thread::hardware_concurrency())));
   if (threads < 1) throw UsageError("-j must be at least 1");

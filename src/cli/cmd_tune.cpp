@@ -16,13 +16,7 @@ using namespace detail;
 int cmd_tune(const Args& args) {
   args.allow_only({"--manifest", "--shape", "--m", "--runs", "--layout", "--json"});
   if (!args.positional().empty()) throw UsageError(fmt::format("unexpected argument `{}`", args.positional()[0]));
-  std::vector<WeightShape> shapes;
-  for (const std::string& m : args.all("--manifest")) {
-    auto more = load_manifest(m);
-    shapes.insert(shapes.end(), more.begin(), more.end());
-  }
-  for (const std::string& s : args.all("--shape")) shapes.push_back(parse_shape(s));
-  if (shapes.empty()) throw UsageError("give at least one --manifest or --shape");
+  const std::vector<WeightShape> shapes = shapes_from(args);
   const std::string layout = args.get("--layout", "linear");
   if (layout != "linear" && layout != "swizzled128x4") throw UsageError("--layout is linear or swizzled128x4");
   TuneOptions options;
