@@ -156,3 +156,29 @@ TEST_SUITE("tuning") {
     CHECK(read(path).find("\"format\":1") != std::string::npos);
   }
 }
+
+TEST_SUITE("tuning") {
+  TEST_CASE("tune rejects bad problems and options before touching a device") {
+    auto status_of = [](const GemmProblem& p, const TuneOptions& o) {
+      try {
+        tune(p, o);
+      } catch (const Error& e) {
+        return e.status();
+      }
+      return Status::ok;
+    };
+    GemmProblem p;
+    p.n = 256, p.k = 256;
+    GemmProblem bad = p;
+    bad.k = 48;  // not a multiple of 32
+    CHECK(status_of(bad, {}) == Status::invalid_argument);
+    bad = p;
+    bad.n = 0;
+    CHECK(status_of(bad, {}) == Status::invalid_argument);
+    bad = p;
+    bad.d_dtype = DType::nvfp4;  // a real dtype gemm cannot write
+    CHECK(status_of(bad, {}) == Status::unsupported);
+    CHECK(status_of(p, {0, 0}) == Status::invalid_argument);   // runs
+    CHECK(status_of(p, {-1, 5}) == Status::invalid_argument);  // m
+  }
+}
