@@ -21,6 +21,21 @@ TEST_SUITE("c_api") {
     a.k = 32;
     a.out_dtype = NVFP4_DTYPE_NVFP4;
     CHECK(nvfp4_jit_dequantize(&a, nullptr) == NVFP4_UNSUPPORTED);
+
+    CHECK(nvfp4_jit_rmsnorm_quantize(nullptr, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4_jit_rmsnorm_quantize: args is null") != std::string::npos);
+    nvfp4_swiglu_quantize_args s;
+    std::memset(&s, 0, sizeof s);
+    s.k = 64;
+    s.interleave = 3;
+    s.out.global_scale.value = 1.0f;
+    CHECK(nvfp4_jit_swiglu_quantize(&s, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(std::string(nvfp4_jit_last_error()).find("interleave = 3") != std::string::npos);
+    nvfp4_moe_stage_args m;
+    std::memset(&m, 0, sizeof m);
+    m.k = 64;
+    m.out.scale_mode = NVFP4_GSCALE_COMPUTE_PER_TENSOR;
+    CHECK(nvfp4_jit_moe_stage(&m, nullptr) == NVFP4_UNSUPPORTED);
   }
 
   TEST_CASE("the last error is per thread, and a success clears it") {

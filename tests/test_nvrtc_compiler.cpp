@@ -7,6 +7,7 @@
 #include "core/nvrtc_compiler.hpp"
 #include "core/prewarm.hpp"
 #include "ops/dequantize_op.hpp"
+#include "ops/row_quantize_op.hpp"
 
 using namespace nvfp4::jit;
 using namespace nvfp4::jit::detail;
@@ -18,6 +19,10 @@ TEST_SUITE("nvrtc") {
       REQUIRE_MESSAGE(nvrtc_supports(arch), "NVRTC " << nvrtc_version() << " lacks " << to_string(arch));
       for (const KernelSpec& s : prewarm_specs({parse_shape("1,4096")}, {arch})) specs.push_back(s);
       specs.push_back(dequantize_spec(arch, 48, DType::fp16, ScaleLayout::linear));  // K an odd multiple of 16
+      // The fused quantizers' other paths: interleaved SwiGLU groups below and above 16, FP32, MoE staging.
+      specs.push_back(row_quantize_spec(Op::swiglu_quantize, arch, 96, DType::fp32, ScaleLayout::linear, 1));
+      specs.push_back(row_quantize_spec(Op::swiglu_quantize, arch, 96, DType::fp16, ScaleLayout::swizzled128x4, 32));
+      specs.push_back(row_quantize_spec(Op::moe_stage, arch, 65536, DType::bf16, ScaleLayout::swizzled128x4));
     }
     std::vector<std::string> failures(specs.size());
     std::vector<std::thread> threads;

@@ -30,6 +30,7 @@ step prewarm for this GPU; $B/nvfp4-jit prewarm --manifest llama-3.1-8b --arch s
 step bench core; $B/nvfp4-jit bench core $QUICK --out "$OUT/bench_core.json" || status=1
 step bench dequantize; $B/nvfp4-jit bench dequantize $QUICK --out "$OUT/bench_dequantize.json" || status=1
 step bench quantize; $B/nvfp4-jit bench quantize $QUICK --out "$OUT/bench_quantize.json" || status=1
+step bench rmsnorm-quantize; $B/nvfp4-jit bench rmsnorm-quantize $QUICK --out "$OUT/bench_rmsnorm_quantize.json" || status=1
 step bench gemm; $B/nvfp4-jit bench gemm $QUICK --out "$OUT/bench_gemm.json" || status=1
 step SASS
 for f in $(find "$NVFP4_JIT_CACHE_DIR/v1/sm_90a" -name '*.cubin'); do

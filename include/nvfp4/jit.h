@@ -92,6 +92,55 @@ typedef struct nvfp4_quantize_args {
   float* global_scale_out;         /* NVFP4_GSCALE_COMPUTE_*: device, 1 or rows floats */
 } nvfp4_quantize_args;
 
+/* Where a fused quantizer writes NVFP4 [rows, k]; scale_mode GIVEN or COMPUTE_PER_ROW. */
+typedef struct nvfp4_quantized_output {
+  void* data;
+  int64_t row_stride_bytes; /* 0: k/2 */
+  void* scales;
+  nvfp4_scale_layout scale_layout;
+  nvfp4_global_scale_mode scale_mode;
+  nvfp4_global_scale global_scale;
+  float* global_scale_out;
+} nvfp4_quantized_output;
+
+/* RMSNorm then quantize in one pass; see jit.hpp (nvfp4::jit::RmsNormQuantizeArgs). */
+typedef struct nvfp4_rmsnorm_quantize_args {
+  const void* in;
+  nvfp4_dtype in_dtype;
+  int64_t in_row_stride; /* elements; 0: k */
+  int64_t rows, k;
+  const void* weight; /* [k], in_dtype */
+  float eps;
+  nvfp4_quantized_output out;
+  void* normed;              /* optional */
+  int64_t normed_row_stride; /* elements; 0: k */
+  float* inv_rms;            /* optional [rows] */
+} nvfp4_rmsnorm_quantize_args;
+
+/* SwiGLU (gate, up in one [rows, 2k] input) then quantize; see jit.hpp. */
+typedef struct nvfp4_swiglu_quantize_args {
+  const void* in;
+  nvfp4_dtype in_dtype;
+  int64_t in_row_stride; /* elements; 0: 2k */
+  int64_t rows, k;
+  int64_t interleave; /* 0: two halves */
+  nvfp4_quantized_output out;
+} nvfp4_swiglu_quantize_args;
+
+/* MoE staging: tokens quantized, router top-k ids and weights copied; see jit.hpp. */
+typedef struct nvfp4_moe_stage_args {
+  const void* tokens;
+  nvfp4_dtype in_dtype;
+  int64_t in_row_stride;
+  int64_t rows, k;
+  nvfp4_quantized_output out;
+  int64_t topk;
+  const int32_t* topk_ids;
+  const float* topk_weights; /* or NULL */
+  int32_t* topk_ids_out;
+  float* topk_weights_out;
+} nvfp4_moe_stage_args;
+
 /* E4M3 scales of an NVFP4 [rows, k] matrix rewritten in another layout; see jit.hpp. */
 typedef struct nvfp4_convert_scales_args {
   const void* src;
@@ -124,6 +173,9 @@ const char* nvfp4_jit_last_error(void);
 nvfp4_status nvfp4_jit_dequantize(const nvfp4_dequantize_args* args, CUstream stream);
 nvfp4_status nvfp4_jit_quantize(const nvfp4_quantize_args* args, CUstream stream);
 nvfp4_status nvfp4_jit_convert_scales(const nvfp4_convert_scales_args* args, CUstream stream);
+nvfp4_status nvfp4_jit_rmsnorm_quantize(const nvfp4_rmsnorm_quantize_args* args, CUstream stream);
+nvfp4_status nvfp4_jit_swiglu_quantize(const nvfp4_swiglu_quantize_args* args, CUstream stream);
+nvfp4_status nvfp4_jit_moe_stage(const nvfp4_moe_stage_args* args, CUstream stream);
 nvfp4_status nvfp4_jit_gemm(const nvfp4_gemm_args* args, CUstream stream);
 /* Bytes of an E4M3 scale tensor for [rows, k] in `layout`, padding included (-1: bad input). */
 int64_t nvfp4_jit_scale_bytes(nvfp4_scale_layout layout, int64_t rows, int64_t k);

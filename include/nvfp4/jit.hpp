@@ -99,6 +99,70 @@ struct QuantizeArgs {
 
 void quantize(const QuantizeArgs& args, CUstream stream);
 
+// Where a fused quantizer writes its NVFP4 result [rows, k]: as QuantizeArgs' outputs, with
+// the global scale given or computed per row (a per-tensor amax would need the whole tensor
+// before the first block is quantized, which one pass over the input cannot have).
+struct QuantizedOutput {
+  void* data = nullptr;              // packed E2M1 [rows, k/2], 8-byte aligned
+  int64_t row_stride_bytes = 0;      // 0: k/2
+  void* scales = nullptr;            // scale_bytes(scale_layout, rows, k) bytes
+  ScaleLayout scale_layout = ScaleLayout::linear;
+  GlobalScaleMode scale_mode = GlobalScaleMode::given;  // given or compute_per_row
+  GlobalScale global_scale{};         // scale_mode == given
+  float* global_scale_out = nullptr;  // compute_per_row: rows floats
+};
+
+// RMSNorm then quantize, in one pass over `in`:
+//   inv_rms[r] = 1 / sqrt(sum_k x^2 / k + eps)   (fp32, correctly rounded steps)
+//   y = RN(RN(x * inv_rms) * weight)              (RN: round to in_dtype, as frameworks do)
+// and y is quantized exactly as quantize() would quantize a tensor holding y, so the result
+// equals the unfused RMSNorm -> quantize. One CTA per row, k <= 65536.
+struct RmsNormQuantizeArgs {
+  const void* in = nullptr;           // [rows, k], 16-byte aligned
+  DType in_dtype = DType::bf16;       // BF16, FP16 or FP32
+  int64_t in_row_stride = 0;          // elements; 0: k
+  int64_t rows = 0, k = 0;            // k: a multiple of 16
+  const void* weight = nullptr;       // [k], in_dtype
+  float eps = 1e-6f;
+  QuantizedOutput out{};
+  void* normed = nullptr;             // optional: y [rows, k] in in_dtype
+  int64_t normed_row_stride = 0;      // elements; 0: k
+  float* inv_rms = nullptr;           // optional: [rows]
+};
+void rmsnorm_quantize(const RmsNormQuantizeArgs& args, CUstream stream);
+
+// SwiGLU then quantize (the input of an MoE or MLP down projection), in one pass:
+//   h = RN(silu(gate) * up), silu(g) = g / (1 + e^-g) in fp32 (e^x within 2 ulp)
+// Each input row holds 2k values: gate then up as two halves (interleave = 0), or groups of
+// `interleave` gate values each followed by `interleave` up values (interleave divides 16,
+// or is a multiple of 16; it divides k). Output [rows, k].
+struct SwigluQuantizeArgs {
+  const void* in = nullptr;           // [rows, 2k], 16-byte aligned
+  DType in_dtype = DType::bf16;       // BF16, FP16 or FP32
+  int64_t in_row_stride = 0;          // elements; 0: 2k
+  int64_t rows = 0, k = 0;            // k: a multiple of 16, <= 65536
+  int64_t interleave = 0;
+  QuantizedOutput out{};
+};
+void swiglu_quantize(const SwigluQuantizeArgs& args, CUstream stream);
+
+// MoE input staging in one launch: the tokens [rows, k] quantized (as quantize() does) and
+// the router's top-k ids and weights [rows, topk] copied to the buffers the expert GEMMs
+// read (e.g. a CUDA graph's static inputs).
+struct MoeStageArgs {
+  const void* tokens = nullptr;       // [rows, k], 16-byte aligned
+  DType in_dtype = DType::bf16;
+  int64_t in_row_stride = 0;          // elements; 0: k
+  int64_t rows = 0, k = 0;
+  QuantizedOutput out{};
+  int64_t topk = 0;
+  const int32_t* topk_ids = nullptr;  // [rows, topk]
+  const float* topk_weights = nullptr;  // [rows, topk] or null (then nothing is copied for them)
+  int32_t* topk_ids_out = nullptr;
+  float* topk_weights_out = nullptr;
+};
+void moe_stage(const MoeStageArgs& args, CUstream stream);
+
 // E4M3 block scales of an NVFP4 matrix [rows, k] rewritten in another layout, e.g. a
 // ModelOpt weight_scale (linear) into the swizzled128x4 layout GEMM libraries read.
 // Padding of a swizzled destination is written as zeros.
@@ -179,5 +243,8 @@ namespace nvfp4::jit::cpu {
 void dequantize(const DequantizeArgs& args);
 void quantize(const QuantizeArgs& args);
 void convert_scales(const ConvertScalesArgs& args);
+void rmsnorm_quantize(const RmsNormQuantizeArgs& args);
+void swiglu_quantize(const SwigluQuantizeArgs& args);
+void moe_stage(const MoeStageArgs& args);
 
 }  // namespace nvfp4::jit::cpu

@@ -29,9 +29,26 @@ nvfp4_status guarded(F&& body) {
   return NVFP4_INTERNAL;
 }
 
+nvfp4::jit::GlobalScale to_cpp(const nvfp4_global_scale& g) { return {g.value, g.device_ptr, g.per_row != 0}; }
+
 nvfp4::jit::Nvfp4Tensor to_cpp(const nvfp4_tensor& t) {
-  return {t.data, t.row_stride_bytes, t.scales, static_cast<nvfp4::jit::ScaleLayout>(t.scale_layout),
-          {t.global_scale.value, t.global_scale.device_ptr, t.global_scale.per_row != 0}};
+  return {t.data, t.row_stride_bytes, t.scales, static_cast<nvfp4::jit::ScaleLayout>(t.scale_layout), to_cpp(t.global_scale)};
+}
+
+nvfp4::jit::QuantizedOutput to_cpp(const nvfp4_quantized_output& o) {
+  nvfp4::jit::QuantizedOutput q;
+  q.data = o.data;
+  q.row_stride_bytes = o.row_stride_bytes;
+  q.scales = o.scales;
+  q.scale_layout = static_cast<nvfp4::jit::ScaleLayout>(o.scale_layout);
+  q.scale_mode = static_cast<nvfp4::jit::GlobalScaleMode>(o.scale_mode);
+  q.global_scale = to_cpp(o.global_scale);
+  q.global_scale_out = o.global_scale_out;
+  return q;
+}
+
+void require(const void* args, const char* who) {
+  if (!args) throw nvfp4::jit::Error(nvfp4::jit::Status::invalid_argument, std::string(who) + ": args is null");
 }
 
 }  // namespace
@@ -71,7 +88,7 @@ nvfp4_status nvfp4_jit_quantize(const nvfp4_quantize_args* args, CUstream stream
     a.scales = args->scales;
     a.scale_layout = static_cast<nvfp4::jit::ScaleLayout>(args->scale_layout);
     a.scale_mode = static_cast<nvfp4::jit::GlobalScaleMode>(args->scale_mode);
-    a.global_scale = {args->global_scale.value, args->global_scale.device_ptr, args->global_scale.per_row != 0};
+    a.global_scale = to_cpp(args->global_scale);
     a.global_scale_out = args->global_scale_out;
     nvfp4::jit::quantize(a, stream);
   });
@@ -97,7 +114,60 @@ int64_t nvfp4_jit_scale_bytes(nvfp4_scale_layout layout, int64_t rows, int64_t k
 
 }  // extern "C"
 
-extern "C" nvfp4_status nvfp4_jit_gemm(const nvfp4_gemm_args* args, CUstream stream) {
+extern "C" nvfp4_status nvfp4_jit_rmsnorm_quantize(const nvfp4_rmsnorm_quantize_args* args, CUstream stream) {
+  return guarded([&] {
+    require(args, "nvfp4_jit_rmsnorm_quantize");
+    nvfp4::jit::RmsNormQuantizeArgs a;
+    a.in = args->in;
+    a.in_dtype = static_cast<nvfp4::jit::DType>(args->in_dtype);
+    a.in_row_stride = args->in_row_stride;
+    a.rows = args->rows;
+    a.k = args->k;
+    a.weight = args->weight;
+    a.eps = args->eps;
+    a.out = to_cpp(args->out);
+    a.normed = args->normed;
+    a.normed_row_stride = args->normed_row_stride;
+    a.inv_rms = args->inv_rms;
+    nvfp4::jit::rmsnorm_quantize(a, stream);
+  });
+}
+
+nvfp4_status nvfp4_jit_swiglu_quantize(const nvfp4_swiglu_quantize_args* args, CUstream stream) {
+  return guarded([&] {
+    require(args, "nvfp4_jit_swiglu_quantize");
+    nvfp4::jit::SwigluQuantizeArgs a;
+    a.in = args->in;
+    a.in_dtype = static_cast<nvfp4::jit::DType>(args->in_dtype);
+    a.in_row_stride = args->in_row_stride;
+    a.rows = args->rows;
+    a.k = args->k;
+    a.interleave = args->interleave;
+    a.out = to_cpp(args->out);
+    nvfp4::jit::swiglu_quantize(a, stream);
+  });
+}
+
+nvfp4_status nvfp4_jit_moe_stage(const nvfp4_moe_stage_args* args, CUstream stream) {
+  return guarded([&] {
+    require(args, "nvfp4_jit_moe_stage");
+    nvfp4::jit::MoeStageArgs a;
+    a.tokens = args->tokens;
+    a.in_dtype = static_cast<nvfp4::jit::DType>(args->in_dtype);
+    a.in_row_stride = args->in_row_stride;
+    a.rows = args->rows;
+    a.k = args->k;
+    a.out = to_cpp(args->out);
+    a.topk = args->topk;
+    a.topk_ids = args->topk_ids;
+    a.topk_weights = args->topk_weights;
+    a.topk_ids_out = args->topk_ids_out;
+    a.topk_weights_out = args->topk_weights_out;
+    nvfp4::jit::moe_stage(a, stream);
+  });
+}
+
+nvfp4_status nvfp4_jit_gemm(const nvfp4_gemm_args* args, CUstream stream) {
   return guarded([&] {
     if (!args) throw nvfp4::jit::Error(nvfp4::jit::Status::invalid_argument, "nvfp4_jit_gemm: args is null");
     nvfp4::jit::GemmArgs a;

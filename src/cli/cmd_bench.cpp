@@ -1,4 +1,4 @@
-// nvfp4-jit bench core|dequantize|quantize|gemm: timings on this machine's GPU, printed and saved as JSON.
+// nvfp4-jit bench core|dequantize|quantize|rmsnorm-quantize|gemm: timings on this machine's GPU, printed and saved as JSON.
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -178,6 +178,25 @@ struct QuantizeWorkload : Workload {
   double bytes() const override { return double(rows) * k * (2 + 0.5 + 1.0 / 16); }
 };
 
+// RMSNorm + quantize with a static activation scale: the weight [k] is shared by every row
+// and stays in L2, so the bytes are those of quantize.
+struct RmsNormQuantizeWorkload : QuantizeWorkload {
+  DeviceBuffer weight;
+  RmsNormQuantizeWorkload(int64_t rows_, int64_t k_, std::mt19937& rng)
+      : QuantizeWorkload(rows_, k_, rng), weight(to_device(random_bf16(k_, rng))) {}
+  void run() const override {
+    RmsNormQuantizeArgs a;
+    a.in = in.get();
+    a.rows = rows;
+    a.k = k;
+    a.weight = weight.get();
+    a.out.data = packed.get();
+    a.out.scales = scales.get();
+    a.out.global_scale.value = 1.0f / 2688;
+    rmsnorm_quantize(a, nullptr);
+  }
+};
+
 // Times `make(rows, k)` workloads side by side with a device-to-device copy of as many bytes.
 template <class Make>
 std::string bandwidth_bench(const char* title, bool quick, Make make) {
@@ -222,9 +241,9 @@ std::string bandwidth_bench(const char* title, bool quick, Make make) {
 
 int cmd_bench(const Args& args) {
   args.allow_only({"--out", "--quick"});
-  if (args.positional().size() != 1) throw UsageError("expected one of: core, dequantize, quantize, gemm");
+  if (args.positional().size() != 1) throw UsageError("expected one of: core, dequantize, quantize, rmsnorm-quantize, gemm");
   const std::string what = args.positional()[0];
-  if (what != "core" && what != "dequantize" && what != "quantize" && what != "gemm")
+  if (what != "core" && what != "dequantize" && what != "quantize" && what != "rmsnorm-quantize" && what != "gemm")
     throw UsageError(fmt::format("unknown benchmark `{}`", what));
   std::string why;
   if (!use_primary_context(0, &why)) {
@@ -241,6 +260,11 @@ int cmd_bench(const Args& args) {
     json = bandwidth_bench("dequantize: NVFP4 -> BF16, linear scales", quick, [](int64_t m, int64_t k, std::mt19937& rng) {
       return std::unique_ptr<Workload>(new DequantizeWorkload(m, k, rng));
     });
+  } else if (what == "rmsnorm-quantize") {
+    json = bandwidth_bench("rmsnorm-quantize: BF16 -> RMSNorm -> NVFP4, linear scales, given global scale", quick,
+                           [](int64_t m, int64_t k, std::mt19937& rng) {
+                             return std::unique_ptr<Workload>(new RmsNormQuantizeWorkload(m, k, rng));
+                           });
   } else {
     json = bandwidth_bench("quantize: BF16 -> NVFP4, linear scales, given global scale", quick,
                            [](int64_t m, int64_t k, std::mt19937& rng) {

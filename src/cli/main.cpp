@@ -74,12 +74,14 @@ Candidates compile in parallel (cached ones load from disk). Needs a GPU (exit 3
 
 Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in manifests.
 )"},
-    {"bench", R"(usage: nvfp4-jit bench core|dequantize|quantize|gemm [--out FILE.json] [--quick]
+    {"bench", R"(usage: nvfp4-jit bench core|dequantize|quantize|rmsnorm-quantize|gemm [--out FILE.json] [--quick]
 
   core        cold NVRTC compile per kernel, disk-cache hit (load to first launch),
               warm dispatch host time per call
   dequantize  NVFP4 -> BF16 bandwidth against a device-to-device copy of the same bytes
   quantize    BF16 -> NVFP4 (given global scale) bandwidth against the same copy
+  rmsnorm-quantize
+              BF16 -> RMSNorm -> NVFP4 in one pass, against the same copy
   gemm        W4A16 GEMM against cuBLAS BF16 (dlopened) on decode, M=128, prefill and an M
               sweep; weights rotated past L2; floor = max(bytes / copy bandwidth,
               flops / cuBLAS BF16 peak measured in the same process)

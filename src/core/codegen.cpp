@@ -5,6 +5,7 @@
 #include "ops/dequantize_op.hpp"
 #include "ops/gemm_op.hpp"
 #include "ops/quantize_op.hpp"
+#include "ops/row_quantize_op.hpp"
 
 namespace nvfp4::jit::detail {
 
@@ -31,6 +32,9 @@ GeneratedKernel generate(const KernelSpec& spec) {
     case Op::amax_finalize: return generate_amax(spec);
     case Op::convert_scales: return generate_convert_scales(spec);
     case Op::gemm: return generate_gemm(spec);
+    case Op::rmsnorm_quantize:
+    case Op::swiglu_quantize:
+    case Op::moe_stage: return generate_row_quantize(spec);
   }
   fail(Status::internal, "codegen: unknown op {}", static_cast<int>(spec.op));
 }

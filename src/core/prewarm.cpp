@@ -10,6 +10,7 @@
 #include "ops/dequantize_op.hpp"
 #include "ops/gemm_op.hpp"
 #include "ops/quantize_op.hpp"
+#include "ops/row_quantize_op.hpp"
 
 namespace nvfp4::jit::detail {
 
@@ -25,6 +26,7 @@ std::vector<KernelSpec> prewarm_specs(const std::vector<WeightShape>& shapes, co
       for (const KernelSpec& spec : gemm_prewarm_specs(arch, shape.n, shape.k, sm_count)) add(spec);
       for (const KernelSpec& spec : dequantize_prewarm_specs(arch, shape.k)) add(spec);
       for (const KernelSpec& spec : quantize_prewarm_specs(arch, shape.k)) add(spec);
+      for (const KernelSpec& spec : row_quantize_prewarm_specs(arch, shape.k)) add(spec);
       // Weights may arrive with linear (ModelOpt) scales; other GEMM libraries read them swizzled.
       add(convert_scales_spec(arch, shape.k, ScaleLayout::linear, ScaleLayout::swizzled128x4));
     }

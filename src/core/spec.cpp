@@ -24,6 +24,9 @@ std::string_view to_string(Op op) {
     case Op::amax_finalize: return "amax_finalize";
     case Op::convert_scales: return "convert_scales";
     case Op::gemm: return "gemm";
+    case Op::rmsnorm_quantize: return "rmsnorm_quantize";
+    case Op::swiglu_quantize: return "swiglu_quantize";
+    case Op::moe_stage: return "moe_stage";
   }
   return "unknown";
 }

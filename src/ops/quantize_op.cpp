@@ -65,6 +65,24 @@ Resolved resolve(const QuantizeArgs& a) {
 
 }  // namespace
 
+float host_value(const void* base, DType dtype, int64_t index) {
+  const char* bytes = static_cast<const char*>(base);
+  switch (dtype) {
+    case DType::fp32: { float f; std::memcpy(&f, bytes + index * 4, 4); return f; }
+    case DType::bf16: { uint16_t h; std::memcpy(&h, bytes + index * 2, 2); return nvfp4k::bf16_bits_to_float(h); }
+    default: { uint16_t h; std::memcpy(&h, bytes + index * 2, 2); return nvfp4k::fp16_bits_to_float(h); }
+  }
+}
+
+void store_host_value(void* base, DType dtype, int64_t index, float v) {
+  char* bytes = static_cast<char*>(base);
+  switch (dtype) {
+    case DType::fp32: std::memcpy(bytes + index * 4, &v, 4); break;
+    case DType::bf16: { const uint16_t h = nvfp4k::float_to_bf16_bits(v); std::memcpy(bytes + index * 2, &h, 2); break; }
+    default: { const uint16_t h = nvfp4k::float_to_fp16_bits(v); std::memcpy(bytes + index * 2, &h, 2); break; }
+  }
+}
+
 KernelSpec quantize_spec(Arch arch, int64_t k, DType in, ScaleLayout layout) {
   KernelSpec spec = base_spec(Op::quantize, arch, k, kThreads);
   spec.a_dtype = uint8_t(in);
@@ -202,15 +220,7 @@ void quantize(const QuantizeArgs& args, CUstream stream) {
 void cpu::quantize(const QuantizeArgs& args) {
   const Resolved r = resolve(args);
   const int64_t kblocks = args.k / 16;
-  auto load = [&](int64_t row, int64_t e) {
-    const char* base = static_cast<const char*>(args.in);
-    const int64_t at = row * r.in_stride + e;
-    switch (args.in_dtype) {
-      case DType::fp32: { float f; std::memcpy(&f, base + at * 4, 4); return f; }
-      case DType::bf16: { uint16_t h; std::memcpy(&h, base + at * 2, 2); return nvfp4k::bf16_bits_to_float(h); }
-      default: { uint16_t h; std::memcpy(&h, base + at * 2, 2); return nvfp4k::fp16_bits_to_float(h); }
-    }
-  };
+  auto load = [&](int64_t row, int64_t e) { return host_value(args.in, args.in_dtype, row * r.in_stride + e); };
   auto row_amax = [&](int64_t row) {
     float m = 0;
     for (int64_t e = 0; e < args.k; ++e) {

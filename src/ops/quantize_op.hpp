@@ -14,6 +14,10 @@ KernelSpec row_amax_spec(Arch arch, int64_t k, DType in, bool per_row);
 KernelSpec amax_finalize_spec(Arch arch);
 GeneratedKernel generate_quantize(const KernelSpec& spec);
 GeneratedKernel generate_amax(const KernelSpec& spec);  // row_amax and amax_finalize
+// Element `index` of a host BF16 / FP16 / FP32 array, as float (CPU references).
+float host_value(const void* base, DType dtype, int64_t index);
+// Stores `v` rounded to `dtype` (round to nearest even, as the kernels' conversions).
+void store_host_value(void* base, DType dtype, int64_t index, float v);
 // The kernels activations of reduction size `k` may need (BF16/FP16 in, both layouts, amax).
 std::vector<KernelSpec> quantize_prewarm_specs(Arch arch, int64_t k);
 

@@ -13,6 +13,7 @@ enum GlobalScaleCode {
   GSCALE_DEVICE = 1,
   GSCALE_DEVICE_PER_ROW = 2,
   GSCALE_FROM_AMAX = 3,
+  GSCALE_COMPUTE_PER_ROW = 4,  // fused quantize: amax of the row it holds, written to gscale_out
 };
 
 struct DequantizeParams {
@@ -45,6 +46,35 @@ struct ConvertScalesParams {
   const unsigned char* src;
   unsigned char* dst;
   long long rows;
+};
+
+// The one-CTA-per-row fused quantizers (RMSNorm, SwiGLU, MoE staging): a prologue makes the
+// row's values, which are quantized like QuantizeParams'. Fields an op does not use stay 0.
+enum RowPrologue { ROW_PLAIN = 0, ROW_RMSNORM = 1, ROW_SWIGLU = 2 };
+
+struct RowQuantizeParams {
+  const void* in;               // [rows, K] (SwiGLU: [rows, 2K]) with in_stride elements per row
+  long long in_stride;
+  unsigned char* packed;        // [rows, K/2] with packed_stride bytes per row
+  long long packed_stride;
+  unsigned char* scales;        // E4M3, layout compiled in; padding written as zeros
+  const float* gscale_ptr;
+  float gscale_value;
+  int gscale_mode;              // GlobalScaleCode; GSCALE_COMPUTE_PER_ROW writes gscale_out[r]
+  float* gscale_out;
+  long long rows;
+  // RMSNorm
+  const void* norm_weight;      // [K], the input's dtype
+  float eps;
+  void* normed;                 // optional [rows, K] in the input's dtype, normed_stride elements per row
+  long long normed_stride;
+  float* inv_rms;               // optional [rows]
+  // MoE staging: rows x topk router outputs copied alongside the tokens
+  const int* topk_ids;
+  const float* topk_weights;
+  int* topk_ids_out;
+  float* topk_weights_out;
+  long long topk;
 };
 
 // Amax over each row (finite values only): per row it writes global_scale_from_amax to

@@ -1,0 +1,326 @@
+#include "ops/row_quantize_op.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "common/fused_math.cuh"
+#include "common/nvfp4_quantize.cuh"
+#include "common/params.cuh"
+#include "common/scale_layout.cuh"
+#include "core/error.hpp"
+#include "core/launcher.hpp"
+#include "ops/quantize_op.hpp"
+#include "ops/validate.hpp"
+
+namespace nvfp4::jit::detail {
+
+namespace {
+
+constexpr int64_t kMaxK = 65536;  // 16-element blocks per thread <= 4 at 1024 threads
+
+// About two blocks of 16 per thread: enough loads in flight, few registers.
+int row_threads(int64_t k) {
+  const int64_t blocks = k / 16;
+  return int(std::clamp<int64_t>((blocks + 63) / 64 * 32, 32, 1024));
+}
+
+int in_bytes(DType d) { return d == DType::fp32 ? 4 : 2; }
+
+// What the three entry points share once their arguments are checked.
+struct RowJob {
+  Op op = Op::moe_stage;
+  const char* who = "";
+  const void* in = nullptr;
+  DType in_dtype = DType::bf16;
+  int64_t in_stride = 0, rows = 0, k = 0, group = 0;
+  QuantizedOutput out{};
+  int64_t out_stride = 0;
+  int gscale_mode = 0;
+  // RMSNorm
+  const void* weight = nullptr;
+  float eps = 0;
+  void* normed = nullptr;
+  int64_t normed_stride = 0;
+  float* inv_rms = nullptr;
+  // MoE staging
+  int64_t topk = 0;
+  const int32_t* ids = nullptr;
+  const float* weights = nullptr;
+  int32_t* ids_out = nullptr;
+  float* weights_out = nullptr;
+};
+
+// Checks the input and output every fused quantizer has; `width` is the input row's length.
+void check_common(RowJob& j, int64_t in_row_stride, int64_t width) {
+  Check check(j.who);
+  check.positive_multiple("k", j.k, 16, "the NVFP4 block size");
+  if (j.k > kMaxK) check.fail("k", fmt::format("k = {} is larger than {}, the most one CTA per row holds", j.k, kMaxK));
+  check.not_negative("rows", j.rows);
+  check.dtype_in("in_dtype", j.in_dtype, {DType::bf16, DType::fp16, DType::fp32});
+  check.scale_layout("out.scale_layout", j.out.scale_layout);
+  j.in_stride = in_row_stride ? in_row_stride : width;
+  if (j.in_stride < width) check.fail("in_row_stride", fmt::format("in_row_stride = {} is less than the row's {} values", j.in_stride, width));
+  j.out_stride = j.out.row_stride_bytes ? j.out.row_stride_bytes : j.k / 2;
+  if (j.out_stride < j.k / 2)
+    check.fail("out.row_stride_bytes", fmt::format("out.row_stride_bytes = {} is less than k/2 = {}", j.out_stride, j.k / 2));
+  switch (j.out.scale_mode) {
+    case GlobalScaleMode::given:
+      if (!j.out.global_scale.device_ptr && !(j.out.global_scale.value > 0.0f && std::isfinite(j.out.global_scale.value)))
+        check.fail("out.global_scale",
+                   fmt::format("out.global_scale.value = {} must be positive and finite", j.out.global_scale.value));
+      j.gscale_mode = check.global_scale("out.global_scale", j.out.global_scale);
+      break;
+    case GlobalScaleMode::compute_per_row:
+      if (j.rows > 0) check.not_null("out.global_scale_out", j.out.global_scale_out);
+      j.gscale_mode = nvfp4k::GSCALE_COMPUTE_PER_ROW;
+      break;
+    case GlobalScaleMode::compute_per_tensor:
+      check.fail("out.scale_mode",
+                 "out.scale_mode = compute_per_tensor needs the whole tensor's amax before the first block is "
+                 "quantized, which a one-pass fused op cannot have: give the scale, or use compute_per_row",
+                 Status::unsupported);
+    default:
+      check.fail("out.scale_mode", fmt::format("out.scale_mode = {} is not a GlobalScaleMode", int(j.out.scale_mode)));
+  }
+  if (j.rows > 0) {
+    check.not_null(j.op == Op::moe_stage ? "tokens" : "in", j.in);
+    check.not_null("out.data", j.out.data);
+    check.not_null("out.scales", j.out.scales);
+  }
+}
+
+RowJob job_of(const RmsNormQuantizeArgs& a) {
+  RowJob j;
+  j.op = Op::rmsnorm_quantize;
+  j.who = "nvfp4::jit::rmsnorm_quantize";
+  j.in = a.in, j.in_dtype = a.in_dtype, j.rows = a.rows, j.k = a.k, j.out = a.out;
+  check_common(j, a.in_row_stride, a.k);
+  Check check(j.who);
+  if (!(a.eps >= 0.0f && std::isfinite(a.eps))) check.fail("eps", fmt::format("eps = {} must be finite and not negative", a.eps));
+  if (a.rows > 0) check.not_null("weight", a.weight);
+  j.weight = a.weight, j.eps = a.eps, j.normed = a.normed, j.inv_rms = a.inv_rms;
+  j.normed_stride = a.normed_row_stride ? a.normed_row_stride : a.k;
+  if (a.normed && j.normed_stride < a.k)
+    check.fail("normed_row_stride", fmt::format("normed_row_stride = {} is less than k = {}", j.normed_stride, a.k));
+  return j;
+}
+
+RowJob job_of(const SwigluQuantizeArgs& a) {
+  RowJob j;
+  j.op = Op::swiglu_quantize;
+  j.who = "nvfp4::jit::swiglu_quantize";
+  j.in = a.in, j.in_dtype = a.in_dtype, j.rows = a.rows, j.k = a.k, j.out = a.out;
+  check_common(j, a.in_row_stride, 2 * a.k);
+  Check check(j.who);
+  j.group = a.interleave ? a.interleave : a.k;
+  const bool divides16 = j.group > 0 && j.group <= 16 && 16 % j.group == 0;
+  if (a.interleave < 0 || !(divides16 || j.group % 16 == 0) || a.k % j.group)
+    check.fail("interleave", fmt::format("interleave = {} must be 0 (two halves), divide 16 or be a multiple of 16, and "
+                                         "divide k = {}", a.interleave, a.k));
+  return j;
+}
+
+RowJob job_of(const MoeStageArgs& a) {
+  RowJob j;
+  j.op = Op::moe_stage;
+  j.who = "nvfp4::jit::moe_stage";
+  j.in = a.tokens, j.in_dtype = a.in_dtype, j.rows = a.rows, j.k = a.k, j.out = a.out;
+  check_common(j, a.in_row_stride, a.k);
+  Check check(j.who);
+  check.not_negative("topk", a.topk);
+  if (a.rows > 0 && a.topk > 0) {
+    check.not_null("topk_ids", a.topk_ids);
+    check.not_null("topk_ids_out", a.topk_ids_out);
+    if (a.topk_weights) check.not_null("topk_weights_out", a.topk_weights_out);
+  }
+  j.topk = a.topk, j.ids = a.topk_ids, j.weights = a.topk_weights, j.ids_out = a.topk_ids_out, j.weights_out = a.topk_weights_out;
+  return j;
+}
+
+void run_on_gpu(const RowJob& j, CUstream stream) {
+  if (j.rows == 0) return;
+  Check check(j.who);
+  const int esize = in_bytes(j.in_dtype);
+  check.aligned(j.op == Op::moe_stage ? "tokens" : "in", j.in, 16);
+  if (j.in_stride * esize % 16)
+    check.fail("in_row_stride", fmt::format("in_row_stride = {} elements is not a multiple of 16 bytes", j.in_stride));
+  check.aligned("out.data", j.out.data, 8);
+  if (j.out_stride % 8)
+    check.fail("out.row_stride_bytes", fmt::format("out.row_stride_bytes = {} must be a multiple of 8", j.out_stride));
+  check.aligned("out.global_scale.device_ptr", j.out.global_scale.device_ptr, 4);
+  check.aligned("out.global_scale_out", j.out.global_scale_out, 4);
+  check.aligned("weight", j.weight, 16);
+  check.aligned("normed", j.normed, 16);
+  if (j.normed && j.normed_stride * esize % 16)
+    check.fail("normed_row_stride", fmt::format("normed_row_stride = {} elements is not a multiple of 16 bytes", j.normed_stride));
+  check.aligned("inv_rms", j.inv_rms, 4);
+  check.aligned("topk_ids", j.ids, 4);
+  check.aligned("topk_ids_out", j.ids_out, 4);
+  check.aligned("topk_weights", j.weights, 4);
+  check.aligned("topk_weights_out", j.weights_out, 4);
+
+  const DeviceInfo& device = current_device();
+  const KernelSpec spec = row_quantize_spec(j.op, device.arch, j.k, j.in_dtype, j.out.scale_layout, j.group);
+  const CUfunction fn = kernel_for(device, spec, 0, stream, [&] {
+    return fmt::format("nvfp4-jit prewarm --shape {},{} --arch {}", j.rows, j.k, to_string(device.arch));
+  });
+  nvfp4k::RowQuantizeParams p{};
+  p.in = j.in;
+  p.in_stride = j.in_stride;
+  p.packed = static_cast<unsigned char*>(j.out.data);
+  p.packed_stride = j.out_stride;
+  p.scales = static_cast<unsigned char*>(j.out.scales);
+  p.gscale_ptr = j.out.global_scale.device_ptr;
+  p.gscale_value = j.out.global_scale.value;
+  p.gscale_mode = j.gscale_mode;
+  p.gscale_out = j.out.global_scale_out;
+  p.rows = j.rows;
+  p.norm_weight = j.weight;
+  p.eps = j.eps;
+  p.normed = j.normed;
+  p.normed_stride = j.normed_stride;
+  p.inv_rms = j.inv_rms;
+  p.topk_ids = j.ids;
+  p.topk_weights = j.weights;
+  p.topk_ids_out = j.ids_out;
+  p.topk_weights_out = j.weights_out;
+  p.topk = j.topk;
+  const int64_t ctas = j.out.scale_layout == ScaleLayout::linear ? j.rows : (j.rows + 127) / 128 * 128;
+  if (ctas > 0x7FFFFFFF) check.fail("rows", fmt::format("rows = {} is too large for one launch", j.rows));
+  LaunchShape shape;
+  shape.grid[0] = unsigned(ctas);
+  shape.block[0] = unsigned(spec.tile.threads);
+  void* params[] = {&p};
+  launch(fn, shape, stream, params);
+}
+
+// The kernel's sum of squares of one row, in its order (templates/row_quantize.cuh).
+float row_sum_sq(const std::vector<float>& x, int threads) {
+  const int64_t kblocks = int64_t(x.size()) / 16;
+  std::vector<float> lanes(size_t(threads), 0.0f);
+  for (int t = 0; t < threads; ++t)
+    for (int64_t kb = t; kb < kblocks; kb += threads)
+      for (int i = 0; i < 16; ++i) lanes[t] = nvfp4k::fma_rn(x[kb * 16 + i], x[kb * 16 + i], lanes[t]);
+  float total = 0.0f;
+  for (int w = 0; w < threads / 32; ++w) {
+    float* s = lanes.data() + w * 32;
+    for (int offset = 16; offset > 0; offset /= 2) {
+      float next[32];
+      for (int l = 0; l < 32; ++l) next[l] = nvfp4k::add_rn(s[l], s[l ^ offset]);
+      std::copy(next, next + 32, s);
+    }
+    total = nvfp4k::add_rn(total, s[0]);
+  }
+  return total;
+}
+
+float round_to(DType d, float f) {
+  switch (d) {
+    case DType::bf16: return nvfp4k::round_to<nvfp4k::DTYPE_BF16>(f);
+    case DType::fp16: return nvfp4k::round_to<nvfp4k::DTYPE_FP16>(f);
+    default: return f;
+  }
+}
+
+void run_on_cpu(const RowJob& j) {
+  const int64_t kblocks = j.k / 16;
+  const int threads = row_threads(j.k);
+  auto* scales = static_cast<uint8_t*>(j.out.scales);
+  if (j.rows > 0) std::memset(scales, 0, size_t(nvfp4k::scale_bytes(int(j.out.scale_layout), j.rows, kblocks)));
+  std::vector<float> v(size_t(j.k));
+  for (int64_t row = 0; row < j.rows; ++row) {
+    const int64_t base = row * j.in_stride;
+    for (int64_t e = 0; e < j.k; ++e) {
+      if (j.op == Op::swiglu_quantize) {
+        const int64_t gate = e / j.group * 2 * j.group + e % j.group;
+        v[e] = round_to(j.in_dtype, nvfp4k::silu_mul(host_value(j.in, j.in_dtype, base + gate),
+                                                     host_value(j.in, j.in_dtype, base + gate + j.group)));
+      } else {
+        v[e] = host_value(j.in, j.in_dtype, base + e);
+      }
+    }
+    if (j.op == Op::rmsnorm_quantize) {
+      const float inv = nvfp4k::inv_rms(row_sum_sq(v, threads), float(j.k), j.eps);
+      if (j.inv_rms) j.inv_rms[row] = inv;
+      for (int64_t e = 0; e < j.k; ++e) {
+        const float w = host_value(j.weight, j.in_dtype, e);
+        const float n = round_to(j.in_dtype, nvfp4k::mul_rn(round_to(j.in_dtype, nvfp4k::mul_rn(v[e], inv)), w));
+        v[e] = n;
+        if (j.normed) store_host_value(j.normed, j.in_dtype, row * j.normed_stride + e, n);
+      }
+    }
+    float gscale = j.out.global_scale.value;
+    if (j.gscale_mode == nvfp4k::GSCALE_COMPUTE_PER_ROW) {
+      float amax = 0;
+      for (float x : v)
+        if (nvfp4k::is_finite(x)) amax = std::max(amax, std::fabs(x));
+      gscale = j.out.global_scale_out[row] = nvfp4k::global_scale_from_amax(amax);
+    } else if (j.gscale_mode != nvfp4k::GSCALE_HOST) {
+      gscale = j.out.global_scale.device_ptr[j.gscale_mode == nvfp4k::GSCALE_DEVICE ? 0 : row];
+    }
+    for (int64_t kb = 0; kb < kblocks; ++kb) {
+      float x[16];
+      std::copy(v.begin() + kb * 16, v.begin() + kb * 16 + 16, x);
+      unsigned packed[2];
+      const int64_t off = j.out.scale_layout == ScaleLayout::linear ? nvfp4k::scale_offset_linear(row, kb, kblocks)
+                                                                    : nvfp4k::scale_offset_swizzled128x4(row, kb, kblocks);
+      scales[off] = nvfp4k::quantize_block16(x, gscale, packed);
+      std::memcpy(static_cast<char*>(j.out.data) + row * j.out_stride + kb * 8, packed, 8);
+    }
+    for (int64_t i = 0; i < j.topk; ++i) {
+      j.ids_out[row * j.topk + i] = j.ids[row * j.topk + i];
+      if (j.weights) j.weights_out[row * j.topk + i] = j.weights[row * j.topk + i];
+    }
+  }
+}
+
+constexpr int prologue_of(Op op) {
+  return op == Op::rmsnorm_quantize ? nvfp4k::ROW_RMSNORM : op == Op::swiglu_quantize ? nvfp4k::ROW_SWIGLU : nvfp4k::ROW_PLAIN;
+}
+
+}  // namespace
+
+KernelSpec row_quantize_spec(Op op, Arch arch, int64_t k, DType in, ScaleLayout layout, int64_t group) {
+  KernelSpec spec = base_spec(op, arch, k, uint16_t(row_threads(k)));
+  spec.n = op == Op::swiglu_quantize ? (group ? group : k) : 0;
+  spec.a_dtype = uint8_t(in);
+  spec.out_dtype = uint8_t(DType::nvfp4);
+  spec.scale_layout = uint8_t(layout);
+  return spec;
+}
+
+GeneratedKernel generate_row_quantize(const KernelSpec& spec) {
+  const bool swizzled = spec.scale_layout == nvfp4k::SCALES_SWIZZLED128X4;
+  std::string name = fmt::format("nvfp4_{}_k{}_{}_{}", to_string(spec.op), spec.k, dtype_name(spec.a_dtype),
+                                 swizzled ? "sw128x4" : "linear");
+  if (spec.op == Op::swiglu_quantize) name += fmt::format("_g{}", spec.n);
+  return entry_point(spec, std::move(name), "row_quantize.cuh", "RowQuantizeParams",
+                     fmt::format("nvfp4k::row_quantize<{}, {}, {}LL, {}LL, {}, {}>(p)", prologue_of(spec.op), spec.a_dtype,
+                                 spec.k, std::max<int64_t>(spec.n, 1), spec.scale_layout, spec.tile.threads));
+}
+
+std::vector<KernelSpec> row_quantize_prewarm_specs(Arch arch, int64_t k) {
+  std::vector<KernelSpec> specs;
+  if (k <= 0 || k % 16 || k > kMaxK) return specs;
+  for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4})
+    for (Op op : {Op::rmsnorm_quantize, Op::swiglu_quantize}) specs.push_back(row_quantize_spec(op, arch, k, DType::bf16, layout));
+  return specs;
+}
+
+}  // namespace nvfp4::jit::detail
+
+namespace nvfp4::jit {
+
+using namespace detail;
+
+void rmsnorm_quantize(const RmsNormQuantizeArgs& args, CUstream stream) { run_on_gpu(job_of(args), stream); }
+void swiglu_quantize(const SwigluQuantizeArgs& args, CUstream stream) { run_on_gpu(job_of(args), stream); }
+void moe_stage(const MoeStageArgs& args, CUstream stream) { run_on_gpu(job_of(args), stream); }
+
+void cpu::rmsnorm_quantize(const RmsNormQuantizeArgs& args) { run_on_cpu(job_of(args)); }
+void cpu::swiglu_quantize(const SwigluQuantizeArgs& args) { run_on_cpu(job_of(args)); }
+void cpu::moe_stage(const MoeStageArgs& args) { run_on_cpu(job_of(args)); }
+
+}  // namespace nvfp4::jit

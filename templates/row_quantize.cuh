@@ -1,0 +1,148 @@
+// Fused quantizers, one CTA per row: a prologue reads the row once into registers (plain
+// tokens, RMSNorm, or SwiGLU of gate and up), the row's values are rounded to the input's
+// dtype as the unfused op would store them, and each thread quantizes its 16-element blocks
+// t, t + THREADS, ... exactly as quantize does. Reductions over the row (sum of squares, amax)
+// use a fixed order that the CPU reference repeats (see row_quantize_op.cpp). For the
+// swizzled layout the grid covers the padding rows, and every row its padding blocks.
+#pragma once
+#include "common/fused_math.cuh"
+#include "common/global_scale.cuh"
+#include "common/nvfp4_quantize.cuh"
+#include "common/params.cuh"
+#include "common/scale_layout.cuh"
+#include "common/vector_io.cuh"
+
+namespace nvfp4k {
+
+// The sum over the CTA, the same in every thread: an xor butterfly in each warp, then the
+// warps' sums in warp order. `scratch` holds THREADS / 32 floats.
+template <int THREADS>
+__device__ __forceinline__ float cta_sum(float v, float* scratch) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, offset));
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
+  __syncthreads();
+  float s = 0.0f;
+#pragma unroll
+  for (int w = 0; w < THREADS / 32; ++w) s = __fadd_rn(s, scratch[w]);
+  __syncthreads();  // scratch is reused
+  return s;
+}
+
+template <int THREADS>
+__device__ __forceinline__ float cta_max(float v, float* scratch) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, offset));
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
+  __syncthreads();
+  float m = 0.0f;
+#pragma unroll
+  for (int w = 0; w < THREADS / 32; ++w) m = fmaxf(m, scratch[w]);
+  __syncthreads();
+  return m;
+}
+
+// The 16 gate and up values of output block kb, from a row laid out in groups of GROUP gate
+// values followed by GROUP up values (GROUP = K: the two halves).
+template <int IN_DTYPE, long long K, long long GROUP>
+__device__ __forceinline__ void load_gate_up(const char* row, long long kb, float (&gate)[16], float (&up)[16]) {
+  constexpr int ESIZE = dtype_bytes<IN_DTYPE>();
+  if constexpr (GROUP >= 16) {
+    const long long e = kb * 16, at = e / GROUP * 2 * GROUP + e % GROUP;
+    load_as_float<IN_DTYPE, 16>(row + at * ESIZE, gate);
+    load_as_float<IN_DTYPE, 16>(row + (at + GROUP) * ESIZE, up);
+  } else {  // GROUP divides 16: the block's inputs are 32 contiguous values
+    float both[32];
+    load_as_float<IN_DTYPE, 32>(row + kb * 32 * ESIZE, both);
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      gate[i] = both[i / GROUP * 2 * GROUP + i % GROUP];
+      up[i] = both[i / GROUP * 2 * GROUP + GROUP + i % GROUP];
+    }
+  }
+}
+
+template <int PROLOGUE, int IN_DTYPE, long long K, long long GROUP, int SCALE_LAYOUT, int THREADS>
+__device__ __forceinline__ void row_quantize(const RowQuantizeParams& p) {
+  static_assert(K % 16 == 0 && THREADS % 32 == 0, "K must be a multiple of 16, THREADS of 32");
+  constexpr long long KBLOCKS = K / 16;
+  constexpr long long KBLOCKS_PADDED = SCALE_LAYOUT == SCALES_LINEAR ? KBLOCKS : (KBLOCKS + 3) / 4 * 4;
+  constexpr int PER_THREAD = int((KBLOCKS + THREADS - 1) / THREADS);
+  constexpr int ESIZE = dtype_bytes<IN_DTYPE>();
+  __shared__ float scratch[THREADS / 32];
+  const long long r = blockIdx.x;
+  const int t = threadIdx.x;
+  for (long long kb = KBLOCKS + t; kb < KBLOCKS_PADDED; kb += THREADS) p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = 0;
+  if (r >= p.rows) {  // a padding row of the swizzled layout
+    for (long long kb = t; kb < KBLOCKS; kb += THREADS) p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = 0;
+    return;
+  }
+
+  const char* row = static_cast<const char*>(p.in) + r * p.in_stride * ESIZE;
+  float v[PER_THREAD][16];
+#pragma unroll
+  for (int j = 0; j < PER_THREAD; ++j) {
+    const long long kb = t + (long long)j * THREADS;
+    if (kb >= KBLOCKS) break;
+    if constexpr (PROLOGUE == ROW_SWIGLU) {
+      float gate[16], up[16];
+      load_gate_up<IN_DTYPE, K, GROUP>(row, kb, gate, up);
+#pragma unroll
+      for (int i = 0; i < 16; ++i) v[j][i] = round_to<IN_DTYPE>(silu_mul(gate[i], up[i]));
+    } else {
+      load_as_float<IN_DTYPE, 16>(row + kb * 16 * ESIZE, v[j]);
+    }
+  }
+
+  if constexpr (PROLOGUE == ROW_RMSNORM) {
+    float sum_sq = 0.0f;
+#pragma unroll
+    for (int j = 0; j < PER_THREAD; ++j) {
+      if (t + (long long)j * THREADS >= KBLOCKS) break;
+#pragma unroll
+      for (int i = 0; i < 16; ++i) sum_sq = __fmaf_rn(v[j][i], v[j][i], sum_sq);
+    }
+    const float inv = inv_rms(cta_sum<THREADS>(sum_sq, scratch), float(K), p.eps);
+    if (p.inv_rms && t == 0) p.inv_rms[r] = inv;
+#pragma unroll
+    for (int j = 0; j < PER_THREAD; ++j) {
+      const long long kb = t + (long long)j * THREADS;
+      if (kb >= KBLOCKS) break;
+      float w[16];
+      load_as_float<IN_DTYPE, 16>(static_cast<const char*>(p.norm_weight) + kb * 16 * ESIZE, w);
+#pragma unroll
+      for (int i = 0; i < 16; ++i) v[j][i] = rmsnorm_value<IN_DTYPE>(v[j][i], inv, w[i]);
+      if (p.normed) store_converted<IN_DTYPE, 16>(static_cast<char*>(p.normed) + (r * p.normed_stride + kb * 16) * ESIZE, v[j]);
+    }
+  }
+
+  float gscale;
+  if (p.gscale_mode == GSCALE_COMPUTE_PER_ROW) {
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < PER_THREAD; ++j)
+      if (t + (long long)j * THREADS < KBLOCKS) amax = fmaxf(amax, finite_amax(v[j]));
+    gscale = global_scale_from_amax(cta_max<THREADS>(amax, scratch));
+    if (t == 0) p.gscale_out[r] = gscale;
+  } else {
+    gscale = global_scale(p.gscale_mode, p.gscale_value, p.gscale_ptr, r);
+  }
+
+#pragma unroll
+  for (int j = 0; j < PER_THREAD; ++j) {
+    const long long kb = t + (long long)j * THREADS;
+    if (kb >= KBLOCKS) break;
+    unsigned packed[2];
+    p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = quantize_block16(v[j], gscale, packed);
+    *reinterpret_cast<uint2*>(p.packed + r * p.packed_stride + kb * 8) = make_uint2(packed[0], packed[1]);
+  }
+
+  if constexpr (PROLOGUE == ROW_PLAIN) {
+    for (long long i = t; i < p.topk; i += THREADS) {
+      p.topk_ids_out[r * p.topk + i] = p.topk_ids[r * p.topk + i];
+      if (p.topk_weights) p.topk_weights_out[r * p.topk + i] = p.topk_weights[r * p.topk + i];
+    }
+  }
+}
+
+}  // namespace nvfp4k

@@ -1,0 +1,249 @@
+// The fused quantizers' CPU reference (no GPU needed): each equals its unfused sequence
+// (RMSNorm or SwiGLU rounded to the input dtype, then quantize; MoE staging = quantize +
+// copies), the RMSNorm against float64, our exp against the exact one, the interleaved
+// SwiGLU layouts, and argument validation. tests/gpu/ checks the kernels against it.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include <fmt/format.h>
+
+#include "common/fused_math.cuh"
+#include "quantize_fixture.hpp"
+
+using namespace nvfp4::jit;
+
+namespace {
+
+float value_at(const std::vector<uint8_t>& bytes, DType dt, size_t at) {
+  if (dt == DType::fp32) {
+    float f;
+    std::memcpy(&f, &bytes[at * 4], 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, &bytes[at * 2], 2);
+  return dt == DType::bf16 ? nvfp4k::bf16_bits_to_float(h) : nvfp4k::fp16_bits_to_float(h);
+}
+
+float round_to(DType dt, float f) {
+  return dt == DType::bf16 ? nvfp4k::round_to<nvfp4k::DTYPE_BF16>(f)
+         : dt == DType::fp16 ? nvfp4k::round_to<nvfp4k::DTYPE_FP16>(f) : f;
+}
+
+// Quantizes `values` (rows x k, already in dtype) with quantize(): the unfused result.
+struct Quantized {
+  std::vector<uint8_t> packed, scales;
+  std::vector<float> gscale;
+};
+Quantized unfused(const std::vector<uint8_t>& values, DType dt, int64_t rows, int64_t k, ScaleLayout layout,
+                  GlobalScaleMode mode, float gs) {
+  Quantized q{std::vector<uint8_t>(rows * k / 2), std::vector<uint8_t>(scale_bytes(layout, rows, k)), std::vector<float>(rows)};
+  QuantizeArgs a;
+  a.in = values.data(), a.in_dtype = dt, a.rows = rows, a.k = k;
+  a.out = q.packed.data(), a.scales = q.scales.data(), a.scale_layout = layout, a.scale_mode = mode;
+  a.global_scale.value = gs;
+  a.global_scale_out = q.gscale.data();
+  cpu::quantize(a);
+  return q;
+}
+
+QuantizedOutput output_into(Quantized& q, ScaleLayout layout, GlobalScaleMode mode, float gs) {
+  QuantizedOutput o;
+  o.data = q.packed.data(), o.scales = q.scales.data(), o.scale_layout = layout, o.scale_mode = mode;
+  o.global_scale.value = gs;
+  o.global_scale_out = q.gscale.data();
+  return o;
+}
+
+void check_same(const Quantized& got, const Quantized& want, const std::string& what) {
+  for (size_t i = 0; i < want.packed.size(); ++i)
+    if (got.packed[i] != want.packed[i]) FAIL(what << ": first wrong packed byte " << i << " (element " << 2 * i << ")");
+  for (size_t i = 0; i < want.scales.size(); ++i)
+    if (got.scales[i] != want.scales[i]) FAIL(what << ": first wrong scale byte " << i);
+  CHECK_MESSAGE(std::memcmp(got.gscale.data(), want.gscale.data(), want.gscale.size() * 4) == 0, what << ": global scales");
+}
+
+template <class Args, class Run>
+void expect_error(const Args& args, Run run, Status status, const char* text) {
+  try {
+    run(args);
+    FAIL("expected an error mentioning: " << text);
+  } catch (const Error& e) {
+    CAPTURE(e.what());
+    CHECK(e.status() == status);
+    CHECK(std::string(e.what()).find(text) != std::string::npos);
+  }
+}
+
+}  // namespace
+
+TEST_SUITE("row_quantize") {
+  TEST_CASE("exp_fp32 is within 2 ulp of e^x, and exact at the edges") {
+    std::mt19937 rng(std::random_device{}());
+    int worst = 0;
+    for (int i = 0; i < 200000; ++i) {
+      const float x = std::ldexp(float(rng() % 1000000) / 1000000.0f, int(rng() % 8)) * ((rng() & 1) ? 1 : -1);
+      const double exact = std::exp(double(x));
+      if (exact > 3e38 || exact < 1e-37) continue;  // subnormal results have fewer bits
+      const float got = nvfp4k::exp_fp32(x), want = float(exact);
+      const int ulps = std::abs(int(nvfp4k::float_to_bits(got)) - int(nvfp4k::float_to_bits(want)));
+      worst = std::max(worst, ulps);
+      REQUIRE_MESSAGE(ulps <= 2, "x = " << x);
+    }
+    MESSAGE("exp_fp32: worst error " << worst << " ulp");
+    CHECK(nvfp4k::exp_fp32(0.0f) == 1.0f);
+    CHECK(std::isinf(nvfp4k::exp_fp32(89.0f)));
+    CHECK(nvfp4k::exp_fp32(-104.0f) == 0.0f);
+    CHECK(std::isnan(nvfp4k::exp_fp32(NAN)));
+    CHECK(nvfp4k::silu_mul(-1000.0f, 1.0f) == 0.0f);
+    CHECK(std::isnan(nvfp4k::silu_mul(-INFINITY, 1.0f)));  // -inf / inf, as the formula says
+    CHECK(nvfp4k::silu_mul(INFINITY, 1.0f) == INFINITY);
+  }
+
+  TEST_CASE("rmsnorm_quantize equals RMSNorm rounded to the dtype, then quantize; RMSNorm within rounding of float64") {
+    std::mt19937 rng(std::random_device{}());
+    for (DType dt : {DType::bf16, DType::fp16, DType::fp32})
+      for (int64_t k : {16, 2880, 8192})
+        for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4})
+          for (GlobalScaleMode mode : {GlobalScaleMode::given, GlobalScaleMode::compute_per_row}) {
+            const int64_t rows = 5;
+            const auto in = testutil::quantize_input(rows, k, k, dt, rng, false);
+            const auto weight = testutil::quantize_input(1, k, k, dt, rng, false);
+            const int esize = dt == DType::fp32 ? 4 : 2;
+            std::vector<uint8_t> normed(rows * k * esize);
+            std::vector<float> inv(rows);
+            Quantized got{std::vector<uint8_t>(rows * k / 2), std::vector<uint8_t>(scale_bytes(layout, rows, k)),
+                          std::vector<float>(rows)};
+            RmsNormQuantizeArgs a;
+            a.in = in.data(), a.in_dtype = dt, a.rows = rows, a.k = k, a.weight = weight.data(), a.eps = 1e-6f;
+            a.out = output_into(got, layout, mode, 0.25f);
+            a.normed = normed.data(), a.inv_rms = inv.data();
+            cpu::rmsnorm_quantize(a);
+            const std::string what = fmt::format("dtype {} k {} layout {} mode {}", int(dt), k, int(layout), int(mode));
+            check_same(got, unfused(normed, dt, rows, k, layout, mode, 0.25f), what);
+            for (int64_t r = 0; r < rows; ++r) {
+              double ss = 0;
+              for (int64_t e = 0; e < k; ++e) ss += double(value_at(in, dt, r * k + e)) * value_at(in, dt, r * k + e);
+              const double exact_inv = 1.0 / std::sqrt(ss / double(k) + 1e-6);
+              REQUIRE_MESSAGE(std::fabs(inv[r] - exact_inv) <= 1e-5 * exact_inv, what << " row " << r);
+              for (int64_t e = 0; e < k; ++e) {
+                const double want = double(value_at(in, dt, r * k + e)) * exact_inv * value_at(weight, dt, e);
+                const double ulp = dt == DType::fp32 ? 1e-5 : dt == DType::bf16 ? 0x1p-7 : 0x1p-10;
+                REQUIRE_MESSAGE(std::fabs(value_at(normed, dt, r * k + e) - want) <= 2.5 * ulp * std::fabs(want) + (dt == DType::fp16 ? 0x1p-23 : 1e-30),  // FP16 subnormals: absolute steps
+                                what << " row " << r << " element " << e);
+              }
+            }
+          }
+  }
+
+  TEST_CASE("swiglu_quantize reads every gate / up layout and equals silu(gate) * up rounded, then quantize") {
+    std::mt19937 rng(std::random_device{}());
+    for (DType dt : {DType::bf16, DType::fp32})
+      for (int64_t interleave : {0, 1, 2, 4, 8, 16, 32, 64})
+        for (bool adversarial : {false, true}) {
+          const int64_t rows = 3, k = 128;
+          const auto in = testutil::quantize_input(rows, 2 * k, 2 * k, dt, rng, adversarial);
+          // The activation, written out from the layout's definition.
+          std::vector<uint8_t> h(rows * k * (dt == DType::fp32 ? 4 : 2));
+          const int64_t g = interleave ? interleave : k;
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t group = 0; group < k / g; ++group)
+              for (int64_t i = 0; i < g; ++i) {
+                const float gate = value_at(in, dt, r * 2 * k + group * 2 * g + i);
+                const float up = value_at(in, dt, r * 2 * k + group * 2 * g + g + i);
+                testutil::store_value(h, dt, size_t(r * k + group * g + i), round_to(dt, nvfp4k::silu_mul(gate, up)));
+              }
+          Quantized got{std::vector<uint8_t>(rows * k / 2), std::vector<uint8_t>(scale_bytes(ScaleLayout::linear, rows, k)),
+                        std::vector<float>(rows)};
+          SwigluQuantizeArgs a;
+          a.in = in.data(), a.in_dtype = dt, a.rows = rows, a.k = k, a.interleave = interleave;
+          a.out = output_into(got, ScaleLayout::linear, GlobalScaleMode::compute_per_row, 1.0f);
+          cpu::swiglu_quantize(a);
+          check_same(got, unfused(h, dt, rows, k, ScaleLayout::linear, GlobalScaleMode::compute_per_row, 1.0f),
+                     fmt::format("dtype {} interleave {} adversarial {}", int(dt), interleave, adversarial));
+        }
+  }
+
+  TEST_CASE("silu(g) * up against float64") {
+    std::mt19937 rng(std::random_device{}());
+    std::normal_distribution<float> normal(0.0f, 4.0f);
+    for (int i = 0; i < 100000; ++i) {
+      const float g = normal(rng), u = normal(rng);
+      const double want = double(g) / (1.0 + std::exp(-double(g))) * u;
+      REQUIRE_MESSAGE(std::fabs(nvfp4k::silu_mul(g, u) - want) <= 4e-7 * std::fabs(want) + 1e-37, "g = " << g << " u = " << u);
+    }
+  }
+
+  TEST_CASE("moe_stage equals quantize plus copies of the router's outputs") {
+    std::mt19937 rng(std::random_device{}());
+    const int64_t rows = 9, k = 64, topk = 3;
+    const auto in = testutil::quantize_input(rows, k, k, DType::bf16, rng, true);
+    std::vector<int32_t> ids(rows * topk), ids_out(rows * topk, -1);
+    std::vector<float> weights(rows * topk), weights_out(rows * topk, -1);
+    for (auto& id : ids) id = int32_t(rng() % 64);
+    for (auto& w : weights) w = float(rng() % 100) / 100;
+    Quantized got{std::vector<uint8_t>(rows * k / 2), std::vector<uint8_t>(scale_bytes(ScaleLayout::swizzled128x4, rows, k)),
+                  std::vector<float>(rows)};
+    MoeStageArgs a;
+    a.tokens = in.data(), a.rows = rows, a.k = k;
+    a.out = output_into(got, ScaleLayout::swizzled128x4, GlobalScaleMode::given, 0.5f);
+    a.topk = topk, a.topk_ids = ids.data(), a.topk_weights = weights.data(), a.topk_ids_out = ids_out.data();
+    a.topk_weights_out = weights_out.data();
+    cpu::moe_stage(a);
+    check_same(got, unfused(in, DType::bf16, rows, k, ScaleLayout::swizzled128x4, GlobalScaleMode::given, 0.5f), "moe_stage");
+    CHECK(ids_out == ids);
+    CHECK(weights_out == weights);
+  }
+
+  TEST_CASE("bad arguments get an error naming the argument") {
+    auto* p = reinterpret_cast<void*>(0x10000);
+    RmsNormQuantizeArgs r;
+    r.in = p, r.weight = p, r.rows = 4, r.k = 64, r.out.data = p, r.out.scales = p;
+    auto rms = [](const RmsNormQuantizeArgs& a) { rmsnorm_quantize(a, nullptr); };
+    RmsNormQuantizeArgs b = r;
+    b.out.scale_mode = GlobalScaleMode::compute_per_tensor;
+    expect_error(b, rms, Status::unsupported, "compute_per_tensor needs the whole tensor");
+    b = r, b.k = 65552;
+    expect_error(b, rms, Status::invalid_argument, "k = 65552 is larger than 65536");
+    b = r, b.k = 40;
+    expect_error(b, rms, Status::invalid_argument, "k = 40 must be a positive multiple of 16");
+    b = r, b.weight = nullptr;
+    expect_error(b, rms, Status::invalid_argument, "weight is null");
+    b = r, b.eps = -1.0f;
+    expect_error(b, rms, Status::invalid_argument, "eps = -1");
+    b = r, b.in_row_stride = 32;
+    expect_error(b, rms, Status::invalid_argument, "in_row_stride = 32 is less than");
+    b = r, b.normed = p, b.normed_row_stride = 8;
+    expect_error(b, rms, Status::invalid_argument, "normed_row_stride = 8");
+    b = r, b.out.scale_mode = GlobalScaleMode::compute_per_row;
+    expect_error(b, rms, Status::invalid_argument, "out.global_scale_out is null");
+    b = r, b.in_dtype = DType::nvfp4;
+    expect_error(b, rms, Status::unsupported, "in_dtype = nvfp4");
+
+    SwigluQuantizeArgs s;
+    s.in = p, s.rows = 4, s.k = 96, s.out.data = p, s.out.scales = p;
+    auto swiglu = [](const SwigluQuantizeArgs& a) { swiglu_quantize(a, nullptr); };
+    for (int64_t bad : {3, 24, 64, -16}) {
+      SwigluQuantizeArgs t = s;
+      t.interleave = bad;
+      expect_error(t, swiglu, Status::invalid_argument, "interleave = ");
+    }
+    SwigluQuantizeArgs t = s;
+    t.in_row_stride = 96;
+    expect_error(t, swiglu, Status::invalid_argument, "in_row_stride = 96 is less than the row's 192 values");
+
+    MoeStageArgs m;
+    m.tokens = p, m.rows = 4, m.k = 64, m.out.data = p, m.out.scales = p, m.topk = 2;
+    auto moe = [](const MoeStageArgs& a) { moe_stage(a, nullptr); };
+    expect_error(m, moe, Status::invalid_argument, "topk_ids is null");
+    m.topk_ids = static_cast<const int32_t*>(p), m.topk_ids_out = static_cast<int32_t*>(p), m.topk_weights = static_cast<const float*>(p);
+    expect_error(m, moe, Status::invalid_argument, "topk_weights_out is null");
+    m.topk = -1;
+    expect_error(m, moe, Status::invalid_argument, "topk = -1 is negative");
+    m.topk = 0, m.tokens = nullptr;
+    expect_error(m, moe, Status::invalid_argument, "tokens is null");
+  }
+}
