@@ -84,14 +84,29 @@ TEST_SUITE("gemm") {
     check_error(g, "bias_dtype");
     g = valid(), g.b.global_scale.device_ptr = reinterpret_cast<const float*>(buffer), g.b.global_scale.per_row = true;
     check_error(g, "per_row is not supported");
-    g = valid(), g.a_dtype = DType::nvfp4;
-    try {
-      gemm(g, nullptr);
-      FAIL("W4A4 accepted");
-    } catch (const Error& e) {
-      CHECK(e.status() == Status::unsupported);
-      CHECK(std::string(e.what()).find("a_dtype = nvfp4 (W4A4)") != std::string::npos);
-    }
+    // W4A4: A in a_fp4
+    GemmArgs w4a4 = valid();
+    w4a4.a = nullptr, w4a4.a_dtype = DType::nvfp4;
+    w4a4.a_fp4.data = buffer, w4a4.a_fp4.scales = buffer;
+    g = w4a4, g.a = buffer;
+    check_error(g, "a is set but a_dtype = nvfp4: pass the NVFP4 activations in a_fp4");
+    g = w4a4, g.a_fp4.data = nullptr;
+    check_error(g, "a_fp4.data is null");
+    g = w4a4, g.a_fp4.data = buffer + 2;
+    check_error(g, "a_fp4.data = ");
+    g = w4a4, g.a_fp4.scales = nullptr;
+    check_error(g, "a_fp4.scales is null");
+    g = w4a4, g.a_fp4.row_stride_bytes = 130;
+    check_error(g, "a_fp4.row_stride_bytes = 130 must be at least k/2 = 128 and a multiple of 4");
+    g = w4a4, g.a_fp4.global_scale.per_row = true;
+    check_error(g, "a_fp4.global_scale.per_row is set but a_fp4.global_scale.device_ptr is null");
+    g = w4a4, g.workspace = buffer, g.workspace_bytes = 100;
+    check_error(g, "workspace_bytes = 100 is less than the");
+    g = w4a4, g.workspace = buffer + 8, g.workspace_bytes = 1 << 20;
+    check_error(g, "workspace = ");
+    CHECK(error_of(w4a4) == "");
+    CHECK(gemm_workspace_bytes(w4a4) == w4a4.m * w4a4.k * 2);
+    CHECK(gemm_workspace_bytes(valid()) == 0);
     g = valid(), g.m = 0, g.a = nullptr, g.d = nullptr;  // nothing to do: no pointer is touched
     CHECK(error_of(g) == "");
   }

@@ -165,6 +165,9 @@ typedef struct nvfp4_gemm_args {
   const void* bias;       /* [n] or NULL */
   nvfp4_dtype bias_dtype; /* BF16 or FP32 */
   float alpha;
+  nvfp4_tensor a_fp4;      /* W4A4 (a_dtype NVFP4): A [m, k]; global scale per tensor or per row */
+  void* workspace;         /* W4A4: nvfp4_jit_gemm_workspace_bytes() bytes, or NULL (stream-ordered) */
+  int64_t workspace_bytes;
 } nvfp4_gemm_args;
 const char* nvfp4_jit_version(void);
 /* The message of the last failed call on this thread ("" if none). */
@@ -177,6 +180,8 @@ nvfp4_status nvfp4_jit_rmsnorm_quantize(const nvfp4_rmsnorm_quantize_args* args,
 nvfp4_status nvfp4_jit_swiglu_quantize(const nvfp4_swiglu_quantize_args* args, CUstream stream);
 nvfp4_status nvfp4_jit_moe_stage(const nvfp4_moe_stage_args* args, CUstream stream);
 nvfp4_status nvfp4_jit_gemm(const nvfp4_gemm_args* args, CUstream stream);
+/* Workspace bytes nvfp4_jit_gemm needs for `args` (W4A4: m * k * 2, else 0; -1: bad input). */
+int64_t nvfp4_jit_gemm_workspace_bytes(const nvfp4_gemm_args* args);
 /* Bytes of an E4M3 scale tensor for [rows, k] in `layout`, padding included (-1: bad input). */
 int64_t nvfp4_jit_scale_bytes(nvfp4_scale_layout layout, int64_t rows, int64_t k);
 

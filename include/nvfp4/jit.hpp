@@ -177,16 +177,18 @@ struct ConvertScalesArgs {
 
 void convert_scales(const ConvertScalesArgs& args, CUstream stream);
 
-// D[m, n] = alpha * sum_k A[m, k] * decode(B)[n, k] (+ bias[n]), rounded to d_dtype.
-// Every product is the exact product of the decoded values, accumulated in fp32; B's global
-// scale and alpha are applied once to the sum. B is a ModelOpt NVFP4 weight as stored
-// (packed [n, k/2], E4M3 scales in either layout, global scale on the host or the device).
-// M is a run-time size: kernels are compiled per (n, k, dtypes, layout, M bucket), and
-// ragged M and N are handled in the kernel. Needs an sm_90a device (Hopper).
+// D[m, n] = alpha * gA[m] * gB * sum_k A[m, k] * B[n, k] (+ bias[n]), rounded to d_dtype.
+// Every product is the exact product of the decoded values (global scales aside),
+// accumulated in fp32; the global scales gB (B's) and gA (W4A4: A's, per tensor or per row)
+// and alpha are applied once to the sum. B is a ModelOpt NVFP4 weight as stored (packed
+// [n, k/2], E4M3 scales in either layout, global scale on the host or the device).
+// A is BF16 / FP16 (W4A16), or NVFP4 in a_fp4 (W4A4: decoded exactly to BF16 in a workspace,
+// then the W4A16 kernel). M is a run-time size: kernels are compiled per (n, k, dtypes,
+// layout, M bucket), and ragged M and N are handled in the kernel. Needs an sm_90a device.
 struct GemmArgs {
   int64_t m = 0, n = 0, k = 0;       // k: a multiple of 32
-  const void* a = nullptr;           // [m, k] BF16 or FP16, 16-byte aligned
-  DType a_dtype = DType::bf16;
+  const void* a = nullptr;           // [m, k] BF16 or FP16, 16-byte aligned (null for W4A4)
+  DType a_dtype = DType::bf16;       // BF16, FP16, or NVFP4 (W4A4: A in a_fp4)
   int64_t a_row_stride = 0;          // elements, a multiple of 8; 0: k
   Nvfp4Tensor b{};                   // weight [n, k]; data 16-byte aligned, scales 16-byte aligned
   void* d = nullptr;                 // [m, n]
@@ -195,10 +197,20 @@ struct GemmArgs {
   const void* bias = nullptr;        // [n] or null
   DType bias_dtype = DType::bf16;    // BF16 or FP32
   float alpha = 1.0f;
+  // W4A4 only: A [m, k] as NVFP4 (data 4-byte aligned, row stride a multiple of 4 bytes);
+  // its global scale may be per row (m values on the device).
+  Nvfp4Tensor a_fp4{};
+  // W4A4 only: gemm_workspace_bytes(args) bytes, 16-byte aligned. Null: allocated and freed
+  // on the stream (cuMemAllocAsync / cuMemFreeAsync, which CUDA graphs capture).
+  void* workspace = nullptr;
+  int64_t workspace_bytes = 0;
 };
 void gemm(const GemmArgs& args, CUstream stream);
+// Bytes of workspace gemm needs for `args` (W4A4: m * k * 2; otherwise 0).
+int64_t gemm_workspace_bytes(const GemmArgs& args);
 
-// What a GEMM kernel is specialized on, besides M: the tuner's unit of work.
+// What a GEMM kernel is specialized on, besides M: the tuner's unit of work. (W4A4 runs the
+// BF16 kernel, so a_dtype = nvfp4 tunes the same kernels as bf16.)
 struct GemmProblem {
   int64_t n = 0, k = 0;
   DType a_dtype = DType::bf16, d_dtype = DType::bf16;

@@ -47,6 +47,27 @@ nvfp4::jit::QuantizedOutput to_cpp(const nvfp4_quantized_output& o) {
   return q;
 }
 
+nvfp4::jit::GemmArgs to_cpp(const nvfp4_gemm_args& g) {
+  nvfp4::jit::GemmArgs a;
+  a.m = g.m;
+  a.n = g.n;
+  a.k = g.k;
+  a.a = g.a;
+  a.a_dtype = static_cast<nvfp4::jit::DType>(g.a_dtype);
+  a.a_row_stride = g.a_row_stride;
+  a.b = to_cpp(g.b);
+  a.d = g.d;
+  a.d_dtype = static_cast<nvfp4::jit::DType>(g.d_dtype);
+  a.d_row_stride = g.d_row_stride;
+  a.bias = g.bias;
+  a.bias_dtype = static_cast<nvfp4::jit::DType>(g.bias_dtype);
+  a.alpha = g.alpha;
+  a.a_fp4 = to_cpp(g.a_fp4);
+  a.workspace = g.workspace;
+  a.workspace_bytes = g.workspace_bytes;
+  return a;
+}
+
 void require(const void* args, const char* who) {
   if (!args) throw nvfp4::jit::Error(nvfp4::jit::Status::invalid_argument, std::string(who) + ": args is null");
 }
@@ -169,21 +190,16 @@ nvfp4_status nvfp4_jit_moe_stage(const nvfp4_moe_stage_args* args, CUstream stre
 
 nvfp4_status nvfp4_jit_gemm(const nvfp4_gemm_args* args, CUstream stream) {
   return guarded([&] {
-    if (!args) throw nvfp4::jit::Error(nvfp4::jit::Status::invalid_argument, "nvfp4_jit_gemm: args is null");
-    nvfp4::jit::GemmArgs a;
-    a.m = args->m;
-    a.n = args->n;
-    a.k = args->k;
-    a.a = args->a;
-    a.a_dtype = static_cast<nvfp4::jit::DType>(args->a_dtype);
-    a.a_row_stride = args->a_row_stride;
-    a.b = to_cpp(args->b);
-    a.d = args->d;
-    a.d_dtype = static_cast<nvfp4::jit::DType>(args->d_dtype);
-    a.d_row_stride = args->d_row_stride;
-    a.bias = args->bias;
-    a.bias_dtype = static_cast<nvfp4::jit::DType>(args->bias_dtype);
-    a.alpha = args->alpha;
-    nvfp4::jit::gemm(a, stream);
+    require(args, "nvfp4_jit_gemm");
+    nvfp4::jit::gemm(to_cpp(*args), stream);
   });
+}
+
+int64_t nvfp4_jit_gemm_workspace_bytes(const nvfp4_gemm_args* args) {
+  int64_t bytes = -1;
+  guarded([&] {
+    require(args, "nvfp4_jit_gemm_workspace_bytes");
+    bytes = nvfp4::jit::gemm_workspace_bytes(to_cpp(*args));
+  });
+  return bytes;
 }

@@ -17,7 +17,7 @@ struct Driver {
   X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphDestroy)   \
   X(cuGraphExecDestroy) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoDAsync)   \
   X(cuMemsetD8) X(cuMemsetD32Async) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)              \
-  X(cuEventDestroy) X(cuTensorMapEncodeTiled)
+  X(cuEventDestroy) X(cuTensorMapEncodeTiled) X(cuMemAllocAsync) X(cuMemFreeAsync)
 #define NVFP4_DECLARE(name) decltype(&::name) name = nullptr;
   NVFP4_DRIVER_FUNCTIONS(NVFP4_DECLARE)
 #undef NVFP4_DECLARE

@@ -5,8 +5,10 @@
 
 #include "common/params.cuh"
 #include "common/scale_layout.cuh"
+#include "core/driver.hpp"
 #include "core/error.hpp"
 #include "core/launcher.hpp"
+#include "ops/dequantize_op.hpp"
 #include "ops/gemm_tune.hpp"
 #include "ops/validate.hpp"
 
@@ -46,17 +48,37 @@ uint8_t bias_code(const KernelSpec& spec) {
 struct Resolved {
   int64_t a_stride, b_stride, d_stride;
   int gscale_mode;
+  int a_gscale_mode;  // W4A4: A's global scale (GlobalScaleCode); else GSCALE_HOST with 1
 };
+
+// W4A4's A: the checks dequantize would make on it, named as gemm's arguments.
+void check_fp4_activations(const Check& check, const GemmArgs& g, Resolved& r) {
+  if (g.a) check.fail("a", "a is set but a_dtype = nvfp4: pass the NVFP4 activations in a_fp4");
+  check.scale_layout("a_fp4.scale_layout", g.a_fp4.scale_layout);
+  r.a_gscale_mode = check.global_scale("a_fp4.global_scale", g.a_fp4.global_scale);
+  const int64_t stride = g.a_fp4.row_stride_bytes ? g.a_fp4.row_stride_bytes : g.k / 2;
+  if (stride < g.k / 2 || stride % 4)
+    check.fail("a_fp4.row_stride_bytes",
+               fmt::format("a_fp4.row_stride_bytes = {} must be at least k/2 = {} and a multiple of 4", stride, g.k / 2));
+  if (g.m == 0) return;
+  check.not_null("a_fp4.data", g.a_fp4.data);
+  check.aligned("a_fp4.data", g.a_fp4.data, 4);
+  check.not_null("a_fp4.scales", g.a_fp4.scales);
+  check.aligned("a_fp4.global_scale.device_ptr", g.a_fp4.global_scale.device_ptr, 4);
+  if (g.workspace) {
+    check.aligned("workspace", g.workspace, 16);
+    if (g.workspace_bytes < g.m * g.k * 2)
+      check.fail("workspace_bytes", fmt::format("workspace_bytes = {} is less than the {} bytes W4A4 needs (m * k * 2)",
+                                                g.workspace_bytes, g.m * g.k * 2));
+  }
+}
 
 Resolved resolve(const GemmArgs& g) {
   Check check(kWho);
   check.not_negative("m", g.m);
   check.positive("n", g.n);
   check.positive_multiple("k", g.k, 32, "two NVFP4 blocks, the packed row granule the kernels load");
-  if (g.a_dtype == DType::nvfp4)
-    check.fail("a_dtype", "a_dtype = nvfp4 (W4A4) is not implemented yet; pass BF16 or FP16 activations",
-               Status::unsupported);
-  check.dtype_in("a_dtype", g.a_dtype, {DType::bf16, DType::fp16});
+  check.dtype_in("a_dtype", g.a_dtype, {DType::bf16, DType::fp16, DType::nvfp4});
   check.dtype_in("d_dtype", g.d_dtype, {DType::bf16, DType::fp16, DType::fp32});
   if (g.bias) check.dtype_in("bias_dtype", g.bias_dtype, {DType::bf16, DType::fp32});
   check.scale_layout("b.scale_layout", g.b.scale_layout);
@@ -75,9 +97,13 @@ Resolved resolve(const GemmArgs& g) {
   r.gscale_mode = check.global_scale("b.global_scale", g.b.global_scale);
   if (r.gscale_mode == nvfp4k::GSCALE_DEVICE_PER_ROW)
     check.fail("b.global_scale", "b.global_scale.per_row is not supported: a weight has one global scale");
+  r.a_gscale_mode = nvfp4k::GSCALE_HOST;
+  if (g.a_dtype == DType::nvfp4) check_fp4_activations(check, g, r);
   if (g.m > 0) {
-    check.not_null("a", g.a);
-    check.aligned("a", g.a, 16);
+    if (g.a_dtype != DType::nvfp4) {
+      check.not_null("a", g.a);
+      check.aligned("a", g.a, 16);
+    }
     check.not_null("b.data", g.b.data);
     check.aligned("b.data", g.b.data, 16);
     check.not_null("b.scales", g.b.scales);
@@ -152,17 +178,24 @@ const DeviceInfo& gemm_device() {
   return device;
 }
 
+std::string prewarm_hint(const GemmArgs& args, const DeviceInfo& device) {
+  return fmt::format("nvfp4-jit prewarm --shape {},{} --arch {}", args.n, args.k, to_string(device.arch));
+}
+
+CUfunction gemm_kernel(const GemmArgs& args, const DeviceInfo& device, const GemmTile& tile, CUstream stream) {
+  const KernelSpec spec = gemm_spec(device.arch, args.n, args.k, args.a_dtype, args.d_dtype, args.b.scale_layout,
+                                    args.bias ? uint8_t(args.bias_dtype) : kNoDType, tile);
+  return kernel_for(device, spec, gemm_shared_bytes(tile), stream, [&] { return prewarm_hint(args, device); });
+}
+
+// `a_scale`: A's global scale (W4A4), applied in the epilogue.
 void launch_gemm(const GemmArgs& args, const Resolved& r, const DeviceInfo& device, const GemmTile& tile,
-                 CUstream stream) {
+                 CUstream stream, const GlobalScale& a_scale = {}) {
   Check check(kWho);
   const int64_t m_tiles = (args.m + tile.block_m - 1) / tile.block_m;
   if (m_tiles > 65535) check.fail("m", fmt::format("m = {} is more rows than one launch covers ({})", args.m, 65535LL * tile.block_m));
-  const KernelSpec spec = gemm_spec(device.arch, args.n, args.k, args.a_dtype, args.d_dtype, args.b.scale_layout,
-                                    args.bias ? uint8_t(args.bias_dtype) : kNoDType, tile);
   const unsigned shared = gemm_shared_bytes(tile);
-  const CUfunction function = kernel_for(device, spec, shared, stream, [&] {
-    return fmt::format("nvfp4-jit prewarm --shape {},{} --arch {}", args.n, args.k, to_string(device.arch));
-  });
+  const CUfunction function = gemm_kernel(args, device, tile, stream);
 
   nvfp4k::GemmParams p{};
   const CUtensorMap map_a = make_tensor_map_2d(
@@ -180,6 +213,9 @@ void launch_gemm(const GemmArgs& args, const Resolved& r, const DeviceInfo& devi
   p.w_gscale_value = args.b.global_scale.value;
   p.w_gscale_mode = r.gscale_mode;
   p.alpha = args.alpha;
+  p.a_gscale_ptr = a_scale.device_ptr;
+  p.a_gscale_value = a_scale.value;
+  p.a_gscale_mode = r.a_gscale_mode;
   p.bias = args.bias;
   p.d = args.d;
   p.d_stride = r.d_stride;
@@ -211,11 +247,63 @@ void gemm_with_tile(const GemmArgs& args, const GemmTile& tile, CUstream stream)
 
 namespace nvfp4::jit {
 
+namespace {
+
+// W4A4: A decoded exactly to BF16 without its global scale (e2m1 x e4m3 has at most 6
+// significant bits and lies in [2^-10, 2688]), then the BF16 kernel, with A's global scale
+// in the epilogue. Both kernels are loaded before anything is enqueued, so a capture error
+// leaves the stream untouched.
+void gemm_w4a4(const GemmArgs& args, const detail::Resolved& r, const detail::DeviceInfo& device, CUstream stream) {
+  using namespace detail;
+  GemmArgs inner = args;
+  inner.a_dtype = DType::bf16;
+  inner.a_row_stride = args.k;
+  const GemmTile tile = gemm_tile_for(device, inner, stream);
+  gemm_kernel(inner, device, tile, stream);
+  kernel_for(device, dequantize_spec(device.arch, args.k, DType::bf16, args.a_fp4.scale_layout), 0, stream,
+             [&] { return prewarm_hint(args, device); });
+
+  CUdeviceptr owned = 0;
+  if (args.workspace) {
+    inner.a = args.workspace;
+  } else {
+    check_cu(driver().cuMemAllocAsync(&owned, size_t(args.m * args.k * 2), stream), "cuMemAllocAsync(W4A4 workspace)");
+    inner.a = reinterpret_cast<void*>(owned);
+  }
+  DequantizeArgs decode;
+  decode.src = args.a_fp4;
+  decode.src.global_scale = GlobalScale{};  // 1: applied in the GEMM's epilogue instead
+  decode.src_rows = args.m;
+  decode.k = args.k;
+  decode.out = const_cast<void*>(inner.a);
+  decode.out_dtype = DType::bf16;
+  try {
+    dequantize(decode, stream);
+    Resolved inner_r = r;
+    inner_r.a_stride = args.k;
+    launch_gemm(inner, inner_r, device, tile, stream, args.a_fp4.global_scale);
+  } catch (...) {
+    if (owned) driver().cuMemFreeAsync(owned, stream);
+    throw;
+  }
+  if (owned) check_cu(driver().cuMemFreeAsync(owned, stream), "cuMemFreeAsync(W4A4 workspace)");
+}
+
+}  // namespace
+
+int64_t gemm_workspace_bytes(const GemmArgs& args) {
+  const detail::Check check("nvfp4::jit::gemm_workspace_bytes");
+  check.not_negative("m", args.m);
+  check.positive_multiple("k", args.k, 32, "two NVFP4 blocks, the packed row granule the kernels load");
+  return args.a_dtype == DType::nvfp4 ? args.m * args.k * 2 : 0;
+}
+
 void gemm(const GemmArgs& args, CUstream stream) {
   using namespace detail;
   const Resolved r = resolve(args);
   if (args.m == 0) return;
   const DeviceInfo& device = gemm_device();
+  if (args.a_dtype == DType::nvfp4) return gemm_w4a4(args, r, device, stream);
   launch_gemm(args, r, device, gemm_tile_for(device, args, stream), stream);
 }
 

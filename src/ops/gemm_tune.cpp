@@ -216,7 +216,9 @@ std::vector<TunedBucket> tune(const GemmProblem& problem, const TuneOptions& opt
   std::vector<int> buckets;
   if (options.m > 0) buckets.push_back(gemm_m_bucket(options.m));
   else buckets.assign(std::begin(kGemmMBuckets), std::end(kGemmMBuckets));
-  return tune_gemm(device, problem, buckets, options.runs);
+  GemmProblem kernel_problem = problem;
+  if (problem.a_dtype == DType::nvfp4) kernel_problem.a_dtype = DType::bf16;  // W4A4 runs the BF16 kernel
+  return tune_gemm(device, kernel_problem, buckets, options.runs);
 }
 
 }  // namespace nvfp4::jit

@@ -93,7 +93,7 @@ struct alignas(64) TmaDescriptor {
 
 enum BiasCode { BIAS_NONE = 0, BIAS_BF16 = 1, BIAS_FP32 = 2 };
 
-// D[m, n] = alpha * w_gscale * sum_k A[m, k] * W[n, k] (+ bias[n]).
+// D[m, n] = alpha * a_gscale[m] * w_gscale * sum_k A[m, k] * W[n, k] (+ bias[n]).
 // Passed as a __grid_constant__ parameter so the TMA descriptors stay in parameter space.
 struct GemmParams {
   TmaDescriptor tma_a;            // activations [M, K], 16-bit
@@ -103,6 +103,9 @@ struct GemmParams {
   float w_gscale_value;           // GSCALE_HOST
   int w_gscale_mode;
   float alpha;
+  const float* a_gscale_ptr;      // W4A4: A's global scale on the device, one or one per row (m)
+  float a_gscale_value;           // GSCALE_HOST (1 for W4A16)
+  int a_gscale_mode;
   const void* bias;               // [N], type compiled in
   void* d;                        // [M, N] with d_stride elements per row
   long long d_stride;

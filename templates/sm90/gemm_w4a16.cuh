@@ -250,8 +250,11 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   // acc[4j + 2h + e] is D^T[row0 + 8h, 8j + 2t + e], i.e. D[m0 + 8j + 2t + e, n0 + row0 + 8h]
   const int tid = threadIdx.x % 128, lane = tid % 32, t = lane % 4;
   const int row0 = (wg - 1) * 64 + (tid / 32) * 16 + lane / 4;
-  const float scale =
-      p.alpha * global_scale(p.w_gscale_mode, p.w_gscale_value, p.w_gscale_ptr, 0) * float(1u << Op::SHIFT);
+  // A's global scale (W4A4) is per row of D when a device vector; otherwise folded in here.
+  const bool a_per_row = p.a_gscale_mode == GSCALE_DEVICE_PER_ROW;
+  const float scale = p.alpha * global_scale(p.w_gscale_mode, p.w_gscale_value, p.w_gscale_ptr, 0) *
+                      (a_per_row ? 1.0f : global_scale(p.a_gscale_mode, p.a_gscale_value, p.a_gscale_ptr, 0)) *
+                      float(1u << Op::SHIFT);
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const long long n = n0 + row0 + 8 * h;
@@ -262,7 +265,9 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const long long m = m0 + 8 * j + 2 * t + e;
-        if (m < p.m) store_element<C::ODT>(p.d, m * p.d_stride + n, acc[4 * j + 2 * h + e] * scale + bias);
+        if (m < p.m)
+          store_element<C::ODT>(p.d, m * p.d_stride + n,
+                                acc[4 * j + 2 * h + e] * (a_per_row ? scale * p.a_gscale_ptr[m] : scale) + bias);
       }
     }
   }

@@ -32,6 +32,10 @@ struct Case {
   // any: every finite E4M3 scale; subnormal: only nonzero subnormal scales (a kernel that
   // flushed them would be far off); nan_row: one NaN scale, whose row of D must be NaN
   enum Scales { any, subnormal, nan_row } scales = any;
+  // W4A4 (a = nvfp4): A's global scale 0 host value, 1 device scalar, 2 device per row; and
+  // whether the caller passes the workspace (else gemm allocates it on the stream)
+  int a_gscale = 0;
+  bool workspace = false;
 };
 
 uint16_t to_half_bits(DType t, float v) {
@@ -81,8 +85,17 @@ void run_case(const Case& c, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<uint16_t> a(size_t(c.m * lda), 0x7FFF);  // padding: NaN, must never be read
   std::vector<double> ad(size_t(c.m * c.k));
+  const bool w4a4 = c.a == DType::nvfp4;
+  // W4A4: A in the other scale layout than B, padded rows, any finite scale (subnormals too)
+  const ScaleLayout a_layout = c.layout == ScaleLayout::linear ? ScaleLayout::swizzled128x4 : ScaleLayout::linear;
+  testutil::HostNvfp4 a4(w4a4 ? c.m : 0, c.k, a_layout, rng, 16);
+  const float ga = std::ldexp(1.0f + (rng() % 100) / 100.0f, -3);
   for (int64_t m = 0; m < c.m; ++m)
     for (int64_t k = 0; k < c.k; ++k) {
+      if (w4a4) {
+        ad[size_t(m * c.k + k)] = a4.value(m, k) * (c.a_gscale == 2 ? double(a4.row_scales[size_t(m)]) : double(ga));
+        continue;
+      }
       const uint16_t h = to_half_bits(c.a, normal(rng));
       a[size_t(m * lda + k)] = h;
       ad[size_t(m * c.k + k)] = half_bits_to_double(c.a, h);
@@ -115,6 +128,15 @@ void run_case(const Case& c, std::mt19937& rng) {
   GemmArgs g;
   g.m = c.m, g.n = c.n, g.k = c.k;
   g.a = d_a.get(), g.a_dtype = c.a, g.a_row_stride = lda;
+  DeviceBuffer d_a4 = to_device(a4.packed), d_a4s = to_device(a4.scales), d_ga = to_device(std::vector<float>{ga}),
+               d_ga_rows = to_device(a4.row_scales), d_ws(size_t(c.m * c.k * 2));
+  if (w4a4) {
+    g.a = nullptr, g.a_row_stride = 0;
+    g.a_fp4 = {d_a4.get(), a4.stride_bytes, d_a4s.get(), a_layout, {ga, nullptr, false}};
+    if (c.a_gscale == 1) g.a_fp4.global_scale.device_ptr = d_ga.as<float>();
+    if (c.a_gscale == 2) g.a_fp4.global_scale = {1.0f, d_ga_rows.as<float>(), true};
+    if (c.workspace) g.workspace = d_ws.get(), g.workspace_bytes = int64_t(d_ws.bytes());
+  }
   g.b = {d_w.get(), 0, d_s.get(), c.layout, {}};
   if (c.device_gscale)
     g.b.global_scale.device_ptr = d_gw.as<float>();
@@ -209,6 +231,21 @@ TEST_SUITE("gpu_gemm") {
     };
     for (const Case& c : cases) run_case(c, rng);
   }
+
+  TEST_CASE("gemm W4A4 (NVFP4 activations) against a float64 reference") {
+    std::mt19937 rng(std::random_device{}());
+    const DType fp4 = DType::nvfp4;
+    const Case cases[] = {
+        {1, 8192, 8192, fp4, DType::fp32, ScaleLayout::linear, false, 0, 0, 0, 1.0f, Case::any, 0, false},
+        {7, 2880, 2880, fp4, DType::fp32, ScaleLayout::swizzled128x4, true, 0, 0, 0, 1.0f, Case::any, 1, true},
+        {64, 8192, 2880, fp4, DType::bf16, ScaleLayout::linear, false, 1, 0, 0, 0.5f, Case::any, 2, false},
+        {129, 2880, 8192, fp4, DType::fp32, ScaleLayout::swizzled128x4, false, 2, 0, 8, 1.0f, Case::any, 2, true},
+        {1000, 2880, 2880, fp4, DType::fp32, ScaleLayout::linear, true, 0, 0, 0, 1.0f, Case::any, 1, false},
+        {4096, 2880, 2880, fp4, DType::bf16, ScaleLayout::swizzled128x4, false, 0, 0, 0, 1.0f, Case::any, 0, true},
+        {300, 8, 96, fp4, DType::fp32, ScaleLayout::linear, false, 0, 0, 0, 1.0f, Case::subnormal, 2, false},
+    };
+    for (const Case& c : cases) run_case(c, rng);
+  }
 }
 
 TEST_SUITE("gpu_gemm") {
@@ -220,6 +257,7 @@ TEST_SUITE("gpu_gemm") {
         {3, 64, 2048, DType::bf16, DType::fp32},
         {7, 200, 96, DType::bf16, DType::fp32, ScaleLayout::swizzled128x4},
         {130, 72, 160, DType::fp16, DType::bf16, ScaleLayout::linear, true, 2},
+        {9, 72, 160, DType::nvfp4, DType::fp32, ScaleLayout::swizzled128x4, false, 0, 0, 0, 1.0f, Case::any, 2, false},
     };
     for (const Case& c : cases) run_case(c, rng);
   }
