@@ -62,6 +62,39 @@ __device__ __forceinline__ void load_gate_up(const char* row, long long kb, floa
   }
 }
 
+// The row's blocks of 16 a thread holds. Beyond two blocks, 16-bit inputs stay packed two
+// per register (every value is one the input dtype represents: loaded, or rounded to it by
+// the prologue, so packing is exact), which keeps 4 blocks in 32 registers at 1024 threads.
+template <int DTYPE, int BLOCKS>
+struct HeldBlocks {
+  static constexpr bool PACKED = DTYPE != DTYPE_FP32 && BLOCKS > 2;
+  float x[PACKED ? 1 : BLOCKS][16];
+  unsigned bits[PACKED ? BLOCKS : 1][8];
+
+  __device__ __forceinline__ void put(int j, const float (&v)[16]) {
+    if constexpr (PACKED) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        bits[j][i] = DTYPE == DTYPE_BF16 ? pack_bf16x2(v[2 * i], v[2 * i + 1]) : pack_fp16x2(v[2 * i], v[2 * i + 1]);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 16; ++i) x[j][i] = v[i];
+    }
+  }
+  __device__ __forceinline__ void get(int j, float (&v)[16]) const {
+    if constexpr (PACKED) {
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        v[2 * i] = DTYPE == DTYPE_BF16 ? bf16_bits_to_float(bits[j][i] & 0xFFFFu) : fp16_bits_to_float(bits[j][i] & 0xFFFFu);
+        v[2 * i + 1] = DTYPE == DTYPE_BF16 ? bf16_bits_to_float(bits[j][i] >> 16) : fp16_bits_to_float(bits[j][i] >> 16);
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 16; ++i) v[i] = x[j][i];
+    }
+  }
+};
+
 template <int PROLOGUE, int IN_DTYPE, long long K, long long GROUP, int SCALE_LAYOUT, int THREADS>
 __device__ __forceinline__ void row_quantize(const RowQuantizeParams& p) {
   static_assert(K % 16 == 0 && THREADS % 32 == 0, "K must be a multiple of 16, THREADS of 32");
@@ -79,19 +112,21 @@ __device__ __forceinline__ void row_quantize(const RowQuantizeParams& p) {
   }
 
   const char* row = static_cast<const char*>(p.in) + r * p.in_stride * ESIZE;
-  float v[PER_THREAD][16];
+  HeldBlocks<IN_DTYPE, PER_THREAD> held;
 #pragma unroll
   for (int j = 0; j < PER_THREAD; ++j) {
     const long long kb = t + (long long)j * THREADS;
     if (kb >= KBLOCKS) break;
+    float v[16];
     if constexpr (PROLOGUE == ROW_SWIGLU) {
       float gate[16], up[16];
       load_gate_up<IN_DTYPE, K, GROUP>(row, kb, gate, up);
 #pragma unroll
-      for (int i = 0; i < 16; ++i) v[j][i] = round_to<IN_DTYPE>(silu_mul(gate[i], up[i]));
+      for (int i = 0; i < 16; ++i) v[i] = round_to<IN_DTYPE>(silu_mul(gate[i], up[i]));
     } else {
-      load_as_float<IN_DTYPE, 16>(row + kb * 16 * ESIZE, v[j]);
+      load_as_float<IN_DTYPE, 16>(row + kb * 16 * ESIZE, v);
     }
+    held.put(j, v);
   }
 
   if constexpr (PROLOGUE == ROW_RMSNORM) {
@@ -99,8 +134,10 @@ __device__ __forceinline__ void row_quantize(const RowQuantizeParams& p) {
 #pragma unroll
     for (int j = 0; j < PER_THREAD; ++j) {
       if (t + (long long)j * THREADS >= KBLOCKS) break;
+      float v[16];
+      held.get(j, v);
 #pragma unroll
-      for (int i = 0; i < 16; ++i) sum_sq = __fmaf_rn(v[j][i], v[j][i], sum_sq);
+      for (int i = 0; i < 16; ++i) sum_sq = __fmaf_rn(v[i], v[i], sum_sq);
     }
     const float inv = inv_rms(cta_sum<THREADS>(sum_sq, scratch), float(K), p.eps);
     if (p.inv_rms && t == 0) p.inv_rms[r] = inv;
@@ -108,11 +145,13 @@ __device__ __forceinline__ void row_quantize(const RowQuantizeParams& p) {
     for (int j = 0; j < PER_THREAD; ++j) {
       const long long kb = t + (long long)j * THREADS;
       if (kb >= KBLOCKS) break;
-      float w[16];
+      float v[16], w[16];
+      held.get(j, v);
       load_as_float<IN_DTYPE, 16>(static_cast<const char*>(p.norm_weight) + kb * 16 * ESIZE, w);
 #pragma unroll
-      for (int i = 0; i < 16; ++i) v[j][i] = rmsnorm_value<IN_DTYPE>(v[j][i], inv, w[i]);
-      if (p.normed) store_converted<IN_DTYPE, 16>(static_cast<char*>(p.normed) + (r * p.normed_stride + kb * 16) * ESIZE, v[j]);
+      for (int i = 0; i < 16; ++i) v[i] = rmsnorm_value<IN_DTYPE>(v[i], inv, w[i]);
+      if (p.normed) store_converted<IN_DTYPE, 16>(static_cast<char*>(p.normed) + (r * p.normed_stride + kb * 16) * ESIZE, v);
+      held.put(j, v);
     }
   }
 
@@ -120,8 +159,12 @@ __device__ __forceinline__ void row_quantize(const RowQuantizeParams& p) {
   if (p.gscale_mode == GSCALE_COMPUTE_PER_ROW) {
     float amax = 0.0f;
 #pragma unroll
-    for (int j = 0; j < PER_THREAD; ++j)
-      if (t + (long long)j * THREADS < KBLOCKS) amax = fmaxf(amax, finite_amax(v[j]));
+    for (int j = 0; j < PER_THREAD; ++j) {
+      if (t + (long long)j * THREADS >= KBLOCKS) break;
+      float v[16];
+      held.get(j, v);
+      amax = fmaxf(amax, finite_amax(v));
+    }
     gscale = global_scale_from_amax(cta_max<THREADS>(amax, scratch));
     if (t == 0) p.gscale_out[r] = gscale;
   } else {
@@ -132,8 +175,10 @@ __device__ __forceinline__ void row_quantize(const RowQuantizeParams& p) {
   for (int j = 0; j < PER_THREAD; ++j) {
     const long long kb = t + (long long)j * THREADS;
     if (kb >= KBLOCKS) break;
+    float v[16];
+    held.get(j, v);
     unsigned packed[2];
-    p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = quantize_block16(v[j], gscale, packed);
+    p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = quantize_block16(v, gscale, packed);
     *reinterpret_cast<uint2*>(p.packed + r * p.packed_stride + kb * 8) = make_uint2(packed[0], packed[1]);
   }
 

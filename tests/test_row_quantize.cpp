@@ -208,6 +208,8 @@ TEST_SUITE("row_quantize") {
     expect_error(b, rms, Status::unsupported, "compute_per_tensor needs the whole tensor");
     b = r, b.k = 65552;
     expect_error(b, rms, Status::invalid_argument, "k = 65552 is larger than 65536");
+    b = r, b.k = 49152, b.in_dtype = DType::fp32;
+    expect_error(b, rms, Status::invalid_argument, "k = 49152 is larger than 32768, the most one CTA per row holds for fp32");
     b = r, b.k = 40;
     expect_error(b, rms, Status::invalid_argument, "k = 40 must be a positive multiple of 16");
     b = r, b.weight = nullptr;

@@ -116,7 +116,7 @@ struct QuantizedOutput {
 //   inv_rms[r] = 1 / sqrt(sum_k x^2 / k + eps)   (fp32, correctly rounded steps)
 //   y = RN(RN(x * inv_rms) * weight)              (RN: round to in_dtype, as frameworks do)
 // and y is quantized exactly as quantize() would quantize a tensor holding y, so the result
-// equals the unfused RMSNorm -> quantize. One CTA per row, k <= 65536.
+// equals the unfused RMSNorm -> quantize. One CTA per row, k <= 65536 (32768 for FP32 input).
 struct RmsNormQuantizeArgs {
   const void* in = nullptr;           // [rows, k], 16-byte aligned
   DType in_dtype = DType::bf16;       // BF16, FP16 or FP32
@@ -140,7 +140,7 @@ struct SwigluQuantizeArgs {
   const void* in = nullptr;           // [rows, 2k], 16-byte aligned
   DType in_dtype = DType::bf16;       // BF16, FP16 or FP32
   int64_t in_row_stride = 0;          // elements; 0: 2k
-  int64_t rows = 0, k = 0;            // k: a multiple of 16, <= 65536
+  int64_t rows = 0, k = 0;            // k: a multiple of 16, <= 65536 (32768 for FP32)
   int64_t interleave = 0;
   QuantizedOutput out{};
 };
@@ -239,6 +239,30 @@ struct TunedBucket {
 // Compiles the candidates first (in parallel; cached ones load from disk). Not during a
 // CUDA graph capture. With NVFP4_JIT_AUTOTUNE=1, gemm() tunes an untuned bucket on first use.
 std::vector<TunedBucket> tune(const GemmProblem& problem, const TuneOptions& options = {});
+
+// A ModelOpt NVFP4 linear layer as its checkpoint stores it. The scalars are device pointers
+// (GlobalScale::device_ptr, so CUDA graphs see updates) or host values.
+struct ModelOptLinear {
+  int64_t n = 0, k = 0;                 // out_features, in_features (k: a multiple of 32)
+  const void* weight = nullptr;         // uint8 [n, k/2], 16-byte aligned
+  const void* weight_scale = nullptr;   // float8_e4m3fn [n, k/16], 16-byte aligned
+  GlobalScale weight_scale_2{};         // fp32 scalar: the weight's global scale
+  GlobalScale input_scale{};            // fp32 scalar: the activations' static global scale (W4A4)
+};
+
+// What gemm and the activation quantizers take for such a layer.
+struct Nvfp4Linear {
+  Nvfp4Tensor weight;       // GemmArgs::b
+  GlobalScale input_scale;  // W4A4: the given global scale for quantize / rmsnorm_quantize / ...
+};
+
+// Checks a ModelOpt layer and describes it for gemm. ModelOpt's tensors are the library's
+// formats already (value = e2m1 * weight_scale * weight_scale_2; activations divided by
+// input_scale), so with `layout` linear nothing is copied. With swizzled128x4 the scales are
+// rewritten into `swizzled_scales` (scale_bytes(swizzled128x4, n, k) bytes) on `stream`, a
+// one-time step at load.
+Nvfp4Linear from_modelopt(const ModelOptLinear& layer, ScaleLayout layout = ScaleLayout::linear,
+                          void* swizzled_scales = nullptr, CUstream stream = nullptr);
 
 // Bytes of an E4M3 scale tensor for [rows, k] in `layout` (padding included).
 int64_t scale_bytes(ScaleLayout layout, int64_t rows, int64_t k);

@@ -18,7 +18,9 @@ namespace nvfp4::jit::detail {
 
 namespace {
 
-constexpr int64_t kMaxK = 65536;  // 16-element blocks per thread <= 4 at 1024 threads
+// At 1024 threads a thread holds up to 4 blocks of 16 in registers: packed 16-bit values up
+// to 65536, fp32 values up to 32768 (2 blocks) without spilling.
+constexpr int64_t kMaxK = 65536, kMaxKFp32 = 32768;
 
 // About two blocks of 16 per thread: enough loads in flight, few registers.
 int row_threads(int64_t k) {
@@ -57,6 +59,8 @@ void check_common(RowJob& j, int64_t in_row_stride, int64_t width) {
   Check check(j.who);
   check.positive_multiple("k", j.k, 16, "the NVFP4 block size");
   if (j.k > kMaxK) check.fail("k", fmt::format("k = {} is larger than {}, the most one CTA per row holds", j.k, kMaxK));
+  if (j.in_dtype == DType::fp32 && j.k > kMaxKFp32)
+    check.fail("k", fmt::format("k = {} is larger than {}, the most one CTA per row holds for fp32 input", j.k, kMaxKFp32));
   check.not_negative("rows", j.rows);
   check.dtype_in("in_dtype", j.in_dtype, {DType::bf16, DType::fp16, DType::fp32});
   check.scale_layout("out.scale_layout", j.out.scale_layout);

@@ -1,0 +1,40 @@
+// ModelOpt NVFP4 checkpoints -> the library's GEMM inputs. The formats match (DESIGN.md
+// section 2), so this is checks plus an optional scale-layout rewrite.
+#include <cmath>
+
+#include "nvfp4/jit.hpp"
+#include "ops/validate.hpp"
+
+namespace nvfp4::jit {
+
+Nvfp4Linear from_modelopt(const ModelOptLinear& layer, ScaleLayout layout, void* swizzled_scales, CUstream stream) {
+  const detail::Check check("nvfp4::jit::from_modelopt");
+  check.positive("n", layer.n);
+  check.positive_multiple("k", layer.k, 32, "the GEMM reads two NVFP4 blocks at a time");
+  check.scale_layout("layout", layout);
+  check.not_null("weight", layer.weight);
+  check.aligned("weight", layer.weight, 16);
+  check.not_null("weight_scale", layer.weight_scale);
+  check.aligned("weight_scale", layer.weight_scale, 16);
+  for (auto [name, scale] : {std::pair{"weight_scale_2", layer.weight_scale_2}, {"input_scale", layer.input_scale}}) {
+    check.global_scale(name, scale);
+    if (scale.per_row) check.fail(name, fmt::format("{}.per_row is set: ModelOpt stores one scalar", name));
+    if (!scale.device_ptr && !(scale.value > 0.0f))
+      check.fail(name, fmt::format("{}.value = {} must be positive", name, scale.value));
+    check.aligned(std::string(name) + ".device_ptr", scale.device_ptr, 4);
+  }
+  Nvfp4Linear out;
+  out.weight = {layer.weight, layer.k / 2, layer.weight_scale, ScaleLayout::linear, layer.weight_scale_2};
+  out.input_scale = layer.input_scale;
+  if (layout == ScaleLayout::swizzled128x4) {
+    check.not_null("swizzled_scales", swizzled_scales);
+    check.aligned("swizzled_scales", swizzled_scales, 16);
+    convert_scales({layer.weight_scale, ScaleLayout::linear, swizzled_scales, ScaleLayout::swizzled128x4, layer.n, layer.k},
+                   stream);
+    out.weight.scales = swizzled_scales;
+    out.weight.scale_layout = ScaleLayout::swizzled128x4;
+  }
+  return out;
+}
+
+}  // namespace nvfp4::jit
