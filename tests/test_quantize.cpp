@@ -66,6 +66,55 @@ TEST_SUITE("quantize") {
     for (int i = 0; i < 7; ++i) CHECK(float_to_e2m1_satfinite(probes[i]) == want[i]);
   }
 
+  TEST_CASE("the kernels' E2M1 code (least of three roundings) equals RNE onto the grid") {
+    auto check = [](float q) {
+      const unsigned got = float_to_bits(e2m1_code_plus_2p23(q)) - 0x4B000000u, want = float_to_e2m1_satfinite(q);
+      if (got != want) FAIL_CHECK("q = " << q << " (bits " << float_to_bits(q) << "): code " << got << " != " << want);
+      return got == want;
+    };
+    // every float from 0 to 16 with a stride that visits every exponent and many mantissas
+    for (unsigned bits = 0; bits <= 0x41800000u; bits += 977)
+      if (!check(bits_to_float(bits))) return;
+    // each threshold and grid value, and 64 ulps either side
+    for (float t : {0.25f, 0.5f, 0.75f, 1.0f, 1.25f, 1.5f, 1.75f, 2.0f, 2.5f, 3.0f, 3.5f, 4.0f, 5.0f, 6.0f, 7.0f, 8.0f}) {
+      float lo = t, hi = t;
+      for (int i = 0; i < 64; ++i, lo = std::nextafter(lo, 0.0f), hi = std::nextafter(hi, 1e30f))
+        if (!check(lo) || !check(hi)) return;
+    }
+    for (float q : {0.0f, 1e-30f, 1e-45f, 7.9999f, 1e9f, 3e38f, INFINITY}) check(q);
+  }
+
+  TEST_CASE("quantize_block16 equals its definition: scale, then each x / d rounded onto the grid") {
+    std::mt19937 rng(std::random_device{}());
+    for (int rep = 0; rep < 2000; ++rep)
+      for (float gs : {1.0f, 0.37f, 1.0f / 2688, 3e-5f}) {
+        const auto bytes = testutil::quantize_input(1, 64, 64, DType::fp32, rng, true, gs);
+        for (int b = 0; b < 4; ++b) {
+          float x[16];
+          std::memcpy(x, &bytes[size_t(b) * 64], 64);
+          unsigned packed[2];
+          const unsigned char scale = quantize_block16(x, gs, packed);
+          unsigned amax = 0;
+          for (float v : x) amax = std::max(amax, float_to_bits(v) & 0x7FFFFFFFu);
+          if (amax >= 0x7F800000u) {
+            REQUIRE((scale == E4M3_NAN && packed[0] == 0 && packed[1] == 0));
+            continue;
+          }
+          REQUIRE(scale == float_to_e4m3_satfinite(bits_to_float(amax) / 6.0f / gs));
+          const float d = e4m3_to_float(scale) * gs;
+          for (int i = 0; i < 16; ++i) {
+            const unsigned want = d == 0.0f ? 0u : float_to_e2m1_satfinite(x[i] / d);
+            const unsigned got = (packed[i / 8] >> ((i % 8) * 4)) & 15u;
+            if (got != want) {
+              FAIL_CHECK("gscale " << gs << " element " << i << " = " << x[i] << " (d = " << d << "): nibble " << got
+                                   << " != " << want);
+              return;
+            }
+          }
+        }
+      }
+  }
+
   TEST_CASE("the kernels' reciprocal-and-FMA division equals IEEE division") {
     std::mt19937 rng(std::random_device{}());
     auto fma = [](float a, float b, float c) { return std::fma(a, b, c); };
@@ -78,12 +127,11 @@ TEST_SUITE("quantize") {
         x = thresholds[rng() % 7] * d;
         for (int n = int(rng() % 7) - 3; n != 0; n += n > 0 ? -1 : 1) x = std::nextafter(x, n > 0 ? 1e38f : 0.0f);
       }
-      if (rng() & 1) x = -x;
-      if (i % 1000 == 0) x = (i % 2000 == 0) ? 0.0f : -0.0f;
+      if (i % 1000 == 0) x = 0.0f;
       const float rd = 1.0f / d;
-      // Compared as bits: -0 == +0 as floats, and the sign of zero is a nibble's sign bit.
-      if (float_to_bits(divide_rn_with(x, d, rd, fma)) != float_to_bits(x / d)) {
-        FAIL_CHECK("x = " << x << ", d = " << d << ": " << divide_rn_with(x, d, rd, fma) << " != " << x / d);
+      // Compared as bits (+0 must stay +0).
+      if (float_to_bits(divide_rn_nonneg_with(x, d, rd, fma)) != float_to_bits(x / d)) {
+        FAIL_CHECK("x = " << x << ", d = " << d << ": " << divide_rn_nonneg_with(x, d, rd, fma) << " != " << x / d);
         break;
       }
     }

@@ -1,64 +1,12 @@
 // The arithmetic of the fused quantize prologues (RMSNorm, SwiGLU), written once for the
 // kernels and the CPU reference. Every operation is an explicitly rounded fp32 operation
-// (no contraction into FMAs the other side would not make), and exp is our own, so device
-// and host produce the same bits.
+// (portable.cuh: no contraction into FMAs the other side would not make), and exp is our
+// own, so device and host produce the same bits.
 #pragma once
 #include "common/nvfp4_format.cuh"
 #include "common/params.cuh"
 
-#if !defined(__CUDA_ARCH__)
-#include <cmath>
-#endif
-
 namespace nvfp4k {
-
-NVFP4_HD float mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-
-NVFP4_HD float add_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif
-}
-
-NVFP4_HD float div_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif
-}
-
-NVFP4_HD float fma_rn(float a, float b, float c) {
-#if defined(__CUDA_ARCH__)
-  return __fmaf_rn(a, b, c);
-#else
-  return std::fma(a, b, c);
-#endif
-}
-
-NVFP4_HD float sqrt_rn(float a) {
-#if defined(__CUDA_ARCH__)
-  return __fsqrt_rn(a);
-#else
-  return std::sqrt(a);
-#endif
-}
-
-NVFP4_HD float rint_even(float a) {
-#if defined(__CUDA_ARCH__)
-  return rintf(a);
-#else
-  return std::nearbyint(a);  // the default rounding mode: to nearest even
-#endif
-}
 
 // fp32 rounded to DTYPE and back (the value a tensor of that dtype would hold).
 template <int DTYPE>

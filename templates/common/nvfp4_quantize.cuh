@@ -45,26 +45,36 @@ NVFP4_HD unsigned float_to_e2m1_satfinite(float v) {
   return code | ((float_to_bits(v) >> 28) & 8u);
 }
 
-// x / d rounded to nearest even, given rd = RN(1/d) for a d in [2^-100, 2^100], with one
-// reciprocal per block instead of a division per value. The first FMA correction brings
-// x * rd within one ulp of x / d; the second (Markstein's theorem) makes it the correctly
-// rounded quotient, the same bits as IEEE division. The corrections turn -0 into +0, so the
-// sign of x (d > 0) is put back. tests/test_quantize.cpp and the GPU tests check this.
+// x / d rounded to nearest even for x >= 0, given rd = RN(1/d) for a d in [2^-100, 2^100],
+// with one reciprocal per block instead of a division per value. The first FMA correction
+// brings x * rd within one ulp of x / d; the second (Markstein's theorem) makes it the
+// correctly rounded quotient, the same bits as IEEE division (+0 for x = +0).
+// tests/test_quantize.cpp and the GPU tests check this.
 template <class Fma>
-NVFP4_HD float divide_rn_with(float x, float d, float rd, Fma fma) {
+NVFP4_HD float divide_rn_nonneg_with(float x, float d, float rd, Fma fma) {
   float q = x * rd;
   q = fma(fma(-q, d, x), rd, q);
-  q = fma(fma(-q, d, x), rd, q);
-  return bits_to_float((float_to_bits(q) & 0x7FFFFFFFu) | (float_to_bits(x) & 0x80000000u));
+  return fma(fma(-q, d, x), rd, q);
 }
 
-NVFP4_HD float divide_rn(float x, float d, float rd) {
+NVFP4_HD float divide_rn_nonneg(float x, float d, float rd) {
 #if defined(__CUDA_ARCH__)
-  return divide_rn_with(x, d, rd, [](float a, float b, float c) { return __fmaf_rn(a, b, c); });
+  return divide_rn_nonneg_with(x, d, rd, [](float a, float b, float c) { return __fmaf_rn(a, b, c); });
 #else
   (void)rd;
   return x / d;
 #endif
+}
+
+// The E2M1 magnitude code of q >= 0 (or +Inf), as the float 2^23 + code. The grid's spacing
+// is 0.5 below 2, 1 up to 4 and 2 above, so the code is RNE(2q), RNE(q) + 2 or RNE(q/2) + 4,
+// each one rounding of an exact 2q + 2^23, q + 2^23 + 2 or q/2 + 2^23 + 4 to an integer, ties
+// to even. The three are the pieces of a concave function, so the code is their least,
+// saturated at 7: three FMA-pipe operations and three minimums instead of a dozen integer
+// compares and selects (the quantize kernels are bound by the integer pipe).
+NVFP4_HD float e2m1_code_plus_2p23(float q) {
+  const float t1 = fma_rn(q, 2.0f, 8388608.0f), t2 = add_rn(q, 8388610.0f), t3 = fma_rn(q, 0.5f, 8388612.0f);
+  return min_rn(min_rn(t1, t2), min_rn(t3, 8388615.0f));
 }
 
 NVFP4_HD float global_scale_from_amax(float amax) { return amax > 0.0f ? amax / 2688.0f : 1.0f; }
@@ -95,10 +105,18 @@ NVFP4_HD unsigned char quantize_block16(const float (&x)[16], float gscale, unsi
   if (d == 0.0f) return scale;
   const bool fast = d >= 0x1p-100f && d <= 0x1p100f;
   const float rd = fast ? 1.0f / d : 0.0f;
+  // Each nibble is added as the bits of 2^23 + code (plus the sign), shifted into place; the
+  // 2^23 parts sum to a constant, taken off once (all modulo 2^32).
+  unsigned acc[2] = {0u, 0u};
   for (int i = 0; i < 16; ++i) {
-    const float q = fast ? divide_rn(x[i], d, rd) : x[i] / d;
-    packed[i / 8] |= float_to_e2m1_satfinite(q) << ((i % 8) * 4);
+    const float a = bits_to_float(float_to_bits(x[i]) & 0x7FFFFFFFu);
+    const float q = fast ? divide_rn_nonneg(a, d, rd) : a / d;
+    const unsigned nibble = float_to_bits(e2m1_code_plus_2p23(q)) | ((float_to_bits(x[i]) >> 28) & 8u);
+    acc[i / 8] += nibble << ((i % 8) * 4);
   }
+  constexpr unsigned kOffset = 0x4B000000u + (0x4B000000u << 4);  // 2^23's bits at nibbles 0 and 1; the rest shift out
+  packed[0] = acc[0] - kOffset;
+  packed[1] = acc[1] - kOffset;
   return scale;
 }
 

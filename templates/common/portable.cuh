@@ -6,6 +6,7 @@
 #define NVFP4_HD __host__ __device__ __forceinline__
 #else
 #define NVFP4_HD inline
+#include <cmath>
 #include <cstring>
 #endif
 
@@ -28,6 +29,64 @@ NVFP4_HD unsigned float_to_bits(float f) {
   unsigned u;
   std::memcpy(&u, &f, sizeof u);
   return u;
+#endif
+}
+
+// Explicitly rounded fp32 operations: intrinsics on the device (never contracted into an
+// FMA), IEEE operations on the host (built with -ffp-contract=off).
+NVFP4_HD float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+NVFP4_HD float add_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+
+NVFP4_HD float div_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+
+NVFP4_HD float fma_rn(float a, float b, float c) {
+#if defined(__CUDA_ARCH__)
+  return __fmaf_rn(a, b, c);
+#else
+  return std::fma(a, b, c);
+#endif
+}
+
+NVFP4_HD float min_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return fminf(a, b);
+#else
+  return std::fmin(a, b);
+#endif
+}
+
+NVFP4_HD float sqrt_rn(float a) {
+#if defined(__CUDA_ARCH__)
+  return __fsqrt_rn(a);
+#else
+  return std::sqrt(a);
+#endif
+}
+
+NVFP4_HD float rint_even(float a) {
+#if defined(__CUDA_ARCH__)
+  return rintf(a);
+#else
+  return std::nearbyint(a);  // the default rounding mode: to nearest even
 #endif
 }
 

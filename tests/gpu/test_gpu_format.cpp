@@ -21,9 +21,10 @@ extern "C" __global__ void probe(const float* gscales, int n_g, unsigned long lo
   for (int gi = 0; gi < n_g; ++gi)
     for (unsigned s = 1; s < 0x7F; ++s) {
       const float d = nvfp4k::e4m3_to_float(s) * gscales[gi];
-      const float fast = nvfp4k::divide_rn(x, d, 1.0f / d), ieee = __fdiv_rn(x, d);
-      bad_div += __float_as_uint(fast) != __float_as_uint(ieee);  // bits: the sign of zero counts
-      bad_code += nvfp4k::float_to_e2m1_satfinite(fast) != nvfp4k::float_to_e2m1_satfinite(ieee);
+      const float a = fabsf(x), fast = nvfp4k::divide_rn_nonneg(a, d, 1.0f / d), ieee = __fdiv_rn(a, d);
+      bad_div += __float_as_uint(fast) != __float_as_uint(ieee);  // bits: +0 must stay +0
+      // the kernels' code (least of three roundings) against the definition on the IEEE quotient
+      bad_code += __float_as_uint(nvfp4k::e2m1_code_plus_2p23(fast)) - 0x4B000000u != nvfp4k::float_to_e2m1_satfinite(ieee);
     }
   atomicAdd(&counts[0], bad_div);
   atomicAdd(&counts[1], bad_code);
