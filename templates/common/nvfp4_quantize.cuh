@@ -90,6 +90,23 @@ NVFP4_HD float finite_amax(const float (&x)[N]) {
   return m;
 }
 
+// The nibbles of x / d (d > 0, rd = RN(1/d) when FAST). Each is added as the bits of
+// 2^23 + code (plus the sign), shifted into place; the 2^23 parts sum to a constant, taken
+// off once (all modulo 2^32).
+template <bool FAST>
+NVFP4_HD void pack_block16(const float (&x)[16], float d, float rd, unsigned (&packed)[2]) {
+  unsigned acc[2] = {0u, 0u};
+  for (int i = 0; i < 16; ++i) {
+    const float a = bits_to_float(float_to_bits(x[i]) & 0x7FFFFFFFu);
+    const float q = FAST ? divide_rn_nonneg(a, d, rd) : a / d;
+    const unsigned nibble = float_to_bits(e2m1_code_plus_2p23(q)) | ((float_to_bits(x[i]) >> 28) & 8u);
+    acc[i / 8] += nibble << ((i % 8) * 4);
+  }
+  constexpr unsigned kOffset = 0x4B000000u + (0x4B000000u << 4);  // 2^23's bits at nibbles 0, 1; the rest shift out
+  packed[0] = acc[0] - kOffset;
+  packed[1] = acc[1] - kOffset;
+}
+
 // Quantizes one block of 16; packed[0] holds elements 0..7 (element 0 in the low nibble).
 NVFP4_HD unsigned char quantize_block16(const float (&x)[16], float gscale, unsigned (&packed)[2]) {
   // |x| as bits: their integer order is the float order, and NaN / Inf sit at 0x7F800000 and up.
@@ -103,20 +120,9 @@ NVFP4_HD unsigned char quantize_block16(const float (&x)[16], float gscale, unsi
   const unsigned char scale = float_to_e4m3_satfinite(bits_to_float(amax_bits) / 6.0f / gscale);
   const float d = e4m3_to_float(scale) * gscale;
   if (d == 0.0f) return scale;
-  const bool fast = d >= 0x1p-100f && d <= 0x1p100f;
-  const float rd = fast ? 1.0f / d : 0.0f;
-  // Each nibble is added as the bits of 2^23 + code (plus the sign), shifted into place; the
-  // 2^23 parts sum to a constant, taken off once (all modulo 2^32).
-  unsigned acc[2] = {0u, 0u};
-  for (int i = 0; i < 16; ++i) {
-    const float a = bits_to_float(float_to_bits(x[i]) & 0x7FFFFFFFu);
-    const float q = fast ? divide_rn_nonneg(a, d, rd) : a / d;
-    const unsigned nibble = float_to_bits(e2m1_code_plus_2p23(q)) | ((float_to_bits(x[i]) >> 28) & 8u);
-    acc[i / 8] += nibble << ((i % 8) * 4);
-  }
-  constexpr unsigned kOffset = 0x4B000000u + (0x4B000000u << 4);  // 2^23's bits at nibbles 0 and 1; the rest shift out
-  packed[0] = acc[0] - kOffset;
-  packed[1] = acc[1] - kOffset;
+  // One uniform branch per block, not one per value: the reciprocal path unless d is extreme.
+  if (d >= 0x1p-100f && d <= 0x1p100f) pack_block16<true>(x, d, 1.0f / d, packed);
+  else pack_block16<false>(x, d, 0.0f, packed);
   return scale;
 }
 
