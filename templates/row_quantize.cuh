@@ -14,32 +14,27 @@
 
 namespace nvfp4k {
 
-// The sum over the CTA, the same in every thread: an xor butterfly in each warp, then the
-// warps' sums in warp order. `scratch` holds THREADS / 32 floats.
-template <int THREADS>
-__device__ __forceinline__ float cta_sum(float v, float* scratch) {
-#pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) v = __fadd_rn(v, __shfl_xor_sync(0xFFFFFFFFu, v, offset));
-  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
-  __syncthreads();
-  float s = 0.0f;
-#pragma unroll
-  for (int w = 0; w < THREADS / 32; ++w) s = __fadd_rn(s, scratch[w]);
-  __syncthreads();  // scratch is reused
-  return s;
-}
+// A reduction over the CTA whose result is the same in every thread, in a fixed order: an
+// xor butterfly in each warp, then the warps' results in warp order (the CPU reference
+// repeats it for the sum). `scratch` holds THREADS / 32 floats.
+struct SumRn {
+  __device__ __forceinline__ float operator()(float a, float b) const { return __fadd_rn(a, b); }
+};
+struct Max {
+  __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
+};
 
-template <int THREADS>
-__device__ __forceinline__ float cta_max(float v, float* scratch) {
+template <int THREADS, class Op>
+__device__ __forceinline__ float cta_reduce(float v, float* scratch, Op op) {
 #pragma unroll
-  for (int offset = 16; offset > 0; offset /= 2) v = fmaxf(v, __shfl_xor_sync(0xFFFFFFFFu, v, offset));
+  for (int offset = 16; offset > 0; offset /= 2) v = op(v, __shfl_xor_sync(0xFFFFFFFFu, v, offset));
   if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
   __syncthreads();
-  float m = 0.0f;
+  float r = 0.0f;  // the identity of both (amaxes are >= 0)
 #pragma unroll
-  for (int w = 0; w < THREADS / 32; ++w) m = fmaxf(m, scratch[w]);
-  __syncthreads();
-  return m;
+  for (int w = 0; w < THREADS / 32; ++w) r = op(r, scratch[w]);
+  __syncthreads();  // scratch is reused
+  return r;
 }
 
 // The 16 gate and up values of output block kb, from a row laid out in groups of GROUP gate
@@ -139,7 +134,7 @@ __device__ __forceinline__ void row_quantize(const RowQuantizeParams& p) {
 #pragma unroll
       for (int i = 0; i < 16; ++i) sum_sq = __fmaf_rn(v[i], v[i], sum_sq);
     }
-    const float inv = inv_rms(cta_sum<THREADS>(sum_sq, scratch), float(K), p.eps);
+    const float inv = inv_rms(cta_reduce<THREADS>(sum_sq, scratch, SumRn{}), float(K), p.eps);
     if (p.inv_rms && t == 0) p.inv_rms[r] = inv;
 #pragma unroll
     for (int j = 0; j < PER_THREAD; ++j) {
@@ -165,7 +160,7 @@ __device__ __forceinline__ void row_quantize(const RowQuantizeParams& p) {
       held.get(j, v);
       amax = fmaxf(amax, finite_amax(v));
     }
-    gscale = global_scale_from_amax(cta_max<THREADS>(amax, scratch));
+    gscale = global_scale_from_amax(cta_reduce<THREADS>(amax, scratch, Max{}));
     if (t == 0) p.gscale_out[r] = gscale;
   } else {
     gscale = global_scale(p.gscale_mode, p.gscale_value, p.gscale_ptr, r);
