@@ -26,6 +26,7 @@ compute-sanitizer --tool racecheck --error-exitcode 9 $B/nvfp4_jit_gpu_tests --n
   > "$OUT/racecheck.txt" 2>&1 || status=1
 tail -3 "$OUT/racecheck.txt"
 step examples; $B/gemm_example 16 4096 4096 || status=1; $B/dequantize_example 4096 4096 || status=1
+$B/w4a4_example 16 4096 4096 || status=1; $B/w4a4_example 300 2880 2880 || status=1
 step prewarm for this GPU; $B/nvfp4-jit prewarm --manifest llama-3.1-8b --arch sm_90a --quiet
 step bench core; $B/nvfp4-jit bench core $QUICK --out "$OUT/bench_core.json" || status=1
 step bench dequantize; $B/nvfp4-jit bench dequantize $QUICK --out "$OUT/bench_dequantize.json" || status=1
