@@ -102,7 +102,7 @@ void dequantize(const DequantizeArgs& args, CUstream stream) {
   if (r.packed_stride % 4)
     check.fail("src.row_stride_bytes", fmt::format("src.row_stride_bytes = {} must be a multiple of 4", r.packed_stride));
   check.aligned("out", args.out, 16);
-  const int out_bytes = args.out_dtype == DType::fp32 ? 4 : 2;
+  const int out_bytes = element_bytes(args.out_dtype);
   if (r.out_stride * out_bytes % 16)
     check.fail("out_row_stride", fmt::format("out_row_stride = {} elements is not a multiple of 16 bytes", r.out_stride));
   check.aligned("row_indices", args.row_indices, 4);

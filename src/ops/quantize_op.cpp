@@ -25,8 +25,6 @@ struct Resolved {
   int gscale_mode;  // GlobalScaleCode of args.global_scale (scale_mode == given)
 };
 
-int in_bytes(DType d) { return d == DType::fp32 ? 4 : 2; }
-
 // Checks shared by the GPU entry point and the CPU reference.
 Resolved resolve(const QuantizeArgs& a) {
   Check check(kWho);
@@ -151,7 +149,7 @@ void quantize(const QuantizeArgs& args, CUstream stream) {
   const Resolved r = resolve(args);
   if (args.rows == 0) return;
   Check check(kWho);
-  const int esize = in_bytes(args.in_dtype);
+  const int esize = element_bytes(args.in_dtype);
   check.aligned("in", args.in, 16);
   if (r.in_stride * esize % 16)
     check.fail("in_row_stride", fmt::format("in_row_stride = {} elements is not a multiple of 16 bytes", r.in_stride));

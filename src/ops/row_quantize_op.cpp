@@ -28,8 +28,6 @@ int row_threads(int64_t k) {
   return int(std::clamp<int64_t>((blocks + 63) / 64 * 32, 32, 1024));
 }
 
-int in_bytes(DType d) { return d == DType::fp32 ? 4 : 2; }
-
 // What the three entry points share once their arguments are checked.
 struct RowJob {
   Op op = Op::moe_stage;
@@ -146,7 +144,7 @@ RowJob job_of(const MoeStageArgs& a) {
 void run_on_gpu(const RowJob& j, CUstream stream) {
   if (j.rows == 0) return;
   Check check(j.who);
-  const int esize = in_bytes(j.in_dtype);
+  const int esize = element_bytes(j.in_dtype);
   check.aligned(j.op == Op::moe_stage ? "tokens" : "in", j.in, 16);
   if (j.in_stride * esize % 16)
     check.fail("in_row_stride", fmt::format("in_row_stride = {} elements is not a multiple of 16 bytes", j.in_stride));

@@ -13,6 +13,8 @@ namespace nvfp4::jit::detail {
 
 inline bool aligned(const void* p, uintptr_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
 std::string_view dtype_label(DType dtype);
+// Bytes of one element of a BF16 / FP16 / FP32 tensor.
+inline int element_bytes(DType dtype) { return dtype == DType::fp32 ? 4 : 2; }
 
 class Check {
  public:
