@@ -2,6 +2,7 @@
 // generated source, the exact weight-operand encoding the kernel relies on.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -10,6 +11,8 @@
 #include "common/nvfp4_format.cuh"
 #include "core/codegen.hpp"
 #include "core/error.hpp"
+#include "core/prewarm.hpp"
+#include "ops/dequantize_op.hpp"
 #include "ops/gemm_op.hpp"
 
 using namespace nvfp4::jit;
@@ -153,6 +156,17 @@ TEST_SUITE("gemm") {
                     Error);
     CHECK(gemm_prewarm_specs(Arch::sm_90a, 4096, 4096, 132).size() == 2 * std::size(kGemmMBuckets));
     CHECK(gemm_prewarm_specs(Arch::sm_120a, 4096, 4096, 132).empty());
+  }
+
+  TEST_CASE("prewarm of a weight shape holds every kernel a W4A16 or W4A4 gemm of it loads") {
+    const std::vector<KernelSpec> specs = prewarm_specs({parse_shape("2880,4096")}, {Arch::sm_90a}, 132);
+    auto has = [&](const KernelSpec& spec) { return std::find(specs.begin(), specs.end(), spec) != specs.end(); };
+    for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4}) {
+      CHECK(has(dequantize_spec(Arch::sm_90a, 4096, DType::bf16, layout)));  // W4A4's decode of A
+      for (int bucket : kGemmMBuckets)
+        CHECK(has(gemm_spec(Arch::sm_90a, 2880, 4096, DType::bf16, DType::bf16, layout, kNoDType,
+                            gemm_heuristic(Arch::sm_90a, 2880, 4096, bucket, 132))));
+    }
   }
 
   TEST_CASE("the weight operand: placed nibble x scale factor = e2m1 x scale x 2^-SHIFT, exactly") {
