@@ -125,7 +125,7 @@ struct RmsNormQuantizeArgs {
   const void* weight = nullptr;       // [k], in_dtype
   float eps = 1e-6f;
   QuantizedOutput out{};
-  void* normed = nullptr;             // optional: y [rows, k] in in_dtype
+  void* normed = nullptr;             // optional: y [rows, k] in in_dtype; may be `in` (same stride)
   int64_t normed_row_stride = 0;      // elements; 0: k
   float* inv_rms = nullptr;           // optional: [rows]
 };
