@@ -193,3 +193,34 @@ TEST_SUITE("gpu_row_quantize") {
     run_case({Fused::moe, 9, 32, DType::bf16, ScaleLayout::swizzled128x4, 2, 0, 0, false, true}, rng);
   }
 }
+
+TEST_SUITE("gpu_row_quantize") {
+  TEST_CASE("rmsnorm_quantize in place: the normalized rows written over the input give the same results") {
+    std::mt19937 rng(std::random_device{}());
+    const int64_t rows = 37, k = 8192;
+    const auto in = testutil::quantize_input(rows, k, k, DType::bf16, rng, false);
+    const auto weight = testutil::quantize_input(1, k, k, DType::bf16, rng, false);
+    DeviceBuffer d_in = to_device(in), d_in2 = to_device(in), d_w = to_device(weight), d_normed(rows * k * 2),
+                 d_out(rows * k / 2), d_out2(rows * k / 2), d_s(rows * k / 16), d_s2(rows * k / 16);
+    RmsNormQuantizeArgs a;
+    a.in = d_in.get(), a.rows = rows, a.k = k, a.weight = d_w.get();
+    a.out.data = d_out.get(), a.out.scales = d_s.get(), a.out.global_scale.value = 0.01f;
+    a.normed = d_normed.get();
+    rmsnorm_quantize(a, nullptr);
+    RmsNormQuantizeArgs b = a;
+    b.in = d_in2.get(), b.normed = d_in2.get(), b.out.data = d_out2.get(), b.out.scales = d_s2.get();
+    rmsnorm_quantize(b, nullptr);
+    check_cu(driver().cuCtxSynchronize(), "rmsnorm_quantize");
+    std::vector<uint8_t> n1(rows * k * 2), n2(rows * k * 2), o1(rows * k / 2), o2(rows * k / 2), s1(rows * k / 16),
+        s2(rows * k / 16);
+    d_normed.download(n1.data(), n1.size());
+    d_in2.download(n2.data(), n2.size());
+    d_out.download(o1.data(), o1.size());
+    d_out2.download(o2.data(), o2.size());
+    d_s.download(s1.data(), s1.size());
+    d_s2.download(s2.data(), s2.size());
+    CHECK_MESSAGE(first_difference(n2, n1) < 0, "rows=37 k=8192: the in-place normalized rows differ");
+    CHECK_MESSAGE(first_difference(o2, o1) < 0, "rows=37 k=8192: packed values differ in place");
+    CHECK_MESSAGE(first_difference(s2, s1) < 0, "rows=37 k=8192: scales differ in place");
+  }
+}
