@@ -139,6 +139,11 @@ TEST_SUITE("gemm") {
     CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 8, 132).split_k == 2);
     CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 256, 132).split_k == 2);
     CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, kGemmLargeM, 132).split_k == 1);
+    // one consumer warpgroup where two would leave most SMs idle at M <= 256, two otherwise
+    CHECK(gemm_heuristic(Arch::sm_90a, 4096, 14336, 128, 132).consumers == 1);
+    CHECK(gemm_heuristic(Arch::sm_90a, 2880, 2880, 256, 132).consumers == 1);
+    CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 128, 132).consumers == 2);
+    CHECK(gemm_heuristic(Arch::sm_90a, 4096, 4096, kGemmLargeM, 132).consumers == 2);
   }
 
   TEST_CASE("generated source: one wgmma for the bucket's N, sm_90a only") {
