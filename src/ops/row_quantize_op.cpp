@@ -52,8 +52,12 @@ struct RowJob {
   float* weights_out = nullptr;
 };
 
-// Checks the input and output every fused quantizer has; `width` is the input row's length.
-void check_common(RowJob& j, int64_t in_row_stride, int64_t width) {
+// The part every fused quantizer has, checked: input, output, global scale. `width` is the
+// input row's length.
+RowJob common_job(Op op, const char* who, const void* in, DType in_dtype, int64_t in_row_stride, int64_t rows,
+                  int64_t k, const QuantizedOutput& out, int64_t width) {
+  RowJob j;
+  j.op = op, j.who = who, j.in = in, j.in_dtype = in_dtype, j.rows = rows, j.k = k, j.out = out;
   Check check(j.who);
   check.positive_multiple("k", j.k, 16, "the NVFP4 block size");
   if (j.k > kMaxK) check.fail("k", fmt::format("k = {} is larger than {}, the most one CTA per row holds", j.k, kMaxK));
@@ -91,14 +95,11 @@ void check_common(RowJob& j, int64_t in_row_stride, int64_t width) {
     check.not_null("out.data", j.out.data);
     check.not_null("out.scales", j.out.scales);
   }
+  return j;
 }
 
 RowJob job_of(const RmsNormQuantizeArgs& a) {
-  RowJob j;
-  j.op = Op::rmsnorm_quantize;
-  j.who = "nvfp4::jit::rmsnorm_quantize";
-  j.in = a.in, j.in_dtype = a.in_dtype, j.rows = a.rows, j.k = a.k, j.out = a.out;
-  check_common(j, a.in_row_stride, a.k);
+  RowJob j = common_job(Op::rmsnorm_quantize, "nvfp4::jit::rmsnorm_quantize", a.in, a.in_dtype, a.in_row_stride, a.rows, a.k, a.out, a.k);
   Check check(j.who);
   if (!(a.eps >= 0.0f && std::isfinite(a.eps))) check.fail("eps", fmt::format("eps = {} must be finite and not negative", a.eps));
   if (a.rows > 0) check.not_null("weight", a.weight);
@@ -110,11 +111,7 @@ RowJob job_of(const RmsNormQuantizeArgs& a) {
 }
 
 RowJob job_of(const SwigluQuantizeArgs& a) {
-  RowJob j;
-  j.op = Op::swiglu_quantize;
-  j.who = "nvfp4::jit::swiglu_quantize";
-  j.in = a.in, j.in_dtype = a.in_dtype, j.rows = a.rows, j.k = a.k, j.out = a.out;
-  check_common(j, a.in_row_stride, 2 * a.k);
+  RowJob j = common_job(Op::swiglu_quantize, "nvfp4::jit::swiglu_quantize", a.in, a.in_dtype, a.in_row_stride, a.rows, a.k, a.out, 2 * a.k);
   Check check(j.who);
   j.group = a.interleave ? a.interleave : a.k;
   const bool divides16 = j.group > 0 && j.group <= 16 && 16 % j.group == 0;
@@ -125,11 +122,7 @@ RowJob job_of(const SwigluQuantizeArgs& a) {
 }
 
 RowJob job_of(const MoeStageArgs& a) {
-  RowJob j;
-  j.op = Op::moe_stage;
-  j.who = "nvfp4::jit::moe_stage";
-  j.in = a.tokens, j.in_dtype = a.in_dtype, j.rows = a.rows, j.k = a.k, j.out = a.out;
-  check_common(j, a.in_row_stride, a.k);
+  RowJob j = common_job(Op::moe_stage, "nvfp4::jit::moe_stage", a.tokens, a.in_dtype, a.in_row_stride, a.rows, a.k, a.out, a.k);
   Check check(j.who);
   check.not_negative("topk", a.topk);
   if (a.rows > 0 && a.topk > 0) {
