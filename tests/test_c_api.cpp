@@ -36,6 +36,21 @@ TEST_SUITE("c_api") {
     m.k = 64;
     m.out.scale_mode = NVFP4_GSCALE_COMPUTE_PER_TENSOR;
     CHECK(nvfp4_jit_moe_stage(&m, nullptr) == NVFP4_UNSUPPORTED);
+
+    CHECK(nvfp4_jit_prepack(nullptr, nullptr) == NVFP4_INVALID_ARGUMENT);
+    nvfp4_prepack_args p;
+    std::memset(&p, 0, sizeof p);
+    p.n = 64, p.k = 100;
+    CHECK(nvfp4_jit_prepack(&p, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4::jit::prepack: k = 100") == 0);
+    CHECK(nvfp4_jit_prepacked_bytes(128, 256) == 2 * 4 * 2304);
+    CHECK(nvfp4_jit_prepacked_bytes(128, 100) == -1);
+    nvfp4_gemm_args g;
+    std::memset(&g, 0, sizeof g);
+    g.n = 64, g.k = 256, g.b_prepacked = 1, g.b.scale_layout = nvfp4_scale_layout(9);  // unused when prepacked
+    CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_OK);                                  // m = 0: validated, no work
+    g.b_prepacked = 0;
+    CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_INVALID_ARGUMENT);
   }
 
   TEST_CASE("the last error is per thread, and a success clears it") {

@@ -14,6 +14,7 @@
 #include "core/prewarm.hpp"
 #include "ops/dequantize_op.hpp"
 #include "ops/gemm_op.hpp"
+#include "ops/prepack_op.hpp"
 
 using namespace nvfp4::jit;
 using namespace nvfp4::jit::detail;
@@ -112,6 +113,14 @@ TEST_SUITE("gemm") {
     CHECK(gemm_workspace_bytes(valid()) == 0);
     g = valid(), g.m = 0, g.a = nullptr, g.d = nullptr;  // nothing to do: no pointer is touched
     CHECK(error_of(g) == "");
+    // A prepacked weight: only b.data (and its global scale) are read
+    GemmArgs pre = valid();
+    pre.b_prepacked = true, pre.b.scales = nullptr, pre.b.row_stride_bytes = 8, pre.b.scale_layout = ScaleLayout(9);
+    CHECK(error_of(pre) == "");
+    g = pre, g.b.data = nullptr;
+    check_error(g, "b.data is null");
+    g = pre, g.b.data = buffer + 8;
+    check_error(g, "b.data = ");
   }
 
   TEST_CASE("M buckets and the heuristic") {
@@ -159,15 +168,19 @@ TEST_SUITE("gemm") {
     CHECK_THROWS_AS(generate(gemm_spec(Arch::sm_100a, 2880, 2880, DType::bf16, DType::bf16, ScaleLayout::linear,
                                        kNoDType, t)),
                     Error);
-    CHECK(gemm_prewarm_specs(Arch::sm_90a, 4096, 4096, 132).size() == 2 * std::size(kGemmMBuckets));
+    CHECK(gemm_prewarm_specs(Arch::sm_90a, 4096, 4096, 132).size() == 3 * std::size(kGemmMBuckets));
+    CHECK(generate(gemm_spec(Arch::sm_90a, 2880, 2880, DType::bf16, DType::bf16, gemm_weight_layout({}, true), kNoDType, t))
+              .name.find("nvfp4_gemm_w4a16_n2880_k2880_bf16_bf16_prepacked_bm16") == 0);
     CHECK(gemm_prewarm_specs(Arch::sm_120a, 4096, 4096, 132).empty());
   }
 
   TEST_CASE("prewarm of a weight shape holds every kernel a W4A16 or W4A4 gemm of it loads") {
     const std::vector<KernelSpec> specs = prewarm_specs({parse_shape("2880,4096")}, {Arch::sm_90a}, 132);
     auto has = [&](const KernelSpec& spec) { return std::find(specs.begin(), specs.end(), spec) != specs.end(); };
-    for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4}) {
-      CHECK(has(dequantize_spec(Arch::sm_90a, 4096, DType::bf16, layout)));  // W4A4's decode of A
+    CHECK(has(prepack_spec(Arch::sm_90a, 4096, ScaleLayout::linear)));
+    for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4, gemm_weight_layout({}, true)}) {
+      if (layout != gemm_weight_layout({}, true))
+        CHECK(has(dequantize_spec(Arch::sm_90a, 4096, DType::bf16, layout)));  // W4A4's decode of A
       for (int bucket : kGemmMBuckets)
         CHECK(has(gemm_spec(Arch::sm_90a, 2880, 4096, DType::bf16, DType::bf16, layout, kNoDType,
                             gemm_heuristic(Arch::sm_90a, 2880, 4096, bucket, 132))));

@@ -7,6 +7,8 @@
 #include "core/nvrtc_compiler.hpp"
 #include "core/prewarm.hpp"
 #include "ops/dequantize_op.hpp"
+#include "ops/gemm_op.hpp"
+#include "ops/prepack_op.hpp"
 #include "ops/row_quantize_op.hpp"
 
 using namespace nvfp4::jit;
@@ -23,7 +25,13 @@ TEST_SUITE("nvrtc") {
       specs.push_back(row_quantize_spec(Op::swiglu_quantize, arch, 96, DType::fp32, ScaleLayout::linear, 1));
       specs.push_back(row_quantize_spec(Op::swiglu_quantize, arch, 96, DType::fp16, ScaleLayout::swizzled128x4, 32));
       specs.push_back(row_quantize_spec(Op::moe_stage, arch, 65536, DType::bf16, ScaleLayout::swizzled128x4));
+      specs.push_back(prepack_spec(arch, 2880, ScaleLayout::swizzled128x4));
     }
+    // GEMM paths prewarm leaves out: FP16 activations from a prepacked weight, FP32 out with bias,
+    // both the whole-tile (small BM) and step-by-step (large BM) decode.
+    for (int bucket : {16, kGemmLargeM})
+      specs.push_back(gemm_spec(Arch::sm_90a, 2880, 2880, DType::fp16, DType::fp32, gemm_weight_layout({}, true),
+                                uint8_t(DType::fp32), gemm_heuristic(Arch::sm_90a, 2880, 2880, bucket, 132)));
     std::vector<std::string> failures(specs.size());
     std::vector<std::thread> threads;
     for (int t = 0; t < 2; ++t)

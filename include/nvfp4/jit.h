@@ -168,7 +168,15 @@ typedef struct nvfp4_gemm_args {
   nvfp4_tensor a_fp4;      /* W4A4 (a_dtype NVFP4): A [m, k]; global scale per tensor or per row */
   void* workspace;         /* W4A4: nvfp4_jit_gemm_workspace_bytes() bytes, or NULL (stream-ordered) */
   int64_t workspace_bytes;
+  int b_prepacked;         /* b.data holds nvfp4_jit_prepack()'s output */
 } nvfp4_gemm_args;
+
+/* A weight rewritten in the GEMM's own layout (sm_90a), once at load; see jit.hpp. */
+typedef struct nvfp4_prepack_args {
+  nvfp4_tensor weight; /* [n, k] as stored */
+  int64_t n, k;
+  void* out; /* nvfp4_jit_prepacked_bytes(n, k) bytes */
+} nvfp4_prepack_args;
 const char* nvfp4_jit_version(void);
 /* The message of the last failed call on this thread ("" if none). */
 const char* nvfp4_jit_last_error(void);
@@ -182,6 +190,9 @@ nvfp4_status nvfp4_jit_moe_stage(const nvfp4_moe_stage_args* args, CUstream stre
 nvfp4_status nvfp4_jit_gemm(const nvfp4_gemm_args* args, CUstream stream);
 /* Workspace bytes nvfp4_jit_gemm needs for `args` (W4A4: m * k * 2, else 0; -1: bad input). */
 int64_t nvfp4_jit_gemm_workspace_bytes(const nvfp4_gemm_args* args);
+nvfp4_status nvfp4_jit_prepack(const nvfp4_prepack_args* args, CUstream stream);
+/* Bytes of a prepacked weight [n, k] (-1: bad input). */
+int64_t nvfp4_jit_prepacked_bytes(int64_t n, int64_t k);
 /* Bytes of an E4M3 scale tensor for [rows, k] in `layout`, padding included (-1: bad input). */
 int64_t nvfp4_jit_scale_bytes(nvfp4_scale_layout layout, int64_t rows, int64_t k);
 

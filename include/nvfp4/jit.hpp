@@ -204,6 +204,9 @@ struct GemmArgs {
   // on the stream (cuMemAllocAsync / cuMemFreeAsync, which CUDA graphs capture).
   void* workspace = nullptr;
   int64_t workspace_bytes = 0;
+  // b.data holds prepack()'s output (values and scales together; b.scales, b.scale_layout and
+  // b.row_stride_bytes are unused, b.global_scale is used as always).
+  bool b_prepacked = false;
 };
 void gemm(const GemmArgs& args, CUstream stream);
 // Bytes of workspace gemm needs for `args` (W4A4: m * k * 2; otherwise 0).
@@ -217,6 +220,7 @@ struct GemmProblem {
   ScaleLayout scale_layout = ScaleLayout::linear;
   bool has_bias = false;
   DType bias_dtype = DType::bf16;
+  bool b_prepacked = false;
 };
 
 struct TuneOptions {
@@ -264,6 +268,21 @@ struct Nvfp4Linear {
 Nvfp4Linear from_modelopt(const ModelOptLinear& layer, ScaleLayout layout = ScaleLayout::linear,
                           void* swizzled_scales = nullptr, CUstream stream = nullptr);
 
+// gemm's own weight layout (sm_90a): values and block scales rearranged in 64-row x 64-k
+// chunks so each kernel thread reads its operands with one 16-byte load and places a BF16
+// pair with two integer instructions instead of five, and each stage is one contiguous copy
+// (Marlin and Machete prepack their weights likewise). A one-time step at load, on `stream`;
+// the result is for gemm only (GemmArgs::b_prepacked) and gives the same bits as the weight
+// it came from.
+struct PrepackArgs {
+  Nvfp4Tensor weight{};  // [n, k] as stored (either scale layout); its global scale is not used here
+  int64_t n = 0, k = 0;  // k: a multiple of 32
+  void* out = nullptr;   // prepacked_bytes(n, k) bytes, 16-byte aligned
+};
+void prepack(const PrepackArgs& args, CUstream stream);
+// Bytes of a prepacked weight [n, k] (rows padded to 128, k to 256).
+int64_t prepacked_bytes(int64_t n, int64_t k);
+
 // Bytes of an E4M3 scale tensor for [rows, k] in `layout` (padding included).
 int64_t scale_bytes(ScaleLayout layout, int64_t rows, int64_t k);
 
@@ -282,5 +301,6 @@ void convert_scales(const ConvertScalesArgs& args);
 void rmsnorm_quantize(const RmsNormQuantizeArgs& args);
 void swiglu_quantize(const SwigluQuantizeArgs& args);
 void moe_stage(const MoeStageArgs& args);
+void prepack(const PrepackArgs& args);
 
 }  // namespace nvfp4::jit::cpu

@@ -65,6 +65,7 @@ nvfp4::jit::GemmArgs to_cpp(const nvfp4_gemm_args& g) {
   a.a_fp4 = to_cpp(g.a_fp4);
   a.workspace = g.workspace;
   a.workspace_bytes = g.workspace_bytes;
+  a.b_prepacked = g.b_prepacked != 0;
   return a;
 }
 
@@ -201,5 +202,18 @@ int64_t nvfp4_jit_gemm_workspace_bytes(const nvfp4_gemm_args* args) {
     require(args, "nvfp4_jit_gemm_workspace_bytes");
     bytes = nvfp4::jit::gemm_workspace_bytes(to_cpp(*args));
   });
+  return bytes;
+}
+
+nvfp4_status nvfp4_jit_prepack(const nvfp4_prepack_args* args, CUstream stream) {
+  return guarded([&] {
+    require(args, "nvfp4_jit_prepack");
+    nvfp4::jit::prepack({to_cpp(args->weight), args->n, args->k, args->out}, stream);
+  });
+}
+
+int64_t nvfp4_jit_prepacked_bytes(int64_t n, int64_t k) {
+  int64_t bytes = -1;
+  guarded([&] { bytes = nvfp4::jit::prepacked_bytes(n, k); });
   return bytes;
 }

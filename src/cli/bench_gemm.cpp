@@ -53,14 +53,20 @@ class Cublas {
 
 // One weight [n, k] in NVFP4 and in BF16 (for cuBLAS), `copies` of each to rotate through
 // (the same random content at different addresses: L2 keys on addresses).
+// The NVFP4 copies also prepacked (gemm's own layout).
 struct Weights {
-  std::vector<DeviceBuffer> packed, scales, bf16;
+  std::vector<DeviceBuffer> packed, scales, prepacked, bf16;
   Weights(int64_t n, int64_t k, int copies, bool with_bf16, std::mt19937& rng) {
     const std::vector<uint8_t> p = random_bytes(size_t(n * k / 2), rng), s = random_scales(size_t(n * k / 16), rng);
     const std::vector<uint16_t> b = with_bf16 ? random_bf16(size_t(n * k), rng) : std::vector<uint16_t>{};
     for (int i = 0; i < copies; ++i) {
       packed.push_back(to_device(p));
       scales.push_back(to_device(s));
+      prepacked.emplace_back(size_t(prepacked_bytes(n, k)));
+      PrepackArgs pre;
+      pre.weight.data = packed.back().get(), pre.weight.scales = scales.back().get();
+      pre.n = n, pre.k = k, pre.out = prepacked.back().get();
+      prepack(pre, nullptr);
       if (with_bf16) bf16.push_back(to_device(b));
     }
   }
@@ -107,8 +113,10 @@ std::string bench_gemm(bool quick) {
   std::printf("bench gemm: W4A16 (BF16 activations, NVFP4 weights, linear scales, BF16 out), median of %d runs\n", runs);
   std::printf("  copy bandwidth %.0f GB/s; cuBLAS BF16 8192^3 %.0f TFLOP/s%s\n", copy_bps / 1e9, peak_flops / 1e12,
               cublas.ok() ? "" : " (cuBLAS not found: no comparison)");
-  std::printf("  %6s %6s %6s %10s %8s %8s %8s %9s %11s %7s %10s %7s\n", "M", "N", "K", "ours us", "TFLOP/s", "GB/s", "floor us",
-              "of floor", "cuBLAS us", "speedup", "W4A4 us", "speedup");
+  std::printf("  ours: the weight as stored; prepacked: after prepack(); W4A4: NVFP4 activations, prepacked weight\n");
+  std::printf("  %6s %6s %6s %9s %8s %8s %8s %9s %11s %7s %12s %8s %7s %10s %7s\n", "M", "N", "K", "ours us", "TFLOP/s",
+              "GB/s", "floor us", "of floor", "cuBLAS us", "speedup", "prepacked us", "of floor", "speedup", "W4A4 us",
+              "speedup");
 
   struct Shape {
     int64_t m, n, k;
@@ -138,16 +146,21 @@ std::string bench_gemm(bool quick) {
       g.b.scales = weights.scales[size_t(i % copies)].get();
       gemm(g, nullptr);
     });
-    // W4A4: the same weights, NVFP4 activations, workspace given (as a serving engine would)
+    GemmArgs gp = g;
+    gp.b_prepacked = true;
+    const double pre = time_us(timer, runs, [&](int i) {
+      gp.b.data = weights.prepacked[size_t(i % copies)].get();
+      gemm(gp, nullptr);
+    });
+    // W4A4: the same weights prepacked, NVFP4 activations, workspace given (as a serving engine would)
     DeviceBuffer a4 = to_device(random_bytes(size_t(s.m * s.k / 2), rng)),
                  a4_scales = to_device(random_scales(size_t(s.m * s.k / 16), rng)), workspace(size_t(s.m * s.k * 2));
-    GemmArgs g4 = g;
+    GemmArgs g4 = gp;
     g4.a = nullptr, g4.a_dtype = DType::nvfp4;
     g4.a_fp4.data = a4.get(), g4.a_fp4.scales = a4_scales.get(), g4.a_fp4.global_scale.value = 1.0f / 64;
     g4.workspace = workspace.get(), g4.workspace_bytes = int64_t(workspace.bytes());
     const double w4a4 = time_us(timer, runs, [&](int i) {
-      g4.b.data = weights.packed[size_t(i % copies)].get();
-      g4.b.scales = weights.scales[size_t(i % copies)].get();
+      g4.b.data = weights.prepacked[size_t(i % copies)].get();
       gemm(g4, nullptr);
     });
     double theirs = 0;
@@ -158,13 +171,15 @@ std::string bench_gemm(bool quick) {
     const double flops = 2.0 * s.m * s.n * s.k;
     const double bytes = w_bytes + 2.0 * s.m * s.k + 2.0 * s.m * s.n;
     const double floor_us = std::max(bytes / copy_bps, peak_flops > 0 ? flops / peak_flops : 0.0) * 1e6;
-    std::printf("  %6lld %6lld %6lld %10.2f %8.1f %8.0f %8.2f %8.0f%% %11.2f %6.2fx %10.2f %6.2fx\n", (long long)s.m,
-                (long long)s.n, (long long)s.k, ours, flops / ours / 1e6, bytes / ours / 1e3, floor_us, 100 * floor_us / ours,
-                theirs, theirs > 0 ? theirs / ours : 0.0, w4a4, theirs > 0 ? theirs / w4a4 : 0.0);
+    auto speedup = [&](double us) { return theirs > 0 ? theirs / us : 0.0; };
+    std::printf("  %6lld %6lld %6lld %9.2f %8.1f %8.0f %8.2f %8.0f%% %11.2f %6.2fx %12.2f %7.0f%% %6.2fx %10.2f %6.2fx\n",
+                (long long)s.m, (long long)s.n, (long long)s.k, ours, flops / ours / 1e6, bytes / ours / 1e3, floor_us,
+                100 * floor_us / ours, theirs, speedup(ours), pre, 100 * floor_us / pre, speedup(pre), w4a4, speedup(w4a4));
     std::fflush(stdout);
     json += fmt::format(R"({}{{"m":{},"n":{},"k":{},"us":{:.3f},"tflops":{:.2f},"gbps":{:.1f},"floor_us":{:.3f},)"
-                        R"("cublas_bf16_us":{:.3f},"w4a4_us":{:.3f}}})",
-                        si ? "," : "", s.m, s.n, s.k, ours, flops / ours / 1e6, bytes / ours / 1e3, floor_us, theirs, w4a4);
+                        R"("cublas_bf16_us":{:.3f},"prepacked_us":{:.3f},"w4a4_us":{:.3f}}})",
+                        si ? "," : "", s.m, s.n, s.k, ours, flops / ours / 1e6, bytes / ours / 1e3, floor_us, theirs, pre,
+                        w4a4);
   }
   json += "]";
 

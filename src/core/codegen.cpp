@@ -2,6 +2,7 @@
 
 #include "core/error.hpp"
 #include "ops/convert_scales_op.hpp"
+#include "ops/prepack_op.hpp"
 #include "ops/dequantize_op.hpp"
 #include "ops/gemm_op.hpp"
 #include "ops/quantize_op.hpp"
@@ -35,6 +36,7 @@ GeneratedKernel generate(const KernelSpec& spec) {
     case Op::rmsnorm_quantize:
     case Op::swiglu_quantize:
     case Op::moe_stage: return generate_row_quantize(spec);
+    case Op::prepack: return generate_prepack(spec);
   }
   fail(Status::internal, "codegen: unknown op {}", static_cast<int>(spec.op));
 }

@@ -9,6 +9,7 @@
 #include "ops/convert_scales_op.hpp"
 #include "ops/dequantize_op.hpp"
 #include "ops/gemm_op.hpp"
+#include "ops/prepack_op.hpp"
 #include "ops/quantize_op.hpp"
 #include "ops/row_quantize_op.hpp"
 
@@ -29,6 +30,7 @@ std::vector<KernelSpec> prewarm_specs(const std::vector<WeightShape>& shapes, co
       for (const KernelSpec& spec : row_quantize_prewarm_specs(arch, shape.k)) add(spec);
       // Weights may arrive with linear (ModelOpt) scales; other GEMM libraries read them swizzled.
       add(convert_scales_spec(arch, shape.k, ScaleLayout::linear, ScaleLayout::swizzled128x4));
+      if (arch == Arch::sm_90a) add(prepack_spec(arch, shape.k, ScaleLayout::linear));  // the GEMM's own weight layout
     }
   return specs;
 }

@@ -27,6 +27,7 @@ std::string_view to_string(Op op) {
     case Op::rmsnorm_quantize: return "rmsnorm_quantize";
     case Op::swiglu_quantize: return "swiglu_quantize";
     case Op::moe_stage: return "moe_stage";
+    case Op::prepack: return "prepack";
   }
   return "unknown";
 }

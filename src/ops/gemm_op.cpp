@@ -81,7 +81,7 @@ Resolved resolve(const GemmArgs& g) {
   check.dtype_in("a_dtype", g.a_dtype, {DType::bf16, DType::fp16, DType::nvfp4});
   check.dtype_in("d_dtype", g.d_dtype, {DType::bf16, DType::fp16, DType::fp32});
   if (g.bias) check.dtype_in("bias_dtype", g.bias_dtype, {DType::bf16, DType::fp32});
-  check.scale_layout("b.scale_layout", g.b.scale_layout);
+  if (!g.b_prepacked) check.scale_layout("b.scale_layout", g.b.scale_layout);
   Resolved r{};
   r.a_stride = g.a_row_stride ? g.a_row_stride : g.k;
   r.b_stride = g.b.row_stride_bytes ? g.b.row_stride_bytes : g.k / 2;
@@ -89,9 +89,9 @@ Resolved resolve(const GemmArgs& g) {
   if (r.a_stride < g.k) check.fail("a_row_stride", fmt::format("a_row_stride = {} is less than k = {}", r.a_stride, g.k));
   if (r.a_stride % 8)
     check.fail("a_row_stride", fmt::format("a_row_stride = {} must be a multiple of 8 elements (16 bytes, for TMA)", r.a_stride));
-  if (r.b_stride < g.k / 2)
+  if (r.b_stride < g.k / 2 && !g.b_prepacked)
     check.fail("b.row_stride_bytes", fmt::format("b.row_stride_bytes = {} is less than k/2 = {}", r.b_stride, g.k / 2));
-  if (r.b_stride % 16)
+  if (r.b_stride % 16 && !g.b_prepacked)
     check.fail("b.row_stride_bytes", fmt::format("b.row_stride_bytes = {} must be a multiple of 16 (for TMA)", r.b_stride));
   if (r.d_stride < g.n) check.fail("d_row_stride", fmt::format("d_row_stride = {} is less than n = {}", r.d_stride, g.n));
   r.gscale_mode = check.global_scale("b.global_scale", g.b.global_scale);
@@ -106,8 +106,10 @@ Resolved resolve(const GemmArgs& g) {
     }
     check.not_null("b.data", g.b.data);
     check.aligned("b.data", g.b.data, 16);
-    check.not_null("b.scales", g.b.scales);
-    check.aligned("b.scales", g.b.scales, 16);
+    if (!g.b_prepacked) {
+      check.not_null("b.scales", g.b.scales);
+      check.aligned("b.scales", g.b.scales, 16);
+    }
     check.not_null("d", g.d);
     check.aligned("d", g.d, g.d_dtype == DType::fp32 ? 4 : 2);
     if (g.bias) check.aligned("bias", g.bias, g.bias_dtype == DType::fp32 ? 4 : 2);
@@ -117,6 +119,10 @@ Resolved resolve(const GemmArgs& g) {
 }
 
 }  // namespace
+
+ScaleLayout gemm_weight_layout(ScaleLayout scales, bool prepacked) {
+  return prepacked ? ScaleLayout(nvfp4k::SCALES_PREPACKED) : scales;
+}
 
 KernelSpec gemm_spec(Arch arch, int64_t n, int64_t k, DType a, DType d, ScaleLayout layout, uint8_t bias,
                      const GemmTile& tile) {
@@ -143,10 +149,12 @@ GeneratedKernel generate_gemm(const KernelSpec& spec) {
   if (spec.arch != Arch::sm_90a)
     fail(Status::unsupported, "codegen: the NVFP4 GEMM has an sm_90a kernel only (asked for {})", to_string(spec.arch));
   const GemmTile t = gemm_tile_of(spec);
-  const bool swizzled = spec.scale_layout == nvfp4k::SCALES_SWIZZLED128X4;
   const uint8_t bias = bias_code(spec);
+  const char* layout = spec.scale_layout == nvfp4k::SCALES_PREPACKED       ? "prepacked"
+                       : spec.scale_layout == nvfp4k::SCALES_SWIZZLED128X4 ? "sw128x4"
+                                                                            : "linear";
   std::string name = fmt::format("nvfp4_gemm_w4a16_n{}_k{}_{}_{}_{}{}_bm{}_bk{}_wg{}_s{}_ks{}", spec.n, spec.k,
-                                 dtype_name(spec.a_dtype), dtype_name(spec.out_dtype), swizzled ? "sw128x4" : "linear",
+                                 dtype_name(spec.a_dtype), dtype_name(spec.out_dtype), layout,
                                  bias == nvfp4k::BIAS_BF16 ? "_biasbf16" : bias == nvfp4k::BIAS_FP32 ? "_biasfp32" : "",
                                  t.block_m, t.block_k, t.consumers, t.stages, t.split_k);
   return entry_point(spec, std::move(name), "sm90/gemm_w4a16.cuh", "GemmParams",
@@ -161,7 +169,7 @@ std::vector<KernelSpec> gemm_prewarm_specs(Arch arch, int64_t n, int64_t k, int 
   std::vector<KernelSpec> specs;
   if (arch != Arch::sm_90a || n <= 0 || k <= 0 || k % 32) return specs;
   for (int bucket : kGemmMBuckets)
-    for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4})
+    for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4, gemm_weight_layout({}, true)})
       specs.push_back(gemm_spec(arch, n, k, DType::bf16, DType::bf16, layout, kNoDType,
                                 gemm_heuristic(arch, n, k, bucket, sm_count)));
   return specs;
@@ -183,7 +191,8 @@ std::string prewarm_hint(const GemmArgs& args, const DeviceInfo& device) {
 }
 
 CUfunction gemm_kernel(const GemmArgs& args, const DeviceInfo& device, const GemmTile& tile, CUstream stream) {
-  const KernelSpec spec = gemm_spec(device.arch, args.n, args.k, args.a_dtype, args.d_dtype, args.b.scale_layout,
+  const KernelSpec spec = gemm_spec(device.arch, args.n, args.k, args.a_dtype, args.d_dtype,
+                                    gemm_weight_layout(args.b.scale_layout, args.b_prepacked),
                                     args.bias ? uint8_t(args.bias_dtype) : kNoDType, tile);
   return kernel_for(device, spec, gemm_shared_bytes(tile), stream, [&] { return prewarm_hint(args, device); });
 }
@@ -202,13 +211,17 @@ void launch_gemm(const GemmArgs& args, const Resolved& r, const DeviceInfo& devi
       args.a, args.a_dtype == DType::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
       uint64_t(args.m), uint64_t(args.k), uint64_t(r.a_stride) * 2, uint32_t(tile.block_m), 64,
       CU_TENSOR_MAP_SWIZZLE_128B);
-  const CUtensorMap map_w = make_tensor_map_2d(args.b.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(args.n),
-                                               uint64_t(args.k / 2), uint64_t(r.b_stride), uint32_t(64 * tile.consumers),
-                                               uint32_t(tile.block_k / 2),
-                                               tile.block_k == 256 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B);
   std::memcpy(&p.tma_a, &map_a, sizeof map_a);
-  std::memcpy(&p.tma_w, &map_w, sizeof map_w);
-  p.w_scales = static_cast<const unsigned char*>(args.b.scales);
+  if (args.b_prepacked) {
+    p.w_scales = static_cast<const unsigned char*>(args.b.data);  // values and scales, one bulk copy per stage
+  } else {
+    const CUtensorMap map_w = make_tensor_map_2d(
+        args.b.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(args.n), uint64_t(args.k / 2), uint64_t(r.b_stride),
+        uint32_t(64 * tile.consumers), uint32_t(tile.block_k / 2),
+        tile.block_k == 256 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B);
+    std::memcpy(&p.tma_w, &map_w, sizeof map_w);
+    p.w_scales = static_cast<const unsigned char*>(args.b.scales);
+  }
   p.w_gscale_ptr = args.b.global_scale.device_ptr;
   p.w_gscale_value = args.b.global_scale.value;
   p.w_gscale_mode = r.gscale_mode;

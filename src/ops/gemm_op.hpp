@@ -9,6 +9,9 @@
 
 namespace nvfp4::jit::detail {
 
+// The weight layout a GEMM kernel is compiled for (its spec's scale_layout): the weight's scale
+// layout, or nvfp4k::SCALES_PREPACKED for a prepack()ed weight.
+ScaleLayout gemm_weight_layout(ScaleLayout scales, bool prepacked);
 // bias: kNoDType or the bias DType
 KernelSpec gemm_spec(Arch arch, int64_t n, int64_t k, DType a, DType d, ScaleLayout layout, uint8_t bias,
                      const GemmTile& tile);

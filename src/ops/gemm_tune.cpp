@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "core/gpu_util.hpp"
 #include "core/prewarm.hpp"
+#include "common/prepacked_weight.cuh"
 #include "core/tuning_table.hpp"
 #include "ops/gemm_op.hpp"
 
@@ -42,7 +43,7 @@ bool capturing(CUstream stream) {
 }
 
 GemmProblem problem_of(const GemmArgs& a) {
-  return {a.n, a.k, a.a_dtype, a.d_dtype, a.b.scale_layout, a.bias != nullptr, a.bias_dtype};
+  return {a.n, a.k, a.a_dtype, a.d_dtype, a.b.scale_layout, a.bias != nullptr, a.bias_dtype, a.b_prepacked};
 }
 
 // Scratch inputs for timing: random activations, `copies` weights at different addresses
@@ -62,7 +63,12 @@ struct Scratch {
     d = DeviceBuffer(size_t(m * p.n * 4));
     bias = DeviceBuffer(size_t(p.n * 4));
     bias.fill(0);
-    const auto w = random(size_t(p.n * p.k / 2), ~0ull, 0);
+    auto w = random(size_t(p.b_prepacked ? prepacked_bytes(p.n, p.k) : p.n * p.k / 2), ~0ull, 0);
+    if (p.b_prepacked) {  // each chunk's scale bytes finite
+      auto* bytes = reinterpret_cast<unsigned char*>(w.data());
+      for (int64_t at = 0; at < prepacked_bytes(p.n, p.k); at += nvfp4k::prepacked::CHUNK_BYTES)
+        for (int i = nvfp4k::prepacked::VALUE_BYTES; i < nvfp4k::prepacked::CHUNK_BYTES; ++i) bytes[at + i] &= 0x3F;
+    }
     const auto s = random(size_t(scale_bytes(p.scale_layout, p.n, p.k)), 0x3F3F3F3F3F3F3F3Full, 0);  // finite scales
     for (int i = 0; i < copies; ++i) {
       packed.push_back(to_device(w));
@@ -78,6 +84,7 @@ GemmArgs scratch_args(const GemmProblem& p, int64_t m, const Scratch& s, int cop
   g.b.data = s.packed[size_t(copy)].get();
   g.b.scales = s.scales[size_t(copy)].get();
   g.b.scale_layout = p.scale_layout;
+  g.b_prepacked = p.b_prepacked;
   g.b.global_scale.value = 1.0f / 256;
   g.d = s.d.get(), g.d_dtype = p.d_dtype;
   if (p.has_bias) g.bias = s.bias.get(), g.bias_dtype = p.bias_dtype;
@@ -90,7 +97,7 @@ int64_t timing_m(int bucket) { return bucket == kGemmLargeM ? 4096 : bucket; }
 }  // namespace
 
 KernelSpec gemm_problem(Arch arch, const GemmProblem& p) {
-  KernelSpec spec = gemm_spec(arch, p.n, p.k, p.a_dtype, p.d_dtype, p.scale_layout,
+  KernelSpec spec = gemm_spec(arch, p.n, p.k, p.a_dtype, p.d_dtype, gemm_weight_layout(p.scale_layout, p.b_prepacked),
                               p.has_bias ? uint8_t(p.bias_dtype) : kNoDType, GemmTile{});
   spec.tile = TileConfig{};
   return spec;
@@ -104,7 +111,7 @@ std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const GemmProblem& 
   for (int bucket : buckets) {
     candidates.push_back(gemm_candidates(device.arch, p.n, p.k, bucket, device.sm_count));
     for (const GemmTile& t : candidates.back())
-      specs.push_back(gemm_spec(device.arch, p.n, p.k, p.a_dtype, p.d_dtype, p.scale_layout,
+      specs.push_back(gemm_spec(device.arch, p.n, p.k, p.a_dtype, p.d_dtype, gemm_weight_layout(p.scale_layout, p.b_prepacked),
                                 p.has_bias ? uint8_t(p.bias_dtype) : kNoDType, t));
   }
   std::string compile_error;
@@ -160,7 +167,8 @@ std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const GemmProblem& 
     TuningEntry e;
     e.problem = gemm_problem(device.arch, p);
     e.m_bucket = buckets[b];
-    e.tile = gemm_spec(device.arch, p.n, p.k, p.a_dtype, p.d_dtype, p.scale_layout, kNoDType, tiles[best]).tile;
+    e.tile = gemm_spec(device.arch, p.n, p.k, p.a_dtype, p.d_dtype, gemm_weight_layout(p.scale_layout, p.b_prepacked),
+                      kNoDType, tiles[best]).tile;
     e.us = us[best];
     e.heuristic_us = us[0];
     entries.push_back(e);
@@ -205,6 +213,7 @@ std::vector<TunedBucket> tune(const GemmProblem& problem, const TuneOptions& opt
   probe.m = 0, probe.n = problem.n, probe.k = problem.k;
   probe.a_dtype = problem.a_dtype, probe.d_dtype = problem.d_dtype;
   probe.b.scale_layout = problem.scale_layout;
+  probe.b_prepacked = problem.b_prepacked;
   probe.bias_dtype = problem.bias_dtype;
   gemm(probe, nullptr);  // m = 0: validates and returns
   if (options.runs < 1) fail(Status::invalid_argument, "nvfp4::jit::tune: runs = {} must be at least 1", options.runs);

@@ -48,6 +48,14 @@ struct ConvertScalesParams {
   long long rows;
 };
 
+struct PrepackParams {
+  const unsigned char* packed;  // [rows, K/2] with packed_stride bytes per row
+  long long packed_stride;
+  const unsigned char* scales;  // E4M3, layout compiled in
+  unsigned char* out;           // prepacked::bytes(rows, K)
+  long long rows;
+};
+
 // The one-CTA-per-row fused quantizers (RMSNorm, SwiGLU, MoE staging): a prologue makes the
 // row's values, which are quantized like QuantizeParams'. Fields an op does not use stay 0.
 enum RowPrologue { ROW_PLAIN = 0, ROW_RMSNORM = 1, ROW_SWIGLU = 2 };
@@ -97,8 +105,8 @@ enum BiasCode { BIAS_NONE = 0, BIAS_BF16 = 1, BIAS_FP32 = 2 };
 // Passed as a __grid_constant__ parameter so the TMA descriptors stay in parameter space.
 struct GemmParams {
   TmaDescriptor tma_a;            // activations [M, K], 16-bit
-  TmaDescriptor tma_w;            // packed weights [N, K/2] bytes
-  const unsigned char* w_scales;  // E4M3 [N, K/16], layout compiled in
+  TmaDescriptor tma_w;            // packed weights [N, K/2] bytes (unused for a prepacked weight)
+  const unsigned char* w_scales;  // E4M3 [N, K/16], layout compiled in; or the prepacked weight
   const float* w_gscale_ptr;      // GSCALE_DEVICE: one device value
   float w_gscale_value;           // GSCALE_HOST
   int w_gscale_mode;

@@ -4,7 +4,9 @@
 
 namespace nvfp4k {
 
-enum ScaleLayoutCode { SCALES_LINEAR = 0, SCALES_SWIZZLED128X4 = 1 };
+// SCALES_PREPACKED: the GEMM's prepacked weight, its scales inside the value chunks
+// (common/prepacked_weight.cuh); only a GEMM kernel spec holds it.
+enum ScaleLayoutCode { SCALES_LINEAR = 0, SCALES_SWIZZLED128X4 = 1, SCALES_PREPACKED = 2 };
 
 // linear: [rows, kblocks] row-major.
 NVFP4_HD long long scale_offset_linear(long long r, long long kb, long long kblocks) { return r * kblocks + kb; }

@@ -8,7 +8,9 @@
 // wgmma's N, so a decode call with M = 1 runs m64n8k16.
 //
 // Warpgroup 0 produces: one thread issues the TMA loads of a STAGES-deep ring guarded by
-// mbarriers; its threads also stage the tiles' block scales (cp.async). Warpgroups 1..WG
+// mbarriers; its threads also stage the tiles' block scales (cp.async). A prepacked weight
+// (LAYOUT == SCALES_PREPACKED, common/prepacked_weight.cuh) holds its scales and comes in as
+// one contiguous bulk copy per warpgroup and stage instead. Warpgroups 1..WG
 // consume, 64 weight rows each. With KSPLIT > 1 the CTAs of a cluster split K and rank 0
 // sums the partial tiles through distributed shared memory, in rank order (deterministic,
 // no workspace).
@@ -17,6 +19,7 @@
 #include "common/global_scale.cuh"
 #include "common/mma_operand.cuh"
 #include "common/params.cuh"
+#include "common/prepacked_weight.cuh"
 #include "common/scale_layout.cuh"
 #include "sm90/ptx.cuh"
 
@@ -44,6 +47,10 @@ struct GemmConfig {
   static constexpr int SCALE_AT = W_AT + W_BYTES;       // offset of the scales in a stage
   static constexpr int SMEM_BYTES = 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8;
   static constexpr int THREADS = 128 * (WG + 1);
+  static constexpr bool PREPACKED = LAYOUT == SCALES_PREPACKED;
+  static constexpr int CHUNKS = BK / prepacked::CHUNK_K;                  // prepacked chunks per warpgroup and stage
+  static constexpr int CHUNK_RUN = CHUNKS * prepacked::CHUNK_BYTES;       // their bytes, contiguous in global memory
+  static_assert(!PREPACKED || WG * CHUNK_RUN <= W_BYTES + SCALE_BYTES, "prepacked chunks fit where the stage's weights go");
   static_assert(K % 32 == 0 && BM % 8 == 0 && BM <= 256 && (WG == 1 || WG == 2) && (BK == 128 || BK == 256));
   static_assert(STAGE_BYTES % 1024 == 0, "stages must keep the 1024-byte swizzle alignment");
   static_assert(KSPLIT == 1 || BN * BM * 4 <= STAGES * STAGE_BYTES, "split-K partials reuse the stage memory");
@@ -89,6 +96,95 @@ __device__ __forceinline__ void stage_tile_scales(unsigned* dst, const unsigned 
   }
 }
 
+// One stage's A fragments from the ModelOpt layout (TMA-swizzled packed rows, scales staged
+// per row): step j's fragment into a[j % GROUP], then issue(j).
+template <class C, class Op, int GROUP, class Issue>
+__device__ __forceinline__ void decode_modelopt(const unsigned char* w, const unsigned char* scales, int row0,
+                                                unsigned byte_t, const int (&w_row)[2], const int (&w_swizzle)[2],
+                                                bool (&nan_scale)[2], unsigned (&a)[GROUP][4], Issue&& issue) {
+  // The tile's scales of both rows as pairs: word q covers steps 4q..4q+3, pairs[h][q][0]
+  // holds steps 4q and 4q+2 in its lanes, pairs[h][q][1] steps 4q+1 and 4q+3.
+  const unsigned* tile_scales = reinterpret_cast<const unsigned*>(scales);
+  unsigned pairs[2][C::BK / 64][2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h)
+#pragma unroll
+    for (int q = 0; q < C::BK / 64; ++q) {
+      const unsigned word = tile_scales[(row0 + 8 * h) * (C::BK / 64) + q];
+      nan_scale[h] |= Op::has_nan_scale(word);
+      pairs[h][q][0] = Op::scale_pairs(word, false);
+      pairs[h][q][1] = Op::scale_pairs(word, true);
+    }
+  // Step j's A fragment: {row0, k 2t..2t+1}, {row0+8, same}, {row0, k 2t+8..2t+9}, {row0+8, same},
+  // from byte t of the two words of the step's 8 packed bytes per row.
+  auto decode = [&](int j, int h, uint2 v) {
+    unsigned(&frag)[4] = a[j % GROUP];
+    const unsigned scales = pairs[h][j / 4][j % 2];
+    if ((j % 4) / 2 == 0) {
+      frag[h] = Op::template scaled<0>(Op::place(__byte_perm(v.x, 0u, byte_t)), scales);
+      frag[h + 2] = Op::template scaled<0>(Op::place(__byte_perm(v.y, 0u, byte_t)), scales);
+    } else {
+      frag[h] = Op::template scaled<1>(Op::place(__byte_perm(v.x, 0u, byte_t)), scales);
+      frag[h + 2] = Op::template scaled<1>(Op::place(__byte_perm(v.y, 0u, byte_t)), scales);
+    }
+  };
+  auto row_bytes = [&](int h, int j) { return w + w_row[h] + ((((j / 2) << 4) ^ w_swizzle[h]) | (j % 2) * 8); };
+#pragma unroll
+  for (int j = 0; j < C::KSTEPS; j += 2) {
+    if constexpr (GROUP == 1) {  // 8 bytes per row and step: fewest registers next to 128 accumulators
+#pragma unroll
+      for (int jj = j; jj < j + 2; ++jj) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) decode(jj, h, *reinterpret_cast<const uint2*>(row_bytes(h, jj)));
+        issue(jj);
+      }
+    } else {  // 16 bytes per row: two steps per load
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint4 v = *reinterpret_cast<const uint4*>(row_bytes(h, j));
+        decode(j, h, make_uint2(v.x, v.y));
+        decode(j + 1, h, make_uint2(v.z, v.w));
+      }
+      issue(j);
+      issue(j + 1);
+    }
+  }
+}
+
+// The same from a prepacked weight: per 64-k chunk one 16-byte load of values and one 8-byte
+// load of both rows' scales (common/prepacked_weight.cuh), a rotate and an AND per pair.
+template <class C, class Op, int GROUP, class Issue>
+__device__ __forceinline__ void decode_prepacked(const unsigned char* chunks, int tid, bool (&nan_scale)[2],
+                                                 unsigned (&a)[GROUP][4], Issue&& issue) {
+#pragma unroll
+  for (int q = 0; q < C::CHUNKS; ++q) {
+    const unsigned char* chunk = chunks + q * prepacked::CHUNK_BYTES;
+    const uint4 v = *reinterpret_cast<const uint4*>(chunk + tid * 16);
+    const uint2 sc = *reinterpret_cast<const uint2*>(chunk + prepacked::VALUE_BYTES + tid / 4 * 8);
+    const unsigned w[4] = {v.x, v.y, v.z, v.w}, row_scales[2] = {sc.x, sc.y};
+    unsigned pairs[2][2];  // as in decode_modelopt: [row][odd step] with steps 0, 2 / 1, 3 in the lanes
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      nan_scale[h] |= Op::has_nan_scale(row_scales[h]);
+      pairs[h][0] = Op::scale_pairs(row_scales[h], false);
+      pairs[h][1] = Op::scale_pairs(row_scales[h], true);
+    }
+    const unsigned z[2] = {prepacked::leftover_word(w[0], w[1]), prepacked::leftover_word(w[2], w[3])};
+#pragma unroll
+    for (int s = 0; s < 4; ++s) {
+      const int j = 4 * q + s;
+#pragma unroll
+      for (int f = 0; f < 4; ++f) {
+        unsigned placed = prepacked::place_pair(w[s], z[s / 2], s, f);
+        if constexpr (C::ADT == DTYPE_FP16) placed = prepacked::bf16_to_fp16_placed(placed);
+        const unsigned scales = pairs[f % 2][s % 2];
+        a[j % GROUP][f] = s / 2 == 0 ? Op::template scaled<0>(placed, scales) : Op::template scaled<1>(placed, scales);
+      }
+      issue(j);
+    }
+  }
+}
+
 template <class C, class Mma>
 __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   using Op = Fp4Operand<C::ADT>;
@@ -107,7 +203,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::STAGES; ++s) {
-      mbar_init(&full[s], 1 + C::BN);  // the TMA thread + one per scale row
+      mbar_init(&full[s], C::PREPACKED ? 1 : 1 + C::BN);  // the TMA thread (+ one per scale row)
       mbar_init(&empty[s], 4 * C::WG);
     }
     fence_barrier_init();
@@ -117,24 +213,34 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   float acc[C::BM / 2];
   if (wg == 0) {
     // Thread 0 issues the TMA loads; thread r < BN stages weight row r's 8 scales of the tile,
-    // so scales arrive STAGES tiles ahead like the rest.
-    for (int kt = kt_begin, i = 0; kt < kt_end; ++kt, ++i) {
+    // so scales arrive STAGES tiles ahead like the rest (a prepacked weight brings its own).
+    for (int kt = kt_begin, i = 0; kt < kt_end && (!C::PREPACKED || threadIdx.x == 0); ++kt, ++i) {
       const int s = i % C::STAGES;
       if (i >= C::STAGES) mbar_wait(&empty[s], ((i / C::STAGES) & 1) ^ 1);
       if (threadIdx.x == 0) {
         if (i == 0) {
           prefetch_tensor_map(&p.tma_a);
-          prefetch_tensor_map(&p.tma_w);
+          if constexpr (!C::PREPACKED) prefetch_tensor_map(&p.tma_w);
         }
-        mbar_arrive_expect_tx(&full[s], C::W_AT + C::W_BYTES);
+        mbar_arrive_expect_tx(&full[s], C::W_AT + (C::PREPACKED ? C::WG * C::CHUNK_RUN : C::W_BYTES));
 #pragma unroll
         for (int b = 0; b < C::A_BOXES; ++b)
           tma_load_2d(stage(s) + b * C::A_BOX_BYTES, &p.tma_a, &full[s], kt * C::BK + 64 * b, int(m0));
-        tma_load_2d(stage(s) + C::W_AT, &p.tma_w, &full[s], kt * C::W_ROW, n0);
+        if constexpr (C::PREPACKED) {
+#pragma unroll
+          for (int g = 0; g < C::WG; ++g)
+            bulk_load(stage(s) + C::W_AT + g * C::CHUNK_RUN,
+                      p.w_scales + prepacked::chunk_offset(n0 / 64 + g, (long long)kt * C::CHUNKS, C::K), C::CHUNK_RUN,
+                      &full[s]);
+        } else {
+          tma_load_2d(stage(s) + C::W_AT, &p.tma_w, &full[s], kt * C::W_ROW, n0);
+        }
       }
-      if (threadIdx.x < C::BN)
-        stage_tile_scales<C>(reinterpret_cast<unsigned*>(stage(s) + C::SCALE_AT) + threadIdx.x * (C::BK / 64),
-                             p.w_scales, n0 + threadIdx.x, kt, &full[s]);
+      if constexpr (!C::PREPACKED) {
+        if (threadIdx.x < C::BN)
+          stage_tile_scales<C>(reinterpret_cast<unsigned*>(stage(s) + C::SCALE_AT) + threadIdx.x * (C::BK / 64),
+                               p.w_scales, n0 + threadIdx.x, kt, &full[s]);
+      }
     }
   } else {
     const int tid = threadIdx.x % 128, lane = tid % 32, t = lane % 4;
@@ -155,65 +261,27 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     for (int kt = kt_begin, i = 0; kt < kt_end; ++kt, ++i) {
       const int s = i % C::STAGES;
       mbar_wait(&full[s], (i / C::STAGES) & 1);
-      // The tile's scales of both rows as pairs: word q covers steps 4q..4q+3, pairs[h][q][0]
-      // holds steps 4q and 4q+2 in its lanes, pairs[h][q][1] steps 4q+1 and 4q+3.
-      const unsigned* tile_scales = reinterpret_cast<const unsigned*>(stage(s) + C::SCALE_AT);
-      unsigned pairs[2][C::BK / 64][2];
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int q = 0; q < C::BK / 64; ++q) {
-          const unsigned word = tile_scales[(row0 + 8 * h) * (C::BK / 64) + q];
-          nan_scale[h] |= Op::has_nan_scale(word);
-          pairs[h][q][0] = Op::scale_pairs(word, false);
-          pairs[h][q][1] = Op::scale_pairs(word, true);
-        }
-      const unsigned char* w = stage(s) + C::W_AT;
-
-      // Step j's A fragment: {row0, k 2t..2t+1}, {row0+8, same}, {row0, k 2t+8..2t+9}, {row0+8, same},
-      // from byte t of the two words of the step's 8 packed bytes per row.
-      auto decode = [&](unsigned (&a)[4], int j, int h, uint2 v) {
-        const unsigned scales = pairs[h][j / 4][j % 2];
-        if ((j % 4) / 2 == 0) {
-          a[h] = Op::template scaled<0>(Op::place(__byte_perm(v.x, 0u, byte_t)), scales);
-          a[h + 2] = Op::template scaled<0>(Op::place(__byte_perm(v.y, 0u, byte_t)), scales);
-        } else {
-          a[h] = Op::template scaled<1>(Op::place(__byte_perm(v.x, 0u, byte_t)), scales);
-          a[h + 2] = Op::template scaled<1>(Op::place(__byte_perm(v.y, 0u, byte_t)), scales);
-        }
-      };
       // Steps go to the tensor cores in groups of GROUP: a whole tile at once for small BM
-      // (latency bound: decode the tile, then back-to-back wgmmas; the weights come in as one
-      // 16-byte load per two steps), one at a time for large BM (register bound: 128
-      // accumulators; wait<1> keeps one step in flight while the next is decoded).
+      // (latency bound: decode the tile, then back-to-back wgmmas), one at a time for large BM
+      // (register bound: 128 accumulators; wait<1> keeps one step in flight while the next is
+      // decoded).
       constexpr int GROUP = C::BM <= 64 ? C::KSTEPS : 1;
-#pragma unroll
-      for (int j0 = 0; j0 < C::KSTEPS; j0 += GROUP) {
-        unsigned a[GROUP][4];
-        if constexpr (GROUP == 1) {
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-            decode(a[0], j0, h,
-                   *reinterpret_cast<const uint2*>(w + w_row[h] + ((((j0 / 2) << 4) ^ w_swizzle[h]) | (j0 % 2) * 8)));
-        } else {
-#pragma unroll
-          for (int j = 0; j < GROUP; j += 2)
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const uint4 v = *reinterpret_cast<const uint4*>(w + w_row[h] + (((j / 2) << 4) ^ w_swizzle[h]));
-              decode(a[j], j, h, make_uint2(v.x, v.y));
-              decode(a[j + 1], j + 1, h, make_uint2(v.z, v.w));
-            }
-        }
+      unsigned a[GROUP][4];
+      // Step j's A fragment into a[j % GROUP]; then, at a group's end, its wgmmas.
+      auto issue = [&](int j) {
+        if (j % GROUP != GROUP - 1) return;
         wgmma_fence();
 #pragma unroll
-        for (int jj = 0; jj < GROUP; ++jj) {
-          const int j = j0 + jj;
-          Mma::mma(acc, a[jj], smem_desc_sw128(stage(s) + (j / 4) * C::A_BOX_BYTES + (j % 4) * 32));
-        }
+        for (int jj = j + 1 - GROUP; jj <= j; ++jj)
+          Mma::mma(acc, a[jj % GROUP], smem_desc_sw128(stage(s) + (jj / 4) * C::A_BOX_BYTES + (jj % 4) * 32));
         wgmma_commit();
         if constexpr (GROUP == 1) wgmma_wait<1>();
-      }
+      };
+      if constexpr (C::PREPACKED)
+        decode_prepacked<C, Op, GROUP>(stage(s) + C::W_AT + (wg - 1) * C::CHUNK_RUN, tid, nan_scale, a, issue);
+      else
+        decode_modelopt<C, Op, GROUP>(stage(s) + C::W_AT, stage(s) + C::SCALE_AT, row0, byte_t, w_row, w_swizzle,
+                                      nan_scale, a, issue);
       // Drain before the next tile's decode: registers a wgmma still reads must not be
       // rewritten, and ptxas does not track that across the loop's back edge.
       wgmma_wait<0>();

@@ -37,6 +37,14 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const void* tensor_map, u
       "l"(tensor_map), "r"(smem_u32(bar)), "r"(x), "r"(y)
       : "memory");
 }
+// `bytes` contiguous bytes (a multiple of 16, both addresses 16-byte aligned) -> shared
+// memory; completion is counted in bytes on `bar`.
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
+  asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                   smem_u32(dst)),
+               "l"(src), "r"(bytes), "r"(smem_u32(bar))
+               : "memory");
+}
 __device__ __forceinline__ void prefetch_tensor_map(const void* tensor_map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(tensor_map) : "memory");
 }

@@ -36,6 +36,9 @@ struct Case {
   // whether the caller passes the workspace (else gemm allocates it on the stream)
   int a_gscale = 0;
   bool workspace = false;
+  // also prepack the weight (GPU, checked against the CPU prepack) and run the gemm on it:
+  // every output byte must equal the gemm's on the weight as stored
+  bool prepacked = false;
 };
 
 uint16_t to_half_bits(DType t, float v) {
@@ -64,6 +67,42 @@ std::vector<double> reference(const Case& c, const std::vector<double>& a, const
     });
   for (auto& th : pool) th.join();
   return ref;
+}
+
+// The weight of `g` prepacked on the GPU (bit-identical with the CPU prepack), and the gemm of
+// `g` on it (bit-identical with `expected`, the gemm on the weight as stored).
+bool check_prepacked(const Case& c, GemmArgs g, const testutil::HostNvfp4& w, const std::vector<uint8_t>& expected) {
+  const int64_t bytes = prepacked_bytes(c.n, c.k);
+  DeviceBuffer d_pre{size_t(bytes)}, d_out{expected.size()};
+  d_pre.fill(0xA5);
+  d_out.fill(0xFF);
+  prepack({g.b, c.n, c.k, d_pre.get()}, nullptr);
+  std::vector<uint8_t> cpu_pre(static_cast<size_t>(bytes)), gpu_pre(static_cast<size_t>(bytes));
+  PrepackArgs host{{w.packed.data(), 0, w.scales.data(), c.layout, {}}, c.n, c.k, cpu_pre.data()};
+  cpu::prepack(host);
+  g.b = {d_pre.get(), 0, nullptr, ScaleLayout::linear, g.b.global_scale};
+  g.b_prepacked = true;
+  g.d = d_out.get();
+  gemm(g, nullptr);
+  check_cu(driver().cuCtxSynchronize(), "prepack + gemm");
+  d_pre.download(gpu_pre.data(), gpu_pre.size());
+  std::vector<uint8_t> got(expected.size());
+  d_out.download(got.data(), got.size());
+  const auto pre = std::mismatch(gpu_pre.begin(), gpu_pre.end(), cpu_pre.begin());
+  if (pre.first != gpu_pre.end()) {
+    FAIL_CHECK("m=" << c.m << " n=" << c.n << " k=" << c.k << ": GPU prepack differs from the CPU's at byte "
+                    << (pre.first - gpu_pre.begin()));
+    return false;
+  }
+  const auto out = std::mismatch(got.begin(), got.end(), expected.begin());
+  if (out.first != got.end()) {
+    const int64_t element = (out.first - got.begin()) / (c.d == DType::fp32 ? 4 : 2);
+    const int64_t ldd = g.d_row_stride ? g.d_row_stride : c.n;
+    FAIL_CHECK("m=" << c.m << " n=" << c.n << " k=" << c.k << ": gemm on the prepacked weight differs first at ("
+                    << element / ldd << ", " << element % ldd << ")");
+    return false;
+  }
+  return true;
 }
 
 void run_case(const Case& c, std::mt19937& rng) {
@@ -149,6 +188,7 @@ void run_case(const Case& c, std::mt19937& rng) {
   check_cu(driver().cuCtxSynchronize(), "gemm kernel");
   std::vector<uint8_t> got(d_out.bytes());
   d_out.download(got.data(), got.size());
+  if (c.prepacked && !check_prepacked(c, g, w, got)) return;
 
   const std::vector<double> ref = reference(c, ad, wd, gw, bias_d);
   double err2 = 0, ref2 = 0;
@@ -249,6 +289,41 @@ TEST_SUITE("gpu_gemm") {
 }
 
 TEST_SUITE("gpu_gemm") {
+  TEST_CASE("gemm on a prepacked weight: the same bits as on the weight as stored") {
+    std::mt19937 rng(std::random_device{}());
+    const DType bf16 = DType::bf16, fp16 = DType::fp16, fp32 = DType::fp32;
+    const ScaleLayout lin = ScaleLayout::linear, sw = ScaleLayout::swizzled128x4;
+    auto pre = [](Case c) {
+      c.prepacked = true;
+      return c;
+    };
+    const Case cases[] = {
+        // every M bucket, both decode paths (whole tile for M <= 64, step by step above), split K
+        pre({1, 8192, 8192, bf16, fp32}),
+        pre({16, 4096, 4096, bf16, bf16, sw}),
+        pre({64, 8192, 2880, bf16, bf16, sw}),
+        pre({129, 2880, 8192, bf16, fp32, lin}),
+        pre({1000, 2880, 2880, bf16, fp32, sw}),
+        pre({4096, 4096, 4096, bf16, bf16}),
+        // ragged N and K (rows padded to 128, k to 256), tiny K
+        pre({7, 200, 2880, bf16, fp32, sw}),
+        pre({300, 200, 96, bf16, fp32}),
+        pre({1, 8, 32, bf16, fp32}),
+        // FP16 operands, device global scale, bias, alpha, padded strides
+        pre({7, 2880, 2880, fp16, fp32, lin, true}),
+        pre({200, 1000, 2880, fp16, fp16, sw, true, 2, 0, 3, 0.5f}),
+        // subnormal-only and NaN block scales, W4A4
+        pre({16, 2880, 2880, bf16, fp32, lin, false, 0, 0, 0, 1.0f, Case::subnormal}),
+        pre({200, 1000, 2880, fp16, fp32, sw, false, 0, 0, 0, 1.0f, Case::subnormal}),
+        pre({1, 8192, 8192, bf16, bf16, lin, false, 0, 0, 0, 1.0f, Case::nan_row}),
+        pre({300, 200, 4096, fp16, fp32, sw, false, 0, 0, 0, 1.0f, Case::nan_row}),
+        pre({129, 2880, 8192, DType::nvfp4, fp32, sw, false, 2, 0, 8, 1.0f, Case::any, 2, true}),
+    };
+    for (const Case& c : cases) run_case(c, rng);
+  }
+}
+
+TEST_SUITE("gpu_gemm") {
   // Small enough for compute-sanitizer (tools/gpu_check.sh runs memcheck and racecheck on it):
   // a one-step-group tile, a split-K cluster (n = 64, k = 2048 at M = 3), ragged K and N.
   TEST_CASE("gemm small shapes for the sanitizers") {
@@ -258,6 +333,8 @@ TEST_SUITE("gpu_gemm") {
         {7, 200, 96, DType::bf16, DType::fp32, ScaleLayout::swizzled128x4},
         {130, 72, 160, DType::fp16, DType::bf16, ScaleLayout::linear, true, 2},
         {9, 72, 160, DType::nvfp4, DType::fp32, ScaleLayout::swizzled128x4, false, 0, 0, 0, 1.0f, Case::any, 2, false},
+        {3, 72, 2048, DType::bf16, DType::fp32, ScaleLayout::linear, false, 0, 0, 0, 1.0f, Case::any, 0, false, true},
+        {130, 72, 160, DType::fp16, DType::bf16, ScaleLayout::swizzled128x4, true, 2, 0, 0, 1.0f, Case::any, 0, false, true},
     };
     for (const Case& c : cases) run_case(c, rng);
   }

@@ -1,0 +1,93 @@
+#include "ops/prepack_op.hpp"
+
+#include "common/params.cuh"
+#include "common/prepacked_weight.cuh"
+#include "core/launcher.hpp"
+#include "ops/validate.hpp"
+
+namespace nvfp4::jit::detail {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr const char* kWho = "nvfp4::jit::prepack";
+
+// Returns the source's row stride in bytes.
+int64_t validate(const PrepackArgs& a) {
+  Check check(kWho);
+  check.positive("n", a.n);
+  check.positive_multiple("k", a.k, 32, "what gemm accepts");
+  check.scale_layout("weight.scale_layout", a.weight.scale_layout);
+  const int64_t stride = a.weight.row_stride_bytes ? a.weight.row_stride_bytes : a.k / 2;
+  if (stride < a.k / 2)
+    check.fail("weight.row_stride_bytes",
+               fmt::format("weight.row_stride_bytes = {} is less than k/2 = {}", stride, a.k / 2));
+  check.not_null("weight.data", a.weight.data);
+  check.not_null("weight.scales", a.weight.scales);
+  check.not_null("out", a.out);
+  check.aligned("out", a.out, 16);
+  return stride;
+}
+
+// One thread per (chunk, wgmma thread).
+int64_t thread_count(const PrepackArgs& a) { return nvfp4k::prepacked::bytes(a.n, a.k) / nvfp4k::prepacked::CHUNK_BYTES * 128; }
+
+}  // namespace
+
+KernelSpec prepack_spec(Arch arch, int64_t k, ScaleLayout layout) {
+  KernelSpec spec = base_spec(Op::prepack, arch, k, kThreads);
+  spec.scale_layout = uint8_t(layout);
+  return spec;
+}
+
+GeneratedKernel generate_prepack(const KernelSpec& spec) {
+  return entry_point(spec,
+                     fmt::format("nvfp4_prepack_k{}_{}", spec.k,
+                                 spec.scale_layout == nvfp4k::SCALES_LINEAR ? "linear" : "sw128x4"),
+                     "prepack.cuh", "PrepackParams",
+                     fmt::format("nvfp4k::prepack<{}, {}LL, {}>(p)", spec.scale_layout, spec.k, spec.tile.threads));
+}
+
+}  // namespace nvfp4::jit::detail
+
+namespace nvfp4::jit {
+
+using namespace detail;
+
+int64_t prepacked_bytes(int64_t n, int64_t k) {
+  const Check check("nvfp4::jit::prepacked_bytes");
+  check.positive("n", n);
+  check.positive_multiple("k", k, 32, "what gemm accepts");
+  return nvfp4k::prepacked::bytes(n, k);
+}
+
+void prepack(const PrepackArgs& args, CUstream stream) {
+  const int64_t stride = validate(args);
+  const DeviceInfo& device = current_device();
+  const KernelSpec spec = prepack_spec(device.arch, args.k, args.weight.scale_layout);
+  const CUfunction function = kernel_for(device, spec, 0, stream, [&] {
+    return fmt::format("nvfp4-jit prewarm --shape {},{} --arch {}", args.n, args.k, to_string(device.arch));
+  });
+  nvfp4k::PrepackParams p{static_cast<const unsigned char*>(args.weight.data), stride,
+                          static_cast<const unsigned char*>(args.weight.scales), static_cast<unsigned char*>(args.out),
+                          args.n};
+  void* params[] = {&p};
+  LaunchShape shape;
+  shape.grid[0] = unsigned((thread_count(args) + kThreads - 1) / kThreads);
+  shape.block[0] = kThreads;
+  launch(function, shape, stream, params);
+}
+
+void cpu::prepack(const PrepackArgs& args) {
+  const int64_t stride = validate(args);
+  const int64_t threads = thread_count(args), chunks = nvfp4k::prepacked::chunks_per_row_tile(args.k);
+  for (int64_t i = 0; i < threads; ++i) {
+    const int64_t chunk = i / 128;
+    nvfp4k::prepacked::prepack_thread(static_cast<const unsigned char*>(args.weight.data), stride,
+                                      static_cast<const unsigned char*>(args.weight.scales), int(args.weight.scale_layout),
+                                      args.n, args.k, chunk / chunks, chunk % chunks, int(i % 128),
+                                      static_cast<unsigned char*>(args.out));
+  }
+}
+
+}  // namespace nvfp4::jit

@@ -1,0 +1,129 @@
+// The prepacked NVFP4 weight the sm_90a GEMM reads fastest (`prepack`): values and block
+// scales rearranged once so that a consumer thread finds its four k16 steps' operand bits in
+// one 16-byte word and its rows' scales in one 8-byte word, and places each BF16 pair with a
+// rotate and an AND.
+//
+// Layout: rows padded to 128 and k to 256 (zeros: zero values, zero scales); 64-row x 64-k
+// chunks of CHUNK_BYTES, row tile major, k chunks of a row tile consecutive (so a stage of
+// one warpgroup is one contiguous copy). Inside a chunk:
+//   bytes [0, 2048): 16 per wgmma thread tid (warpgroup lane 0..127), words w0..w3;
+//   bytes [2048, 2304): 8 per row pair g = tid / 4: the 4 scales (steps 0..3) of row r0,
+//   then those of row r1.
+// Thread tid's rows are r0 = (tid/32)*16 + (tid%32)/4 and r1 = r0 + 8; with t = tid % 4,
+// step s's wgmma A fragment is four pairs: f0 = (r0, k 16s+2t, +1), f1 = (r1, same),
+// f2 = (r0, k 16s+2t+8, +9), f3 = (r1, same); each pair is one packed byte of the ModelOpt
+// layout. A pair "placed" for BF16 (Fp4Operand<BF16>::place) occupies the bits PAIR_BITS.
+// PAIR_BITS does not tile a word with four rotations (brute force: at most three), so:
+//   f0, f1, f2 of step s are w_s rotated right by 0, 4, 10;
+//   the bits left over in each word (LEFTOVER) hold the f3 pairs: z = w_a's leftovers plus
+//   w_b rotated left by 2 outside them ((w0, w1) for steps 0, 1; (w2, w3) for steps 2, 3),
+//   and f3 of the even / odd step is z rotated right by 8 / 14.
+// Decoding costs two integer instructions per pair (one for f0), against five for a byte of
+// the ModelOpt layout.
+#pragma once
+#include "common/mma_operand.cuh"
+#include "common/portable.cuh"
+#include "common/scale_layout.cuh"
+
+namespace nvfp4k::prepacked {
+
+constexpr int TILE_ROWS = 64;                            // one consumer warpgroup's rows
+constexpr int CHUNK_K = 64;                              // four k16 steps
+constexpr int VALUE_BYTES = 2048;                        // 128 threads x 16 bytes
+constexpr int SCALE_BYTES = 256;                         // 32 row pairs x 8 bytes
+constexpr int CHUNK_BYTES = VALUE_BYTES + SCALE_BYTES;   // 2304, a multiple of 16 (bulk copies)
+constexpr unsigned PAIR_BITS = 0x81C081C0u;              // bits 6-8, 15, 22-24, 31
+constexpr unsigned LEFTOVER = 0x60306030u;               // bits 4, 5, 13, 14 (+16): no f0-f2 pair's
+constexpr int Z_SHIFT = 2;
+
+NVFP4_HD long long padded_rows(long long n) { return (n + 127) / 128 * 128; }
+NVFP4_HD long long padded_k(long long k) { return (k + 255) / 256 * 256; }
+NVFP4_HD long long chunks_per_row_tile(long long k) { return padded_k(k) / CHUNK_K; }
+NVFP4_HD long long bytes(long long n, long long k) {
+  return padded_rows(n) / TILE_ROWS * chunks_per_row_tile(k) * CHUNK_BYTES;
+}
+// Offset of chunk (row tile, k chunk).
+NVFP4_HD long long chunk_offset(long long row_tile, long long k_chunk, long long k) {
+  return (row_tile * chunks_per_row_tile(k) + k_chunk) * CHUNK_BYTES;
+}
+
+NVFP4_HD unsigned rotr(unsigned x, int r) {
+#if defined(__CUDA_ARCH__)
+  return __funnelshift_r(x, x, r);
+#else
+  return r == 0 ? x : (x >> r) | (x << (32 - r));
+#endif
+}
+NVFP4_HD unsigned rotl(unsigned x, int r) { return rotr(x, (32 - r) % 32); }
+
+// Pair f of step s is its word (w_s, or z for f3) rotated right by this.
+NVFP4_HD int rotation(int s, int f) { return f == 0 ? 0 : f == 1 ? 4 : f == 2 ? 10 : s % 2 ? 14 : 8; }
+
+// Where thread tid's pair f of step s comes from in the ModelOpt layout: row (0..63 in the
+// tile) and packed byte (0..31 in the chunk's 32 bytes per row).
+NVFP4_HD int source_row(int tid, int f) { return (tid / 32) * 16 + (tid % 32) / 4 + 8 * (f % 2); }
+NVFP4_HD int source_byte(int tid, int s, int f) { return 8 * s + tid % 4 + 4 * (f / 2); }
+
+// The four words of one thread from its 16 source bytes, bytes[s][f] (the inverse of
+// place_pair below).
+NVFP4_HD void pack_words(const unsigned char (&bytes)[4][4], unsigned (&w)[4]) {
+  using Bf16 = Fp4Operand<DTYPE_BF16>;
+  for (int s = 0; s < 4; ++s) w[s] = 0;
+  for (int s = 0; s < 4; ++s) {
+    for (int f = 0; f < 3; ++f) w[s] |= rotl(Bf16::place(bytes[s][f]), rotation(s, f));
+    const unsigned z = rotl(Bf16::place(bytes[s][3]), rotation(s, 3));
+    const int a = s / 2 * 2;
+    w[a] |= z & LEFTOVER;
+    w[a + 1] |= rotr(z & ~LEFTOVER, Z_SHIFT);
+  }
+}
+
+// The z word of steps (a, a + 1) from their words w_a, w_b.
+NVFP4_HD unsigned leftover_word(unsigned wa, unsigned wb) {
+  return (wa & LEFTOVER) | (rotl(wb, Z_SHIFT) & ~LEFTOVER);
+}
+
+// Pair f of step s placed for BF16 (as Fp4Operand<BF16>::place of its byte), from the
+// step's word and its z word.
+NVFP4_HD unsigned place_pair(unsigned ws, unsigned z, int s, int f) {
+  return rotr(f < 3 ? ws : z, rotation(s, f)) & PAIR_BITS;
+}
+
+// A BF16-placed pair re-placed for FP16: magnitudes 3 bits up, signs where they are.
+NVFP4_HD unsigned bf16_to_fp16_placed(unsigned x) {
+  constexpr unsigned TAKE_SHIFTED = 0x0FC00FC0u;  // FP16 magnitude bits 9-11 and BF16's 6-8 (zero after the shift)
+  return ((x << 3) & TAKE_SHIFTED) | (x & ~TAKE_SHIFTED);
+}
+
+// One thread's share of prepacking chunk (row_tile, k_chunk) of a ModelOpt weight [rows, k]
+// (packed bytes `stride` apart per row, scales in `layout`): its 16 value bytes and, for
+// every fourth thread, its row pair's 8 scale bytes. The GPU kernel and the CPU reference
+// both run this, so their bits agree.
+NVFP4_HD void prepack_thread(const unsigned char* packed, long long stride, const unsigned char* scales, int layout,
+                             long long rows, long long k, long long row_tile, long long k_chunk, int tid,
+                             unsigned char* out) {
+  const long long kbytes = k / 2, kblocks = k / 16;
+  unsigned char src[4][4];
+  for (int s = 0; s < 4; ++s)
+    for (int f = 0; f < 4; ++f) {
+      const long long row = row_tile * TILE_ROWS + source_row(tid, f), byte = k_chunk * 32 + source_byte(tid, s, f);
+      src[s][f] = row < rows && byte < kbytes ? packed[row * stride + byte] : 0;
+    }
+  unsigned w[4];
+  pack_words(src, w);
+  unsigned char* chunk = out + chunk_offset(row_tile, k_chunk, k);
+  for (int i = 0; i < 4; ++i)
+    for (int b = 0; b < 4; ++b) chunk[tid * 16 + 4 * i + b] = (unsigned char)(w[i] >> (8 * b));
+  if (tid % 4) return;
+  for (int h = 0; h < 2; ++h)
+    for (int s = 0; s < 4; ++s) {
+      const long long row = row_tile * TILE_ROWS + source_row(tid, h), kb = k_chunk * 4 + s;
+      chunk[VALUE_BYTES + tid / 4 * 8 + 4 * h + s] =
+          row < rows && kb < kblocks
+              ? scales[layout == SCALES_LINEAR ? scale_offset_linear(row, kb, kblocks)
+                                               : scale_offset_swizzled128x4(row, kb, kblocks)]
+              : 0;
+    }
+}
+
+}  // namespace nvfp4k::prepacked

@@ -1,0 +1,20 @@
+// Prepack: a ModelOpt NVFP4 weight [rows, K] rewritten in the sm_90a GEMM's own layout
+// (common/prepacked_weight.cuh). One thread per (chunk, wgmma thread); a one-time step at
+// load, so it runs the CPU reference's code as it is.
+#pragma once
+#include "common/params.cuh"
+#include "common/prepacked_weight.cuh"
+
+namespace nvfp4k {
+
+template <int LAYOUT, long long K, int THREADS>
+__device__ __forceinline__ void prepack(const PrepackParams& p) {
+  const long long i = (long long)blockIdx.x * THREADS + threadIdx.x;
+  const long long chunk = i / 128, chunks = prepacked::chunks_per_row_tile(K);
+  const long long row_tile = chunk / chunks;
+  if (row_tile >= prepacked::padded_rows(p.rows) / prepacked::TILE_ROWS) return;
+  prepacked::prepack_thread(p.packed, p.packed_stride, p.scales, LAYOUT, p.rows, K, row_tile, chunk - row_tile * chunks,
+                            int(i % 128), p.out);
+}
+
+}  // namespace nvfp4k
