@@ -18,7 +18,8 @@ int cmd_tune(const Args& args) {
   if (!args.positional().empty()) throw UsageError(fmt::format("unexpected argument `{}`", args.positional()[0]));
   const std::vector<WeightShape> shapes = shapes_from(args);
   const std::string layout = args.get("--layout", "linear");
-  if (layout != "linear" && layout != "swizzled128x4") throw UsageError("--layout is linear or swizzled128x4");
+  if (layout != "linear" && layout != "swizzled128x4" && layout != "prepacked")
+    throw UsageError("--layout is linear, swizzled128x4 or prepacked");
   TuneOptions options;
   options.m = args.get_int("--m", 0);
   options.runs = args.get_int("--runs", options.runs);
@@ -37,7 +38,8 @@ int cmd_tune(const Args& args) {
   for (size_t i = 0; i < shapes.size(); ++i) {
     GemmProblem problem;
     problem.n = shapes[i].n, problem.k = shapes[i].k;
-    problem.scale_layout = layout == "linear" ? ScaleLayout::linear : ScaleLayout::swizzled128x4;
+    problem.scale_layout = layout == "swizzled128x4" ? ScaleLayout::swizzled128x4 : ScaleLayout::linear;
+    problem.b_prepacked = layout == "prepacked";
     const auto t = std::chrono::steady_clock::now();
     const std::vector<TunedBucket> buckets = tune(problem, options);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();

@@ -43,7 +43,7 @@ Kernels already in the cache are not compiled again; processes running at once s
   --quiet   no per-kernel lines or progress bar
 )"},
     {"tune", R"(usage: nvfp4-jit tune [--manifest NAME|FILE]... [--shape N,K]... [--m M] [--runs R]
-                     [--layout linear|swizzled128x4] [--json]
+                     [--layout linear|swizzled128x4|prepacked] [--json]
 
 For each weight shape and M bucket (<=8, 16, 32, 64, 128, 256, >256), times every candidate
 GEMM tile on this GPU (scratch buffers, weights rotated past L2, median of R runs), keeps the
@@ -52,7 +52,7 @@ v1/tuning/<arch>-<device>-<SMs>.json; gemm() uses it from then on, in every proc
 Candidates compile in parallel (cached ones load from disk). Needs a GPU (exit 3 without one).
   --m M     tune only the bucket holding M
   --runs R  timed launches per candidate (default 10)
-  --layout  the weights' scale layout (default linear)
+  --layout  the weights' layout: scale layout as stored, or prepacked (default linear)
 )"},
     {"cache", R"(usage: nvfp4-jit cache stats|ls|verify|prune|clear|export FILE|import FILE [--json]
 

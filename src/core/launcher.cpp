@@ -98,9 +98,15 @@ CUfunction load_kernel(const DeviceInfo& device, const KernelSpec& spec, unsigne
   check_cu(d.cuModuleLoadData(&module, compiled->cubin.data()), "cuModuleLoadData");
   CUfunction function = nullptr;
   check_cu(d.cuModuleGetFunction(&function, module, compiled->kernel.name.c_str()), "cuModuleGetFunction");
-  if (shared_bytes > 48 * 1024)
+  if (shared_bytes > 48 * 1024) {
     check_cu(d.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, int(shared_bytes)),
              "cuFuncSetAttribute(max dynamic shared memory)");
+    // All of L1 as shared memory: as many CTAs per SM as their stages allow (the kernels
+    // that stage this much read through TMA, not L1).
+    check_cu(d.cuFuncSetAttribute(function, CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT,
+                                  CU_SHAREDMEM_CARVEOUT_MAX_SHARED),
+             "cuFuncSetAttribute(shared memory carveout)");
+  }
   state.functions.emplace(spec, function);  // modules live as long as their context
   return function;
 }

@@ -126,7 +126,7 @@ ScaleLayout gemm_weight_layout(ScaleLayout scales, bool prepacked) {
 
 KernelSpec gemm_spec(Arch arch, int64_t n, int64_t k, DType a, DType d, ScaleLayout layout, uint8_t bias,
                      const GemmTile& tile) {
-  KernelSpec spec = base_spec(Op::gemm, arch, k, uint16_t(128 * (tile.consumers + 1)));
+  KernelSpec spec = base_spec(Op::gemm, arch, k, uint16_t(gemm_threads(tile, layout == gemm_weight_layout({}, true))));
   spec.n = n;
   spec.a_dtype = uint8_t(a);
   spec.b_dtype = uint8_t(DType::nvfp4);
@@ -238,7 +238,7 @@ void launch_gemm(const GemmArgs& args, const Resolved& r, const DeviceInfo& devi
   shape.grid[0] = unsigned((args.n + 64 * tile.consumers - 1) / (64 * tile.consumers));
   shape.grid[1] = unsigned(m_tiles);
   shape.grid[2] = unsigned(tile.split_k);
-  shape.block[0] = unsigned(128 * (tile.consumers + 1));
+  shape.block[0] = unsigned(gemm_threads(tile, args.b_prepacked));
   shape.shared_bytes = shared;
   if (tile.split_k > 1) {
     shape.cluster[0] = 1;

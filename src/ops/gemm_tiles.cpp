@@ -21,6 +21,8 @@ int gemm_m_bucket(int64_t m) {
   return kGemmMBuckets[std::size(kGemmMBuckets) - 1];
 }
 
+int gemm_threads(const GemmTile& tile, bool prepacked) { return 128 * tile.consumers + (prepacked ? 32 : 128); }
+
 unsigned gemm_shared_bytes(const GemmTile& tile) {
   return 1024 + unsigned(tile.stages) * stage_bytes(tile) + 16u * unsigned(tile.stages);
 }

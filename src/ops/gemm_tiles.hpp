@@ -31,6 +31,10 @@ struct GemmTile {
 // as shared memory holds (at most 8).
 GemmTile gemm_heuristic(Arch arch, int64_t n, int64_t k, int bucket, int sm_count);
 
+// Threads per CTA (the template's THREADS): the consumer warpgroups, then the producer (a
+// warp for a prepacked weight, a warpgroup that also stages scales otherwise).
+int gemm_threads(const GemmTile& tile, bool prepacked);
+
 // Dynamic shared memory the sm_90a kernel of `tile` needs (the template's SMEM_BYTES).
 unsigned gemm_shared_bytes(const GemmTile& tile);
 

@@ -7,11 +7,12 @@
 // shared memory. The activations are wgmma's B operand (TMA, 128-byte swizzle) and M is
 // wgmma's N, so a decode call with M = 1 runs m64n8k16.
 //
-// Warpgroup 0 produces: one thread issues the TMA loads of a STAGES-deep ring guarded by
-// mbarriers; its threads also stage the tiles' block scales (cp.async). A prepacked weight
+// Warpgroups 0..WG-1 consume, 64 weight rows each; the threads after them produce: one issues
+// the TMA loads of a STAGES-deep ring guarded by mbarriers, and for the ModelOpt layout a
+// warpgroup of them stages the tiles' block scales (cp.async). A prepacked weight
 // (LAYOUT == SCALES_PREPACKED, common/prepacked_weight.cuh) holds its scales and comes in as
-// one contiguous bulk copy per warpgroup and stage instead. Warpgroups 1..WG
-// consume, 64 weight rows each. With KSPLIT > 1 the CTAs of a cluster split K and rank 0
+// one contiguous bulk copy per consumer warpgroup and stage, so its producer is one warp:
+// fewer threads per CTA, more CTAs per SM for the latency-bound small-M tiles. With KSPLIT > 1 the CTAs of a cluster split K and rank 0
 // sums the partial tiles through distributed shared memory, in rank order (deterministic,
 // no workspace).
 #pragma once
@@ -46,8 +47,11 @@ struct GemmConfig {
   static constexpr int W_AT = A_BOXES * A_BOX_BYTES;   // offset of the weights in a stage
   static constexpr int SCALE_AT = W_AT + W_BYTES;       // offset of the scales in a stage
   static constexpr int SMEM_BYTES = 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8;
-  static constexpr int THREADS = 128 * (WG + 1);
   static constexpr bool PREPACKED = LAYOUT == SCALES_PREPACKED;
+  // after the consumer warpgroups: one warp (its lane 0 issues the copies), or a warpgroup
+  // that also stages the ModelOpt layout's scales (one thread per weight row)
+  static constexpr int PRODUCER_THREADS = PREPACKED ? 32 : 128;
+  static constexpr int THREADS = 128 * WG + PRODUCER_THREADS;
   static constexpr int CHUNKS = BK / prepacked::CHUNK_K;                  // prepacked chunks per warpgroup and stage
   static constexpr int CHUNK_RUN = CHUNKS * prepacked::CHUNK_BYTES;       // their bytes, contiguous in global memory
   static_assert(!PREPACKED || WG * CHUNK_RUN <= W_BYTES + SCALE_BYTES, "prepacked chunks fit where the stage's weights go");
@@ -195,7 +199,9 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   unsigned long long* empty = full + C::STAGES;
   auto stage = [&](int s) { return smem + s * C::STAGE_BYTES; };
 
-  const int wg = threadIdx.x / 128;
+  const bool producer = threadIdx.x >= 128 * C::WG;
+  const int ptid = threadIdx.x - 128 * C::WG;  // producer thread
+  const int cw = threadIdx.x / 128;             // consumer warpgroup (64 weight rows each)
   const int n0 = blockIdx.x * C::BN;
   const long long m0 = (long long)blockIdx.y * C::BM;
   const unsigned rank = C::KSPLIT > 1 ? cluster_ctarank() : 0u;
@@ -211,13 +217,13 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   __syncthreads();
 
   float acc[C::BM / 2];
-  if (wg == 0) {
+  if (producer) {
     // Thread 0 issues the TMA loads; thread r < BN stages weight row r's 8 scales of the tile,
     // so scales arrive STAGES tiles ahead like the rest (a prepacked weight brings its own).
-    for (int kt = kt_begin, i = 0; kt < kt_end && (!C::PREPACKED || threadIdx.x == 0); ++kt, ++i) {
+    for (int kt = kt_begin, i = 0; kt < kt_end && (!C::PREPACKED || ptid == 0); ++kt, ++i) {
       const int s = i % C::STAGES;
       if (i >= C::STAGES) mbar_wait(&empty[s], ((i / C::STAGES) & 1) ^ 1);
-      if (threadIdx.x == 0) {
+      if (ptid == 0) {
         if (i == 0) {
           prefetch_tensor_map(&p.tma_a);
           if constexpr (!C::PREPACKED) prefetch_tensor_map(&p.tma_w);
@@ -237,14 +243,14 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
         }
       }
       if constexpr (!C::PREPACKED) {
-        if (threadIdx.x < C::BN)
-          stage_tile_scales<C>(reinterpret_cast<unsigned*>(stage(s) + C::SCALE_AT) + threadIdx.x * (C::BK / 64),
-                               p.w_scales, n0 + threadIdx.x, kt, &full[s]);
+        if (ptid < C::BN)
+          stage_tile_scales<C>(reinterpret_cast<unsigned*>(stage(s) + C::SCALE_AT) + ptid * (C::BK / 64), p.w_scales,
+                               n0 + ptid, kt, &full[s]);
       }
     }
   } else {
     const int tid = threadIdx.x % 128, lane = tid % 32, t = lane % 4;
-    const int row0 = (wg - 1) * 64 + (tid / 32) * 16 + lane / 4;  // this thread's rows: row0, row0 + 8
+    const int row0 = cw * 64 + (tid / 32) * 16 + lane / 4;  // this thread's rows: row0, row0 + 8
     const unsigned byte_t = 0x4440u | unsigned(t);                // byte t of a word, zeros above
     // Where this thread's rows start in a stage's weights, and their TMA swizzle: the 16-byte
     // chunk index is XORed with address bits 7.. (64-byte span: (r/2)%4, 128-byte: r%8).
@@ -261,11 +267,10 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     for (int kt = kt_begin, i = 0; kt < kt_end; ++kt, ++i) {
       const int s = i % C::STAGES;
       mbar_wait(&full[s], (i / C::STAGES) & 1);
-      // Steps go to the tensor cores in groups of GROUP: a whole tile at once for small BM
-      // (latency bound: decode the tile, then back-to-back wgmmas), one at a time for large BM
-      // (register bound: 128 accumulators; wait<1> keeps one step in flight while the next is
-      // decoded).
-      constexpr int GROUP = C::BM <= 64 ? C::KSTEPS : 1;
+      // Steps go to the tensor cores in groups of GROUP, and wait<1> keeps one group in flight
+      // while the next is decoded: four steps (one 64-k chunk) for small BM, one for large BM
+      // (register bound: up to 128 accumulators).
+      constexpr int GROUP = C::BM <= 64 ? 4 : 1;
       unsigned a[GROUP][4];
       // Step j's A fragment into a[j % GROUP]; then, at a group's end, its wgmmas.
       auto issue = [&](int j) {
@@ -275,10 +280,10 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
         for (int jj = j + 1 - GROUP; jj <= j; ++jj)
           Mma::mma(acc, a[jj % GROUP], smem_desc_sw128(stage(s) + (jj / 4) * C::A_BOX_BYTES + (jj % 4) * 32));
         wgmma_commit();
-        if constexpr (GROUP == 1) wgmma_wait<1>();
+        wgmma_wait<1>();
       };
       if constexpr (C::PREPACKED)
-        decode_prepacked<C, Op, GROUP>(stage(s) + C::W_AT + (wg - 1) * C::CHUNK_RUN, tid, nan_scale, a, issue);
+        decode_prepacked<C, Op, GROUP>(stage(s) + C::W_AT + cw * C::CHUNK_RUN, tid, nan_scale, a, issue);
       else
         decode_modelopt<C, Op, GROUP>(stage(s) + C::W_AT, stage(s) + C::SCALE_AT, row0, byte_t, w_row, w_swizzle,
                                       nan_scale, a, issue);
@@ -297,14 +302,14 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   if constexpr (C::KSPLIT > 1) {
     // Partials go to this CTA's (now idle) stage memory, rank 0 adds the others' in rank order.
     float* partial = reinterpret_cast<float*>(smem);
-    const int ctid = threadIdx.x - 128;
-    if (wg > 0) named_barrier(1, 128 * C::WG);  // every consumer is done reading the stages
-    if (wg > 0 && rank != 0) {
+    const int ctid = threadIdx.x;
+    if (!producer) named_barrier(1, 128 * C::WG);  // every consumer is done reading the stages
+    if (!producer && rank != 0) {
 #pragma unroll
       for (int i = 0; i < C::BM / 2; ++i) partial[i * 128 * C::WG + ctid] = acc[i];
     }
     cluster_sync();
-    if (wg > 0 && rank == 0) {
+    if (!producer && rank == 0) {
       for (unsigned r = 1; r < C::KSPLIT; ++r) {
 #pragma unroll
         for (int i = 0; i < C::BM / 2; ++i) acc[i] += ld_shared_cluster(&partial[i * 128 * C::WG + ctid], r);
@@ -313,11 +318,11 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     cluster_sync();  // peers keep their shared memory until rank 0 has read it
     if (rank != 0) return;
   }
-  if (wg == 0) return;
+  if (producer) return;
 
   // acc[4j + 2h + e] is D^T[row0 + 8h, 8j + 2t + e], i.e. D[m0 + 8j + 2t + e, n0 + row0 + 8h]
   const int tid = threadIdx.x % 128, lane = tid % 32, t = lane % 4;
-  const int row0 = (wg - 1) * 64 + (tid / 32) * 16 + lane / 4;
+  const int row0 = cw * 64 + (tid / 32) * 16 + lane / 4;
   // A's global scale (W4A4) is per row of D when a device vector; otherwise folded in here.
   const bool a_per_row = p.a_gscale_mode == GSCALE_DEVICE_PER_ROW;
   const float scale = p.alpha * global_scale(p.w_gscale_mode, p.w_gscale_value, p.w_gscale_ptr, 0) *
