@@ -4,11 +4,13 @@
 // prepack and the GEMM on it.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "common/mma_operand.cuh"
+#include "common/nvfp4_format.cuh"
 #include "common/prepacked_weight.cuh"
 #include "nvfp4/jit.hpp"
 
@@ -101,25 +103,60 @@ TEST_SUITE("prepack") {
               w[i] = chunk[tid * 16 + 4 * i] | chunk[tid * 16 + 4 * i + 1] << 8 | chunk[tid * 16 + 4 * i + 2] << 16 |
                      unsigned(chunk[tid * 16 + 4 * i + 3]) << 24;
             const bool inside = row < n && kk < k;
-            const unsigned char byte = inside ? packed[size_t(row * stride + kk / 2)] : 0;
-            const unsigned char scale =
+            const unsigned char raw_scale =
                 !inside ? 0
                 : layout == ScaleLayout::linear
                     ? scales[size_t(nvfp4k::scale_offset_linear(row, kk / 16, k / 16))]
                     : scales[size_t(nvfp4k::scale_offset_swizzled128x4(row, kk / 16, k / 16))];
+            // a zero block scale: the block's values are stored as zeros
+            const unsigned char byte = inside && (raw_scale & 0x7F) ? packed[size_t(row * stride + kk / 2)] : 0;
+            bool nan = false;
+            const unsigned char scale = pp::scale_code(raw_scale, nan);
             const unsigned char got_scale = chunk[pp::VALUE_BYTES + tid / 4 * 8 + 4 * (r % 16 >= 8) + s];
             if ((decoded(w, s, f) != Bf16::place(byte) || got_scale != scale) && wrong++ == 0)
               FAIL_CHECK("first wrong element: row " << row << ", k " << kk << " (value byte " << int(byte) << ", scale "
                                                     << int(scale) << ", read scale " << int(got_scale) << ")");
           }
         CHECK(wrong == 0);
+        // the NaN row bytes: 1 where a row has a NaN block scale
+        for (int64_t row = 0; row < pp::padded_rows(n); ++row) {
+          bool nan = false;
+          for (int64_t kb = 0; kb < k / 16; ++kb) pp::scale_code(pp::block_scale(scales.data(), int(layout), n, k, row, kb), nan);
+          if (out[size_t(pp::nan_rows_offset(n, k) + row)] != (nan ? 1 : 0)) {
+            FAIL_CHECK("NaN byte of row " << row << " is " << int(out[size_t(pp::nan_rows_offset(n, k) + row)]));
+            break;
+          }
+        }
       }
   }
 
-  TEST_CASE("sizes: rows padded to 128, k to 256, 2304 bytes per 64 x 64 chunk") {
-    CHECK(prepacked_bytes(8192, 8192) == 128LL * 128 * 2304);
-    CHECK(prepacked_bytes(1, 32) == 2LL * 4 * 2304);
-    CHECK(prepacked_bytes(2880, 2880) == (2944LL / 64) * (3072 / 64) * 2304);
+  TEST_CASE("scale codes place as scale * 2^(BIAS - SHIFT) in BF16 and FP16, every E4M3 scale in every lane") {
+    for (unsigned v = 0; v < 256; ++v) {
+      bool nan = false;
+      const unsigned code = pp::scale_code((unsigned char)v, nan);
+      CHECK(nan == ((v & 0x7F) == 0x7F));
+      if ((v & 0x7F) == 0 || nan) {
+        CHECK(code == 0);  // its block's values are zeros, or its row is NaN
+        continue;
+      }
+      const double scale = nvfp4k::e4m3_to_float(v & 0x7F);
+      for (int at = 0; at < 4; ++at) {
+        const unsigned word = 0x5A3C9E71u & ~(0xFFu << (8 * at)) | code << (8 * at);  // other lanes: noise
+        const unsigned shift = 16 * (at / 2);
+        const unsigned bf16 = (pp::scale_pair<nvfp4k::DTYPE_BF16>(word, at % 2) >> shift) & 0xFFFF;
+        const unsigned fp16 = (pp::scale_pair<nvfp4k::DTYPE_FP16>(word, at % 2) >> shift) & 0xFFFF;
+        CAPTURE(v);
+        CAPTURE(at);
+        CHECK(double(nvfp4k::bf16_bits_to_float(bf16)) == std::ldexp(scale, Bf16::BIAS - Bf16::SHIFT));
+        CHECK(double(nvfp4k::fp16_bits_to_float(fp16)) == std::ldexp(scale, Fp16::BIAS - Fp16::SHIFT));
+      }
+    }
+  }
+
+  TEST_CASE("sizes: rows padded to 128, k to 256, 2304 bytes per 64 x 64 chunk, a NaN byte per row") {
+    CHECK(prepacked_bytes(8192, 8192) == 128LL * 128 * 2304 + 8192);
+    CHECK(prepacked_bytes(1, 32) == 2LL * 4 * 2304 + 128);
+    CHECK(prepacked_bytes(2880, 2880) == (2944LL / 64) * (3072 / 64) * 2304 + 2944);
     CHECK_THROWS_AS(prepacked_bytes(0, 64), Error);
     CHECK_THROWS_AS(prepacked_bytes(64, 48), Error);
   }

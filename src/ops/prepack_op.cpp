@@ -29,8 +29,10 @@ int64_t validate(const PrepackArgs& a) {
   return stride;
 }
 
-// One thread per (chunk, wgmma thread).
-int64_t thread_count(const PrepackArgs& a) { return nvfp4k::prepacked::bytes(a.n, a.k) / nvfp4k::prepacked::CHUNK_BYTES * 128; }
+// One thread per (chunk, wgmma thread), then one per padded row.
+int64_t chunk_threads(const PrepackArgs& a) {
+  return nvfp4k::prepacked::nan_rows_offset(a.n, a.k) / nvfp4k::prepacked::CHUNK_BYTES * 128;
+}
 
 }  // namespace
 
@@ -73,21 +75,25 @@ void prepack(const PrepackArgs& args, CUstream stream) {
                           args.n};
   void* params[] = {&p};
   LaunchShape shape;
-  shape.grid[0] = unsigned((thread_count(args) + kThreads - 1) / kThreads);
+  const int64_t threads = chunk_threads(args) + nvfp4k::prepacked::padded_rows(args.n);
+  shape.grid[0] = unsigned((threads + kThreads - 1) / kThreads);
   shape.block[0] = kThreads;
   launch(function, shape, stream, params);
 }
 
 void cpu::prepack(const PrepackArgs& args) {
   const int64_t stride = validate(args);
-  const int64_t threads = thread_count(args), chunks = nvfp4k::prepacked::chunks_per_row_tile(args.k);
+  const int64_t threads = chunk_threads(args), chunks = nvfp4k::prepacked::chunks_per_row_tile(args.k);
+  const auto* scales = static_cast<const unsigned char*>(args.weight.scales);
+  auto* out = static_cast<unsigned char*>(args.out);
   for (int64_t i = 0; i < threads; ++i) {
     const int64_t chunk = i / 128;
-    nvfp4k::prepacked::prepack_thread(static_cast<const unsigned char*>(args.weight.data), stride,
-                                      static_cast<const unsigned char*>(args.weight.scales), int(args.weight.scale_layout),
-                                      args.n, args.k, chunk / chunks, chunk % chunks, int(i % 128),
-                                      static_cast<unsigned char*>(args.out));
+    nvfp4k::prepacked::prepack_thread(static_cast<const unsigned char*>(args.weight.data), stride, scales,
+                                      int(args.weight.scale_layout), args.n, args.k, chunk / chunks, chunk % chunks,
+                                      int(i % 128), out);
   }
+  for (int64_t row = 0; row < nvfp4k::prepacked::padded_rows(args.n); ++row)
+    nvfp4k::prepacked::prepack_nan_row(scales, int(args.weight.scale_layout), args.n, args.k, row, out);
 }
 
 }  // namespace nvfp4::jit

@@ -1,25 +1,34 @@
 // The prepacked NVFP4 weight the sm_90a GEMM reads fastest (`prepack`): values and block
 // scales rearranged once so that a consumer thread finds its four k16 steps' operand bits in
-// one 16-byte word and its rows' scales in one 8-byte word, and places each BF16 pair with a
-// rotate and an AND.
+// one 16-byte word and its rows' scales in one 8-byte word, places each BF16 pair with a
+// shift and an AND, and each pair of scales with a shift and one LOP3 (no multiply).
 //
 // Layout: rows padded to 128 and k to 256 (zeros: zero values, zero scales); 64-row x 64-k
 // chunks of CHUNK_BYTES, row tile major, k chunks of a row tile consecutive (so a stage of
-// one warpgroup is one contiguous copy). Inside a chunk:
+// one warpgroup is one contiguous copy); after the chunks one byte per (padded) row, 1 where
+// the row has a NaN block scale (its outputs are NaN). Inside a chunk:
 //   bytes [0, 2048): 16 per wgmma thread tid (warpgroup lane 0..127), words w0..w3;
-//   bytes [2048, 2304): 8 per row pair g = tid / 4: the 4 scales (steps 0..3) of row r0,
-//   then those of row r1.
+//   bytes [2048, 2304): 8 per row pair g = tid / 4: the 4 scale codes (steps 0..3) of row
+//   r0, then those of row r1.
 // Thread tid's rows are r0 = (tid/32)*16 + (tid%32)/4 and r1 = r0 + 8; with t = tid % 4,
 // step s's wgmma A fragment is four pairs: f0 = (r0, k 16s+2t, +1), f1 = (r1, same),
 // f2 = (r0, k 16s+2t+8, +9), f3 = (r1, same); each pair is one packed byte of the ModelOpt
 // layout. A pair "placed" for BF16 (Fp4Operand<BF16>::place) occupies the bits PAIR_BITS.
 // PAIR_BITS does not tile a word with four rotations (brute force: at most three), so:
-//   f0, f1, f2 of step s are w_s rotated right by 0, 4, 10;
+//   f0, f1, f2 of step s are w_s rotated right by 0, 6, 26;
 //   the bits left over in each word (LEFTOVER) hold the f3 pairs: z = w_a's leftovers plus
-//   w_b rotated left by 2 outside them ((w0, w1) for steps 0, 1; (w2, w3) for steps 2, 3),
-//   and f3 of the even / odd step is z rotated right by 8 / 14.
-// Decoding costs two integer instructions per pair (one for f0), against five for a byte of
-// the ModelOpt layout.
+//   w_b shifted left by 2 outside them ((w0, w1) for steps 0, 1; (w2, w3) for steps 2, 3),
+//   and f3 of the even / odd step is z rotated right by 4 / 30.
+// Of these (searched for it) only two rotations per two words need a funnel shift: the others
+// take no wrapped bit into PAIR_BITS, so they are plain left shifts, which the compiler may
+// issue on the FMA pipe (IMAD.SHL) beside the integer pipe's ANDs.
+//
+// Scale codes: a nonzero E4M3 scale (1 + m/8) * 2^e (subnormals renormalized, e in [-9, 8])
+// is stored as (e + 21) << 3 | m, which placed in a BF16 exponent and mantissa under the
+// constant top exponent bits reads scale * 2^118 (and, one exponent step up, an FP16
+// scale * 2^7): the factors Fp4Operand's placed nibbles need, with no fix-up multiply. A zero
+// scale is code 0 and its block's values are stored as zeros (the placed code is then not
+// zero but multiplies zeros); a NaN scale is code 0 and sets its row's NaN byte.
 #pragma once
 #include "common/mma_operand.cuh"
 #include "common/portable.cuh"
@@ -33,15 +42,17 @@ constexpr int VALUE_BYTES = 2048;                        // 128 threads x 16 byt
 constexpr int SCALE_BYTES = 256;                         // 32 row pairs x 8 bytes
 constexpr int CHUNK_BYTES = VALUE_BYTES + SCALE_BYTES;   // 2304, a multiple of 16 (bulk copies)
 constexpr unsigned PAIR_BITS = 0x81C081C0u;              // bits 6-8, 15, 22-24, 31
-constexpr unsigned LEFTOVER = 0x60306030u;               // bits 4, 5, 13, 14 (+16): no f0-f2 pair's
+constexpr unsigned LEFTOVER = 0x0C180C18u;               // bits 3, 4, 10, 11 (+16): no f0-f2 pair's
 constexpr int Z_SHIFT = 2;
 
 NVFP4_HD long long padded_rows(long long n) { return (n + 127) / 128 * 128; }
 NVFP4_HD long long padded_k(long long k) { return (k + 255) / 256 * 256; }
 NVFP4_HD long long chunks_per_row_tile(long long k) { return padded_k(k) / CHUNK_K; }
-NVFP4_HD long long bytes(long long n, long long k) {
+// Where the NaN row bytes start, and the whole size.
+NVFP4_HD long long nan_rows_offset(long long n, long long k) {
   return padded_rows(n) / TILE_ROWS * chunks_per_row_tile(k) * CHUNK_BYTES;
 }
+NVFP4_HD long long bytes(long long n, long long k) { return nan_rows_offset(n, k) + padded_rows(n); }
 // Offset of chunk (row tile, k chunk).
 NVFP4_HD long long chunk_offset(long long row_tile, long long k_chunk, long long k) {
   return (row_tile * chunks_per_row_tile(k) + k_chunk) * CHUNK_BYTES;
@@ -57,7 +68,7 @@ NVFP4_HD unsigned rotr(unsigned x, int r) {
 NVFP4_HD unsigned rotl(unsigned x, int r) { return rotr(x, (32 - r) % 32); }
 
 // Pair f of step s is its word (w_s, or z for f3) rotated right by this.
-NVFP4_HD int rotation(int s, int f) { return f == 0 ? 0 : f == 1 ? 4 : f == 2 ? 10 : s % 2 ? 14 : 8; }
+NVFP4_HD int rotation(int s, int f) { return f == 0 ? 0 : f == 1 ? 6 : f == 2 ? 26 : s % 2 ? 30 : 4; }
 
 // Where thread tid's pair f of step s comes from in the ModelOpt layout: row (0..63 in the
 // tile) and packed byte (0..31 in the chunk's 32 bytes per row).
@@ -74,25 +85,59 @@ NVFP4_HD void pack_words(const unsigned char (&bytes)[4][4], unsigned (&w)[4]) {
     const unsigned z = rotl(Bf16::place(bytes[s][3]), rotation(s, 3));
     const int a = s / 2 * 2;
     w[a] |= z & LEFTOVER;
-    w[a + 1] |= rotr(z & ~LEFTOVER, Z_SHIFT);
+    w[a + 1] |= (z & ~LEFTOVER) >> Z_SHIFT;
   }
 }
 
-// The z word of steps (a, a + 1) from their words w_a, w_b.
-NVFP4_HD unsigned leftover_word(unsigned wa, unsigned wb) {
-  return (wa & LEFTOVER) | (rotl(wb, Z_SHIFT) & ~LEFTOVER);
-}
+// The z word of steps (a, a + 1) from their words w_a, w_b (w_b's leftovers shifted up by 2
+// stay inside the word).
+NVFP4_HD unsigned leftover_word(unsigned wa, unsigned wb) { return (wa & LEFTOVER) | ((wb << Z_SHIFT) & ~LEFTOVER); }
 
 // Pair f of step s placed for BF16 (as Fp4Operand<BF16>::place of its byte), from the
-// step's word and its z word.
+// step's word and its z word. Rotations right by more than 16 are left shifts here: no bit
+// they would wrap around lands in PAIR_BITS.
 NVFP4_HD unsigned place_pair(unsigned ws, unsigned z, int s, int f) {
-  return rotr(f < 3 ? ws : z, rotation(s, f)) & PAIR_BITS;
+  const unsigned x = f < 3 ? ws : z;
+  const int r = rotation(s, f);
+  return (r == 0 ? x : r > 16 ? x << (32 - r) : rotr(x, r)) & PAIR_BITS;
+}
+
+// A scale's code (see the top); `has_nan` is set for the E4M3 NaN.
+NVFP4_HD unsigned char scale_code(unsigned char e4m3, bool& has_nan) {
+  int m = e4m3 & 0x7F;
+  has_nan = has_nan || m == 0x7F;
+  if (m == 0 || m == 0x7F) return 0;
+  int e = (m >> 3) - 7;
+  m &= 7;
+  if (e == -7) {  // subnormal m * 2^-9: normalize
+    e = -6;
+    while (m < 8) m <<= 1, --e;
+    m -= 8;
+  }
+  return (unsigned char)((e + 21) << 3 | m);
+}
+
+// The scale codes of steps 0 and 2 (odd = false) or 1 and 3 of a row's word, as the lanes of a
+// 16-bit pair reading scale * 2^(BIAS - SHIFT) of Fp4Operand<DTYPE> (see the top).
+template <int DTYPE>
+NVFP4_HD unsigned scale_pair(unsigned word, bool odd) {
+  // + rather than | for the constant bits (disjoint from the code's): an add may go to the FMA pipe
+  if (DTYPE == DTYPE_BF16) return ((odd ? word >> 4 : word << 4) & 0x0FF00FF0u) + 0x70007000u;
+  return ((odd ? word >> 1 : word << 7) & 0x7F807F80u) + 0x04000400u;
 }
 
 // A BF16-placed pair re-placed for FP16: magnitudes 3 bits up, signs where they are.
 NVFP4_HD unsigned bf16_to_fp16_placed(unsigned x) {
   constexpr unsigned TAKE_SHIFTED = 0x0FC00FC0u;  // FP16 magnitude bits 9-11 and BF16's 6-8 (zero after the shift)
   return ((x << 3) & TAKE_SHIFTED) | (x & ~TAKE_SHIFTED);
+}
+
+// The E4M3 scale of (row, block kb) of a weight [rows, k], 0 outside it.
+NVFP4_HD unsigned char block_scale(const unsigned char* scales, int layout, long long rows, long long k, long long row,
+                                   long long kb) {
+  const long long kblocks = k / 16;
+  if (row >= rows || kb >= kblocks) return 0;
+  return scales[layout == SCALES_LINEAR ? scale_offset_linear(row, kb, kblocks) : scale_offset_swizzled128x4(row, kb, kblocks)];
 }
 
 // One thread's share of prepacking chunk (row_tile, k_chunk) of a ModelOpt weight [rows, k]
@@ -102,12 +147,13 @@ NVFP4_HD unsigned bf16_to_fp16_placed(unsigned x) {
 NVFP4_HD void prepack_thread(const unsigned char* packed, long long stride, const unsigned char* scales, int layout,
                              long long rows, long long k, long long row_tile, long long k_chunk, int tid,
                              unsigned char* out) {
-  const long long kbytes = k / 2, kblocks = k / 16;
+  const long long kbytes = k / 2;
   unsigned char src[4][4];
   for (int s = 0; s < 4; ++s)
     for (int f = 0; f < 4; ++f) {
       const long long row = row_tile * TILE_ROWS + source_row(tid, f), byte = k_chunk * 32 + source_byte(tid, s, f);
-      src[s][f] = row < rows && byte < kbytes ? packed[row * stride + byte] : 0;
+      const bool zero_block = (block_scale(scales, layout, rows, k, row, k_chunk * 4 + s) & 0x7F) == 0;
+      src[s][f] = row < rows && byte < kbytes && !zero_block ? packed[row * stride + byte] : 0;
     }
   unsigned w[4];
   pack_words(src, w);
@@ -118,12 +164,17 @@ NVFP4_HD void prepack_thread(const unsigned char* packed, long long stride, cons
   for (int h = 0; h < 2; ++h)
     for (int s = 0; s < 4; ++s) {
       const long long row = row_tile * TILE_ROWS + source_row(tid, h), kb = k_chunk * 4 + s;
-      chunk[VALUE_BYTES + tid / 4 * 8 + 4 * h + s] =
-          row < rows && kb < kblocks
-              ? scales[layout == SCALES_LINEAR ? scale_offset_linear(row, kb, kblocks)
-                                               : scale_offset_swizzled128x4(row, kb, kblocks)]
-              : 0;
+      bool nan = false;
+      chunk[VALUE_BYTES + tid / 4 * 8 + 4 * h + s] = scale_code(block_scale(scales, layout, rows, k, row, kb), nan);
     }
+}
+
+// The NaN byte of padded row `row` (one thread per row runs it).
+NVFP4_HD void prepack_nan_row(const unsigned char* scales, int layout, long long rows, long long k, long long row,
+                              unsigned char* out) {
+  bool nan = false;
+  for (long long kb = 0; kb < k / 16; ++kb) scale_code(block_scale(scales, layout, rows, k, row, kb), nan);
+  out[nan_rows_offset(rows, k) + row] = nan ? 1 : 0;
 }
 
 }  // namespace nvfp4k::prepacked

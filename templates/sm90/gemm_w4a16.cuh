@@ -156,10 +156,11 @@ __device__ __forceinline__ void decode_modelopt(const unsigned char* w, const un
 }
 
 // The same from a prepacked weight: per 64-k chunk one 16-byte load of values and one 8-byte
-// load of both rows' scales (common/prepacked_weight.cuh), a rotate and an AND per pair.
+// load of both rows' scale codes (common/prepacked_weight.cuh), a shift and an AND per pair,
+// a shift and a LOP3 per scale pair; NaN scales are flagged per row in the weight instead.
 template <class C, class Op, int GROUP, class Issue>
-__device__ __forceinline__ void decode_prepacked(const unsigned char* chunks, int tid, bool (&nan_scale)[2],
-                                                 unsigned (&a)[GROUP][4], Issue&& issue) {
+__device__ __forceinline__ void decode_prepacked(const unsigned char* chunks, int tid, unsigned (&a)[GROUP][4],
+                                                 Issue&& issue) {
 #pragma unroll
   for (int q = 0; q < C::CHUNKS; ++q) {
     const unsigned char* chunk = chunks + q * prepacked::CHUNK_BYTES;
@@ -169,9 +170,8 @@ __device__ __forceinline__ void decode_prepacked(const unsigned char* chunks, in
     unsigned pairs[2][2];  // as in decode_modelopt: [row][odd step] with steps 0, 2 / 1, 3 in the lanes
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      nan_scale[h] |= Op::has_nan_scale(row_scales[h]);
-      pairs[h][0] = Op::scale_pairs(row_scales[h], false);
-      pairs[h][1] = Op::scale_pairs(row_scales[h], true);
+      pairs[h][0] = prepacked::scale_pair<C::ADT>(row_scales[h], false);
+      pairs[h][1] = prepacked::scale_pair<C::ADT>(row_scales[h], true);
     }
     const unsigned z[2] = {prepacked::leftover_word(w[0], w[1]), prepacked::leftover_word(w[2], w[3])};
 #pragma unroll
@@ -272,18 +272,22 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
       // (register bound: up to 128 accumulators).
       constexpr int GROUP = C::BM <= 64 ? 4 : 1;
       unsigned a[GROUP][4];
+      // Step j's activations start (j / 4) boxes and (j % 4) * 32 bytes into the stage: a
+      // constant added to the descriptor's address field (>> 4; shared addresses < 256 KB
+      // cannot carry out of its 14 bits).
+      const unsigned long long desc = smem_desc_sw128(stage(s));
       // Step j's A fragment into a[j % GROUP]; then, at a group's end, its wgmmas.
       auto issue = [&](int j) {
         if (j % GROUP != GROUP - 1) return;
         wgmma_fence();
 #pragma unroll
         for (int jj = j + 1 - GROUP; jj <= j; ++jj)
-          Mma::mma(acc, a[jj % GROUP], smem_desc_sw128(stage(s) + (jj / 4) * C::A_BOX_BYTES + (jj % 4) * 32));
+          Mma::mma(acc, a[jj % GROUP], desc + unsigned(((jj / 4) * C::A_BOX_BYTES + (jj % 4) * 32) >> 4));
         wgmma_commit();
         wgmma_wait<1>();
       };
       if constexpr (C::PREPACKED)
-        decode_prepacked<C, Op, GROUP>(stage(s) + C::W_AT + cw * C::CHUNK_RUN, tid, nan_scale, a, issue);
+        decode_prepacked<C, Op, GROUP>(stage(s) + C::W_AT + cw * C::CHUNK_RUN, tid, a, issue);
       else
         decode_modelopt<C, Op, GROUP>(stage(s) + C::W_AT, stage(s) + C::SCALE_AT, row0, byte_t, w_row, w_swizzle,
                                       nan_scale, a, issue);
@@ -292,6 +296,11 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
       wgmma_wait<0>();
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[s]);  // the stage may be refilled
+    }
+    if constexpr (C::PREPACKED) {
+      const unsigned char* nan_rows = p.w_scales + prepacked::nan_rows_offset(C::N, C::K) + n0 + row0;
+      nan_scale[0] = nan_rows[0] != 0;
+      nan_scale[1] = nan_rows[8] != 0;
     }
     // acc[4j + 2h + e] belongs to row row0 + 8h
 #pragma unroll
