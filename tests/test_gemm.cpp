@@ -153,6 +153,8 @@ TEST_SUITE("gemm") {
     CHECK(gemm_heuristic(Arch::sm_90a, 2880, 2880, 256, 132).consumers == 1);
     CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 128, 132).consumers == 2);
     CHECK(gemm_heuristic(Arch::sm_90a, 4096, 4096, kGemmLargeM, 132).consumers == 2);
+    CHECK(gemm_heuristic(Arch::sm_90a, 28672, 4096, 8, 132).consumers == 2);
+    CHECK(gemm_heuristic(Arch::sm_90a, 4096, 14336, 8, 132).consumers == 1);
   }
 
   TEST_CASE("generated source: one wgmma for the bucket's N, sm_90a only") {

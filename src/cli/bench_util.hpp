@@ -6,6 +6,8 @@
 #include <random>
 #include <vector>
 
+#include "core/manifest.hpp"
+
 namespace nvfp4::jit::cli {
 
 using Clock = std::chrono::steady_clock;
@@ -39,6 +41,11 @@ inline std::vector<uint16_t> random_bf16(size_t n, std::mt19937& rng) {
   return v;
 }
 
-std::string bench_gemm(bool quick);
+// Restricts `bench gemm` to the given weight shapes and / or one M (empty / 0: the default set).
+struct GemmBenchFilter {
+  std::vector<detail::WeightShape> weights;
+  int64_t m = 0;
+};
+std::string bench_gemm(bool quick, const GemmBenchFilter& only);
 
 }  // namespace nvfp4::jit::cli

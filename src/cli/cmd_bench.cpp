@@ -240,7 +240,7 @@ std::string bandwidth_bench(const char* title, bool quick, Make make) {
 }  // namespace
 
 int cmd_bench(const Args& args) {
-  args.allow_only({"--out", "--quick"});
+  args.allow_only({"--out", "--quick", "--shape", "--m"});
   if (args.positional().size() != 1) throw UsageError("expected one of: core, dequantize, quantize, rmsnorm-quantize, gemm");
   const std::string what = args.positional()[0];
   if (what != "core" && what != "dequantize" && what != "quantize" && what != "rmsnorm-quantize" && what != "gemm")
@@ -255,7 +255,10 @@ int cmd_bench(const Args& args) {
   if (what == "core") {
     json = bench_core(quick);
   } else if (what == "gemm") {
-    json = bench_gemm(quick);
+    GemmBenchFilter only;
+    for (const std::string& shape : args.all("--shape")) only.weights.push_back(detail::parse_shape(shape));
+    only.m = args.get_int("--m", 0);
+    json = bench_gemm(quick, only);
   } else if (what == "dequantize") {
     json = bandwidth_bench("dequantize: NVFP4 -> BF16, linear scales", quick, [](int64_t m, int64_t k, std::mt19937& rng) {
       return std::unique_ptr<Workload>(new DequantizeWorkload(m, k, rng));

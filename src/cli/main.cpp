@@ -75,6 +75,7 @@ Candidates compile in parallel (cached ones load from disk). Needs a GPU (exit 3
 Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in manifests.
 )"},
     {"bench", R"(usage: nvfp4-jit bench core|dequantize|quantize|rmsnorm-quantize|gemm [--out FILE.json] [--quick]
+                        [--shape N,K]... [--m M]
 
   core        cold NVRTC compile per kernel, disk-cache hit (load to first launch),
               warm dispatch host time per call
@@ -84,7 +85,9 @@ Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in m
               BF16 -> RMSNorm -> NVFP4 in one pass, against the same copy
   gemm        W4A16 GEMM against cuBLAS BF16 (dlopened) on decode, M=128, prefill and an M
               sweep; weights rotated past L2; floor = max(bytes / copy bandwidth,
-              flops / cuBLAS BF16 peak measured in the same process)
+              flops / cuBLAS BF16 peak measured in the same process); --shape and
+              --m time only those weight shapes (default 8192,8192) and that M
+              (default 1, 16, 128, 4096)
 Needs a GPU (exit 3 without one).
 )"},
 };

@@ -30,11 +30,12 @@ unsigned gemm_shared_bytes(const GemmTile& tile) {
 GemmTile gemm_heuristic(Arch /*arch*/, int64_t n, int64_t k, int bucket, int sm_count) {
   GemmTile t;
   t.block_m = std::min(bucket, 256);
-  t.consumers = bucket >= 128 ? 2 : 1;
-  // A one-row-tile bucket whose two-consumer grid would cover at most half the SMs even split
-  // in two takes one consumer instead: twice the CTAs (tuned: 24-44% faster at N = 2880 and
-  // 4096; N = 5120 and 8192 keep two).
-  if (bucket <= 256 && t.consumers == 2 && (n + 127) / 128 * 2 * 2 <= sm_count) t.consumers = 1;
+  // Two consumer warpgroups: twice the warps per SM to hide the decode's latencies (tuned on
+  // the prepacked weight: 2-12% faster at M <= 16 for N = 8192 and 28672). A one-row-tile
+  // bucket whose two-consumer grid would cover at most half the SMs even split in two takes
+  // one instead: twice the CTAs (tuned: 24-44% faster at N = 2880 and 4096).
+  t.consumers = 2;
+  if (bucket <= 256 && (n + 127) / 128 * 2 * 2 <= sm_count) t.consumers = 1;
   t.block_k = bucket <= 128 ? 256 : 128;
   // From `nvfp4-jit tune` on an H200 (docs/perf.md): M <= 32 runs best with 4 stages, M = 64
   // and 128 with as many as fit; the grid splits K (at most in two: four always lost) until
@@ -66,12 +67,12 @@ std::string gemm_tile_problem(const GemmTile& t, int64_t k) {
 std::vector<GemmTile> gemm_candidates(Arch arch, int64_t n, int64_t k, int bucket, int sm_count) {
   const GemmTile heuristic = gemm_heuristic(arch, n, k, bucket, sm_count);
   std::vector<GemmTile> tiles{heuristic};
-  // One or two consumer warpgroups where the heuristic takes two: one halves the CTA's
-  // N-width, which doubles the CTAs of a grid that would leave SMs idle.
-  for (int consumers : {heuristic.consumers, 1})
+  // One consumer warpgroup doubles the CTAs of a grid that would leave SMs idle; two put
+  // twice the warps on each SM (latency hiding at small M); split-K does either for any N.
+  for (int consumers : {1, 2})
     for (int block_k : {128, 256})
       for (bool most_stages : {false, true})
-        for (int split_k : {1, 2, 4}) {
+        for (int split_k : {1, 2, 4, 8}) {
           GemmTile t = heuristic;
           t.consumers = consumers;
           t.block_k = block_k;

@@ -161,11 +161,21 @@ __device__ __forceinline__ void decode_modelopt(const unsigned char* w, const un
 template <class C, class Op, int GROUP, class Issue>
 __device__ __forceinline__ void decode_prepacked(const unsigned char* chunks, int tid, unsigned (&a)[GROUP][4],
                                                  Issue&& issue) {
+  // Chunk q + 1's words are loaded before chunk q is decoded: the wgmma waits are memory
+  // clobbers, so without this every chunk would start with a shared-memory round trip.
+  auto load = [&](int q, uint4& v, uint2& sc) {
+    const unsigned char* chunk = chunks + q * prepacked::CHUNK_BYTES;
+    v = *reinterpret_cast<const uint4*>(chunk + tid * 16);
+    sc = *reinterpret_cast<const uint2*>(chunk + prepacked::VALUE_BYTES + tid / 4 * 8);
+  };
+  uint4 v_next;
+  uint2 sc_next;
+  load(0, v_next, sc_next);
 #pragma unroll
   for (int q = 0; q < C::CHUNKS; ++q) {
-    const unsigned char* chunk = chunks + q * prepacked::CHUNK_BYTES;
-    const uint4 v = *reinterpret_cast<const uint4*>(chunk + tid * 16);
-    const uint2 sc = *reinterpret_cast<const uint2*>(chunk + prepacked::VALUE_BYTES + tid / 4 * 8);
+    const uint4 v = v_next;
+    const uint2 sc = sc_next;
+    if (q + 1 < C::CHUNKS) load(q + 1, v_next, sc_next);
     const unsigned w[4] = {v.x, v.y, v.z, v.w}, row_scales[2] = {sc.x, sc.y};
     unsigned pairs[2][2];  // as in decode_modelopt: [row][odd step] with steps 0, 2 / 1, 3 in the lanes
 #pragma unroll
@@ -199,9 +209,12 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   unsigned long long* empty = full + C::STAGES;
   auto stage = [&](int s) { return smem + s * C::STAGE_BYTES; };
 
-  const bool producer = threadIdx.x >= 128 * C::WG;
+  // The warp index broadcast from lane 0: provably warp-uniform, so the branches on it stay
+  // convergent and ptxas keeps stage addresses and wgmma descriptors in uniform registers.
+  const int warp = __shfl_sync(0xFFFFFFFFu, int(threadIdx.x / 32), 0);
+  const bool producer = warp >= 4 * C::WG;
   const int ptid = threadIdx.x - 128 * C::WG;  // producer thread
-  const int cw = threadIdx.x / 128;             // consumer warpgroup (64 weight rows each)
+  const int cw = warp / 4;                      // consumer warpgroup (64 weight rows each)
   const int n0 = blockIdx.x * C::BN;
   const long long m0 = (long long)blockIdx.y * C::BM;
   const unsigned rank = C::KSPLIT > 1 ? cluster_ctarank() : 0u;
@@ -222,7 +235,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     // so scales arrive STAGES tiles ahead like the rest (a prepacked weight brings its own).
     for (int kt = kt_begin, i = 0; kt < kt_end && (!C::PREPACKED || ptid == 0); ++kt, ++i) {
       const int s = i % C::STAGES;
-      if (i >= C::STAGES) mbar_wait(&empty[s], ((i / C::STAGES) & 1) ^ 1);
+      if (i >= C::STAGES) mbar_wait_suspended(&empty[s], ((i / C::STAGES) & 1) ^ 1, 1000);
       if (ptid == 0) {
         if (i == 0) {
           prefetch_tensor_map(&p.tma_a);
@@ -261,6 +274,11 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
       w_row[h] = (row0 + 8 * h) * C::W_ROW;
       w_swizzle[h] = ((w_row[h] >> 7) & (C::W_ROW / 16 - 1)) << 4;
     }
+    if constexpr (C::PREPACKED) {  // read now, used after the loop: the latency hides behind it
+      const unsigned char* nan_rows = p.w_scales + prepacked::nan_rows_offset(C::N, C::K) + n0 + row0;
+      nan_scale[0] = nan_rows[0] != 0;
+      nan_scale[1] = nan_rows[8] != 0;
+    }
 #pragma unroll
     for (int i = 0; i < C::BM / 2; ++i) acc[i] = 0.0f;
 
@@ -268,21 +286,19 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
       const int s = i % C::STAGES;
       mbar_wait(&full[s], (i / C::STAGES) & 1);
       // Steps go to the tensor cores in groups of GROUP, and wait<1> keeps one group in flight
-      // while the next is decoded: four steps (one 64-k chunk) for small BM, one for large BM
-      // (register bound: up to 128 accumulators).
-      constexpr int GROUP = C::BM <= 64 ? 4 : 1;
+      // while the next is decoded: four steps (one 64-k chunk) for small BM, two at BM = 128,
+      // one above (register bound: up to 128 accumulators).
+      constexpr int GROUP = C::BM <= 64 ? 4 : C::BM <= 128 ? 2 : 1;
       unsigned a[GROUP][4];
-      // Step j's activations start (j / 4) boxes and (j % 4) * 32 bytes into the stage: a
-      // constant added to the descriptor's address field (>> 4; shared addresses < 256 KB
-      // cannot carry out of its 14 bits).
-      const unsigned long long desc = smem_desc_sw128(stage(s));
+      // Step j's activations start (j / 4) boxes and (j % 4) * 32 bytes into the stage.
+      const unsigned desc_lo = sw128_desc_lo(stage(s));
       // Step j's A fragment into a[j % GROUP]; then, at a group's end, its wgmmas.
       auto issue = [&](int j) {
         if (j % GROUP != GROUP - 1) return;
         wgmma_fence();
 #pragma unroll
         for (int jj = j + 1 - GROUP; jj <= j; ++jj)
-          Mma::mma(acc, a[jj % GROUP], desc + unsigned(((jj / 4) * C::A_BOX_BYTES + (jj % 4) * 32) >> 4));
+          Mma::mma(acc, a[jj % GROUP], sw128_desc(desc_lo + unsigned(((jj / 4) * C::A_BOX_BYTES + (jj % 4) * 32) >> 4)));
         wgmma_commit();
         wgmma_wait<1>();
       };
@@ -296,11 +312,6 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
       wgmma_wait<0>();
       __syncwarp();
       if (lane == 0) mbar_arrive(&empty[s]);  // the stage may be refilled
-    }
-    if constexpr (C::PREPACKED) {
-      const unsigned char* nan_rows = p.w_scales + prepacked::nan_rows_offset(C::N, C::K) + n0 + row0;
-      nan_scale[0] = nan_rows[0] != 0;
-      nan_scale[1] = nan_rows[8] != 0;
     }
     // acc[4j + 2h + e] belongs to row row0 + 8h
 #pragma unroll
@@ -324,7 +335,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
         for (int i = 0; i < C::BM / 2; ++i) acc[i] += ld_shared_cluster(&partial[i * 128 * C::WG + ctid], r);
       }
     }
-    cluster_sync();  // peers keep their shared memory until rank 0 has read it
+    cluster_sync<false>();  // peers keep their shared memory until rank 0 has read it
     if (rank != 0) return;
   }
   if (producer) return;

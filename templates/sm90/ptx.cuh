@@ -28,6 +28,19 @@ __device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned pari
         : "memory");
   } while (!done);
 }
+// The same for a thread with nothing else to do (a producer waiting for a free stage): each
+// try suspends it for up to `suspend_ns` instead of the system's short default, so it does
+// not take issue slots from the warps it waits for.
+__device__ __forceinline__ void mbar_wait_suspended(unsigned long long* bar, unsigned parity, unsigned suspend_ns) {
+  unsigned done = 0;
+  do {
+    asm volatile(
+        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n selp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(smem_u32(bar)), "r"(parity), "r"(suspend_ns)
+        : "memory");
+  } while (!done);
+}
 
 // 2D tensor tile -> shared memory; completion is counted in bytes on `bar`.
 __device__ __forceinline__ void tma_load_2d(void* dst, const void* tensor_map, unsigned long long* bar, int x, int y) {
@@ -69,10 +82,12 @@ __device__ __forceinline__ void wgmma_wait() {
 }
 
 // Shared-memory matrix descriptor of a K-major tile written by TMA with the 128-byte swizzle:
-// rows of 128 bytes, 8-row groups 1024 bytes apart.
-__device__ __forceinline__ unsigned long long smem_desc_sw128(const void* p) {
-  const unsigned long long addr = smem_u32(p);
-  return ((addr & 0x3FFFF) >> 4) | (1ull << 16) | ((1024ull >> 4) << 32) | (1ull << 62);
+// rows of 128 bytes, 8-row groups 1024 bytes apart. Its low word holds the address (>> 4), so
+// a tile at a constant offset is the same high word and a 32-bit add (shared addresses below
+// 256 KB cannot carry out of the 14-bit field): sw128_desc(sw128_desc_lo(p) + (off >> 4)).
+__device__ __forceinline__ unsigned sw128_desc_lo(const void* p) { return ((smem_u32(p) & 0x3FFFF) >> 4) | (1u << 16); }
+__device__ __forceinline__ unsigned long long sw128_desc(unsigned lo) {
+  return ((unsigned long long)((1024u >> 4) | (1u << 30)) << 32) | lo;
 }
 
 __device__ __forceinline__ unsigned cluster_ctarank() {
@@ -80,8 +95,14 @@ __device__ __forceinline__ unsigned cluster_ctarank() {
   asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r));
   return r;
 }
+// Every thread of the cluster waits for all; RELEASE orders this thread's earlier memory
+// accesses before the others' later ones (a relaxed one only synchronizes).
+template <bool RELEASE = true>
 __device__ __forceinline__ void cluster_sync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+  if constexpr (RELEASE)
+    asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+  else
+    asm volatile("barrier.cluster.arrive.relaxed.aligned;\nbarrier.cluster.wait.aligned;" ::: "memory");
 }
 // A float in the shared memory of CTA `rank` of this cluster, at the address `p` has here.
 __device__ __forceinline__ float ld_shared_cluster(const float* p, unsigned rank) {
