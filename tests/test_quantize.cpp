@@ -68,7 +68,7 @@ TEST_SUITE("quantize") {
 
   TEST_CASE("the kernels' E2M1 code (least of three roundings) equals RNE onto the grid") {
     auto check = [](float q) {
-      const unsigned got = float_to_bits(e2m1_code_plus_2p23(q)) - 0x4B000000u, want = float_to_e2m1_satfinite(q);
+      const unsigned got = e2m1_code_plus_2p23(q) - 0x4B000000u, want = float_to_e2m1_satfinite(q);
       if (got != want) FAIL_CHECK("q = " << q << " (bits " << float_to_bits(q) << "): code " << got << " != " << want);
       return got == want;
     };
@@ -132,6 +132,33 @@ TEST_SUITE("quantize") {
       // Compared as bits (+0 must stay +0).
       if (float_to_bits(divide_rn_nonneg_with(x, d, rd, fma)) != float_to_bits(x / d)) {
         FAIL_CHECK("x = " << x << ", d = " << d << ": " << divide_rn_nonneg_with(x, d, rd, fma) << " != " << x / d);
+        break;
+      }
+    }
+  }
+
+  TEST_CASE("the scale's two divisions by reciprocals and FMAs equal IEEE division where the kernels use them") {
+    // quantize_block16 computes (amax / 6) / gscale so for amax >= 2^-90 and gscale in
+    // [2^-90, 2^90]; the result matters (is not rounded to a zero scale) from 2^-10 up, and
+    // on the E4M3 rounding ties, which the second half of the cases aims at.
+    std::mt19937 rng(std::random_device{}());
+    auto fma = [](float a, float b, float c) { return std::fma(a, b, c); };
+    auto mantissa = [&] { return 1.0f + float(rng() % 8388608) / 8388608.0f; };
+    for (int i = 0; i < 2000000; ++i) {
+      const float g = std::ldexp(mantissa(), int(rng() % 180) - 90);
+      float amax = std::ldexp(mantissa(), int(rng() % 230) - 90);
+      if (i % 2) {  // amax / 6 / g near an E4M3 tie: (code + 1/2) steps, a few ulps off
+        const float tie = std::ldexp(1.0f + (float(rng() % 8) + 0.5f) / 8.0f, int(rng() % 16) - 10);
+        amax = tie * 6.0f * g;
+        for (int n = int(rng() % 7) - 3; n != 0; n += n > 0 ? -1 : 1) amax = std::nextafter(amax, n > 0 ? 1e38f : 0.0f);
+        if (!(amax >= 0x1p-90f) || std::isinf(amax)) continue;
+      }
+      if (std::isinf(amax)) continue;
+      auto clamp = [](float q) { return q < 0x1p100f ? q : 0x1p100f; };  // as quantize_block16 does
+      const float a6 = divide_rn_nonneg_with(amax, 6.0f, 0x1.555556p-3f, fma);
+      const float got = clamp(divide_rn_nonneg_with(a6, g, 1.0f / g, fma)), want = clamp(amax / 6.0f / g);
+      if (float_to_bits(a6) != float_to_bits(amax / 6.0f) || (want >= 0x1p-10f && float_to_bits(got) != float_to_bits(want))) {
+        FAIL_CHECK("amax = " << amax << ", g = " << g << ": " << got << " != " << want);
         break;
       }
     }

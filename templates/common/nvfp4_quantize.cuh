@@ -14,21 +14,30 @@ constexpr unsigned char E4M3_NAN = 0x7F;
 
 NVFP4_HD bool is_finite(float f) { return (float_to_bits(f) & 0x7F800000u) != 0x7F800000u; }
 
-// Round to nearest even into E4M3, saturating to 448; for s >= 0 or NaN.
-NVFP4_HD unsigned char float_to_e4m3_satfinite(float s) {
-  if (!(s == s)) return E4M3_NAN;
-  if (s >= 448.0f) return 0x7E;
-  if (s < 0.015625f) {  // below 2^-6: subnormal steps of 2^-9, exact after scaling
-    const float q = s * 512.0f;
-    unsigned n = (unsigned)q;
-    const float frac = q - (float)n;
-    n += (frac > 0.5f || (frac == 0.5f && (n & 1u))) ? 1u : 0u;
-    return (unsigned char)n;  // 8 is 2^-6, the first normal: the same code
+// Round to nearest even into E4M3, saturating to 448, for s >= 0 or NaN; `decoded` gets the
+// code's value (NaN for the NaN code). Branch-free: below 2^-6 the steps are 2^-9, which adding
+// 2^14 rounds to (its code is the sum's low bits); above, the mantissa is rounded to 3 bits
+// in place, and saturation is a minimum of both.
+NVFP4_HD unsigned char e4m3_round_satfinite(float s, float& decoded) {
+  const float t = add_rn(s, 16384.0f);
+  const unsigned sub_code = float_to_bits(t) - 0x46800000u;  // 0..8 (8 is 2^-6, the first normal)
+  const float sub_value = add_rn(t, -16384.0f);              // exact
+  const unsigned u = (float_to_bits(s) + 0x7FFFFu + ((float_to_bits(s) >> 20) & 1u)) & 0xFFF00000u;
+  const unsigned norm_code = (u >> 20) - 0x3C0u;  // (exponent - 120) << 3 | mantissa
+  const float norm_value = bits_to_float(u);
+  const bool sub = s < 0.015625f;
+  decoded = sub ? sub_value : norm_value < 448.0f ? norm_value : 448.0f;
+  const unsigned code = sub ? sub_code : norm_code < 0x7Eu ? norm_code : 0x7Eu;
+  if (!(s == s)) {
+    decoded = s;
+    return E4M3_NAN;
   }
-  unsigned u = float_to_bits(s);
-  u += 0x7FFFFu + ((u >> 20) & 1u);  // round the 23-bit mantissa to 3 bits, ties to even
-  const unsigned code = ((u >> 23) - 120u) << 3 | ((u >> 20) & 7u);
-  return (unsigned char)(code > 0x7Eu ? 0x7Eu : code);
+  return (unsigned char)code;
+}
+
+NVFP4_HD unsigned char float_to_e4m3_satfinite(float s) {
+  float decoded;
+  return e4m3_round_satfinite(s, decoded);
 }
 
 // Round to nearest even onto {0, .5, 1, 1.5, 2, 3, 4, 6}, saturating; sign kept.
@@ -66,15 +75,35 @@ NVFP4_HD float divide_rn_nonneg(float x, float d, float rd) {
 #endif
 }
 
-// The E2M1 magnitude code of q >= 0 (or +Inf), as the float 2^23 + code. The grid's spacing
-// is 0.5 below 2, 1 up to 4 and 2 above, so the code is RNE(2q), RNE(q) + 2 or RNE(q/2) + 4,
-// each one rounding of an exact 2q + 2^23, q + 2^23 + 2 or q/2 + 2^23 + 4 to an integer, ties
-// to even. The three are the pieces of a concave function, so the code is their least,
-// saturated at 7: three FMA-pipe operations and three minimums instead of a dozen integer
-// compares and selects (the quantize kernels are bound by the integer pipe).
-NVFP4_HD float e2m1_code_plus_2p23(float q) {
+// The least of three unsigned values (one DPX instruction on sm_90).
+NVFP4_HD unsigned umin3(unsigned a, unsigned b, unsigned c) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  return __vimin3_u32(a, b, c);
+#else
+  const unsigned m = a < b ? a : b;
+  return m < c ? m : c;
+#endif
+}
+
+// The E2M1 magnitude code of q >= 0 (or +Inf), as the bits of the float 2^23 + code. The
+// grid's spacing is 0.5 below 2, 1 up to 4 and 2 above, so the code is RNE(2q), RNE(q) + 2 or
+// RNE(q/2) + 4, each one rounding of an exact 2q + 2^23, q + 2^23 + 2 or q/2 + 2^23 + 4 to an
+// integer, ties to even. The three are the pieces of a concave function, so the code is their
+// least, saturated at 7; positive floats order as their bits, so the least is two integer
+// minimums: five instructions instead of a dozen compares and selects.
+NVFP4_HD unsigned e2m1_code_plus_2p23(float q) {
   const float t1 = fma_rn(q, 2.0f, 8388608.0f), t2 = add_rn(q, 8388610.0f), t3 = fma_rn(q, 0.5f, 8388612.0f);
-  return min_rn(min_rn(t1, t2), min_rn(t3, 8388615.0f));
+  const unsigned m = umin3(float_to_bits(t1), float_to_bits(t2), float_to_bits(t3));
+  return m < 0x4B000007u ? m : 0x4B000007u;
+}
+
+// (acc << 4) | (v >> 28): shifts the top nibble of v (its sign and three exponent bits) in.
+NVFP4_HD unsigned shift_in_top_nibble(unsigned acc, unsigned v) {
+#if defined(__CUDA_ARCH__)
+  return __funnelshift_l(v, acc, 4);
+#else
+  return (acc << 4) | (v >> 28);
+#endif
 }
 
 NVFP4_HD float global_scale_from_amax(float amax) { return amax > 0.0f ? amax / 2688.0f : 1.0f; }
@@ -90,21 +119,25 @@ NVFP4_HD float finite_amax(const float (&x)[N]) {
   return m;
 }
 
-// The nibbles of x / d (d > 0, rd = RN(1/d) when FAST). Each is added as the bits of
-// 2^23 + code (plus the sign), shifted into place; the 2^23 parts sum to a constant, taken
-// off once (all modulo 2^32).
+// The nibbles of x / d (d > 0, rd = RN(1/d) when FAST). Per word of 8, from the last value
+// to the first: the codes' bits (2^23 + code) are accumulated as acc * 16 + bits, whose 2^23
+// parts sum to a constant taken off once (modulo 2^32), and the values' top nibbles are
+// shifted in likewise, so their sign bits land on bit 3 of each nibble: two instructions per
+// value for the packing.
 template <bool FAST>
 NVFP4_HD void pack_block16(const float (&x)[16], float d, float rd, unsigned (&packed)[2]) {
-  unsigned acc[2] = {0u, 0u};
-  for (int i = 0; i < 16; ++i) {
-    const float a = bits_to_float(float_to_bits(x[i]) & 0x7FFFFFFFu);
-    const float q = FAST ? divide_rn_nonneg(a, d, rd) : a / d;
-    const unsigned nibble = float_to_bits(e2m1_code_plus_2p23(q)) | ((float_to_bits(x[i]) >> 28) & 8u);
-    acc[i / 8] += nibble << ((i % 8) * 4);
+  constexpr unsigned kOffset = 0x4B000000u + (0x4B000000u << 4);  // 0x4B000000 * 0x11111111 mod 2^32
+  for (int w = 0; w < 2; ++w) {
+    unsigned codes = 0u, tops = 0u;
+    for (int i = 7; i >= 0; --i) {
+      const unsigned bits = float_to_bits(x[8 * w + i]);
+      const float a = bits_to_float(bits & 0x7FFFFFFFu);
+      const float q = FAST ? divide_rn_nonneg(a, d, rd) : a / d;
+      codes = codes * 16u + e2m1_code_plus_2p23(q);
+      tops = shift_in_top_nibble(tops, bits);
+    }
+    packed[w] = (codes - kOffset) | (tops & 0x88888888u);
   }
-  constexpr unsigned kOffset = 0x4B000000u + (0x4B000000u << 4);  // 2^23's bits at nibbles 0, 1; the rest shift out
-  packed[0] = acc[0] - kOffset;
-  packed[1] = acc[1] - kOffset;
 }
 
 // Quantizes one block of 16; packed[0] holds elements 0..7 (element 0 in the low nibble).
@@ -117,11 +150,20 @@ NVFP4_HD unsigned char quantize_block16(const float (&x)[16], float gscale, unsi
   }
   packed[0] = packed[1] = 0u;
   if (amax_bits >= 0x7F800000u) return E4M3_NAN;
-  const unsigned char scale = float_to_e4m3_satfinite(bits_to_float(amax_bits) / 6.0f / gscale);
-  const float d = e4m3_to_float(scale) * gscale;
+  // (amax / 6) / gscale, both divisions correctly rounded: by reciprocals and FMA corrections
+  // unless amax or gscale is extreme (the scale needs exact quotients from 2^-10 up, where
+  // the corrections' remainders stay exact), else IEEE division. Quotients past 2^100 (an
+  // overflow is NaN on the FMA path) all saturate the scale, so they are clamped first.
+  const float amax = bits_to_float(amax_bits);
+  const bool fast_scale = amax >= 0x1p-90f && gscale >= 0x1p-90f && gscale <= 0x1p90f;
+  const float q = fast_scale ? divide_rn_nonneg(divide_rn_nonneg(amax, 6.0f, 0x1.555556p-3f), gscale, rcp_rn(gscale))
+                             : div_rn(div_rn(amax, 6.0f), gscale);
+  float decoded;
+  const unsigned char scale = e4m3_round_satfinite(q < 0x1p100f ? q : 0x1p100f, decoded);
+  const float d = mul_rn(decoded, gscale);
   if (d == 0.0f) return scale;
   // One uniform branch per block, not one per value: the reciprocal path unless d is extreme.
-  if (d >= 0x1p-100f && d <= 0x1p100f) pack_block16<true>(x, d, 1.0f / d, packed);
+  if (d >= 0x1p-100f && d <= 0x1p100f) pack_block16<true>(x, d, rcp_rn(d), packed);
   else pack_block16<false>(x, d, 0.0f, packed);
   return scale;
 }

@@ -58,19 +58,20 @@ NVFP4_HD float div_rn(float a, float b) {
 #endif
 }
 
+// 1 / a, correctly rounded.
+NVFP4_HD float rcp_rn(float a) {
+#if defined(__CUDA_ARCH__)
+  return __frcp_rn(a);
+#else
+  return 1.0f / a;
+#endif
+}
+
 NVFP4_HD float fma_rn(float a, float b, float c) {
 #if defined(__CUDA_ARCH__)
   return __fmaf_rn(a, b, c);
 #else
   return std::fma(a, b, c);
-#endif
-}
-
-NVFP4_HD float min_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return fminf(a, b);
-#else
-  return std::fmin(a, b);
 #endif
 }
 

@@ -24,7 +24,7 @@ extern "C" __global__ void probe(const float* gscales, int n_g, unsigned long lo
       const float a = fabsf(x), fast = nvfp4k::divide_rn_nonneg(a, d, 1.0f / d), ieee = __fdiv_rn(a, d);
       bad_div += __float_as_uint(fast) != __float_as_uint(ieee);  // bits: +0 must stay +0
       // the kernels' code (least of three roundings) against the definition on the IEEE quotient
-      bad_code += __float_as_uint(nvfp4k::e2m1_code_plus_2p23(fast)) - 0x4B000000u != nvfp4k::float_to_e2m1_satfinite(ieee);
+      bad_code += nvfp4k::e2m1_code_plus_2p23(fast) - 0x4B000000u != nvfp4k::float_to_e2m1_satfinite(ieee);
     }
   atomicAdd(&counts[0], bad_div);
   atomicAdd(&counts[1], bad_code);
