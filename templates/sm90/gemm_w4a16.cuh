@@ -235,7 +235,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     // so scales arrive STAGES tiles ahead like the rest (a prepacked weight brings its own).
     for (int kt = kt_begin, i = 0; kt < kt_end && (!C::PREPACKED || ptid == 0); ++kt, ++i) {
       const int s = i % C::STAGES;
-      if (i >= C::STAGES) mbar_wait_suspended(&empty[s], ((i / C::STAGES) & 1) ^ 1, 1000);
+      if (i >= C::STAGES) mbar_wait(&empty[s], ((i / C::STAGES) & 1) ^ 1, 1000);
       if (ptid == 0) {
         if (i == 0) {
           prefetch_tensor_map(&p.tma_a);

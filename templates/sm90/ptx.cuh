@@ -18,27 +18,25 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(unsigned long long* bar, u
 __device__ __forceinline__ void mbar_arrive(unsigned long long* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
 }
-__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity) {
+// Waits until the phase of parity `parity` has completed. A thread with nothing else to do (a
+// producer waiting for a free stage) passes `suspend_ns`: each try then suspends it for up to
+// that long instead of the system's short default, so it does not take issue slots from the
+// warps it waits for.
+__device__ __forceinline__ void mbar_wait(unsigned long long* bar, unsigned parity, unsigned suspend_ns = 0) {
   unsigned done = 0;
   do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(smem_u32(bar)), "r"(parity)
-        : "memory");
-  } while (!done);
-}
-// The same for a thread with nothing else to do (a producer waiting for a free stage): each
-// try suspends it for up to `suspend_ns` instead of the system's short default, so it does
-// not take issue slots from the warps it waits for.
-__device__ __forceinline__ void mbar_wait_suspended(unsigned long long* bar, unsigned parity, unsigned suspend_ns) {
-  unsigned done = 0;
-  do {
-    asm volatile(
-        "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n selp.u32 %0, 1, 0, p;\n}\n"
-        : "=r"(done)
-        : "r"(smem_u32(bar)), "r"(parity), "r"(suspend_ns)
-        : "memory");
+    if (suspend_ns)
+      asm volatile(
+          "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2, %3;\n selp.u32 %0, 1, 0, p;\n}\n"
+          : "=r"(done)
+          : "r"(smem_u32(bar)), "r"(parity), "r"(suspend_ns)
+          : "memory");
+    else
+      asm volatile(
+          "{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n selp.u32 %0, 1, 0, p;\n}\n"
+          : "=r"(done)
+          : "r"(smem_u32(bar)), "r"(parity)
+          : "memory");
   } while (!done);
 }
 
