@@ -182,5 +182,17 @@ TEST_SUITE("cli") {
     CHECK(run(cli() + " tune --shape 256,256").code == 3);
     CHECK(run(cli() + " tune").code == 2);
     CHECK(run(cli() + " tune --shape 256,256 --layout diagonal").code == 2);
+    // bench checks its arguments (exit 2) before it looks for a GPU (exit 3 here)
+    CHECK(run(cli() + " bench gemm --shape 8192,8192 --m 1").code == 3);
+    auto r = run(cli() + " bench gemm --shape 8192");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("--shape `8192`") != std::string::npos);
+    r = run(cli() + " bench gemm --m 0");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("--m 0") != std::string::npos);
+    CHECK(run(cli() + " bench gemm --m many").code == 2);
+    r = run(cli() + " bench quantize --m 16");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("--shape and --m are for `bench gemm`") != std::string::npos);
   }
 }

@@ -122,7 +122,7 @@ std::string bench_gemm(bool quick, const GemmBenchFilter& only) {
     int64_t m, n, k;
   };
   std::vector<Shape> shapes;
-  if (!only.weights.empty() || only.m > 0) {  // just what was asked for (default: the decode shapes)
+  if (!only.weights.empty() || only.m > 0) {  // just what was asked for; the other defaults to 8192,8192 / M 1, 16, 128, 4096
     const std::vector<int64_t> ms = only.m > 0 ? std::vector<int64_t>{only.m} : std::vector<int64_t>{1, 16, 128, 4096};
     const std::vector<detail::WeightShape> weights =
         only.weights.empty() ? std::vector<detail::WeightShape>{{"", 8192, 8192}} : only.weights;

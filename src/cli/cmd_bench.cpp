@@ -245,6 +245,12 @@ int cmd_bench(const Args& args) {
   const std::string what = args.positional()[0];
   if (what != "core" && what != "dequantize" && what != "quantize" && what != "rmsnorm-quantize" && what != "gemm")
     throw UsageError(fmt::format("unknown benchmark `{}`", what));
+  // The GEMM filter is checked before the GPU is looked for, so a typo is a usage error anywhere.
+  GemmBenchFilter only;
+  if ((args.has("--shape") || args.has("--m")) && what != "gemm") throw UsageError("--shape and --m are for `bench gemm`");
+  for (const std::string& shape : args.all("--shape")) only.weights.push_back(detail::parse_shape(shape));
+  only.m = args.get_int("--m", 0);
+  if (args.has("--m") && only.m < 1) throw UsageError(fmt::format("--m {}: M is at least 1", only.m));
   std::string why;
   if (!use_primary_context(0, &why)) {
     std::fprintf(stderr, "nvfp4-jit bench: needs a GPU: %s\n", why.c_str());
@@ -255,9 +261,6 @@ int cmd_bench(const Args& args) {
   if (what == "core") {
     json = bench_core(quick);
   } else if (what == "gemm") {
-    GemmBenchFilter only;
-    for (const std::string& shape : args.all("--shape")) only.weights.push_back(detail::parse_shape(shape));
-    only.m = args.get_int("--m", 0);
     json = bench_gemm(quick, only);
   } else if (what == "dequantize") {
     json = bandwidth_bench("dequantize: NVFP4 -> BF16, linear scales", quick, [](int64_t m, int64_t k, std::mt19937& rng) {

@@ -30,8 +30,8 @@ unsigned gemm_shared_bytes(const GemmTile& tile) {
 GemmTile gemm_heuristic(Arch /*arch*/, int64_t n, int64_t k, int bucket, int sm_count) {
   GemmTile t;
   t.block_m = std::min(bucket, 256);
-  // Two consumer warpgroups: twice the warps per SM to hide the decode's latencies (tuned on
-  // the prepacked weight: 2-12% faster at M <= 16 for N = 8192 and 28672). A one-row-tile
+  // Two consumer warpgroups share one CTA's activation stages and producer (tuned on the
+  // prepacked weight: 2-12% faster at M <= 16 for N = 8192 and 28672). A one-row-tile
   // bucket whose two-consumer grid would cover at most half the SMs even split in two takes
   // one instead: twice the CTAs (tuned: 24-44% faster at N = 2880 and 4096).
   t.consumers = 2;
