@@ -169,6 +169,7 @@ typedef struct nvfp4_gemm_args {
   void* workspace;         /* W4A4: nvfp4_jit_gemm_workspace_bytes() bytes, or NULL (stream-ordered) */
   int64_t workspace_bytes;
   int b_prepacked;         /* b.data holds nvfp4_jit_prepack()'s output */
+  int weights_static;      /* b is no output of work still running on the stream: may launch early */
 } nvfp4_gemm_args;
 
 /* A weight rewritten in the GEMM's own layout (sm_90a), once at load; see jit.hpp. */

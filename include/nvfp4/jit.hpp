@@ -207,6 +207,11 @@ struct GemmArgs {
   // b.data holds prepack()'s output (values and scales together; b.scales, b.scale_layout and
   // b.row_stride_bytes are unused, b.global_scale is used as always).
   bool b_prepacked = false;
+  // b is no output of work still running on the stream (true for a served model's weights):
+  // the kernel is launched as a programmatic dependent launch, so it may start while the
+  // previous kernel finishes and stream the weights before it waits for that kernel's results.
+  // Leave false right after writing b on the stream (prepack, a weight update).
+  bool weights_static = false;
 };
 void gemm(const GemmArgs& args, CUstream stream);
 // Bytes of workspace gemm needs for `args` (W4A4: m * k * 2; otherwise 0).

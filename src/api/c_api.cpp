@@ -66,6 +66,7 @@ nvfp4::jit::GemmArgs to_cpp(const nvfp4_gemm_args& g) {
   a.workspace = g.workspace;
   a.workspace_bytes = g.workspace_bytes;
   a.b_prepacked = g.b_prepacked != 0;
+  a.weights_static = g.weights_static != 0;
   return a;
 }
 

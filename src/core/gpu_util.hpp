@@ -41,7 +41,10 @@ DeviceBuffer to_device(const std::vector<T>& v) {
   return b;
 }
 
-// Milliseconds between two events recorded on `stream` around `work`.
+// Milliseconds of GPU time between start() and stop_ms() on `stream`. start() first gives the
+// GPU tens of microseconds of other work (a memset of a scratch buffer, which also evicts L2),
+// so the host is done enqueueing the timed work before the GPU reaches it: without that, the
+// host's launch time (several microseconds) would be inside the interval of a short kernel.
 class EventTimer {
  public:
   EventTimer();
@@ -51,6 +54,7 @@ class EventTimer {
 
  private:
   CUevent begin_ = nullptr, end_ = nullptr;
+  DeviceBuffer busy_;
 };
 
 }  // namespace nvfp4::jit::detail

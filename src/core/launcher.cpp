@@ -112,7 +112,7 @@ CUfunction load_kernel(const DeviceInfo& device, const KernelSpec& spec, unsigne
 }
 
 void launch(CUfunction function, const LaunchShape& shape, CUstream stream, void** params) {
-  CUlaunchAttribute attributes[1]{};
+  CUlaunchAttribute attributes[2]{};
   CUlaunchConfig config{};
   config.gridDimX = shape.grid[0];
   config.gridDimY = shape.grid[1];
@@ -122,13 +122,18 @@ void launch(CUfunction function, const LaunchShape& shape, CUstream stream, void
   config.blockDimZ = shape.block[2];
   config.sharedMemBytes = shape.shared_bytes;
   config.hStream = stream;
+  config.attrs = attributes;
   if (shape.cluster[0]) {
-    attributes[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attributes[0].value.clusterDim.x = shape.cluster[0];
-    attributes[0].value.clusterDim.y = shape.cluster[1];
-    attributes[0].value.clusterDim.z = shape.cluster[2];
-    config.attrs = attributes;
-    config.numAttrs = 1;
+    CUlaunchAttribute& a = attributes[config.numAttrs++];
+    a.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
+    a.value.clusterDim.x = shape.cluster[0];
+    a.value.clusterDim.y = shape.cluster[1];
+    a.value.clusterDim.z = shape.cluster[2];
+  }
+  if (shape.programmatic) {
+    CUlaunchAttribute& a = attributes[config.numAttrs++];
+    a.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    a.value.programmaticStreamSerializationAllowed = 1;
   }
   check_cu(driver().cuLaunchKernelEx(&config, function, params, nullptr), "cuLaunchKernelEx");
 }

@@ -26,6 +26,7 @@ struct LaunchShape {
   unsigned block[3] = {1, 1, 1};
   unsigned shared_bytes = 0;
   unsigned cluster[3] = {0, 0, 0};  // 0: no cluster
+  bool programmatic = false;         // may start before the previous kernel on the stream ends
 };
 
 // The calling thread's current context and its device. Throws Error(cuda_error) when no

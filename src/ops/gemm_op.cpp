@@ -245,6 +245,7 @@ void launch_gemm(const GemmArgs& args, const Resolved& r, const DeviceInfo& devi
     shape.cluster[1] = 1;
     shape.cluster[2] = unsigned(tile.split_k);
   }
+  shape.programmatic = args.weights_static;
   launch(function, shape, stream, params);
 }
 

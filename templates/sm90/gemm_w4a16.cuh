@@ -233,18 +233,10 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   if (producer) {
     // Thread 0 issues the TMA loads; thread r < BN stages weight row r's 8 scales of the tile,
     // so scales arrive STAGES tiles ahead like the rest (a prepacked weight brings its own).
-    for (int kt = kt_begin, i = 0; kt < kt_end && (!C::PREPACKED || ptid == 0); ++kt, ++i) {
-      const int s = i % C::STAGES;
-      if (i >= C::STAGES) mbar_wait(&empty[s], ((i / C::STAGES) & 1) ^ 1, 1000);
+    // One stage is the weights' part (and the expected bytes of both) then the activations'.
+    auto load_weights = [&](int kt, int s) {
       if (ptid == 0) {
-        if (i == 0) {
-          prefetch_tensor_map(&p.tma_a);
-          if constexpr (!C::PREPACKED) prefetch_tensor_map(&p.tma_w);
-        }
         mbar_arrive_expect_tx(&full[s], C::W_AT + (C::PREPACKED ? C::WG * C::CHUNK_RUN : C::W_BYTES));
-#pragma unroll
-        for (int b = 0; b < C::A_BOXES; ++b)
-          tma_load_2d(stage(s) + b * C::A_BOX_BYTES, &p.tma_a, &full[s], kt * C::BK + 64 * b, int(m0));
         if constexpr (C::PREPACKED) {
 #pragma unroll
           for (int g = 0; g < C::WG; ++g)
@@ -260,7 +252,33 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
           stage_tile_scales<C>(reinterpret_cast<unsigned*>(stage(s) + C::SCALE_AT) + ptid * (C::BK / 64), p.w_scales,
                                n0 + ptid, kt, &full[s]);
       }
+    };
+    auto load_activations = [&](int kt, int s) {
+      if (ptid == 0) {
+#pragma unroll
+        for (int b = 0; b < C::A_BOXES; ++b)
+          tma_load_2d(stage(s) + b * C::A_BOX_BYTES, &p.tma_a, &full[s], kt * C::BK + 64 * b, int(m0));
+      }
+    };
+    if (!C::PREPACKED || ptid == 0) {
+      if (ptid == 0) {
+        prefetch_tensor_map(&p.tma_a);
+        if constexpr (!C::PREPACKED) prefetch_tensor_map(&p.tma_w);
+      }
+      // The weights are no previous kernel's output (GemmArgs::weights_static): the first
+      // stages' weights are requested before waiting for that kernel, the activations after.
+      const int tiles = kt_end - kt_begin, early = tiles < C::STAGES ? tiles : C::STAGES;
+      for (int i = 0; i < early; ++i) load_weights(kt_begin + i, i);
+      griddep_wait();
+      for (int i = 0; i < early; ++i) load_activations(kt_begin + i, i);
+      for (int i = early; i < tiles; ++i) {
+        const int s = i % C::STAGES;
+        mbar_wait(&empty[s], ((i / C::STAGES) & 1) ^ 1, 1000);
+        load_weights(kt_begin + i, s);
+        load_activations(kt_begin + i, s);
+      }
     }
+    griddep_launch_dependents();
   } else {
     const int tid = threadIdx.x % 128, lane = tid % 32, t = lane % 4;
     const int row0 = cw * 64 + (tid / 32) * 16 + lane / 4;  // this thread's rows: row0, row0 + 8
@@ -317,6 +335,12 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
 #pragma unroll
     for (int i = 0; i < C::BM / 2; ++i)
       if (nan_scale[(i / 2) % 2]) acc[i] = __int_as_float(0x7FC00000);
+    // The next kernel on the stream may launch once every CTA is this far (when it allows it):
+    // its CTAs then stream their weights while this one finishes.
+    griddep_launch_dependents();
+    // the epilogue reads the global scales and bias and writes D, which the previous kernel
+    // may write or read
+    griddep_wait();
   }
 
   if constexpr (C::KSPLIT > 1) {

@@ -427,3 +427,64 @@ TEST_SUITE("gpu_gemm") {
     CHECK(rel < 0.2);
   }
 }
+
+TEST_SUITE("gpu_gemm") {
+  // weights_static launches each gemm as a programmatic dependent launch: it may start while
+  // the gemm before it runs and reads its weights early, but must read its activations (the
+  // previous gemm's output here) only after that gemm is done. A chain of gemms, each on the
+  // last one's output, must give the same bits with and without the early launch.
+  TEST_CASE("gemm chain with weights_static: each reads the previous output, same bits as without") {
+    std::mt19937 rng(std::random_device{}());
+    struct Chain {
+      int64_t m, nk;
+      bool prepacked;
+      ScaleLayout layout;
+    };
+    for (const Chain& c : {Chain{1, 4096, true, ScaleLayout::linear}, Chain{16, 2048, false, ScaleLayout::swizzled128x4},
+                           Chain{300, 2048, true, ScaleLayout::linear}}) {
+      CAPTURE(c.m);
+      CAPTURE(c.nk);
+      constexpr int kLinks = 8;
+      testutil::HostNvfp4 w(c.nk, c.nk, c.layout, rng);
+      double w2 = 0;  // the chain's values stay near 1 with the global scale 1 / |w row 0|
+      for (int64_t k = 0; k < c.nk; ++k) w2 += w.value(0, k) * w.value(0, k);
+      const float gw = float(1.0 / std::sqrt(std::max(w2, 1.0)));
+      std::normal_distribution<float> normal(0.0f, 1.0f);
+      std::vector<uint16_t> a0(size_t(c.m * c.nk));
+      for (auto& h : a0) h = nvfp4k::float_to_bf16_bits(normal(rng));
+      DeviceBuffer d_w = to_device(w.packed), d_s = to_device(w.scales), d_a0 = to_device(a0);
+      DeviceBuffer d_pre(size_t(prepacked_bytes(c.nk, c.nk)));
+      Nvfp4Tensor b{d_w.get(), 0, d_s.get(), c.layout, {gw, nullptr, false}};
+      if (c.prepacked) {
+        prepack({b, c.nk, c.nk, d_pre.get()}, nullptr);
+        b = {d_pre.get(), 0, nullptr, ScaleLayout::linear, b.global_scale};
+      }
+      const size_t bytes = size_t(c.m * c.nk * 2);
+      auto run_chain = [&](bool early) {
+        std::vector<DeviceBuffer> links;
+        for (int i = 0; i < kLinks; ++i) links.emplace_back(bytes);
+        for (auto& l : links)  // NaN, on the stream: after every earlier gemm
+          check_cu(driver().cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(l.get()), ~0u, bytes / 4, nullptr), "poison");
+        for (int i = 0; i < kLinks; ++i) {
+          GemmArgs g;
+          g.m = c.m, g.n = c.nk, g.k = c.nk;
+          g.a = i == 0 ? d_a0.get() : links[size_t(i - 1)].get();
+          g.b = b, g.b_prepacked = c.prepacked, g.weights_static = early;
+          g.d = links[size_t(i)].get();
+          gemm(g, nullptr);
+        }
+        check_cu(driver().cuCtxSynchronize(), "gemm chain");
+        std::vector<uint16_t> out(size_t(c.m * c.nk));
+        links.back().download(out.data(), bytes);
+        return out;
+      };
+      const std::vector<uint16_t> plain = run_chain(false), early = run_chain(true);
+      const auto bad = std::find_if(plain.begin(), plain.end(), [](uint16_t h) { return (h & 0x7F80) == 0x7F80; });
+      REQUIRE_MESSAGE(bad == plain.end(), "m=" << c.m << " n=k=" << c.nk << ": the chain without early launch gave a "
+                                               "non-finite element at " << (bad - plain.begin()));
+      const auto diff = std::mismatch(early.begin(), early.end(), plain.begin());
+      CHECK_MESSAGE(diff.first == early.end(), "m=" << c.m << " n=k=" << c.nk << ": with weights_static the chain's "
+                                               "output differs first at element " << (diff.first - early.begin()));
+    }
+  }
+}
