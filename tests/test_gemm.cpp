@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "common/mma_operand.cuh"
 #include "common/nvfp4_format.cuh"
 #include "core/codegen.hpp"
@@ -141,6 +143,7 @@ TEST_SUITE("gemm") {
           CHECK(t.block_m == std::min(bucket, 256));
           CHECK(gemm_shared_bytes(t) <= 227u * 1024);
           CHECK(t.stages >= 2);
+          CHECK(gemm_tile_problem(t, k) == "");
           CHECK((t.split_k == 1 || t.split_k == 2 || t.split_k == 4));
           CHECK((k + t.block_k - 1) / t.block_k >= t.split_k);  // every split has work
         }
@@ -155,6 +158,11 @@ TEST_SUITE("gemm") {
     CHECK(gemm_heuristic(Arch::sm_90a, 4096, 4096, kGemmLargeM, 132).consumers == 2);
     CHECK(gemm_heuristic(Arch::sm_90a, 28672, 4096, 8, 132).consumers == 2);
     CHECK(gemm_heuristic(Arch::sm_90a, 4096, 14336, 8, 132).consumers == 1);
+    // ... and then, up to M = 64, two k groups to put as many warps on each SM
+    CHECK(gemm_heuristic(Arch::sm_90a, 4096, 14336, 8, 132).k_groups == 2);
+    CHECK(gemm_heuristic(Arch::sm_90a, 4096, 14336, 64, 132).k_groups == 2);
+    CHECK(gemm_heuristic(Arch::sm_90a, 4096, 14336, 128, 132).k_groups == 1);
+    CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 8, 132).k_groups == 1);
   }
 
   TEST_CASE("generated source: one wgmma for the bucket's N, sm_90a only") {
@@ -174,6 +182,16 @@ TEST_SUITE("gemm") {
     CHECK(generate(gemm_spec(Arch::sm_90a, 2880, 2880, DType::bf16, DType::bf16, gemm_weight_layout({}, true), kNoDType, t))
               .name.find("nvfp4_gemm_w4a16_n2880_k2880_bf16_bf16_prepacked_bm16") == 0);
     CHECK(gemm_prewarm_specs(Arch::sm_120a, 4096, 4096, 132).empty());
+    // two k groups: named, and recovered from the spec (its thread count) for either producer
+    GemmTile kg = t;
+    kg.k_groups = 2;
+    for (ScaleLayout layout : {ScaleLayout::linear, gemm_weight_layout({}, true)}) {
+      const KernelSpec s = gemm_spec(Arch::sm_90a, 2880, 2880, DType::bf16, DType::bf16, layout, kNoDType, kg);
+      CHECK(gemm_tile_of(s) == kg);
+      CHECK(gemm_tile_of(gemm_spec(Arch::sm_90a, 2880, 2880, DType::bf16, DType::bf16, layout, kNoDType, t)) == t);
+      CHECK(generate(s).name.find(fmt::format("_wg{}_kg2_", t.consumers)) != std::string::npos);
+    }
+    CHECK(describe(kg).find(" kg2 ") != std::string::npos);
   }
 
   TEST_CASE("prewarm of a weight shape holds every kernel a W4A16 or W4A4 gemm of it loads") {

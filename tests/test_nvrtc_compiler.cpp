@@ -32,6 +32,11 @@ TEST_SUITE("nvrtc") {
     for (int bucket : {16, kGemmLargeM})
       specs.push_back(gemm_spec(Arch::sm_90a, 2880, 2880, DType::fp16, DType::fp32, gemm_weight_layout({}, true),
                                 uint8_t(DType::fp32), gemm_heuristic(Arch::sm_90a, 2880, 2880, bucket, 132)));
+    // two k groups (a tuner candidate) from both weight layouts, with split-K
+    GemmTile two_k_groups{16, 2, 4, 2, 256};
+    two_k_groups.k_groups = 2;
+    for (ScaleLayout layout : {ScaleLayout::swizzled128x4, gemm_weight_layout({}, true)})
+      specs.push_back(gemm_spec(Arch::sm_90a, 2880, 2880, DType::bf16, DType::bf16, layout, kNoDType, two_k_groups));
     std::vector<std::string> failures(specs.size());
     std::vector<std::thread> threads;
     for (int t = 0; t < 2; ++t)

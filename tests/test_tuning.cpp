@@ -77,6 +77,11 @@ TEST_SUITE("tuning") {
     CHECK(gemm_tile_problem(t, 8192).find("block_m") != std::string::npos);
     t = {8, 1, 4, 1, 64};
     CHECK(gemm_tile_problem(t, 8192).find("block_k") != std::string::npos);
+    t = {128, 1, 4, 1, 128};
+    t.k_groups = 2;  // 640 threads cannot hold 64 accumulators each and the decode
+    CHECK(gemm_tile_problem(t, 8192).find("2 k groups at block_m 128") != std::string::npos);
+    t.block_m = 64;
+    CHECK(gemm_tile_problem(t, 8192) == "");
   }
 
   TEST_CASE("table round trip; another version's table is ignored with a note; damaged lines are skipped") {

@@ -142,7 +142,10 @@ KernelSpec gemm_spec(Arch arch, int64_t n, int64_t k, DType a, DType d, ScaleLay
 }
 
 GemmTile gemm_tile_of(const KernelSpec& spec) {
-  return {spec.tile.block_m, spec.tile.block_n / 64, spec.tile.stages, spec.tile.split_k, spec.tile.block_k};
+  GemmTile t{spec.tile.block_m, spec.tile.block_n / 64, spec.tile.stages, spec.tile.split_k, spec.tile.block_k};
+  // two k groups: more threads than one per row tile has
+  t.k_groups = spec.tile.threads > gemm_threads(t, spec.scale_layout == nvfp4k::SCALES_PREPACKED) ? 2 : 1;
+  return t;
 }
 
 GeneratedKernel generate_gemm(const KernelSpec& spec) {
@@ -153,15 +156,16 @@ GeneratedKernel generate_gemm(const KernelSpec& spec) {
   const char* layout = spec.scale_layout == nvfp4k::SCALES_PREPACKED       ? "prepacked"
                        : spec.scale_layout == nvfp4k::SCALES_SWIZZLED128X4 ? "sw128x4"
                                                                             : "linear";
-  std::string name = fmt::format("nvfp4_gemm_w4a16_n{}_k{}_{}_{}_{}{}_bm{}_bk{}_wg{}_s{}_ks{}", spec.n, spec.k,
+  std::string name = fmt::format("nvfp4_gemm_w4a16_n{}_k{}_{}_{}_{}{}_bm{}_bk{}_wg{}{}_s{}_ks{}", spec.n, spec.k,
                                  dtype_name(spec.a_dtype), dtype_name(spec.out_dtype), layout,
                                  bias == nvfp4k::BIAS_BF16 ? "_biasbf16" : bias == nvfp4k::BIAS_FP32 ? "_biasfp32" : "",
-                                 t.block_m, t.block_k, t.consumers, t.stages, t.split_k);
+                                 t.block_m, t.block_k, t.consumers, t.k_groups > 1 ? fmt::format("_kg{}", t.k_groups) : "",
+                                 t.stages, t.split_k);
   return entry_point(spec, std::move(name), "sm90/gemm_w4a16.cuh", "GemmParams",
-                     fmt::format("nvfp4k::sm90::gemm_w4a16<nvfp4k::sm90::GemmConfig<{}, {}, {}, {}LL, {}LL, {}, {}, {}, {}, {}, {}>, "
-                                 "Mma>(p)",
+                     fmt::format("nvfp4k::sm90::gemm_w4a16<nvfp4k::sm90::GemmConfig<{}, {}, {}, {}LL, {}LL, {}, {}, {}, {}, {}, {}, "
+                                 "{}>, Mma>(p)",
                                  spec.a_dtype, spec.out_dtype, bias, spec.n, spec.k, spec.scale_layout, t.consumers,
-                                 t.block_m, t.block_k, t.stages, t.split_k),
+                                 t.block_m, t.block_k, t.stages, t.split_k, t.k_groups),
                      wgmma_prelude(t.block_m, spec.a_dtype == uint8_t(DType::fp16)));
 }
 

@@ -24,6 +24,7 @@ struct GemmTile {
   int stages = 0;     // TMA ring depth
   int split_k = 1;    // CTAs of a cluster splitting K
   int block_k = 128;  // K per stage: 128 or 256 (longer contiguous weight reads per row)
+  int k_groups = 1;   // consumer warpgroups per 64 weight rows, splitting each stage's k steps (1 or 2)
 };
 
 // The heuristic: one CTA column of block_m rows per bucket; for small M (memory bound) 256-deep
@@ -31,8 +32,9 @@ struct GemmTile {
 // as shared memory holds (at most 8).
 GemmTile gemm_heuristic(Arch arch, int64_t n, int64_t k, int bucket, int sm_count);
 
-// Threads per CTA (the template's THREADS): the consumer warpgroups, then the producer (a
-// warp for a prepacked weight, a warpgroup that also stages scales otherwise).
+// Threads per CTA (the template's THREADS): the consumer warpgroups (consumers x k_groups),
+// then the producer (a warp for a prepacked weight, a warpgroup that also stages scales
+// otherwise).
 int gemm_threads(const GemmTile& tile, bool prepacked);
 
 // Dynamic shared memory the sm_90a kernel of `tile` needs (the template's SMEM_BYTES).
@@ -46,7 +48,7 @@ std::string gemm_tile_problem(const GemmTile& tile, int64_t k);
 // 4 stages or as many as fit, split-K 1 / 2 / 4; only tiles gemm_tile_problem accepts.
 std::vector<GemmTile> gemm_candidates(Arch arch, int64_t n, int64_t k, int bucket, int sm_count);
 
-// "bm8 bk256 wg1 s4 ks2": a tile in messages and reports.
+// "bm8 bk256 wg1 s4 ks2" ("... wg2 kg2 s4 ..." with two k groups): a tile in messages and reports.
 std::string describe(const GemmTile& tile);
 bool operator==(const GemmTile& a, const GemmTile& b);
 

@@ -12,9 +12,11 @@
 // warpgroup of them stages the tiles' block scales (cp.async). A prepacked weight
 // (LAYOUT == SCALES_PREPACKED, common/prepacked_weight.cuh) holds its scales and comes in as
 // one contiguous bulk copy per consumer warpgroup and stage, so its producer is one warp:
-// fewer threads per CTA, more CTAs per SM for the latency-bound small-M tiles. With KSPLIT > 1 the CTAs of a cluster split K and rank 0
-// sums the partial tiles through distributed shared memory, in rank order (deterministic,
-// no workspace).
+// fewer threads per CTA, more CTAs per SM for the latency-bound small-M tiles. With
+// KGROUPS = 2 two consumer warpgroups share each 64 rows, each decoding half of every stage's
+// k steps (twice the warps to hide latency with, the same stages), and add up in the end.
+// With KSPLIT > 1 the CTAs of a cluster split K and rank 0 sums the partial tiles through
+// distributed shared memory, in rank order (deterministic, no workspace).
 #pragma once
 #include "common/gemm_epilogue.cuh"
 #include "common/global_scale.cuh"
@@ -27,11 +29,15 @@
 namespace nvfp4k::sm90 {
 
 template <int ADT_, int ODT_, int BIAS_, long long N_, long long K_, int LAYOUT_, int WG_, int BM_, int BK_,
-          int STAGES_, int KSPLIT_>
+          int STAGES_, int KSPLIT_, int KGROUPS_ = 1>
 struct GemmConfig {
   static constexpr int ADT = ADT_, ODT = ODT_, BIAS = BIAS_, LAYOUT = LAYOUT_;
   static constexpr long long N = N_, K = K_;
   static constexpr int WG = WG_, BM = BM_, STAGES = STAGES_, KSPLIT = KSPLIT_;
+  // Consumer warpgroups per 64 weight rows, each decoding its share of every stage's k steps
+  // (more warps per SM to hide latency at small M, without more CTAs to fill and reduce).
+  static constexpr int KGROUPS = KGROUPS_;
+  static constexpr int CONSUMERS = WG * KGROUPS;  // consumer warpgroups
   static constexpr int BK = BK_;          // K per stage: 128 or 256
   static constexpr int KSTEPS = BK / 16;  // wgmma k16 steps per stage
   static constexpr int A_BOXES = BK / 64; // 64-column activation boxes per stage
@@ -51,13 +57,14 @@ struct GemmConfig {
   // after the consumer warpgroups: one warp (its lane 0 issues the copies), or a warpgroup
   // that also stages the ModelOpt layout's scales (one thread per weight row)
   static constexpr int PRODUCER_THREADS = PREPACKED ? 32 : 128;
-  static constexpr int THREADS = 128 * WG + PRODUCER_THREADS;
+  static constexpr int THREADS = 128 * CONSUMERS + PRODUCER_THREADS;
   static constexpr int CHUNKS = BK / prepacked::CHUNK_K;                  // prepacked chunks per warpgroup and stage
   static constexpr int CHUNK_RUN = CHUNKS * prepacked::CHUNK_BYTES;       // their bytes, contiguous in global memory
   static_assert(!PREPACKED || WG * CHUNK_RUN <= W_BYTES + SCALE_BYTES, "prepacked chunks fit where the stage's weights go");
   static_assert(K % 32 == 0 && BM % 8 == 0 && BM <= 256 && (WG == 1 || WG == 2) && (BK == 128 || BK == 256));
+  static_assert(KGROUPS == 1 || (KGROUPS == 2 && BM <= 64), "k groups: register budget of the larger CTA");
   static_assert(STAGE_BYTES % 1024 == 0, "stages must keep the 1024-byte swizzle alignment");
-  static_assert(KSPLIT == 1 || BN * BM * 4 <= STAGES * STAGE_BYTES, "split-K partials reuse the stage memory");
+  static_assert(KSPLIT * KGROUPS == 1 || BN * BM * 4 <= STAGES * STAGE_BYTES, "partial tiles reuse the stage memory");
 };
 
 // Stages the BK/16 scale bytes of weight row `row` for k-tile `kt` at `dst` and arrives on
@@ -100,21 +107,22 @@ __device__ __forceinline__ void stage_tile_scales(unsigned* dst, const unsigned 
   }
 }
 
-// One stage's A fragments from the ModelOpt layout (TMA-swizzled packed rows, scales staged
-// per row): step j's fragment into a[j % GROUP], then issue(j).
-template <class C, class Op, int GROUP, class Issue>
-__device__ __forceinline__ void decode_modelopt(const unsigned char* w, const unsigned char* scales, int row0,
+// One warpgroup's share of a stage from the ModelOpt layout (TMA-swizzled packed rows, scales
+// staged per row): its STEPS k16 steps from step j0 (a multiple of STEPS, itself a multiple of
+// 4); local step j's fragment into a[j % GROUP], then issue(j).
+template <class C, class Op, int STEPS, int GROUP, class Issue>
+__device__ __forceinline__ void decode_modelopt(const unsigned char* w, const unsigned char* scales, int row0, int j0,
                                                 unsigned byte_t, const int (&w_row)[2], const int (&w_swizzle)[2],
                                                 bool (&nan_scale)[2], unsigned (&a)[GROUP][4], Issue&& issue) {
-  // The tile's scales of both rows as pairs: word q covers steps 4q..4q+3, pairs[h][q][0]
+  // The scales of both rows as pairs: word q covers local steps 4q..4q+3, pairs[h][q][0]
   // holds steps 4q and 4q+2 in its lanes, pairs[h][q][1] steps 4q+1 and 4q+3.
   const unsigned* tile_scales = reinterpret_cast<const unsigned*>(scales);
-  unsigned pairs[2][C::BK / 64][2];
+  unsigned pairs[2][STEPS / 4][2];
 #pragma unroll
   for (int h = 0; h < 2; ++h)
 #pragma unroll
-    for (int q = 0; q < C::BK / 64; ++q) {
-      const unsigned word = tile_scales[(row0 + 8 * h) * (C::BK / 64) + q];
+    for (int q = 0; q < STEPS / 4; ++q) {
+      const unsigned word = tile_scales[(row0 + 8 * h) * (C::BK / 64) + j0 / 4 + q];
       nan_scale[h] |= Op::has_nan_scale(word);
       pairs[h][q][0] = Op::scale_pairs(word, false);
       pairs[h][q][1] = Op::scale_pairs(word, true);
@@ -132,9 +140,14 @@ __device__ __forceinline__ void decode_modelopt(const unsigned char* w, const un
       frag[h + 2] = Op::template scaled<1>(Op::place(__byte_perm(v.y, 0u, byte_t)), scales);
     }
   };
-  auto row_bytes = [&](int h, int j) { return w + w_row[h] + ((((j / 2) << 4) ^ w_swizzle[h]) | (j % 2) * 8); };
+  // Step j0 + j's 16-byte chunk is (j0 + j) / 2 = (j0 / 2) ^ (j / 2) (j0 / 2 is a multiple of
+  // the range of j / 2): the offset goes into the swizzle term once.
+  int swizzle[2];
 #pragma unroll
-  for (int j = 0; j < C::KSTEPS; j += 2) {
+  for (int h = 0; h < 2; ++h) swizzle[h] = w_swizzle[h] ^ ((j0 / 2) << 4);
+  auto row_bytes = [&](int h, int j) { return w + w_row[h] + ((((j / 2) << 4) ^ swizzle[h]) | (j % 2) * 8); };
+#pragma unroll
+  for (int j = 0; j < STEPS; j += 2) {
     if constexpr (GROUP == 1) {  // 8 bytes per row and step: fewest registers next to 128 accumulators
 #pragma unroll
       for (int jj = j; jj < j + 2; ++jj) {
@@ -155,10 +168,11 @@ __device__ __forceinline__ void decode_modelopt(const unsigned char* w, const un
   }
 }
 
-// The same from a prepacked weight: per 64-k chunk one 16-byte load of values and one 8-byte
-// load of both rows' scale codes (common/prepacked_weight.cuh), a shift and an AND per pair,
-// a shift and a LOP3 per scale pair; NaN scales are flagged per row in the weight instead.
-template <class C, class Op, int GROUP, class Issue>
+// The same from a prepacked weight (STEPS / 4 chunks from `chunks`): per 64-k chunk one 16-byte
+// load of values and one 8-byte load of both rows' scale codes (common/prepacked_weight.cuh),
+// a shift and an AND per pair, a shift and a LOP3 per scale pair; NaN scales are flagged per
+// row in the weight instead.
+template <class C, class Op, int STEPS, int GROUP, class Issue>
 __device__ __forceinline__ void decode_prepacked(const unsigned char* chunks, int tid, unsigned (&a)[GROUP][4],
                                                  Issue&& issue) {
   // Chunk q + 1's words are loaded before chunk q is decoded: the wgmma waits are memory
@@ -172,10 +186,10 @@ __device__ __forceinline__ void decode_prepacked(const unsigned char* chunks, in
   uint2 sc_next;
   load(0, v_next, sc_next);
 #pragma unroll
-  for (int q = 0; q < C::CHUNKS; ++q) {
+  for (int q = 0; q < STEPS / 4; ++q) {
     const uint4 v = v_next;
     const uint2 sc = sc_next;
-    if (q + 1 < C::CHUNKS) load(q + 1, v_next, sc_next);
+    if (q + 1 < STEPS / 4) load(q + 1, v_next, sc_next);
     const unsigned w[4] = {v.x, v.y, v.z, v.w}, row_scales[2] = {sc.x, sc.y};
     unsigned pairs[2][2];  // as in decode_modelopt: [row][odd step] with steps 0, 2 / 1, 3 in the lanes
 #pragma unroll
@@ -212,9 +226,12 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   // The warp index broadcast from lane 0: provably warp-uniform, so the branches on it stay
   // convergent and ptxas keeps stage addresses and wgmma descriptors in uniform registers.
   const int warp = __shfl_sync(0xFFFFFFFFu, int(threadIdx.x / 32), 0);
-  const bool producer = warp >= 4 * C::WG;
-  const int ptid = threadIdx.x - 128 * C::WG;  // producer thread
-  const int cw = warp / 4;                      // consumer warpgroup (64 weight rows each)
+  const bool producer = warp >= 4 * C::CONSUMERS;
+  const int ptid = threadIdx.x - 128 * C::CONSUMERS;  // producer thread
+  const int cw = warp / 4 % C::WG;                     // consumer's row tile (64 weight rows)
+  const int kg = warp / 4 / C::WG;                     // consumer's k group
+  constexpr int STEPS = C::KSTEPS / C::KGROUPS;        // k16 steps per stage and k group
+  const int j0 = kg * STEPS;                           // the k group's first step
   const int n0 = blockIdx.x * C::BN;
   const long long m0 = (long long)blockIdx.y * C::BM;
   const unsigned rank = C::KSPLIT > 1 ? cluster_ctarank() : 0u;
@@ -223,7 +240,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::STAGES; ++s) {
       mbar_init(&full[s], C::PREPACKED ? 1 : 1 + C::BN);  // the TMA thread (+ one per scale row)
-      mbar_init(&empty[s], 4 * C::WG);
+      mbar_init(&empty[s], 4 * C::CONSUMERS);
     }
     fence_barrier_init();
   }
@@ -308,8 +325,8 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
       // one above (register bound: up to 128 accumulators).
       constexpr int GROUP = C::BM <= 64 ? 4 : C::BM <= 128 ? 2 : 1;
       unsigned a[GROUP][4];
-      // Step j's activations start (j / 4) boxes and (j % 4) * 32 bytes into the stage.
-      const unsigned desc_lo = sw128_desc_lo(stage(s));
+      // Local step j's activations start (j / 4) boxes and (j % 4) * 32 bytes after the k group's.
+      const unsigned desc_lo = sw128_desc_lo(stage(s) + j0 / 4 * C::A_BOX_BYTES);
       // Step j's A fragment into a[j % GROUP]; then, at a group's end, its wgmmas.
       auto issue = [&](int j) {
         if (j % GROUP != GROUP - 1) return;
@@ -321,10 +338,11 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
         wgmma_wait<1>();
       };
       if constexpr (C::PREPACKED)
-        decode_prepacked<C, Op, GROUP>(stage(s) + C::W_AT + cw * C::CHUNK_RUN, tid, a, issue);
+        decode_prepacked<C, Op, STEPS, GROUP>(stage(s) + C::W_AT + cw * C::CHUNK_RUN + j0 / 4 * prepacked::CHUNK_BYTES,
+                                              tid, a, issue);
       else
-        decode_modelopt<C, Op, GROUP>(stage(s) + C::W_AT, stage(s) + C::SCALE_AT, row0, byte_t, w_row, w_swizzle,
-                                      nan_scale, a, issue);
+        decode_modelopt<C, Op, STEPS, GROUP>(stage(s) + C::W_AT, stage(s) + C::SCALE_AT, row0, j0, byte_t, w_row,
+                                             w_swizzle, nan_scale, a, issue);
       // Drain before the next tile's decode: registers a wgmma still reads must not be
       // rewritten, and ptxas does not track that across the loop's back edge.
       wgmma_wait<0>();
@@ -343,17 +361,32 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     griddep_wait();
   }
 
+  // Partial tiles go to this CTA's (now idle) stage memory, 4 bytes per consumer thread of k
+  // group 0 and accumulator, which (in order) adds those of k group 1 and then, on rank 0, those
+  // of the cluster's other CTAs in rank order: deterministic, no workspace.
+  float* partial = reinterpret_cast<float*>(smem);
+  const int ctid = threadIdx.x % (128 * C::WG);
+  const bool summing = !producer && kg == 0;  // holds the sums in the end
+  if constexpr (C::KGROUPS > 1) {
+    if (!producer) named_barrier(1, 128 * C::CONSUMERS);  // every consumer is done reading the stages
+    if (!producer && kg == 1) {
+#pragma unroll
+      for (int i = 0; i < C::BM / 2; ++i) partial[i * 128 * C::WG + ctid] = acc[i];
+    }
+    if (!producer) named_barrier(1, 128 * C::CONSUMERS);
+    if (summing) {
+#pragma unroll
+      for (int i = 0; i < C::BM / 2; ++i) acc[i] += partial[i * 128 * C::WG + ctid];
+    }
+  }
   if constexpr (C::KSPLIT > 1) {
-    // Partials go to this CTA's (now idle) stage memory, rank 0 adds the others' in rank order.
-    float* partial = reinterpret_cast<float*>(smem);
-    const int ctid = threadIdx.x;
-    if (!producer) named_barrier(1, 128 * C::WG);  // every consumer is done reading the stages
-    if (!producer && rank != 0) {
+    if (!producer) named_barrier(1, 128 * C::CONSUMERS);  // every consumer is done reading the stages
+    if (summing && rank != 0) {
 #pragma unroll
       for (int i = 0; i < C::BM / 2; ++i) partial[i * 128 * C::WG + ctid] = acc[i];
     }
     cluster_sync();
-    if (!producer && rank == 0) {
+    if (summing && rank == 0) {
       for (unsigned r = 1; r < C::KSPLIT; ++r) {
 #pragma unroll
         for (int i = 0; i < C::BM / 2; ++i) acc[i] += ld_shared_cluster(&partial[i * 128 * C::WG + ctid], r);
@@ -362,7 +395,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     cluster_sync<false>();  // peers keep their shared memory until rank 0 has read it
     if (rank != 0) return;
   }
-  if (producer) return;
+  if (!summing) return;
 
   // acc[4j + 2h + e] is D^T[row0 + 8h, 8j + 2t + e], i.e. D[m0 + 8j + 2t + e, n0 + row0 + 8h]
   const int tid = threadIdx.x % 128, lane = tid % 32, t = lane % 4;

@@ -14,6 +14,8 @@
 #include "common/nvfp4_format.cuh"
 #include "core/gpu_util.hpp"
 #include "core/launcher.hpp"
+#include "ops/gemm_op.hpp"
+#include "ops/gemm_tiles.hpp"
 #include "ops/gemm_tune.hpp"
 
 using namespace nvfp4::jit;
@@ -39,7 +41,16 @@ struct Case {
   // also prepack the weight (GPU, checked against the CPU prepack) and run the gemm on it:
   // every output byte must equal the gemm's on the weight as stored
   bool prepacked = false;
+  // a tile to run instead of the heuristic's (block_m 0: the heuristic's)
+  GemmTile tile{};
 };
+
+void run_gemm(const Case& c, const GemmArgs& g) {
+  if (c.tile.block_m)
+    gemm_with_tile(g, c.tile, nullptr);
+  else
+    gemm(g, nullptr);
+}
 
 uint16_t to_half_bits(DType t, float v) {
   return t == DType::bf16 ? nvfp4k::float_to_bf16_bits(v) : nvfp4k::float_to_fp16_bits(v);
@@ -83,7 +94,7 @@ bool check_prepacked(const Case& c, GemmArgs g, const testutil::HostNvfp4& w, co
   g.b = {d_pre.get(), 0, nullptr, ScaleLayout::linear, g.b.global_scale};
   g.b_prepacked = true;
   g.d = d_out.get();
-  gemm(g, nullptr);
+  run_gemm(c, g);
   check_cu(driver().cuCtxSynchronize(), "prepack + gemm");
   d_pre.download(gpu_pre.data(), gpu_pre.size());
   std::vector<uint8_t> got(expected.size());
@@ -184,7 +195,7 @@ void run_case(const Case& c, std::mt19937& rng) {
   g.d = d_out.get(), g.d_dtype = c.d, g.d_row_stride = ldd;
   if (c.bias) g.bias = d_bias.get(), g.bias_dtype = c.bias == 1 ? DType::bf16 : DType::fp32;
   g.alpha = c.alpha;
-  gemm(g, nullptr);
+  run_gemm(c, g);
   check_cu(driver().cuCtxSynchronize(), "gemm kernel");
   std::vector<uint8_t> got(d_out.bytes());
   d_out.download(got.data(), got.size());
@@ -233,7 +244,8 @@ void run_case(const Case& c, std::mt19937& rng) {
   // fp32: accumulation only; BF16 / FP16: the output rounding (2^-9 / 2^-12 relative) dominates
   const double bound = c.d == DType::fp32 ? 1e-5 : c.d == DType::bf16 ? 4e-3 : 1e-3;
   MESSAGE("gemm m=" << c.m << " n=" << c.n << " k=" << c.k << " a=" << int(c.a) << " d=" << int(c.d)
-                    << " layout=" << int(c.layout) << ": relative Frobenius error " << rel);
+                    << " layout=" << int(c.layout) << (c.tile.block_m ? " tile " + describe(c.tile) : std::string())
+                    << ": relative Frobenius error " << rel);
   CHECK_MESSAGE(rel <= bound, "m=" << c.m << " n=" << c.n << " k=" << c.k << ": relative error " << rel << " (bound " << bound << ")");
 }
 
@@ -318,6 +330,32 @@ TEST_SUITE("gpu_gemm") {
         pre({1, 8192, 8192, bf16, bf16, lin, false, 0, 0, 0, 1.0f, Case::nan_row}),
         pre({300, 200, 4096, fp16, fp32, sw, false, 0, 0, 0, 1.0f, Case::nan_row}),
         pre({129, 2880, 8192, DType::nvfp4, fp32, sw, false, 2, 0, 8, 1.0f, Case::any, 2, true}),
+    };
+    for (const Case& c : cases) run_case(c, rng);
+  }
+}
+
+TEST_SUITE("gpu_gemm") {
+  // Tiles the tuner may pick that the heuristic does not: two k groups (each 64 rows decoded by
+  // two warpgroups, half of every stage each) with and without split-K, both stage depths, both
+  // weight layouts (prepacked ones checked bit for bit against the weight as stored).
+  TEST_CASE("gemm with two k groups against a float64 reference") {
+    std::mt19937 rng(std::random_device{}());
+    const DType bf16 = DType::bf16, fp32 = DType::fp32;
+    auto with = [](Case c, GemmTile t) {
+      t.k_groups = 2;
+      c.tile = t;
+      return c;
+    };
+    const Case cases[] = {
+        with({1, 8192, 8192, bf16, fp32, ScaleLayout::linear, false, 0, 0, 0, 1.0f, Case::any, 0, false, true},
+             {8, 2, 4, 2, 256}),
+        with({5, 200, 2880, bf16, fp32, ScaleLayout::swizzled128x4, true, 2, 0, 0, 1.0f, Case::nan_row, 0, false, true},
+             {8, 1, 4, 1, 128}),
+        with({16, 4096, 4096, DType::fp16, DType::bf16, ScaleLayout::linear, false, 1, 8, 3, 0.5f, Case::subnormal, 0,
+              false, true},
+             {16, 1, 6, 4, 256}),
+        with({64, 1000, 2048, bf16, fp32, ScaleLayout::swizzled128x4}, {64, 2, 4, 1, 128}),
     };
     for (const Case& c : cases) run_case(c, rng);
   }
