@@ -373,6 +373,11 @@ TEST_SUITE("gpu_gemm") {
         {9, 72, 160, DType::nvfp4, DType::fp32, ScaleLayout::swizzled128x4, false, 0, 0, 0, 1.0f, Case::any, 2, false},
         {3, 72, 2048, DType::bf16, DType::fp32, ScaleLayout::linear, false, 0, 0, 0, 1.0f, Case::any, 0, false, true},
         {130, 72, 160, DType::fp16, DType::bf16, ScaleLayout::swizzled128x4, true, 2, 0, 0, 1.0f, Case::any, 0, false, true},
+        // two k groups (their partial sums meet in shared memory), with and without split-K
+        {3, 72, 2048, DType::bf16, DType::fp32, ScaleLayout::linear, false, 0, 0, 0, 1.0f, Case::any, 0, false, true,
+         {8, 1, 4, 2, 256, 2}},
+        {9, 72, 160, DType::bf16, DType::fp32, ScaleLayout::swizzled128x4, false, 0, 0, 0, 1.0f, Case::any, 0, false,
+         false, {16, 1, 4, 1, 128, 2}},
     };
     for (const Case& c : cases) run_case(c, rng);
   }
