@@ -84,10 +84,12 @@ Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in m
   rmsnorm-quantize
               BF16 -> RMSNorm -> NVFP4 in one pass, against the same copy
   gemm        W4A16 GEMM against cuBLAS BF16 (dlopened) on decode, M=128, prefill and an M
-              sweep; weights rotated past L2; floor = max(bytes / copy bandwidth,
-              flops / cuBLAS BF16 peak measured in the same process); --shape and
-              --m time only those weight shapes (default 8192,8192) and that M
-              (default 1, 16, 128, 4096)
+              sweep; GPU time per call, 8 calls back to back (also with
+              weights_static), weights rotated past L2; floor = max(bytes / copy
+              bandwidth, flops / cuBLAS BF16 peak measured in the same process);
+              --shape and --m time only those weight shapes (default 8192,8192) and
+              that M (default 1, 16, 128, 4096)
+Times are GPU time (the host's launch costs are not in them: see bench core).
 Needs a GPU (exit 3 without one).
 )"},
 };
