@@ -191,6 +191,10 @@ TEST_SUITE("cli") {
     CHECK(r.code == 2);
     CHECK(r.err.find("--m 0") != std::string::npos);
     CHECK(run(cli() + " bench gemm --m many").code == 2);
+    CHECK(run(cli() + " bench gemm --m 1,257,4096").code == 3);
+    r = run(cli() + " bench gemm --m 1,x");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("--m x") != std::string::npos);
     r = run(cli() + " bench quantize --m 16");
     CHECK(r.code == 2);
     CHECK(r.err.find("--shape and --m are for `bench gemm`") != std::string::npos);

@@ -129,9 +129,11 @@ TEST_SUITE("gemm") {
     CHECK(gemm_m_bucket(1) == 8);
     CHECK(gemm_m_bucket(8) == 8);
     CHECK(gemm_m_bucket(9) == 16);
-    CHECK(gemm_m_bucket(129) == 256);
+    CHECK(gemm_m_bucket(129) == 192);
     CHECK(gemm_m_bucket(256) == 256);
-    CHECK(gemm_m_bucket(257) == kGemmLargeM);
+    CHECK(gemm_m_bucket(257) == 320);
+    CHECK(gemm_m_bucket(2048) == 2048);
+    CHECK(gemm_m_bucket(2049) == kGemmLargeM);
     CHECK(gemm_m_bucket(100000) == kGemmLargeM);
     for (int bucket : kGemmMBuckets)
       for (int64_t n : {8, 2880, 8192, 28672})
@@ -140,7 +142,8 @@ TEST_SUITE("gemm") {
           CAPTURE(bucket);
           CAPTURE(n);
           CAPTURE(k);
-          CHECK(t.block_m == std::min(bucket, 256));
+          if (bucket <= 128) CHECK(t.block_m == bucket);
+          else CHECK((t.block_m >= 128 && t.block_m <= 256 && t.block_m % 32 == 0));
           CHECK(gemm_shared_bytes(t) <= 227u * 1024);
           CHECK(t.stages >= 2);
           CHECK(gemm_tile_problem(t, k) == "");
@@ -149,8 +152,27 @@ TEST_SUITE("gemm") {
         }
     // one row tile on a small N splits K to cover the SMs; prefill never does
     CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 8, 132).split_k == 2);
-    CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 256, 132).split_k == 2);
     CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, kGemmLargeM, 132).split_k == 1);
+    // above 128 rows, the row tile that wastes the least (measured best on an H100, docs/perf.md):
+    // M <= 192 one 192-row tile split in two; M <= 256 two 128-row tiles; then two tiles of 160,
+    // 192, 224 and 256 rows up to M = 320, 384, 448 and 512; up to 640 four of 160 (three from
+    // M = 513), up to 768 four of 192; prefill 256
+    auto tile_at = [](int64_t n, int bucket) {
+      const GemmTile t = gemm_heuristic(Arch::sm_90a, n, 8192, bucket, 132);
+      return fmt::format("bm{} ks{}", t.block_m, t.split_k);
+    };
+    CHECK(tile_at(8192, 192) == "bm192 ks2");
+    CHECK(tile_at(8192, 256) == "bm128 ks1");
+    CHECK(tile_at(8192, 320) == "bm160 ks1");
+    CHECK(tile_at(8192, 384) == "bm192 ks1");
+    CHECK(tile_at(8192, 448) == "bm224 ks1");
+    CHECK(tile_at(8192, 640) == "bm160 ks1");
+    CHECK(tile_at(8192, 512) == "bm256 ks1");
+    CHECK(tile_at(8192, 768) == "bm192 ks1");
+    CHECK(tile_at(8192, 1024) == "bm256 ks1");
+    CHECK(tile_at(8192, kGemmLargeM) == "bm256 ks1");
+    CHECK(tile_at(28672, 192) == "bm192 ks1");
+    CHECK(tile_at(28672, 768) == "bm192 ks1");
     // one consumer warpgroup where two would leave most SMs idle at M <= 256, two otherwise
     CHECK(gemm_heuristic(Arch::sm_90a, 4096, 14336, 128, 132).consumers == 1);
     CHECK(gemm_heuristic(Arch::sm_90a, 2880, 2880, 256, 132).consumers == 1);
@@ -163,6 +185,22 @@ TEST_SUITE("gemm") {
     CHECK(gemm_heuristic(Arch::sm_90a, 4096, 14336, 64, 132).k_groups == 2);
     CHECK(gemm_heuristic(Arch::sm_90a, 4096, 14336, 128, 132).k_groups == 1);
     CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 8, 132).k_groups == 1);
+  }
+
+  TEST_CASE("row tiles share M evenly, in multiples of 8, as many as block_m needs") {
+    CHECK(gemm_row_step(1, 8) == 8);
+    CHECK(gemm_row_step(257, 256) == 136);  // 136 + 121, not 256 + 1
+    CHECK(gemm_row_step(513, 192) == 176);
+    CHECK(gemm_row_step(4096, 256) == 256);
+    for (int block_m : {8, 16, 64, 128, 192, 256})
+      for (int64_t m = 1; m <= 5000; m += m < 600 ? 1 : 37) {
+        const int64_t step = gemm_row_step(m, block_m), tiles = (m + step - 1) / step;
+        CAPTURE(block_m);
+        CAPTURE(m);
+        CHECK(step % 8 == 0);
+        CHECK(step <= block_m);
+        CHECK(tiles == (m + block_m - 1) / block_m);
+      }
   }
 
   TEST_CASE("generated source: one wgmma for the bucket's N, sm_90a only") {

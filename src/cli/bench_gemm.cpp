@@ -128,8 +128,8 @@ std::string bench_gemm(bool quick, const GemmBenchFilter& only) {
     int64_t m, n, k;
   };
   std::vector<Shape> shapes;
-  if (!only.weights.empty() || only.m > 0) {  // just what was asked for; the other defaults to 8192,8192 / M 1, 16, 128, 4096
-    const std::vector<int64_t> ms = only.m > 0 ? std::vector<int64_t>{only.m} : std::vector<int64_t>{1, 16, 128, 4096};
+  if (!only.weights.empty() || !only.ms.empty()) {  // just what was asked for; the other defaults to 8192,8192 / M 1, 16, 128, 4096
+    const std::vector<int64_t> ms = !only.ms.empty() ? only.ms : std::vector<int64_t>{1, 16, 128, 4096};
     const std::vector<detail::WeightShape> weights =
         only.weights.empty() ? std::vector<detail::WeightShape>{{"", 8192, 8192}} : only.weights;
     for (int64_t m : ms)
@@ -139,7 +139,7 @@ std::string bench_gemm(bool quick, const GemmBenchFilter& only) {
       for (auto [n, k] : {std::pair<int64_t, int64_t>{8192, 8192}, {28672, 4096}, {4096, 14336}}) shapes.push_back({m, n, k});
     for (int64_t m : {4096, 8192}) shapes.push_back({m, 8192, 8192});
     if (!quick)
-      for (int64_t m : {7, 32, 64, 100, 129, 256, 512, 1000, 2048, 3000, 16384}) shapes.push_back({m, 8192, 8192});
+      for (int64_t m : {7, 32, 64, 100, 129, 192, 256, 257, 384, 513, 768, 1000, 2048, 3000, 16384}) shapes.push_back({m, 8192, 8192});
   }
 
   std::string json = fmt::format(R"({{"copy_gbps":{:.1f},"cublas_bf16_peak_tflops":{:.1f},"rows":[)", copy_bps / 1e9,
@@ -206,7 +206,7 @@ std::string bench_gemm(bool quick, const GemmBenchFilter& only) {
   json += "]";
 
   // Tile configurations around the heuristic's on the decode shapes: what the tuner searches.
-  if (!quick && only.weights.empty() && only.m == 0) {
+  if (!quick && only.weights.empty() && only.ms.empty()) {
     std::printf("  tiles at N = K = 8192 (block_m / block_k / consumer warpgroups / stages / split-K):\n");
     json += R"(,"tiles":[)";
     bool first = true;

@@ -44,7 +44,7 @@ inline std::vector<uint16_t> random_bf16(size_t n, std::mt19937& rng) {
 // Restricts `bench gemm` to the given weight shapes and / or one M (empty / 0: the default set).
 struct GemmBenchFilter {
   std::vector<detail::WeightShape> weights;
-  int64_t m = 0;
+  std::vector<int64_t> ms;
 };
 std::string bench_gemm(bool quick, const GemmBenchFilter& only);
 

@@ -249,8 +249,17 @@ int cmd_bench(const Args& args) {
   GemmBenchFilter only;
   if ((args.has("--shape") || args.has("--m")) && what != "gemm") throw UsageError("--shape and --m are for `bench gemm`");
   for (const std::string& shape : args.all("--shape")) only.weights.push_back(detail::parse_shape(shape));
-  only.m = args.get_int("--m", 0);
-  if (args.has("--m") && only.m < 1) throw UsageError(fmt::format("--m {}: M is at least 1", only.m));
+  for (const std::string& list : args.all("--m"))
+    for (const std::string& m : split(list, ',')) {
+      size_t used = 0;
+      long long v = 0;
+      try {
+        v = std::stoll(m, &used);
+      } catch (const std::exception&) {
+      }
+      if (used != m.size() || v < 1) throw UsageError(fmt::format("--m {}: M is a positive integer", m));
+      only.ms.push_back(v);
+    }
   std::string why;
   if (!use_primary_context(0, &why)) {
     std::fprintf(stderr, "nvfp4-jit bench: needs a GPU: %s\n", why.c_str());

@@ -75,7 +75,7 @@ Candidates compile in parallel (cached ones load from disk). Needs a GPU (exit 3
 Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in manifests.
 )"},
     {"bench", R"(usage: nvfp4-jit bench core|dequantize|quantize|rmsnorm-quantize|gemm [--out FILE.json] [--quick]
-                        [--shape N,K]... [--m M]
+                        [--shape N,K]... [--m M[,M...]]
 
   core        cold NVRTC compile per kernel, disk-cache hit (load to first launch),
               warm dispatch host time per call
@@ -88,7 +88,7 @@ Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in m
               weights_static), weights rotated past L2; floor = max(bytes / copy
               bandwidth, flops / cuBLAS BF16 peak measured in the same process);
               --shape and --m time only those weight shapes (default 8192,8192) and
-              that M (default 1, 16, 128, 4096)
+              those M (default 1, 16, 128, 4096)
 Times are GPU time (the host's launch costs are not in them: see bench core).
 Needs a GPU (exit 3 without one).
 )"},

@@ -205,7 +205,8 @@ CUfunction gemm_kernel(const GemmArgs& args, const DeviceInfo& device, const Gem
 void launch_gemm(const GemmArgs& args, const Resolved& r, const DeviceInfo& device, const GemmTile& tile,
                  CUstream stream, const GlobalScale& a_scale = {}) {
   Check check(kWho);
-  const int64_t m_tiles = (args.m + tile.block_m - 1) / tile.block_m;
+  const int64_t m_step = gemm_row_step(args.m, tile.block_m);
+  const int64_t m_tiles = (args.m + m_step - 1) / m_step;
   if (m_tiles > 65535) check.fail("m", fmt::format("m = {} is more rows than one launch covers ({})", args.m, 65535LL * tile.block_m));
   const unsigned shared = gemm_shared_bytes(tile);
   const CUfunction function = gemm_kernel(args, device, tile, stream);
@@ -237,6 +238,7 @@ void launch_gemm(const GemmArgs& args, const Resolved& r, const DeviceInfo& devi
   p.d = args.d;
   p.d_stride = r.d_stride;
   p.m = args.m;
+  p.m_step = m_step;
   void* params[] = {&p};
   LaunchShape shape;
   shape.grid[0] = unsigned((args.n + 64 * tile.consumers - 1) / (64 * tile.consumers));
@@ -257,6 +259,8 @@ void launch_gemm(const GemmArgs& args, const Resolved& r, const DeviceInfo& devi
 
 void gemm_with_tile(const GemmArgs& args, const GemmTile& tile, CUstream stream) {
   const Resolved r = resolve(args);
+  if (args.a_dtype == DType::nvfp4)  // W4A4 runs the BF16 kernel on dequantized A, with gemm's own tile
+    Check(kWho).fail("a_dtype", "a given tile runs BF16 or FP16 activations only", Status::unsupported);
   if (args.m == 0) return;
   launch_gemm(args, r, gemm_device(), tile, stream);
 }

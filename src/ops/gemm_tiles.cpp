@@ -29,20 +29,63 @@ unsigned gemm_shared_bytes(const GemmTile& tile) {
   return 1024 + unsigned(tile.stages) * stage_bytes(tile) + 16u * unsigned(tile.stages);
 }
 
+int64_t gemm_bucket_m(int bucket) { return bucket == kGemmLargeM ? 4096 : bucket; }
+
+int64_t gemm_row_step(int64_t m, int block_m) {
+  const int64_t tiles = (m + block_m - 1) / block_m;
+  return std::min<int64_t>(block_m, ((m + tiles - 1) / tiles + 7) / 8 * 8);
+}
+
+namespace {
+
+// The time of tile `t` on m rows, in MMA k-tiles of one activation row. Fitted on an H100 at
+// N = K = 8192 (docs/perf.md, M = 129 to 4096 within 10%): a CTA's k-tile costs its rows plus
+// the weight decode, worth about 55 rows; a split-K reduction about 10 k-tiles; the grid runs
+// in whole waves.
+double modelled_cost(const GemmTile& t, int64_t m, int64_t n, int64_t k, int sm_count) {
+  constexpr double kDecodeRows = 55, kReduceKTiles = 10;
+  const int64_t ctas = (n + 64 * t.consumers - 1) / (64 * t.consumers) *
+                       ((m + gemm_row_step(m, t.block_m) - 1) / gemm_row_step(m, t.block_m)) * t.split_k;
+  const int64_t waves = (ctas + sm_count - 1) / sm_count;
+  const int64_t ktiles = (k + t.block_k - 1) / t.block_k;
+  const double ktiles_per_cta = double((ktiles + t.split_k - 1) / t.split_k) + (t.split_k > 1 ? kReduceKTiles : 0);
+  return double(waves) * (kDecodeRows + t.block_m) * ktiles_per_cta;
+}
+
+}  // namespace
+
 GemmTile gemm_heuristic(Arch /*arch*/, int64_t n, int64_t k, int bucket, int sm_count) {
   GemmTile t;
-  t.block_m = std::min(bucket, 256);
   // Two consumer warpgroups share one CTA's activation stages and producer (tuned on the
-  // prepacked weight: 2-12% faster at M <= 16 for N = 8192 and 28672). A one-row-tile
-  // bucket whose two-consumer grid would cover at most half the SMs even split in two takes
-  // one instead: twice the CTAs (tuned: 24-44% faster at N = 2880 and 4096).
+  // prepacked weight: 2-12% faster at M <= 16 for N = 8192 and 28672). A bucket up to 256 rows
+  // whose two-consumer grid would cover at most half the SMs even split in two takes one
+  // instead: twice the CTAs (tuned: 24-44% faster at N = 2880 and 4096).
   t.consumers = 2;
   if (bucket <= 256 && (n + 127) / 128 * 2 * 2 <= sm_count) t.consumers = 1;
-  t.block_k = bucket <= 128 ? 256 : 128;
+  if (bucket > 128) {
+    // Past one 128-row tile the tensor cores bound the time: the row tile and split that
+    // waste the least of them on padding rows and idle SMs (the M = 257 and 513 cliffs of a
+    // fixed 256-row tile, docs/perf.md). Ties keep the taller tile (fewer weight reads), unsplit.
+    t.block_k = 128;
+    GemmTile best;
+    double best_cost = 0;
+    for (int block_m : {256, 224, 192, 160, 128})
+      for (int split_k : {1, 2}) {
+        GemmTile c = t;
+        c.block_m = block_m, c.split_k = split_k;
+        c.stages = int(max_stages(c));
+        if (!gemm_tile_problem(c, k).empty() || (split_k > 1 && (k + c.block_k - 1) / c.block_k / (2 * split_k) < 4))
+          continue;
+        const double cost = modelled_cost(c, gemm_bucket_m(bucket), n, k, sm_count);
+        if (best.block_m == 0 || cost < best_cost) best = c, best_cost = cost;
+      }
+    return best;
+  }
+  t.block_m = bucket;
+  t.block_k = 256;
   // From `nvfp4-jit tune` on an H200 (docs/perf.md): M <= 32 runs best with 4 stages, M = 64
   // and 128 with as many as fit; the grid splits K (at most in two: four always lost) until
-  // it covers the SMs once. The larger tiles take what fits; the one-row-tile buckets
-  // (M <= 256) may split K to fill the GPU, prefill never does.
+  // it covers the SMs once.
   t.stages = bucket <= 32 ? 4 : int(max_stages(t));
   // One consumer per row tile at M <= 64: two k groups give it the warps two consumers would
   // have, with as many stages as fit (tuned: 7-10% faster at 4096 x 14336, M = 1, 16, 64).
@@ -52,8 +95,7 @@ GemmTile gemm_heuristic(Arch /*arch*/, int64_t n, int64_t k, int bucket, int sm_
   }
   const int64_t ktiles = (k + t.block_k - 1) / t.block_k;
   const int64_t ctas = (n + 64 * t.consumers - 1) / (64 * t.consumers);
-  const int max_split = bucket <= 256 ? 2 : 1;
-  while (ctas * t.split_k < sm_count && t.split_k < max_split && ktiles / (2 * t.split_k) >= 4) t.split_k *= 2;
+  while (ctas * t.split_k < sm_count && t.split_k < 2 && ktiles / (2 * t.split_k) >= 4) t.split_k *= 2;
   return t;
 }
 
@@ -77,23 +119,29 @@ std::string gemm_tile_problem(const GemmTile& t, int64_t k) {
 std::vector<GemmTile> gemm_candidates(Arch arch, int64_t n, int64_t k, int bucket, int sm_count) {
   const GemmTile heuristic = gemm_heuristic(arch, n, k, bucket, sm_count);
   std::vector<GemmTile> tiles{heuristic};
-  // One consumer warpgroup doubles the CTAs of a grid that would leave SMs idle; two, or two
-  // k groups, put twice the warps on each SM (latency hiding at small M); split-K does either
-  // for any N.
-  for (int k_groups : {1, 2})
-    for (int consumers : {1, 2})
-      for (int block_k : {128, 256})
-        for (bool most_stages : {false, true})
-          for (int split_k : {1, 2, 4, 8}) {
-            GemmTile t = heuristic;
-            t.k_groups = k_groups;
-            t.consumers = consumers;
-            t.block_k = block_k;
-            t.split_k = split_k;
-            t.stages = most_stages ? int(max_stages(t)) : 4;
-            if (gemm_tile_problem(t, k).empty() && std::find(tiles.begin(), tiles.end(), t) == tiles.end())
-              tiles.push_back(t);
-          }
+  // Above 128 rows the row tile's height is a choice too. One consumer warpgroup doubles the
+  // CTAs of a grid that would leave SMs idle; two, or two k groups, put twice the warps on each
+  // SM (latency hiding at small M); split-K does either for any N.
+  std::vector<int> heights{heuristic.block_m};
+  if (bucket > 128)
+    for (int h : {128, 192, 256})
+      if (h != heuristic.block_m) heights.push_back(h);
+  for (int block_m : heights)
+    for (int k_groups : {1, 2})
+      for (int consumers : {1, 2})
+        for (int block_k : {128, 256})
+          for (bool most_stages : {false, true})
+            for (int split_k : {1, 2, 4, 8}) {
+              GemmTile t = heuristic;
+              t.block_m = block_m;
+              t.k_groups = k_groups;
+              t.consumers = consumers;
+              t.block_k = block_k;
+              t.split_k = split_k;
+              t.stages = most_stages ? int(max_stages(t)) : 4;
+              if (gemm_tile_problem(t, k).empty() && std::find(tiles.begin(), tiles.end(), t) == tiles.end())
+                tiles.push_back(t);
+            }
   return tiles;
 }
 

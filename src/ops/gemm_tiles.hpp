@@ -11,11 +11,13 @@
 
 namespace nvfp4::jit::detail {
 
-// M buckets, named by the largest M they hold: 8, 16, 32, 64, 128, 256, and kGemmLargeM for
-// every M above 256 (prefill: 256-row tiles, as many as M needs). A bucket's tile has
-// min(bucket, 256) rows, so M = 129..256 runs one row tile and may split K where M > 256 must not.
+// M buckets, named by the largest M they hold, and kGemmLargeM for every M above 2048. Up to
+// 128 a bucket is one row tile of its own height; above, the heuristic picks the row tile
+// (128 to 256 rows, in steps of 32) and split-K whose grid does the least work per SM, so the buckets
+// there are fine enough that one choice fits all of a bucket's M.
 inline constexpr int kGemmLargeM = 1 << 30;
-inline constexpr int kGemmMBuckets[] = {8, 16, 32, 64, 128, 256, kGemmLargeM};
+inline constexpr int kGemmMBuckets[] = {8,   16,  32,  64,  128,  192,  256,  320,  384,
+                                        448, 512, 640, 768, 1024, 1536, 2048, kGemmLargeM};
 int gemm_m_bucket(int64_t m);
 
 struct GemmTile {
@@ -27,9 +29,17 @@ struct GemmTile {
   int k_groups = 1;   // consumer warpgroups per 64 weight rows, splitting each stage's k steps (1 or 2)
 };
 
-// The heuristic: one CTA column of block_m rows per bucket; for small M (memory bound) 256-deep
-// stages, 4 of them, and split-K until the grid covers the SMs; for prefill as many stages
-// as shared memory holds (at most 8).
+// The M a bucket's tile is chosen and tuned for: its largest (4096 for the last bucket).
+int64_t gemm_bucket_m(int bucket);
+
+// Rows per row tile for M rows on tiles of at most block_m: the tiles share M evenly, in
+// multiples of 8 (ceil(m / step) tiles, as many as block_m needs).
+int64_t gemm_row_step(int64_t m, int block_m);
+
+// The heuristic: up to M = 128 one row tile of the bucket's height, 256-deep stages, split-K
+// until the grid covers the SMs; above, the row tile and split-K of least modelled time
+// (waves of CTAs x each CTA's k-steps, a k-step costing its weight decode plus its rows), as
+// many stages as shared memory holds (at most 8).
 GemmTile gemm_heuristic(Arch arch, int64_t n, int64_t k, int bucket, int sm_count);
 
 // Threads per CTA (the template's THREADS): the consumer warpgroups (consumers x k_groups),

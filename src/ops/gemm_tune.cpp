@@ -91,9 +91,6 @@ GemmArgs scratch_args(const GemmProblem& p, int64_t m, const Scratch& s, int cop
   return g;
 }
 
-// The M a bucket is timed at: its largest (the last bucket: a typical prefill).
-int64_t timing_m(int bucket) { return bucket == kGemmLargeM ? 4096 : bucket; }
-
 }  // namespace
 
 KernelSpec gemm_problem(Arch arch, const GemmProblem& p) {
@@ -135,7 +132,7 @@ std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const GemmProblem& 
   std::vector<TunedBucket> results;
   std::vector<TuningEntry> entries;
   for (size_t b = 0; b < buckets.size(); ++b) {
-    const int64_t m = timing_m(buckets[b]);
+    const int64_t m = gemm_bucket_m(buckets[b]);
     const Scratch scratch(p, m, copies);
     int turn = 0;
     auto time_us = [&](const GemmTile& tile) {

@@ -118,6 +118,7 @@ struct GemmParams {
   void* d;                        // [M, N] with d_stride elements per row
   long long d_stride;
   long long m;
+  long long m_step;               // rows per row tile (blockIdx.y): ceil(m / tiles), a multiple of 8
 };
 
 }  // namespace nvfp4k

@@ -233,7 +233,11 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   constexpr int STEPS = C::KSTEPS / C::KGROUPS;        // k16 steps per stage and k group
   const int j0 = kg * STEPS;                           // the k group's first step
   const int n0 = blockIdx.x * C::BN;
-  const long long m0 = (long long)blockIdx.y * C::BM;
+  // Row tiles share M evenly (m_step <= BM rows each, a multiple of 8): a CTA whose tile held
+  // only M's last few rows would outrun the others, and the pair reading the same weights
+  // would then read them from DRAM twice. Rows of the box past the tile are computed, not stored.
+  const long long m0 = (long long)blockIdx.y * p.m_step;
+  const long long m_end = m0 + p.m_step < p.m ? m0 + p.m_step : p.m;
   const unsigned rank = C::KSPLIT > 1 ? cluster_ctarank() : 0u;
   const int kt_begin = int(rank * C::KTILES / C::KSPLIT), kt_end = int((rank + 1) * C::KTILES / C::KSPLIT);
 
@@ -415,7 +419,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const long long m = m0 + 8 * j + 2 * t + e;
-        if (m < p.m)
+        if (m < m_end)
           store_element<C::ODT>(p.d, m * p.d_stride + n,
                                 acc[4 * j + 2 * h + e] * (a_per_row ? scale * p.a_gscale_ptr[m] : scale) + bias);
       }

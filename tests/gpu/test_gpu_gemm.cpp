@@ -359,6 +359,31 @@ TEST_SUITE("gpu_gemm") {
     };
     for (const Case& c : cases) run_case(c, rng);
   }
+
+  TEST_CASE("gemm on 128-, 192- and 256-row tiles sharing M evenly, against a float64 reference") {
+    std::mt19937 rng(std::random_device{}());
+    const DType bf16 = DType::bf16, fp32 = DType::fp32;
+    auto with = [](Case c, GemmTile t) {
+      c.tile = t;
+      return c;
+    };
+    const Case cases[] = {
+        // the heuristic's tiles for M = 129..768 (160 to 224 rows, split or not; two of 128)
+        {257, 2880, 4096, bf16, fp32},
+        {440, 8192, 2880, bf16, DType::bf16, ScaleLayout::linear, false, 2},
+        {513, 1000, 2880, bf16, fp32, ScaleLayout::swizzled128x4, false, 1},
+        {200, 2880, 2880, DType::fp16, DType::bf16, ScaleLayout::linear, true, 0, 0, 0, 1.0f, Case::any, 0, false, true},
+        // 257 rows as 136 + 121 on 256-row tiles, 300 as 3 x 100 on 128-row ones, split-K, prepacked
+        with({257, 1000, 2880, bf16, fp32}, {256, 2, 3, 1, 128}),
+        with({300, 2880, 2880, bf16, fp32, ScaleLayout::linear, false, 2, 8, 3, 0.5f, Case::any, 0, false, true},
+             {128, 2, 5, 2, 128}),
+        with({769, 200, 2880, bf16, fp32, ScaleLayout::swizzled128x4, false, 0, 0, 0, 1.0f, Case::nan_row},
+             {192, 1, 3, 1, 128}),
+        // W4A4 with a global scale per row of A: each tile reads its own rows' scales
+        {257, 1000, 2880, DType::nvfp4, fp32, ScaleLayout::linear, false, 0, 0, 0, 1.0f, Case::any, 2, true},
+    };
+    for (const Case& c : cases) run_case(c, rng);
+  }
 }
 
 TEST_SUITE("gpu_gemm") {
@@ -378,6 +403,9 @@ TEST_SUITE("gpu_gemm") {
          {8, 1, 4, 2, 256, 2}},
         {9, 72, 160, DType::bf16, DType::fp32, ScaleLayout::swizzled128x4, false, 0, 0, 0, 1.0f, Case::any, 0, false,
          false, {16, 1, 4, 1, 128, 2}},
+        // three 128-row tiles sharing 270 rows (96 each; the last box reads past M)
+        {270, 72, 160, DType::bf16, DType::fp32, ScaleLayout::linear, false, 0, 0, 0, 1.0f, Case::any, 0, false, false,
+         {128, 1, 4, 1, 128}},
     };
     for (const Case& c : cases) run_case(c, rng);
   }
