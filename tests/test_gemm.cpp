@@ -185,6 +185,10 @@ TEST_SUITE("gemm") {
     CHECK(gemm_heuristic(Arch::sm_90a, 4096, 14336, 64, 132).k_groups == 2);
     CHECK(gemm_heuristic(Arch::sm_90a, 4096, 14336, 128, 132).k_groups == 1);
     CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 8, 132).k_groups == 1);
+    // M = 128: 128-deep stages (five of them) with two consumers, 256-deep with one
+    CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 128, 132).block_k == 128);
+    CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 128, 132).stages == 5);
+    CHECK(gemm_heuristic(Arch::sm_90a, 4096, 14336, 128, 132).block_k == 256);
   }
 
   TEST_CASE("row tiles share M evenly, in multiples of 8, as many as block_m needs") {

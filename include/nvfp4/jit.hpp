@@ -235,7 +235,7 @@ struct TuneOptions {
 
 // One M bucket's result. Times are medians on this GPU with the weights rotated past L2.
 struct TunedBucket {
-  int64_t m_bucket = 0;         // the bucket's largest M (0: the bucket of every M above 256)
+  int64_t m_bucket = 0;         // the bucket's largest M (0: the bucket of every M above 2048)
   std::string heuristic, winner;  // tiles, e.g. "bm8 bk256 wg1 s4 ks2"
   double heuristic_us = 0, winner_us = 0;
   int candidates = 0;

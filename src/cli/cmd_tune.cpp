@@ -44,7 +44,7 @@ int cmd_tune(const Args& args) {
     const std::vector<TunedBucket> buckets = tune(problem, options);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
     for (const TunedBucket& b : buckets) {
-      const std::string bucket = b.m_bucket ? fmt::format("<={}", b.m_bucket) : ">256";
+      const std::string bucket = b.m_bucket ? fmt::format("<={}", b.m_bucket) : ">2048";
       if (json)
         out += fmt::format(R"({}{{"shape":"{}","n":{},"k":{},"m_bucket":{},"heuristic":"{}","heuristic_us":{:.3f},)"
                            R"("tuned":"{}","tuned_us":{:.3f},"candidates":{}}})",

@@ -45,7 +45,7 @@ Kernels already in the cache are not compiled again; processes running at once s
     {"tune", R"(usage: nvfp4-jit tune [--manifest NAME|FILE]... [--shape N,K]... [--m M] [--runs R]
                      [--layout linear|swizzled128x4|prepacked] [--json]
 
-For each weight shape and M bucket (<=8, 16, 32, 64, 128, 256, >256), times every candidate
+For each weight shape and M bucket (<=8, 16, ..., 2048, >2048), times every candidate
 GEMM tile on this GPU (scratch buffers, weights rotated past L2, median of R runs), keeps the
 fastest (the heuristic's unless another is 2% faster) and records it in the cache root's
 v1/tuning/<arch>-<device>-<SMs>.json; gemm() uses it from then on, in every process.

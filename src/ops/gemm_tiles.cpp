@@ -82,10 +82,11 @@ GemmTile gemm_heuristic(Arch /*arch*/, int64_t n, int64_t k, int bucket, int sm_
     return best;
   }
   t.block_m = bucket;
-  t.block_k = 256;
-  // From `nvfp4-jit tune` on an H200 (docs/perf.md): M <= 32 runs best with 4 stages, M = 64
-  // and 128 with as many as fit; the grid splits K (at most in two: four always lost) until
-  // it covers the SMs once.
+  // From `nvfp4-jit tune` (docs/perf.md): M <= 32 runs best with 4 stages, M = 64 and 128 with
+  // as many as fit; 256-deep stages, except at M = 128 with two consumers: 128-deep, 5 stages
+  // instead of 2 (5-7% faster on the H100; 15% slower with one consumer); the grid splits K
+  // (at most in two: four always lost) until it covers the SMs once.
+  t.block_k = bucket <= 64 || t.consumers == 1 ? 256 : 128;
   t.stages = bucket <= 32 ? 4 : int(max_stages(t));
   // One consumer per row tile at M <= 64: two k groups give it the warps two consumers would
   // have, with as many stages as fit (tuned: 7-10% faster at 4096 x 14336, M = 1, 16, 64).
