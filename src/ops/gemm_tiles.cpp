@@ -44,8 +44,8 @@ namespace {
 // in whole waves.
 double modelled_cost(const GemmTile& t, int64_t m, int64_t n, int64_t k, int sm_count) {
   constexpr double kDecodeRows = 55, kReduceKTiles = 10;
-  const int64_t ctas = (n + 64 * t.consumers - 1) / (64 * t.consumers) *
-                       ((m + gemm_row_step(m, t.block_m) - 1) / gemm_row_step(m, t.block_m)) * t.split_k;
+  const int64_t row_step = gemm_row_step(m, t.block_m);
+  const int64_t ctas = (n + 64 * t.consumers - 1) / (64 * t.consumers) * ((m + row_step - 1) / row_step) * t.split_k;
   const int64_t waves = (ctas + sm_count - 1) / sm_count;
   const int64_t ktiles = (k + t.block_k - 1) / t.block_k;
   const double ktiles_per_cta = double((ktiles + t.split_k - 1) / t.split_k) + (t.split_k > 1 ? kReduceKTiles : 0);
