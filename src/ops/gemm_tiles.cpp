@@ -96,7 +96,7 @@ GemmTile gemm_heuristic(Arch /*arch*/, int64_t n, int64_t k, int bucket, int sm_
   }
   const int64_t ktiles = (k + t.block_k - 1) / t.block_k;
   const int64_t ctas = (n + 64 * t.consumers - 1) / (64 * t.consumers);
-  while (ctas * t.split_k < sm_count && t.split_k < 2 && ktiles / (2 * t.split_k) >= 4) t.split_k *= 2;
+  if (ctas < sm_count && ktiles / 2 >= 4) t.split_k = 2;
   return t;
 }
 

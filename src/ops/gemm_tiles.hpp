@@ -12,9 +12,9 @@
 namespace nvfp4::jit::detail {
 
 // M buckets, named by the largest M they hold, and kGemmLargeM for every M above 2048. Up to
-// 128 a bucket is one row tile of its own height; above, the heuristic picks the row tile
-// (128 to 256 rows, in steps of 32) and split-K whose grid does the least work per SM, so the buckets
-// there are fine enough that one choice fits all of a bucket's M.
+// 128 a bucket is one row tile of its own height; above, the heuristic picks the row tile (128
+// to 256 rows, in steps of 32) and split-K whose grid does the least work per SM, and the
+// buckets there are fine enough that one choice fits all of a bucket's M.
 inline constexpr int kGemmLargeM = 1 << 30;
 inline constexpr int kGemmMBuckets[] = {8,   16,  32,  64,  128,  192,  256,  320,  384,
                                         448, 512, 640, 768, 1024, 1536, 2048, kGemmLargeM};
