@@ -22,10 +22,18 @@ __device__ __forceinline__ void quantize(const QuantizeParams& p) {
   if (r >= rows_padded) return;
   unsigned char scale = 0;
   if (r < p.rows && kb < KBLOCKS) {
-    float x[16];
-    load_as_float<IN_DTYPE, 16>(static_cast<const char*>(p.in) + (r * p.in_stride + kb * 16) * dtype_bytes<IN_DTYPE>(), x);
+    const char* in = static_cast<const char*>(p.in) + (r * p.in_stride + kb * 16) * dtype_bytes<IN_DTYPE>();
+    const float gscale = global_scale(p.gscale_mode, p.gscale_value, p.gscale_ptr, r);
     unsigned packed[2];
-    scale = quantize_block16(x, global_scale(p.gscale_mode, p.gscale_value, p.gscale_ptr, r), packed);
+    if constexpr (IN_DTYPE == DTYPE_FP32) {
+      float x[16];
+      load_as_float<IN_DTYPE, 16>(in, x);
+      scale = quantize_block16(x, gscale, packed);
+    } else {
+      unsigned w[8];
+      load_words<8>(in, w);
+      scale = quantize_block16_16bit<IN_DTYPE>(w, gscale, packed);
+    }
     *reinterpret_cast<uint2*>(p.packed + r * p.packed_stride + kb * 8) = make_uint2(packed[0], packed[1]);
   }
   p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = scale;

@@ -57,36 +57,43 @@ __device__ __forceinline__ void load_gate_up(const char* row, long long kb, floa
   }
 }
 
-// The row's blocks of 16 a thread holds. Beyond two blocks, 16-bit inputs stay packed two
-// per register (every value is one the input dtype represents: loaded, or rounded to it by
-// the prologue, so packing is exact), which keeps 4 blocks in 32 registers at 1024 threads.
+// The row's blocks of 16 a thread holds: 16-bit values two per word, as loaded or as the
+// prologue rounded them (every value is one the input dtype represents, so packing is exact),
+// fp32 values as floats; quantized as quantize does from either.
 template <int DTYPE, int BLOCKS>
 struct HeldBlocks {
-  static constexpr bool PACKED = DTYPE != DTYPE_FP32 && BLOCKS > 2;
-  float x[PACKED ? 1 : BLOCKS][16];
-  unsigned bits[PACKED ? BLOCKS : 1][8];
+  static constexpr bool WORDS = DTYPE != DTYPE_FP32;
+  float x[WORDS ? 1 : BLOCKS][16];
+  unsigned w[WORDS ? BLOCKS : 1][8];
 
+  __device__ __forceinline__ void load(int j, const char* src) {
+    if constexpr (WORDS) load_words<8>(src, w[j]);
+    else load_as_float<DTYPE, 16>(src, x[j]);
+  }
   __device__ __forceinline__ void put(int j, const float (&v)[16]) {
-    if constexpr (PACKED) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i)
-        bits[j][i] = DTYPE == DTYPE_BF16 ? pack_bf16x2(v[2 * i], v[2 * i + 1]) : pack_fp16x2(v[2 * i], v[2 * i + 1]);
-    } else {
-#pragma unroll
-      for (int i = 0; i < 16; ++i) x[j][i] = v[i];
+    for (int i = 0; i < 16; ++i) {
+      if constexpr (WORDS) {
+        if (i % 2 == 0) w[j][i / 2] = DTYPE == DTYPE_BF16 ? pack_bf16x2(v[i], v[i + 1]) : pack_fp16x2(v[i], v[i + 1]);
+      } else {
+        x[j][i] = v[i];
+      }
     }
   }
   __device__ __forceinline__ void get(int j, float (&v)[16]) const {
-    if constexpr (PACKED) {
 #pragma unroll
-      for (int i = 0; i < 8; ++i) {
-        v[2 * i] = DTYPE == DTYPE_BF16 ? bf16_bits_to_float(bits[j][i] & 0xFFFFu) : fp16_bits_to_float(bits[j][i] & 0xFFFFu);
-        v[2 * i + 1] = DTYPE == DTYPE_BF16 ? bf16_bits_to_float(bits[j][i] >> 16) : fp16_bits_to_float(bits[j][i] >> 16);
+    for (int i = 0; i < 16; ++i) {
+      if constexpr (WORDS) {
+        const unsigned h = i % 2 ? w[j][i / 2] >> 16 : w[j][i / 2] & 0xFFFFu;
+        v[i] = DTYPE == DTYPE_BF16 ? bf16_bits_to_float(h) : fp16_bits_to_float(h);
+      } else {
+        v[i] = x[j][i];
       }
-    } else {
-#pragma unroll
-      for (int i = 0; i < 16; ++i) v[i] = x[j][i];
     }
+  }
+  __device__ __forceinline__ unsigned char quantize(int j, float gscale, unsigned (&packed)[2]) const {
+    if constexpr (WORDS) return quantize_block16_16bit<DTYPE>(w[j], gscale, packed);
+    else return quantize_block16(x[j], gscale, packed);
   }
 };
 
@@ -112,19 +119,28 @@ __device__ __forceinline__ void row_quantize(const RowQuantizeParams& p) {
   for (int j = 0; j < PER_THREAD; ++j) {
     const long long kb = t + (long long)j * THREADS;
     if (kb >= KBLOCKS) break;
-    float v[16];
     if constexpr (PROLOGUE == ROW_SWIGLU) {
-      float gate[16], up[16];
+      float gate[16], up[16], v[16];
       load_gate_up<IN_DTYPE, K, GROUP>(row, kb, gate, up);
 #pragma unroll
       for (int i = 0; i < 16; ++i) v[i] = round_to<IN_DTYPE>(silu_mul(gate[i], up[i]));
+      held.put(j, v);
     } else {
-      load_as_float<IN_DTYPE, 16>(row + kb * 16 * ESIZE, v);
+      held.load(j, row + kb * 16 * ESIZE);
     }
-    held.put(j, v);
   }
 
   if constexpr (PROLOGUE == ROW_RMSNORM) {
+    // Up to two blocks per thread the weights' loads go out before the row's reduction, whose
+    // latency then hides them; more would spill at 1024 threads.
+    constexpr bool EARLY_WEIGHTS = PER_THREAD <= 2;
+    const char* weight = static_cast<const char*>(p.norm_weight);
+    HeldBlocks<IN_DTYPE, EARLY_WEIGHTS ? PER_THREAD : 1> weights;
+    if constexpr (EARLY_WEIGHTS) {
+#pragma unroll
+      for (int j = 0; j < PER_THREAD; ++j)
+        if (t + (long long)j * THREADS < KBLOCKS) weights.load(j, weight + (t + (long long)j * THREADS) * 16 * ESIZE);
+    }
     float sum_sq = 0.0f;
 #pragma unroll
     for (int j = 0; j < PER_THREAD; ++j) {
@@ -140,13 +156,20 @@ __device__ __forceinline__ void row_quantize(const RowQuantizeParams& p) {
     for (int j = 0; j < PER_THREAD; ++j) {
       const long long kb = t + (long long)j * THREADS;
       if (kb >= KBLOCKS) break;
-      float v[16], w[16];
+      const int wj = EARLY_WEIGHTS ? j : 0;
+      if constexpr (!EARLY_WEIGHTS) weights.load(0, weight + kb * 16 * ESIZE);
+      float v[16];
       held.get(j, v);
-      load_as_float<IN_DTYPE, 16>(static_cast<const char*>(p.norm_weight) + kb * 16 * ESIZE, w);
+      if constexpr (HeldBlocks<IN_DTYPE, PER_THREAD>::WORDS) {
 #pragma unroll
-      for (int i = 0; i < 16; ++i) v[i] = rmsnorm_value<IN_DTYPE>(v[i], inv, w[i]);
-      if (p.normed) store_converted<IN_DTYPE, 16>(static_cast<char*>(p.normed) + (r * p.normed_stride + kb * 16) * ESIZE, v);
-      held.put(j, v);
+        for (int i = 0; i < 8; ++i) held.w[j][i] = rmsnorm_pair<IN_DTYPE>(v[2 * i], v[2 * i + 1], inv, weights.w[wj][i]);
+        if (p.normed) store_words<8>(static_cast<char*>(p.normed) + (r * p.normed_stride + kb * 16) * ESIZE, held.w[j]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 16; ++i) v[i] = rmsnorm_value<IN_DTYPE>(v[i], inv, weights.x[wj][i]);
+        if (p.normed) store_converted<IN_DTYPE, 16>(static_cast<char*>(p.normed) + (r * p.normed_stride + kb * 16) * ESIZE, v);
+        held.put(j, v);
+      }
     }
   }
 
@@ -170,10 +193,8 @@ __device__ __forceinline__ void row_quantize(const RowQuantizeParams& p) {
   for (int j = 0; j < PER_THREAD; ++j) {
     const long long kb = t + (long long)j * THREADS;
     if (kb >= KBLOCKS) break;
-    float v[16];
-    held.get(j, v);
     unsigned packed[2];
-    p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = quantize_block16(v, gscale, packed);
+    p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = held.quantize(j, gscale, packed);
     *reinterpret_cast<uint2*>(p.packed + r * p.packed_stride + kb * 8) = make_uint2(packed[0], packed[1]);
   }
 

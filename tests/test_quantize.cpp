@@ -137,6 +137,77 @@ TEST_SUITE("quantize") {
     }
   }
 
+  // One FMA correction for BF16 / FP16 dividends (divide_rn_nonneg<true>): every dividend
+  // significand of the type at 9 exponents (quotients from 2^-5 to 2^5: the ratio of the
+  // significands, not the exponents, decides the rounding) against `divisors` significands of d.
+  auto check_narrow_division = [](int mantissa_bits, unsigned divisors, unsigned seed) {
+    std::mt19937 rng(seed);
+    auto fma = [](float a, float b, float c) { return std::fma(a, b, c); };
+    for (unsigned i = 0; i < divisors; ++i) {
+      const unsigned dm = i < 4096 ? i : i < 8192 ? 0x7FFFFFu - (i - 4096) : unsigned(rng() % 0x800000u);
+      const float d = bits_to_float(0x3F800000u | dm), rd = 1.0f / d;
+      for (int e = -4; e <= 4; ++e)
+        for (unsigned xm = 0; xm < (1u << mantissa_bits); ++xm) {
+          const float x = bits_to_float((unsigned(127 + e) << 23) | (xm << (23 - mantissa_bits)));
+          if (float_to_bits(divide_rn_nonneg_with<true>(x, d, rd, fma)) != float_to_bits(x / d)) {
+            FAIL_CHECK(mantissa_bits << "-bit significand: x = " << x << ", d = " << d << ": "
+                                     << divide_rn_nonneg_with<true>(x, d, rd, fma) << " != " << x / d);
+            return;
+          }
+        }
+    }
+  };
+
+  TEST_CASE("one FMA correction divides BF16 and FP16 values exactly") {
+    check_narrow_division(7, 1 << 16, std::random_device{}());
+    check_narrow_division(10, 1 << 13, std::random_device{}());
+  }
+
+  // Every divisor significand: about a minute on one core. Run with --no-skip.
+  TEST_CASE("one FMA correction divides BF16 and FP16 values exactly: exhaustive" * doctest::skip()) {
+    check_narrow_division(7, 1u << 23, 0);
+    check_narrow_division(10, 1u << 23, 0);
+  }
+
+  TEST_CASE("the 16-bit block quantizer equals the fp32 one on the widened values") {
+    std::mt19937 rng(std::random_device{}());
+    for (DType dt : {DType::bf16, DType::fp16}) {
+      const bool bf16 = dt == DType::bf16;
+      auto widen = [&](unsigned h) { return bf16 ? bf16_bits_to_float(h) : fp16_bits_to_float(h); };
+      const unsigned inf = bf16 ? 0x7F80u : 0x7C00u;
+      for (int rep = 0; rep < 200000; ++rep) {
+        unsigned w[8];
+        // Mostly values near one exponent (real blocks), some anything at all: subnormals,
+        // both zeros, Inf, NaN; a few blocks of one repeated value, and E2M1 ties.
+        const unsigned base = unsigned(rng() % (inf - 0x0800u)) & 0x7C00u;
+        for (unsigned& word : w) {
+          unsigned h[2];
+          for (unsigned& v : h) {
+            const unsigned r = unsigned(rng());
+            v = rep % 7 == 0 ? r & 0xFFFFu : ((r & 0x8000u) | (base + (r >> 16) % 0x0C00u));
+            if (rep % 97 == 0 && r % 5 == 0) v = (r & 0x8000u) | (r % 3 == 0 ? inf : r % 3 == 1 ? inf + 1 : 0u);
+          }
+          word = h[0] | (h[1] << 16);
+        }
+        if (rep % 13 == 0) for (unsigned& word : w) word = w[0];
+        float x[16];
+        for (int i = 0; i < 8; ++i) x[2 * i] = widen(w[i] & 0xFFFFu), x[2 * i + 1] = widen(w[i] >> 16);
+        for (float gs : {1.0f, 1.0f / 2688, 3.1e-5f}) {
+          unsigned want[2], got[2];
+          const unsigned char want_scale = quantize_block16(x, gs, want);
+          const unsigned char got_scale = bf16 ? quantize_block16_16bit<DTYPE_BF16>(w, gs, got)
+                                               : quantize_block16_16bit<DTYPE_FP16>(w, gs, got);
+          if (got_scale != want_scale || got[0] != want[0] || got[1] != want[1]) {
+            FAIL_CHECK((bf16 ? "bf16" : "fp16") << " block, word 0 = " << w[0] << ", gscale " << gs << ": scale "
+                                                << int(got_scale) << " / " << int(want_scale) << ", nibbles " << got[0]
+                                                << " " << got[1] << " != " << want[0] << " " << want[1]);
+            return;
+          }
+        }
+      }
+    }
+  }
+
   TEST_CASE("the scale's two divisions by reciprocals and FMAs equal IEEE division where the kernels use them") {
     // quantize_block16 computes (amax / 6) / gscale so for amax >= 2^-90 and gscale in
     // [2^-90, 2^90]; the result matters (is not rounded to a zero scale) from 2^-10 up, and

@@ -48,4 +48,22 @@ NVFP4_HD float inv_rms(float sum_sq, float k, float eps) { return div_rn(1.0f, s
 template <int DTYPE>
 NVFP4_HD float rmsnorm_value(float x, float inv, float w) { return round_to<DTYPE>(mul_rn(round_to<DTYPE>(mul_rn(x, inv)), w)); }
 
+// rmsnorm_value of two 16-bit values x0, x1 with the weights in `w` (DTYPE's bits, element 0
+// in the low half), packed the same way. The second product, of two 16-bit values, is exact
+// in fp32 wherever the result is not rounded to zero, so one packed 16-bit multiply rounds it
+// the same as the fp32 product rounded to DTYPE.
+template <int DTYPE>
+NVFP4_HD unsigned rmsnorm_pair(float x0, float x1, float inv, unsigned w) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  unsigned d;
+  if (DTYPE == DTYPE_BF16) asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(pack_bf16x2(mul_rn(x0, inv), mul_rn(x1, inv))), "r"(w));
+  else asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(pack_fp16x2(mul_rn(x0, inv), mul_rn(x1, inv))), "r"(w));
+  return d;
+#else
+  auto widen = [](unsigned h) { return DTYPE == DTYPE_BF16 ? bf16_bits_to_float(h) : fp16_bits_to_float(h); };
+  const float lo = rmsnorm_value<DTYPE>(x0, inv, widen(w & 0xFFFFu)), hi = rmsnorm_value<DTYPE>(x1, inv, widen(w >> 16));
+  return DTYPE == DTYPE_BF16 ? pack_bf16x2(lo, hi) : pack_fp16x2(lo, hi);
+#endif
+}
+
 }  // namespace nvfp4k

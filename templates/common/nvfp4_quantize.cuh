@@ -7,6 +7,7 @@
 // scale is amax / (6 * 448) over the finite values, and 1 when that amax is 0.
 #pragma once
 #include "common/nvfp4_format.cuh"
+#include "common/params.cuh"
 
 namespace nvfp4k {
 
@@ -57,18 +58,22 @@ NVFP4_HD unsigned float_to_e2m1_satfinite(float v) {
 // x / d rounded to nearest even for x >= 0, given rd = RN(1/d) for a d in [2^-100, 2^100],
 // with one reciprocal per block instead of a division per value. The first FMA correction
 // brings x * rd within one ulp of x / d; the second (Markstein's theorem) makes it the
-// correctly rounded quotient, the same bits as IEEE division (+0 for x = +0).
-// tests/test_quantize.cpp and the GPU tests check this.
-template <class Fma>
+// correctly rounded quotient, the same bits as IEEE division (+0 for x = +0). When x has at
+// most 11 significant bits (a BF16 or FP16 value: NARROW) the first is already correctly
+// rounded: an exhaustive run over every such significand and every fp32 significand of d
+// found no exception (tests/test_quantize.cpp holds it, skipped by default, and samples it).
+template <bool NARROW = false, class Fma>
 NVFP4_HD float divide_rn_nonneg_with(float x, float d, float rd, Fma fma) {
   float q = x * rd;
   q = fma(fma(-q, d, x), rd, q);
-  return fma(fma(-q, d, x), rd, q);
+  if (!NARROW) q = fma(fma(-q, d, x), rd, q);
+  return q;
 }
 
+template <bool NARROW = false>
 NVFP4_HD float divide_rn_nonneg(float x, float d, float rd) {
 #if defined(__CUDA_ARCH__)
-  return divide_rn_nonneg_with(x, d, rd, [](float a, float b, float c) { return __fmaf_rn(a, b, c); });
+  return divide_rn_nonneg_with<NARROW>(x, d, rd, [](float a, float b, float c) { return __fmaf_rn(a, b, c); });
 #else
   (void)rd;
   return x / d;
@@ -119,53 +124,142 @@ NVFP4_HD float finite_amax(const float (&x)[N]) {
   return m;
 }
 
-// The nibbles of x / d (d > 0, rd = RN(1/d) when FAST). Per word of 8, from the last value
-// to the first: the codes' bits (2^23 + code) are accumulated as acc * 16 + bits, whose 2^23
-// parts sum to a constant taken off once (modulo 2^32), and the values' top nibbles are
-// shifted in likewise, so their sign bits land on bit 3 of each nibble: two instructions per
-// value for the packing.
-template <bool FAST>
-NVFP4_HD void pack_block16(const float (&x)[16], float d, float rd, unsigned (&packed)[2]) {
+// PTX prmt: byte i of the result is byte (sel >> 4i) & 7 of {b, a} (a's bytes first), all
+// ones or zeros by its top bit when (sel >> 4i) & 8.
+NVFP4_HD unsigned byte_perm_signed(unsigned a, unsigned b, unsigned sel) {
+#if defined(__CUDA_ARCH__)
+  unsigned d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+#else
+  const unsigned long long both = (static_cast<unsigned long long>(b) << 32) | a;
+  unsigned d = 0;
+  for (int i = 0; i < 4; ++i) {
+    const unsigned n = (sel >> (4 * i)) & 15u;
+    unsigned byte = unsigned(both >> (8 * (n & 7u))) & 0xFFu;
+    if (n & 8u) byte = (byte & 0x80u) ? 0xFFu : 0u;
+    d |= byte << (8 * i);
+  }
+  return d;
+#endif
+}
+
+// The largest of three per 16-bit half (one DPX instruction on sm_90).
+NVFP4_HD unsigned umax3_u16x2(unsigned a, unsigned b, unsigned c) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  return __vimax3_u16x2(a, b, c);
+#else
+  unsigned d = 0;
+  for (int s = 0; s < 32; s += 16) {
+    unsigned m = (a >> s) & 0xFFFFu;
+    m = ((b >> s) & 0xFFFFu) > m ? (b >> s) & 0xFFFFu : m;
+    m = ((c >> s) & 0xFFFFu) > m ? (c >> s) & 0xFFFFu : m;
+    d |= m << s;
+  }
+  return d;
+#endif
+}
+
+// The sign of each of 8 16-bit values (word j holds values 2j and 2j + 1) at bit 3 of its
+// nibble, what pack_magnitudes expects: two sign-replicating byte permutes take the words'
+// top bytes, two more sort them into even and odd values, one LOP3 interleaves the two.
+// Five instructions per 8 values, against two per value shifting each sign in.
+NVFP4_HD unsigned sign_nibbles(unsigned w0, unsigned w1, unsigned w2, unsigned w3) {
+  const unsigned a = byte_perm_signed(w0, w1, 0xFBD9u);  // signs of values 0, 2, 1, 3 as bytes
+  const unsigned c = byte_perm_signed(w2, w3, 0xFBD9u);  // 4, 6, 5, 7
+  const unsigned even = byte_perm_signed(a, c, 0x5410u), odd = byte_perm_signed(a, c, 0x7632u);
+#if defined(__CUDA_ARCH__)
+  unsigned d;  // (even & mask) | (odd & ~mask) as one LOP3 (ptxas makes two of the C++)
+  asm("lop3.b32 %0, %1, %2, %3, 0xE2;" : "=r"(d) : "r"(even), "r"(0x0F0F0F0Fu), "r"(odd));
+  return d;
+#else
+  return (even & 0x0F0F0F0Fu) | (odd & 0xF0F0F0F0u);
+#endif
+}
+
+// The nibbles of magnitudes a[16] / d (d > 0, rd = RN(1/d) when FAST) with the signs in
+// `signs` (bit 3 of nibble i, one word per 8 values). Per word, from the last value to the
+// first, the codes' bits (2^23 + code) are accumulated as acc * 16 + bits, whose 2^23 parts
+// sum to a constant taken off once (modulo 2^32): one instruction per value for the packing.
+template <bool FAST, bool NARROW>
+NVFP4_HD void pack_magnitudes(const float (&a)[16], const unsigned (&signs)[2], float d, float rd, unsigned (&packed)[2]) {
   constexpr unsigned kOffset = 0x4B000000u + (0x4B000000u << 4);  // 0x4B000000 * 0x11111111 mod 2^32
   for (int w = 0; w < 2; ++w) {
-    unsigned codes = 0u, tops = 0u;
+    unsigned codes = 0u;
     for (int i = 7; i >= 0; --i) {
-      const unsigned bits = float_to_bits(x[8 * w + i]);
-      const float a = bits_to_float(bits & 0x7FFFFFFFu);
-      const float q = FAST ? divide_rn_nonneg(a, d, rd) : a / d;
+      const float q = FAST ? divide_rn_nonneg<NARROW>(a[8 * w + i], d, rd) : a[8 * w + i] / d;
       codes = codes * 16u + e2m1_code_plus_2p23(q);
-      tops = shift_in_top_nibble(tops, bits);
     }
-    packed[w] = (codes - kOffset) | (tops & 0x88888888u);
+    packed[w] = (codes - kOffset) | (signs[w] & 0x88888888u);
   }
 }
 
-// Quantizes one block of 16; packed[0] holds elements 0..7 (element 0 in the low nibble).
-NVFP4_HD unsigned char quantize_block16(const float (&x)[16], float gscale, unsigned (&packed)[2]) {
-  // |x| as bits: their integer order is the float order, and NaN / Inf sit at 0x7F800000 and up.
-  unsigned amax_bits = 0;
-  for (int i = 0; i < 16; ++i) {
-    const unsigned b = float_to_bits(x[i]) & 0x7FFFFFFFu;
-    amax_bits = b > amax_bits ? b : amax_bits;
-  }
+// The scale of a block of magnitudes a[16] with the finite largest amax (the same amax /
+// 6 / gscale as a float; NARROW as for divide_rn_nonneg), then its nibbles.
+template <bool NARROW>
+NVFP4_HD unsigned char quantize_magnitudes(const float (&a)[16], float amax, const unsigned (&signs)[2], float gscale,
+                                           unsigned (&packed)[2]) {
   packed[0] = packed[1] = 0u;
-  if (amax_bits >= 0x7F800000u) return E4M3_NAN;
   // (amax / 6) / gscale, both divisions correctly rounded: by reciprocals and FMA corrections
   // unless amax or gscale is extreme (the scale needs exact quotients from 2^-10 up, where
   // the corrections' remainders stay exact), else IEEE division. Quotients past 2^100 (an
   // overflow is NaN on the FMA path) all saturate the scale, so they are clamped first.
-  const float amax = bits_to_float(amax_bits);
   const bool fast_scale = amax >= 0x1p-90f && gscale >= 0x1p-90f && gscale <= 0x1p90f;
-  const float q = fast_scale ? divide_rn_nonneg(divide_rn_nonneg(amax, 6.0f, 0x1.555556p-3f), gscale, rcp_rn(gscale))
-                             : div_rn(div_rn(amax, 6.0f), gscale);
+  const float q = fast_scale
+                      ? divide_rn_nonneg(divide_rn_nonneg<NARROW>(amax, 6.0f, 0x1.555556p-3f), gscale, rcp_rn(gscale))
+                      : div_rn(div_rn(amax, 6.0f), gscale);
   float decoded;
   const unsigned char scale = e4m3_round_satfinite(q < 0x1p100f ? q : 0x1p100f, decoded);
   const float d = mul_rn(decoded, gscale);
   if (d == 0.0f) return scale;
   // One uniform branch per block, not one per value: the reciprocal path unless d is extreme.
-  if (d >= 0x1p-100f && d <= 0x1p100f) pack_block16<true>(x, d, rcp_rn(d), packed);
-  else pack_block16<false>(x, d, 0.0f, packed);
+  if (d >= 0x1p-100f && d <= 0x1p100f) pack_magnitudes<true, NARROW>(a, signs, d, rcp_rn(d), packed);
+  else pack_magnitudes<false, NARROW>(a, signs, d, 0.0f, packed);
   return scale;
+}
+
+// Quantizes one block of 16; packed[0] holds elements 0..7 (element 0 in the low nibble).
+NVFP4_HD unsigned char quantize_block16(const float (&x)[16], float gscale, unsigned (&packed)[2]) {
+  // |x| as bits: their integer order is the float order, and NaN / Inf sit at 0x7F800000 and up.
+  unsigned amax_bits = 0, signs[2] = {0u, 0u};
+  float a[16];
+  for (int i = 0; i < 16; ++i) {
+    const unsigned b = float_to_bits(x[i]) & 0x7FFFFFFFu;
+    amax_bits = b > amax_bits ? b : amax_bits;
+    a[i] = bits_to_float(b);
+  }
+  if (amax_bits >= 0x7F800000u) {
+    packed[0] = packed[1] = 0u;
+    return E4M3_NAN;
+  }
+  // each value's top nibble shifted in, from the last to the first: its sign lands on bit 3
+  for (int w = 0; w < 2; ++w)
+    for (int i = 7; i >= 0; --i) signs[w] = shift_in_top_nibble(signs[w], float_to_bits(x[8 * w + i]));
+  return quantize_magnitudes<false>(a, bits_to_float(amax_bits), signs, gscale, packed);
+}
+
+// The same for 16 BF16 or FP16 values as loaded, two per word (element 2j in word j's low
+// half): the largest magnitude from three-way 16-bit maximums, the signs by byte permutes, and
+// one FMA correction per quotient. The same bits as quantize_block16 on the widened values.
+template <int DTYPE>
+NVFP4_HD unsigned char quantize_block16_16bit(const unsigned (&w)[8], float gscale, unsigned (&packed)[2]) {
+  static_assert(DTYPE == DTYPE_BF16 || DTYPE == DTYPE_FP16, "16-bit inputs");
+  unsigned m[8];
+  for (int i = 0; i < 8; ++i) m[i] = w[i] & 0x7FFF7FFFu;
+  const unsigned m2 = umax3_u16x2(umax3_u16x2(m[0], m[1], m[2]), umax3_u16x2(m[3], m[4], m[5]), umax3_u16x2(m[6], m[7], 0u));
+  const unsigned amax16 = (m2 & 0xFFFFu) > (m2 >> 16) ? m2 & 0xFFFFu : m2 >> 16;
+  if (amax16 >= (DTYPE == DTYPE_BF16 ? 0x7F80u : 0x7C00u)) {  // Inf or NaN
+    packed[0] = packed[1] = 0u;
+    return E4M3_NAN;
+  }
+  float a[16];
+  for (int i = 0; i < 8; ++i) {
+    a[2 * i] = DTYPE == DTYPE_BF16 ? bits_to_float(m[i] << 16) : fp16_bits_to_float(m[i] & 0xFFFFu);
+    a[2 * i + 1] = DTYPE == DTYPE_BF16 ? bits_to_float(m[i] & 0xFFFF0000u) : fp16_bits_to_float(m[i] >> 16);
+  }
+  const unsigned signs[2] = {sign_nibbles(w[0], w[1], w[2], w[3]), sign_nibbles(w[4], w[5], w[6], w[7])};
+  const float amax = DTYPE == DTYPE_BF16 ? bits_to_float(amax16 << 16) : fp16_bits_to_float(amax16);
+  return quantize_magnitudes<true>(a, amax, signs, gscale, packed);
 }
 
 }  // namespace nvfp4k

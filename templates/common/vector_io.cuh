@@ -26,6 +26,23 @@ __device__ __forceinline__ void store_converted(void* dst, const float (&v)[N]) 
 template <int DTYPE>
 __device__ constexpr int dtype_bytes() { return DTYPE == DTYPE_FP32 ? 4 : 2; }
 
+// Loads N 32-bit words (N a multiple of 4, 16-byte aligned) with 16-byte loads: 16-bit values as stored, two per word.
+template <int N>
+__device__ __forceinline__ void load_words(const void* src, unsigned (&w)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; i += 4) {
+    const uint4 v = reinterpret_cast<const uint4*>(src)[i / 4];
+    w[i] = v.x, w[i + 1] = v.y, w[i + 2] = v.z, w[i + 3] = v.w;
+  }
+}
+
+// Stores N 32-bit words (N a multiple of 4, 16-byte aligned) with 16-byte stores.
+template <int N>
+__device__ __forceinline__ void store_words(void* dst, const unsigned (&w)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; i += 4) reinterpret_cast<uint4*>(dst)[i / 4] = make_uint4(w[i], w[i + 1], w[i + 2], w[i + 3]);
+}
+
 // Loads N values of DTYPE (N a multiple of 8, 16-byte aligned) as floats, with 16-byte loads.
 template <int DTYPE, int N>
 __device__ __forceinline__ void load_as_float(const void* src, float (&v)[N]) {

@@ -60,7 +60,11 @@ void run_case(const RowCase& c, std::mt19937& rng) {
   const int64_t width = c.op == Fused::swiglu ? 2 * c.k : c.k, in_stride = width + c.in_pad, topk = 4;
   const float gs_value = 0.37f;
   const auto in = testutil::quantize_input(c.rows, width, in_stride, c.in, rng, c.adversarial, gs_value);
-  const auto weight = testutil::quantize_input(1, c.k, c.k, c.in, rng, false);
+  auto weight = testutil::quantize_input(1, c.k, c.k, c.in, rng, false);
+  if (c.adversarial) {  // RMSNorm weights whose products underflow (BF16 / FP16 subnormals, zero) or overflow
+    const float extremes[] = {1e-39f, -3e-41f, 6e-8f, 1e-45f, 1e38f, -7e4f};
+    for (int64_t e = 0; e < c.k; e += 37) testutil::store_value(weight, c.in, size_t(e), extremes[e % 6]);
+  }
   std::vector<float> row_scales(c.rows), topk_weights(c.rows * topk);
   for (auto& s : row_scales) s = gs_value * float(1 + rng() % 4);
   for (auto& w : topk_weights) w = float(rng() % 1000) / 1000.0f;
