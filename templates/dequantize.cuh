@@ -1,10 +1,9 @@
 // NVFP4 -> BF16 / FP16 / FP32 dequantize, full or gathered by row indices.
 //
 // Work is cut into groups of 8 consecutive elements of a row (4 packed bytes in, 16 or 32
-// bytes out), numbered across the whole output. A block of THREADS threads handles
-// THREADS * LOADS consecutive groups; pass j of thread t takes group j*THREADS + t, so every
-// load and store of a warp touches one contiguous span. The LOADS packed words of a thread
-// are all loaded before the first is used, to keep enough bytes in flight.
+// bytes out), numbered across the whole output. Each of a block's THREADS threads handles up
+// to LOADS groups, one per pass; a warp's pass touches one contiguous span. The LOADS packed words of a thread
+// (and their scales) are all loaded before the first is used, to keep enough bytes in flight.
 // Gathering and the global-scale source are run-time choices (uniform branches).
 #pragma once
 #include "common/global_scale.cuh"
@@ -20,31 +19,36 @@ __device__ __forceinline__ void dequantize(const DequantizeParams& p) {
   static_assert(K % 16 == 0, "K must be a multiple of the NVFP4 block");
   constexpr long long GROUPS_PER_ROW = K / 8;
   const long long total = p.rows * GROUPS_PER_ROW;
-  const long long first = (long long)blockIdx.x * (THREADS * LOADS) + threadIdx.x;
+  // pass j of block b takes the THREADS groups from (j * blocks + b) * THREADS: LOADS passes of
+  // a large call, fewer of a small one, which the host spreads over more blocks
+  auto group = [&](int j) { return ((long long)j * gridDim.x + blockIdx.x) * THREADS + threadIdx.x; };
 
-  unsigned word[LOADS];
+  // Each group's packed word, scale and global scale are all requested before any is used:
+  // one memory round trip per thread, which is what the small (latency-bound) calls wait on.
+  unsigned word[LOADS], scale[LOADS];
+  float gscale[LOADS];
   long long src[LOADS];
 #pragma unroll
   for (int j = 0; j < LOADS; ++j) {
-    const long long g = first + j * THREADS;
+    const long long g = group(j);
     const long long r = g / GROUPS_PER_ROW, c = g - r * GROUPS_PER_ROW;
     src[j] = g >= total ? -1 : p.row_indices ? (long long)p.row_indices[r] : r;
-    word[j] = src[j] >= 0 && src[j] < p.src_rows
-                  ? *reinterpret_cast<const unsigned*>(p.packed + src[j] * p.packed_stride + c * 4)
-                  : 0u;
+    const bool in = src[j] >= 0 && src[j] < p.src_rows;
+    word[j] = in ? *reinterpret_cast<const unsigned*>(p.packed + src[j] * p.packed_stride + c * 4) : 0u;
+    scale[j] = in ? p.scales[scale_offset<SCALE_LAYOUT>(src[j], c / 2, K / 16)] : 0u;
+    gscale[j] = in ? global_scale(p.gscale_mode, p.gscale_value, p.gscale_ptr, src[j]) : 0.0f;
   }
 #pragma unroll
   for (int j = 0; j < LOADS; ++j) {
-    const long long g = first + j * THREADS;
+    const long long g = group(j);
     if (g >= total) break;
     const long long r = g / GROUPS_PER_ROW, c = g - r * GROUPS_PER_ROW;
     float v[8];
     if (src[j] >= 0 && src[j] < p.src_rows) {
       // e2m1 * e4m3 is exact in fp32, so each value is one rounding of the exact product.
-      const float s = e4m3_to_float(p.scales[scale_offset<SCALE_LAYOUT>(src[j], c / 2, K / 16)]);
-      const float gscale = global_scale(p.gscale_mode, p.gscale_value, p.gscale_ptr, src[j]);
+      const float s = e4m3_to_float(scale[j]);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] = (e2m1_to_float((word[j] >> (4 * e)) & 15u) * s) * gscale;
+      for (int e = 0; e < 8; ++e) v[e] = (e2m1_to_float((word[j] >> (4 * e)) & 15u) * s) * gscale[j];
     } else {
 #pragma unroll
       for (int e = 0; e < 8; ++e) v[e] = bits_to_float(0x7FC00000u);  // out-of-range gather index

@@ -151,7 +151,9 @@ TEST_SUITE("gemm") {
           CHECK((k + t.block_k - 1) / t.block_k >= t.split_k);  // every split has work
         }
     // one row tile on a small N splits K to cover the SMs; prefill never does
-    CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 8, 132).split_k == 2);
+    CHECK(gemm_heuristic(Arch::sm_90a, 4096, 8192, 8, 132).split_k == 2);
+    CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 8, 132).split_k == 1);  // 128 one-consumer CTAs: enough
+    CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 128, 132).split_k == 2);
     CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, kGemmLargeM, 132).split_k == 1);
     // above 128 rows, the row tile that wastes the least (measured best on an H100, docs/perf.md):
     // M <= 192 one 192-row tile split in two; M <= 256 two 128-row tiles; then two tiles of 160,
@@ -173,18 +175,31 @@ TEST_SUITE("gemm") {
     CHECK(tile_at(8192, kGemmLargeM) == "bm256 ks1");
     CHECK(tile_at(28672, 192) == "bm192 ks1");
     CHECK(tile_at(28672, 768) == "bm192 ks1");
-    // one consumer warpgroup where two would leave most SMs idle at M <= 256, two otherwise
-    CHECK(gemm_heuristic(Arch::sm_90a, 4096, 14336, 128, 132).consumers == 1);
-    CHECK(gemm_heuristic(Arch::sm_90a, 2880, 2880, 256, 132).consumers == 1);
-    CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 128, 132).consumers == 2);
-    CHECK(gemm_heuristic(Arch::sm_90a, 4096, 4096, kGemmLargeM, 132).consumers == 2);
-    CHECK(gemm_heuristic(Arch::sm_90a, 28672, 4096, 8, 132).consumers == 2);
-    CHECK(gemm_heuristic(Arch::sm_90a, 4096, 14336, 8, 132).consumers == 1);
-    // ... and then, up to M = 64, two k groups to put as many warps on each SM
+    // one consumer warpgroup where two would leave SMs idle (at M <= 64 up to one wave of
+    // one-consumer CTAs; at M = 128 where two cover at most half the SMs split); above 128
+    // rows the cost model's choice (one at N = 4096, M <= 192 and N = 2880, M <= 448)
+    auto consumers = [](int64_t n, int64_t k, int bucket) { return gemm_heuristic(Arch::sm_90a, n, k, bucket, 132).consumers; };
+    CHECK(consumers(8192, 8192, 8) == 1);
+    CHECK(consumers(8192, 8192, 64) == 1);
+    CHECK(consumers(8192, 8192, 128) == 2);
+    CHECK(consumers(28672, 4096, 8) == 2);
+    CHECK(consumers(4096, 14336, 8) == 1);
+    CHECK(consumers(4096, 14336, 128) == 1);
+    CHECK(consumers(4096, 14336, 192) == 1);
+    CHECK(consumers(4096, 14336, 256) == 2);
+    CHECK(consumers(2880, 2880, 448) == 1);
+    CHECK(consumers(4096, 4096, kGemmLargeM) == 2);
+    // ... and then, up to M = 64, two k groups to put as many warps on each SM, with half
+    // their k-tiles in stages (at least 4, at most what fits)
     CHECK(gemm_heuristic(Arch::sm_90a, 4096, 14336, 8, 132).k_groups == 2);
     CHECK(gemm_heuristic(Arch::sm_90a, 4096, 14336, 64, 132).k_groups == 2);
     CHECK(gemm_heuristic(Arch::sm_90a, 4096, 14336, 128, 132).k_groups == 1);
-    CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 8, 132).k_groups == 1);
+    CHECK(gemm_heuristic(Arch::sm_90a, 28672, 4096, 8, 132).k_groups == 1);
+    CHECK(gemm_heuristic(Arch::sm_90a, 4096, 4096, 8, 132).stages == 4);
+    CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 8, 132).stages == 8);
+    // 256-deep stages at small M, and for one consumer on 128 rows above M = 128
+    CHECK(gemm_heuristic(Arch::sm_90a, 28672, 4096, 16, 132).block_k == 256);
+    CHECK(gemm_heuristic(Arch::sm_90a, 4096, 4096, 256, 132).block_k == 256);
     // M = 128: 128-deep stages (five of them) with two consumers, 256-deep with one
     CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 128, 132).block_k == 128);
     CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 128, 132).stages == 5);

@@ -1,5 +1,6 @@
 #include "ops/dequantize_op.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -110,8 +111,11 @@ void dequantize(const DequantizeArgs& args, CUstream stream) {
 
   const DeviceInfo& device = current_device();
   const KernelSpec spec = dequantize_spec(device.arch, args.k, args.out_dtype, args.src.scale_layout);
+  // LOADS passes per thread where that fills the GPU twice over; a small call (decode) takes
+  // more blocks and fewer passes each, so that more SMs wait on its few round trips.
   const int64_t groups = r.rows * (args.k / 8), per_block = kThreads * kLoadsPerThread;
-  const int64_t blocks = (groups + per_block - 1) / per_block;
+  const int64_t blocks = std::max((groups + per_block - 1) / per_block,
+                                  std::min<int64_t>((groups + kThreads - 1) / kThreads, 2 * device.sm_count));
   if (blocks > 0x7FFFFFFF) check.fail("rows", fmt::format("rows * k = {} * {} is too large for one launch", r.rows, args.k));
 
   const CUfunction function = kernel_for(device, spec, 0, stream, [&] {

@@ -38,65 +38,77 @@ int64_t gemm_row_step(int64_t m, int block_m) {
 
 namespace {
 
-// The time of tile `t` on m rows, in MMA k-tiles of one activation row. Fitted on an H100 at
-// N = K = 8192 (docs/perf.md, M = 129 to 4096 within 10%): a CTA's k-tile costs its rows plus
-// the weight decode, worth about 55 rows; a split-K reduction about 10 k-tiles; the grid runs
-// in whole waves.
+// The time of tile `t` on m rows, in MMA k-tiles of one activation row. Fitted on an H100
+// (docs/perf.md): with two consumer warpgroups a CTA's k-tile costs its rows plus the weight
+// decode, worth about 55 rows (N = K = 8192, M = 129 to 4096 within 10%); one consumer does
+// half the rows' tensor work, but its decode, with half the warps to hide latency, is worth
+// about 70 (N = 4096 and 8192, M = 192 and 256). A split-K reduction costs about 10 k-tiles;
+// the grid runs in whole waves.
 double modelled_cost(const GemmTile& t, int64_t m, int64_t n, int64_t k, int sm_count) {
-  constexpr double kDecodeRows = 55, kReduceKTiles = 10;
+  constexpr double kReduceKTiles = 10;
+  const double per_ktile = t.consumers == 2 ? 55.0 + t.block_m : 70.0 + t.block_m / 2.0;
   const int64_t row_step = gemm_row_step(m, t.block_m);
   const int64_t ctas = (n + 64 * t.consumers - 1) / (64 * t.consumers) * ((m + row_step - 1) / row_step) * t.split_k;
   const int64_t waves = (ctas + sm_count - 1) / sm_count;
-  const int64_t ktiles = (k + t.block_k - 1) / t.block_k;
+  const int64_t ktiles = (k + 127) / 128;  // 128-deep, whatever the stages' depth
   const double ktiles_per_cta = double((ktiles + t.split_k - 1) / t.split_k) + (t.split_k > 1 ? kReduceKTiles : 0);
-  return double(waves) * (kDecodeRows + t.block_m) * ktiles_per_cta;
+  return double(waves) * per_ktile * ktiles_per_cta;
 }
 
 }  // namespace
 
 GemmTile gemm_heuristic(Arch /*arch*/, int64_t n, int64_t k, int bucket, int sm_count) {
   GemmTile t;
-  // Two consumer warpgroups share one CTA's activation stages and producer (tuned on the
-  // prepacked weight: 2-12% faster at M <= 16 for N = 8192 and 28672). A bucket up to 256 rows
-  // whose two-consumer grid would cover at most half the SMs even split in two takes one
-  // instead: twice the CTAs (tuned: 24-44% faster at N = 2880 and 4096).
   t.consumers = 2;
-  if (bucket <= 256 && (n + 127) / 128 * 2 * 2 <= sm_count) t.consumers = 1;
   if (bucket > 128) {
-    // Past one 128-row tile the tensor cores bound the time: the row tile and split that
-    // waste the least of them on padding rows and idle SMs (the M = 257 and 513 cliffs of a
-    // fixed 256-row tile, docs/perf.md). Ties keep the taller tile (fewer weight reads), unsplit.
+    // Past one 128-row tile the tensor cores bound the time: the row tile, consumer count and
+    // split that waste the least of them on padding rows and idle SMs (the M = 257 and 513
+    // cliffs of a fixed 256-row tile, docs/perf.md). Ties keep two consumers and the taller
+    // tile (fewer weight reads), unsplit.
     t.block_k = 128;
     GemmTile best;
     double best_cost = 0;
-    for (int block_m : {256, 224, 192, 160, 128})
-      for (int split_k : {1, 2}) {
-        GemmTile c = t;
-        c.block_m = block_m, c.split_k = split_k;
-        c.stages = int(max_stages(c));
-        if (!gemm_tile_problem(c, k).empty() || (split_k > 1 && (k + c.block_k - 1) / c.block_k / (2 * split_k) < 4))
-          continue;
-        const double cost = modelled_cost(c, gemm_bucket_m(bucket), n, k, sm_count);
-        if (best.block_m == 0 || cost < best_cost) best = c, best_cost = cost;
-      }
+    for (int consumers : {2, 1})
+      for (int block_m : {256, 224, 192, 160, 128})
+        for (int split_k : {1, 2}) {
+          GemmTile c = t;
+          c.consumers = consumers, c.block_m = block_m, c.split_k = split_k;
+          // one consumer on 128 rows streams 256-deep stages (5-9% faster at N = 2880 and 4096)
+          c.block_k = consumers == 1 && block_m == 128 ? 256 : 128;
+          c.stages = int(max_stages(c));
+          if (!gemm_tile_problem(c, k).empty() || (split_k > 1 && (k + c.block_k - 1) / c.block_k / (2 * split_k) < 4))
+            continue;
+          const double cost = modelled_cost(c, gemm_bucket_m(bucket), n, k, sm_count);
+          if (best.block_m == 0 || cost < best_cost) best = c, best_cost = cost;
+        }
     return best;
   }
+  // From `nvfp4-jit tune` (docs/perf.md). Two consumer warpgroups share one CTA's activation
+  // stages and producer; one consumer per 64 weight rows gives twice the CTAs, which a grid
+  // that would leave SMs idle wants: at M <= 64 wherever one consumer's grid is at most one
+  // wave (3-10% faster at N = 2880 to 8192 on the H100), at M = 128 where two consumers would
+  // cover at most half the SMs even split in two (24-44% at N = 2880 and 4096).
+  const int64_t one_consumer_ctas = (n + 63) / 64;
+  if (bucket <= 64 ? one_consumer_ctas <= sm_count : 4 * ((n + 127) / 128) <= sm_count) t.consumers = 1;
   t.block_m = bucket;
-  // From `nvfp4-jit tune` (docs/perf.md): M <= 32 runs best with 4 stages, M = 64 and 128 with
-  // as many as fit; 256-deep stages, except at M = 128 with two consumers: 128-deep, 5 stages
-  // instead of 2 (5-7% faster on the H100; 15% slower with one consumer); the grid splits K
-  // (at most in two: four always lost) until it covers the SMs once.
+  // K splits in two (four always lost) where the grid leaves over a tenth of the SMs idle.
+  const int64_t ctas = (n + 64 * t.consumers - 1) / (64 * t.consumers);
+  const bool split = 10 * ctas < 9 * int64_t(sm_count);
+  // 256-deep stages, except at M = 128 with two consumers (5 stages instead of 2: 5-7%
+  // faster; 15% slower with one consumer). M <= 32 runs best with 4 stages, M = 64 and 128
+  // with as many as fit. (128-deep stages at M <= 64, N = 28672 tune 5-16% faster, but with
+  // weights_static, as decode runs, 15-30% slower.)
   t.block_k = bucket <= 64 || t.consumers == 1 ? 256 : 128;
   t.stages = bucket <= 32 ? 4 : int(max_stages(t));
+  const int64_t ktiles = (k + t.block_k - 1) / t.block_k;
+  if (split && ktiles / 2 >= 4) t.split_k = 2;
   // One consumer per row tile at M <= 64: two k groups give it the warps two consumers would
-  // have, with as many stages as fit (tuned: 7-10% faster at 4096 x 14336, M = 1, 16, 64).
+  // have (7-10% faster at 4096 x 14336, M = 1, 16, 64), with half its k-tiles in stages, at
+  // least 4 (a deeper ring than the tiles it holds costs fill time: 9% at 4096 x 4096).
   if (t.consumers == 1 && bucket <= 64) {
     t.k_groups = 2;
-    t.stages = int(max_stages(t));
+    t.stages = int(std::clamp<int64_t>((ktiles + t.split_k - 1) / t.split_k / 2, 4, max_stages(t)));
   }
-  const int64_t ktiles = (k + t.block_k - 1) / t.block_k;
-  const int64_t ctas = (n + 64 * t.consumers - 1) / (64 * t.consumers);
-  if (ctas < sm_count && ktiles / 2 >= 4) t.split_k = 2;
   return t;
 }
 
