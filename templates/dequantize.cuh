@@ -28,6 +28,10 @@ __device__ __forceinline__ void dequantize(const DequantizeParams& p) {
   unsigned word[LOADS], scale[LOADS];
   float gscale[LOADS];
   long long src[LOADS];
+  // The tensor's global scale (unless one per row): its load, if any, goes out with the
+  // others; the arithmetic from an amax waits until they are all out.
+  const bool per_row = p.gscale_mode == GSCALE_DEVICE_PER_ROW;
+  const float tensor_raw = p.gscale_mode == GSCALE_HOST ? p.gscale_value : per_row ? 0.0f : p.gscale_ptr[0];
 #pragma unroll
   for (int j = 0; j < LOADS; ++j) {
     const long long g = group(j);
@@ -36,8 +40,9 @@ __device__ __forceinline__ void dequantize(const DequantizeParams& p) {
     const bool in = src[j] >= 0 && src[j] < p.src_rows;
     word[j] = in ? *reinterpret_cast<const unsigned*>(p.packed + src[j] * p.packed_stride + c * 4) : 0u;
     scale[j] = in ? p.scales[scale_offset<SCALE_LAYOUT>(src[j], c / 2, K / 16)] : 0u;
-    gscale[j] = in ? global_scale(p.gscale_mode, p.gscale_value, p.gscale_ptr, src[j]) : 0.0f;
+    gscale[j] = per_row && in ? p.gscale_ptr[src[j]] : 0.0f;
   }
+  const float tensor_gscale = p.gscale_mode == GSCALE_FROM_AMAX ? global_scale_from_amax(tensor_raw) : tensor_raw;
 #pragma unroll
   for (int j = 0; j < LOADS; ++j) {
     const long long g = group(j);
@@ -48,7 +53,7 @@ __device__ __forceinline__ void dequantize(const DequantizeParams& p) {
       // e2m1 * e4m3 is exact in fp32, so each value is one rounding of the exact product.
       const float s = e4m3_to_float(scale[j]);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] = (e2m1_to_float((word[j] >> (4 * e)) & 15u) * s) * gscale[j];
+      for (int e = 0; e < 8; ++e) v[e] = (e2m1_to_float((word[j] >> (4 * e)) & 15u) * s) * (per_row ? gscale[j] : tensor_gscale);
     } else {
 #pragma unroll
       for (int e = 0; e < 8; ++e) v[e] = bits_to_float(0x7FC00000u);  // out-of-range gather index

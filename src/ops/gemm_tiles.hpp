@@ -54,8 +54,10 @@ unsigned gemm_shared_bytes(const GemmTile& tile);
 // split-K partials that must fit in the stages, empty splits for this K); empty when it can.
 std::string gemm_tile_problem(const GemmTile& tile, int64_t k);
 
-// The tuner's search space for a bucket: the heuristic's tile first, then block_k 128 / 256,
-// 4 stages or as many as fit, split-K 1 / 2 / 4; only tiles gemm_tile_problem accepts.
+// The tuner's search space for a bucket: the heuristic's tile first, then one or two consumers
+// and k groups, block_k 128 / 256, 4 stages or as many as fit, split-K 1 / 2 / 4 / 8 (and
+// above M = 128 row tiles of 128, 192 and 256 too); only tiles gemm_tile_problem accepts.
+// (Stages few enough for two CTAs per SM never won at N = 2880 to 8192: not tried.)
 std::vector<GemmTile> gemm_candidates(Arch arch, int64_t n, int64_t k, int bucket, int sm_count);
 
 // "bm8 bk256 wg1 s4 ks2" ("... wg2 kg2 s4 ..." with two k groups): a tile in messages and reports.
