@@ -1,4 +1,4 @@
-// nvfp4-jit bench core|dequantize|quantize|rmsnorm-quantize|gemm: timings on this machine's GPU, printed and saved as JSON.
+// nvfp4-jit bench core|dequantize|quantize|rmsnorm-quantize|swiglu-quantize|gemm: timings on this machine's GPU, printed and saved as JSON.
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -197,6 +197,26 @@ struct RmsNormQuantizeWorkload : QuantizeWorkload {
   }
 };
 
+// SwiGLU + quantize of an MoE or MLP down projection's input: gate and up as the two halves
+// of a [rows, 2k] BF16 tensor in, k values per row out.
+struct SwigluQuantizeWorkload : Workload {
+  int64_t rows, k;
+  DeviceBuffer in, packed, scales;
+  SwigluQuantizeWorkload(int64_t rows_, int64_t k_, std::mt19937& rng)
+      : rows(rows_), k(k_), in(to_device(random_bf16(rows_ * 2 * k_, rng))), packed(rows_ * k_ / 2), scales(rows_ * k_ / 16) {}
+  void run() const override {
+    SwigluQuantizeArgs a;
+    a.in = in.get();
+    a.rows = rows;
+    a.k = k;
+    a.out.data = packed.get();
+    a.out.scales = scales.get();
+    a.out.global_scale.value = 1.0f / 2688;
+    swiglu_quantize(a, nullptr);
+  }
+  double bytes() const override { return double(rows) * k * (4 + 0.5 + 1.0 / 16); }
+};
+
 // Times `make(rows, k)` workloads side by side with a device-to-device copy of as many bytes.
 template <class Make>
 std::string bandwidth_bench(const char* title, bool quick, Make make) {
@@ -241,10 +261,12 @@ std::string bandwidth_bench(const char* title, bool quick, Make make) {
 
 int cmd_bench(const Args& args) {
   args.allow_only({"--out", "--quick", "--shape", "--m"});
-  if (args.positional().size() != 1) throw UsageError("expected one of: core, dequantize, quantize, rmsnorm-quantize, gemm");
+  constexpr const char* kWhat = "core, dequantize, quantize, rmsnorm-quantize, swiglu-quantize, gemm";
+  if (args.positional().size() != 1) throw UsageError(fmt::format("expected one of: {}", kWhat));
   const std::string what = args.positional()[0];
-  if (what != "core" && what != "dequantize" && what != "quantize" && what != "rmsnorm-quantize" && what != "gemm")
-    throw UsageError(fmt::format("unknown benchmark `{}`", what));
+  if (what != "core" && what != "dequantize" && what != "quantize" && what != "rmsnorm-quantize" &&
+      what != "swiglu-quantize" && what != "gemm")
+    throw UsageError(fmt::format("unknown benchmark `{}` (one of: {})", what, kWhat));
   // The GEMM filter is checked before the GPU is looked for, so a typo is a usage error anywhere.
   GemmBenchFilter only;
   if ((args.has("--shape") || args.has("--m")) && what != "gemm") throw UsageError("--shape and --m are for `bench gemm`");
@@ -275,6 +297,11 @@ int cmd_bench(const Args& args) {
     json = bandwidth_bench("dequantize: NVFP4 -> BF16, linear scales", quick, [](int64_t m, int64_t k, std::mt19937& rng) {
       return std::unique_ptr<Workload>(new DequantizeWorkload(m, k, rng));
     });
+  } else if (what == "swiglu-quantize") {
+    json = bandwidth_bench("swiglu-quantize: BF16 gate | up -> silu(gate) * up -> NVFP4, linear scales, given global scale",
+                           quick, [](int64_t m, int64_t k, std::mt19937& rng) {
+                             return std::unique_ptr<Workload>(new SwigluQuantizeWorkload(m, k, rng));
+                           });
   } else if (what == "rmsnorm-quantize") {
     json = bandwidth_bench("rmsnorm-quantize: BF16 -> RMSNorm -> NVFP4, linear scales, given global scale", quick,
                            [](int64_t m, int64_t k, std::mt19937& rng) {

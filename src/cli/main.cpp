@@ -74,7 +74,8 @@ Candidates compile in parallel (cached ones load from disk). Needs a GPU (exit 3
 
 Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in manifests.
 )"},
-    {"bench", R"(usage: nvfp4-jit bench core|dequantize|quantize|rmsnorm-quantize|gemm [--out FILE.json] [--quick]
+    {"bench", R"(usage: nvfp4-jit bench core|dequantize|quantize|rmsnorm-quantize|swiglu-quantize|gemm
+                        [--out FILE.json] [--quick]
                         [--shape N,K]... [--m M[,M...]]
 
   core        cold NVRTC compile per kernel, disk-cache hit (load to first launch),
@@ -83,6 +84,8 @@ Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in m
   quantize    BF16 -> NVFP4 (given global scale) bandwidth against the same copy
   rmsnorm-quantize
               BF16 -> RMSNorm -> NVFP4 in one pass, against the same copy
+  swiglu-quantize
+              BF16 gate and up (two halves) -> silu(gate) * up -> NVFP4, against the same copy
   gemm        W4A16 GEMM against cuBLAS BF16 (dlopened) on decode, M=128, prefill and an M
               sweep; GPU time per call, 8 calls back to back (also with
               weights_static), weights rotated past L2; floor = max(bytes / copy
