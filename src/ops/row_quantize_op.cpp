@@ -22,10 +22,12 @@ namespace {
 // to 65536, fp32 values up to 32768 (2 blocks) without spilling.
 constexpr int64_t kMaxK = 65536, kMaxKFp32 = 32768;
 
-// About two blocks of 16 per thread: enough loads in flight, few registers.
-int row_threads(int64_t k) {
-  const int64_t blocks = k / 16;
-  return int(std::clamp<int64_t>((blocks + 63) / 64 * 32, 32, 1024));
+// About two blocks of 16 per thread: enough loads in flight, few registers. SwiGLU, bound by
+// its arithmetic, spreads a row widest instead: one block per thread up to 1024 threads
+// (H100, 16 x 8192: 9.7 us against 14.0; RMSNorm the same way lost 15% at 8192 x 8192).
+int row_threads(Op op, int64_t k) {
+  const int64_t blocks = k / 16, per_thread = op == Op::swiglu_quantize ? 1 : 2;
+  return int(std::clamp<int64_t>((blocks + 32 * per_thread - 1) / (32 * per_thread) * 32, 32, 1024));
 }
 
 // What the three entry points share once their arguments are checked.
@@ -221,7 +223,7 @@ float round_to(DType d, float f) {
 
 void run_on_cpu(const RowJob& j) {
   const int64_t kblocks = j.k / 16;
-  const int threads = row_threads(j.k);
+  const int threads = row_threads(j.op, j.k);
   auto* scales = static_cast<uint8_t*>(j.out.scales);
   if (j.rows > 0) std::memset(scales, 0, size_t(nvfp4k::scale_bytes(int(j.out.scale_layout), j.rows, kblocks)));
   std::vector<float> v(size_t(j.k));
@@ -278,7 +280,7 @@ constexpr int prologue_of(Op op) {
 }  // namespace
 
 KernelSpec row_quantize_spec(Op op, Arch arch, int64_t k, DType in, ScaleLayout layout, int64_t group) {
-  KernelSpec spec = base_spec(op, arch, k, uint16_t(row_threads(k)));
+  KernelSpec spec = base_spec(op, arch, k, uint16_t(row_threads(op, k)));
   spec.n = op == Op::swiglu_quantize ? (group ? group : k) : 0;
   spec.a_dtype = uint8_t(in);
   spec.out_dtype = uint8_t(DType::nvfp4);
