@@ -2,8 +2,9 @@
 //
 // Work is cut into groups of 8 consecutive elements of a row (4 packed bytes in, 16 or 32
 // bytes out), numbered across the whole output. Each of a block's THREADS threads handles up
-// to LOADS groups, one per pass; a warp's pass touches one contiguous span. The LOADS packed words of a thread
-// (and their scales) are all loaded before the first is used, to keep enough bytes in flight.
+// to LOADS groups, one per pass; a warp's pass touches one contiguous span. A thread's packed
+// words (and their scales) are all loaded before the first is used, to keep enough bytes in
+// flight.
 // Gathering and the global-scale source are run-time choices (uniform branches).
 #pragma once
 #include "common/global_scale.cuh"
@@ -52,8 +53,9 @@ __device__ __forceinline__ void dequantize(const DequantizeParams& p) {
     if (src[j] >= 0 && src[j] < p.src_rows) {
       // e2m1 * e4m3 is exact in fp32, so each value is one rounding of the exact product.
       const float s = e4m3_to_float(scale[j]);
+      const float gs = per_row ? gscale[j] : tensor_gscale;
 #pragma unroll
-      for (int e = 0; e < 8; ++e) v[e] = (e2m1_to_float((word[j] >> (4 * e)) & 15u) * s) * (per_row ? gscale[j] : tensor_gscale);
+      for (int e = 0; e < 8; ++e) v[e] = (e2m1_to_float((word[j] >> (4 * e)) & 15u) * s) * gs;
     } else {
 #pragma unroll
       for (int e = 0; e < 8; ++e) v[e] = bits_to_float(0x7FC00000u);  // out-of-range gather index

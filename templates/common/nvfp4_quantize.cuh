@@ -194,8 +194,8 @@ NVFP4_HD void pack_magnitudes(const float (&a)[16], const unsigned (&signs)[2], 
   }
 }
 
-// The scale of a block of magnitudes a[16] with the finite largest amax (the same amax /
-// 6 / gscale as a float; NARROW as for divide_rn_nonneg), then its nibbles.
+// A block's scale and nibbles from its magnitudes a[16], their largest (finite) `amax` and
+// the values' signs; NARROW as for divide_rn_nonneg.
 template <bool NARROW>
 NVFP4_HD unsigned char quantize_magnitudes(const float (&a)[16], float amax, const unsigned (&signs)[2], float gscale,
                                            unsigned (&packed)[2]) {
