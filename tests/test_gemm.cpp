@@ -125,6 +125,27 @@ TEST_SUITE("gemm") {
     check_error(g, "b.data = ");
   }
 
+  TEST_CASE("a given tile: three consumer warpgroups need a prepacked weight, NVFP4 activations gemm's own tile") {
+    auto message = [](const GemmArgs& g, const GemmTile& t) -> std::string {
+      try {
+        gemm_with_tile(g, t, nullptr);
+      } catch (const Error& e) {
+        return e.status() == Status::cuda_error ? "" : e.what();
+      }
+      return "";
+    };
+    const GemmTile three{192, 3, 3, 1, 128};
+    CHECK(message(valid(), three).find("b_prepacked") != std::string::npos);
+    GemmArgs w4a4 = valid();
+    w4a4.a = nullptr, w4a4.a_dtype = DType::nvfp4;
+    w4a4.a_fp4 = {buffer, 0, buffer, ScaleLayout::linear, {}};
+    CHECK(message(w4a4, GemmTile{128, 2, 4, 1, 128}).find("a_dtype") != std::string::npos);
+    // three consumers only where the heuristic may take them: a prepacked weight, M = 513-576
+    CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 576, 132, true).consumers == 3);
+    CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 576, 132, false).consumers == 2);
+    CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 576, 132, true).block_m == 192);
+  }
+
   TEST_CASE("M buckets and the heuristic") {
     CHECK(gemm_m_bucket(1) == 8);
     CHECK(gemm_m_bucket(8) == 8);
@@ -260,7 +281,7 @@ TEST_SUITE("gemm") {
         CHECK(has(dequantize_spec(Arch::sm_90a, 4096, DType::bf16, layout)));  // W4A4's decode of A
       for (int bucket : kGemmMBuckets)
         CHECK(has(gemm_spec(Arch::sm_90a, 2880, 4096, DType::bf16, DType::bf16, layout, kNoDType,
-                            gemm_heuristic(Arch::sm_90a, 2880, 4096, bucket, 132))));
+                            gemm_heuristic(Arch::sm_90a, 2880, 4096, bucket, 132, layout == gemm_weight_layout({}, true)))));
     }
   }
 

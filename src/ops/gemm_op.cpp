@@ -175,7 +175,7 @@ std::vector<KernelSpec> gemm_prewarm_specs(Arch arch, int64_t n, int64_t k, int 
   for (int bucket : kGemmMBuckets)
     for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4, gemm_weight_layout({}, true)})
       specs.push_back(gemm_spec(arch, n, k, DType::bf16, DType::bf16, layout, kNoDType,
-                                gemm_heuristic(arch, n, k, bucket, sm_count)));
+                                gemm_heuristic(arch, n, k, bucket, sm_count, layout == gemm_weight_layout({}, true))));
   return specs;
 }
 
@@ -260,7 +260,10 @@ void launch_gemm(const GemmArgs& args, const Resolved& r, const DeviceInfo& devi
 void gemm_with_tile(const GemmArgs& args, const GemmTile& tile, CUstream stream) {
   const Resolved r = resolve(args);
   if (args.a_dtype == DType::nvfp4)  // W4A4 runs the BF16 kernel on dequantized A, with gemm's own tile
-    Check(kWho).fail("a_dtype", "a given tile runs BF16 or FP16 activations only", Status::unsupported);
+    Check(kWho).fail("a_dtype", "a_dtype = nvfp4: a given tile runs BF16 or FP16 activations only", Status::unsupported);
+  if (tile.consumers == 3 && !args.b_prepacked)
+    Check(kWho).fail("b_prepacked", "b_prepacked = false: a tile of 3 consumer warpgroups runs on a prepacked weight only",
+                     Status::unsupported);
   if (args.m == 0) return;
   launch_gemm(args, r, gemm_device(), tile, stream);
 }

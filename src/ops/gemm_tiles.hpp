@@ -16,8 +16,8 @@ namespace nvfp4::jit::detail {
 // to 256 rows, in steps of 32) and split-K whose grid does the least work per SM, and the
 // buckets there are fine enough that one choice fits all of a bucket's M.
 inline constexpr int kGemmLargeM = 1 << 30;
-inline constexpr int kGemmMBuckets[] = {8,   16,  32,  64,  128,  192,  256,  320,  384,
-                                        448, 512, 640, 768, 1024, 1536, 2048, kGemmLargeM};
+inline constexpr int kGemmMBuckets[] = {8,   16,  32,  64,  128,  192,  256,  320,  384,  448,
+                                        512, 576, 640, 768, 1024, 1536, 2048, kGemmLargeM};
 int gemm_m_bucket(int64_t m);
 
 struct GemmTile {
@@ -40,7 +40,8 @@ int64_t gemm_row_step(int64_t m, int block_m);
 // until the grid covers the SMs; above, the row tile and split-K of least modelled time
 // (waves of CTAs x each CTA's k-steps, a k-step costing its weight decode plus its rows), as
 // many stages as shared memory holds (at most 8).
-GemmTile gemm_heuristic(Arch arch, int64_t n, int64_t k, int bucket, int sm_count);
+// `prepacked`: the weight is prepacked, which also allows three consumer warpgroups.
+GemmTile gemm_heuristic(Arch arch, int64_t n, int64_t k, int bucket, int sm_count, bool prepacked = false);
 
 // Threads per CTA (the template's THREADS): the consumer warpgroups (consumers x k_groups),
 // then the producer (a warp for a prepacked weight, a warpgroup that also stages scales
@@ -58,7 +59,7 @@ std::string gemm_tile_problem(const GemmTile& tile, int64_t k);
 // and k groups, block_k 128 / 256, 4 stages or as many as fit, split-K 1 / 2 / 4 / 8 (and
 // above M = 128 row tiles of 128, 192 and 256 too); only tiles gemm_tile_problem accepts.
 // (Stages few enough for two CTAs per SM never won at N = 2880 to 8192: not tried.)
-std::vector<GemmTile> gemm_candidates(Arch arch, int64_t n, int64_t k, int bucket, int sm_count);
+std::vector<GemmTile> gemm_candidates(Arch arch, int64_t n, int64_t k, int bucket, int sm_count, bool prepacked = false);
 
 // "bm8 bk256 wg1 s4 ks2" ("... wg2 kg2 s4 ..." with two k groups): a tile in messages and reports.
 std::string describe(const GemmTile& tile);

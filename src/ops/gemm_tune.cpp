@@ -106,7 +106,7 @@ std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const GemmProblem& 
   std::vector<std::vector<GemmTile>> candidates;
   std::vector<KernelSpec> specs;
   for (int bucket : buckets) {
-    candidates.push_back(gemm_candidates(device.arch, p.n, p.k, bucket, device.sm_count));
+    candidates.push_back(gemm_candidates(device.arch, p.n, p.k, bucket, device.sm_count, p.b_prepacked));
     for (const GemmTile& t : candidates.back())
       specs.push_back(gemm_spec(device.arch, p.n, p.k, p.a_dtype, p.d_dtype, gemm_weight_layout(p.scale_layout, p.b_prepacked),
                                 p.has_bias ? uint8_t(p.bias_dtype) : kNoDType, t));
@@ -196,7 +196,7 @@ GemmTile gemm_tile_for(const DeviceInfo& device, const GemmArgs& args, CUstream 
       return gemm_tile_of(spec);
     }
   }
-  return gemm_heuristic(device.arch, args.n, args.k, bucket, device.sm_count);
+  return gemm_heuristic(device.arch, args.n, args.k, bucket, device.sm_count, args.b_prepacked);
 }
 
 }  // namespace nvfp4::jit::detail

@@ -48,12 +48,13 @@ struct GemmConfig {
   static constexpr int KTILES = int((K + BK - 1) / BK);
   static constexpr int A_BOX_BYTES = BM * 128;  // BM rows x 64 columns, 128-byte swizzle
   static constexpr int W_BYTES = BN * W_ROW;    // BN rows, swizzled over W_ROW bytes
-  static constexpr int SCALE_BYTES = 8 * BK;    // BN rows x BK/16 E4M3 scales, padded to keep alignment
+  static constexpr int SCALE_BYTES = (WG == 3 ? 16 : 8) * BK;  // BN rows x BK/16 E4M3 scales, padded to keep alignment
   static constexpr int STAGE_BYTES = A_BOXES * A_BOX_BYTES + W_BYTES + SCALE_BYTES;
   static constexpr int W_AT = A_BOXES * A_BOX_BYTES;   // offset of the weights in a stage
   static constexpr int SCALE_AT = W_AT + W_BYTES;       // offset of the scales in a stage
   static constexpr int SMEM_BYTES = 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8;
   static constexpr bool PREPACKED = LAYOUT == SCALES_PREPACKED;
+  static constexpr long long PREPACKED_ROW_BLOCKS = (N + 127) / 128 * 2;  // 64-row blocks of a prepacked weight
   // after the consumer warpgroups: one warp (its lane 0 issues the copies), or a warpgroup
   // that also stages the ModelOpt layout's scales (one thread per weight row)
   static constexpr int PRODUCER_THREADS = PREPACKED ? 32 : 128;
@@ -61,7 +62,10 @@ struct GemmConfig {
   static constexpr int CHUNKS = BK / prepacked::CHUNK_K;                  // prepacked chunks per warpgroup and stage
   static constexpr int CHUNK_RUN = CHUNKS * prepacked::CHUNK_BYTES;       // their bytes, contiguous in global memory
   static_assert(!PREPACKED || WG * CHUNK_RUN <= W_BYTES + SCALE_BYTES, "prepacked chunks fit where the stage's weights go");
-  static_assert(K % 32 == 0 && BM % 8 == 0 && BM <= 256 && (WG == 1 || WG == 2) && (BK == 128 || BK == 256));
+  static_assert(K % 32 == 0 && BM % 8 == 0 && BM <= 256 && (BK == 128 || BK == 256));
+  // three consumers only on a prepacked weight: the ModelOpt layout's scale staging has one
+  // producer thread per weight row, 128 of them
+  static_assert(WG == 1 || WG == 2 || (WG == 3 && PREPACKED), "1 or 2 consumer warpgroups (3 on a prepacked weight)");
   static_assert(KGROUPS == 1 || (KGROUPS == 2 && BM <= 64), "k groups: register budget of the larger CTA");
   static_assert(STAGE_BYTES % 1024 == 0, "stages must keep the 1024-byte swizzle alignment");
   static_assert(KSPLIT * KGROUPS == 1 || BN * BM * 4 <= STAGES * STAGE_BYTES, "partial tiles reuse the stage memory");
@@ -257,13 +261,18 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     // One stage is the weights' part (and the expected bytes of both) then the activations'.
     auto load_weights = [&](int kt, int s) {
       if (ptid == 0) {
-        mbar_arrive_expect_tx(&full[s], C::W_AT + (C::PREPACKED ? C::WG * C::CHUNK_RUN : C::W_BYTES));
+        // A prepacked weight's rows are padded to 128 only: with three consumers the last
+        // CTA's last 64 rows may lie past them, and are neither loaded nor stored.
+        const int groups = C::PREPACKED && C::WG == 3 && n0 / 64 + C::WG > C::PREPACKED_ROW_BLOCKS
+                               ? int(C::PREPACKED_ROW_BLOCKS - n0 / 64) : C::WG;
+        mbar_arrive_expect_tx(&full[s], C::W_AT + (C::PREPACKED ? groups * C::CHUNK_RUN : C::W_BYTES));
         if constexpr (C::PREPACKED) {
 #pragma unroll
           for (int g = 0; g < C::WG; ++g)
-            bulk_load(stage(s) + C::W_AT + g * C::CHUNK_RUN,
-                      p.w_scales + prepacked::chunk_offset(n0 / 64 + g, (long long)kt * C::CHUNKS, C::K), C::CHUNK_RUN,
-                      &full[s]);
+            if (g < groups)
+              bulk_load(stage(s) + C::W_AT + g * C::CHUNK_RUN,
+                        p.w_scales + prepacked::chunk_offset(n0 / 64 + g, (long long)kt * C::CHUNKS, C::K), C::CHUNK_RUN,
+                        &full[s]);
         } else {
           tma_load_2d(stage(s) + C::W_AT, &p.tma_w, &full[s], kt * C::W_ROW, n0);
         }
@@ -315,8 +324,9 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     }
     if constexpr (C::PREPACKED) {  // read now, used after the loop: the latency hides behind it
       const unsigned char* nan_rows = p.w_scales + prepacked::nan_rows_offset(C::N, C::K) + n0 + row0;
-      nan_scale[0] = nan_rows[0] != 0;
-      nan_scale[1] = nan_rows[8] != 0;
+      const bool in_rows = n0 + row0 < 64 * C::PREPACKED_ROW_BLOCKS;  // row0 + 8: the same 64-row block
+      nan_scale[0] = in_rows && nan_rows[0] != 0;
+      nan_scale[1] = in_rows && nan_rows[8] != 0;
     }
 #pragma unroll
     for (int i = 0; i < C::BM / 2; ++i) acc[i] = 0.0f;

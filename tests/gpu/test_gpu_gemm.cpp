@@ -46,8 +46,12 @@ struct Case {
 };
 
 void run_gemm(const Case& c, const GemmArgs& g) {
-  if (c.tile.block_m)
-    gemm_with_tile(g, c.tile, nullptr);
+  GemmTile tile = c.tile;
+  // three consumers run on a prepacked weight only; the weight as stored takes two, which
+  // give the same bits (each output's k order does not depend on the consumer count)
+  if (tile.consumers == 3 && !g.b_prepacked) tile.consumers = 2;
+  if (tile.block_m)
+    gemm_with_tile(g, tile, nullptr);
   else
     gemm(g, nullptr);
 }
@@ -381,6 +385,12 @@ TEST_SUITE("gpu_gemm") {
              {192, 1, 3, 1, 128}),
         // W4A4 with a global scale per row of A: each tile reads its own rows' scales
         {257, 1000, 2880, DType::nvfp4, fp32, ScaleLayout::linear, false, 0, 0, 0, 1.0f, Case::any, 2, true},
+        // three consumers (192 weight rows a CTA) on a prepacked weight: 1000 = 5 x 192 + 40
+        with({520, 1000, 2880, bf16, fp32, ScaleLayout::swizzled128x4, false, 2, 0, 0, 1.0f, Case::nan_row, 0, false, true},
+             {192, 3, 3, 1, 128}),
+        with({300, 2880, 4096, DType::fp16, DType::bf16, ScaleLayout::linear, true, 1, 8, 3, 0.5f, Case::any, 0, false,
+              true},
+             {160, 3, 4, 1, 128}),
     };
     for (const Case& c : cases) run_case(c, rng);
   }
@@ -406,6 +416,9 @@ TEST_SUITE("gpu_gemm") {
         // three 128-row tiles sharing 270 rows (96 each; the last box reads past M)
         {270, 72, 160, DType::bf16, DType::fp32, ScaleLayout::linear, false, 0, 0, 0, 1.0f, Case::any, 0, false, false,
          {128, 1, 4, 1, 128}},
+        // three consumers on a prepacked weight, N = 200: a second CTA with 8 rows of it
+        {130, 200, 160, DType::bf16, DType::fp32, ScaleLayout::linear, false, 0, 0, 0, 1.0f, Case::any, 0, false, true,
+         {128, 3, 4, 1, 128}},
     };
     for (const Case& c : cases) run_case(c, rng);
   }
