@@ -13,6 +13,10 @@ unsigned stage_bytes(const GemmTile& t) {
   return unsigned(t.block_k / 64 * t.block_m * 128 + 64 * t.consumers * t.block_k / 2 + (t.consumers == 3 ? 16 : 8) * t.block_k);
 }
 unsigned max_stages(const GemmTile& t) { return std::min(8u, (kSm90SharedBytes - 1024 - 128) / stage_bytes(t)); }
+// Three consumers: on a prepacked weight only (the ModelOpt layout stages scales with 128
+// producer threads), at most 192 rows (13 warps leave 128 registers a thread: 96
+// accumulators fit, 112 do not); gemm_tile_problem rules out split-K and k groups.
+bool three_consumers_fit(const GemmTile& t, bool prepacked) { return t.consumers != 3 || (prepacked && t.block_m <= 192); }
 }  // namespace
 
 int gemm_m_bucket(int64_t m) {
@@ -72,11 +76,9 @@ GemmTile gemm_heuristic(Arch /*arch*/, int64_t n, int64_t k, int bucket, int sm_
     for (int consumers : {2, 1, 3})
       for (int block_m : {256, 224, 192, 160, 128})
         for (int split_k : {1, 2}) {
-          // three consumers: a prepacked weight, unsplit, at most 192 rows (13 warps leave
-          // 128 registers a thread: 96 accumulators fit, 112 do not)
-          if (consumers == 3 && (!prepacked || split_k > 1 || block_m > 192)) continue;
           GemmTile c = t;
           c.consumers = consumers, c.block_m = block_m, c.split_k = split_k;
+          if (!three_consumers_fit(c, prepacked)) continue;
           // one consumer on 128 rows streams 256-deep stages (5-9% faster at N = 2880 and 4096)
           c.block_k = consumers == 1 && block_m == 128 ? 256 : 128;
           c.stages = int(max_stages(c));
@@ -159,8 +161,7 @@ std::vector<GemmTile> gemm_candidates(Arch arch, int64_t n, int64_t k, int bucke
               t.block_k = block_k;
               t.split_k = split_k;
               t.stages = most_stages ? int(max_stages(t)) : 4;
-              if (consumers == 3 && (!prepacked || block_m > 192)) continue;  // as the heuristic allows
-              if (gemm_tile_problem(t, k).empty() && std::find(tiles.begin(), tiles.end(), t) == tiles.end())
+              if (three_consumers_fit(t, prepacked) && gemm_tile_problem(t, k).empty() && std::find(tiles.begin(), tiles.end(), t) == tiles.end())
                 tiles.push_back(t);
             }
   return tiles;
