@@ -207,7 +207,9 @@ void launch_gemm(const GemmArgs& args, const Resolved& r, const DeviceInfo& devi
   Check check(kWho);
   const int64_t m_step = gemm_row_step(args.m, tile.block_m);
   const int64_t m_tiles = (args.m + m_step - 1) / m_step;
-  if (m_tiles > 65535) check.fail("m", fmt::format("m = {} is more rows than one launch covers ({})", args.m, 65535LL * tile.block_m));
+  const int64_t n_tiles = (args.n + 64 * tile.consumers - 1) / (64 * tile.consumers);
+  if (m_tiles * n_tiles > INT32_MAX)
+    check.fail("m", fmt::format("m = {} at n = {} is more tiles than one launch covers ({})", args.m, args.n, INT32_MAX));
   const unsigned shared = gemm_shared_bytes(tile);
   const CUfunction function = gemm_kernel(args, device, tile, stream);
 
@@ -239,10 +241,11 @@ void launch_gemm(const GemmArgs& args, const Resolved& r, const DeviceInfo& devi
   p.d_stride = r.d_stride;
   p.m = args.m;
   p.m_step = m_step;
+  p.m_tiles = int(m_tiles);
+  p.tile_group = gemm_tile_group(args.m, args.k, tile);
   void* params[] = {&p};
   LaunchShape shape;
-  shape.grid[0] = unsigned((args.n + 64 * tile.consumers - 1) / (64 * tile.consumers));
-  shape.grid[1] = unsigned(m_tiles);
+  shape.grid[0] = unsigned(n_tiles * m_tiles);
   shape.grid[2] = unsigned(tile.split_k);
   shape.block[0] = unsigned(gemm_threads(tile, args.b_prepacked));
   shape.shared_bytes = shared;

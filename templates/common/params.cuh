@@ -118,7 +118,9 @@ struct GemmParams {
   void* d;                        // [M, N] with d_stride elements per row
   long long d_stride;
   long long m;
-  long long m_step;               // rows per row tile (blockIdx.y): ceil(m / tiles), a multiple of 8
+  long long m_step;               // rows per row tile: ceil(m / tiles), a multiple of 8
+  int m_tiles;                    // row tiles
+  int tile_group;                 // row tiles per group of the tile order (gemm_w4a16.cuh)
 };
 
 }  // namespace nvfp4k

@@ -113,11 +113,11 @@ __device__ __forceinline__ void stage_tile_scales(unsigned* dst, const unsigned 
 
 // One warpgroup's share of a stage from the ModelOpt layout (TMA-swizzled packed rows, scales
 // staged per row): its STEPS k16 steps from step j0 (a multiple of STEPS, itself a multiple of
-// 4); local step j's fragment into a[j % GROUP], then issue(j).
-template <class C, class Op, int STEPS, int GROUP, class Issue>
+// 4); local step j's fragment into a[j % FRAGS], then issue(j).
+template <class C, class Op, int STEPS, int GROUP, int FRAGS, class Issue>
 __device__ __forceinline__ void decode_modelopt(const unsigned char* w, const unsigned char* scales, int row0, int j0,
                                                 unsigned byte_t, const int (&w_row)[2], const int (&w_swizzle)[2],
-                                                bool (&nan_scale)[2], unsigned (&a)[GROUP][4], Issue&& issue) {
+                                                bool (&nan_scale)[2], unsigned (&a)[FRAGS][4], Issue&& issue) {
   // The scales of both rows as pairs: word q covers local steps 4q..4q+3, pairs[h][q][0]
   // holds steps 4q and 4q+2 in its lanes, pairs[h][q][1] steps 4q+1 and 4q+3.
   const unsigned* tile_scales = reinterpret_cast<const unsigned*>(scales);
@@ -134,7 +134,7 @@ __device__ __forceinline__ void decode_modelopt(const unsigned char* w, const un
   // Step j's A fragment: {row0, k 2t..2t+1}, {row0+8, same}, {row0, k 2t+8..2t+9}, {row0+8, same},
   // from byte t of the two words of the step's 8 packed bytes per row.
   auto decode = [&](int j, int h, uint2 v) {
-    unsigned(&frag)[4] = a[j % GROUP];
+    unsigned(&frag)[4] = a[j % FRAGS];
     const unsigned scales = pairs[h][j / 4][j % 2];
     if ((j % 4) / 2 == 0) {
       frag[h] = Op::template scaled<0>(Op::place(__byte_perm(v.x, 0u, byte_t)), scales);
@@ -176,8 +176,8 @@ __device__ __forceinline__ void decode_modelopt(const unsigned char* w, const un
 // load of values and one 8-byte load of both rows' scale codes (common/prepacked_weight.cuh),
 // a shift and an AND per pair, a shift and a LOP3 per scale pair; NaN scales are flagged per
 // row in the weight instead.
-template <class C, class Op, int STEPS, int GROUP, class Issue>
-__device__ __forceinline__ void decode_prepacked(const unsigned char* chunks, int tid, unsigned (&a)[GROUP][4],
+template <class C, class Op, int STEPS, int FRAGS, class Issue>
+__device__ __forceinline__ void decode_prepacked(const unsigned char* chunks, int tid, unsigned (&a)[FRAGS][4],
                                                  Issue&& issue) {
   // Chunk q + 1's words are loaded before chunk q is decoded: the wgmma waits are memory
   // clobbers, so without this every chunk would start with a shared-memory round trip.
@@ -210,7 +210,7 @@ __device__ __forceinline__ void decode_prepacked(const unsigned char* chunks, in
         unsigned placed = prepacked::place_pair(w[s], z[s / 2], s, f);
         if constexpr (C::ADT == DTYPE_FP16) placed = prepacked::bf16_to_fp16_placed(placed);
         const unsigned scales = pairs[f % 2][s % 2];
-        a[j % GROUP][f] = s / 2 == 0 ? Op::template scaled<0>(placed, scales) : Op::template scaled<1>(placed, scales);
+        a[j % FRAGS][f] = s / 2 == 0 ? Op::template scaled<0>(placed, scales) : Op::template scaled<1>(placed, scales);
       }
       issue(j);
     }
@@ -236,11 +236,19 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   const int kg = warp / 4 / C::WG;                     // consumer's k group
   constexpr int STEPS = C::KSTEPS / C::KGROUPS;        // k16 steps per stage and k group
   const int j0 = kg * STEPS;                           // the k group's first step
-  const int n0 = blockIdx.x * C::BN;
+  // blockIdx.x numbers the output tiles, and the order decides what L2 holds for whom: groups
+  // of tile_group row tiles, within a group every row tile of one weight tile in turn, so the
+  // CTAs sharing a weight tile run together and read it from HBM once while the group's
+  // activations stay in L2 (gemm_tile_group).
+  constexpr int N_TILES = int((C::N + C::BN - 1) / C::BN);
+  const int group = int(blockIdx.x / (p.tile_group * N_TILES)), in_group = int(blockIdx.x % (p.tile_group * N_TILES));
+  const int group_rows = min(p.tile_group, p.m_tiles - group * p.tile_group);
+  const int n_tile = in_group / group_rows, m_tile = group * p.tile_group + in_group % group_rows;
+  const int n0 = n_tile * C::BN;
   // Row tiles share M evenly (m_step <= BM rows each, a multiple of 8): a tile holding only M's
   // last few rows made the whole grid up to 25% slower (measured; likely its CTAs outrun their
   // partners on the same weights, which then miss L2). Box rows past the tile are not stored.
-  const long long m0 = (long long)blockIdx.y * p.m_step;
+  const long long m0 = (long long)m_tile * p.m_step;
   const long long m_end = m0 + p.m_step < p.m ? m0 + p.m_step : p.m;
   const unsigned rank = C::KSPLIT > 1 ? cluster_ctarank() : 0u;
   const int kt_begin = int(rank * C::KTILES / C::KSPLIT), kt_end = int((rank + 1) * C::KTILES / C::KSPLIT);
@@ -331,38 +339,53 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
 #pragma unroll
     for (int i = 0; i < C::BM / 2; ++i) acc[i] = 0.0f;
 
+    // Steps go to the tensor cores in groups of GROUP, and wait<1> keeps one group in flight
+    // while the next is decoded: four steps (one 64-k chunk) for small BM, two at BM = 128, one
+    // above (register bound: up to 128 accumulators). Fragments alternate between two sets of
+    // GROUP where a k-tile holds an even number of groups: its last group then stays in flight
+    // into the next tile, whose first group writes the other set, and its stage is released
+    // once that first group is issued (wait<1>: every earlier group complete). Otherwise a
+    // tile drains before the next one's decode rewrites the fragments.
+    constexpr int GROUP = C::BM <= 64 ? 4 : C::BM <= 128 ? 2 : 1;
+    constexpr bool CARRY = STEPS % (2 * GROUP) == 0;
+    constexpr int FRAGS = CARRY ? 2 * GROUP : GROUP;
+    unsigned a[FRAGS][4];
+    // Predicated, not branched (a branch in flight makes ptxas serialize the wgmmas); after an
+    // aligned wgmma wait the warp is converged and its reads of the stage are done.
+    auto release = [&](int stage_index) {
+      mbar_arrive_if(&empty[stage_index < 0 ? 0 : stage_index], lane == 0 && stage_index >= 0);
+    };
+    int held = -1;  // the previous tile's stage, while its last group may be in flight
     for (int kt = kt_begin, i = 0; kt < kt_end; ++kt, ++i) {
       const int s = i % C::STAGES;
       mbar_wait(&full[s], (i / C::STAGES) & 1);
-      // Steps go to the tensor cores in groups of GROUP, and wait<1> keeps one group in flight
-      // while the next is decoded: four steps (one 64-k chunk) for small BM, two at BM = 128,
-      // one above (register bound: up to 128 accumulators).
-      constexpr int GROUP = C::BM <= 64 ? 4 : C::BM <= 128 ? 2 : 1;
-      unsigned a[GROUP][4];
       // Local step j's activations start (j / 4) boxes and (j % 4) * 32 bytes after the k group's.
       const unsigned desc_lo = sw128_desc_lo(stage(s) + j0 / 4 * C::A_BOX_BYTES);
-      // Step j's A fragment into a[j % GROUP]; then, at a group's end, its wgmmas.
+      // Step j's A fragment is in a[j % FRAGS]; at a group's end, its wgmmas.
       auto issue = [&](int j) {
         if (j % GROUP != GROUP - 1) return;
         wgmma_fence();
 #pragma unroll
         for (int jj = j + 1 - GROUP; jj <= j; ++jj)
-          Mma::mma(acc, a[jj % GROUP], sw128_desc(desc_lo + unsigned(((jj / 4) * C::A_BOX_BYTES + (jj % 4) * 32) >> 4)));
+          Mma::mma(acc, a[jj % FRAGS], sw128_desc(desc_lo + unsigned(((jj / 4) * C::A_BOX_BYTES + (jj % 4) * 32) >> 4)));
         wgmma_commit();
         wgmma_wait<1>();
+        if (CARRY && j == GROUP - 1) release(held);
       };
       if constexpr (C::PREPACKED)
-        decode_prepacked<C, Op, STEPS, GROUP>(stage(s) + C::W_AT + cw * C::CHUNK_RUN + j0 / 4 * prepacked::CHUNK_BYTES,
+        decode_prepacked<C, Op, STEPS, FRAGS>(stage(s) + C::W_AT + cw * C::CHUNK_RUN + j0 / 4 * prepacked::CHUNK_BYTES,
                                               tid, a, issue);
       else
-        decode_modelopt<C, Op, STEPS, GROUP>(stage(s) + C::W_AT, stage(s) + C::SCALE_AT, row0, j0, byte_t, w_row,
-                                             w_swizzle, nan_scale, a, issue);
-      // Drain before the next tile's decode: registers a wgmma still reads must not be
-      // rewritten, and ptxas does not track that across the loop's back edge.
-      wgmma_wait<0>();
-      __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[s]);  // the stage may be refilled
+        decode_modelopt<C, Op, STEPS, GROUP, FRAGS>(stage(s) + C::W_AT, stage(s) + C::SCALE_AT, row0, j0, byte_t, w_row,
+                                                    w_swizzle, nan_scale, a, issue);
+      if constexpr (CARRY) {
+        held = s;
+      } else {
+        wgmma_wait<0>();
+        release(s);
+      }
     }
+    wgmma_wait<0>();
     // acc[4j + 2h + e] belongs to row row0 + 8h
 #pragma unroll
     for (int i = 0; i < C::BM / 2; ++i)

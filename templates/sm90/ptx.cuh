@@ -18,6 +18,13 @@ __device__ __forceinline__ void mbar_arrive_expect_tx(unsigned long long* bar, u
 __device__ __forceinline__ void mbar_arrive(unsigned long long* bar) {
   asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
 }
+// Arrives where `arrive` holds, predicated rather than branched: a branch between a wgmma and
+// its wait makes ptxas serialize the wgmmas (C7513).
+__device__ __forceinline__ void mbar_arrive_if(unsigned long long* bar, bool arrive) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %1, 0;\n@p mbarrier.arrive.shared::cta.b64 _, [%0];\n}" ::"r"(smem_u32(bar)),
+               "r"(int(arrive))
+               : "memory");
+}
 // Waits until the phase of parity `parity` has completed. A thread with nothing else to do (a
 // producer waiting for a free stage) passes `suspend_ns`: each try then suspends it for up to
 // that long instead of the system's short default, so it does not take issue slots from the
