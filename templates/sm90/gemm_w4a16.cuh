@@ -346,7 +346,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     // into the next tile, whose first group writes the other set, and its stage is released
     // once that first group is issued (wait<1>: every earlier group complete). Otherwise a
     // tile drains before the next one's decode rewrites the fragments.
-    constexpr int GROUP = C::BM <= 64 ? 4 : C::BM <= 128 ? 2 : 1;
+    constexpr int GROUP = C::BM <= 64 ? 4 : C::BM <= 192 && C::WG < 3 ? 2 : 1;
     constexpr bool CARRY = STEPS % (2 * GROUP) == 0;
     constexpr int FRAGS = CARRY ? 2 * GROUP : GROUP;
     unsigned a[FRAGS][4];
