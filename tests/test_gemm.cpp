@@ -227,6 +227,33 @@ TEST_SUITE("gemm") {
     CHECK(gemm_heuristic(Arch::sm_90a, 4096, 14336, 128, 132).block_k == 256);
   }
 
+  TEST_CASE("above 128 rows the tile fits M itself; the bucket's tiles hold every M's") {
+    // M = 769 at N = K = 8192: four 200-row tiles fit 224-row tiles (two waves), where the
+    // bucket's 256-row tile computes 56 padding rows each
+    CHECK(describe(gemm_tile_at(Arch::sm_90a, 8192, 8192, 769, 132, true)) == "bm224 bk128 wg2 s3 ks1");
+    CHECK(gemm_tile_at(Arch::sm_90a, 8192, 8192, 1024, 132, true) == gemm_heuristic(Arch::sm_90a, 8192, 8192, 1024, 132, true));
+    // up to 128 rows, and past 16384, the bucket's tile
+    CHECK(gemm_tile_at(Arch::sm_90a, 8192, 8192, 100, 132, true) == gemm_heuristic(Arch::sm_90a, 8192, 8192, 128, 132, true));
+    CHECK(gemm_tile_at(Arch::sm_90a, 8192, 8192, 20000, 132, false) ==
+          gemm_heuristic(Arch::sm_90a, 8192, 8192, kGemmLargeM, 132, false));
+    for (int64_t n : {200, 2880, 6144, 28672})
+      for (int64_t k : {2880, 4096})
+        for (bool prepacked : {false, true}) {
+          std::vector<std::vector<GemmTile>> sets;
+          for (int bucket : kGemmMBuckets) sets.push_back(gemm_bucket_tiles(Arch::sm_90a, n, k, bucket, 132, prepacked));
+          for (int64_t m = 1; m <= 17000; m += m < 3000 ? 1 : 7) {
+            const size_t b = size_t(std::find(std::begin(kGemmMBuckets), std::end(kGemmMBuckets), gemm_m_bucket(m)) -
+                                    std::begin(kGemmMBuckets));
+            const GemmTile t = gemm_tile_at(Arch::sm_90a, n, k, m, 132, prepacked);
+            if (std::find(sets[b].begin(), sets[b].end(), t) == sets[b].end()) {
+              FAIL_CHECK(fmt::format("n = {} k = {} m = {} prepacked = {}: {} is not among its bucket's tiles", n, k, m,
+                                     prepacked, describe(t)));
+              break;
+            }
+          }
+        }
+  }
+
   TEST_CASE("row tiles share M evenly, in multiples of 8, as many as block_m needs") {
     CHECK(gemm_row_step(1, 8) == 8);
     CHECK(gemm_row_step(257, 256) == 136);  // 136 + 121, not 256 + 1
@@ -256,7 +283,11 @@ TEST_SUITE("gemm") {
     CHECK_THROWS_AS(generate(gemm_spec(Arch::sm_100a, 2880, 2880, DType::bf16, DType::bf16, ScaleLayout::linear,
                                        kNoDType, t)),
                     Error);
-    CHECK(gemm_prewarm_specs(Arch::sm_90a, 4096, 4096, 132).size() == 3 * std::size(kGemmMBuckets));
+    size_t bucket_tiles = 0;
+    for (int bucket : kGemmMBuckets)
+      for (bool prepacked : {false, false, true})  // two layouts as stored, one prepacked
+        bucket_tiles += gemm_bucket_tiles(Arch::sm_90a, 4096, 4096, bucket, 132, prepacked).size();
+    CHECK(gemm_prewarm_specs(Arch::sm_90a, 4096, 4096, 132).size() == bucket_tiles);
     CHECK(generate(gemm_spec(Arch::sm_90a, 2880, 2880, DType::bf16, DType::bf16, gemm_weight_layout({}, true), kNoDType, t))
               .name.find("nvfp4_gemm_w4a16_n2880_k2880_bf16_bf16_prepacked_bm16") == 0);
     CHECK(gemm_prewarm_specs(Arch::sm_120a, 4096, 4096, 132).empty());
@@ -279,9 +310,9 @@ TEST_SUITE("gemm") {
     for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4, gemm_weight_layout({}, true)}) {
       if (layout != gemm_weight_layout({}, true))
         CHECK(has(dequantize_spec(Arch::sm_90a, 4096, DType::bf16, layout)));  // W4A4's decode of A
-      for (int bucket : kGemmMBuckets)
+      for (int64_t m = 1; m <= 17000; m += m < 3000 ? 1 : 13)
         CHECK(has(gemm_spec(Arch::sm_90a, 2880, 4096, DType::bf16, DType::bf16, layout, kNoDType,
-                            gemm_heuristic(Arch::sm_90a, 2880, 4096, bucket, 132, layout == gemm_weight_layout({}, true)))));
+                            gemm_tile_at(Arch::sm_90a, 2880, 4096, m, 132, layout == gemm_weight_layout({}, true)))));
     }
   }
 

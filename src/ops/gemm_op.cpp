@@ -174,8 +174,8 @@ std::vector<KernelSpec> gemm_prewarm_specs(Arch arch, int64_t n, int64_t k, int 
   if (arch != Arch::sm_90a || n <= 0 || k <= 0 || k % 32) return specs;
   for (int bucket : kGemmMBuckets)
     for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4, gemm_weight_layout({}, true)})
-      specs.push_back(gemm_spec(arch, n, k, DType::bf16, DType::bf16, layout, kNoDType,
-                                gemm_heuristic(arch, n, k, bucket, sm_count, layout == gemm_weight_layout({}, true))));
+      for (const GemmTile& t : gemm_bucket_tiles(arch, n, k, bucket, sm_count, layout == gemm_weight_layout({}, true)))
+        specs.push_back(gemm_spec(arch, n, k, DType::bf16, DType::bf16, layout, kNoDType, t));
   return specs;
 }
 

@@ -69,35 +69,69 @@ double modelled_cost(const GemmTile& t, int64_t m, int64_t n, int64_t k, int sm_
 
 }  // namespace
 
+namespace {
+
+// Past one 128-row tile the tensor cores bound the time, and the model picks the row tile,
+// consumer count and split that waste the least of them on padding rows and idle SMs (the
+// cliffs of a fixed 256-row tile, docs/perf.md). Its candidates, in order of preference on a
+// tie: two consumers and the taller tile (fewer weight reads), unsplit.
+std::vector<GemmTile> modelled_candidates(int64_t k, bool prepacked) {
+  std::vector<GemmTile> tiles;
+  for (int consumers : {2, 1, 3})
+    for (int block_m : {256, 224, 192, 160, 128})
+      for (int split_k : {1, 2}) {
+        GemmTile c;
+        c.consumers = consumers, c.block_m = block_m, c.split_k = split_k;
+        // one consumer on 128 rows streams 256-deep stages (5-9% faster at N = 2880 and 4096)
+        c.block_k = consumers == 1 && block_m == 128 ? 256 : 128;
+        c.stages = int(max_stages(c));
+        if (three_consumers_fit(c, prepacked) && gemm_tile_problem(c, k).empty() &&
+            (split_k == 1 || (k + c.block_k - 1) / c.block_k / (2 * split_k) >= 4))
+          tiles.push_back(c);
+      }
+  return tiles;
+}
+
+GemmTile modelled_tile(const std::vector<GemmTile>& candidates, int64_t n, int64_t k, int64_t m, int sm_count) {
+  GemmTile best;
+  double best_cost = 0;
+  for (const GemmTile& c : candidates) {
+    // three consumers' cost is assumed, not fitted: taken only where the model has them save
+    // a tenth (measured: M = 513-576 at N = K = 8192, 1.09x cuBLAS, was 1.28x)
+    const double cost = modelled_cost(c, m, n, k, sm_count) * (c.consumers == 3 ? 1.1 : 1.0);
+    if (best.block_m == 0 || cost < best_cost) best = c, best_cost = cost;
+  }
+  return best;
+}
+
+// Above it, M picks no tile of its own: the large bucket's (the model's at 4096 rows).
+constexpr int64_t kLargestModelledM = 16384;
+
+}  // namespace
+
+GemmTile gemm_tile_at(Arch arch, int64_t n, int64_t k, int64_t m, int sm_count, bool prepacked) {
+  const int bucket = gemm_m_bucket(m);
+  if (bucket <= 128 || m > kLargestModelledM) return gemm_heuristic(arch, n, k, bucket, sm_count, prepacked);
+  return modelled_tile(modelled_candidates(k, prepacked), n, k, m, sm_count);
+}
+
+std::vector<GemmTile> gemm_bucket_tiles(Arch arch, int64_t n, int64_t k, int bucket, int sm_count, bool prepacked) {
+  std::vector<GemmTile> tiles{gemm_heuristic(arch, n, k, bucket, sm_count, prepacked)};
+  if (bucket <= 128) return tiles;
+  const int* it = std::find(std::begin(kGemmMBuckets), std::end(kGemmMBuckets), bucket);
+  const int64_t first = *(it - 1) + 1, last = bucket == kGemmLargeM ? kLargestModelledM : bucket;
+  const std::vector<GemmTile> candidates = modelled_candidates(k, prepacked);
+  for (int64_t m = first; m <= last; ++m) {
+    const GemmTile t = modelled_tile(candidates, n, k, m, sm_count);
+    if (std::find(tiles.begin(), tiles.end(), t) == tiles.end()) tiles.push_back(t);
+  }
+  return tiles;
+}
+
 GemmTile gemm_heuristic(Arch /*arch*/, int64_t n, int64_t k, int bucket, int sm_count, bool prepacked) {
+  if (bucket > 128) return modelled_tile(modelled_candidates(k, prepacked), n, k, gemm_bucket_m(bucket), sm_count);
   GemmTile t;
   t.consumers = 2;
-  if (bucket > 128) {
-    // Past one 128-row tile the tensor cores bound the time: the row tile, consumer count and
-    // split that waste the least of them on padding rows and idle SMs (the M = 257 and 513
-    // cliffs of a fixed 256-row tile, docs/perf.md). Ties keep two consumers and the taller
-    // tile (fewer weight reads), unsplit.
-    t.block_k = 128;
-    GemmTile best;
-    double best_cost = 0;
-    for (int consumers : {2, 1, 3})
-      for (int block_m : {256, 224, 192, 160, 128})
-        for (int split_k : {1, 2}) {
-          GemmTile c = t;
-          c.consumers = consumers, c.block_m = block_m, c.split_k = split_k;
-          if (!three_consumers_fit(c, prepacked)) continue;
-          // one consumer on 128 rows streams 256-deep stages (5-9% faster at N = 2880 and 4096)
-          c.block_k = consumers == 1 && block_m == 128 ? 256 : 128;
-          c.stages = int(max_stages(c));
-          if (!gemm_tile_problem(c, k).empty() || (split_k > 1 && (k + c.block_k - 1) / c.block_k / (2 * split_k) < 4))
-            continue;
-          // three consumers' cost is assumed, not fitted: taken only where the model has them
-          // save a tenth (measured: M = 513-576 at N = K = 8192, 1.09x cuBLAS, was 1.28x)
-          const double cost = modelled_cost(c, gemm_bucket_m(bucket), n, k, sm_count) * (consumers == 3 ? 1.1 : 1.0);
-          if (best.block_m == 0 || cost < best_cost) best = c, best_cost = cost;
-        }
-    return best;
-  }
   // From `nvfp4-jit tune` (docs/perf.md). Two consumer warpgroups share one CTA's activation
   // stages and producer; one consumer per 64 weight rows gives twice the CTAs, which a grid
   // that would leave SMs idle wants: at M <= 64 wherever one consumer's grid is at most one

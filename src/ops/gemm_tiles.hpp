@@ -46,6 +46,15 @@ int gemm_tile_group(int64_t m, int64_t k, const GemmTile& tile);
 // `prepacked`: the weight is prepacked, which also allows three consumer warpgroups.
 GemmTile gemm_heuristic(Arch arch, int64_t n, int64_t k, int bucket, int sm_count, bool prepacked = false);
 
+// The tile a call with m rows runs when its bucket is not tuned: the bucket's heuristic tile
+// up to M = 128 (and past M = 16384), else the model's at m itself, so that every M, not only
+// a bucket's largest, gets the row tile and consumer count that fit it.
+GemmTile gemm_tile_at(Arch arch, int64_t n, int64_t k, int64_t m, int sm_count, bool prepacked);
+
+// Every tile gemm_tile_at picks for an M of `bucket` (the heuristic's first): what the prewarm
+// compiles, so no M of the bucket meets a kernel it lacks.
+std::vector<GemmTile> gemm_bucket_tiles(Arch arch, int64_t n, int64_t k, int bucket, int sm_count, bool prepacked);
+
 // Threads per CTA (the template's THREADS): the consumer warpgroups (consumers x k_groups),
 // then the producer (a warp for a prepacked weight, a warpgroup that also stages scales
 // otherwise).

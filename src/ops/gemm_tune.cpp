@@ -196,7 +196,7 @@ GemmTile gemm_tile_for(const DeviceInfo& device, const GemmArgs& args, CUstream 
       return gemm_tile_of(spec);
     }
   }
-  return gemm_heuristic(device.arch, args.n, args.k, bucket, device.sm_count, args.b_prepacked);
+  return gemm_tile_at(device.arch, args.n, args.k, args.m, device.sm_count, args.b_prepacked);
 }
 
 }  // namespace nvfp4::jit::detail
