@@ -35,8 +35,9 @@ int64_t gemm_bucket_m(int bucket);
 // Rows per row tile for M rows on tiles of at most block_m: the tiles share M evenly, in
 // multiples of 8 (ceil(m / step) tiles, as many as block_m needs).
 int64_t gemm_row_step(int64_t m, int block_m);
-// Row tiles per group of the kernel's tile order: the row tiles of one weight tile run
-// together, so it is read from HBM once; a group's activations should stay in L2.
+// Row tiles per group of the kernel's tile order (within a group, the row tiles of one weight
+// tile run together, so it is read from HBM once): all of them where the activations stay in
+// L2, else 1.
 int gemm_tile_group(int64_t m, int64_t k, const GemmTile& tile);
 
 // The heuristic: up to M = 128 one row tile of the bucket's height, 256-deep stages, split-K

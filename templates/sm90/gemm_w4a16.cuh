@@ -239,7 +239,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   // blockIdx.x numbers the output tiles, and the order decides what L2 holds for whom: groups
   // of tile_group row tiles, within a group every row tile of one weight tile in turn, so the
   // CTAs sharing a weight tile run together and read it from HBM once while the group's
-  // activations stay in L2 (gemm_tile_group).
+  // activations stay in L2 (gemm_tile_group: all row tiles, or one for large activations).
   constexpr int N_TILES = int((C::N + C::BN - 1) / C::BN);
   const int group = int(blockIdx.x / (p.tile_group * N_TILES)), in_group = int(blockIdx.x % (p.tile_group * N_TILES));
   const int group_rows = min(p.tile_group, p.m_tiles - group * p.tile_group);

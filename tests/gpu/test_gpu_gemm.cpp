@@ -383,9 +383,10 @@ TEST_SUITE("gpu_gemm") {
              {128, 2, 5, 2, 128}),
         with({769, 200, 2880, bf16, fp32, ScaleLayout::swizzled128x4, false, 0, 0, 0, 1.0f, Case::nan_row},
              {192, 1, 3, 1, 128}),
-        // 6 row tiles of 224 rows at K = 8192: the tile order's groups of 4 row tiles end in a
-        // group of 2 (gemm_tile_group)
+        // the tile order both ways (gemm_tile_group): 6 row tiles of 224 rows at K = 8192 (21 MB
+        // of activations: one row tile at a time), and 4 of 184 at K = 2880 (all together)
         with({1300, 200, 8192, bf16, fp32}, {256, 2, 3, 1, 128}),
+        with({730, 1000, 2880, bf16, fp32, ScaleLayout::swizzled128x4}, {192, 2, 3, 1, 128}),
         // W4A4 with a global scale per row of A: each tile reads its own rows' scales
         {257, 1000, 2880, DType::nvfp4, fp32, ScaleLayout::linear, false, 0, 0, 0, 1.0f, Case::any, 2, true},
         // three consumers (192 weight rows a CTA) on a prepacked weight: 1000 = 5 x 192 + 40
