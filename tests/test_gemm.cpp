@@ -254,6 +254,18 @@ TEST_SUITE("gemm") {
         }
   }
 
+  TEST_CASE("a tuned tile runs where the tuner beat the heuristic; else each M's own tile") {
+    const GemmTile bucket_tile = gemm_heuristic(Arch::sm_90a, 8192, 8192, 1024, 132, true);
+    const GemmTile own = gemm_tile_at(Arch::sm_90a, 8192, 8192, 769, 132, true);
+    REQUIRE(!(own == bucket_tile));
+    CHECK(gemm_tile_choice(nullptr, Arch::sm_90a, 8192, 8192, 769, 132, true) == own);
+    CHECK(gemm_tile_choice(&bucket_tile, Arch::sm_90a, 8192, 8192, 769, 132, true) == own);
+    GemmTile winner = bucket_tile;
+    winner.stages = 2;
+    CHECK(gemm_tile_choice(&winner, Arch::sm_90a, 8192, 8192, 769, 132, true) == winner);
+    CHECK(gemm_tile_choice(&winner, Arch::sm_90a, 8192, 8192, 1000, 132, true) == winner);
+  }
+
   TEST_CASE("row tiles share M evenly, in multiples of 8, as many as block_m needs") {
     CHECK(gemm_row_step(1, 8) == 8);
     CHECK(gemm_row_step(257, 256) == 136);  // 136 + 121, not 256 + 1

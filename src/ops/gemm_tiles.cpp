@@ -116,6 +116,12 @@ GemmTile gemm_tile_at(Arch arch, int64_t n, int64_t k, int64_t m, int sm_count, 
   return modelled_tile(modelled_candidates(k, prepacked), n, k, m, sm_count);
 }
 
+GemmTile gemm_tile_choice(const GemmTile* tuned, Arch arch, int64_t n, int64_t k, int64_t m, int sm_count,
+                          bool prepacked) {
+  if (tuned && !(*tuned == gemm_heuristic(arch, n, k, gemm_m_bucket(m), sm_count, prepacked))) return *tuned;
+  return gemm_tile_at(arch, n, k, m, sm_count, prepacked);
+}
+
 std::vector<GemmTile> gemm_bucket_tiles(Arch arch, int64_t n, int64_t k, int bucket, int sm_count, bool prepacked) {
   std::vector<GemmTile> tiles{gemm_heuristic(arch, n, k, bucket, sm_count, prepacked)};
   if (bucket <= 128) return tiles;

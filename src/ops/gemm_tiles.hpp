@@ -52,6 +52,12 @@ GemmTile gemm_heuristic(Arch arch, int64_t n, int64_t k, int bucket, int sm_coun
 // a bucket's largest, gets the row tile and consumer count that fit it.
 GemmTile gemm_tile_at(Arch arch, int64_t n, int64_t k, int64_t m, int sm_count, bool prepacked);
 
+// The tile a call with m rows runs: its bucket's tuned tile where the tuner found one faster
+// than the heuristic's, else gemm_tile_at (a tuned entry that kept the heuristic's tile, timed
+// at the bucket's largest M, does not take the smaller M's own tiles away).
+GemmTile gemm_tile_choice(const GemmTile* tuned, Arch arch, int64_t n, int64_t k, int64_t m, int sm_count,
+                          bool prepacked);
+
 // Every tile gemm_tile_at picks for an M of `bucket` (the heuristic's first): what the prewarm
 // compiles, so no M of the bucket meets a kernel it lacks.
 std::vector<GemmTile> gemm_bucket_tiles(Arch arch, int64_t n, int64_t k, int bucket, int sm_count, bool prepacked);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -183,20 +184,21 @@ GemmTile gemm_tile_for(const DeviceInfo& device, const GemmArgs& args, CUstream 
   const int bucket = gemm_m_bucket(args.m);
   TuningTable& table = table_of(device);
   const KernelSpec problem = gemm_problem(device.arch, problem_of(args));
-  if (auto tile = table.find(problem, bucket)) {
-    KernelSpec spec = problem;
-    spec.tile = *tile;
-    return gemm_tile_of(spec);
-  }
-  if (autotune && !capturing(stream)) {
-    tune_gemm(device, problem_of(args), {bucket}, 10);
+  auto tuned = [&]() -> std::optional<GemmTile> {
     if (auto tile = table.find(problem, bucket)) {
       KernelSpec spec = problem;
       spec.tile = *tile;
       return gemm_tile_of(spec);
     }
+    return std::nullopt;
+  };
+  std::optional<GemmTile> tile = tuned();
+  if (!tile && autotune && !capturing(stream)) {
+    tune_gemm(device, problem_of(args), {bucket}, 10);
+    tile = tuned();
   }
-  return gemm_tile_at(device.arch, args.n, args.k, args.m, device.sm_count, args.b_prepacked);
+  return gemm_tile_choice(tile ? &*tile : nullptr, device.arch, args.n, args.k, args.m, device.sm_count,
+                          args.b_prepacked);
 }
 
 }  // namespace nvfp4::jit::detail
