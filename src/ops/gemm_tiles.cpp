@@ -58,8 +58,9 @@ namespace {
 // the grid runs in whole waves.
 double modelled_cost(const GemmTile& t, int64_t m, int64_t n, int64_t k, int sm_count) {
   constexpr double kReduceKTiles = 10;
-  // three consumers (a prepacked weight): everything of two, half again (assumed, not fitted)
-  const double per_ktile = t.consumers == 1 ? 70.0 + t.block_m / 2.0 : (55.0 + t.block_m) * t.consumers / 2.0;
+  // three consumers (a prepacked weight): half again the rows of two, and a decode worth about
+  // 50 (fitted from `nvfp4-jit tune` at 6144 x 4096, M = 448 and 1024, and 28672 x 4096, M = 512)
+  const double per_ktile = t.consumers == 1 ? 70.0 + t.block_m / 2.0 : t.consumers == 2 ? 55.0 + t.block_m : 50.0 + 1.5 * t.block_m;
   const int64_t row_step = gemm_row_step(m, t.block_m);
   const int64_t ctas = (n + 64 * t.consumers - 1) / (64 * t.consumers) * ((m + row_step - 1) / row_step) * t.split_k;
   const int64_t waves = (ctas + sm_count - 1) / sm_count;
@@ -97,9 +98,8 @@ GemmTile modelled_tile(const std::vector<GemmTile>& candidates, int64_t n, int64
   GemmTile best;
   double best_cost = 0;
   for (const GemmTile& c : candidates) {
-    // three consumers' cost is assumed, not fitted: taken only where the model has them save
-    // a tenth (measured: M = 513-576 at N = K = 8192, 1.09x cuBLAS, was 1.28x)
-    const double cost = modelled_cost(c, m, n, k, sm_count) * (c.consumers == 3 ? 1.1 : 1.0);
+    // three consumers' fit rests on three shapes: taken where the model has them save 5%
+    const double cost = modelled_cost(c, m, n, k, sm_count) * (c.consumers == 3 ? 1.05 : 1.0);
     if (best.block_m == 0 || cost < best_cost) best = c, best_cost = cost;
   }
   return best;
@@ -147,9 +147,11 @@ GemmTile gemm_heuristic(Arch /*arch*/, int64_t n, int64_t k, int bucket, int sm_
   const int64_t one_consumer_ctas = (n + 63) / 64;
   if (bucket <= 64 ? one_consumer_ctas <= sm_count : 4 * ((n + 127) / 128) <= sm_count) t.consumers = 1;
   t.block_m = bucket;
-  // K splits in two (four always lost) where the grid leaves over a tenth of the SMs idle.
+  // K splits in two (four always lost) where the grid leaves over a tenth of the SMs idle and
+  // the split grid still fits one wave (96 one-consumer CTAs at N = 6144, M <= 64: 4-32%
+  // faster unsplit).
   const int64_t ctas = (n + 64 * t.consumers - 1) / (64 * t.consumers);
-  const bool split = 10 * ctas < 9 * int64_t(sm_count);
+  const bool split = 10 * ctas < 9 * int64_t(sm_count) && 2 * ctas <= sm_count;
   // 256-deep stages, except at M = 128 with two consumers (5 stages instead of 2: 5-7%
   // faster; 15% slower with one consumer). M <= 32 runs best with 4 stages, M = 64 and 128
   // with as many as fit. (128-deep stages at M <= 64, N = 28672 tune 5-16% faster, but with
