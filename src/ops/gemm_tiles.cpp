@@ -1,6 +1,8 @@
 #include "ops/gemm_tiles.hpp"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 
 #include <fmt/format.h>
 
@@ -77,7 +79,7 @@ namespace {
 // consumer count and split that waste the least of them on padding rows and idle SMs (the
 // cliffs of a fixed 256-row tile, docs/perf.md). Its candidates, in order of preference on a
 // tie: two consumers and the taller tile (fewer weight reads), unsplit.
-std::vector<GemmTile> modelled_candidates(int64_t k, bool prepacked) {
+std::vector<GemmTile> list_modelled_candidates(int64_t k, bool prepacked) {
   std::vector<GemmTile> tiles;
   for (int consumers : {2, 1, 3})
     for (int block_m : {256, 224, 192, 160, 128})
@@ -92,6 +94,17 @@ std::vector<GemmTile> modelled_candidates(int64_t k, bool prepacked) {
           tiles.push_back(c);
       }
   return tiles;
+}
+
+// The list depends on K and the layout only, and every gemm above 128 rows asks for it: kept
+// (its checks format a message for each tile that fails).
+const std::vector<GemmTile>& modelled_candidates(int64_t k, bool prepacked) {
+  static std::mutex mutex;
+  static std::map<std::pair<int64_t, bool>, std::vector<GemmTile>> lists;
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto [it, added] = lists.try_emplace({k, prepacked});
+  if (added) it->second = list_modelled_candidates(k, prepacked);
+  return it->second;
 }
 
 GemmTile modelled_tile(const std::vector<GemmTile>& candidates, int64_t n, int64_t k, int64_t m, int sm_count) {
@@ -127,7 +140,7 @@ std::vector<GemmTile> gemm_bucket_tiles(Arch arch, int64_t n, int64_t k, int buc
   if (bucket <= 128) return tiles;
   const int* it = std::find(std::begin(kGemmMBuckets), std::end(kGemmMBuckets), bucket);
   const int64_t first = *(it - 1) + 1, last = bucket == kGemmLargeM ? kLargestModelledM : bucket;
-  const std::vector<GemmTile> candidates = modelled_candidates(k, prepacked);
+  const std::vector<GemmTile>& candidates = modelled_candidates(k, prepacked);
   for (int64_t m = first; m <= last; ++m) {
     const GemmTile t = modelled_tile(candidates, n, k, m, sm_count);
     if (std::find(tiles.begin(), tiles.end(), t) == tiles.end()) tiles.push_back(t);

@@ -340,13 +340,14 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     for (int i = 0; i < C::BM / 2; ++i) acc[i] = 0.0f;
 
     // Steps go to the tensor cores in groups of GROUP, and wait<1> keeps one group in flight
-    // while the next is decoded: four steps (one 64-k chunk) for small BM, else two, or one
-    // where the accumulators leave too few registers (two consumers above 192 rows, three).
-    // Two steps rather than one: 1.5-4% at M = 257-641 (more wgmma work queued). Fragments alternate between two sets of
-    // GROUP where a k-tile holds an even number of groups: its last group then stays in flight
-    // into the next tile, whose first group writes the other set, and its stage is released
-    // once that first group is issued (wait<1>: every earlier group complete). Otherwise a
-    // tile drains before the next one's decode rewrites the fragments.
+    // while the next is decoded: four steps (one 64-k chunk) for small BM, else two (1.5-4%
+    // faster than one at M = 257-641: more wgmma work queued), or one where the accumulators
+    // leave too few registers (two consumers above 192 rows; three consumers).
+    // Fragments alternate between two sets of GROUP where a k-tile holds an even number of
+    // groups: its last group then stays in flight into the next tile, whose first group writes
+    // the other set, and its stage is released once that first group is issued (wait<1>:
+    // every earlier group complete). Otherwise a tile drains before the next one's decode
+    // rewrites the fragments.
     constexpr int GROUP = C::BM <= 64 ? 4 : C::WG == 1 || (C::BM <= 192 && C::WG == 2) ? 2 : 1;
     constexpr bool CARRY = STEPS % (2 * GROUP) == 0;
     constexpr int FRAGS = CARRY ? 2 * GROUP : GROUP;
