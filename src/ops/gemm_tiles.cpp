@@ -126,7 +126,19 @@ constexpr int64_t kLargestModelledM = 16384;
 GemmTile gemm_tile_at(Arch arch, int64_t n, int64_t k, int64_t m, int sm_count, bool prepacked) {
   const int bucket = gemm_m_bucket(m);
   if (bucket <= 128 || m > kLargestModelledM) return gemm_heuristic(arch, n, k, bucket, sm_count, prepacked);
-  return modelled_tile(modelled_candidates(k, prepacked), n, k, m, sm_count);
+  // A warm gemm should be a lookup and a launch: the model's last answers, per thread, in a
+  // small direct-mapped table (a serving loop repeats its layers' shapes and M).
+  struct Memo {
+    int64_t n = 0, k = 0, m = 0;
+    int sm_count = 0;
+    bool prepacked = false;
+    GemmTile tile;
+  };
+  thread_local Memo memo[64];
+  Memo& slot = memo[size_t(n * 31 + k * 7 + m + prepacked) % 64];
+  if (slot.n != n || slot.k != k || slot.m != m || slot.sm_count != sm_count || slot.prepacked != prepacked)
+    slot = {n, k, m, sm_count, prepacked, modelled_tile(modelled_candidates(k, prepacked), n, k, m, sm_count)};
+  return slot.tile;
 }
 
 GemmTile gemm_tile_choice(const GemmTile* tuned, Arch arch, int64_t n, int64_t k, int64_t m, int sm_count,
