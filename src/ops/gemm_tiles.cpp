@@ -143,7 +143,9 @@ GemmTile gemm_tile_at(Arch arch, int64_t n, int64_t k, int64_t m, int sm_count, 
 
 GemmTile gemm_tile_choice(const GemmTile* tuned, Arch arch, int64_t n, int64_t k, int64_t m, int sm_count,
                           bool prepacked) {
-  if (tuned && !(*tuned == gemm_heuristic(arch, n, k, gemm_m_bucket(m), sm_count, prepacked))) return *tuned;
+  // the heuristic's tile for the bucket, through gemm_tile_at's memo (a warm call stays a lookup)
+  const int64_t bucket_m = gemm_bucket_m(gemm_m_bucket(m));
+  if (tuned && !(*tuned == gemm_tile_at(arch, n, k, bucket_m, sm_count, prepacked))) return *tuned;
   return gemm_tile_at(arch, n, k, m, sm_count, prepacked);
 }
 
