@@ -266,6 +266,27 @@ TEST_SUITE("gemm") {
     CHECK(gemm_tile_choice(&winner, Arch::sm_90a, 8192, 8192, 1000, 132, true) == winner);
   }
 
+  TEST_CASE("split-K grids split a last wave's tiles where split they fit one wave; else all") {
+    CHECK(gemm_split_tiles(448, 1, 132) == 0);
+    CHECK(gemm_split_tiles(448, 2, 132) == 52);    // 3 whole waves, then 104 CTAs of half the k-tiles
+    CHECK(gemm_split_tiles(264, 2, 132) == 0);     // whole waves only: 132 clusters of two whole tiles
+    CHECK(gemm_split_tiles(200, 2, 132) == 200);   // 68 left over split would be 136 CTAs: all split
+    CHECK(gemm_split_tiles(64, 2, 132) == 64);     // under one wave: all split (decode)
+    CHECK(gemm_split_tiles(150, 4, 132) == 18);    // 4 x 18 = 72 CTAs after a wave of 33 clusters
+    CHECK(gemm_split_tiles(140, 2, 133) == 8);     // 7 left over, one more split: the rest pairs up
+    for (int split_k : {2, 4, 8})
+      for (int sm_count : {78, 114, 132, 133})
+        for (int64_t tiles = 1; tiles <= 2000; ++tiles) {
+          const int64_t split = gemm_split_tiles(tiles, split_k, sm_count);
+          CAPTURE(split_k);
+          CAPTURE(sm_count);
+          CAPTURE(tiles);
+          CHECK(split >= 0);
+          CHECK(split <= tiles);
+          CHECK((tiles - split) % split_k == 0);
+        }
+  }
+
   TEST_CASE("row tiles share M evenly, in multiples of 8, as many as block_m needs") {
     CHECK(gemm_row_step(1, 8) == 8);
     CHECK(gemm_row_step(257, 256) == 136);  // 136 + 121, not 256 + 1

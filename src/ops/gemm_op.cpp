@@ -245,7 +245,10 @@ void launch_gemm(const GemmArgs& args, const Resolved& r, const DeviceInfo& devi
   p.tile_group = gemm_tile_group(args.m, args.k, tile);
   void* params[] = {&p};
   LaunchShape shape;
-  shape.grid[0] = unsigned(n_tiles * m_tiles);
+  // split_k > 1: clusters of split_k CTAs, whole tiles first, then the split ones
+  const int64_t split_tiles = gemm_split_tiles(n_tiles * m_tiles, tile.split_k, device.sm_count);
+  p.whole_clusters = int((n_tiles * m_tiles - split_tiles) / tile.split_k);
+  shape.grid[0] = unsigned(tile.split_k > 1 ? p.whole_clusters + split_tiles : n_tiles * m_tiles);
   shape.grid[2] = unsigned(tile.split_k);
   shape.block[0] = unsigned(gemm_threads(tile, args.b_prepacked));
   shape.shared_bytes = shared;

@@ -27,6 +27,13 @@ int gemm_m_bucket(int64_t m) {
   return kGemmMBuckets[std::size(kGemmMBuckets) - 1];
 }
 
+int64_t gemm_split_tiles(int64_t tiles, int split_k, int sm_count) {
+  if (split_k == 1) return 0;
+  const int64_t last_wave = tiles % sm_count;
+  const int64_t split = tiles >= sm_count && last_wave * split_k <= sm_count ? last_wave : tiles;
+  return split + (tiles - split) % split_k;
+}
+
 int gemm_threads(const GemmTile& tile, bool prepacked) {
   return 128 * tile.consumers * tile.k_groups + (prepacked ? 32 : 128);
 }
@@ -64,11 +71,12 @@ double modelled_cost(const GemmTile& t, int64_t m, int64_t n, int64_t k, int sm_
   // 50 (fitted from `nvfp4-jit tune` at 6144 x 4096, M = 448 and 1024, and 28672 x 4096, M = 512)
   const double per_ktile = t.consumers == 1 ? 70.0 + t.block_m / 2.0 : t.consumers == 2 ? 55.0 + t.block_m : 50.0 + 1.5 * t.block_m;
   const int64_t row_step = gemm_row_step(m, t.block_m);
-  const int64_t ctas = (n + 64 * t.consumers - 1) / (64 * t.consumers) * ((m + row_step - 1) / row_step) * t.split_k;
-  const int64_t waves = (ctas + sm_count - 1) / sm_count;
+  const int64_t tiles = (n + 64 * t.consumers - 1) / (64 * t.consumers) * ((m + row_step - 1) / row_step);
+  const int64_t split = gemm_split_tiles(tiles, t.split_k, sm_count);
+  auto waves = [&](int64_t ctas) { return double((ctas + sm_count - 1) / sm_count); };
   const int64_t ktiles = (k + 127) / 128;  // 128-deep, whatever the stages' depth
-  const double ktiles_per_cta = double((ktiles + t.split_k - 1) / t.split_k) + (t.split_k > 1 ? kReduceKTiles : 0);
-  return double(waves) * per_ktile * ktiles_per_cta;
+  const double split_ktiles = double((ktiles + t.split_k - 1) / t.split_k) + kReduceKTiles;
+  return per_ktile * (waves(tiles - split) * double(ktiles) + waves(split * t.split_k) * split_ktiles);
 }
 
 }  // namespace

@@ -62,6 +62,12 @@ GemmTile gemm_tile_choice(const GemmTile* tuned, Arch arch, int64_t n, int64_t k
 // compiles, so no M of the bucket meets a kernel it lacks.
 std::vector<GemmTile> gemm_bucket_tiles(Arch arch, int64_t n, int64_t k, int bucket, int sm_count, bool prepacked);
 
+// Of `tiles` output tiles, how many a split_k > 1 grid splits (its last ones, the rest going
+// whole to clusters of split_k CTAs): a last, partial wave's when split they fit in one wave
+// (that wave then takes 1 / split_k of the time), else all of them (a grid that fits one wave
+// split, or one the model would not split). (tiles - result) is a multiple of split_k.
+int64_t gemm_split_tiles(int64_t tiles, int split_k, int sm_count);
+
 // Threads per CTA (the template's THREADS): the consumer warpgroups (consumers x k_groups),
 // then the producer (a warp for a prepacked weight, a warpgroup that also stages scales
 // otherwise).

@@ -121,6 +121,7 @@ struct GemmParams {
   long long m_step;               // rows per row tile: ceil(m / tiles), a multiple of 8
   int m_tiles;                    // row tiles
   int tile_group;                 // row tiles per group of the tile order (gemm_w4a16.cuh)
+  int whole_clusters;             // split-K: clusters taking whole tiles, before those splitting one
 };
 
 }  // namespace nvfp4k

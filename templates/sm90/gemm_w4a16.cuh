@@ -15,8 +15,11 @@
 // fewer threads per CTA, more CTAs per SM for the latency-bound small-M tiles. With
 // KGROUPS = 2 two consumer warpgroups share each 64 rows, each decoding half of every stage's
 // k steps (twice the warps to hide latency with, the same stages), and add up in the end.
-// With KSPLIT > 1 the CTAs of a cluster split K and rank 0 sums the partial tiles through
-// distributed shared memory, in rank order (deterministic, no workspace).
+// With KSPLIT > 1 the grid is clusters of KSPLIT CTAs: the first GemmParams::whole_clusters
+// take KSPLIT whole tiles each, and each later one splits one tile's K among its CTAs, rank 0
+// summing the partial tiles through distributed shared memory in rank order (deterministic, no
+// workspace). Splitting only the tiles of a last, partial wave fills it with CTAs of half the
+// work (a wave of whole tiles on all SMs, then one of split ones, is a split tail).
 #pragma once
 #include "common/gemm_epilogue.cuh"
 #include "common/global_scale.cuh"
@@ -241,7 +244,13 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   // CTAs sharing a weight tile run together and read it from HBM once while the group's
   // activations stay in L2 (gemm_tile_group: all row tiles, or one for large activations).
   constexpr int N_TILES = int((C::N + C::BN - 1) / C::BN);
-  const int group = int(blockIdx.x / (p.tile_group * N_TILES)), in_group = int(blockIdx.x % (p.tile_group * N_TILES));
+  const unsigned rank = C::KSPLIT > 1 ? cluster_ctarank() : 0u;
+  // blockIdx.x numbers the clusters; whole clusters come first, so split ones run last
+  const bool split = C::KSPLIT > 1 && int(blockIdx.x) >= p.whole_clusters;
+  const int tile = C::KSPLIT == 1 ? int(blockIdx.x)
+                   : split        ? C::KSPLIT * p.whole_clusters + (int(blockIdx.x) - p.whole_clusters)
+                                  : C::KSPLIT * int(blockIdx.x) + int(rank);
+  const int group = tile / (p.tile_group * N_TILES), in_group = tile % (p.tile_group * N_TILES);
   const int group_rows = min(p.tile_group, p.m_tiles - group * p.tile_group);
   const int n_tile = in_group / group_rows, m_tile = group * p.tile_group + in_group % group_rows;
   const int n0 = n_tile * C::BN;
@@ -250,8 +259,8 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   // partners on the same weights, which then miss L2). Box rows past the tile are not stored.
   const long long m0 = (long long)m_tile * p.m_step;
   const long long m_end = m0 + p.m_step < p.m ? m0 + p.m_step : p.m;
-  const unsigned rank = C::KSPLIT > 1 ? cluster_ctarank() : 0u;
-  const int kt_begin = int(rank * C::KTILES / C::KSPLIT), kt_end = int((rank + 1) * C::KTILES / C::KSPLIT);
+  const int kt_begin = split ? int(rank * C::KTILES / C::KSPLIT) : 0;
+  const int kt_end = split ? int((rank + 1) * C::KTILES / C::KSPLIT) : C::KTILES;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::STAGES; ++s) {
@@ -418,7 +427,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
       for (int i = 0; i < C::BM / 2; ++i) acc[i] += partial[i * 128 * C::WG + ctid];
     }
   }
-  if constexpr (C::KSPLIT > 1) {
+  if (C::KSPLIT > 1 && split) {  // uniform over the cluster
     if (!producer) named_barrier(1, 128 * C::CONSUMERS);  // every consumer is done reading the stages
     if (summing && rank != 0) {
 #pragma unroll

@@ -387,6 +387,12 @@ TEST_SUITE("gpu_gemm") {
         // of activations: one row tile at a time), and 4 of 184 at K = 2880 (all together)
         with({1300, 200, 8192, bf16, fp32}, {256, 2, 3, 1, 128}),
         with({730, 1000, 2880, bf16, fp32, ScaleLayout::swizzled128x4}, {192, 2, 3, 1, 128}),
+        // a split tail (gemm_split_tiles): 3 x 64 tiles of 100 x 128, on 132 SMs 132 whole
+        // (66 clusters) and the last 60 split in two, the ragged weight tile among them
+        with({300, 8100, 2880, bf16, fp32, ScaleLayout::swizzled128x4, true, 2}, {128, 2, 5, 2, 128}),
+        with({300, 8100, 2880, DType::fp16, DType::bf16, ScaleLayout::linear, false, 0, 0, 0, 1.0f, Case::nan_row, 0,
+              false, true},
+             {128, 2, 5, 2, 128}),
         // W4A4 with a global scale per row of A: each tile reads its own rows' scales
         {257, 1000, 2880, DType::nvfp4, fp32, ScaleLayout::linear, false, 0, 0, 0, 1.0f, Case::any, 2, true},
         // three consumers (192 weight rows a CTA) on a prepacked weight: 1000 = 5 x 192 + 40
