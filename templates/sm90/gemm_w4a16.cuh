@@ -350,14 +350,16 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
 
     // Steps go to the tensor cores in groups of GROUP, and wait<1> keeps one group in flight
     // while the next is decoded: four steps (one 64-k chunk) for small BM, else two (1.5-4%
-    // faster than one at M = 257-641: more wgmma work queued), or one where the accumulators
-    // leave too few registers (two consumers above 192 rows; three consumers).
+    // faster than one at M = 257-641: more wgmma work queued; three consumers on 128 rows 3%
+    // at 6144 x 4096, M = 449), or one where the accumulators leave too few registers (two
+    // consumers above 192 rows) or two were slower (three consumers on 160 rows: 4%; on a
+    // prepacked weight two consumers on 256 rows: 1%).
     // Fragments alternate between two sets of GROUP where a k-tile holds an even number of
     // groups: its last group then stays in flight into the next tile, whose first group writes
     // the other set, and its stage is released once that first group is issued (wait<1>:
     // every earlier group complete). Otherwise a tile drains before the next one's decode
     // rewrites the fragments.
-    constexpr int GROUP = C::BM <= 64 ? 4 : C::WG == 1 || (C::BM <= 192 && C::WG == 2) ? 2 : 1;
+    constexpr int GROUP = C::BM <= 64 ? 4 : C::WG == 1 || (C::WG == 2 && C::BM <= 192) || (C::WG == 3 && C::BM <= 128) ? 2 : 1;
     constexpr bool CARRY = STEPS % (2 * GROUP) == 0;
     constexpr int FRAGS = CARRY ? 2 * GROUP : GROUP;
     unsigned a[FRAGS][4];

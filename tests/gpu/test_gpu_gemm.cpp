@@ -418,6 +418,10 @@ TEST_SUITE("gpu_gemm") {
         {9, 72, 160, DType::nvfp4, DType::fp32, ScaleLayout::swizzled128x4, false, 0, 0, 0, 1.0f, Case::any, 2, false},
         {3, 72, 2048, DType::bf16, DType::fp32, ScaleLayout::linear, false, 0, 0, 0, 1.0f, Case::any, 0, false, true},
         {130, 72, 160, DType::fp16, DType::bf16, ScaleLayout::swizzled128x4, true, 2, 0, 0, 1.0f, Case::any, 0, false, true},
+        // a split tail: 140 tiles of 64 x 8 on 132 SMs, 66 clusters of two whole tiles, then
+        // the last 8 split (ragged N among them)
+        {3, 8900, 512, DType::bf16, DType::fp32, ScaleLayout::linear, false, 0, 0, 0, 1.0f, Case::any, 0, false, false,
+         {8, 1, 4, 2, 128}},
         // two k groups (their partial sums meet in shared memory), with and without split-K
         {3, 72, 2048, DType::bf16, DType::fp32, ScaleLayout::linear, false, 0, 0, 0, 1.0f, Case::any, 0, false, true,
          {8, 1, 4, 2, 256, 2}},
