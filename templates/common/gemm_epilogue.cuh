@@ -19,4 +19,11 @@ __device__ __forceinline__ void store_element(void* out, long long at, float v) 
   else static_cast<unsigned short*>(out)[at] = float_to_fp16_bits(v);
 }
 
+// Two values of a 16-bit D in one word, the first in the low half.
+template <int DTYPE>
+__device__ __forceinline__ unsigned pack_pair(float lo, float hi) {
+  if constexpr (DTYPE == DTYPE_BF16) return float_to_bf16_bits(lo) | (unsigned(float_to_bf16_bits(hi)) << 16);
+  else return float_to_fp16_bits(lo) | (unsigned(float_to_fp16_bits(hi)) << 16);
+}
+
 }  // namespace nvfp4k

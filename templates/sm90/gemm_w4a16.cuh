@@ -455,19 +455,59 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   const float scale = p.alpha * global_scale(p.w_gscale_mode, p.w_gscale_value, p.w_gscale_ptr, 0) *
                       (a_per_row ? 1.0f : global_scale(p.a_gscale_mode, p.a_gscale_value, p.a_gscale_ptr, 0)) *
                       float(1u << Op::SHIFT);
+  float bias[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const long long n = n0 + row0 + 8 * h;
+    bias[h] = n < C::N ? load_bias<C::BIAS>(p.bias, n) : 0.0f;
+  }
+  // D's row m (< m_end) scales acc[i]
+  auto value = [&](int i, long long m, int h) {
+    return acc[i] * (a_per_row ? scale * (m < m_end ? p.a_gscale_ptr[m] : 0.0f) : scale) + bias[h];
+  };
+
+  if constexpr (C::ODT != DTYPE_FP32 && C::BM % 16 == 0) {
+    if (p.d_tma) {
+      // 16-bit D through shared memory: stmatrix transposes the fragments into rows of D (64
+      // columns a consumer warpgroup, 128-byte swizzle), and one TMA store a warpgroup writes
+      // them. The scalar stores below cost 10-12% of the time at M = 513-4096 (K = 4096).
+      static_assert(C::WG * C::BM * 128 <= C::STAGES * C::STAGE_BYTES, "the output tile fits in the stages");
+      named_barrier(2, 128 * C::WG);  // every consumer is done with the stages (and partial sums)
+      unsigned char* slab = smem + cw * (C::BM * 128);
+      const int q = lane / 8, r = lane % 8;  // the matrix and row this lane addresses
+#pragma unroll
+      for (int j = 0; j < C::BM / 8; j += 2) {
+        unsigned packed[4];  // matrix q: rows m 8 (j + q / 2) .. + 7, columns n row0 - lane / 4 + 8 (q % 2) ..
+#pragma unroll
+        for (int qq = 0; qq < 4; ++qq) {
+          const int jj = j + qq / 2, h = qq % 2;
+          const long long m = m0 + 8 * jj + 2 * t;
+          packed[qq] = pack_pair<C::ODT>(value(4 * jj + 2 * h, m, h), value(4 * jj + 2 * h + 1, m + 1, h));
+        }
+        const int m_local = 8 * (j + q / 2) + r, chunk = 2 * (tid / 32) + q % 2;
+        stmatrix_x4_trans(smem_u32(slab) + unsigned(m_local * 128 + ((chunk ^ (m_local % 8)) << 4)), packed[0], packed[1],
+                          packed[2], packed[3]);
+      }
+      fence_proxy_async_shared();
+      named_barrier(2, 128 * C::WG);
+      if (tid == 0) {
+        tma_store_2d(&p.tma_d, slab, n0 + cw * 64, int(m0));
+        bulk_commit();
+        bulk_wait_read();  // the shared memory stays until the store has read it
+      }
+      return;
+    }
+  }
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const long long n = n0 + row0 + 8 * h;
     if (n >= C::N) continue;
-    const float bias = load_bias<C::BIAS>(p.bias, n);
 #pragma unroll
     for (int j = 0; j < C::BM / 8; ++j) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const long long m = m0 + 8 * j + 2 * t + e;
-        if (m < m_end)
-          store_element<C::ODT>(p.d, m * p.d_stride + n,
-                                acc[4 * j + 2 * h + e] * (a_per_row ? scale * p.a_gscale_ptr[m] : scale) + bias);
+        if (m < m_end) store_element<C::ODT>(p.d, m * p.d_stride + n, value(4 * j + 2 * h + e, m, h));
       }
     }
   }

@@ -67,6 +67,26 @@ __device__ __forceinline__ void prefetch_tensor_map(const void* tensor_map) {
   asm volatile("prefetch.tensormap [%0];" ::"l"(tensor_map) : "memory");
 }
 
+// Shared memory -> 2D tensor tile (rows and columns past the tensor are not written), in the
+// bulk group of this thread; the shared memory must stay until bulk_wait_read says it is read.
+__device__ __forceinline__ void tma_store_2d(const void* tensor_map, const void* src, int x, int y) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(tensor_map),
+               "r"(smem_u32(src)), "r"(x), "r"(y)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
+// This thread's shared-memory writes, visible to the async proxy (TMA) after a barrier.
+__device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// Four 8x8 16-bit matrices, each held as an mma accumulator fragment (lane l: row l / 4,
+// columns 2 (l % 4) and + 1 in one register), stored transposed: row r of matrix q goes to the
+// 16 bytes at the address lane 8q + r gives.
+__device__ __forceinline__ void stmatrix_x4_trans(unsigned addr, unsigned r0, unsigned r1, unsigned r2, unsigned r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.trans.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+
 // Asynchronous 4- or 8-byte copy global -> shared; bytes past `src_bytes` are zero-filled.
 template <int BYTES>
 __device__ __forceinline__ void cp_async(void* dst, const void* src, unsigned src_bytes) {
