@@ -209,7 +209,8 @@ struct GemmArgs {
   bool b_prepacked = false;
   // b is no output of work still running on the stream (true for a served model's weights):
   // the kernel is launched as a programmatic dependent launch, so it may start while the
-  // previous kernel finishes and stream the weights before it waits for that kernel's results.
+  // previous kernel finishes and stream the weights before it waits for that kernel's results
+  // (where its grid is at most four waves of CTAs: longer ones gain nothing from it).
   // Leave false right after writing b on the stream (prepack, a weight update).
   bool weights_static = false;
 };
