@@ -239,12 +239,16 @@ void launch_gemm(const GemmArgs& args, const Resolved& r, const DeviceInfo& devi
   p.bias = args.bias;
   p.d = args.d;
   p.d_stride = r.d_stride;
-  // A 16-bit D whose rows TMA can address (16-byte aligned) is stored a tile at a time from
-  // shared memory; otherwise (FP32, odd strides) element by element.
-  if (args.d_dtype != DType::fp32 && reinterpret_cast<uintptr_t>(args.d) % 16 == 0 && r.d_stride % 8 == 0) {
-    const CUtensorMap map_d = make_tensor_map_2d(
-        args.d, args.d_dtype == DType::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-        uint64_t(args.m), uint64_t(args.n), uint64_t(r.d_stride) * 2, uint32_t(m_step), 64, CU_TENSOR_MAP_SWIZZLE_128B);
+  // A D whose rows TMA can address (16-byte aligned) is stored a tile at a time from shared
+  // memory, in boxes of 128-byte rows; otherwise element by element.
+  const int d_bytes = args.d_dtype == DType::fp32 ? 4 : 2;
+  if (reinterpret_cast<uintptr_t>(args.d) % 16 == 0 && r.d_stride * d_bytes % 16 == 0) {
+    const CUtensorMapDataType type = args.d_dtype == DType::fp32   ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                     : args.d_dtype == DType::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                                   : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    const CUtensorMap map_d = make_tensor_map_2d(args.d, type, uint64_t(args.m), uint64_t(args.n),
+                                                 uint64_t(r.d_stride) * d_bytes, uint32_t(m_step),
+                                                 uint32_t(128 / d_bytes), CU_TENSOR_MAP_SWIZZLE_128B);
     std::memcpy(&p.tma_d, &map_d, sizeof map_d);
     p.d_tma = 1;
   }

@@ -106,7 +106,7 @@ enum BiasCode { BIAS_NONE = 0, BIAS_BF16 = 1, BIAS_FP32 = 2 };
 struct GemmParams {
   TmaDescriptor tma_a;            // activations [M, K], 16-bit
   TmaDescriptor tma_w;            // packed weights [N, K/2] bytes (unused for a prepacked weight)
-  TmaDescriptor tma_d;            // D [M, N], 16-bit, boxes of m_step rows x 64 columns (when d_tma)
+  TmaDescriptor tma_d;            // D [M, N], boxes of m_step rows x 128 bytes (when d_tma)
   const unsigned char* w_scales;  // E4M3 [N, K/16], layout compiled in; or the prepacked weight
   const float* w_gscale_ptr;      // GSCALE_DEVICE: one device value
   float w_gscale_value;           // GSCALE_HOST
@@ -122,7 +122,7 @@ struct GemmParams {
   long long m_step;               // rows per row tile: ceil(m / tiles), a multiple of 8
   int m_tiles;                    // row tiles
   int tile_group;                 // row tiles per group of the tile order (gemm_w4a16.cuh)
-  int d_tma;                      // D is stored through tma_d (16-bit, 16-byte aligned rows)
+  int d_tma;                      // D is stored through tma_d (16-byte aligned rows)
   int whole_clusters;             // split-K: clusters taking whole tiles, before those splitting one
 };
 

@@ -466,32 +466,50 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     return acc[i] * (a_per_row ? scale * (m < m_end ? p.a_gscale_ptr[m] : 0.0f) : scale) + bias[h];
   };
 
-  if constexpr (C::ODT != DTYPE_FP32 && C::BM % 16 == 0) {
+  // D through shared memory where its tile fits in the stages: each consumer warpgroup's 64
+  // columns as slabs of 128-byte rows (128-byte swizzle), one TMA store a slab. The element
+  // stores below cost 10-12% of the time at M = 513-4096 (K = 4096).
+  constexpr int D_BYTES = C::ODT == DTYPE_FP32 ? 4 : 2, SLAB_COLS = 128 / D_BYTES;
+  if constexpr (C::BM % 16 == 0 && C::WG * 64 * C::BM * D_BYTES <= C::STAGES * C::STAGE_BYTES) {
     if (p.d_tma) {
-      // 16-bit D through shared memory: stmatrix transposes the fragments into rows of D (64
-      // columns a consumer warpgroup, 128-byte swizzle), and one TMA store a warpgroup writes
-      // them. The scalar stores below cost 10-12% of the time at M = 513-4096 (K = 4096).
-      static_assert(C::WG * C::BM * 128 <= C::STAGES * C::STAGE_BYTES, "the output tile fits in the stages");
       named_barrier(2, 128 * C::WG);  // every consumer is done with the stages (and partial sums)
-      unsigned char* slab = smem + cw * (C::BM * 128);
-      const int q = lane / 8, r = lane % 8;  // the matrix and row this lane addresses
+      unsigned char* slabs = smem + cw * 64 * C::BM * D_BYTES;  // this warpgroup's
+      // D's element (m_local, column c of the warpgroup's 64) in the swizzled slabs
+      auto at = [&](int m_local, int c) {
+        const int chunk = c % SLAB_COLS * D_BYTES / 16;
+        return smem_u32(slabs) + unsigned(c / SLAB_COLS * C::BM * 128 + m_local * 128 +
+                                          ((chunk ^ (m_local % 8)) << 4) + c * D_BYTES % 16);
+      };
+      const int c0 = (tid / 32) * 16 + lane / 4;  // row0's column
+      if constexpr (D_BYTES == 2) {
+        // stmatrix.trans turns four 8 x 8 fragments (rows n, pairs of m) into 16-byte rows of D
+        const int q = lane / 8, r = lane % 8;  // the matrix and row this lane addresses
 #pragma unroll
-      for (int j = 0; j < C::BM / 8; j += 2) {
-        unsigned packed[4];  // matrix q: rows m 8 (j + q / 2) .. + 7, columns n row0 - lane / 4 + 8 (q % 2) ..
+        for (int j = 0; j < C::BM / 8; j += 2) {
+          unsigned packed[4];  // matrix q: m from 8 (j + q / 2), n from row0 - lane / 4 + 8 (q % 2)
 #pragma unroll
-        for (int qq = 0; qq < 4; ++qq) {
-          const int jj = j + qq / 2, h = qq % 2;
-          const long long m = m0 + 8 * jj + 2 * t;
-          packed[qq] = pack_pair<C::ODT>(value(4 * jj + 2 * h, m, h), value(4 * jj + 2 * h + 1, m + 1, h));
+          for (int qq = 0; qq < 4; ++qq) {
+            const int jj = j + qq / 2, h = qq % 2;
+            const long long m = m0 + 8 * jj + 2 * t;
+            packed[qq] = pack_pair<C::ODT>(value(4 * jj + 2 * h, m, h), value(4 * jj + 2 * h + 1, m + 1, h));
+          }
+          stmatrix_x4_trans(at(8 * (j + q / 2) + r, c0 - lane / 4 + 8 * (q % 2)), packed[0], packed[1], packed[2],
+                            packed[3]);
         }
-        const int m_local = 8 * (j + q / 2) + r, chunk = 2 * (tid / 32) + q % 2;
-        stmatrix_x4_trans(smem_u32(slab) + unsigned(m_local * 128 + ((chunk ^ (m_local % 8)) << 4)), packed[0], packed[1],
-                          packed[2], packed[3]);
+      } else {
+        // FP32: one value a store; a warp's 32 land in distinct banks (4 rows x 8 columns, swizzled)
+#pragma unroll
+        for (int i = 0; i < C::BM / 2; ++i) {
+          const int j = i / 4, h = (i / 2) % 2, e = i % 2, m_local = 8 * j + 2 * t + e;
+          asm volatile("st.shared.f32 [%0], %1;" ::"r"(at(m_local, c0 + 8 * h)), "f"(value(i, m0 + m_local, h)) : "memory");
+        }
       }
       fence_proxy_async_shared();
       named_barrier(2, 128 * C::WG);
       if (tid == 0) {
-        tma_store_2d(&p.tma_d, slab, n0 + cw * 64, int(m0));
+#pragma unroll
+        for (int s = 0; s < 64 / SLAB_COLS; ++s)
+          tma_store_2d(&p.tma_d, slabs + s * C::BM * 128, n0 + cw * 64 + s * SLAB_COLS, int(m0));
         bulk_commit();
         bulk_wait_read();  // the shared memory stays until the store has read it
       }
