@@ -151,7 +151,7 @@ CUtensorMap make_tensor_map_2d(const void* base, CUtensorMapDataType type, uint6
     int type, swizzle;
     bool operator==(const Entry&) const = default;
   };
-  constexpr int kEntries = 8;
+  constexpr int kEntries = 16;  // a layer's GEMMs: activations and outputs
   thread_local Entry keys[kEntries] = {};
   thread_local CUtensorMap maps[kEntries];
   thread_local int next = 0;

@@ -201,6 +201,22 @@ CUfunction gemm_kernel(const GemmArgs& args, const DeviceInfo& device, const Gem
   return kernel_for(device, spec, gemm_shared_bytes(tile), stream, [&] { return prewarm_hint(args, device); });
 }
 
+// D's TMA descriptor, boxes of a row tile's m_step rows x 128 bytes, where TMA can address its
+// rows (16-byte aligned): the kernel then stores a tile at a time from shared memory, else
+// element by element. Returns whether it made one.
+bool output_tensor_map(const GemmArgs& args, int64_t d_stride, int64_t m_step, nvfp4k::TmaDescriptor& out) {
+  const int d_bytes = args.d_dtype == DType::fp32 ? 4 : 2;
+  if (reinterpret_cast<uintptr_t>(args.d) % 16 != 0 || d_stride * d_bytes % 16 != 0) return false;
+  const CUtensorMapDataType type = args.d_dtype == DType::fp32   ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                   : args.d_dtype == DType::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                                 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  const CUtensorMap map = make_tensor_map_2d(args.d, type, uint64_t(args.m), uint64_t(args.n),
+                                             uint64_t(d_stride) * d_bytes, uint32_t(m_step), uint32_t(128 / d_bytes),
+                                             CU_TENSOR_MAP_SWIZZLE_128B);
+  std::memcpy(&out, &map, sizeof map);
+  return true;
+}
+
 // `a_scale`: A's global scale (W4A4), applied in the epilogue.
 void launch_gemm(const GemmArgs& args, const Resolved& r, const DeviceInfo& device, const GemmTile& tile,
                  CUstream stream, const GlobalScale& a_scale = {}) {
@@ -239,19 +255,7 @@ void launch_gemm(const GemmArgs& args, const Resolved& r, const DeviceInfo& devi
   p.bias = args.bias;
   p.d = args.d;
   p.d_stride = r.d_stride;
-  // A D whose rows TMA can address (16-byte aligned) is stored a tile at a time from shared
-  // memory, in boxes of 128-byte rows; otherwise element by element.
-  const int d_bytes = args.d_dtype == DType::fp32 ? 4 : 2;
-  if (reinterpret_cast<uintptr_t>(args.d) % 16 == 0 && r.d_stride * d_bytes % 16 == 0) {
-    const CUtensorMapDataType type = args.d_dtype == DType::fp32   ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
-                                     : args.d_dtype == DType::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                                                   : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    const CUtensorMap map_d = make_tensor_map_2d(args.d, type, uint64_t(args.m), uint64_t(args.n),
-                                                 uint64_t(r.d_stride) * d_bytes, uint32_t(m_step),
-                                                 uint32_t(128 / d_bytes), CU_TENSOR_MAP_SWIZZLE_128B);
-    std::memcpy(&p.tma_d, &map_d, sizeof map_d);
-    p.d_tma = 1;
-  }
+  p.d_tma = output_tensor_map(args, r.d_stride, m_step, p.tma_d);
   p.m = args.m;
   p.m_step = m_step;
   p.m_tiles = int(m_tiles);
