@@ -501,7 +501,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
 #pragma unroll
         for (int i = 0; i < C::BM / 2; ++i) {
           const int j = i / 4, h = (i / 2) % 2, e = i % 2, m_local = 8 * j + 2 * t + e;
-          asm volatile("st.shared.f32 [%0], %1;" ::"r"(at(m_local, c0 + 8 * h)), "f"(value(i, m0 + m_local, h)) : "memory");
+          st_shared_f32(at(m_local, c0 + 8 * h), value(i, m0 + m_local, h));
         }
       }
       fence_proxy_async_shared();

@@ -78,6 +78,9 @@ __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.comm
 __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
 // This thread's shared-memory writes, visible to the async proxy (TMA) after a barrier.
 __device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+__device__ __forceinline__ void st_shared_f32(unsigned addr, float v) {
+  asm volatile("st.shared.f32 [%0], %1;" ::"r"(addr), "f"(v) : "memory");
+}
 // Four 8x8 16-bit matrices, each held as an mma accumulator fragment (lane l: row l / 4,
 // columns 2 (l % 4) and + 1 in one register), stored transposed: row r of matrix q goes to the
 // 16 bytes at the address lane 8q + r gives.
