@@ -393,6 +393,10 @@ TEST_SUITE("gpu_gemm") {
         with({300, 8100, 2880, DType::fp16, DType::bf16, ScaleLayout::linear, false, 0, 0, 0, 1.0f, Case::nan_row, 0,
               false, true},
              {128, 2, 5, 2, 128}),
+        // D through TMA with padded rows (16-byte aligned strides): the boxes stop at N = 1000
+        // (a part slab) and at each row tile's end; the padding stays untouched
+        {300, 1000, 2880, bf16, DType::bf16, ScaleLayout::linear, false, 0, 0, 8},
+        {257, 1000, 2880, DType::fp16, fp32, ScaleLayout::swizzled128x4, false, 2, 0, 4},
         // W4A4 with a global scale per row of A: each tile reads its own rows' scales
         {257, 1000, 2880, DType::nvfp4, fp32, ScaleLayout::linear, false, 0, 0, 0, 1.0f, Case::any, 2, true},
         // three consumers (192 weight rows a CTA) on a prepacked weight: 1000 = 5 x 192 + 40
