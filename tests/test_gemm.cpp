@@ -287,6 +287,14 @@ TEST_SUITE("gemm") {
         }
   }
 
+  TEST_CASE("D goes through TMA where the tile's rows pair up and it fits in the stages") {
+    CHECK(gemm_stores_through_tma({256, 2, 3, 1, 128}, 2));
+    CHECK(gemm_stores_through_tma({256, 2, 3, 1, 128}, 4));  // 128 KiB of FP32 in 3 stages of 73
+    CHECK(!gemm_stores_through_tma({8, 1, 8, 1, 256, 2}, 2));  // 8 rows: no pairs of 8-row matrices
+    CHECK(!gemm_stores_through_tma({128, 3, 2, 1, 128}, 4));  // 96 KiB of FP32 in 2 stages of 46
+    CHECK(gemm_stores_through_tma({128, 3, 2, 1, 128}, 2));
+  }
+
   TEST_CASE("row tiles share M evenly, in multiples of 8, as many as block_m needs") {
     CHECK(gemm_row_step(1, 8) == 8);
     CHECK(gemm_row_step(257, 256) == 136);  // 136 + 121, not 256 + 1

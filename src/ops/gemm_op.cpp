@@ -201,12 +201,15 @@ CUfunction gemm_kernel(const GemmArgs& args, const DeviceInfo& device, const Gem
   return kernel_for(device, spec, gemm_shared_bytes(tile), stream, [&] { return prewarm_hint(args, device); });
 }
 
-// D's TMA descriptor, boxes of a row tile's m_step rows x 128 bytes, where TMA can address its
-// rows (16-byte aligned): the kernel then stores a tile at a time from shared memory, else
-// element by element. Returns whether it made one.
-bool output_tensor_map(const GemmArgs& args, int64_t d_stride, int64_t m_step, nvfp4k::TmaDescriptor& out) {
+// D's TMA descriptor, boxes of a row tile's m_step rows x 128 bytes, where the tile's kernel
+// stores through TMA and TMA can address D's rows (16-byte aligned): the kernel then stores a
+// tile at a time from shared memory, else element by element. Returns whether it made one.
+bool output_tensor_map(const GemmArgs& args, const GemmTile& tile, int64_t d_stride, int64_t m_step,
+                       nvfp4k::TmaDescriptor& out) {
   const int d_bytes = args.d_dtype == DType::fp32 ? 4 : 2;
-  if (reinterpret_cast<uintptr_t>(args.d) % 16 != 0 || d_stride * d_bytes % 16 != 0) return false;
+  if (!gemm_stores_through_tma(tile, d_bytes) || reinterpret_cast<uintptr_t>(args.d) % 16 != 0 ||
+      d_stride * d_bytes % 16 != 0)
+    return false;
   const CUtensorMapDataType type = args.d_dtype == DType::fp32   ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
                                    : args.d_dtype == DType::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                                                  : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
@@ -255,17 +258,17 @@ void launch_gemm(const GemmArgs& args, const Resolved& r, const DeviceInfo& devi
   p.bias = args.bias;
   p.d = args.d;
   p.d_stride = r.d_stride;
-  p.d_tma = output_tensor_map(args, r.d_stride, m_step, p.tma_d);
+  p.d_tma = output_tensor_map(args, tile, r.d_stride, m_step, p.tma_d);
   p.m = args.m;
   p.m_step = m_step;
   p.m_tiles = int(m_tiles);
   p.tile_group = gemm_tile_group(args.m, args.k, tile);
   void* params[] = {&p};
   LaunchShape shape;
-  // split_k > 1: clusters of split_k CTAs, whole tiles first, then the split ones
+  // clusters of split_k CTAs (one CTA: a tile each), whole tiles first, then the split ones
   const int64_t split_tiles = gemm_split_tiles(n_tiles * m_tiles, tile.split_k, device.sm_count);
   p.whole_clusters = int((n_tiles * m_tiles - split_tiles) / tile.split_k);
-  shape.grid[0] = unsigned(tile.split_k > 1 ? p.whole_clusters + split_tiles : n_tiles * m_tiles);
+  shape.grid[0] = unsigned(p.whole_clusters + split_tiles);
   shape.grid[2] = unsigned(tile.split_k);
   shape.block[0] = unsigned(gemm_threads(tile, args.b_prepacked));
   shape.shared_bytes = shared;

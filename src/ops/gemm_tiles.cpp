@@ -42,6 +42,11 @@ unsigned gemm_shared_bytes(const GemmTile& tile) {
   return 1024 + unsigned(tile.stages) * stage_bytes(tile) + 16u * unsigned(tile.stages);
 }
 
+bool gemm_stores_through_tma(const GemmTile& tile, int d_bytes) {
+  return tile.block_m % 16 == 0 &&
+         unsigned(64 * tile.consumers * tile.block_m * d_bytes) <= unsigned(tile.stages) * stage_bytes(tile);
+}
+
 int64_t gemm_bucket_m(int bucket) { return bucket == kGemmLargeM ? 4096 : bucket; }
 
 int64_t gemm_row_step(int64_t m, int block_m) {

@@ -73,6 +73,11 @@ int64_t gemm_split_tiles(int64_t tiles, int split_k, int sm_count);
 // otherwise).
 int gemm_threads(const GemmTile& tile, bool prepacked);
 
+// Whether the sm_90a kernel of `tile` can store D (elements of d_bytes) through shared memory
+// and TMA: its tile fits in the stages (the template's condition; otherwise it stores element
+// by element and needs no descriptor for D).
+bool gemm_stores_through_tma(const GemmTile& tile, int d_bytes);
+
 // Dynamic shared memory the sm_90a kernel of `tile` needs (the template's SMEM_BYTES).
 unsigned gemm_shared_bytes(const GemmTile& tile);
 

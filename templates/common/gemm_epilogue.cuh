@@ -22,8 +22,8 @@ __device__ __forceinline__ void store_element(void* out, long long at, float v) 
 // Two values of a 16-bit D in one word, the first in the low half.
 template <int DTYPE>
 __device__ __forceinline__ unsigned pack_pair(float lo, float hi) {
-  if constexpr (DTYPE == DTYPE_BF16) return float_to_bf16_bits(lo) | (unsigned(float_to_bf16_bits(hi)) << 16);
-  else return float_to_fp16_bits(lo) | (unsigned(float_to_fp16_bits(hi)) << 16);
+  if constexpr (DTYPE == DTYPE_BF16) return pack_bf16x2(lo, hi);
+  else return pack_fp16x2(lo, hi);
 }
 
 }  // namespace nvfp4k
