@@ -126,7 +126,7 @@ ScaleLayout gemm_weight_layout(ScaleLayout scales, bool prepacked) {
 
 KernelSpec gemm_spec(Arch arch, int64_t n, int64_t k, DType a, DType d, ScaleLayout layout, uint8_t bias,
                      const GemmTile& tile) {
-  KernelSpec spec = base_spec(Op::gemm, arch, k, uint16_t(gemm_threads(tile, layout == gemm_weight_layout({}, true))));
+  KernelSpec spec = base_spec(Op::gemm, arch, k, uint16_t(gemm_threads(tile)));
   spec.n = n;
   spec.a_dtype = uint8_t(a);
   spec.b_dtype = uint8_t(DType::nvfp4);
@@ -144,7 +144,7 @@ KernelSpec gemm_spec(Arch arch, int64_t n, int64_t k, DType a, DType d, ScaleLay
 GemmTile gemm_tile_of(const KernelSpec& spec) {
   GemmTile t{spec.tile.block_m, spec.tile.block_n / 64, spec.tile.stages, spec.tile.split_k, spec.tile.block_k};
   // two k groups: more threads than one per row tile has
-  t.k_groups = spec.tile.threads > gemm_threads(t, spec.scale_layout == nvfp4k::SCALES_PREPACKED) ? 2 : 1;
+  t.k_groups = spec.tile.threads > gemm_threads(t) ? 2 : 1;
   return t;
 }
 
@@ -270,7 +270,7 @@ void launch_gemm(const GemmArgs& args, const Resolved& r, const DeviceInfo& devi
   p.whole_clusters = int((n_tiles * m_tiles - split_tiles) / tile.split_k);
   shape.grid[0] = unsigned(p.whole_clusters + split_tiles);
   shape.grid[2] = unsigned(tile.split_k);
-  shape.block[0] = unsigned(gemm_threads(tile, args.b_prepacked));
+  shape.block[0] = unsigned(gemm_threads(tile));
   shape.shared_bytes = shared;
   if (tile.split_k > 1) {
     shape.cluster[0] = 1;

@@ -16,8 +16,9 @@ unsigned stage_bytes(const GemmTile& t) {
 }
 unsigned max_stages(const GemmTile& t) { return std::min(8u, (kSm90SharedBytes - 1024 - 128) / stage_bytes(t)); }
 // Three consumers: on a prepacked weight only (the ModelOpt layout stages scales with 128
-// producer threads), at most 192 rows (13 warps leave 128 registers a thread: 96
-// accumulators fit, 112 do not); gemm_tile_problem rules out split-K and k groups.
+// producer threads), at most 192 rows (ptxas fits each wgmma in the 128 registers a thread of
+// 16 warps starts with: 96 accumulators fit, 112 do not); gemm_tile_problem rules out split-K
+// and k groups.
 bool three_consumers_fit(const GemmTile& t, bool prepacked) { return t.consumers != 3 || (prepacked && t.block_m <= 192); }
 }  // namespace
 
@@ -34,9 +35,7 @@ int64_t gemm_split_tiles(int64_t tiles, int split_k, int sm_count) {
   return split + (tiles - split) % split_k;
 }
 
-int gemm_threads(const GemmTile& tile, bool prepacked) {
-  return 128 * tile.consumers * tile.k_groups + (prepacked ? 32 : 128);
-}
+int gemm_threads(const GemmTile& tile) { return 128 * (tile.consumers * tile.k_groups + 1); }
 
 unsigned gemm_shared_bytes(const GemmTile& tile) {
   return 1024 + unsigned(tile.stages) * stage_bytes(tile) + 16u * unsigned(tile.stages);

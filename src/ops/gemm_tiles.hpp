@@ -69,9 +69,8 @@ std::vector<GemmTile> gemm_bucket_tiles(Arch arch, int64_t n, int64_t k, int buc
 int64_t gemm_split_tiles(int64_t tiles, int split_k, int sm_count);
 
 // Threads per CTA (the template's THREADS): the consumer warpgroups (consumers x k_groups),
-// then the producer (a warp for a prepacked weight, a warpgroup that also stages scales
-// otherwise).
-int gemm_threads(const GemmTile& tile, bool prepacked);
+// then the producer warpgroup.
+int gemm_threads(const GemmTile& tile);
 
 // Whether the sm_90a kernel of `tile` can store D (elements of d_bytes) through shared memory
 // and TMA: its tile fits in the stages (the template's condition; otherwise it stores element

@@ -11,8 +11,7 @@
 // the TMA loads of a STAGES-deep ring guarded by mbarriers, and for the ModelOpt layout a
 // warpgroup of them stages the tiles' block scales (cp.async). A prepacked weight
 // (LAYOUT == SCALES_PREPACKED, common/prepacked_weight.cuh) holds its scales and comes in as
-// one contiguous bulk copy per consumer warpgroup and stage, so its producer is one warp:
-// fewer threads per CTA, more CTAs per SM for the latency-bound small-M tiles. With
+// one contiguous bulk copy per consumer warpgroup and stage. With
 // KGROUPS = 2 two consumer warpgroups share each 64 rows, each decoding half of every stage's
 // k steps (twice the warps to hide latency with, the same stages), and add up in the end.
 // With KSPLIT > 1 the grid is clusters of KSPLIT CTAs: the first GemmParams::whole_clusters
@@ -58,10 +57,18 @@ struct GemmConfig {
   static constexpr int SMEM_BYTES = 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8;
   static constexpr bool PREPACKED = LAYOUT == SCALES_PREPACKED;
   static constexpr long long PREPACKED_ROW_BLOCKS = (N + 127) / 128 * 2;  // 64-row blocks of a prepacked weight
-  // after the consumer warpgroups: one warp (its lane 0 issues the copies), or a warpgroup
-  // that also stages the ModelOpt layout's scales (one thread per weight row)
-  static constexpr int PRODUCER_THREADS = PREPACKED ? 32 : 128;
-  static constexpr int THREADS = 128 * CONSUMERS + PRODUCER_THREADS;
+  // After the consumer warpgroups, a producer warpgroup: its thread 0 issues the copies, and
+  // for the ModelOpt layout every thread stages a weight row's scales. (A producer warp alone
+  // saves no registers: ptxas counts warpgroups whole.)
+  static constexpr int THREADS = 128 * CONSUMERS + 128;
+  // Registers: ptxas gives every thread 65536 / THREADS. Where two or more consumer warpgroups
+  // hold 64 accumulators or more, the producers keep PRODUCER_REGS and hand the rest to the
+  // consumers (a 256-row tile's: 232 instead of 168, with which ptxas serialized its wgmmas).
+  // Smaller tiles need fewer than the even share (ptxas would ignore the hand-over).
+  static constexpr int BASE_REGS = 65536 / THREADS / 8 * 8;
+  static constexpr bool REALLOCATE = CONSUMERS >= 2 && BM >= 128;
+  static constexpr int PRODUCER_REGS = PREPACKED ? 40 : 56;
+  static constexpr int CONSUMER_REGS = BASE_REGS + (BASE_REGS - PRODUCER_REGS) / CONSUMERS / 8 * 8;
   static constexpr int CHUNKS = BK / prepacked::CHUNK_K;                  // prepacked chunks per warpgroup and stage
   static constexpr int CHUNK_RUN = CHUNKS * prepacked::CHUNK_BYTES;       // their bytes, contiguous in global memory
   static_assert(!PREPACKED || WG * CHUNK_RUN <= W_BYTES + SCALE_BYTES, "prepacked chunks fit where the stage's weights go");
@@ -270,6 +277,10 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     fence_barrier_init();
   }
   __syncthreads();
+  if constexpr (C::REALLOCATE) {
+    if (producer) setmaxnreg_dec<C::PRODUCER_REGS>();
+    else setmaxnreg_inc<C::CONSUMER_REGS>();
+  }
 
   float acc[C::BM / 2];
   if (producer) {
@@ -330,6 +341,9 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
       }
     }
     griddep_launch_dependents();
+    // The producers' work ends here: the code below is the consumers' alone, so ptxas may give
+    // it the consumers' registers (code both reach would get the producers' few).
+    return;
   } else {
     const int tid = threadIdx.x % 128, lane = tid % 32, t = lane % 4;
     const int row0 = cw * 64 + (tid / 32) * 16 + lane / 4;  // this thread's rows: row0, row0 + 8
@@ -420,21 +434,21 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   // of the cluster's other CTAs in rank order: deterministic, no workspace.
   float* partial = reinterpret_cast<float*>(smem);
   const int ctid = threadIdx.x % (128 * C::WG);
-  const bool summing = !producer && kg == 0;  // holds the sums in the end
+  const bool summing = kg == 0;  // holds the sums in the end
   if constexpr (C::KGROUPS > 1) {
-    if (!producer) named_barrier(1, 128 * C::CONSUMERS);  // every consumer is done reading the stages
-    if (!producer && kg == 1) {
+    named_barrier(1, 128 * C::CONSUMERS);  // every consumer is done reading the stages
+    if (kg == 1) {
 #pragma unroll
       for (int i = 0; i < C::BM / 2; ++i) partial[i * 128 * C::WG + ctid] = acc[i];
     }
-    if (!producer) named_barrier(1, 128 * C::CONSUMERS);
+    named_barrier(1, 128 * C::CONSUMERS);
     if (summing) {
 #pragma unroll
       for (int i = 0; i < C::BM / 2; ++i) acc[i] += partial[i * 128 * C::WG + ctid];
     }
   }
   if (C::KSPLIT > 1 && split) {  // uniform over the cluster
-    if (!producer) named_barrier(1, 128 * C::CONSUMERS);  // every consumer is done reading the stages
+    named_barrier(1, 128 * C::CONSUMERS);  // every consumer is done reading the stages
     if (summing && rank != 0) {
 #pragma unroll
       for (int i = 0; i < C::BM / 2; ++i) partial[i * 128 * C::WG + ctid] = acc[i];
@@ -465,10 +479,29 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     const long long n = n0 + row0 + 8 * h;
     bias[h] = n < C::N ? load_bias<C::BIAS>(p.bias, n) : 0.0f;
   }
-  // D's row m (< m_end) scales acc[i]
-  auto value = [&](int i, long long m, int h) {
-    return acc[i] * (a_per_row ? scale * (m < m_end ? p.a_gscale_ptr[m] : 0.0f) : scale) + bias[h];
-  };
+  // D's values, in place. A's per-row scales (W4A4) in a loop of their own: tested in the loop
+  // for every value, they made each value a branch (16 instructions a value in SASS, 3.7 us of
+  // a 256 x 128 tile's epilogue). Each lane loads every 32nd row's scale, and a warp's values
+  // come by shuffle (loaded per value, the loads were hoisted and spilled registers).
+  if (a_per_row) {
+    float lane_scales[(C::BM + 31) / 32];  // rows lane + 32q
+#pragma unroll
+    for (int q = 0; q < (C::BM + 31) / 32; ++q) {
+      const long long m = m0 + lane + 32 * q;
+      lane_scales[q] = m < m_end ? p.a_gscale_ptr[m] : 0.0f;
+    }
+#pragma unroll
+    for (int j = 0; j < C::BM / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {  // row 8j + 2t + e of the tile
+        const float row_scale = scale * __shfl_sync(0xFFFFFFFFu, lane_scales[j / 4], 8 * (j % 4) + 2 * t + e);
+#pragma unroll
+        for (int h = 0; h < 2; ++h) acc[4 * j + 2 * h + e] = acc[4 * j + 2 * h + e] * row_scale + bias[h];
+      }
+  } else {
+#pragma unroll
+    for (int i = 0; i < C::BM / 2; ++i) acc[i] = acc[i] * scale + bias[(i / 2) % 2];
+  }
 
   // D through shared memory where its tile fits in the stages: each consumer warpgroup's 64
   // columns as slabs of 128-byte rows (128-byte swizzle), one TMA store a slab. The element
@@ -494,8 +527,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
 #pragma unroll
           for (int qq = 0; qq < 4; ++qq) {
             const int jj = j + qq / 2, h = qq % 2;
-            const long long m = m0 + 8 * jj + 2 * t;
-            packed[qq] = pack_pair<C::ODT>(value(4 * jj + 2 * h, m, h), value(4 * jj + 2 * h + 1, m + 1, h));
+            packed[qq] = pack_pair<C::ODT>(acc[4 * jj + 2 * h], acc[4 * jj + 2 * h + 1]);
           }
           stmatrix_x4_trans(at(8 * (j + q / 2) + r, c0 - lane / 4 + 8 * (q % 2)), packed[0], packed[1], packed[2],
                             packed[3]);
@@ -504,8 +536,8 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
         // FP32: one value a store; a warp's 32 land in distinct banks (4 rows x 8 columns, swizzled)
 #pragma unroll
         for (int i = 0; i < C::BM / 2; ++i) {
-          const int j = i / 4, h = (i / 2) % 2, e = i % 2, m_local = 8 * j + 2 * t + e;
-          st_shared_f32(at(m_local, c0 + 8 * h), value(i, m0 + m_local, h));
+          const int j = i / 4, h = (i / 2) % 2, e = i % 2;
+          st_shared_f32(at(8 * j + 2 * t + e, c0 + 8 * h), acc[i]);
         }
       }
       fence_proxy_async_shared();
@@ -529,7 +561,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const long long m = m0 + 8 * j + 2 * t + e;
-        if (m < m_end) store_element<C::ODT>(p.d, m * p.d_stride + n, value(4 * j + 2 * h + e, m, h));
+        if (m < m_end) store_element<C::ODT>(p.d, m * p.d_stride + n, acc[4 * j + 2 * h + e]);
       }
     }
   }

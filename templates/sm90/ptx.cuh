@@ -141,6 +141,17 @@ __device__ __forceinline__ float ld_shared_cluster(const float* p, unsigned rank
   return v;
 }
 
+// Hands registers between warpgroups (the four warps of one execute it together): dec lowers
+// this warpgroup's to N, inc waits until the CTA has N free for each of its threads.
+template <int N>
+__device__ __forceinline__ void setmaxnreg_dec() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;" ::"n"(N));
+}
+template <int N>
+__device__ __forceinline__ void setmaxnreg_inc() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
+}
+
 // Programmatic dependent launch. launch_dependents lets the next kernel on the stream (when
 // launched with programmatic stream serialization) start once every CTA here has said so or
 // exited; wait blocks until the previous kernel has completed and its memory is visible (at
