@@ -1,7 +1,10 @@
 // NVRTC compiles every template for every arch it supports; failures carry the log.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstring>
+#include <string_view>
 #include <thread>
 
 #include "core/nvrtc_compiler.hpp"
@@ -13,6 +16,47 @@
 
 using namespace nvfp4::jit;
 using namespace nvfp4::jit::detail;
+
+namespace {
+
+template <class T>
+T read_at(const std::vector<char>& bytes, size_t at) {
+  T v{};
+  if (at + sizeof v <= bytes.size()) std::memcpy(&v, bytes.data() + at, sizeof v);
+  return v;
+}
+
+// The largest stack frame of a CUBIN's functions (EIATTR_FRAME_SIZE in the ELF's .nv.info
+// section): a kernel that spills registers has one. -1 where the section is missing.
+int64_t largest_stack_frame(const std::vector<char>& cubin) {
+  const auto section_headers = read_at<uint64_t>(cubin, 0x28);
+  const auto header_size = read_at<uint16_t>(cubin, 0x3A), sections = read_at<uint16_t>(cubin, 0x3C);
+  const auto names_section = read_at<uint16_t>(cubin, 0x3E);
+  auto header = [&](size_t i) { return section_headers + i * header_size; };
+  const auto names = read_at<uint64_t>(cubin, header(names_section) + 24);
+  for (size_t i = 0; i < sections; ++i) {
+    const size_t name_at = names + read_at<uint32_t>(cubin, header(i));
+    if (name_at >= cubin.size() || std::string_view(cubin.data() + name_at) != ".nv.info") continue;
+    const auto begin = read_at<uint64_t>(cubin, header(i) + 24), end = begin + read_at<uint64_t>(cubin, header(i) + 32);
+    int64_t largest = 0;
+    // attributes: a format byte, an attribute byte, then by format nothing, a byte (padded to
+    // 2), a 16-bit value, or a 16-bit size and that many bytes
+    for (size_t at = begin; at + 2 <= end;) {
+      const auto format = uint8_t(cubin[at]), attribute = uint8_t(cubin[at + 1]);
+      if (format == 0x04) {
+        const auto size = read_at<uint16_t>(cubin, at + 2);
+        if (attribute == 0x11) largest = std::max<int64_t>(largest, read_at<uint32_t>(cubin, at + 8));  // (function, frame)
+        at += 4 + size;
+      } else {
+        at += format == 0x01 ? 2 : 4;
+      }
+    }
+    return largest;
+  }
+  return -1;
+}
+
+}  // namespace
 
 TEST_SUITE("nvrtc") {
   TEST_CASE("every kernel of every template compiles for every arch, in parallel threads") {
@@ -54,6 +98,30 @@ TEST_SUITE("nvrtc") {
     for (size_t i = 0; i < specs.size(); ++i) {
       CAPTURE(specs[i].describe());
       CHECK(failures[i] == "");
+    }
+  }
+
+  TEST_CASE("the GEMM's largest tiles keep every value in registers (no stack frame)") {
+    // Two consumer warpgroups on 256 rows (split or not, either weight layout) and three on
+    // 192 need the producer's registers; without them ptxas spilled after the main loop.
+    struct Kernel {
+      ScaleLayout layout;
+      DType a, d;
+      uint8_t bias;
+      GemmTile tile;
+    };
+    const ScaleLayout prepacked = gemm_weight_layout({}, true);
+    const Kernel kernels[] = {
+        {prepacked, DType::bf16, DType::bf16, kNoDType, {256, 2, 3, 1, 128}},
+        {prepacked, DType::fp16, DType::fp32, uint8_t(DType::fp32), {256, 2, 3, 2, 128}},
+        {ScaleLayout::linear, DType::bf16, DType::bf16, kNoDType, {256, 2, 3, 2, 128}},
+        {ScaleLayout::swizzled128x4, DType::bf16, DType::fp32, uint8_t(DType::bf16), {256, 2, 3, 1, 128}},
+        {prepacked, DType::bf16, DType::bf16, kNoDType, {192, 3, 3, 1, 128}},
+    };
+    for (const Kernel& k : kernels) {
+      const KernelSpec spec = gemm_spec(Arch::sm_90a, 28672, 4096, k.a, k.d, k.layout, k.bias, k.tile);
+      CAPTURE(spec.describe());
+      CHECK(largest_stack_frame(nvrtc_compile(generate(spec), Arch::sm_90a)) == 0);
     }
   }
 

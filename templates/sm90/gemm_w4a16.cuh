@@ -11,9 +11,9 @@
 // the TMA loads of a STAGES-deep ring guarded by mbarriers, and for the ModelOpt layout a
 // warpgroup of them stages the tiles' block scales (cp.async). A prepacked weight
 // (LAYOUT == SCALES_PREPACKED, common/prepacked_weight.cuh) holds its scales and comes in as
-// one contiguous bulk copy per consumer warpgroup and stage. With
-// KGROUPS = 2 two consumer warpgroups share each 64 rows, each decoding half of every stage's
-// k steps (twice the warps to hide latency with, the same stages), and add up in the end.
+// one contiguous bulk copy per consumer warpgroup and stage. With KGROUPS = 2 two consumer
+// warpgroups share each 64 rows, each decoding half of every stage's k steps (twice the warps
+// to hide latency with, the same stages), and add up in the end.
 // With KSPLIT > 1 the grid is clusters of KSPLIT CTAs: the first GemmParams::whole_clusters
 // take KSPLIT whole tiles each, and each later one splits one tile's K among its CTAs, rank 0
 // summing the partial tiles through distributed shared memory in rank order (deterministic, no
