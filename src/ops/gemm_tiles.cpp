@@ -131,6 +131,10 @@ GemmTile modelled_tile(const std::vector<GemmTile>& candidates, int64_t n, int64
     const double cost = modelled_cost(c, m, n, k, sm_count) * (c.consumers == 3 ? 1.05 : 1.0);
     if (best.block_m == 0 || cost < best_cost) best = c, best_cost = cost;
   }
+  // The tile's wgmmas as tall as its rows (in 16s, for the TMA store), the grid unchanged:
+  // 2-10% faster wherever that trims them (26 points of M = 129-2049 on four shapes; M = 513
+  // on 136-row tiles: 144-row wgmmas instead of 160, 8-9%).
+  best.block_m = int(std::min<int64_t>(best.block_m, (gemm_row_step(m, best.block_m) + 15) / 16 * 16));
   return best;
 }
 
