@@ -269,6 +269,13 @@ TEST_SUITE("gemm") {
     winner.stages = 2;
     CHECK(gemm_tile_choice(&winner, Arch::sm_90a, 8192, 8192, 769, 132, true) == winner);
     CHECK(gemm_tile_choice(&winner, Arch::sm_90a, 8192, 8192, 1000, 132, true) == winner);
+    // a table written before tiles were trimmed to their rows: the heuristic's 160-row tile at
+    // 6144 x 4096, M = 576 (four tiles of 144 rows) still counts as the heuristic's
+    GemmTile untrimmed = gemm_tile_at(Arch::sm_90a, 6144, 4096, 576, 132, true);
+    REQUIRE(untrimmed.block_m == 144);
+    untrimmed.block_m = 160;
+    CHECK(gemm_tile_choice(&untrimmed, Arch::sm_90a, 6144, 4096, 513, 132, true) ==
+          gemm_tile_at(Arch::sm_90a, 6144, 4096, 513, 132, true));
   }
 
   TEST_CASE("split-K grids split a last wave's tiles where split they fit one wave; else all") {
