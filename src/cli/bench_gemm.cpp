@@ -72,19 +72,30 @@ struct Weights {
   }
 };
 
-// Median GPU time per call of `body(i)` (i counts the calls, for rotating weights), called
-// back to back kBatch times between two events as a serving loop launches its kernels: each
-// call's time includes the gap to the next launch, but not the host's launch costs.
-double time_us(EventTimer& timer, int runs, const std::function<void(int)>& body) {
+// Median GPU time per call of each body(i) (i counts its calls, for rotating weights), each
+// called back to back kBatch times between two events as a serving loop launches its kernels:
+// a call's time includes the gap to the next launch, but not the host's launch costs. The
+// bodies take turns batch by batch, so a clock that drifts (a GPU at its power limit slows as
+// it warms) weighs on all of them alike.
+std::vector<double> time_us(EventTimer& timer, int runs, const std::vector<std::function<void(int)>>& bodies) {
   constexpr int kBatch = 8;
-  for (int i = 0; i < 3; ++i) body(i);  // warm-up: kernels loaded, clocks up
-  std::vector<double> us;
-  for (int r = 0, i = 0; r < runs; ++r) {
-    timer.start(nullptr);
-    for (int b = 0; b < kBatch; ++b) body(i++);
-    us.push_back(timer.stop_ms(nullptr) * 1e3 / kBatch);
-  }
-  return median(us);
+  std::vector<int> calls(bodies.size(), 0);
+  for (size_t b = 0; b < bodies.size(); ++b)
+    for (int i = 0; i < 3; ++i) bodies[b](calls[b]++);  // warm-up: kernels loaded, clocks up
+  std::vector<std::vector<double>> us(bodies.size());
+  for (int r = 0; r < runs; ++r)
+    for (size_t b = 0; b < bodies.size(); ++b) {
+      timer.start(nullptr);
+      for (int c = 0; c < kBatch; ++c) bodies[b](calls[b]++);
+      us[b].push_back(timer.stop_ms(nullptr) * 1e3 / kBatch);
+    }
+  std::vector<double> medians;
+  for (auto& u : us) medians.push_back(median(u));
+  return medians;
+}
+
+double time_us(EventTimer& timer, int runs, const std::function<void(int)>& body) {
+  return time_us(timer, runs, std::vector<std::function<void(int)>>{body})[0];
 }
 
 double copy_bandwidth(EventTimer& timer) {
@@ -117,7 +128,7 @@ std::string bench_gemm(bool quick, const GemmBenchFilter& only) {
   std::printf("bench gemm: W4A16 (BF16 activations, NVFP4 weights, linear scales, BF16 out), median of %d runs\n", runs);
   std::printf("  copy bandwidth %.0f GB/s; cuBLAS BF16 8192^3 %.0f TFLOP/s%s\n", copy_bps / 1e9, peak_flops / 1e12,
               cublas.ok() ? "" : " (cuBLAS not found: no comparison)");
-  std::printf("  GPU time per call, calls back to back (8 between two events)\n");
+  std::printf("  GPU time per call, calls back to back (8 between two events), the columns timed in turns\n");
   std::printf("  ours: the weight as stored; prepacked: after prepack(); early: prepacked and weights_static\n");
   std::printf("  (may start while the previous call runs); W4A4: NVFP4 activations, prepacked weight\n");
   std::printf("  %6s %6s %6s %9s %8s %8s %8s %9s %11s %7s %12s %8s %7s %8s %8s %10s %7s\n", "M", "N", "K", "ours us",
@@ -155,23 +166,10 @@ std::string bench_gemm(bool quick, const GemmBenchFilter& only) {
     g.a = a.get();
     g.d = d.get();
     g.b.global_scale.value = 1.0f / 256;
-    const double ours = time_us(timer, runs, [&](int i) {
-      g.b.data = weights.packed[size_t(i % copies)].get();
-      g.b.scales = weights.scales[size_t(i % copies)].get();
-      gemm(g, nullptr);
-    });
     GemmArgs gp = g;
     gp.b_prepacked = true;
-    const double pre = time_us(timer, runs, [&](int i) {
-      gp.b.data = weights.prepacked[size_t(i % copies)].get();
-      gemm(gp, nullptr);
-    });
     GemmArgs ge = gp;
     ge.weights_static = true;
-    const double early = time_us(timer, runs, [&](int i) {
-      ge.b.data = weights.prepacked[size_t(i % copies)].get();
-      gemm(ge, nullptr);
-    });
     // W4A4: the same weights prepacked, NVFP4 activations, workspace given (as a serving engine would)
     DeviceBuffer a4 = to_device(random_bytes(size_t(s.m * s.k / 2), rng)),
                  a4_scales = to_device(random_scales(size_t(s.m * s.k / 16), rng)), workspace(size_t(s.m * s.k * 2));
@@ -179,15 +177,30 @@ std::string bench_gemm(bool quick, const GemmBenchFilter& only) {
     g4.a = nullptr, g4.a_dtype = DType::nvfp4;
     g4.a_fp4.data = a4.get(), g4.a_fp4.scales = a4_scales.get(), g4.a_fp4.global_scale.value = 1.0f / 64;
     g4.workspace = workspace.get(), g4.workspace_bytes = int64_t(workspace.bytes());
-    const double w4a4 = time_us(timer, runs, [&](int i) {
-      g4.b.data = weights.prepacked[size_t(i % copies)].get();
-      gemm(g4, nullptr);
-    });
-    double theirs = 0;
+    std::vector<std::function<void(int)>> contenders{
+        [&](int i) {
+          g.b.data = weights.packed[size_t(i % copies)].get();
+          g.b.scales = weights.scales[size_t(i % copies)].get();
+          gemm(g, nullptr);
+        },
+        [&](int i) {
+          gp.b.data = weights.prepacked[size_t(i % copies)].get();
+          gemm(gp, nullptr);
+        },
+        [&](int i) {
+          ge.b.data = weights.prepacked[size_t(i % copies)].get();
+          gemm(ge, nullptr);
+        },
+        [&](int i) {
+          g4.b.data = weights.prepacked[size_t(i % copies)].get();
+          gemm(g4, nullptr);
+        }};
     if (cublas.ok())
-      theirs = time_us(timer, runs, [&](int i) {
+      contenders.push_back([&](int i) {
         cublas.gemm_bf16(int(s.m), int(s.n), int(s.k), a.get(), weights.bf16[size_t(i % copies)].get(), d.get());
       });
+    const std::vector<double> us = time_us(timer, runs, contenders);
+    const double ours = us[0], pre = us[1], early = us[2], w4a4 = us[3], theirs = cublas.ok() ? us[4] : 0.0;
     const double flops = 2.0 * s.m * s.n * s.k;
     const double bytes = w_bytes + 2.0 * s.m * s.k + 2.0 * s.m * s.n;
     const double floor_us = std::max(bytes / copy_bps, peak_flops > 0 ? flops / peak_flops : 0.0) * 1e6;
