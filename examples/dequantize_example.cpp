@@ -2,32 +2,17 @@
 // element against the library's CPU reference. Uses only the public API and the CUDA runtime.
 //
 //   dequantize_example [N K]      exit 0: all elements match; 1: mismatch; 2: no GPU / error
-#include <cuda_runtime.h>
-
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <random>
 #include <vector>
 
+#include "example_util.hpp"
 #include "nvfp4/jit.hpp"
-
-#define CUDA_OK(call)                                                                   \
-  do {                                                                                  \
-    if (cudaError_t e = (call); e != cudaSuccess) {                                     \
-      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e));            \
-      return 2;                                                                         \
-    }                                                                                   \
-  } while (0)
 
 int main(int argc, char** argv) {
   const long n = argc > 2 ? std::atol(argv[1]) : 4096, k = argc > 2 ? std::atol(argv[2]) : 4096;
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::fprintf(stderr, "no GPU: nothing to run\n");
-    return 2;
-  }
-  CUDA_OK(cudaSetDevice(0));
+  if (!example::first_gpu()) return 2;
 
   // A random ModelOpt-style NVFP4 weight: packed E2M1 [N, K/2], E4M3 scales [N, K/16], fp32 global scale.
   std::mt19937 rng(std::random_device{}());
@@ -36,12 +21,9 @@ int main(int argc, char** argv) {
   for (auto& s : scales) s = uint8_t(0x20 + rng() % 0x40);
   const float global_scale = 0.0123f;
 
-  void *d_packed, *d_scales, *d_out;
-  CUDA_OK(cudaMalloc(&d_packed, packed.size()));
-  CUDA_OK(cudaMalloc(&d_scales, scales.size()));
+  void *d_packed = example::upload(packed), *d_scales = example::upload(scales), *d_out;
+  if (!d_packed || !d_scales) return 2;
   CUDA_OK(cudaMalloc(&d_out, n * k * 2));
-  CUDA_OK(cudaMemcpy(d_packed, packed.data(), packed.size(), cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(d_scales, scales.data(), scales.size(), cudaMemcpyHostToDevice));
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreate(&stream));
 

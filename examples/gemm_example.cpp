@@ -3,48 +3,21 @@
 // the result against a float64 product of the dequantized weight. Public API + CUDA runtime.
 //
 //   gemm_example [M N K]      exit 0: within the BF16 output bound; 1: too far; 2: no GPU / error
-#include <cuda_runtime.h>
-
-#include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <random>
 #include <vector>
 
+#include "example_util.hpp"
 #include "nvfp4/jit.hpp"
 
-#define CUDA_OK(call)                                                        \
-  do {                                                                       \
-    if (cudaError_t e = (call); e != cudaSuccess) {                          \
-      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e)); \
-      return 2;                                                              \
-    }                                                                        \
-  } while (0)
-
-namespace {
-uint16_t to_bf16(float f) {  // round to nearest even (finite inputs)
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return uint16_t((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
-}
-float from_bf16(uint16_t h) {
-  const uint32_t u = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-}  // namespace
+using example::from_bf16;
+using example::to_bf16;
 
 int main(int argc, char** argv) {
   const long m = argc > 3 ? std::atol(argv[1]) : 16, n = argc > 3 ? std::atol(argv[2]) : 4096,
              k = argc > 3 ? std::atol(argv[3]) : 4096;
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::fprintf(stderr, "no GPU: nothing to run\n");
-    return 2;
-  }
-  CUDA_OK(cudaSetDevice(0));
+  if (!example::first_gpu()) return 2;
   std::mt19937 rng(std::random_device{}());
   std::normal_distribution<float> normal(0.0f, 1.0f);
 
@@ -64,14 +37,9 @@ int main(int argc, char** argv) {
   q.global_scale_out = &global_scale;
   nvfp4::jit::cpu::quantize(q);
 
-  void *d_a, *d_packed, *d_scales, *d_out;
-  CUDA_OK(cudaMalloc(&d_a, a.size() * 2));
-  CUDA_OK(cudaMalloc(&d_packed, packed.size()));
-  CUDA_OK(cudaMalloc(&d_scales, scales.size()));
+  void *d_a = example::upload(a), *d_packed = example::upload(packed), *d_scales = example::upload(scales), *d_out;
+  if (!d_a || !d_packed || !d_scales) return 2;
   CUDA_OK(cudaMalloc(&d_out, m * n * 2));
-  CUDA_OK(cudaMemcpy(d_a, a.data(), a.size() * 2, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(d_packed, packed.data(), packed.size(), cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(d_scales, scales.data(), scales.size(), cudaMemcpyHostToDevice));
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreate(&stream));
 
@@ -101,17 +69,10 @@ int main(int argc, char** argv) {
   dq.out = wq.data();
   dq.out_dtype = nvfp4::jit::DType::fp32;
   nvfp4::jit::cpu::dequantize(dq);
-  double err2 = 0, ref2 = 0;
-  for (long i = 0; i < m; ++i)
-    for (long j = 0; j < n; ++j) {
-      double s = 0;
-      for (long e = 0; e < k; ++e) s += double(from_bf16(a[i * k + e])) * wq[j * k + e];
-      const double v = from_bf16(got[i * n + j]);
-      err2 += (v - s) * (v - s);
-      ref2 += s * s;
-    }
-  const double rel = std::sqrt(err2 / ref2);
-  const bool ok = rel <= 4e-3;  // BF16 output rounding: <= 2^-9 relative per element
+  std::vector<float> af(a.size());
+  for (size_t i = 0; i < a.size(); ++i) af[i] = from_bf16(a[i]);
+  const double rel = example::relative_error(af, wq, got, m, n, k);
+  const bool ok = rel <= example::kBf16OutputBound;
   std::printf("gemm M=%ld N=%ld K=%ld (BF16 x NVFP4 -> BF16): relative Frobenius error %.2e against float64 %s\n", m,
               n, k, rel, ok ? "(ok)" : "(TOO LARGE)");
   cudaFree(d_a);

@@ -5,57 +5,25 @@
 // float64 product of the decoded operands. Public API + CUDA runtime.
 //
 //   w4a4_example [M N K]      exit 0: checks pass; 1: a check failed; 2: no GPU / error
-#include <cuda_runtime.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <random>
 #include <vector>
 
+#include "example_util.hpp"
 #include "nvfp4/jit.hpp"
 
-#define CUDA_OK(call)                                                        \
-  do {                                                                       \
-    if (cudaError_t e = (call); e != cudaSuccess) {                          \
-      std::fprintf(stderr, "%s failed: %s\n", #call, cudaGetErrorString(e)); \
-      return 2;                                                              \
-    }                                                                        \
-  } while (0)
-
-namespace {
-uint16_t to_bf16(float f) {  // round to nearest even (finite inputs)
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return uint16_t((u + 0x7FFF + ((u >> 16) & 1)) >> 16);
-}
-float from_bf16(uint16_t h) {
-  const uint32_t u = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-template <class T>
-void* upload(const std::vector<T>& v) {
-  void* p = nullptr;
-  if (cudaMalloc(&p, v.size() * sizeof(T)) != cudaSuccess) return nullptr;
-  cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice);
-  return p;
-}
-}  // namespace
+using example::from_bf16;
+using example::to_bf16;
+using example::upload;
 
 int main(int argc, char** argv) {
   using namespace nvfp4::jit;
   const long m = argc > 3 ? std::atol(argv[1]) : 16, n = argc > 3 ? std::atol(argv[2]) : 4096,
              k = argc > 3 ? std::atol(argv[3]) : 4096;
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
-    std::fprintf(stderr, "no GPU: nothing to run\n");
-    return 2;
-  }
-  CUDA_OK(cudaSetDevice(0));
+  if (!example::first_gpu()) return 2;
   std::mt19937 rng(std::random_device{}());
   std::normal_distribution<float> normal(0.0f, 1.0f);
 
@@ -90,6 +58,7 @@ int main(int argc, char** argv) {
        *d_norm_weight = upload(norm_weight), *d_ws2 = upload(std::vector<float>{weight_scale_2}),
        *d_in_scale = upload(std::vector<float>{input_scale}), *d_swizzled = nullptr, *d_x = nullptr, *d_xs = nullptr,
        *d_y = nullptr;
+  if (!d_weight || !d_weight_scale || !d_hidden || !d_norm_weight || !d_ws2 || !d_in_scale) return 2;
   CUDA_OK(cudaMalloc(&d_swizzled, scale_bytes(ScaleLayout::swizzled128x4, n, k)));
   CUDA_OK(cudaMalloc(&d_x, x_ref.size()));
   CUDA_OK(cudaMalloc(&d_xs, xs_ref.size()));
@@ -135,17 +104,8 @@ int main(int argc, char** argv) {
   d.src = {weight.data(), 0, weight_scale.data(), ScaleLayout::linear, {weight_scale_2, nullptr, false}};
   d.src_rows = n, d.out = w_dec.data();
   cpu::dequantize(d);
-  double err2 = 0, ref2 = 0;
-  for (long i = 0; i < m; ++i)
-    for (long j = 0; j < n; ++j) {
-      double s = 0;
-      for (long e = 0; e < k; ++e) s += double(a_dec[i * k + e]) * w_dec[j * k + e];
-      const double v = from_bf16(y[i * n + j]);
-      err2 += (v - s) * (v - s);
-      ref2 += s * s;
-    }
-  const double rel = std::sqrt(err2 / ref2);
-  const bool ok = same && rel <= 4e-3;  // BF16 output rounding: <= 2^-9 relative per element
+  const double rel = example::relative_error(a_dec, w_dec, y, m, n, k);
+  const bool ok = same && rel <= example::kBf16OutputBound;
   std::printf("W4A4 M=%ld N=%ld K=%ld: rmsnorm_quantize %s the CPU reference; gemm relative Frobenius error %.2e "
               "against float64 %s\n",
               m, n, k, same ? "bit-identical with" : "DIFFERS from", rel, ok ? "(ok)" : "(FAILED)");
