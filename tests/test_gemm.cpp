@@ -230,15 +230,20 @@ TEST_SUITE("gemm") {
     CHECK(gemm_heuristic(Arch::sm_90a, 4096, 14336, 128, 132).block_k == 256);
   }
 
-  TEST_CASE("above 128 rows the tile fits M itself; the bucket's tiles hold every M's") {
+  TEST_CASE("the tile fits M itself (above 128 rows its height too); the bucket's tiles hold every M's") {
     // M = 769 at N = K = 8192: four 200-row tiles (two waves) on 208-row wgmmas, where the
     // bucket's 256-row tile computes 56 padding rows each
     CHECK(describe(gemm_tile_at(Arch::sm_90a, 8192, 8192, 769, 132, true)) == "bm208 bk128 wg2 s3 ks1");
     // M = 513 at 6144 x 4096: four 136-row tiles on 144-row wgmmas, not 160 (8% faster)
     CHECK(describe(gemm_tile_at(Arch::sm_90a, 6144, 4096, 513, 132, true)) == "bm144 bk128 wg3 s4 ks1");
     CHECK(gemm_tile_at(Arch::sm_90a, 8192, 8192, 1024, 132, true) == gemm_heuristic(Arch::sm_90a, 8192, 8192, 1024, 132, true));
-    // up to 128 rows, and past 16384, the bucket's tile
-    CHECK(gemm_tile_at(Arch::sm_90a, 8192, 8192, 100, 132, true) == gemm_heuristic(Arch::sm_90a, 8192, 8192, 128, 132, true));
+    // up to 128 rows the bucket's tile, trimmed to the rows (M = 100: 112-row wgmmas); past
+    // 16384 the largest bucket's
+    GemmTile bucket_128 = gemm_heuristic(Arch::sm_90a, 8192, 8192, 128, 132, true);
+    CHECK(gemm_tile_at(Arch::sm_90a, 8192, 8192, 128, 132, true) == bucket_128);
+    bucket_128.block_m = 112;
+    CHECK(gemm_tile_at(Arch::sm_90a, 8192, 8192, 100, 132, true) == bucket_128);
+    CHECK(gemm_tile_at(Arch::sm_90a, 8192, 8192, 1, 132, true) == gemm_heuristic(Arch::sm_90a, 8192, 8192, 8, 132, true));
     CHECK(gemm_tile_at(Arch::sm_90a, 8192, 8192, 20000, 132, false) ==
           gemm_heuristic(Arch::sm_90a, 8192, 8192, kGemmLargeM, 132, false));
     for (int64_t n : {200, 2880, 6144, 28672})

@@ -149,7 +149,10 @@ constexpr int64_t kLargestModelledM = 16384;
 
 GemmTile gemm_tile_at(Arch arch, int64_t n, int64_t k, int64_t m, int sm_count, bool prepacked) {
   const int bucket = gemm_m_bucket(m);
-  if (bucket <= 128 || m > kLargestModelledM) return gemm_heuristic(arch, n, k, bucket, sm_count, prepacked);
+  if (m > kLargestModelledM) return gemm_heuristic(arch, n, k, bucket, sm_count, prepacked);
+  // Up to 128 rows one row tile: the bucket's, trimmed (M = 100 on 112-row wgmmas instead of
+  // 128: 8% faster at 6144 x 4096 and 8192^2).
+  if (bucket <= 128) return trimmed_to_rows(gemm_heuristic(arch, n, k, bucket, sm_count, prepacked), m);
   // A warm gemm should be a lookup and a launch: the model's last answers, per thread, in a
   // small direct-mapped table (a serving loop repeats its layers' shapes and M).
   struct Memo {
@@ -177,12 +180,11 @@ GemmTile gemm_tile_choice(const GemmTile* tuned, Arch arch, int64_t n, int64_t k
 
 std::vector<GemmTile> gemm_bucket_tiles(Arch arch, int64_t n, int64_t k, int bucket, int sm_count, bool prepacked) {
   std::vector<GemmTile> tiles{gemm_heuristic(arch, n, k, bucket, sm_count, prepacked)};
-  if (bucket <= 128) return tiles;
   const int* it = std::find(std::begin(kGemmMBuckets), std::end(kGemmMBuckets), bucket);
-  const int64_t first = *(it - 1) + 1, last = bucket == kGemmLargeM ? kLargestModelledM : bucket;
-  const std::vector<GemmTile>& candidates = modelled_candidates(k, prepacked);
+  const int64_t first = it == std::begin(kGemmMBuckets) ? 1 : *(it - 1) + 1,
+                last = bucket == kGemmLargeM ? kLargestModelledM : bucket;
   for (int64_t m = first; m <= last; ++m) {
-    const GemmTile t = modelled_tile(candidates, n, k, m, sm_count);
+    const GemmTile t = gemm_tile_at(arch, n, k, m, sm_count, prepacked);
     if (std::find(tiles.begin(), tiles.end(), t) == tiles.end()) tiles.push_back(t);
   }
   return tiles;

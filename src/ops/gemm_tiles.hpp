@@ -47,9 +47,10 @@ int gemm_tile_group(int64_t m, int64_t k, const GemmTile& tile);
 // `prepacked`: the weight is prepacked, which also allows three consumer warpgroups.
 GemmTile gemm_heuristic(Arch arch, int64_t n, int64_t k, int bucket, int sm_count, bool prepacked = false);
 
-// The tile a call with m rows runs when its bucket is not tuned: the bucket's heuristic tile
-// up to M = 128 (and past M = 16384), else the model's at m itself, so that every M, not only
-// a bucket's largest, gets the row tile and consumer count that fit it.
+// The tile a call with m rows runs when its bucket is not tuned: up to M = 128 the bucket's
+// heuristic tile, past M = 16384 the largest bucket's, else the model's at m itself, so that
+// every M, not only a bucket's largest, gets the row tile and consumer count that fit it.
+// Below 16384 the tile's wgmmas are as tall as its rows (in 16s).
 GemmTile gemm_tile_at(Arch arch, int64_t n, int64_t k, int64_t m, int sm_count, bool prepacked);
 
 // The tile a call with m rows runs: its bucket's tuned tile where the tuner found one faster
