@@ -270,10 +270,24 @@ TEST_SUITE("gemm") {
     REQUIRE(!(own == bucket_tile));
     CHECK(gemm_tile_choice(nullptr, Arch::sm_90a, 8192, 8192, 769, 132, true) == own);
     CHECK(gemm_tile_choice(&bucket_tile, Arch::sm_90a, 8192, 8192, 769, 132, true) == own);
+    // a winner runs trimmed to each M's rows, like the heuristic's tiles, and `tune` compiles
+    // every such form (gemm_tuned_tiles)
     GemmTile winner = bucket_tile;
     winner.stages = 2;
-    CHECK(gemm_tile_choice(&winner, Arch::sm_90a, 8192, 8192, 769, 132, true) == winner);
-    CHECK(gemm_tile_choice(&winner, Arch::sm_90a, 8192, 8192, 1000, 132, true) == winner);
+    REQUIRE(winner.block_m == 256);
+    CHECK(gemm_tile_choice(&winner, Arch::sm_90a, 8192, 8192, 1000, 132, true) == winner);  // four tiles of 256 rows
+    GemmTile trimmed = winner;
+    trimmed.block_m = 208;  // four tiles of 200 rows
+    CHECK(gemm_tile_choice(&winner, Arch::sm_90a, 8192, 8192, 769, 132, true) == trimmed);
+    const std::vector<GemmTile> forms = gemm_tuned_tiles(winner, 1024);
+    CHECK(forms.front() == winner);
+    for (int64_t m = 769; m <= 1024; ++m) {
+      const GemmTile t = gemm_tile_choice(&winner, Arch::sm_90a, 8192, 8192, m, 132, true);
+      if (std::find(forms.begin(), forms.end(), t) == forms.end()) {
+        FAIL_CHECK(fmt::format("m = {}: {} is not among the tuned tile's forms", m, describe(t)));
+        break;
+      }
+    }
     // a table written before tiles were trimmed to their rows: the heuristic's 160-row tile at
     // 6144 x 4096, M = 576 (four tiles of 144 rows) still counts as the heuristic's
     GemmTile untrimmed = gemm_tile_at(Arch::sm_90a, 6144, 4096, 576, 132, true);

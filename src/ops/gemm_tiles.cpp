@@ -145,6 +145,13 @@ GemmTile modelled_tile(const std::vector<GemmTile>& candidates, int64_t n, int64
 // Above it, M picks no tile of its own: the large bucket's (the model's at 4096 rows).
 constexpr int64_t kLargestModelledM = 16384;
 
+// The Ms of a bucket that pick tiles of their own: from the previous bucket's end up to the
+// bucket's (kLargestModelledM for the large one).
+std::pair<int64_t, int64_t> bucket_rows(int bucket) {
+  const int* it = std::find(std::begin(kGemmMBuckets), std::end(kGemmMBuckets), bucket);
+  return {it == std::begin(kGemmMBuckets) ? 1 : *(it - 1) + 1, bucket == kGemmLargeM ? kLargestModelledM : bucket};
+}
+
 }  // namespace
 
 GemmTile gemm_tile_at(Arch arch, int64_t n, int64_t k, int64_t m, int sm_count, bool prepacked) {
@@ -174,17 +181,25 @@ GemmTile gemm_tile_choice(const GemmTile* tuned, Arch arch, int64_t n, int64_t k
   // a table written before tiles were trimmed to their rows holds it untrimmed
   const int64_t bucket_m = gemm_bucket_m(gemm_m_bucket(m));
   if (tuned && !(trimmed_to_rows(*tuned, bucket_m) == gemm_tile_at(arch, n, k, bucket_m, sm_count, prepacked)))
-    return *tuned;
+    return m > kLargestModelledM ? *tuned : trimmed_to_rows(*tuned, m);  // as gemm_tile_at trims its own
   return gemm_tile_at(arch, n, k, m, sm_count, prepacked);
 }
 
 std::vector<GemmTile> gemm_bucket_tiles(Arch arch, int64_t n, int64_t k, int bucket, int sm_count, bool prepacked) {
   std::vector<GemmTile> tiles{gemm_heuristic(arch, n, k, bucket, sm_count, prepacked)};
-  const int* it = std::find(std::begin(kGemmMBuckets), std::end(kGemmMBuckets), bucket);
-  const int64_t first = it == std::begin(kGemmMBuckets) ? 1 : *(it - 1) + 1,
-                last = bucket == kGemmLargeM ? kLargestModelledM : bucket;
+  const auto [first, last] = bucket_rows(bucket);
   for (int64_t m = first; m <= last; ++m) {
     const GemmTile t = gemm_tile_at(arch, n, k, m, sm_count, prepacked);
+    if (std::find(tiles.begin(), tiles.end(), t) == tiles.end()) tiles.push_back(t);
+  }
+  return tiles;
+}
+
+std::vector<GemmTile> gemm_tuned_tiles(const GemmTile& tuned, int bucket) {
+  std::vector<GemmTile> tiles{tuned};
+  const auto [first, last] = bucket_rows(bucket);
+  for (int64_t m = first; m <= last; ++m) {
+    const GemmTile t = trimmed_to_rows(tuned, m);
     if (std::find(tiles.begin(), tiles.end(), t) == tiles.end()) tiles.push_back(t);
   }
   return tiles;

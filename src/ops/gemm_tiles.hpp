@@ -54,14 +54,19 @@ GemmTile gemm_heuristic(Arch arch, int64_t n, int64_t k, int bucket, int sm_coun
 GemmTile gemm_tile_at(Arch arch, int64_t n, int64_t k, int64_t m, int sm_count, bool prepacked);
 
 // The tile a call with m rows runs: its bucket's tuned tile where the tuner found one faster
-// than the heuristic's, else gemm_tile_at (a tuned entry that kept the heuristic's tile, timed
-// at the bucket's largest M, does not take the smaller M's own tiles away).
+// than the heuristic's (trimmed to m's rows, as gemm_tile_at's), else gemm_tile_at (a tuned
+// entry that kept the heuristic's tile, timed at the bucket's largest M, does not take the
+// smaller M's own tiles away).
 GemmTile gemm_tile_choice(const GemmTile* tuned, Arch arch, int64_t n, int64_t k, int64_t m, int sm_count,
                           bool prepacked);
 
 // Every tile gemm_tile_at picks for an M of `bucket` (the heuristic's first): what the prewarm
 // compiles, so no M of the bucket meets a kernel it lacks.
 std::vector<GemmTile> gemm_bucket_tiles(Arch arch, int64_t n, int64_t k, int bucket, int sm_count, bool prepacked);
+
+// Every tile gemm_tile_choice runs for an M of `bucket` where `tuned` is its tuned tile (the
+// tile first): what `tune` compiles besides its candidates.
+std::vector<GemmTile> gemm_tuned_tiles(const GemmTile& tuned, int bucket);
 
 // Of `tiles` output tiles, how many a split_k > 1 grid splits (its last ones, the rest going
 // whole to clusters of split_k CTAs): a last, partial wave's when split they fit in one wave

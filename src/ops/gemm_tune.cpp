@@ -104,19 +104,24 @@ KernelSpec gemm_problem(Arch arch, const GemmProblem& p) {
 std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const GemmProblem& p, const std::vector<int>& buckets,
                                    int runs) {
   // Every candidate of every bucket compiles first, in parallel (most come from the cache).
+  auto spec_of = [&](const GemmTile& t) {
+    return gemm_spec(device.arch, p.n, p.k, p.a_dtype, p.d_dtype, gemm_weight_layout(p.scale_layout, p.b_prepacked),
+                     p.has_bias ? uint8_t(p.bias_dtype) : kNoDType, t);
+  };
   std::vector<std::vector<GemmTile>> candidates;
   std::vector<KernelSpec> specs;
   for (int bucket : buckets) {
     candidates.push_back(gemm_candidates(device.arch, p.n, p.k, bucket, device.sm_count, p.b_prepacked));
-    for (const GemmTile& t : candidates.back())
-      specs.push_back(gemm_spec(device.arch, p.n, p.k, p.a_dtype, p.d_dtype, gemm_weight_layout(p.scale_layout, p.b_prepacked),
-                                p.has_bias ? uint8_t(p.bias_dtype) : kNoDType, t));
+    for (const GemmTile& t : candidates.back()) specs.push_back(spec_of(t));
   }
-  std::string compile_error;
-  prewarm(specs, int(std::max(1u, std::thread::hardware_concurrency())), [&](const PrewarmEvent& e) {
-    if (!e.error.empty() && compile_error.empty()) compile_error = e.error;
-  });
-  if (!compile_error.empty()) fail(Status::compile_failed, "tune: {}", compile_error);
+  auto compile_all = [](const std::vector<KernelSpec>& all) {
+    std::string error;
+    prewarm(all, int(std::max(1u, std::thread::hardware_concurrency())), [&](const PrewarmEvent& e) {
+      if (!e.error.empty() && error.empty()) error = e.error;
+    });
+    if (!error.empty()) fail(Status::compile_failed, "tune: {}", error);
+  };
+  compile_all(specs);
 
   CUstream stream = nullptr;
   check_cu(driver().cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
@@ -132,6 +137,7 @@ std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const GemmProblem& 
 
   std::vector<TunedBucket> results;
   std::vector<TuningEntry> entries;
+  std::vector<KernelSpec> winners_trimmed;  // a winner runs trimmed to each M's rows: compiled before it is recorded
   for (size_t b = 0; b < buckets.size(); ++b) {
     const int64_t m = gemm_bucket_m(buckets[b]);
     const Scratch scratch(p, m, copies);
@@ -170,7 +176,11 @@ std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const GemmProblem& 
     e.us = us[best];
     e.heuristic_us = us[0];
     entries.push_back(e);
+    if (best != 0)
+      for (const GemmTile& t : gemm_tuned_tiles(tiles[best], buckets[b]))
+        winners_trimmed.push_back(spec_of(t));
   }
+  compile_all(winners_trimmed);
   if (std::string why = table_of(device).record(entries); !why.empty())
     warn_once("tuning-write", "tuning results are kept in this process only: " + why);
   return results;
