@@ -237,12 +237,13 @@ TEST_SUITE("gemm") {
     // M = 513 at 6144 x 4096: four 136-row tiles on 144-row wgmmas, not 160 (8% faster)
     CHECK(describe(gemm_tile_at(Arch::sm_90a, 6144, 4096, 513, 132, true)) == "bm144 bk128 wg3 s4 ks1");
     CHECK(gemm_tile_at(Arch::sm_90a, 8192, 8192, 1024, 132, true) == gemm_heuristic(Arch::sm_90a, 8192, 8192, 1024, 132, true));
-    // up to 128 rows the bucket's tile, trimmed to the rows (M = 100: 112-row wgmmas); past
-    // 16384 the largest bucket's
-    GemmTile bucket_128 = gemm_heuristic(Arch::sm_90a, 8192, 8192, 128, 132, true);
+    // up to 128 rows the bucket's tile, as high as the rows (M = 100: 112-row wgmmas), with
+    // the stages that frees; past 16384 the largest bucket's
+    const GemmTile bucket_128 = gemm_heuristic(Arch::sm_90a, 8192, 8192, 128, 132, true);
     CHECK(gemm_tile_at(Arch::sm_90a, 8192, 8192, 128, 132, true) == bucket_128);
-    bucket_128.block_m = 112;
-    CHECK(gemm_tile_at(Arch::sm_90a, 8192, 8192, 100, 132, true) == bucket_128);
+    CHECK(describe(bucket_128) == "bm128 bk128 wg2 s5 ks2");
+    CHECK(describe(gemm_tile_at(Arch::sm_90a, 8192, 8192, 100, 132, true)) == "bm112 bk128 wg2 s6 ks2");
+    CHECK(describe(gemm_tile_at(Arch::sm_90a, 8192, 8192, 72, 132, true)) == "bm80 bk128 wg2 s7 ks2");
     CHECK(gemm_tile_at(Arch::sm_90a, 8192, 8192, 1, 132, true) == gemm_heuristic(Arch::sm_90a, 8192, 8192, 8, 132, true));
     CHECK(gemm_tile_at(Arch::sm_90a, 8192, 8192, 20000, 132, false) ==
           gemm_heuristic(Arch::sm_90a, 8192, 8192, kGemmLargeM, 132, false));

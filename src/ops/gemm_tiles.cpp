@@ -126,8 +126,12 @@ const std::vector<GemmTile>& modelled_candidates(int64_t k, bool prepacked) {
 // The tile's wgmmas as tall as its rows on m rows (in 16s, for the TMA store), the grid
 // unchanged: 2-10% faster wherever that trims them (26 points of M = 129-2049 on four shapes;
 // M = 513 on 136-row tiles: 144-row wgmmas instead of 160, 8-9%).
+int trimmed_height(int block_m, int64_t m) {
+  return int(std::min<int64_t>(block_m, (gemm_row_step(m, block_m) + 15) / 16 * 16));
+}
+
 GemmTile trimmed_to_rows(GemmTile t, int64_t m) {
-  t.block_m = int(std::min<int64_t>(t.block_m, (gemm_row_step(m, t.block_m) + 15) / 16 * 16));
+  t.block_m = trimmed_height(t.block_m, m);
   return t;
 }
 
@@ -140,6 +144,43 @@ GemmTile modelled_tile(const std::vector<GemmTile>& candidates, int64_t n, int64
     if (best.block_m == 0 || cost < best_cost) best = c, best_cost = cost;
   }
   return trimmed_to_rows(best, m);
+}
+
+// Up to M = 128: one row tile `rows` high (the bucket's height, or fewer: the rows of an M in
+// it, in 16s), the other choices by the bucket.
+GemmTile small_m_tile(int64_t n, int64_t k, int bucket, int rows, int sm_count) {
+  GemmTile t;
+  t.consumers = 2;
+  // From `nvfp4-jit tune` (docs/perf.md). Two consumer warpgroups share one CTA's activation
+  // stages and producer; one consumer per 64 weight rows gives twice the CTAs, which a grid
+  // that would leave SMs idle wants: at M <= 64 wherever one consumer's grid is at most one
+  // wave (3-10% faster at N = 2880 to 8192 on the H100), at M = 128 where two consumers would
+  // cover at most half the SMs even split in two (24-44% at N = 2880 and 4096).
+  const int64_t one_consumer_ctas = (n + 63) / 64;
+  if (bucket <= 64 ? one_consumer_ctas <= sm_count : 4 * ((n + 127) / 128) <= sm_count) t.consumers = 1;
+  t.block_m = rows;
+  // K splits in two (four always lost) where the grid leaves over a tenth of the SMs idle and
+  // the split grid still fits one wave (96 one-consumer CTAs at N = 6144, M <= 64: 4-32%
+  // faster unsplit).
+  const int64_t ctas = (n + 64 * t.consumers - 1) / (64 * t.consumers);
+  const bool split = 10 * ctas < 9 * int64_t(sm_count) && 2 * ctas <= sm_count;
+  // 256-deep stages, except at M = 128 with two consumers (5 stages instead of 2: 5-7%
+  // faster; 15% slower with one consumer). M <= 32 runs best with 4 stages, M = 64 and 128
+  // with as many as fit, which a tile trimmed to fewer rows has more of (0-2% faster, 8% at
+  // 4096 x 14336, M = 72). (128-deep stages at M <= 64, N = 28672 tune 5-16% faster, but
+  // with weights_static, as decode runs, 15-30% slower.)
+  t.block_k = bucket <= 64 || t.consumers == 1 ? 256 : 128;
+  t.stages = bucket <= 32 ? 4 : int(max_stages(t));
+  const int64_t ktiles = (k + t.block_k - 1) / t.block_k;
+  if (split && ktiles / 2 >= 4) t.split_k = 2;
+  // One consumer per row tile at M <= 64: two k groups give it the warps two consumers would
+  // have (7-10% faster at 4096 x 14336, M = 1, 16, 64), with half its k-tiles in stages, at
+  // least 4 (a deeper ring than the tiles it holds costs fill time: 9% at 4096 x 4096).
+  if (t.consumers == 1 && bucket <= 64) {
+    t.k_groups = 2;
+    t.stages = int(std::clamp<int64_t>((ktiles + t.split_k - 1) / t.split_k / 2, 4, max_stages(t)));
+  }
+  return t;
 }
 
 // Above it, M picks no tile of its own: the large bucket's (the model's at 4096 rows).
@@ -157,9 +198,9 @@ std::pair<int64_t, int64_t> bucket_rows(int bucket) {
 GemmTile gemm_tile_at(Arch arch, int64_t n, int64_t k, int64_t m, int sm_count, bool prepacked) {
   const int bucket = gemm_m_bucket(m);
   if (m > kLargestModelledM) return gemm_heuristic(arch, n, k, bucket, sm_count, prepacked);
-  // Up to 128 rows one row tile: the bucket's, trimmed (M = 100 on 112-row wgmmas instead of
-  // 128: 8% faster at 6144 x 4096 and 8192^2).
-  if (bucket <= 128) return trimmed_to_rows(gemm_heuristic(arch, n, k, bucket, sm_count, prepacked), m);
+  // Up to 128 rows one row tile: the bucket's, as high as m's rows (M = 100 on 112-row wgmmas
+  // instead of 128: 8% faster at 6144 x 4096 and 8192^2).
+  if (bucket <= 128) return small_m_tile(n, k, bucket, trimmed_height(bucket, m), sm_count);
   // A warm gemm should be a lookup and a launch: the model's last answers, per thread, in a
   // small direct-mapped table (a serving loop repeats its layers' shapes and M).
   struct Memo {
@@ -207,37 +248,7 @@ std::vector<GemmTile> gemm_tuned_tiles(const GemmTile& tuned, int bucket) {
 
 GemmTile gemm_heuristic(Arch /*arch*/, int64_t n, int64_t k, int bucket, int sm_count, bool prepacked) {
   if (bucket > 128) return modelled_tile(modelled_candidates(k, prepacked), n, k, gemm_bucket_m(bucket), sm_count);
-  GemmTile t;
-  t.consumers = 2;
-  // From `nvfp4-jit tune` (docs/perf.md). Two consumer warpgroups share one CTA's activation
-  // stages and producer; one consumer per 64 weight rows gives twice the CTAs, which a grid
-  // that would leave SMs idle wants: at M <= 64 wherever one consumer's grid is at most one
-  // wave (3-10% faster at N = 2880 to 8192 on the H100), at M = 128 where two consumers would
-  // cover at most half the SMs even split in two (24-44% at N = 2880 and 4096).
-  const int64_t one_consumer_ctas = (n + 63) / 64;
-  if (bucket <= 64 ? one_consumer_ctas <= sm_count : 4 * ((n + 127) / 128) <= sm_count) t.consumers = 1;
-  t.block_m = bucket;
-  // K splits in two (four always lost) where the grid leaves over a tenth of the SMs idle and
-  // the split grid still fits one wave (96 one-consumer CTAs at N = 6144, M <= 64: 4-32%
-  // faster unsplit).
-  const int64_t ctas = (n + 64 * t.consumers - 1) / (64 * t.consumers);
-  const bool split = 10 * ctas < 9 * int64_t(sm_count) && 2 * ctas <= sm_count;
-  // 256-deep stages, except at M = 128 with two consumers (5 stages instead of 2: 5-7%
-  // faster; 15% slower with one consumer). M <= 32 runs best with 4 stages, M = 64 and 128
-  // with as many as fit. (128-deep stages at M <= 64, N = 28672 tune 5-16% faster, but with
-  // weights_static, as decode runs, 15-30% slower.)
-  t.block_k = bucket <= 64 || t.consumers == 1 ? 256 : 128;
-  t.stages = bucket <= 32 ? 4 : int(max_stages(t));
-  const int64_t ktiles = (k + t.block_k - 1) / t.block_k;
-  if (split && ktiles / 2 >= 4) t.split_k = 2;
-  // One consumer per row tile at M <= 64: two k groups give it the warps two consumers would
-  // have (7-10% faster at 4096 x 14336, M = 1, 16, 64), with half its k-tiles in stages, at
-  // least 4 (a deeper ring than the tiles it holds costs fill time: 9% at 4096 x 4096).
-  if (t.consumers == 1 && bucket <= 64) {
-    t.k_groups = 2;
-    t.stages = int(std::clamp<int64_t>((ktiles + t.split_k - 1) / t.split_k / 2, 4, max_stages(t)));
-  }
-  return t;
+  return small_m_tile(n, k, bucket, bucket, sm_count);
 }
 
 std::string gemm_tile_problem(const GemmTile& t, int64_t k) {
