@@ -7,6 +7,7 @@
 // flight.
 // Gathering and the global-scale source are run-time choices (uniform branches).
 #pragma once
+#include "common/dependent_launch.cuh"
 #include "common/global_scale.cuh"
 #include "common/nvfp4_format.cuh"
 #include "common/params.cuh"
@@ -18,6 +19,9 @@ namespace nvfp4k {
 template <int OUT_DTYPE, long long K, int SCALE_LAYOUT, int THREADS, int LOADS>
 __device__ __forceinline__ void dequantize(const DequantizeParams& p) {
   static_assert(K % 16 == 0, "K must be a multiple of the NVFP4 block");
+  // W4A4's GEMM reads this kernel's output only after its griddep_wait: with weights_static it
+  // may start now and stream its first weights meanwhile.
+  griddep_launch_dependents();
   constexpr long long GROUPS_PER_ROW = K / 8;
   const long long total = p.rows * GROUPS_PER_ROW;
   // pass j of block b takes the THREADS groups from (j * blocks + b) * THREADS: LOADS passes of

@@ -130,7 +130,7 @@ std::string bench_gemm(bool quick, const GemmBenchFilter& only) {
               cublas.ok() ? "" : " (cuBLAS not found: no comparison)");
   std::printf("  GPU time per call, calls back to back (8 between two events), the columns timed in turns\n");
   std::printf("  ours: the weight as stored; prepacked: after prepack(); early: prepacked and weights_static\n");
-  std::printf("  (may start while the previous call runs); W4A4: NVFP4 activations, prepacked weight\n");
+  std::printf("  (may start while the previous call runs); W4A4: NVFP4 activations, early\n");
   std::printf("  %6s %6s %6s %9s %8s %8s %8s %9s %11s %7s %12s %8s %7s %8s %8s %10s %7s\n", "M", "N", "K", "ours us",
               "TFLOP/s", "GB/s", "floor us", "of floor", "cuBLAS us", "speedup", "prepacked us", "of floor", "speedup",
               "early us", "of floor", "W4A4 us", "speedup");
@@ -170,10 +170,11 @@ std::string bench_gemm(bool quick, const GemmBenchFilter& only) {
     gp.b_prepacked = true;
     GemmArgs ge = gp;
     ge.weights_static = true;
-    // W4A4: the same weights prepacked, NVFP4 activations, workspace given (as a serving engine would)
+    // W4A4: the same weights prepacked and static, NVFP4 activations, workspace given (as a
+    // serving engine would)
     DeviceBuffer a4 = to_device(random_bytes(size_t(s.m * s.k / 2), rng)),
                  a4_scales = to_device(random_scales(size_t(s.m * s.k / 16), rng)), workspace(size_t(s.m * s.k * 2));
-    GemmArgs g4 = gp;
+    GemmArgs g4 = ge;
     g4.a = nullptr, g4.a_dtype = DType::nvfp4;
     g4.a_fp4.data = a4.get(), g4.a_fp4.scales = a4_scales.get(), g4.a_fp4.global_scale.value = 1.0f / 64;
     g4.workspace = workspace.get(), g4.workspace_bytes = int64_t(workspace.bytes());

@@ -20,6 +20,7 @@
 // workspace). Splitting only the tiles of a last, partial wave fills it with CTAs of half the
 // work (a wave of whole tiles on all SMs, then one of split ones, is a split tail).
 #pragma once
+#include "common/dependent_launch.cuh"
 #include "common/gemm_epilogue.cuh"
 #include "common/global_scale.cuh"
 #include "common/mma_operand.cuh"

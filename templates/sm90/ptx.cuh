@@ -152,13 +152,6 @@ __device__ __forceinline__ void setmaxnreg_inc() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;" ::"n"(N));
 }
 
-// Programmatic dependent launch. launch_dependents lets the next kernel on the stream (when
-// launched with programmatic stream serialization) start once every CTA here has said so or
-// exited; wait blocks until the previous kernel has completed and its memory is visible (at
-// once when this kernel was launched without that attribute).
-__device__ __forceinline__ void griddep_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
-__device__ __forceinline__ void griddep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
-
 // Named barrier for a subset of the block's warps (id 0 is __syncthreads).
 __device__ __forceinline__ void named_barrier(unsigned id, unsigned threads) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(threads) : "memory");
