@@ -13,7 +13,9 @@
 #include "cli/bench_util.hpp"
 #include "core/gpu_util.hpp"
 #include "nvfp4/jit.hpp"
-#include "ops/gemm_op.hpp"
+#include "ops/gemm/gemm.hpp"
+#include "ops/gemm/m_buckets.hpp"
+#include "ops/gemm/sm90/tiles.hpp"
 
 namespace nvfp4::jit::cli {
 
@@ -237,11 +239,11 @@ std::string bench_gemm(bool quick, const GemmBenchFilter& only) {
           for (int ks : {1, 2, 4, 8}) {
             const int wg = bm >= 128 ? 2 : 1;
             if ((bm >= 128 && (stages > 4 || bk > 128)) || (bk == 256 && stages > 4 && bm > 16)) continue;
-            const GemmTile tile{bm, wg, stages, ks, bk};
+            const sm90::Tile tile{bm, wg, stages, ks, bk};
             const double us = time_us(timer, runs, [&](int i) {
               g.b.data = weights.packed[size_t(i % 6)].get();
               g.b.scales = weights.scales[size_t(i % 6)].get();
-              gemm_with_tile(g, tile, nullptr);
+              gemm_with_tile(g, sm90::to_config(tile), nullptr);
             });
             std::printf("    M=%-5lld %3d/%d/%d/%d/%d %9.2f us\n", (long long)m, bm, bk, wg, stages, ks, us);
             json += fmt::format(

@@ -6,12 +6,7 @@
 #include <thread>
 #include <unordered_set>
 
-#include "ops/convert_scales_op.hpp"
-#include "ops/dequantize_op.hpp"
-#include "ops/gemm_op.hpp"
-#include "ops/prepack_op.hpp"
-#include "ops/quantize_op.hpp"
-#include "ops/row_quantize_op.hpp"
+#include "core/op_registry.hpp"
 
 namespace nvfp4::jit::detail {
 
@@ -22,16 +17,11 @@ std::vector<KernelSpec> prewarm_specs(const std::vector<WeightShape>& shapes, co
   auto add = [&](const KernelSpec& spec) {
     if (seen.insert(spec).second) specs.push_back(spec);
   };
+  const std::vector<PrewarmExpansion> expansions = prewarm_expansions();
   for (Arch arch : archs)
-    for (const WeightShape& shape : shapes) {
-      for (const KernelSpec& spec : gemm_prewarm_specs(arch, shape.n, shape.k, sm_count)) add(spec);
-      for (const KernelSpec& spec : dequantize_prewarm_specs(arch, shape.k)) add(spec);
-      for (const KernelSpec& spec : quantize_prewarm_specs(arch, shape.k)) add(spec);
-      for (const KernelSpec& spec : row_quantize_prewarm_specs(arch, shape.k)) add(spec);
-      // Weights may arrive with linear (ModelOpt) scales; other GEMM libraries read them swizzled.
-      add(convert_scales_spec(arch, shape.k, ScaleLayout::linear, ScaleLayout::swizzled128x4));
-      if (arch == Arch::sm_90a) add(prepack_spec(arch, shape.k, ScaleLayout::linear));  // the GEMM's own weight layout
-    }
+    for (const WeightShape& shape : shapes)
+      for (PrewarmExpansion expand : expansions)
+        for (const KernelSpec& spec : expand(arch, shape, sm_count)) add(spec);
   return specs;
 }
 
