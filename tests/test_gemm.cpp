@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -269,6 +270,115 @@ TEST_SUITE("gemm") {
           for (int64_t r : rows) total += r;
           CHECK(total == m);
         }
+  }
+
+  TEST_CASE("grouped: bad arguments fail with a message naming the argument") {
+    static int32_t ends[4] = {1, 2, 3, 4};
+    auto grouped = [] {
+      GroupedGemmArgs g;
+      g.gemm = valid();
+      g.groups = 4;
+      g.group_ends = ends;
+      return g;
+    };
+    auto error_of_grouped = [](const GroupedGemmArgs& g) -> std::string {
+      try {
+        grouped_gemm(g, nullptr);
+      } catch (const Error& e) {
+        return e.status() == Status::cuda_error ? "" : e.what();
+      }
+      return "";
+    };
+    auto check_grouped = [&](const GroupedGemmArgs& g, const std::string& part) {
+      const std::string msg = error_of_grouped(g);
+      CAPTURE(msg);
+      CHECK(msg.find("nvfp4::jit::grouped_gemm: ") == 0);
+      CHECK(msg.find(part) != std::string::npos);
+    };
+    CHECK(error_of_grouped(grouped()) == "");
+    GroupedGemmArgs g = grouped();
+    g.groups = 0;
+    check_grouped(g, "groups = 0 must be positive");
+    g = grouped(), g.layout = GroupedLayout(7);
+    check_grouped(g, "layout = 7 is not a GroupedLayout");
+    g = grouped(), g.group_ends = nullptr;
+    check_grouped(g, "group_ends is null");
+    g = grouped(), g.layout = GroupedLayout::masked;
+    check_grouped(g, "masked_m is null");
+    g = grouped(), g.group_ends = reinterpret_cast<const int32_t*>(buffer + 2);
+    check_grouped(g, "group_ends = ");
+    g = grouped(), g.expected_m = -1;
+    check_grouped(g, "expected_m = -1 is negative");
+    g = grouped(), g.gemm.k = 48;
+    check_grouped(g, "k = 48 must be a positive multiple of 32");
+    g = grouped(), g.layout = GroupedLayout::masked, g.masked_m = ends, g.gemm.m = int64_t(1) << 30;
+    check_grouped(g, "rows in each of 4 groups");
+    // per-group global scales: a grouped weight's, never a dense one's
+    g = grouped(), g.gemm.b.global_scale = {1.0f, reinterpret_cast<const float*>(buffer), true};
+    CHECK(error_of_grouped(g) == "");
+    GemmArgs dense = valid();
+    dense.b.global_scale = g.gemm.b.global_scale;
+    check_error(dense, "b.global_scale.per_row is not supported");
+    // W4A4's workspace counts every group's rows
+    g = grouped(), g.layout = GroupedLayout::masked, g.masked_m = ends, g.gemm.a = nullptr, g.gemm.a_dtype = DType::nvfp4;
+    CHECK(grouped_gemm_workspace_bytes(g) == 4 * g.gemm.m * g.gemm.k * 2);
+  }
+
+  TEST_CASE("grouped tile schedule: every row of every group once, nothing outside A and D") {
+    std::mt19937 rng(7);
+    for (int layout : {nvfp4k::GROUPED_CONTIGUOUS, nvfp4k::GROUPED_MASKED})
+      for (int trial = 0; trial < 200; ++trial) {
+        constexpr int G = 16, N_TILES = 3;
+        const int64_t m = 1 + int64_t(rng() % 300);
+        const int block_m = int(8 * (1 + rng() % 16));
+        std::vector<int> sizes(G);
+        int64_t end = 0;
+        for (int g = 0; g < G; ++g) {
+          if (layout == nvfp4k::GROUPED_MASKED) sizes[size_t(g)] = int(rng() % uint64_t(m + 20)) - 10;  // some out of range
+          else sizes[size_t(g)] = int(end += int64_t(rng() % uint64_t(m / 4 + 2))) - (g == 5 ? 1000 : 0);
+        }
+        GemmGrid grid = gemm_grouped_grid(layout, G, m, 64 * N_TILES, block_m, 64);
+        grid.schedule.group_ends = sizes.data();
+        grid.schedule.group_rows = sizes.data();
+        const int64_t rows = layout == nvfp4k::GROUPED_MASKED ? m * G : m;
+        std::vector<int> seen(size_t(rows) * N_TILES, 0);
+        std::vector<int> owner(size_t(rows), -1);
+        for (int cta = 0; cta < int(grid.clusters); ++cta) {
+          const nvfp4k::ScheduledTile t =
+              layout == nvfp4k::GROUPED_MASKED
+                  ? nvfp4k::schedule_grouped_tile<N_TILES, nvfp4k::GROUPED_MASKED, G, 4>(grid.schedule, cta)
+                  : nvfp4k::schedule_grouped_tile<N_TILES, nvfp4k::GROUPED_CONTIGUOUS, G, 4>(grid.schedule, cta);
+          REQUIRE(t.m0 >= 0);
+          REQUIRE(t.m_end <= rows);
+          CHECK(t.m_end - t.m0 <= block_m);
+          for (int64_t r = t.m0; r < t.m_end; ++r) {
+            ++seen[size_t(r) * N_TILES + t.n_tile];
+            owner[size_t(r)] = t.group;
+          }
+        }
+        // the rows each group should get, from the documented clamping
+        std::vector<int> expected_owner(size_t(rows), -1);
+        int64_t prev = 0;
+        for (int g = 0; g < G; ++g) {
+          int64_t b, e;
+          if (layout == nvfp4k::GROUPED_MASKED) b = g * m, e = b + std::clamp<int64_t>(sizes[size_t(g)], 0, m);
+          else b = prev, e = std::clamp<int64_t>(sizes[size_t(g)], prev, m), prev = e;
+          for (int64_t r = b; r < e; ++r) expected_owner[size_t(r)] = g;
+        }
+        CAPTURE(layout);
+        CAPTURE(m);
+        CAPTURE(block_m);
+        for (int64_t r = 0; r < rows; ++r) {
+          const int want = expected_owner[size_t(r)] >= 0 ? 1 : 0;
+          bool bad = owner[size_t(r)] != expected_owner[size_t(r)];
+          for (int nt = 0; nt < N_TILES; ++nt) bad |= seen[size_t(r) * N_TILES + nt] != want;
+          if (bad) {
+            FAIL_CHECK(fmt::format("row {}: group {} (expected {}), covered {} times", r, owner[size_t(r)],
+                                   expected_owner[size_t(r)], seen[size_t(r) * N_TILES]));
+            break;
+          }
+        }
+      }
   }
 
   TEST_CASE("a backend is one registration: prewarm, codegen and tile choice find it") {

@@ -85,6 +85,14 @@ TEST_SUITE("nvrtc") {
       specs.push_back(test::sm90_spec(test::sm90_problem(2880, 2880, prepacked, DType::bf16, DType::bf16,
                                                          ScaleLayout::swizzled128x4),
                                       two_k_slices));
+    // grouped layouts: contiguous from the ModelOpt layout, masked from a prepacked weight
+    for (bool prepacked : {false, true}) {
+      KernelSpec grouped = test::sm90_spec(test::sm90_problem(2880, 2880, prepacked), sm90::bucket_tile(2880, 2880, 16, 132));
+      grouped.tile.split_k = 1;
+      grouped.groups = 8;
+      grouped.flags |= prepacked ? kFlagGroupedMasked : kFlagGroupedContiguous;
+      specs.push_back(grouped);
+    }
     std::vector<std::string> failures(specs.size());
     std::vector<std::thread> threads;
     for (int t = 0; t < 2; ++t)

@@ -32,7 +32,10 @@ struct TileConfig {
 };
 
 inline constexpr uint8_t kNoDType = 0xFF;  // a dtype field the op does not use
-enum SpecFlags : uint8_t { kFlagPerRow = 1, kFlagBiasBf16 = 2, kFlagBiasFp32 = 4 };
+enum SpecFlags : uint8_t {
+  kFlagPerRow = 1, kFlagBiasBf16 = 2, kFlagBiasFp32 = 4,
+  kFlagGroupedContiguous = 8, kFlagGroupedMasked = 16,  // a grouped GEMM of `groups` groups
+};
 
 // Fields are laid out without padding so a spec hashes and compares as raw bytes.
 struct KernelSpec {

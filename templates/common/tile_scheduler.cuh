@@ -7,15 +7,26 @@
 
 namespace nvfp4k {
 
+// The grouped layouts (mixture of experts): group g multiplies its rows of A by weight g.
+enum GroupedLayoutCode {
+  GROUPED_NONE = 0,
+  GROUPED_CONTIGUOUS = 1,  // group g's rows are [group_ends[g-1], group_ends[g]) of A and D
+  GROUPED_MASKED = 2,      // group g's rows are [g * group_stride, + group_rows[g]) of A and D
+};
+
 struct TileSchedule {
-  long long m;         // rows of A and D
-  long long m_step;    // rows per row tile: ceil(m / m_tiles), a multiple of 8
-  int m_tiles;         // row tiles
+  long long m;         // rows of A and D (grouped: all groups', an upper bound for contiguous)
+  long long m_step;    // rows per row tile: ceil(m / m_tiles), a multiple of 8 (grouped: the tile's rows)
+  int m_tiles;         // row tiles (grouped: an upper bound; tiles past the groups' do nothing)
   int band_m_tiles;    // row tiles per band of the tile order
   int whole_clusters;  // split-K: clusters taking whole tiles, before those splitting one
+  const int* group_ends;   // GROUPED_CONTIGUOUS: [groups] cumulative ends, on the device
+  const int* group_rows;   // GROUPED_MASKED: [groups] rows, on the device
+  long long group_stride;  // GROUPED_MASKED: rows from one group's first to the next's
 };
 
 struct ScheduledTile {
+  int group;  // grouped layouts: the tile's group; else 0
   int m_tile, n_tile;
   long long m0, m_end;   // its rows [m0, m_end)
   bool split;            // its K is split among the CTAs of this cluster
@@ -39,6 +50,7 @@ NVFP4_HD void row_range(const TileSchedule& s, int m_tile, long long& m0, long l
 template <int N_TILES, int KSPLIT, int KTILES>
 NVFP4_HD ScheduledTile schedule_tile(const TileSchedule& s, int cluster, unsigned rank) {
   ScheduledTile t;
+  t.group = 0;
   t.split = KSPLIT > 1 && cluster >= s.whole_clusters;
   const int tile = KSPLIT == 1 ? cluster
                    : t.split   ? KSPLIT * s.whole_clusters + (cluster - s.whole_clusters)
@@ -50,6 +62,46 @@ NVFP4_HD ScheduledTile schedule_tile(const TileSchedule& s, int cluster, unsigne
   row_range(s, t.m_tile, t.m0, t.m_end);
   t.kt_begin = t.split ? int(rank * KTILES / KSPLIT) : 0;
   t.kt_end = t.split ? int((rank + 1) * KTILES / KSPLIT) : KTILES;
+  return t;
+}
+
+// A grouped layout's tile: row tiles of m_step rows are numbered group by group (a group of r
+// rows has ceil(r / m_step) of them), n tiles within a row tile. Past the groups' row tiles, an
+// empty range (m0 == m_end). The groups' sizes come from the device and are clamped: a
+// contiguous end below the previous one leaves its group empty, one past m is m; a masked
+// count outside [0, group_stride] is clamped to it. So no tile reaches rows outside A and D.
+template <int N_TILES, int LAYOUT, int GROUPS, int KTILES>
+NVFP4_HD ScheduledTile schedule_grouped_tile(const TileSchedule& s, int cta) {
+  ScheduledTile t;
+  t.split = false;
+  t.kt_begin = 0;
+  t.kt_end = KTILES;
+  t.n_tile = cta % N_TILES;
+  t.m_tile = cta / N_TILES;
+  t.group = 0;
+  t.m0 = t.m_end = 0;
+  long long first_tile = 0, prev_end = 0;
+  for (int g = 0; g < GROUPS; ++g) {
+    long long begin, end;
+    if (LAYOUT == GROUPED_CONTIGUOUS) {
+      const long long e = s.group_ends[g];
+      begin = prev_end;
+      end = e < begin ? begin : e > s.m ? s.m : e;
+      prev_end = end;
+    } else {
+      const long long r = s.group_rows[g];
+      begin = g * s.group_stride;
+      end = begin + (r < 0 ? 0 : r > s.group_stride ? s.group_stride : r);
+    }
+    const long long tiles = (end - begin + s.m_step - 1) / s.m_step;
+    if (t.m_tile < first_tile + tiles) {
+      t.group = g;
+      t.m0 = begin + (t.m_tile - first_tile) * s.m_step;
+      t.m_end = t.m0 + s.m_step < end ? t.m0 + s.m_step : end;
+      return t;
+    }
+    first_tile += tiles;
+  }
   return t;
 }
 

@@ -13,7 +13,7 @@ struct GemmParams {
   TmaDescriptor tma_w;            // packed weights [N, K/2] bytes (unused for a prepacked weight)
   TmaDescriptor tma_d;            // D [M, N], boxes of m_step rows x 128 bytes (when d_tma)
   const unsigned char* w_scales;  // E4M3 [N, K/16], layout compiled in; or the prepacked weight
-  const float* w_gscale_ptr;      // GSCALE_DEVICE: one device value
+  const float* w_gscale_ptr;      // GSCALE_DEVICE: one device value; GSCALE_DEVICE_PER_ROW (grouped): one per group
   float w_gscale_value;           // GSCALE_HOST
   int w_gscale_mode;
   float alpha;
@@ -25,6 +25,7 @@ struct GemmParams {
   long long d_stride;
   TileSchedule schedule;
   int d_tma;                      // D is stored through tma_d (16-byte aligned rows)
+  long long w_group_bytes;        // grouped: bytes from one group's w_scales to the next's
 };
 
 }  // namespace nvfp4k

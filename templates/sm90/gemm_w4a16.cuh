@@ -36,7 +36,7 @@
 namespace nvfp4k::sm90 {
 
 template <int ADT_, int ODT_, int BIAS_, long long N_, long long K_, int LAYOUT_, int WG_, int BM_, int BK_,
-          int STAGES_, int KSPLIT_, int KSLICES_ = 1>
+          int STAGES_, int KSPLIT_, int KSLICES_ = 1, int GROUPED_ = GROUPED_NONE, int GROUPS_ = 0>
 struct GemmConfig {
   static constexpr int ADT = ADT_, ODT = ODT_, BIAS = BIAS_, LAYOUT = LAYOUT_;
   static constexpr long long N = N_, K = K_;
@@ -45,6 +45,8 @@ struct GemmConfig {
   // (more warps per SM to hide latency at small M, without more CTAs to fill and reduce).
   static constexpr int KSLICES = KSLICES_;
   static constexpr int CONSUMERS = WG * KSLICES;  // consumer warpgroups
+  // A grouped layout (GroupedLayoutCode) of GROUPS groups, each with its own weight.
+  static constexpr int GROUPED = GROUPED_, GROUPS = GROUPS_;
   static constexpr int BK = BK_;          // K per stage: 128 or 256
   static constexpr int KSTEPS = BK / 16;  // wgmma k16 steps per stage
   static constexpr int A_BOXES = BK / 64; // 64-column activation boxes per stage
@@ -82,6 +84,7 @@ struct GemmConfig {
   // producer thread per weight row, 128 of them
   static_assert(WG == 1 || WG == 2 || (WG == 3 && PREPACKED), "1 or 2 consumer warpgroups (3 on a prepacked weight)");
   static_assert(KSLICES == 1 || (KSLICES == 2 && BM <= 64), "k slices: register budget of the larger CTA");
+  static_assert(GROUPED == GROUPED_NONE || (KSPLIT == 1 && GROUPS > 0), "grouped layouts run unsplit");
   static_assert(STAGE_BYTES % 1024 == 0, "stages must keep the 1024-byte swizzle alignment");
   static_assert(KSPLIT * KSLICES == 1 || BN * BM * 4 <= STAGES * STAGE_BYTES, "partial tiles reuse the stage memory");
 };
@@ -253,7 +256,15 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   const int j0 = kslice * STEPS;                       // the k slice's first step
   constexpr int N_TILES = int((C::N + C::BN - 1) / C::BN);
   const unsigned rank = C::KSPLIT > 1 ? cluster_ctarank() : 0u;
-  const ScheduledTile tile = schedule_tile<N_TILES, C::KSPLIT, C::KTILES>(p.schedule, int(blockIdx.x), rank);
+  if constexpr (C::GROUPED != GROUPED_NONE) griddep_wait();  // the groups' sizes may be the previous kernel's output
+  const ScheduledTile tile =
+      C::GROUPED == GROUPED_NONE
+          ? schedule_tile<N_TILES, C::KSPLIT, C::KTILES>(p.schedule, int(blockIdx.x), rank)
+          : schedule_grouped_tile<N_TILES, C::GROUPED, C::GROUPS, C::KTILES>(p.schedule, int(blockIdx.x));
+  if (C::GROUPED != GROUPED_NONE && tile.m0 >= tile.m_end) return;  // past the groups' tiles: the whole CTA
+  // the tile's weight: its group's, rows n0.. of the group's N
+  const unsigned char* w_scales = p.w_scales + tile.group * p.w_group_bytes;
+  const int w_row0 = tile.group * int(C::N);
   const bool split = tile.split;
   const int n0 = tile.n_tile * C::BN;
   const long long m0 = tile.m0, m_end = tile.m_end;  // box rows past the tile are not stored
@@ -289,15 +300,15 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
           for (int g = 0; g < C::WG; ++g)
             if (g < row_blocks)
               bulk_load(stage(s) + C::W_AT + g * C::CHUNK_RUN,
-                        p.w_scales + prepacked::chunk_offset(n0 / 64 + g, (long long)kt * C::CHUNKS, C::K), C::CHUNK_RUN,
+                        w_scales + prepacked::chunk_offset(n0 / 64 + g, (long long)kt * C::CHUNKS, C::K), C::CHUNK_RUN,
                         &full[s]);
         } else {
-          tma_load_2d(stage(s) + C::W_AT, &p.tma_w, &full[s], kt * C::W_ROW, n0);
+          tma_load_2d(stage(s) + C::W_AT, &p.tma_w, &full[s], kt * C::W_ROW, w_row0 + n0);
         }
       }
       if constexpr (!C::PREPACKED) {
         if (ptid < C::BN)
-          stage_tile_scales<C>(reinterpret_cast<unsigned*>(stage(s) + C::SCALE_AT) + ptid * (C::BK / 64), p.w_scales,
+          stage_tile_scales<C>(reinterpret_cast<unsigned*>(stage(s) + C::SCALE_AT) + ptid * (C::BK / 64), w_scales,
                                n0 + ptid, kt, &full[s]);
       }
     };
@@ -346,7 +357,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
       w_swizzle[h] = ((w_row[h] >> 7) & (C::W_ROW / 16 - 1)) << 4;
     }
     if constexpr (C::PREPACKED) {  // read now, used after the loop: the latency hides behind it
-      const unsigned char* nan_rows = p.w_scales + prepacked::nan_rows_offset(C::N, C::K) + n0 + row0;
+      const unsigned char* nan_rows = w_scales + prepacked::nan_rows_offset(C::N, C::K) + n0 + row0;
       const bool in_rows = n0 + row0 < 64 * C::PREPACKED_ROW_BLOCKS;  // row0 + 8: the same 64-row block
       nan_scale[0] = in_rows && nan_rows[0] != 0;
       nan_scale[1] = in_rows && nan_rows[8] != 0;
@@ -456,7 +467,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   const int row0 = cw * 64 + (tid / 32) * 16 + lane / 4;
   // A's global scale (W4A4) is per row of D when a device vector; otherwise folded in here.
   const bool a_per_row = p.a_gscale_mode == GSCALE_DEVICE_PER_ROW;
-  const float scale = p.alpha * global_scale(p.w_gscale_mode, p.w_gscale_value, p.w_gscale_ptr, 0) *
+  const float scale = p.alpha * global_scale(p.w_gscale_mode, p.w_gscale_value, p.w_gscale_ptr, tile.group) *
                       (a_per_row ? 1.0f : global_scale(p.a_gscale_mode, p.a_gscale_value, p.a_gscale_ptr, 0)) *
                       float(1u << Op::SHIFT);
   float bias[2];

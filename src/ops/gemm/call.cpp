@@ -1,7 +1,11 @@
 #include "ops/gemm/call.hpp"
 
+#include <algorithm>
+#include <climits>
+
 #include "common/params.cuh"
 #include "common/scale_layout.cuh"
+#include "common/tile_scheduler.cuh"
 #include "ops/validate.hpp"
 
 namespace nvfp4::jit::detail {
@@ -10,6 +14,7 @@ namespace {
 
 // W4A4's A: the checks dequantize would make on it, named as gemm's arguments.
 void check_fp4_activations(const Check& check, const GemmArgs& g, GemmCall& call) {
+  const int64_t rows = call.rows;
   if (g.a) check.fail("a", "a is set but a_dtype = nvfp4: pass the NVFP4 activations in a_fp4");
   check.scale_layout("a_fp4.scale_layout", g.a_fp4.scale_layout);
   call.a_scale = g.a_fp4.global_scale;  // applied in the epilogue of the GEMM on decoded A
@@ -26,16 +31,14 @@ void check_fp4_activations(const Check& check, const GemmArgs& g, GemmCall& call
   check.aligned("a_fp4.global_scale.device_ptr", g.a_fp4.global_scale.device_ptr, 4);
   if (g.workspace) {
     check.aligned("workspace", g.workspace, 16);
-    if (g.workspace_bytes < g.m * g.k * 2)
-      check.fail("workspace_bytes", fmt::format("workspace_bytes = {} is less than the {} bytes W4A4 needs (m * k * 2)",
-                                                g.workspace_bytes, g.m * g.k * 2));
+    if (g.workspace_bytes < rows * g.k * 2)
+      check.fail("workspace_bytes", fmt::format("workspace_bytes = {} is less than the {} bytes W4A4 needs (rows * k * 2)",
+                                                g.workspace_bytes, rows * g.k * 2));
   }
 }
 
-}  // namespace
-
-GemmCall gemm_call(const GemmArgs& g, const char* who) {
-  Check check(who);
+// The checks of a GemmArgs, in `call` (whose rows and groups are set).
+void check_gemm_args(const Check& check, const GemmArgs& g, GemmCall& call) {
   check.not_negative("m", g.m);
   check.positive("n", g.n);
   check.positive_multiple("k", g.k, 32, "two NVFP4 blocks, the packed row granule the kernels load");
@@ -43,7 +46,6 @@ GemmCall gemm_call(const GemmArgs& g, const char* who) {
   check.dtype_in("d_dtype", g.d_dtype, {DType::bf16, DType::fp16, DType::fp32});
   if (g.bias) check.dtype_in("bias_dtype", g.bias_dtype, {DType::bf16, DType::fp32});
   if (!g.b_prepacked) check.scale_layout("b.scale_layout", g.b.scale_layout);
-  GemmCall call;
   call.args = g;
   call.a_gscale_mode = nvfp4k::GSCALE_HOST;
   call.a_stride = g.a_row_stride ? g.a_row_stride : g.k;
@@ -59,7 +61,7 @@ GemmCall gemm_call(const GemmArgs& g, const char* who) {
     check.fail("b.row_stride_bytes", fmt::format("b.row_stride_bytes = {} must be a multiple of 16 (for TMA)", call.b_stride));
   if (call.d_stride < g.n) check.fail("d_row_stride", fmt::format("d_row_stride = {} is less than n = {}", call.d_stride, g.n));
   call.b_gscale_mode = check.global_scale("b.global_scale", g.b.global_scale);
-  if (call.b_gscale_mode == nvfp4k::GSCALE_DEVICE_PER_ROW)
+  if (call.b_gscale_mode == nvfp4k::GSCALE_DEVICE_PER_ROW && call.groups == 0)
     check.fail("b.global_scale", "b.global_scale.per_row is not supported: a weight has one global scale");
   if (g.a_dtype == DType::nvfp4) check_fp4_activations(check, g, call);
   if (g.m > 0) {
@@ -78,8 +80,48 @@ GemmCall gemm_call(const GemmArgs& g, const char* who) {
     if (g.bias) check.aligned("bias", g.bias, g.bias_dtype == DType::fp32 ? 4 : 2);
     check.aligned("b.global_scale.device_ptr", g.b.global_scale.device_ptr, 4);
   }
+}
+
+}  // namespace
+
+GemmCall gemm_call(const GemmArgs& g, const char* who) {
+  GemmCall call;
+  call.rows = g.m;
+  call.expected_m = g.m;
+  check_gemm_args(Check(who), g, call);
   return call;
 }
+
+GemmCall grouped_gemm_call(const GroupedGemmArgs& ga, const char* who) {
+  const Check check(who);
+  const GemmArgs& g = ga.gemm;
+  check.positive("groups", ga.groups);
+  if (ga.layout != GroupedLayout::contiguous && ga.layout != GroupedLayout::masked)
+    check.fail("layout", fmt::format("layout = {} is not a GroupedLayout (contiguous or masked)", int(ga.layout)));
+  check.not_negative("gemm.m", g.m);
+  check.not_negative("expected_m", ga.expected_m);
+  GemmCall call;
+  call.groups = ga.groups;
+  call.layout = ga.layout;
+  call.group_ends = ga.group_ends;
+  call.masked_m = ga.masked_m;
+  const bool masked = ga.layout == GroupedLayout::masked;
+  if (masked && g.m > INT32_MAX / ga.groups)
+    check.fail("gemm.m", fmt::format("gemm.m = {} rows in each of {} groups is more than {} rows", g.m, ga.groups, INT32_MAX));
+  call.rows = masked ? g.m * ga.groups : g.m;
+  call.expected_m = ga.expected_m ? ga.expected_m : masked ? g.m : std::max<int64_t>(1, g.m / ga.groups);
+  check_gemm_args(check, g, call);
+  if (g.m > 0) {
+    const int32_t* sizes = masked ? ga.masked_m : ga.group_ends;
+    const char* name = masked ? "masked_m" : "group_ends";
+    check.not_null(name, sizes);
+    check.aligned(name, sizes, 4);
+    if (g.b.global_scale.per_row) check.not_null("gemm.b.global_scale.device_ptr", g.b.global_scale.device_ptr);
+  }
+  return call;
+}
+
+int64_t gemm_tile_rows(const GemmCall& call) { return call.groups ? call.expected_m : call.args.m; }
 
 GemmCall gemm_call_on_decoded_a(const GemmCall& call, const void* decoded_a) {
   GemmCall inner = call;
@@ -102,9 +144,15 @@ KernelSpec gemm_problem(Arch arch, int64_t n, int64_t k, DType a, DType d, Scale
   return spec;
 }
 
-KernelSpec gemm_problem(Arch arch, const GemmArgs& g) {
-  return gemm_problem(arch, g.n, g.k, g.a_dtype, g.d_dtype, g.b.scale_layout, g.b_prepacked,
-                      g.bias ? uint8_t(g.bias_dtype) : kNoDType);
+KernelSpec gemm_problem(Arch arch, const GemmCall& call) {
+  const GemmArgs& g = call.args;
+  KernelSpec spec = gemm_problem(arch, g.n, g.k, g.a_dtype, g.d_dtype, g.b.scale_layout, g.b_prepacked,
+                                 g.bias ? uint8_t(g.bias_dtype) : kNoDType);
+  if (call.groups) {
+    spec.groups = call.groups;
+    spec.flags |= call.layout == GroupedLayout::masked ? kFlagGroupedMasked : kFlagGroupedContiguous;
+  }
+  return spec;
 }
 
 KernelSpec gemm_problem(Arch arch, const GemmProblem& p) {
@@ -113,6 +161,12 @@ KernelSpec gemm_problem(Arch arch, const GemmProblem& p) {
 }
 
 bool gemm_problem_prepacked(const KernelSpec& problem) { return problem.scale_layout == nvfp4k::SCALES_PREPACKED; }
+
+int gemm_problem_grouped(const KernelSpec& problem) {
+  return problem.flags & kFlagGroupedMasked       ? nvfp4k::GROUPED_MASKED
+         : problem.flags & kFlagGroupedContiguous ? nvfp4k::GROUPED_CONTIGUOUS
+                                                  : nvfp4k::GROUPED_NONE;
+}
 
 KernelSpec gemm_spec(const KernelSpec& problem, const TileConfig& tile) {
   KernelSpec spec = problem;

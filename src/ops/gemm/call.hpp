@@ -10,6 +10,13 @@ namespace nvfp4::jit::detail {
 
 struct GemmCall {
   GemmArgs args;  // W4A4's GEMM: a is the decoded BF16 A, a_dtype bf16
+  int64_t rows = 0;  // of A and D: m, or groups * m (masked)
+  // grouped layouts (groups > 0)
+  int32_t groups = 0;
+  GroupedLayout layout = GroupedLayout::contiguous;
+  const int32_t* group_ends = nullptr;
+  const int32_t* masked_m = nullptr;
+  int64_t expected_m = 0;  // rows per group the tile is chosen for
   int64_t a_stride = 0, b_stride = 0, d_stride = 0;
   int b_gscale_mode = 0;  // GlobalScaleCode of b.global_scale
   int a_gscale_mode = 0;  // of a_scale
@@ -19,6 +26,9 @@ struct GemmCall {
 // Validates `args` as `who` (the public entry point's name) and resolves defaults. Throws
 // Error(invalid_argument) naming the argument.
 GemmCall gemm_call(const GemmArgs& args, const char* who);
+GemmCall grouped_gemm_call(const GroupedGemmArgs& args, const char* who);
+// The M a call's tile is chosen for: m, or a grouped call's rows per group.
+int64_t gemm_tile_rows(const GemmCall& call);
 
 // W4A4's GEMM: the call on A decoded to BF16 (without its global scale, which the call's
 // epilogue applies) at `decoded_a`, row stride k.
@@ -29,9 +39,11 @@ GemmCall gemm_call_on_decoded_a(const GemmCall& call, const void* decoded_a);
 // FP16); `bias` kNoDType or the bias DType.
 KernelSpec gemm_problem(Arch arch, int64_t n, int64_t k, DType a, DType d, ScaleLayout b_layout, bool b_prepacked,
                         uint8_t bias);
-KernelSpec gemm_problem(Arch arch, const GemmArgs& args);
+KernelSpec gemm_problem(Arch arch, const GemmCall& call);
 KernelSpec gemm_problem(Arch arch, const GemmProblem& problem);
 bool gemm_problem_prepacked(const KernelSpec& problem);
+// nvfp4k::GroupedLayoutCode of a problem (GROUPED_NONE for a dense one).
+int gemm_problem_grouped(const KernelSpec& problem);
 // The problem with `tile`: a kernel spec.
 KernelSpec gemm_spec(const KernelSpec& problem, const TileConfig& tile);
 

@@ -25,7 +25,7 @@ std::atomic<uint64_t> tuning_generation{0};
 struct Key {
   uint64_t context_id;
   KernelSpec problem;
-  int64_t m;
+  int64_t m, tile_rows;
   bool operator==(const Key& o) const { return std::memcmp(this, &o, sizeof o) == 0; }
 };
 static_assert(std::has_unique_object_representations_v<Key>, "Key must have no padding");
@@ -55,7 +55,7 @@ GemmKernel choose_and_load(const DeviceInfo& device, const KernelSpec& problem, 
   const GemmBackend& backend = gemm_backend(device.arch, "nvfp4::jit::gemm");
   if (std::string why = backend.unsupported(problem); !why.empty())
     fail(Status::unsupported, "nvfp4::jit::gemm: {} on {}", why, to_string(device.arch));
-  const int64_t m = call.args.m;
+  const int64_t m = gemm_tile_rows(call);
   const int bucket = gemm_m_bucket(m);
   std::optional<TileConfig> tuned = gemm_tuned_tile(device, problem, bucket);
   if (!tuned && autotune_enabled() && !capturing(stream)) {
@@ -63,7 +63,7 @@ GemmKernel choose_and_load(const DeviceInfo& device, const KernelSpec& problem, 
     tuned = gemm_tuned_tile(device, problem, bucket);
   }
   const TileConfig tile = gemm_tile_choice(backend, problem, tuned ? &*tuned : nullptr, m, device.sm_count);
-  return load_gemm_kernel(device, backend, gemm_spec(problem, tile), m, stream, call.args);
+  return load_gemm_kernel(device, backend, gemm_spec(problem, tile), call.args.m, stream, call.args);
 }
 
 }  // namespace
@@ -77,7 +77,7 @@ const GemmKernel& gemm_dispatch(const DeviceInfo& device, const GemmCall& call, 
     kernels.clear();
     generation = now;
   }
-  const Key key{device.context_id, gemm_problem(device.arch, call.args), call.args.m};
+  const Key key{device.context_id, gemm_problem(device.arch, call), call.args.m, gemm_tile_rows(call)};
   if (auto it = kernels.find(key); it != kernels.end()) return it->second;
   GemmKernel kernel = choose_and_load(device, key.problem, call, stream);
   if (kernels.size() >= kMaxEntries) kernels.clear();

@@ -1,5 +1,6 @@
 #include "ops/gemm/schedule.hpp"
 
+#include <algorithm>
 #include <climits>
 
 #include "core/error.hpp"
@@ -34,6 +35,26 @@ GemmGrid gemm_grid(int64_t m, int64_t n, int64_t k, int block_m, int block_n, in
   const int64_t split = gemm_split_tiles(m_tiles * n_tiles, split_k, sm_count);
   s.whole_clusters = int((m_tiles * n_tiles - split) / split_k);
   g.clusters = unsigned(s.whole_clusters + split);
+  return g;
+}
+
+GemmGrid gemm_grouped_grid(int layout, int groups, int64_t m, int64_t n, int block_m, int block_n) {
+  GemmGrid g;
+  nvfp4k::TileSchedule& s = g.schedule;
+  s.m_step = block_m;
+  const int64_t tiles_per_m = (m + block_m - 1) / block_m;
+  // contiguous: each group holding rows adds at most one partial row tile to m's
+  const int64_t m_tiles = layout == nvfp4k::GROUPED_MASKED ? groups * tiles_per_m : tiles_per_m + std::min<int64_t>(groups, m);
+  const int64_t n_tiles = (n + block_n - 1) / block_n;
+  if (m_tiles * n_tiles > INT32_MAX)
+    fail(Status::invalid_argument, "nvfp4::jit::grouped_gemm: m = {} in {} groups at n = {} is more tiles than one launch covers",
+         m, groups, n);
+  s.m = layout == nvfp4k::GROUPED_MASKED ? m * groups : m;
+  s.m_tiles = int(m_tiles);
+  s.band_m_tiles = 1;
+  s.whole_clusters = int(m_tiles * n_tiles);
+  s.group_stride = layout == nvfp4k::GROUPED_MASKED ? m : 0;
+  g.clusters = unsigned(m_tiles * n_tiles);
   return g;
 }
 

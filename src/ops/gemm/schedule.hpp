@@ -16,6 +16,12 @@ struct GemmGrid {
 // Error(invalid_argument) naming m where the tiles are more than one launch covers.
 GemmGrid gemm_grid(int64_t m, int64_t n, int64_t k, int block_m, int block_n, int split_k, int sm_count);
 
+// The grid of a grouped layout (nvfp4k::GroupedLayoutCode) of `groups` groups, unsplit, on row
+// tiles of block_m rows: contiguous, m rows in all (an upper bound of the groups' ends); masked,
+// m rows a group. Sized for the most row tiles the groups' sizes on the device can make; the
+// device pointers of the sizes are the caller's to set.
+GemmGrid gemm_grouped_grid(int layout, int groups, int64_t m, int64_t n, int block_m, int block_n);
+
 // Of `tiles` output tiles, how many a split_k > 1 grid splits (its last ones, the rest going
 // whole to clusters of split_k CTAs): a last, partial wave's when split they fit in one wave
 // (that wave then takes 1 / split_k of the time), else all of them. (tiles - result) is a

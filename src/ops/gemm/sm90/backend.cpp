@@ -1,6 +1,7 @@
 // The sm_90a GEMM backend: BF16/FP16 activations (NVFP4 ones decoded to BF16 by the front) x an
 // NVFP4 weight decoded to BF16 in registers, wgmma with fp32 accumulators
 // (templates/sm90/gemm_w4a16.cuh).
+#include <algorithm>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -54,13 +55,15 @@ class Sm90Backend final : public GemmBackend {
   std::string unsupported(const KernelSpec&) const override { return {}; }
 
   TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count) const override {
-    return to_config(heuristic_tile(problem.n, problem.k, m, sm_count, gemm_problem_prepacked(problem)));
+    Tile t = heuristic_tile(problem.n, problem.k, m, sm_count, gemm_problem_prepacked(problem));
+    if (gemm_problem_grouped(problem)) t.split_k = 1;  // the groups' tiles fill the grid
+    return to_config(t);
   }
 
   std::vector<TileConfig> candidates(const KernelSpec& problem, int bucket, int sm_count) const override {
     std::vector<TileConfig> configs;
     for (const Tile& t : candidate_tiles(problem.n, problem.k, bucket, sm_count, gemm_problem_prepacked(problem)))
-      configs.push_back(to_config(t));
+      if (!gemm_problem_grouped(problem) || t.split_k == 1) configs.push_back(to_config(t));
     return configs;
   }
 
@@ -69,6 +72,7 @@ class Sm90Backend final : public GemmBackend {
     if (to_config(t) != spec.tile) return "a tile this backend does not describe";
     if (t.consumers == 3 && !gemm_problem_prepacked(spec))
       return "a tile of 3 consumer warpgroups runs on a prepacked weight only";
+    if (t.split_k > 1 && gemm_problem_grouped(spec)) return "a grouped GEMM runs unsplit";
     return sm90::tile_problem(t, spec.k);
   }
 
@@ -80,7 +84,12 @@ class Sm90Backend final : public GemmBackend {
     const char* layout = spec.scale_layout == nvfp4k::SCALES_PREPACKED       ? "prepacked"
                          : spec.scale_layout == nvfp4k::SCALES_SWIZZLED128X4 ? "sw128x4"
                                                                               : "linear";
-    return fmt::format("nvfp4_gemm_w4a16_n{}_k{}_{}_{}_{}{}_bm{}_bk{}_wg{}{}_s{}_ks{}", spec.n, spec.k,
+    const int grouped = gemm_problem_grouped(spec);
+    return fmt::format("nvfp4_gemm_w4a16_{}n{}_k{}_{}_{}_{}{}_bm{}_bk{}_wg{}{}_s{}_ks{}",
+                       grouped == nvfp4k::GROUPED_NONE       ? ""
+                       : grouped == nvfp4k::GROUPED_MASKED ? fmt::format("masked{}_", spec.groups)
+                                                            : fmt::format("grouped{}_", spec.groups),
+                       spec.n, spec.k,
                        dtype_name(spec.a_dtype), dtype_name(spec.out_dtype), layout,
                        bias == nvfp4k::BIAS_BF16 ? "_biasbf16" : bias == nvfp4k::BIAS_FP32 ? "_biasfp32" : "", t.block_m,
                        t.block_k, t.consumers, t.k_slices > 1 ? fmt::format("x{}", t.k_slices) : "", t.stages, t.split_k);
@@ -88,11 +97,13 @@ class Sm90Backend final : public GemmBackend {
 
   GeneratedKernel generate(const KernelSpec& spec) const override {
     const Tile t = from_config(spec.tile);
+    const int grouped = gemm_problem_grouped(spec);
     return entry_point(spec, kernel_name(spec), "sm90/gemm_w4a16.cuh", "GemmParams",
                        fmt::format("nvfp4k::sm90::gemm_w4a16<nvfp4k::sm90::GemmConfig<{}, {}, {}, {}LL, {}LL, {}, {}, {}, "
-                                   "{}, {}, {}, {}>, Mma>(p)",
+                                   "{}, {}, {}, {}{}>, Mma>(p)",
                                    spec.a_dtype, spec.out_dtype, bias_code(spec), spec.n, spec.k, spec.scale_layout,
-                                   t.consumers, t.block_m, t.block_k, t.stages, t.split_k, t.k_slices),
+                                   t.consumers, t.block_m, t.block_k, t.stages, t.split_k, t.k_slices,
+                                   grouped ? fmt::format(", {}, {}", grouped, spec.groups) : ""),
                        wgmma_prelude(t.block_m, spec.a_dtype == uint8_t(DType::fp16)));
   }
 
@@ -100,7 +111,9 @@ class Sm90Backend final : public GemmBackend {
 
   GemmPlan plan(const KernelSpec& spec, int64_t m, int sm_count) const override {
     const Tile t = from_config(spec.tile);
-    const GemmGrid grid = gemm_grid(m, spec.n, spec.k, t.block_m, 64 * t.consumers, t.split_k, sm_count);
+    const int grouped = gemm_problem_grouped(spec);
+    const GemmGrid grid = grouped ? gemm_grouped_grid(grouped, spec.groups, m, spec.n, t.block_m, 64 * t.consumers)
+                                  : gemm_grid(m, spec.n, spec.k, t.block_m, 64 * t.consumers, t.split_k, sm_count);
     GemmPlan plan;
     auto& p = *reinterpret_cast<nvfp4k::GemmParams*>(plan.params);
     p.schedule = grid.schedule;
@@ -124,15 +137,20 @@ class Sm90Backend final : public GemmBackend {
     const GemmArgs& args = call.args;
     auto& p = *static_cast<nvfp4k::GemmParams*>(params);
     const int64_t m_step = p.schedule.m_step;
+    const int64_t groups = std::max(1, spec.groups);  // weights one after the other
     copy_map(p.tma_a, make_tensor_map_2d(args.a,
                                          args.a_dtype == DType::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                                                      : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                                         uint64_t(args.m), uint64_t(args.k), uint64_t(call.a_stride) * 2,
+                                         uint64_t(call.rows), uint64_t(args.k), uint64_t(call.a_stride) * 2,
                                          uint32_t(t.block_m), 64, CU_TENSOR_MAP_SWIZZLE_128B));
+    p.schedule.group_ends = call.group_ends;
+    p.schedule.group_rows = call.masked_m;
     if (args.b_prepacked) {
       p.w_scales = static_cast<const unsigned char*>(args.b.data);  // values and scales, one bulk copy per stage
+      p.w_group_bytes = prepacked_bytes(args.n, args.k);
     } else {
-      copy_map(p.tma_w, make_tensor_map_2d(args.b.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(args.n),
+      p.w_group_bytes = scale_bytes(args.b.scale_layout, args.n, args.k);
+      copy_map(p.tma_w, make_tensor_map_2d(args.b.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(groups * args.n),
                                            uint64_t(args.k / 2), uint64_t(call.b_stride), uint32_t(64 * t.consumers),
                                            uint32_t(t.block_k / 2),
                                            t.block_k == 256 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B));
@@ -151,7 +169,9 @@ class Sm90Backend final : public GemmBackend {
     // D leaves a tile at a time through shared memory and TMA where the kernel's tile fits in
     // its stages and TMA can address D's rows (16-byte aligned); else element by element.
     const int db = d_bytes(spec);
-    p.d_tma = stores_through_tma(t, db) && reinterpret_cast<uintptr_t>(args.d) % 16 == 0 && call.d_stride * db % 16 == 0;
+    // A grouped tile's rows may end before its box: element stores, masked by the group's rows.
+    p.d_tma = !call.groups && stores_through_tma(t, db) && reinterpret_cast<uintptr_t>(args.d) % 16 == 0 &&
+              call.d_stride * db % 16 == 0;
     if (p.d_tma)
       copy_map(p.tma_d, make_tensor_map_2d(args.d,
                                            db == 4                           ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
