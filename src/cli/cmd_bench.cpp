@@ -1,4 +1,4 @@
-// nvfp4-jit bench core|dequantize|quantize|rmsnorm-quantize|swiglu-quantize|gemm: timings on this machine's GPU, printed and saved as JSON.
+// nvfp4-jit bench core|dequantize|quantize|rmsnorm-quantize|swiglu-quantize|gemm|grouped: timings on this machine's GPU, printed and saved as JSON.
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -266,11 +266,11 @@ std::string bandwidth_bench(const char* title, bool quick, Make make) {
 
 int cmd_bench(const Args& args) {
   args.allow_only({"--out", "--quick", "--shape", "--m"});
-  constexpr const char* kWhat = "core, dequantize, quantize, rmsnorm-quantize, swiglu-quantize, gemm";
+  constexpr const char* kWhat = "core, dequantize, quantize, rmsnorm-quantize, swiglu-quantize, gemm, grouped";
   if (args.positional().size() != 1) throw UsageError(fmt::format("expected one of: {}", kWhat));
   const std::string what = args.positional()[0];
   if (what != "core" && what != "dequantize" && what != "quantize" && what != "rmsnorm-quantize" &&
-      what != "swiglu-quantize" && what != "gemm")
+      what != "swiglu-quantize" && what != "gemm" && what != "grouped")
     throw UsageError(fmt::format("unknown benchmark `{}` (one of: {})", what, kWhat));
   // The GEMM filter is checked before the GPU is looked for, so a typo is a usage error anywhere.
   GemmBenchFilter only;
@@ -298,6 +298,8 @@ int cmd_bench(const Args& args) {
     json = bench_core(quick);
   } else if (what == "gemm") {
     json = bench_gemm(quick, only);
+  } else if (what == "grouped") {
+    json = bench_grouped(quick);
   } else if (what == "dequantize") {
     json = bandwidth_bench("dequantize: NVFP4 -> BF16, linear scales", quick, [](int64_t m, int64_t k, std::mt19937& rng) {
       return std::unique_ptr<Workload>(new DequantizeWorkload(m, k, rng));
