@@ -105,4 +105,66 @@ NVFP4_HD ScheduledTile schedule_grouped_tile(const TileSchedule& s, int cta) {
   return t;
 }
 
+#if defined(__CUDA_ARCH__)
+// schedule_grouped_tile's tile, found by one warp 32 groups at a time (every warp of the CTA
+// finds it on its own: no shared memory, no barrier): a contiguous layout's clamped ends are a
+// running maximum of the ends (clamped to m), the groups' first row tiles a prefix sum, the
+// tile's group the first lane whose row tiles hold it.
+template <int N_TILES, int LAYOUT, int GROUPS, int KTILES>
+__device__ __forceinline__ ScheduledTile schedule_grouped_tile_warp(const TileSchedule& s, int cta) {
+  constexpr unsigned ALL = 0xFFFFFFFFu;
+  ScheduledTile t;
+  t.split = false;
+  t.kt_begin = 0;
+  t.kt_end = KTILES;
+  t.n_tile = cta % N_TILES;
+  t.m_tile = cta / N_TILES;
+  t.group = 0;
+  t.m0 = t.m_end = 0;
+  const int lane = threadIdx.x % 32;
+  long long tiles_before = 0, end_before = 0;
+#pragma unroll 1
+  for (int base = 0; base < GROUPS; base += 32) {
+    const int g = base + lane;
+    long long begin, end;
+    if (LAYOUT == GROUPED_CONTIGUOUS) {
+      long long e = g < GROUPS ? s.group_ends[g] : 0;
+      e = e > end_before ? e : end_before;
+#pragma unroll
+      for (int d = 1; d < 32; d *= 2) {
+        const long long o = __shfl_up_sync(ALL, e, d);
+        if (lane >= d && o > e) e = o;
+      }
+      end = e < s.m ? e : s.m;
+      const long long previous = __shfl_up_sync(ALL, end, 1);
+      begin = lane == 0 ? end_before : previous;
+      end_before = __shfl_sync(ALL, end, 31);
+    } else {
+      const long long r = g < GROUPS ? s.group_rows[g] : 0;
+      begin = (long long)g * s.group_stride;
+      end = begin + (r < 0 ? 0 : r > s.group_stride ? s.group_stride : r);
+    }
+    const long long tiles = g < GROUPS ? (end - begin + s.m_step - 1) / s.m_step : 0;
+    long long upto = tiles;  // inclusive prefix sum
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+      const long long o = __shfl_up_sync(ALL, upto, d);
+      if (lane >= d) upto += o;
+    }
+    const long long first = tiles_before + upto - tiles;
+    const unsigned hit = __ballot_sync(ALL, t.m_tile >= first && t.m_tile < first + tiles);
+    if (hit) {
+      const int src = __ffs(hit) - 1;
+      const long long b = __shfl_sync(ALL, begin, src), f = __shfl_sync(ALL, first, src), e = __shfl_sync(ALL, end, src);
+      t.group = base + src;
+      t.m0 = b + (t.m_tile - f) * s.m_step;
+      t.m_end = t.m0 + s.m_step < e ? t.m0 + s.m_step : e;
+      return t;
+    }
+    tiles_before += __shfl_sync(ALL, upto, 31);
+  }
+  return t;
+}
+#endif
+
 }  // namespace nvfp4k

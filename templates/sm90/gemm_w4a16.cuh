@@ -260,7 +260,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   const ScheduledTile tile =
       C::GROUPED == GROUPED_NONE
           ? schedule_tile<N_TILES, C::KSPLIT, C::KTILES>(p.schedule, int(blockIdx.x), rank)
-          : schedule_grouped_tile<N_TILES, C::GROUPED, C::GROUPS, C::KTILES>(p.schedule, int(blockIdx.x));
+          : schedule_grouped_tile_warp<N_TILES, C::GROUPED, C::GROUPS, C::KTILES>(p.schedule, int(blockIdx.x));
   if (C::GROUPED != GROUPED_NONE && tile.m0 >= tile.m_end) return;  // past the groups' tiles: the whole CTA
   // the tile's weight: its group's, rows n0.. of the group's N
   const unsigned char* w_scales = p.w_scales + tile.group * p.w_group_bytes;

@@ -437,6 +437,9 @@ TEST_SUITE("gpu_gemm") {
         // three consumers on a prepacked weight, N = 200: a second CTA with 8 rows of it
         {130, 200, 160, DType::bf16, DType::fp32, ScaleLayout::linear, false, 0, 0, 0, 1.0f, Case::any, 0, false, true,
          {128, 3, 4, 1, 128}},
+        // one consumer on 80 rows, 256-deep stages, a prepacked weight (a grouped test's tile)
+        {130, 384, 1024, DType::bf16, DType::bf16, ScaleLayout::swizzled128x4, false, 0, 0, 0, 1.0f, Case::any, 0, false,
+         true, {80, 1, 3, 1, 256}},
     };
     for (const Case& c : cases) run_case(c, rng);
   }
