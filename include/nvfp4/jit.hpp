@@ -241,7 +241,7 @@ struct GroupedGemmArgs {
   // outside [0, m] is clamped to it. No row outside A and D is ever read or written.
   const int32_t* group_ends = nullptr;  // contiguous: [groups] cumulative row ends
   const int32_t* masked_m = nullptr;    // masked: [groups] rows of each group
-  int64_t expected_m = 0;               // rows per group the kernel is chosen for; 0: m / groups (contiguous), m (masked)
+  int64_t expected_m = 0;               // rows per group the kernel is chosen for; 0: 1.25 m / groups (contiguous), m (masked)
 };
 void grouped_gemm(const GroupedGemmArgs& args, CUstream stream);
 // Bytes of workspace grouped_gemm needs for `args` (W4A4: all groups' rows * k * 2; otherwise 0).

@@ -505,7 +505,8 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   // stores below write four rows' 16 bytes per warp instruction, which costs at large M.
   constexpr int D_BYTES = C::ODT == DTYPE_FP32 ? 4 : 2, SLAB_COLS = 128 / D_BYTES;
   if constexpr (C::BM % 16 == 0 && C::WG * 64 * C::BM * D_BYTES <= C::STAGES * C::STAGE_BYTES) {
-    if (p.d_tma) {
+    // a grouped tile whose rows end before its box (the next group's rows follow) stores by element
+    if (p.d_tma && (C::GROUPED == GROUPED_NONE || m_end - m0 == p.schedule.m_step)) {
       named_barrier(2, 128 * C::WG);  // every consumer is done with the stages (and partial sums)
       unsigned char* slabs = smem + cw * 64 * C::BM * D_BYTES;  // this warpgroup's
       // D's element (m_local, column c of the warpgroup's 64) in the swizzled slabs

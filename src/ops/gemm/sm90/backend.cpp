@@ -169,15 +169,14 @@ class Sm90Backend final : public GemmBackend {
     // D leaves a tile at a time through shared memory and TMA where the kernel's tile fits in
     // its stages and TMA can address D's rows (16-byte aligned); else element by element.
     const int db = d_bytes(spec);
-    // A grouped tile's rows may end before its box: element stores, masked by the group's rows.
-    p.d_tma = !call.groups && stores_through_tma(t, db) && reinterpret_cast<uintptr_t>(args.d) % 16 == 0 &&
-              call.d_stride * db % 16 == 0;
+    // (A grouped tile stores through TMA only where its rows fill the box.)
+    p.d_tma = stores_through_tma(t, db) && reinterpret_cast<uintptr_t>(args.d) % 16 == 0 && call.d_stride * db % 16 == 0;
     if (p.d_tma)
       copy_map(p.tma_d, make_tensor_map_2d(args.d,
                                            db == 4                           ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
                                            : args.d_dtype == DType::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                                                              : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                                           uint64_t(args.m), uint64_t(args.n), uint64_t(call.d_stride) * db,
+                                           uint64_t(call.rows), uint64_t(args.n), uint64_t(call.d_stride) * db,
                                            uint32_t(m_step), uint32_t(128 / db), CU_TENSOR_MAP_SWIZZLE_128B));
   }
 };
