@@ -61,13 +61,37 @@ std::vector<std::string> split(const std::string& text, char sep) {
   return parts;
 }
 
+// Length of the well-formed UTF-8 sequence at text[i] (0: not one).
+size_t utf8_length(const std::string& text, size_t i) {
+  const auto byte = [&](size_t k) { return k < text.size() ? static_cast<unsigned char>(text[k]) : 0u; };
+  const unsigned c = byte(i);
+  const auto cont = [&](size_t k) { return (byte(k) & 0xC0) == 0x80; };
+  if (c >= 0xC2 && c <= 0xDF) return cont(i + 1) ? 2 : 0;
+  if (c >= 0xE0 && c <= 0xEF) {
+    const unsigned c1 = byte(i + 1);
+    if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F)) return 0;  // overlong, surrogate
+    return cont(i + 1) && cont(i + 2) ? 3 : 0;
+  }
+  if (c >= 0xF0 && c <= 0xF4) {
+    const unsigned c1 = byte(i + 1);
+    if ((c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F)) return 0;
+    return cont(i + 1) && cont(i + 2) && cont(i + 3) ? 4 : 0;
+  }
+  return 0;
+}
+
+// Escaped for a JSON string whatever `text` holds: bytes that are not UTF-8 (a file name, a
+// sidecar, a device name can hold any) become U+FFFD, so the output always parses.
 std::string json_escape(const std::string& text) {
   std::string out;
-  for (char c : text) {
-    if (c == '"' || c == '\\') out += '\\', out += c;
-    else if (c == '\n') out += "\\n";
-    else if (static_cast<unsigned char>(c) < 0x20) out += fmt::format("\\u{:04x}", int(c));
-    else out += c;
+  for (size_t i = 0; i < text.size();) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if (c == '"' || c == '\\') out += '\\', out += char(c), ++i;
+    else if (c == '\n') out += "\\n", ++i;
+    else if (c < 0x20 || c == 0x7f) out += fmt::format("\\u{:04x}", unsigned(c)), ++i;
+    else if (c < 0x80) out += char(c), ++i;
+    else if (const size_t n = utf8_length(text, i)) out.append(text, i, n), i += n;
+    else out += "\\ufffd", ++i;
   }
   return out;
 }

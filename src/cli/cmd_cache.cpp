@@ -1,6 +1,11 @@
 // nvfp4-jit cache stats|ls|verify|prune|clear|export|import
+#include <cctype>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
 #include <map>
 
 #include <fmt/format.h>
@@ -24,6 +29,65 @@ std::string spec_summary(const std::string& spec_json) {
   return fmt::format("{} K={} in={} out={}", field("op"), field("k"), field("a_dtype"), field("out_dtype"));
 }
 
+// Whether `text` is one well-formed JSON value (a sidecar's "spec" is printed as it is only
+// when it is: a sidecar holds whatever was written into it).
+bool valid_json(std::string_view text) {
+  size_t i = 0;
+  auto ws = [&] { while (i < text.size() && std::strchr(" \t\r\n", text[i])) ++i; };
+  std::function<bool(int)> value = [&](int depth) -> bool {
+    if (depth > 64) return false;
+    ws();
+    if (i >= text.size()) return false;
+    const char c = text[i];
+    if (c == '"') {
+      for (++i; i < text.size() && text[i] != '"'; ++i) {
+        if (static_cast<unsigned char>(text[i]) < 0x20 || static_cast<unsigned char>(text[i]) >= 0x80) return false;
+        if (text[i] == '\\' && (++i >= text.size() || !std::strchr("\"\\/bfnrtu", text[i]))) return false;
+      }
+      return i++ < text.size();
+    }
+    if (c == '{' || c == '[') {
+      const char close = c == '{' ? '}' : ']';
+      ++i;
+      ws();
+      if (i < text.size() && text[i] == close) return ++i, true;
+      while (true) {
+        if (c == '{') {
+          ws();
+          if (i >= text.size() || text[i] != '"' || !value(depth + 1)) return false;
+          ws();
+          if (i >= text.size() || text[i++] != ':') return false;
+        }
+        if (!value(depth + 1)) return false;
+        ws();
+        if (i >= text.size()) return false;
+        if (text[i] == close) return ++i, true;
+        if (text[i++] != ',') return false;
+      }
+    }
+    for (const char* word : {"true", "false", "null"})
+      if (text.substr(i, std::strlen(word)) == word) return i += std::strlen(word), true;
+    const size_t start = i;
+    if (i < text.size() && text[i] == '-') ++i;
+    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || std::strchr(".eE+-", text[i]))) ++i;
+    return i > start && std::isdigit(static_cast<unsigned char>(text[i - 1]));
+  };
+  if (!value(0)) return false;
+  ws();
+  return i == text.size();
+}
+
+std::string json_string(const std::string& text) { return "\"" + json_escape(text) + "\""; }
+
+// The primary root cannot be changed: say so and fail, rather than report "removed 0".
+int refuse_read_only(const DiskCache& cache, const std::string& what, bool json) {
+  const std::string why = fmt::format("the cache root {} is read-only ({}): nothing {}", cache.roots().primary,
+                                      cache.not_writable_reason(), what == "import" ? "imported" : "removed");
+  if (json) std::printf("{\"error\":%s}\n", json_string(why).c_str());
+  std::fprintf(stderr, "nvfp4-jit cache %s: %s\n", what.c_str(), why.c_str());
+  return kFailed;
+}
+
 int stats(DiskCache& cache, bool json) {
   const auto entries = cache.list(false);
   std::map<std::string, std::pair<size_t, uint64_t>> per_arch;
@@ -34,64 +98,90 @@ int stats(DiskCache& cache, bool json) {
     bytes += e.size;
   }
   const CacheRoots& roots = cache.roots();
+  const std::string why = cache.not_writable_reason();
   if (json) {
     std::string archs;
     for (const auto& [arch, v] : per_arch)
-      archs += fmt::format("{}\"{}\":{{\"entries\":{},\"bytes\":{}}}", archs.empty() ? "" : ",", arch, v.first, v.second);
-    std::string ro;
-    for (const auto& r : roots.read_only) ro += fmt::format("{}\"{}\"", ro.empty() ? "" : ",", json_escape(r));
-    std::printf("{\"root\":\"%s\",\"writable\":%s,\"read_only_roots\":[%s],\"entries\":%zu,\"bytes\":%llu,\"archs\":{%s}}\n",
-                json_escape(roots.primary).c_str(), cache.writable() ? "true" : "false", ro.c_str(), entries.size(),
-                (unsigned long long)bytes, archs.c_str());
+      archs += fmt::format("{}{}:{{\"entries\":{},\"bytes\":{}}}", archs.empty() ? "" : ",", json_string(arch), v.first, v.second);
+    std::string ro, refused;
+    for (const auto& r : roots.read_only) ro += fmt::format("{}{}", ro.empty() ? "" : ",", json_string(r));
+    for (const auto& [path, reason] : cache.refused_roots())
+      refused += fmt::format("{}{{\"path\":{},\"why\":{}}}", refused.empty() ? "" : ",", json_string(path), json_string(reason));
+    std::printf("{\"root\":%s,\"writable\":%s,\"read_only\":%s,\"why\":%s,\"read_only_roots\":[%s],\"refused_roots\":[%s],"
+                "\"entries\":%zu,\"bytes\":%llu,\"archs\":{%s}}\n",
+                json_string(roots.primary).c_str(), cache.writable() ? "true" : "false",
+                cache.writable() ? "false" : "true", json_string(why).c_str(), ro.c_str(), refused.c_str(),
+                entries.size(), (unsigned long long)bytes, archs.c_str());
     return kOk;
   }
-  std::printf("root       %s (%s)\n", roots.primary.c_str(), cache.writable() ? "writable" : "NOT writable: memory-only");
+  std::printf("root       %s (%s)\n", roots.primary.c_str(),
+              cache.writable() ? "writable" : fmt::format("read-only: {}; compiled kernels are not stored", why).c_str());
   for (const auto& r : roots.read_only) std::printf("read-only  %s\n", r.c_str());
+  for (const auto& [path, reason] : cache.refused_roots()) std::printf("NOT USED   %s: %s\n", path.c_str(), reason.c_str());
   std::printf("entries    %zu, %.1f MiB\n", entries.size(), bytes / 1048576.0);
   for (const auto& [arch, v] : per_arch) std::printf("  %-8s %6zu entries %8.1f MiB\n", arch.c_str(), v.first, v.second / 1048576.0);
   return kOk;
 }
 
 int list(DiskCache& cache, bool json, bool verify, bool remove_bad) {
+  if (remove_bad && !cache.writable()) return refuse_read_only(cache, "verify --remove-bad", json);
   const auto entries = cache.list(verify);
-  size_t bad = 0, removed = 0;
+  size_t bad = 0, removed = 0, in_flight = 0;
   if (json) std::printf("[");
   for (size_t i = 0; i < entries.size(); ++i) {
     const auto& e = entries[i];
-    if (!e.problem.empty()) {
+    const bool is_bad = !e.problem.empty() && !e.in_flight;
+    if (e.in_flight) ++in_flight;
+    if (is_bad) {
       ++bad;
       if (remove_bad && cache.remove(e)) ++removed;
     }
     if (json) {
-      std::printf("%s{\"arch\":\"%s\",\"key\":\"%s\",\"size\":%llu,\"created\":\"%s\",\"path\":\"%s\",\"ok\":%s,"
-                  "\"problem\":\"%s\",\"spec\":%s}",
-                  i ? "," : "", e.arch.c_str(), e.key.c_str(), (unsigned long long)e.size, e.created.c_str(),
-                  json_escape(e.path).c_str(), e.problem.empty() ? "true" : "false", json_escape(e.problem).c_str(),
-                  e.spec_json.empty() ? "null" : e.spec_json.c_str());
+      const std::string item = fmt::format(
+          "{}{{\"arch\":{},\"key\":{},\"size\":{},\"created\":{},\"path\":{},\"ok\":{},\"in_flight\":{},\"problem\":{},"
+          "\"spec\":{}}}",
+          i ? "," : "", json_string(e.arch), json_string(e.key), e.size, json_string(e.created), json_string(e.path),
+          e.problem.empty() ? "true" : "false", e.in_flight ? "true" : "false", json_string(e.problem),
+          valid_json(e.spec_json) ? e.spec_json : "null");
+      std::fputs(item.c_str(), stdout);
     } else if (!verify || !e.problem.empty()) {
+      const std::string note = e.problem.empty() ? ""
+                               : e.in_flight     ? fmt::format("  IN FLIGHT: {} ({})", e.problem, e.path)
+                                                 : fmt::format("  BAD: {} ({})", e.problem, e.path);
       std::printf("%-8s %s %8llu  %s  %s%s\n", e.arch.c_str(), e.key.c_str(), (unsigned long long)e.size,
-                  e.created.c_str(), spec_summary(e.spec_json).c_str(),
-                  e.problem.empty() ? "" : fmt::format("  BAD: {} ({})", e.problem, e.path).c_str());
+                  e.created.c_str(), spec_summary(e.spec_json).c_str(), note.c_str());
     }
   }
   if (json) std::printf("]\n");
-  if (verify && !json)
-    std::printf("verify: %zu entries, %zu bad%s\n", entries.size(), bad,
-                remove_bad ? fmt::format(", {} removed", removed).c_str() : "");
-  return verify && bad && removed < bad ? kFailed : kOk;
+  if (!verify) return kOk;
+  // Temp and lock files of writers that are gone: reported, and swept with --remove-bad.
+  size_t stale = 0;
+  for (const CacheLeftover& l : cache.leftovers()) {
+    if (l.in_use) continue;
+    ++stale;
+    // stdout under --json holds the entries' array only
+    std::fprintf(json ? stderr : stdout, "leftover %s (temp or lock file of a writer that is gone)\n", l.path.c_str());
+  }
+  const size_t swept = remove_bad ? cache.sweep_leftovers() : 0;
+  if (!json)
+    std::printf("verify: %zu entries, %zu bad%s, %zu being written, %zu leftover files%s\n", entries.size(), bad,
+                remove_bad ? fmt::format(", {} removed", removed).c_str() : "", in_flight, stale,
+                remove_bad ? fmt::format(", {} removed", swept).c_str() : "");
+  return bad && removed < bad ? kFailed : kOk;
 }
 
-// "30" (days), "30d", "12h", "90m", "45s"
+// "30" (days), "30d", "12h", "90m", "45s": digits only, and a count of seconds that fits.
 std::chrono::seconds parse_age(const std::string& text) {
-  size_t used = 0;
-  long long n = -1;
-  try {
-    n = std::stoll(text, &used);
-  } catch (const std::exception&) {
-  }
-  const std::string unit = text.substr(used);
-  const long long scale = unit.empty() || unit == "d" ? 86400 : unit == "h" ? 3600 : unit == "m" ? 60 : unit == "s" ? 1 : 0;
-  if (n < 0 || scale == 0) throw UsageError(fmt::format("--older-than `{}`: expected a number of days, or N with d, h, m or s", text));
+  const size_t digits = text.find_first_not_of("0123456789");
+  const std::string number = text.substr(0, digits), unit = digits == std::string::npos ? "" : text.substr(digits);
+  const int64_t scale = unit.empty() || unit == "d" ? 86400 : unit == "h" ? 3600 : unit == "m" ? 60 : unit == "s" ? 1 : 0;
+  if (number.empty() || scale == 0)
+    throw UsageError(fmt::format("--older-than `{}`: expected a number of days, or N with d, h, m or s", text));
+  int64_t n = 0;
+  const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), n);
+  if (ec != std::errc() || n > std::numeric_limits<int64_t>::max() / scale)
+    throw UsageError(fmt::format("--older-than `{}`: out of range (at most {} seconds)", text,
+                                 std::numeric_limits<int64_t>::max()));
   return std::chrono::seconds(n * scale);
 }
 
@@ -127,13 +217,17 @@ int cmd_cache(const Args& args) {
   if (what == "export" || what == "import") return archive(cache, what, args.positional()[1], json);
   if (what == "prune") {
     if (!args.has("--older-than")) throw UsageError("cache prune needs --older-than AGE");
-    const size_t n = cache.prune(parse_age(args.get("--older-than")));
-    if (json) std::printf("{\"removed_entries\":%zu}\n", n);
-    else std::printf("cache prune: removed %zu entries older than %s from %s\n", n, args.get("--older-than").c_str(),
-                     cache.roots().primary.c_str());
+    const std::chrono::seconds age = parse_age(args.get("--older-than"));
+    if (!cache.writable()) return refuse_read_only(cache, what, json);
+    const size_t n = cache.prune(age);
+    const size_t swept = cache.sweep_leftovers();
+    if (json) std::printf("{\"removed_entries\":%zu,\"removed_leftovers\":%zu}\n", n, swept);
+    else std::printf("cache prune: removed %zu entries older than %s and %zu leftover files from %s\n", n,
+                     args.get("--older-than").c_str(), swept, cache.roots().primary.c_str());
     return kOk;
   }
   if (what == "clear") {
+    if (!cache.writable()) return refuse_read_only(cache, what, json);
     const size_t n = cache.clear();
     if (json) std::printf("{\"removed_files\":%zu}\n", n);
     else std::printf("cache clear: removed %zu files from %s\n", n, cache.roots().primary.c_str());

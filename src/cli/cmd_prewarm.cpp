@@ -8,6 +8,7 @@
 
 #include "cli/cli.hpp"
 #include "core/codegen.hpp"
+#include "core/kernel_store.hpp"
 #include "core/prewarm.hpp"
 
 namespace nvfp4::jit::cli {
@@ -68,15 +69,25 @@ int cmd_prewarm(const Args& args) {
   });
   if (bar) std::fputc('\n', stderr);
   for (const std::string& f : failures) std::fprintf(stderr, "nvfp4-jit prewarm: %s\n", f.c_str());
+  // A prewarm exists to fill the cache: kernels compiled but not stored (read-only root, full
+  // disk, a root that is a file, a path too long) are a failure, with the reason.
+  const DiskCache& disk = KernelStore::instance().disk();
+  const uint64_t not_stored = disk.not_stored();
+  if (not_stored)
+    std::fprintf(stderr, "nvfp4-jit prewarm: %llu kernels compiled but not stored in %s: %s\n",
+                 (unsigned long long)not_stored, disk.roots().primary.empty() ? "(no cache root)" : disk.roots().primary.c_str(),
+                 disk.last_store_problem().c_str());
   if (json) {
-    std::printf("{\"kernels\":%zu,\"compiled\":%zu,\"cached\":%zu,\"failed\":%zu,\"seconds\":%.3f}\n", summary.total,
-                summary.compiled, summary.cached, summary.failed, summary.seconds);
-  } else {
-    std::printf("prewarm: %zu kernels for %zu shapes on %zu archs: %zu compiled, %zu cache hits, %zu failed in %.1f s\n",
-                summary.total, shapes.size(), archs.size(), summary.compiled, summary.cached, summary.failed,
+    std::printf("{\"kernels\":%zu,\"compiled\":%zu,\"cached\":%zu,\"failed\":%zu,\"not_stored\":%llu,\"seconds\":%.3f}\n",
+                summary.total, summary.compiled, summary.cached, summary.failed, (unsigned long long)not_stored,
                 summary.seconds);
+  } else {
+    std::printf("prewarm: %zu kernels for %zu shapes on %zu archs: %zu compiled, %zu cache hits, %zu failed, %llu not "
+                "stored in %.1f s\n",
+                summary.total, shapes.size(), archs.size(), summary.compiled, summary.cached, summary.failed,
+                (unsigned long long)not_stored, summary.seconds);
   }
-  return summary.failed ? kFailed : kOk;
+  return summary.failed || not_stored ? kFailed : kOk;
 }
 
 }  // namespace nvfp4::jit::cli

@@ -18,7 +18,8 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr size_t kBlock = 512;
-constexpr size_t kMaxMember = size_t(256) << 20;  // no cubin or table comes near this
+// The whole archive is read into memory: bounded before it is read.
+constexpr size_t kMaxArchive = size_t(1) << 30;
 
 // Member names an archive may hold: exactly the cache's own layout, nothing else.
 const std::regex kKernelName(R"(v1/(sm_[0-9]+a)/([0-9a-f]{2})/([0-9a-f]{32})\.(cubin|json))");
@@ -49,7 +50,27 @@ struct Member {
   std::vector<char> data;
 };
 
-std::vector<Member> read_members(const std::vector<char>& tar, const std::string& file) {
+// The most a member of this name may hold (a CUBIN, a sidecar or a tuning table).
+size_t member_limit(const std::string& name) {
+  if (name.size() > 6 && name.compare(name.size() - 6, 6, ".cubin") == 0) return kMaxCubinBytes;
+  if (name.rfind("v1/tuning/", 0) == 0) return kMaxTableBytes;
+  return kMaxSidecarBytes;
+}
+
+const char* member_kind(char type) {
+  switch (type) {
+    case '1': return "a hard link";
+    case '2': return "a symlink";
+    case '3': case '4': return "a device";
+    case '5': return "a directory";
+    case '6': return "a FIFO";
+    default: return "a special member";
+  }
+}
+
+// Regular members; every other one (links, directories, special files, over-size members) is
+// named in `skipped`.
+std::vector<Member> read_members(const std::vector<char>& tar, const std::string& file, std::vector<std::string>& skipped) {
   std::vector<Member> members;
   for (size_t at = 0; at + kBlock <= tar.size();) {
     const char* h = tar.data() + at;
@@ -61,19 +82,26 @@ std::vector<Member> read_members(const std::vector<char>& tar, const std::string
     unsigned long long size = 0;
     std::sscanf(h + 124, "%12llo", &size);
     at += kBlock;
-    if (size > kMaxMember || at + size > tar.size()) fail(Status::cache_error, "{}: truncated or oversized member", file);
+    if (size > tar.size() - at) fail(Status::cache_error, "{}: truncated member at offset {}", file, at - kBlock);
     Member m;
     m.name.assign(h, strnlen(h, 100));
-    if (h[156] == '0' || h[156] == '\0') m.data.assign(tar.data() + at, tar.data() + at + size);
-    else m.name.clear();  // links, directories, ...: never imported
-    if (!m.name.empty()) members.push_back(std::move(m));
+    // ustar keeps long names' leading part in a prefix field
+    if (std::memcmp(h + 257, "ustar", 5) == 0 && h[345] != 0) m.name = std::string(h + 345, strnlen(h + 345, 155)) + "/" + m.name;
+    if (h[156] != '0' && h[156] != '\0')
+      skipped.push_back(fmt::format("{}: {}, not imported", m.name, member_kind(h[156])));
+    else if (size > member_limit(m.name))
+      skipped.push_back(fmt::format("{}: {} bytes, over the limit of {}", m.name, size, member_limit(m.name)));
+    else {
+      m.data.assign(tar.data() + at, tar.data() + at + size);
+      members.push_back(std::move(m));
+    }
     at += (size + kBlock - 1) / kBlock * kBlock;
   }
   return members;
 }
 
 bool same_file(const std::string& path, const std::vector<char>& data) {
-  const auto have = read_file_nofollow(path);
+  const auto have = read_file_nofollow(path, data.size());
   return have && *have == data;
 }
 
@@ -91,8 +119,8 @@ ArchiveSummary export_cache(const DiskCache& cache, const std::string& file) {
       continue;
     }
     const std::string base = fmt::format("v1/{}/{}/{}", e.arch, e.key.substr(0, 2), e.key);
-    const auto cubin = read_file_nofollow(e.path);
-    const auto sidecar = read_file_nofollow(fs::path(e.path).replace_extension(".json").string());
+    const auto cubin = read_file_nofollow(e.path, kMaxCubinBytes);
+    const auto sidecar = read_file_nofollow(fs::path(e.path).replace_extension(".json").string(), kMaxSidecarBytes);
     if (!cubin || !sidecar) continue;  // removed since listing
     append_member(tar, base + ".cubin", *cubin);
     append_member(tar, base + ".json", *sidecar);
@@ -103,7 +131,7 @@ ArchiveSummary export_cache(const DiskCache& cache, const std::string& file) {
        it.increment(ec)) {
     const std::string name = "v1/tuning/" + it->path().filename().string();
     if (!std::regex_match(name, kTableName) || name.size() >= 100) continue;
-    if (auto data = read_file_nofollow(it->path().string())) {
+    if (auto data = read_file_nofollow(it->path().string(), kMaxTableBytes)) {
       append_member(tar, name, *data);
       ++summary.tables;
     }
@@ -115,18 +143,23 @@ ArchiveSummary export_cache(const DiskCache& cache, const std::string& file) {
 }
 
 ArchiveSummary import_cache(DiskCache& cache, const std::string& file) {
-  const auto tar = read_file_nofollow(file);
-  if (!tar) fail(Status::cache_error, "cache import: cannot read {}", file);
+  std::string why;
+  const auto tar = read_file_nofollow(file, kMaxArchive, &why);
+  if (!tar) fail(Status::cache_error, "cache import: cannot read {}: {}", file, why.empty() ? "no such file" : why);
   if (!cache.writable()) fail(Status::cache_error, "cache import: the cache root {} is not writable", cache.roots().primary);
   const std::string& root = cache.roots().primary;
   ArchiveSummary summary;
   std::map<std::string, std::pair<const Member*, const Member*>> kernels;  // base name -> cubin, sidecar
-  const std::vector<Member> members = read_members(*tar, file);
+  const std::vector<Member> members = read_members(*tar, file, summary.skipped);
   for (const Member& m : members) {
     std::smatch match;
     if (std::regex_match(m.name, match, kKernelName)) {
       if (match[2] != match[3].str().substr(0, 2)) {
         summary.skipped.push_back(m.name + ": directory does not match the key");
+        continue;
+      }
+      if (!parse_arch(match[1].str())) {
+        summary.skipped.push_back(m.name + ": unknown arch " + match[1].str());
         continue;
       }
       auto& pair = kernels[m.name.substr(0, m.name.rfind('.'))];
@@ -135,11 +168,7 @@ ArchiveSummary import_cache(DiskCache& cache, const std::string& file) {
       // merged entry by entry: a table of other versions is left out, not written over ours
       std::string note;
       const std::string text(m.data.begin(), m.data.end());
-      const std::vector<TuningEntry> entries = TuningTable::parse(text, TuningVersions::current(), &note);
-      if (entries.empty()) {
-        summary.skipped.push_back(m.name + ": " + (note.empty() ? "no entries" : note));
-        continue;
-      }
+      std::vector<TuningEntry> entries = TuningTable::parse(text, TuningVersions::current(), &note);
       const size_t nl = text.find('\n');
       const std::string header = text.substr(0, nl);
       const auto arch = parse_arch(sidecar_field(header, "arch"));
@@ -147,9 +176,23 @@ ArchiveSummary import_cache(DiskCache& cache, const std::string& file) {
         summary.skipped.push_back(m.name + ": unknown arch");
         continue;
       }
+      if (!note.empty()) summary.skipped.push_back(m.name + ": " + note);
+      // every entry checked before anything is written: one that is not a tile the GEMM can
+      // run is left out (and counted), not handed to a later call
+      std::vector<TuningEntry> valid;
+      for (const TuningEntry& e : entries) {
+        if (const std::string why = tuning_entry_problem(e, *arch); !why.empty())
+          summary.skipped.push_back(fmt::format("{}: entry for N={} K={} bucket {}: {}", m.name, e.problem.n, e.problem.k,
+                                                e.m_bucket, why));
+        else valid.push_back(e);
+      }
+      if (valid.empty()) {
+        if (note.empty() && entries.empty()) summary.skipped.push_back(m.name + ": no entries");
+        continue;
+      }
       TuningTable table(root + "/" + m.name, *arch, sidecar_field(header, "device"),
                         std::atoi(sidecar_field(header, "sm_count").c_str()));
-      if (std::string why = table.record(entries); !why.empty()) summary.skipped.push_back(m.name + ": " + why);
+      if (std::string why = table.record(valid); !why.empty()) summary.skipped.push_back(m.name + ": " + why);
       else ++summary.tables;
     } else {
       summary.skipped.push_back(m.name + ": not a cache file");
@@ -169,17 +212,16 @@ ArchiveSummary import_cache(DiskCache& cache, const std::string& file) {
       summary.skipped.push_back(base + ": " + why);
       continue;
     }
-    const std::string dir = root + "/" + base.substr(0, base.rfind('/'));
     const std::string path = root + "/" + base;
     if (same_file(path + ".cubin", pair.first->data) && same_file(path + ".json", pair.second->data)) {
       ++summary.already_present;
       continue;
     }
-    if (std::string why_dir = make_private_dir(dir); !why_dir.empty())
-      fail(Status::cache_error, "cache import: {}", why_dir);
-    // sidecar last: an entry is only seen once both files are in place
-    if (write_file_atomic(path + ".cubin", pair.first->data) || write_file_atomic(path + ".json", pair.second->data))
-      fail(Status::cache_error, "cache import: cannot write {}", path);
+    // under the key's lock, CUBIN first and sidecar last, as a compile stores it
+    const DiskCache::Lock lock = cache.lock(match[1].str(), match[3].str());
+    if (const std::string why_store = cache.store_files(match[1].str(), match[3].str(), pair.first->data, pair.second->data);
+        !why_store.empty())
+      fail(Status::cache_error, "cache import: {}", why_store);
     ++summary.kernels;
   }
   return summary;

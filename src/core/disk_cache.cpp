@@ -1,13 +1,16 @@
 #include "core/disk_cache.hpp"
 
+#include <elf.h>
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -23,6 +26,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr std::string_view kLayout = "v1";
+constexpr int kStoreAttempts = 5;  // a cleaner removing our directory or temp file mid-store
 
 std::string env(const char* name) {
   const char* value = std::getenv(name);
@@ -31,6 +35,69 @@ std::string env(const char* name) {
 
 std::string checksum_hex(std::span<const char> data) {
   return fmt::format("{:016x}", XXH3_64bits(data.data(), data.size()));
+}
+
+bool ends_with(std::string_view s, std::string_view tail) {
+  return s.size() >= tail.size() && s.substr(s.size() - tail.size()) == tail;
+}
+
+// Nanoseconds since the epoch, wide enough that no age overflows it.
+__int128 mtime_ns(const struct stat& st) { return __int128(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec; }
+__int128 now_ns() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_REALTIME, &ts);
+  return __int128(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// Locks `name` in `dir_fd` without waiting: the fd when we hold it, -1 when another process
+// does (or the file cannot be a lock). `create`: make the file when absent.
+int try_flock(int dir_fd, const std::string& name, bool create, bool* held_by_other) {
+  *held_by_other = false;
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    const int fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
+    if (fd < 0) return -1;
+    struct stat st{}, at{};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      return -1;
+    }
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      *held_by_other = errno == EWOULDBLOCK;
+      ::close(fd);
+      return -1;
+    }
+    // The holder before us may have unlinked the file: then our lock guards nothing.
+    if (::fstatat(dir_fd, name.c_str(), &at, AT_SYMLINK_NOFOLLOW) == 0 && at.st_ino == st.st_ino && at.st_dev == st.st_dev)
+      return fd;
+    ::close(fd);
+    if (!create) return -1;
+  }
+  return -1;
+}
+
+// The SM of a CUDA ELF's header flags: CUDA ELF ABI 8 and later keep it in bits 8-15, older
+// ones in bits 0-7.
+int elf_sm(const Elf64_Ehdr& h) {
+  return h.e_ident[EI_ABIVERSION] >= 8 ? int((h.e_flags >> 8) & 0xff) : int(h.e_flags & 0xff);
+}
+
+// Whether one of the CUBIN's string tables holds `name` exactly.
+bool elf_has_name(std::span<const char> elf, const Elf64_Ehdr& h, std::string_view name) {
+  if (h.e_shentsize != sizeof(Elf64_Shdr) || h.e_shoff > elf.size() ||
+      uint64_t(h.e_shnum) * sizeof(Elf64_Shdr) > elf.size() - h.e_shoff)
+    return false;
+  for (unsigned i = 0; i < h.e_shnum; ++i) {
+    Elf64_Shdr s;
+    std::memcpy(&s, elf.data() + h.e_shoff + i * sizeof(Elf64_Shdr), sizeof s);
+    if (s.sh_type != SHT_STRTAB || s.sh_offset > elf.size() || s.sh_size > elf.size() - s.sh_offset) continue;
+    const std::string_view table(elf.data() + s.sh_offset, s.sh_size);
+    for (size_t pos = table.find(name); pos != std::string_view::npos; pos = table.find(name, pos + 1)) {
+      const bool starts = pos == 0 || table[pos - 1] == '\0';
+      const bool ends = pos + name.size() < table.size() && table[pos + name.size()] == '\0';
+      if (starts && ends) return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace
@@ -66,134 +133,280 @@ CacheRoots CacheRoots::from_env() {
   return roots;
 }
 
+std::string cubin_problem(std::span<const char> cubin, std::string_view arch, std::string_view kernel) {
+  Elf64_Ehdr h;
+  if (cubin.size() < sizeof h || std::memcmp(cubin.data(), ELFMAG, SELFMAG) != 0) return "not an ELF file";
+  std::memcpy(&h, cubin.data(), sizeof h);
+  if (h.e_ident[EI_CLASS] != ELFCLASS64 || h.e_ident[EI_DATA] != ELFDATA2LSB) return "not a 64-bit little-endian ELF file";
+  if (h.e_machine != EM_CUDA) return fmt::format("ELF machine {} is not CUDA ({})", h.e_machine, EM_CUDA);
+  const std::string sm = fmt::format("sm_{}", elf_sm(h));
+  if (arch.substr(0, sm.size()) != sm || arch.size() > sm.size() + 1)
+    return fmt::format("the CUBIN's ELF header is for {}, not {}", sm, arch);
+  if (!kernel.empty() && !elf_has_name(cubin, h, kernel)) return fmt::format("the CUBIN does not contain kernel {}", kernel);
+  return {};
+}
+
 std::string verify_entry(const std::vector<char>& cubin, const std::string& sidecar, const std::string& key_hex,
-                         std::string_view arch) {
+                         std::string_view arch, std::string_view kernel) {
   if (sidecar_field(sidecar, "key") != key_hex) return "sidecar names another key";
   if (sidecar_field(sidecar, "arch") != arch) return fmt::format("sidecar is for {}, not {}", sidecar_field(sidecar, "arch"), arch);
   if (sidecar_field(sidecar, "size") != std::to_string(cubin.size()))
     return fmt::format("size {} does not match the sidecar's {}", cubin.size(), sidecar_field(sidecar, "size"));
   if (sidecar_field(sidecar, "checksum") != checksum_hex(cubin)) return "checksum mismatch";
-  if (cubin.size() < 4 || std::memcmp(cubin.data(), "\x7f" "ELF", 4) != 0) return "not an ELF file";
-  return {};
+  const std::string named = sidecar_field(sidecar, "kernel");
+  if (!kernel.empty() && !named.empty() && named != kernel)
+    return fmt::format("sidecar names kernel {}, not {}", named, kernel);
+  return cubin_problem(cubin, arch, kernel.empty() ? std::string_view(named) : kernel);
 }
 
 DiskCache::DiskCache(CacheRoots roots) : roots_(std::move(roots)) {
+  if (const char* wait = std::getenv("NVFP4_JIT_LOCK_WAIT_S"); wait && *wait)
+    lock_wait_ = std::chrono::milliseconds(int64_t(std::max(0.0, std::atof(wait)) * 1000));
+  for (const std::string& root : roots_.read_only) {
+    struct stat st{};
+    if (::stat(root.c_str(), &st) != 0 && errno == ENOENT) continue;  // nothing to read
+    std::string why = untrusted_reason(root, false);
+    const int fd = why.empty() ? ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (fd < 0) {
+      if (why.empty()) why = std::strerror(errno);
+      warn_once("cache-root-" + root,
+                fmt::format("read-only cache directory {} is not used: {}", root, why));
+      refused_.emplace_back(root, why);
+      continue;
+    }
+    read_only_.push_back({root, fd});
+  }
   if (roots_.primary.empty()) {
+    not_writable_ = "no cache directory";
     warn_once("cache-root", "no cache directory (set NVFP4_JIT_CACHE_DIR or HOME); kernels are kept in memory only");
     return;
   }
   if (const std::string why = make_private_dir(roots_.primary); !why.empty()) {
+    struct stat st{};
+    if (::stat(roots_.primary.c_str(), &st) == 0) refused_.emplace_back(roots_.primary, why);
     degrade(why);
+    return;
+  }
+  primary_fd_ = ::open(roots_.primary.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (primary_fd_ < 0) {
+    degrade(fmt::format("open: {}", std::strerror(errno)));
+    return;
+  }
+  // Ours but not writable (mode 0500, a read-only mount): readable, and said up front.
+  if (::faccessat(primary_fd_, ".", W_OK | X_OK, AT_EACCESS) != 0) {
+    degrade(fmt::format("read-only: {}", std::strerror(errno)));
     return;
   }
   writable_ = true;
 }
 
+DiskCache::~DiskCache() {
+  if (primary_fd_ >= 0) ::close(primary_fd_);
+  for (const Root& r : read_only_) ::close(r.fd);
+}
+
 void DiskCache::degrade(const std::string& why) {
+  {
+    std::lock_guard lock(problem_mutex_);
+    if (not_writable_.empty()) not_writable_ = why;
+  }
   writable_ = false;
   warn_once("cache-write", fmt::format("cache directory {} cannot be used ({}); compiled kernels are kept in memory "
                                        "only for this process",
                                        roots_.primary, why));
 }
 
-std::string DiskCache::entry_dir(const std::string& root, const CacheKey& key, Arch arch) const {
-  return fmt::format("{}/{}/{}/{}", root, kLayout, to_string(arch), key.hex().substr(0, 2));
+std::string DiskCache::not_writable_reason() const {
+  std::lock_guard lock(problem_mutex_);
+  return writable_ ? std::string{} : not_writable_;
 }
 
-bool DiskCache::ensure_dir(const std::string& dir) {
-  if (const std::string why = make_private_dir(dir); !why.empty()) {
-    degrade(why);
-    return false;
-  }
-  return true;
+void DiskCache::count_not_stored(const std::string& why) {
+  ++not_stored_;
+  std::lock_guard lock(problem_mutex_);
+  last_store_problem_ = why;
 }
 
-std::optional<std::vector<char>> DiskCache::load(const CacheKey& key, Arch arch) {
+std::string DiskCache::last_store_problem() const {
+  std::lock_guard lock(problem_mutex_);
+  return last_store_problem_;
+}
+
+std::vector<DiskCache::Root> DiskCache::readable_roots() const {
+  std::vector<Root> roots;
+  if (primary_fd_ >= 0) roots.push_back({roots_.primary, primary_fd_});
+  roots.insert(roots.end(), read_only_.begin(), read_only_.end());
+  return roots;
+}
+
+std::string DiskCache::entry_rel(std::string_view arch, const std::string& key_hex) const {
+  return fmt::format("{}/{}/{}", kLayout, arch, key_hex.substr(0, 2));
+}
+
+std::optional<std::vector<char>> DiskCache::load(const CacheKey& key, Arch arch, const std::string& kernel) {
   const std::string hex = key.hex();
-  std::vector<std::string> roots;
-  if (!roots_.primary.empty()) roots.push_back(roots_.primary);
-  roots.insert(roots.end(), roots_.read_only.begin(), roots_.read_only.end());
-  for (const std::string& root : roots) {
-    const std::string base = entry_dir(root, key, arch) + "/" + hex;
-    auto cubin = read_file_nofollow(base + ".cubin");
-    auto sidecar = read_file_nofollow(base + ".json");
-    if (!cubin && !sidecar) continue;
+  for (const Root& root : readable_roots()) {
+    std::string why;
+    const int dir = open_dir_at(root.fd, entry_rel(to_string(arch), hex), false, &why);
+    const std::string base = fmt::format("{}/{}/{}", root.path, entry_rel(to_string(arch), hex), hex);
+    if (dir < 0) {
+      if (!why.empty()) warn_once("bad-entry-" + base, fmt::format("ignoring cache entry {}.cubin: {}", base, why));
+      continue;
+    }
+    std::string cubin_why, sidecar_why;
+    auto cubin = read_file_at(dir, hex + ".cubin", kMaxCubinBytes, &cubin_why);
+    auto sidecar = read_file_at(dir, hex + ".json", kMaxSidecarBytes, &sidecar_why);
+    ::close(dir);
+    if (!cubin && !sidecar && cubin_why.empty() && sidecar_why.empty()) continue;
     const std::string side = sidecar ? std::string(sidecar->begin(), sidecar->end()) : std::string{};
-    const std::string why = !cubin ? "missing CUBIN" : !sidecar ? "missing sidecar" : verify_entry(*cubin, side, hex, to_string(arch));
-    if (why.empty()) return cubin;
-    warn_once("bad-entry-" + base, fmt::format("ignoring cache entry {}.cubin: {}; it will be recompiled", base, why));
+    const std::string why_bad = !cubin_why.empty()   ? cubin_why
+                                : !cubin             ? "missing CUBIN"
+                                : !sidecar_why.empty() ? "sidecar: " + sidecar_why
+                                : !sidecar           ? "missing sidecar"
+                                                     : verify_entry(*cubin, side, hex, to_string(arch), kernel);
+    if (why_bad.empty()) return cubin;
+    warn_once("bad-entry-" + base, fmt::format("ignoring cache entry {}.cubin: {}; it will be recompiled", base, why_bad));
   }
   return std::nullopt;
 }
 
-bool DiskCache::store(const CacheKey& key, Arch arch, std::span<const char> cubin, const std::string& spec_json) {
-  if (!writable_) return false;
-  const std::string dir = entry_dir(roots_.primary, key, arch);
-  if (!ensure_dir(dir)) return false;
-  const std::string base = dir + "/" + key.hex();
-  const std::string sidecar = fmt::format(
-      R"({{"format":1,"key":"{}","arch":"{}","size":{},"checksum":"{}","nvrtc":"{}","library":"{}","created":"{}","spec":{}}})"
-      "\n",
-      key.hex(), to_string(arch), cubin.size(), checksum_hex(cubin), nvrtc_version(), NVFP4_JIT_VERSION,
-      utc_timestamp(), spec_json);
-  // The CUBIN first: a reader that meets the new sidecar with the old CUBIN sees a mismatch,
-  // takes the key's lock and waits for us.
-  int err = write_file_atomic(base + ".cubin", cubin);
-  if (!err) err = write_file_atomic(base + ".json", std::span<const char>(sidecar.data(), sidecar.size()));
-  if (err) {
-    degrade(fmt::format("writing {}: {}", base, std::strerror(err)));
+bool DiskCache::store(const CacheKey& key, Arch arch, std::span<const char> cubin, const std::string& spec_json,
+                      const std::string& kernel) {
+  if (!writable_) {
+    count_not_stored(not_writable_reason());
     return false;
   }
-  return true;
+  const std::string sidecar = fmt::format(
+      R"({{"format":1,"key":"{}","arch":"{}","kernel":"{}","size":{},"checksum":"{}","nvrtc":"{}","library":"{}","created":"{}","spec":{}}})"
+      "\n",
+      key.hex(), to_string(arch), kernel, cubin.size(), checksum_hex(cubin), nvrtc_version(), NVFP4_JIT_VERSION,
+      utc_timestamp(), spec_json);
+  const std::string why = store_files(to_string(arch), key.hex(), cubin, std::span<const char>(sidecar.data(), sidecar.size()));
+  return why.empty();
+}
+
+std::string DiskCache::store_files(std::string_view arch, const std::string& key_hex, std::span<const char> cubin,
+                                   std::span<const char> sidecar) {
+  const std::string rel = entry_rel(arch, key_hex);
+  const std::string base = fmt::format("{}/{}/{}", roots_.primary, rel, key_hex);
+  std::string why;
+  int err = 0;
+  for (int attempt = 0; attempt < kStoreAttempts && writable_; ++attempt) {
+    const int dir = open_dir_at(primary_fd_, rel, true, &why);
+    if (dir < 0) {
+      err = errno;
+      if (err == ENOENT) continue;  // a cleaner removed a directory as we made the next
+      degrade(why);
+      count_not_stored(why);
+      return why;
+    }
+    // The CUBIN first: a reader that meets the new sidecar with the old CUBIN sees a mismatch,
+    // takes the key's lock and waits for us.
+    err = write_file_atomic_at(dir, key_hex + ".cubin", cubin);
+    if (!err) err = write_file_atomic_at(dir, key_hex + ".json", sidecar);
+    ::close(dir);
+    if (!err) return {};
+    if (err != ENOENT) break;  // ENOENT: our directory or temp file was removed; try again
+  }
+  why = writable_ ? fmt::format("writing {}: {}", base, std::strerror(err)) : not_writable_reason();
+  if (writable_ && err != ENOENT) degrade(why);
+  count_not_stored(why);
+  return why;
 }
 
 DiskCache::Lock::~Lock() {
-  if (fd_ >= 0) ::close(fd_);  // closing releases the flock
+  if (fd_ >= 0) {
+    // Unlinked while still held, so a process that opens the path next makes a new file; one
+    // that opened this one checks it is still at the path after locking it.
+    struct stat st{}, at{};
+    if (::fstat(fd_, &st) == 0 && ::fstatat(dir_fd_, name_.c_str(), &at, AT_SYMLINK_NOFOLLOW) == 0 &&
+        st.st_ino == at.st_ino && st.st_dev == at.st_dev)
+      ::unlinkat(dir_fd_, name_.c_str(), 0);
+    ::close(fd_);  // closing releases the flock
+  }
+  if (dir_fd_ >= 0) ::close(dir_fd_);
 }
 
-DiskCache::Lock DiskCache::lock(const CacheKey& key, Arch arch) {
+DiskCache::Lock DiskCache::lock(const CacheKey& key, Arch arch) { return lock_at(to_string(arch), key.hex(), true); }
+
+DiskCache::Lock DiskCache::lock_at(std::string_view arch, const std::string& key_hex, bool wait) {
   if (!writable_) return Lock{};
-  const std::string dir = entry_dir(roots_.primary, key, arch);
-  if (!ensure_dir(dir)) return Lock{};
-  const std::string path = dir + "/" + key.hex() + ".lock";
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return Lock{};
-  while (::flock(fd, LOCK_EX) != 0) {
-    if (errno != EINTR) {
-      ::close(fd);
+  std::string why;
+  const std::string rel = entry_rel(arch, key_hex);
+  const int dir = open_dir_at(primary_fd_, rel, true, &why);
+  if (dir < 0) return Lock{};
+  const std::string name = key_hex + ".lock";
+  const auto start = std::chrono::steady_clock::now();
+  auto pause = std::chrono::milliseconds(2);
+  while (true) {
+    bool held = false;
+    const int fd = try_flock(dir, name, true, &held);
+    if (fd >= 0) return Lock{fd, dir, name};
+    const auto waited = std::chrono::steady_clock::now() - start;
+    if (!held || !wait || waited >= lock_wait_) {
+      if (held && wait)
+        warn_once("lock-wait-" + rel + name,
+                  fmt::format("waited {:.0f} s for {}/{}/{}, which another process holds (stopped or hung?); going on "
+                              "without it",
+                              std::chrono::duration<double>(waited).count(), roots_.primary, rel, name));
+      else if (!held)
+        warn_once("lock-bad-" + rel + name, fmt::format("cannot lock {}/{}/{}: not a regular file we can open; going "
+                                                       "on without the lock",
+                                                       roots_.primary, rel, name));
+      ::close(dir);
       return Lock{};
     }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds(100));
   }
-  return Lock{fd};
 }
 
 std::vector<CacheEntryInfo> DiskCache::list(bool verify) const {
   std::vector<CacheEntryInfo> entries;
-  std::vector<std::string> roots;
-  if (!roots_.primary.empty()) roots.push_back(roots_.primary);
-  roots.insert(roots.end(), roots_.read_only.begin(), roots_.read_only.end());
-  for (const std::string& root : roots) {
+  for (const Root& root : readable_roots()) {
     std::error_code ec;
-    const fs::path top = fs::path(root) / kLayout;
-    if (!fs::is_directory(top, ec)) continue;
+    const fs::path top = fs::path(root.path) / kLayout;
+    // Directory symlinks below the root are not followed (directory_options::none).
     for (auto it = fs::recursive_directory_iterator(top, fs::directory_options::skip_permission_denied, ec);
          !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
       const fs::path& p = it->path();
-      if (p.extension() != ".cubin" || !it->is_regular_file(ec)) continue;
+      if (p.extension() != ".cubin" || it.depth() != 2) continue;
+      if (it->is_directory(ec)) it.disable_recursion_pending();
       CacheEntryInfo info;
-      info.root = root;
+      info.root = root.path;
       info.path = p.string();
       info.key = p.stem().string();
       info.arch = p.parent_path().parent_path().filename().string();
-      info.size = it->file_size(ec);
-      const auto sidecar = read_file_nofollow(fs::path(p).replace_extension(".json").string());
+      struct stat st{};
+      if (::lstat(info.path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) info.size = uint64_t(st.st_size);
+      std::string sidecar_why;
+      const std::string sidecar_path = fs::path(p).replace_extension(".json").string();
+      const auto sidecar = read_file_nofollow(sidecar_path, kMaxSidecarBytes, &sidecar_why);
       const std::string side = sidecar ? std::string(sidecar->begin(), sidecar->end()) : std::string{};
       info.created = sidecar_field(side, "created");
-      if (const size_t pos = side.find("\"spec\":"); pos != std::string::npos)
+      if (const size_t pos = side.find("\"spec\":"); pos != std::string::npos && side.find_last_of('}') > pos + 7)
         info.spec_json = side.substr(pos + 7, side.find_last_of('}') - pos - 7);
       if (verify) {
-        const auto cubin = read_file_nofollow(info.path);
-        info.problem = !cubin ? "unreadable" : !sidecar ? "missing sidecar" : verify_entry(*cubin, side, info.key, info.arch);
+        std::string cubin_why;
+        const auto cubin = read_file_nofollow(info.path, kMaxCubinBytes, &cubin_why);
+        info.problem = !cubin               ? (cubin_why.empty() ? "missing" : cubin_why)
+                       : !sidecar_why.empty() ? "sidecar: " + sidecar_why
+                       : !sidecar           ? "missing sidecar"
+                                            : verify_entry(*cubin, side, info.key, info.arch);
+        if (!info.problem.empty()) {
+          // Being written: a store holds the key's lock; a CUBIN without its sidecar yet is young.
+          bool held = false;
+          const std::string lock_path = fs::path(p).replace_extension(".lock").string();
+          const int dir = ::open(p.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+          if (dir >= 0) {
+            const int fd = try_flock(dir, info.key + ".lock", false, &held);
+            if (fd >= 0) ::close(fd);
+            ::close(dir);
+          }
+          const bool young = !sidecar && sidecar_why.empty() && S_ISREG(st.st_mode) &&
+                             now_ns() - mtime_ns(st) < __int128(kInFlightGrace.count()) * 1000000000;
+          info.in_flight = held || young;
+        }
       }
       entries.push_back(std::move(info));
     }
@@ -201,38 +414,129 @@ std::vector<CacheEntryInfo> DiskCache::list(bool verify) const {
   return entries;
 }
 
-bool DiskCache::remove(const CacheEntryInfo& entry) {
-  if (entry.root != roots_.primary) return false;
-  fs::path p(entry.path);
-  std::error_code ec;
-  bool removed = fs::remove(p, ec);
-  removed |= fs::remove(p.replace_extension(".json"), ec);
+std::vector<CacheLeftover> DiskCache::leftovers() const {
+  std::vector<CacheLeftover> out;
+  for (const Root& root : readable_roots()) {
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(fs::path(root.path) / kLayout,
+                                                    fs::directory_options::skip_permission_denied, ec);
+         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      const auto writer = temp_file_writer(name);
+      if (!writer && !ends_with(name, ".lock")) continue;
+      struct stat st{};
+      if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+      CacheLeftover l{root.path, it->path().string(), false};
+      if (writer) {
+        l.in_use = process_alive(*writer) && now_ns() - mtime_ns(st) < __int128(std::chrono::seconds(kTempFileMaxAge).count()) * 1000000000;
+      } else {
+        const int dir = ::open(it->path().parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dir >= 0) {
+          bool held = false;
+          const int fd = try_flock(dir, name, false, &held);
+          l.in_use = held;
+          if (fd >= 0) ::close(fd);
+          ::close(dir);
+        }
+      }
+      out.push_back(std::move(l));
+    }
+  }
+  return out;
+}
+
+size_t DiskCache::sweep_leftovers() {
+  if (!writable_) return 0;
+  size_t removed = 0;
+  for (const CacheLeftover& l : leftovers()) {
+    if (l.root != roots_.primary || l.in_use) continue;
+    const fs::path p(l.path);
+    const int dir = ::open(p.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dir < 0) continue;
+    const std::string name = p.filename().string();
+    if (temp_file_writer(name)) {
+      removed += ::unlinkat(dir, name.c_str(), 0) == 0;
+    } else {
+      // Unlinked while we hold it, as a holder would: nobody is using it then.
+      bool held = false;
+      const int fd = try_flock(dir, name, false, &held);
+      if (fd >= 0) {
+        removed += ::unlinkat(dir, name.c_str(), 0) == 0;
+        ::close(fd);
+      }
+    }
+    ::close(dir);
+  }
   return removed;
 }
 
+template <class Still>
+bool DiskCache::remove_locked(const CacheEntryInfo& entry, Still still) {
+  if (entry.root != roots_.primary || !writable_) return false;
+  const Lock lock = lock_at(entry.arch, entry.key, false);
+  if (!lock.held()) return false;  // another process is compiling or removing it
+  std::string why;
+  const int dir = open_dir_at(primary_fd_, entry_rel(entry.arch, entry.key), false, &why);
+  if (dir < 0) return false;
+  struct stat cubin{}, sidecar{};
+  const bool has_cubin = ::fstatat(dir, (entry.key + ".cubin").c_str(), &cubin, AT_SYMLINK_NOFOLLOW) == 0;
+  const bool has_sidecar = ::fstatat(dir, (entry.key + ".json").c_str(), &sidecar, AT_SYMLINK_NOFOLLOW) == 0;
+  // A CUBIN without its sidecar, written moments ago: a store that holds no lock (an older
+  // version, or one whose lock wait ran out) is between its two renames.
+  const bool young = has_cubin && !has_sidecar && S_ISREG(cubin.st_mode) &&
+                     now_ns() - mtime_ns(cubin) < __int128(kInFlightGrace.count()) * 1000000000;
+  bool removed = false;
+  if (has_cubin && !young && still(dir, cubin)) {
+    removed = ::unlinkat(dir, (entry.key + ".cubin").c_str(), S_ISDIR(cubin.st_mode) ? AT_REMOVEDIR : 0) == 0;
+    if (has_sidecar) ::unlinkat(dir, (entry.key + ".json").c_str(), S_ISDIR(sidecar.st_mode) ? AT_REMOVEDIR : 0);
+  }
+  ::close(dir);
+  return removed;
+}
+
+bool DiskCache::remove(const CacheEntryInfo& entry) {
+  // Listed as bad, but a writer may have completed it since: verify again under the lock.
+  return remove_locked(entry, [&](int dir, const struct stat&) {
+    std::string cubin_why, sidecar_why;
+    const auto cubin = read_file_at(dir, entry.key + ".cubin", kMaxCubinBytes, &cubin_why);
+    const auto sidecar = read_file_at(dir, entry.key + ".json", kMaxSidecarBytes, &sidecar_why);
+    if (!cubin || !sidecar) return true;
+    return !verify_entry(*cubin, std::string(sidecar->begin(), sidecar->end()), entry.key, entry.arch).empty();
+  });
+}
+
 size_t DiskCache::prune(std::chrono::seconds age) {
-  const auto cutoff = fs::file_time_type::clock::now() - age;
+  // In nanoseconds as a 128-bit count: any age in seconds fits, and a cutoff before the epoch
+  // simply matches nothing.
+  const __int128 cutoff = now_ns() - __int128(age.count()) * 1000000000;
   size_t removed = 0;
   for (const CacheEntryInfo& e : list(false)) {
-    std::error_code ec;
-    const auto written = fs::last_write_time(e.path, ec);
-    if (!ec && written < cutoff && remove(e)) ++removed;
+    // The age is read again under the lock: a writer may have just replaced the entry.
+    if (remove_locked(e, [&](int, const struct stat& st) { return mtime_ns(st) < cutoff; })) ++removed;
   }
   return removed;
 }
 
 size_t DiskCache::clear() {
-  if (roots_.primary.empty()) return 0;
-  std::error_code ec;
-  const fs::path top = fs::path(roots_.primary) / kLayout;
-  if (fs::is_symlink(top, ec)) return 0;  // never follow a planted link out of the root
+  if (!writable_) return 0;
   size_t removed = 0;
-  for (auto it = fs::recursive_directory_iterator(top, ec); !ec && it != fs::recursive_directory_iterator();
-       it.increment(ec)) {
-    if (it->is_regular_file(ec) && !it->is_symlink(ec)) removed += fs::remove(it->path(), ec) ? 1 : 0;
+  for (const CacheEntryInfo& e : list(false))
+    if (remove_locked(e, [](int, const struct stat&) { return true; })) removed += 2;
+  // Tuning tables (their writers rename over whatever is there, so no lock is needed).
+  std::string why;
+  const int dir = open_dir_at(primary_fd_, std::string(kLayout) + "/tuning", false, &why);
+  if (dir >= 0) {
+    std::error_code ec;
+    for (auto it = fs::directory_iterator(fs::path(roots_.primary) / kLayout / "tuning", ec);
+         !ec && it != fs::directory_iterator(); it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (ends_with(name, ".json") && it->is_regular_file(ec) && !it->is_symlink(ec))
+        removed += ::unlinkat(dir, name.c_str(), 0) == 0;
+    }
+    ::close(dir);
   }
-  // Entry directories stay: another process may hold a lock file in one right now.
-  return removed;
+  // Entry directories stay: another process may be about to store into one.
+  return removed + sweep_leftovers();
 }
 
 }  // namespace nvfp4::jit::detail

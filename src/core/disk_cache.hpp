@@ -1,15 +1,28 @@
-// The on-disk CUBIN cache (DESIGN.md section 4).
+// The on-disk CUBIN cache.
 //
 //   <root>/v1/<arch>/<kk>/<key>.cubin   the CUBIN, kk = first two hex digits of the key
-//   <root>/v1/<arch>/<kk>/<key>.json    sidecar: key, arch, size, xxh3-64 checksum, spec, versions
-//   <root>/v1/<arch>/<kk>/<key>.lock    flock'ed while a process compiles that key
+//   <root>/v1/<arch>/<kk>/<key>.json    sidecar: key, arch, kernel, size, xxh3-64 checksum, spec, versions
+//   <root>/v1/<arch>/<kk>/<key>.lock    flock'ed while a process compiles or removes that key
 //
-// Writes go to a temp file in the same directory, fsync, rename. Reads verify the sidecar and
-// checksum: anything that does not verify is a miss (and is replaced by the next store). A root
-// that cannot be written degrades the process to memory-only, with one warning.
+// A root is used only when it can be trusted (fs_util's untrusted_reason: no directory on its
+// path writable or owned by another user); one that cannot is neither read nor written, with
+// one warning. Below a root nothing is followed: directories are opened one component at a
+// time with O_NOFOLLOW, files without blocking and only when they are regular and bounded.
+// Writes go to a temp file in the same directory, fsync, rename; reads verify the sidecar, the
+// checksum and the CUBIN's ELF header: anything that does not verify is a miss (and is
+// replaced by the next store). A root that cannot be written degrades the process to
+// memory-only, with one warning, and every kernel not stored is counted.
+//
+// Maintenance (remove, prune, clear) takes each key's lock without waiting and skips keys
+// another process holds, and a CUBIN younger than kInFlightGrace without its sidecar is being
+// written: neither is touched. Lock holders unlink their lock file before releasing it, and a
+// locker checks the file it locked is still the one at the path, so removing a lock file no
+// one holds is safe.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -30,56 +43,125 @@ struct CacheEntryInfo {
   std::string root, arch, key, path;
   uint64_t size = 0;
   std::string created, spec_json;
-  std::string problem;  // empty when the entry verifies
+  std::string problem;     // empty when the entry verifies (or was not verified)
+  bool in_flight = false;  // verify: another process holds its lock, or it is being written
 };
+
+// Temp files of writers and lock files: leftovers once their process is gone.
+struct CacheLeftover {
+  std::string root, path;
+  bool in_use = false;  // a live writer's temp file, or a lock someone holds
+};
+
+// A CUBIN written less than this long ago without a sidecar is a store in progress.
+inline constexpr std::chrono::seconds kInFlightGrace{120};
+// A temp file this old is a leftover even if a process with its writer's pid runs.
+inline constexpr std::chrono::hours kTempFileMaxAge{24};
+// How long lock() waits for a key another process holds (NVFP4_JIT_LOCK_WAIT_S overrides).
+inline constexpr std::chrono::seconds kDefaultLockWait{60};
 
 class DiskCache {
  public:
   explicit DiskCache(CacheRoots roots);
+  ~DiskCache();
+  DiskCache(const DiskCache&) = delete;
+  DiskCache& operator=(const DiskCache&) = delete;
 
-  std::optional<std::vector<char>> load(const CacheKey& key, Arch arch);
-  // Stores atomically; on failure the cache turns memory-only (one warning) and returns false.
-  bool store(const CacheKey& key, Arch arch, std::span<const char> cubin, const std::string& spec_json);
+  // `kernel`: the entry point the CUBIN must contain (checked when not empty).
+  std::optional<std::vector<char>> load(const CacheKey& key, Arch arch, const std::string& kernel = {});
+  // Stores atomically; returns false when the kernel was not stored (counted in not_stored()).
+  // A failure other than a directory or temp file vanishing (a cleaner ran) turns the cache
+  // memory-only, with one warning.
+  bool store(const CacheKey& key, Arch arch, std::span<const char> cubin, const std::string& spec_json,
+             const std::string& kernel = {});
+  // Stores an entry's two files as they are (cache import; the caller holds the key's lock),
+  // counted in not_stored() when it fails. Returns "" or why not.
+  std::string store_files(std::string_view arch, const std::string& key_hex, std::span<const char> cubin,
+                          std::span<const char> sidecar);
 
-  // Exclusive across processes while alive; inert when memory-only.
+  // Exclusive across processes while alive; inert when memory-only or when the wait ran out.
   class Lock {
    public:
-    explicit Lock(int fd = -1) : fd_(fd) {}
-    Lock(Lock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+    Lock() = default;
+    Lock(int fd, int dir_fd, std::string name) : fd_(fd), dir_fd_(dir_fd), name_(std::move(name)) {}
+    Lock(Lock&& o) noexcept : fd_(o.fd_), dir_fd_(o.dir_fd_), name_(std::move(o.name_)) { o.fd_ = o.dir_fd_ = -1; }
     Lock& operator=(Lock&&) = delete;
     ~Lock();
+    bool held() const { return fd_ >= 0; }
 
    private:
-    int fd_;
+    int fd_ = -1, dir_fd_ = -1;
+    std::string name_;
   };
+  // Waits at most lock_wait() for another process's lock, then says so (once per key) and
+  // returns an inert lock: a stopped or hung holder costs a duplicate compile, not a hang.
   Lock lock(const CacheKey& key, Arch arch);
+  Lock lock(std::string_view arch, const std::string& key_hex) { return lock_at(arch, key_hex, true); }
+  void set_lock_wait(std::chrono::milliseconds wait) { lock_wait_ = wait; }
+  std::chrono::milliseconds lock_wait() const { return lock_wait_; }
 
   bool writable() const { return writable_; }
+  // Why the primary root is not written ("" when it is).
+  std::string not_writable_reason() const;
   const CacheRoots& roots() const { return roots_; }
+  // Roots left out as untrusted (or unusable), with why.
+  const std::vector<std::pair<std::string, std::string>>& refused_roots() const { return refused_; }
+  // Kernels store() was asked to keep and did not, and why the last one was not.
+  uint64_t not_stored() const { return not_stored_; }
+  std::string last_store_problem() const;
 
-  // For the command-line tools: every entry of every root, verified when `verify`.
+  // For the command-line tools: every entry of every usable root, verified when `verify`.
   std::vector<CacheEntryInfo> list(bool verify) const;
-  // Removes every entry (and stray temp/lock file) of the primary root; returns files removed.
+  // Temp and lock files in every usable root.
+  std::vector<CacheLeftover> leftovers() const;
+  // Removes the primary root's leftovers that are not in use; returns files removed.
+  size_t sweep_leftovers();
+  // Removes every entry and tuning table of the primary root (entries being written stay),
+  // and its unused leftovers; returns files removed.
   size_t clear();
-  // Removes one entry's files from the primary root.
+  // Removes a bad entry's files from the primary root, if under its lock it still does not
+  // verify and is not being written.
   bool remove(const CacheEntryInfo& entry);
   // Removes the primary root's entries written more than `age` ago; returns entries removed.
   size_t prune(std::chrono::seconds age);
 
  private:
-  std::string entry_dir(const std::string& root, const CacheKey& key, Arch arch) const;
-  bool ensure_dir(const std::string& dir);
+  struct Root {
+    std::string path;
+    int fd;
+  };
+  std::vector<Root> readable_roots() const;
+  std::string entry_rel(std::string_view arch, const std::string& key_hex) const;
+  Lock lock_at(std::string_view arch, const std::string& key_hex, bool wait);
+  // Removes an entry of the primary root under its lock when `still` (called under the lock
+  // with the entry's directory fd) agrees. Returns whether the CUBIN was removed.
+  template <class Still>
+  bool remove_locked(const CacheEntryInfo& entry, Still still);
   void degrade(const std::string& why);
+  void count_not_stored(const std::string& why);
 
   CacheRoots roots_;
-  bool writable_ = false;
+  int primary_fd_ = -1;  // -1: the primary root is not read (absent or untrusted)
+  std::vector<Root> read_only_;
+  std::vector<std::pair<std::string, std::string>> refused_;
+  std::atomic<bool> writable_{false};
+  std::string not_writable_;
+  std::chrono::milliseconds lock_wait_ = kDefaultLockWait;
+  std::atomic<uint64_t> not_stored_{0};
+  mutable std::mutex problem_mutex_;
+  std::string last_store_problem_;
 };
 
 // The value of "name": in a flat sidecar JSON object ("" when absent; strings unquoted).
 std::string sidecar_field(const std::string& json, std::string_view name);
 
+// Why a CUBIN is not an ELF file for `arch` holding `kernel` (empty: it is; `kernel` empty:
+// not checked). Checks the ELF class, EM_CUDA, the SM in the header flags and the symbol names.
+std::string cubin_problem(std::span<const char> cubin, std::string_view arch, std::string_view kernel);
+
 // Why a cubin + sidecar pair does not verify against `key` and `arch` (empty: it verifies).
+// The CUBIN must contain the sidecar's kernel (or `kernel`, when given).
 std::string verify_entry(const std::vector<char>& cubin, const std::string& sidecar, const std::string& key_hex,
-                         std::string_view arch);
+                         std::string_view arch, std::string_view kernel = {});
 
 }  // namespace nvfp4::jit::detail

@@ -1,10 +1,13 @@
 #include "core/fs_util.hpp"
 
 #include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <random>
@@ -13,30 +16,99 @@
 
 namespace nvfp4::jit::detail {
 
-std::optional<std::vector<char>> read_file_nofollow(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  struct stat st{};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return std::nullopt;
+namespace {
+
+bool trusted_owner(uid_t uid) { return uid == 0 || uid == ::geteuid(); }
+
+// Group/world-writable without the sticky bit: anyone in the group (or anyone) can rename
+// what is inside.
+bool writable_by_others(const struct stat& st) { return (st.st_mode & 022) && !(st.st_mode & S_ISVTX); }
+
+std::string absolute(const std::string& path) {
+  if (!path.empty() && path[0] == '/') return path;
+  char cwd[PATH_MAX];
+  if (!::getcwd(cwd, sizeof cwd)) return path;
+  return std::string(cwd) + "/" + path;
+}
+
+// The prefixes "/a", "/a/b", ... of an absolute path.
+std::vector<std::string> prefixes(const std::string& path) {
+  std::vector<std::string> out;
+  for (size_t pos = path.find('/', 1);; pos = path.find('/', pos + 1)) {
+    const std::string p = path.substr(0, pos);
+    if (!p.empty() && p.back() != '/' && (out.empty() || out.back() != p)) out.push_back(p);
+    if (pos == std::string::npos) break;
   }
+  return out;
+}
+
+std::optional<std::vector<char>> read_fd(int fd, const std::string& path, size_t max_bytes, std::string* why) {
+  auto fail = [&](std::string reason) {
+    if (why) *why = std::move(reason);
+    ::close(fd);
+    return std::optional<std::vector<char>>{};
+  };
+  struct stat st{};
+  if (::fstat(fd, &st) != 0) return fail(fmt::format("stat {}: {}", path, std::strerror(errno)));
+  if (!S_ISREG(st.st_mode)) return fail(fmt::format("{} is {}, not a regular file", path, file_kind(st.st_mode)));
+  if (static_cast<uint64_t>(st.st_size) > max_bytes)
+    return fail(fmt::format("{} is {} bytes, over the limit of {}", path, st.st_size, max_bytes));
   std::vector<char> data(static_cast<size_t>(st.st_size));
   size_t done = 0;
   while (done < data.size()) {
     const ssize_t n = ::read(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) continue;
     if (n <= 0) break;
     done += static_cast<size_t>(n);
   }
+  if (done != data.size()) return fail(fmt::format("{} changed size while being read", path));
   ::close(fd);
-  if (done != data.size()) return std::nullopt;
   return data;
 }
 
-int write_file_atomic(const std::string& path, std::span<const char> data) {
+std::string open_error(const std::string& path, int err) {
+  if (err == ENOENT) return {};
+  if (err == ELOOP) return fmt::format("{} is a symlink", path);
+  return fmt::format("open {}: {}", path, std::strerror(err));
+}
+
+}  // namespace
+
+std::string file_kind(mode_t mode) {
+  if (S_ISREG(mode)) return "a regular file";
+  if (S_ISDIR(mode)) return "a directory";
+  if (S_ISFIFO(mode)) return "a FIFO";
+  if (S_ISSOCK(mode)) return "a socket";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
+  if (S_ISLNK(mode)) return "a symlink";
+  return "a special file";
+}
+
+std::optional<std::vector<char>> read_file_nofollow(const std::string& path, size_t max_bytes, std::string* why) {
+  if (why) why->clear();
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    if (why) *why = open_error(path, errno);
+    return std::nullopt;
+  }
+  return read_fd(fd, path, max_bytes, why);
+}
+
+std::optional<std::vector<char>> read_file_at(int dir_fd, const std::string& name, size_t max_bytes, std::string* why) {
+  if (why) why->clear();
+  const int fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    if (why) *why = open_error(name, errno);
+    return std::nullopt;
+  }
+  return read_fd(fd, name, max_bytes, why);
+}
+
+int write_file_atomic_at(int dir_fd, const std::string& name, std::span<const char> data) {
   static thread_local std::mt19937_64 rng(std::random_device{}());
-  const std::string tmp = fmt::format("{}.tmp.{}.{:x}", path, ::getpid(), rng());
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  const std::string tmp = fmt::format("{}.tmp.{}.{:x}", name, ::getpid(), rng());
+  const int fd = ::openat(dir_fd, tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) return errno;
   size_t done = 0;
   int err = 0;
@@ -51,33 +123,116 @@ int write_file_atomic(const std::string& path, std::span<const char> data) {
   }
   if (!err && ::fsync(fd) != 0) err = errno;
   if (::close(fd) != 0 && !err) err = errno;
-  if (!err && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
-  if (err) ::unlink(tmp.c_str());
+  if (!err && ::renameat(dir_fd, tmp.c_str(), dir_fd, name.c_str()) != 0) err = errno;
+  if (err) ::unlinkat(dir_fd, tmp.c_str(), 0);
   return err;
 }
 
-std::string make_private_dir(const std::string& dir) {
-  if (dir.empty()) return "empty path";
-  // Create missing parents first (0700 for the ones we make).
-  for (size_t pos = dir.find('/', 1); pos != std::string::npos; pos = dir.find('/', pos + 1)) {
-    const std::string parent = dir.substr(0, pos);
-    if (::mkdir(parent.c_str(), 0700) != 0 && errno != EEXIST) return fmt::format("mkdir {}: {}", parent, std::strerror(errno));
+int write_file_atomic(const std::string& path, std::span<const char> data) {
+  const size_t slash = path.rfind('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const int dir_fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dir_fd < 0) return errno;
+  const int err = write_file_atomic_at(dir_fd, slash == std::string::npos ? path : path.substr(slash + 1), data);
+  ::close(dir_fd);
+  return err;
+}
+
+std::string untrusted_reason(const std::string& dir_in, bool own) {
+  if (dir_in.empty()) return "empty path";
+  const std::string dir = absolute(dir_in);
+  // Symlinks met on the way as written: each must be ours or root's.
+  for (const std::string& p : prefixes(dir)) {
+    struct stat lst{};
+    if (::lstat(p.c_str(), &lst) != 0) return fmt::format("stat {}: {}", p, std::strerror(errno));
+    if (S_ISLNK(lst.st_mode) && !trusted_owner(lst.st_uid))
+      return fmt::format("{} is a symlink owned by uid {}", p, lst.st_uid);
   }
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return fmt::format("mkdir {}: {}", dir, std::strerror(errno));
-  struct stat lst{}, st{};
-  if (::lstat(dir.c_str(), &lst) != 0) return fmt::format("stat {}: {}", dir, std::strerror(errno));
-  const uid_t me = ::geteuid();
-  if (S_ISLNK(lst.st_mode)) {
-    // A symlink is followed only when we (or root) planted it.
-    if (lst.st_uid != me && lst.st_uid != 0) return fmt::format("{} is a symlink owned by uid {}", dir, lst.st_uid);
-    if (::stat(dir.c_str(), &st) != 0) return fmt::format("stat {}: {}", dir, std::strerror(errno));
-  } else {
-    st = lst;
+  // Then every directory the path really goes through.
+  char real[PATH_MAX];
+  if (!::realpath(dir.c_str(), real)) return fmt::format("resolve {}: {}", dir, std::strerror(errno));
+  const std::vector<std::string> chain = prefixes(real);
+  std::vector<std::string> all{"/"};
+  all.insert(all.end(), chain.begin(), chain.end());
+  for (size_t i = 0; i < all.size(); ++i) {
+    const std::string& p = all[i];
+    const bool last = i + 1 == all.size();
+    struct stat st{};
+    if (::stat(p.c_str(), &st) != 0) return fmt::format("stat {}: {}", p, std::strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return fmt::format("{} is {}, not a directory", p, file_kind(st.st_mode));
+    if (last && own && st.st_uid != ::geteuid())
+      return fmt::format("{} is owned by uid {}, not by this user", p, st.st_uid);
+    if (!trusted_owner(st.st_uid)) return fmt::format("{} is owned by uid {}, another user", p, st.st_uid);
+    if (writable_by_others(st))
+      return fmt::format("{} is writable by other users (mode {:o}) without the sticky bit", p, st.st_mode & 07777);
   }
-  if (!S_ISDIR(st.st_mode)) return fmt::format("{} is not a directory", dir);
-  if (st.st_uid != me) return fmt::format("{} is owned by uid {}, not by this user", dir, st.st_uid);
   return {};
 }
+
+std::string make_private_dir(const std::string& dir_in) {
+  if (dir_in.empty()) return "empty path";
+  const std::string dir = absolute(dir_in);
+  // Missing parents first (0700 for the ones we make); what they turn out to be is checked below.
+  for (const std::string& p : prefixes(dir))
+    if (::mkdir(p.c_str(), 0700) != 0 && errno != EEXIST) return fmt::format("mkdir {}: {}", p, std::strerror(errno));
+  return untrusted_reason(dir, true);
+}
+
+int open_dir_at(int base_fd, const std::string& rel, bool create, std::string* why) {
+  int fd = ::fcntl(base_fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) {
+    *why = fmt::format("dup: {}", std::strerror(errno));
+    return -1;
+  }
+  for (size_t start = 0; start < rel.size();) {
+    size_t end = rel.find('/', start);
+    if (end == std::string::npos) end = rel.size();
+    const std::string name = rel.substr(start, end - start);
+    start = end + 1;
+    if (name.empty()) continue;
+    if (create && ::mkdirat(fd, name.c_str(), 0700) != 0 && errno != EEXIST) {
+      const int err = errno;
+      *why = fmt::format("mkdir {}: {}", rel, std::strerror(err));
+      ::close(fd);
+      errno = err;  // the caller tells a vanished parent (ENOENT) from the rest
+      return -1;
+    }
+    const int next = ::openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    const int err = errno;
+    ::close(fd);
+    if (next < 0) {
+      *why = err == ENOENT ? std::string{}
+             : err == ELOOP || err == ENOTDIR
+                 ? fmt::format("{} in {} is not a directory (a symlink or a file: not followed)", name, rel)
+                 : fmt::format("open {}: {}", rel, std::strerror(err));
+      errno = err;
+      return -1;
+    }
+    fd = next;
+    struct stat st{};
+    if (create && (::fstat(fd, &st) != 0 || st.st_uid != ::geteuid())) {
+      *why = fmt::format("{} in {} is owned by uid {}, not by this user", name, rel, st.st_uid);
+      ::close(fd);
+      errno = EPERM;
+      return -1;
+    }
+  }
+  return fd;
+}
+
+std::optional<pid_t> temp_file_writer(const std::string& name) {
+  const size_t tmp = name.rfind(".tmp.");
+  if (tmp == std::string::npos) return std::nullopt;
+  const size_t dot = name.find('.', tmp + 5);
+  if (dot == std::string::npos || dot == tmp + 5) return std::nullopt;
+  const std::string pid = name.substr(tmp + 5, dot - tmp - 5);
+  if (pid.find_first_not_of("0123456789") != std::string::npos || pid.size() > 9) return std::nullopt;
+  if (name.find_first_not_of("0123456789abcdef", dot + 1) != std::string::npos || dot + 1 == name.size())
+    return std::nullopt;
+  return pid_t(std::atol(pid.c_str()));
+}
+
+bool process_alive(pid_t pid) { return pid > 0 && (::kill(pid, 0) == 0 || errno == EPERM); }
 
 std::string utc_timestamp() {
   const std::time_t now = std::time(nullptr);

@@ -1,5 +1,9 @@
-// Small POSIX file helpers for the cache: no symlink following, atomic replace.
+// Small POSIX file helpers for the cache: trusted roots, no symlink following below them,
+// opens that never block, bounded reads, atomic replace.
 #pragma once
+#include <sys/types.h>
+
+#include <cstddef>
 #include <optional>
 #include <span>
 #include <string>
@@ -7,15 +11,50 @@
 
 namespace nvfp4::jit::detail {
 
-// Reads a whole regular file without following a symlink at the last component.
-std::optional<std::vector<char>> read_file_nofollow(const std::string& path);
+// Bounds on what the cache reads whole: checked before anything is read.
+inline constexpr size_t kMaxCubinBytes = size_t(64) << 20;
+inline constexpr size_t kMaxSidecarBytes = size_t(64) << 10;
+inline constexpr size_t kMaxTableBytes = size_t(16) << 20;
+
+// Reads a whole regular file of at most `max_bytes`. The open never blocks (a FIFO is refused,
+// not waited on) and follows no symlink at the last component. On failure `why` (when given)
+// says why, and is left empty when the file does not exist.
+std::optional<std::vector<char>> read_file_nofollow(const std::string& path, size_t max_bytes = kMaxTableBytes,
+                                                    std::string* why = nullptr);
+// The same for `name` in the directory `dir_fd`.
+std::optional<std::vector<char>> read_file_at(int dir_fd, const std::string& name, size_t max_bytes,
+                                              std::string* why = nullptr);
+
 // Writes `data` to `path` through a temp file in the same directory (fsync + rename).
 // Returns 0 or the errno that stopped it.
 int write_file_atomic(const std::string& path, std::span<const char> data);
-// Creates `dir` (mode 0700) and missing parents. The directory itself must end up a real
-// directory owned by this user, or one owned by root/us reached through our own symlink.
-// Returns an empty string or why not.
+// The same for `name` in `dir_fd`; the temp file is `<name>.tmp.<pid>.<random>`.
+int write_file_atomic_at(int dir_fd, const std::string& name, std::span<const char> data);
+
+// Why `dir` cannot be trusted as a cache root (empty: it can). Every directory on its path,
+// and every symlink met on the way, must belong to root or to this user and be writable by
+// nobody else (group/world-writable only with the sticky bit, as /tmp); the root itself must
+// belong to this user when `own` (a root we write), else to root or this user. A directory
+// another user can write could be swapped for theirs, and a kernel cache holds GPU code.
+std::string untrusted_reason(const std::string& dir, bool own);
+
+// Creates `dir` (mode 0700) and missing parents, then checks it with untrusted_reason(dir,
+// own = true). Returns an empty string or why not.
 std::string make_private_dir(const std::string& dir);
+
+// Opens the directory `rel` ("a/b/c") below `base_fd`, one component at a time with
+// O_NOFOLLOW, so no symlink below a trusted base is ever followed. With `create`, missing
+// components are made (0700) and each must belong to this user. Returns the fd or -1 with `why`.
+int open_dir_at(int base_fd, const std::string& rel, bool create, std::string* why);
+
+// "a FIFO", "a directory", ...: what a non-regular file is, for messages.
+std::string file_kind(mode_t mode);
+
+// Whether `name` is a temp file of write_file_atomic_at, and then the writer's pid.
+std::optional<pid_t> temp_file_writer(const std::string& name);
+// Whether the process `pid` (of this pid namespace) is running.
+bool process_alive(pid_t pid);
+
 std::string utc_timestamp();
 
 }  // namespace nvfp4::jit::detail

@@ -72,7 +72,7 @@ std::shared_ptr<const CompiledKernel> KernelStore::build(const KernelSpec& spec,
   result->kernel = generate(spec);
   result->key = key_for(spec, result->kernel);
   auto from_disk = [&] {
-    if (auto cubin = disk_.load(result->key, spec.arch)) {
+    if (auto cubin = disk_.load(result->key, spec.arch, result->kernel.name)) {
       result->cubin = std::move(*cubin);
       ++table_->disk_hits;
       if (origin) *origin = Origin::disk;
@@ -88,7 +88,7 @@ std::shared_ptr<const CompiledKernel> KernelStore::build(const KernelSpec& spec,
   table_->compile_us += std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
   ++table_->compiled;
   if (origin) *origin = Origin::compiled;
-  disk_.store(result->key, spec.arch, result->cubin, spec.to_json());
+  disk_.store(result->key, spec.arch, result->cubin, spec.to_json(), result->kernel.name);
   return result;
 }
 

@@ -2,14 +2,17 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -19,6 +22,7 @@
 #include "core/fs_util.hpp"
 #include "core/kernel_store.hpp"
 #include "core/nvrtc_compiler.hpp"
+#include "ops/gemm_tiles.hpp"
 
 namespace nvfp4::jit::detail {
 
@@ -83,22 +87,40 @@ bool parse_entry(const std::string& line, TuningEntry* e) {
   return ok && int(p.arch) < int(std::size(kAllArchs));
 }
 
-// Holds an flock on `<path>.lock` while alive (nothing when it cannot be opened).
+// Holds an flock on `<path>.lock` while alive, as DiskCache::Lock does: waits a bounded time
+// (a stopped holder costs a lost merge, not a hang), checks the file it locked is still the
+// one at the path, and unlinks it before releasing it. Nothing when it cannot be had.
 class FileLock {
  public:
-  explicit FileLock(const std::string& path) : fd_(::open((path + ".lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)) {
-    if (fd_ >= 0)
-      while (::flock(fd_, LOCK_EX) != 0 && errno == EINTR) {
+  explicit FileLock(const std::string& path) : path_(path + ".lock") {
+    const auto deadline = std::chrono::steady_clock::now() + kDefaultLockWait;
+    while (std::chrono::steady_clock::now() < deadline) {
+      fd_ = ::open(path_.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
+      struct stat st{}, at{};
+      if (fd_ < 0 || ::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) break;
+      if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) {
+        if (::lstat(path_.c_str(), &at) == 0 && at.st_ino == st.st_ino && at.st_dev == st.st_dev) return;
+      } else if (errno == EWOULDBLOCK) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
       }
+      ::close(fd_);
+      fd_ = -1;
+    }
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    warn_once("tuning-lock " + path_, fmt::format("cannot lock {}; writing the tuning table without the lock", path_));
   }
   ~FileLock() {
-    if (fd_ >= 0) ::close(fd_);
+    if (fd_ < 0) return;
+    ::unlink(path_.c_str());
+    ::close(fd_);
   }
   FileLock(const FileLock&) = delete;
   FileLock& operator=(const FileLock&) = delete;
 
  private:
-  int fd_;
+  std::string path_;
+  int fd_ = -1;
 };
 
 }  // namespace
@@ -158,10 +180,13 @@ TuningTable::TuningTable(std::string path, Arch arch, std::string device_name, i
     : path_(std::move(path)), device_name_(std::move(device_name)), arch_(arch), sm_count_(sm_count),
       versions_(std::move(versions)) {
   if (path_.empty()) return;
-  if (auto data = read_file_nofollow(path_)) {
+  std::string why;
+  if (auto data = read_file_nofollow(path_, kMaxTableBytes, &why)) {
     std::string note;
     merge(parse(std::string(data->begin(), data->end()), versions_, &note));
     if (!note.empty()) notes_.push_back(path_ + ": " + note);
+  } else if (!why.empty()) {
+    notes_.push_back("tuning table not read: " + why);
   }
 }
 
@@ -197,7 +222,7 @@ std::string TuningTable::record(const std::vector<TuningEntry>& entries) {
   FileLock lock(path_);
   // what other processes recorded since we loaded, then ours on top
   std::unordered_map<Key, TuningEntry, KeyHash> merged;
-  if (auto data = read_file_nofollow(path_)) {
+  if (auto data = read_file_nofollow(path_, kMaxTableBytes)) {
     std::string note;
     for (const TuningEntry& e : parse(std::string(data->begin(), data->end()), versions_, &note))
       merged[Key{e.problem, e.m_bucket}] = e;
@@ -209,6 +234,25 @@ std::string TuningTable::record(const std::vector<TuningEntry>& entries) {
   const std::string text = to_text(all, arch_, device_name_, sm_count_, versions_);
   if (int err = write_file_atomic(path_, std::span<const char>(text.data(), text.size())))
     return fmt::format("cannot write {}: {}", path_, std::strerror(err));
+  return {};
+}
+
+std::string tuning_entry_problem(const TuningEntry& e, Arch arch) {
+  const KernelSpec& p = e.problem;
+  const TileConfig& t = e.tile;
+  if (p.op != Op::gemm) return fmt::format("op {} is not a GEMM", int(p.op));
+  if (p.arch != arch) return fmt::format("arch {} in a table for {}", int(p.arch), to_string(arch));
+  if (p.n <= 0 || p.k <= 0 || p.k % 16) return fmt::format("N = {}, K = {}: not a GEMM shape", p.n, p.k);
+  if (std::find(std::begin(kGemmMBuckets), std::end(kGemmMBuckets), e.m_bucket) == std::end(kGemmMBuckets))
+    return fmt::format("M bucket {} does not exist", e.m_bucket);
+  if (!(e.us >= 0 && e.us < 1e9 && e.heuristic_us >= 0 && e.heuristic_us < 1e9)) return "time out of range";
+  if (t.block_n % 64 || t.block_n < 64 || t.block_n > 192) return fmt::format("block_n {} (64, 128 or 192)", t.block_n);
+  // the tile as the GEMM builds it (gemm_op's spec <-> tile mapping), checked by the backend
+  GemmTile tile{t.block_m, t.block_n / 64, t.stages, std::max<int>(t.split_k, 1), t.block_k};
+  tile.k_groups = t.threads > gemm_threads(tile) ? 2 : 1;
+  if (t.threads != gemm_threads(tile)) return fmt::format("{} threads for a tile of {}", t.threads, gemm_threads(tile));
+  if (t.cluster_m > 1 || t.vec > 16) return "cluster_m or vec out of range";
+  if (std::string why = gemm_tile_problem(tile, p.k); !why.empty()) return why;
   return {};
 }
 

@@ -40,8 +40,9 @@ class TuningTable {
   // "sm_90a-NVIDIA_H100_80GB_HBM3-132.json": the device name with anything but [A-Za-z0-9.-] as '_'.
   static std::string file_name(Arch arch, const std::string& device_name, int sm_count);
 
-  // Reads `path` (a missing file is an empty table; one from other versions, or a line that
-  // does not parse, is skipped with a note in notes()).
+  // Reads `path` (a missing file is an empty table; one from other versions, one that is not
+  // a regular file or is over kMaxTableBytes, or a line that does not parse, is skipped with a
+  // note in notes()).
   TuningTable(std::string path, Arch arch, std::string device_name, int sm_count,
               TuningVersions versions = TuningVersions::current());
 
@@ -80,6 +81,11 @@ class TuningTable {
   std::unordered_map<Key, TuningEntry, KeyHash> table_;
   std::vector<std::string> notes_;
 };
+
+// Why an entry (of a table for `arch`) is not one the GEMM can run: not a GEMM problem, an M
+// bucket that does not exist, a tile outside what the kernel supports (empty: it is fine).
+// Checked before a shipped table's entries are written (cache import).
+std::string tuning_entry_problem(const TuningEntry& entry, Arch arch);
 
 // The table of the current device, from the primary cache root (entries of read-only roots
 // first, the primary's override them). Loaded once per device and process.
