@@ -29,7 +29,7 @@ Registry& registry() {
 bool register_op(Op op, OpKernels kernels) {
   Registry& r = registry();
   std::lock_guard lock(r.mutex);
-  r.ops[size_t(op)] = kernels;
+  r.ops[size_t(uint8_t(op))] = kernels;
   return true;
 }
 
@@ -43,7 +43,7 @@ bool register_prewarm(int order, PrewarmExpansion expansion) {
 }
 
 const OpKernels& op_kernels(Op op) {
-  const OpKernels& kernels = registry().ops[size_t(op)];
+  const OpKernels& kernels = registry().ops[size_t(uint8_t(op))];
   if (!kernels.generate) fail(Status::internal, "no op is registered for op code {}", int(op));
   return kernels;
 }

@@ -15,6 +15,9 @@ struct OpKernels {
   GeneratedKernel (*generate)(const KernelSpec& spec) = nullptr;
   // The entry point's name, without generating the source (messages on the hot path's refusals).
   std::string (*kernel_name)(const KernelSpec& spec) = nullptr;
+  // Ops with tuned tiles: why a tuning entry (a problem, its M bucket, a tile) is not one the op
+  // can run; empty when it is. Null: the op has no tuned tiles.
+  std::string (*tuned_tile_problem)(const KernelSpec& problem, int m_bucket, const TileConfig& tile) = nullptr;
 };
 
 // Every kernel an op needs for one weight shape on `arch`, GEMM tiles picked for `sm_count` SMs.

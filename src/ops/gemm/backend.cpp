@@ -1,10 +1,14 @@
 #include "ops/gemm/backend.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <mutex>
+
+#include <fmt/format.h>
 
 #include "core/error.hpp"
 #include "core/op_registry.hpp"
+#include "ops/gemm/m_buckets.hpp"
 
 namespace nvfp4::jit::detail {
 
@@ -23,7 +27,16 @@ Backends& backends() {
 GeneratedKernel generate_gemm(const KernelSpec& spec) { return gemm_backend(spec.arch, "codegen").generate(spec); }
 std::string gemm_kernel_name(const KernelSpec& spec) { return gemm_backend(spec.arch, "codegen").kernel_name(spec); }
 
-const bool registered = register_op(Op::gemm, {generate_gemm, gemm_kernel_name});
+std::string gemm_tuned_tile_problem(const KernelSpec& problem, int m_bucket, const TileConfig& tile) {
+  if (std::find(std::begin(kGemmMBuckets), std::end(kGemmMBuckets), m_bucket) == std::end(kGemmMBuckets))
+    return fmt::format("M bucket {} does not exist", m_bucket);
+  const GemmBackend* backend = find_gemm_backend(problem.arch);
+  if (!backend) return fmt::format("no GEMM backend for {}", to_string(problem.arch));
+  if (std::string why = backend->unsupported(problem); !why.empty()) return why;
+  return backend->tile_problem(gemm_spec(problem, tile));
+}
+
+const bool registered = register_op(Op::gemm, {generate_gemm, gemm_kernel_name, gemm_tuned_tile_problem});
 
 }  // namespace
 
