@@ -230,6 +230,22 @@ TEST_SUITE("gemm") {
     CHECK(gemm_prewarm(Arch::sm_120a, 4096, 4096).empty());  // no backend serves it (yet)
   }
 
+  TEST_CASE("prewarm of a grouped weight holds the grouped kernel of every rows-per-group bucket") {
+    const std::vector<KernelSpec> specs = prewarm_specs({WeightShape{"experts", 1536, 2048, 128}}, {Arch::sm_90a}, 132);
+    auto has = [&](const KernelSpec& spec) { return std::find(specs.begin(), specs.end(), spec) != specs.end(); };
+    KernelSpec problem = sm90_problem(1536, 2048, true);
+    problem.groups = 128;
+    problem.flags |= kFlagGroupedContiguous;
+    for (int64_t rows_per_group = 1; rows_per_group <= 3000; ++rows_per_group) {
+      const KernelSpec spec = gemm_spec(problem, gemm_tile_choice(sm90_backend(), problem, nullptr, rows_per_group, 132));
+      CHECK(spec.tile.split_k == 1);
+      if (!has(spec)) {
+        FAIL_CHECK(fmt::format("{} rows per group: its kernel is not prewarmed", rows_per_group));
+        break;
+      }
+    }
+  }
+
   TEST_CASE("the tile scheduler visits every output tile once, whole clusters first, and splits K exactly") {
     for (int split_k : {1, 2, 4})
       for (int64_t m : {1, 7, 100, 257, 1000, 5000})
