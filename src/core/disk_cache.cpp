@@ -183,7 +183,13 @@ DiskCache::DiskCache(CacheRoots roots) : roots_(std::move(roots)) {
   }
   if (const std::string why = make_private_dir(roots_.primary); !why.empty()) {
     struct stat st{};
-    if (::stat(roots_.primary.c_str(), &st) == 0) refused_.emplace_back(roots_.primary, why);
+    if (::stat(roots_.primary.c_str(), &st) == 0) {
+      // root's (a shared, prewarmed directory) can still be read; anyone else's cannot
+      if (untrusted_reason(roots_.primary, false).empty())
+        primary_fd_ = ::open(roots_.primary.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+      else
+        refused_.emplace_back(roots_.primary, why);
+    }
     degrade(why);
     return;
   }
@@ -471,13 +477,13 @@ size_t DiskCache::sweep_leftovers() {
 }
 
 template <class Still>
-bool DiskCache::remove_locked(const CacheEntryInfo& entry, Still still) {
-  if (entry.root != roots_.primary || !writable_) return false;
+size_t DiskCache::remove_locked(const CacheEntryInfo& entry, Still still) {
+  if (entry.root != roots_.primary || !writable_) return 0;
   const Lock lock = lock_at(entry.arch, entry.key, false);
-  if (!lock.held()) return false;  // another process is compiling or removing it
+  if (!lock.held()) return 0;  // another process is compiling or removing it
   std::string why;
   const int dir = open_dir_at(primary_fd_, entry_rel(entry.arch, entry.key), false, &why);
-  if (dir < 0) return false;
+  if (dir < 0) return 0;
   struct stat cubin{}, sidecar{};
   const bool has_cubin = ::fstatat(dir, (entry.key + ".cubin").c_str(), &cubin, AT_SYMLINK_NOFOLLOW) == 0;
   const bool has_sidecar = ::fstatat(dir, (entry.key + ".json").c_str(), &sidecar, AT_SYMLINK_NOFOLLOW) == 0;
@@ -485,10 +491,11 @@ bool DiskCache::remove_locked(const CacheEntryInfo& entry, Still still) {
   // version, or one whose lock wait ran out) is between its two renames.
   const bool young = has_cubin && !has_sidecar && S_ISREG(cubin.st_mode) &&
                      now_ns() - mtime_ns(cubin) < __int128(kInFlightGrace.count()) * 1000000000;
-  bool removed = false;
+  size_t removed = 0;
   if (has_cubin && !young && still(dir, cubin)) {
     removed = ::unlinkat(dir, (entry.key + ".cubin").c_str(), S_ISDIR(cubin.st_mode) ? AT_REMOVEDIR : 0) == 0;
-    if (has_sidecar) ::unlinkat(dir, (entry.key + ".json").c_str(), S_ISDIR(sidecar.st_mode) ? AT_REMOVEDIR : 0);
+    if (removed && has_sidecar)
+      removed += ::unlinkat(dir, (entry.key + ".json").c_str(), S_ISDIR(sidecar.st_mode) ? AT_REMOVEDIR : 0) == 0;
   }
   ::close(dir);
   return removed;
@@ -512,7 +519,7 @@ size_t DiskCache::prune(std::chrono::seconds age) {
   size_t removed = 0;
   for (const CacheEntryInfo& e : list(false)) {
     // The age is read again under the lock: a writer may have just replaced the entry.
-    if (remove_locked(e, [&](int, const struct stat& st) { return mtime_ns(st) < cutoff; })) ++removed;
+    if (remove_locked(e, [&](int, const struct stat& st) { return mtime_ns(st) < cutoff; }) > 0) ++removed;
   }
   return removed;
 }
@@ -521,7 +528,7 @@ size_t DiskCache::clear() {
   if (!writable_) return 0;
   size_t removed = 0;
   for (const CacheEntryInfo& e : list(false))
-    if (remove_locked(e, [](int, const struct stat&) { return true; })) removed += 2;
+    removed += remove_locked(e, [](int, const struct stat&) { return true; });
   // Tuning tables (their writers rename over whatever is there, so no lock is needed).
   std::string why;
   const int dir = open_dir_at(primary_fd_, std::string(kLayout) + "/tuning", false, &why);

@@ -134,9 +134,9 @@ class DiskCache {
   std::string entry_rel(std::string_view arch, const std::string& key_hex) const;
   Lock lock_at(std::string_view arch, const std::string& key_hex, bool wait);
   // Removes an entry of the primary root under its lock when `still` (called under the lock
-  // with the entry's directory fd) agrees. Returns whether the CUBIN was removed.
+  // with the entry's directory fd) agrees. Returns the files removed (0: the CUBIN stays).
   template <class Still>
-  bool remove_locked(const CacheEntryInfo& entry, Still still);
+  size_t remove_locked(const CacheEntryInfo& entry, Still still);
   void degrade(const std::string& why);
   void count_not_stored(const std::string& why);
 

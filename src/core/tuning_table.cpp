@@ -255,12 +255,20 @@ TuningTable& tuning_table_for(int device_ordinal, Arch arch, const std::string& 
   std::lock_guard lock(mutex);
   auto& table = tables[device_ordinal];
   if (!table) {
-    const CacheRoots& roots = KernelStore::instance().disk().roots();
+    const DiskCache& disk = KernelStore::instance().disk();
+    const CacheRoots& roots = disk.roots();
+    // a root the cache refused as untrusted is not read for tables either
+    auto refused = [&](const std::string& root) {
+      for (const auto& [path, why] : disk.refused_roots())
+        if (path == root) return true;
+      return false;
+    };
     const std::string name = "/v1/tuning/" + TuningTable::file_name(arch, device_name, sm_count);
-    table = std::make_unique<TuningTable>(roots.primary.empty() ? std::string{} : roots.primary + name, arch,
-                                          device_name, sm_count);
+    table = std::make_unique<TuningTable>(roots.primary.empty() || refused(roots.primary) ? std::string{} : roots.primary + name,
+                                          arch, device_name, sm_count);
     // read-only roots (a shipped, prewarmed cache) fill in what the primary root lacks
     for (const std::string& root : roots.read_only) {
+      if (refused(root)) continue;
       TuningTable shipped(root + name, arch, device_name, sm_count);
       for (const TuningEntry& e : shipped.entries())
         if (!table->find(e.problem, e.m_bucket)) table->merge({e});
