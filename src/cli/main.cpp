@@ -18,7 +18,8 @@ verbs:
   tune      time the GEMM tile candidates of model shapes on this GPU, remember the fastest
   cache     stats | ls | verify | prune | clear | export | import: look after the disk cache
   info      library, NVRTC and driver versions, devices, cache roots, manifests
-  bench     core | dequantize | quantize | gemm: time the JIT and the kernels on this GPU
+  bench     core | dequantize | quantize | rmsnorm-quantize | swiglu-quantize | gemm | grouped:
+            time the JIT and the kernels on this GPU
 
 environment:
   NVFP4_JIT_CACHE_DIR    cache root (else $XDG_CACHE_HOME/nvfp4-jit, else ~/.cache/nvfp4-jit)
@@ -35,7 +36,8 @@ constexpr const char* kVerbHelp[][2] = {
                         [--arch sm_90a,sm_100a,sm_120a] [-j N] [--json] [--quiet]
 
 Compiles every kernel the given weight shapes need, for every arch given, into the cache.
-Built-in manifests: llama-3.1-8b, llama-3.3-70b, deepseek-v3 (see `nvfp4-jit info`).
+Built-in manifests: llama-3.1-8b, llama-3.3-70b, deepseek-v3, qwen3-30b-a3b, gpt-oss-120b
+(see `nvfp4-jit info`).
 Kernels already in the cache are not compiled again; processes running at once share work.
   --arch    comma-separated targets (default sm_90a,sm_100a,sm_120a; also sm_103a, sm_121a)
   -j N      compile threads (default: the number of cores)
@@ -74,7 +76,7 @@ Candidates compile in parallel (cached ones load from disk). Needs a GPU (exit 3
 
 Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in manifests.
 )"},
-    {"bench", R"(usage: nvfp4-jit bench core|dequantize|quantize|rmsnorm-quantize|swiglu-quantize|gemm
+    {"bench", R"(usage: nvfp4-jit bench core|dequantize|quantize|rmsnorm-quantize|swiglu-quantize|gemm|grouped
                         [--out FILE.json] [--quick]
                         [--shape N,K]... [--m M[,M...]]
 
@@ -92,6 +94,10 @@ Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in m
               bandwidth, flops / cuBLAS BF16 peak measured in the same process);
               --shape and --m time only those weight shapes (default 8192,8192) and
               those M (default 1, 16, 128, 4096)
+  grouped     grouped_gemm (contiguous, prepacked experts) on DeepSeek-V3, Qwen3-30B-A3B and
+              gpt-oss-120b expert shapes, 1 to 16384 tokens routed uniformly, against the
+              touched experts' byte floor, our dense gemm on the same rows and a per-expert
+              cuBLAS BF16 loop
 Times are GPU time (the host's launch costs are not in them: see bench core).
 Needs a GPU (exit 3 without one).
 )"},
