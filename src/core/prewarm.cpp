@@ -3,9 +3,13 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <unordered_set>
 
+#include <fmt/format.h>
+
+#include "core/error.hpp"
 #include "core/op_registry.hpp"
 
 namespace nvfp4::jit::detail {
@@ -51,7 +55,14 @@ PrewarmSummary prewarm(const std::vector<KernelSpec>& specs, int threads,
     }
   };
   std::vector<std::thread> pool;
-  for (int t = 1; t < std::max(threads, 1); ++t) pool.emplace_back(worker);
+  for (int t = 1; t < std::max(threads, 1); ++t) {
+    try {
+      pool.emplace_back(worker);
+    } catch (const std::system_error& e) {  // no more threads: the ones started (and this one) do the rest
+      warn_once("prewarm-threads", fmt::format("prewarm runs on {} threads, not {}: {}", pool.size() + 1, threads, e.what()));
+      break;
+    }
+  }
   worker();
   for (std::thread& t : pool) t.join();
   summary.seconds = std::chrono::duration<double>(clock::now() - start).count();
