@@ -65,6 +65,20 @@ NVFP4_HD ScheduledTile schedule_tile(const TileSchedule& s, int cluster, unsigne
   return t;
 }
 
+// CTA `cta`'s row and n tile in a grouped layout's numbering, not yet placed in a group: no rows.
+template <int N_TILES, int KTILES>
+NVFP4_HD ScheduledTile unplaced_grouped_tile(int cta) {
+  ScheduledTile t;
+  t.group = 0;
+  t.m_tile = cta / N_TILES;
+  t.n_tile = cta % N_TILES;
+  t.m0 = t.m_end = 0;
+  t.split = false;
+  t.kt_begin = 0;
+  t.kt_end = KTILES;
+  return t;
+}
+
 // A grouped layout's tile: row tiles of m_step rows are numbered group by group (a group of r
 // rows has ceil(r / m_step) of them), n tiles within a row tile. Past the groups' row tiles, an
 // empty range (m0 == m_end). The groups' sizes come from the device and are clamped: a
@@ -72,14 +86,7 @@ NVFP4_HD ScheduledTile schedule_tile(const TileSchedule& s, int cluster, unsigne
 // count outside [0, group_stride] is clamped to it. So no tile reaches rows outside A and D.
 template <int N_TILES, int LAYOUT, int GROUPS, int KTILES>
 NVFP4_HD ScheduledTile schedule_grouped_tile(const TileSchedule& s, int cta) {
-  ScheduledTile t;
-  t.split = false;
-  t.kt_begin = 0;
-  t.kt_end = KTILES;
-  t.n_tile = cta % N_TILES;
-  t.m_tile = cta / N_TILES;
-  t.group = 0;
-  t.m0 = t.m_end = 0;
+  ScheduledTile t = unplaced_grouped_tile<N_TILES, KTILES>(cta);
   long long first_tile = 0, prev_end = 0;
   for (int g = 0; g < GROUPS; ++g) {
     long long begin, end;
@@ -113,14 +120,7 @@ NVFP4_HD ScheduledTile schedule_grouped_tile(const TileSchedule& s, int cta) {
 template <int N_TILES, int LAYOUT, int GROUPS, int KTILES>
 __device__ __forceinline__ ScheduledTile schedule_grouped_tile_warp(const TileSchedule& s, int cta) {
   constexpr unsigned ALL = 0xFFFFFFFFu;
-  ScheduledTile t;
-  t.split = false;
-  t.kt_begin = 0;
-  t.kt_end = KTILES;
-  t.n_tile = cta % N_TILES;
-  t.m_tile = cta / N_TILES;
-  t.group = 0;
-  t.m0 = t.m_end = 0;
+  ScheduledTile t = unplaced_grouped_tile<N_TILES, KTILES>(cta);
   const int lane = threadIdx.x % 32;
   long long tiles_before = 0, end_before = 0;
 #pragma unroll 1

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "../dequantize_fixture.hpp"
+#include "gemm_output.hpp"
 #include "common/nvfp4_format.cuh"
 #include "core/gpu_util.hpp"
 #include "core/launcher.hpp"
@@ -59,10 +60,6 @@ void run_gemm(const Case& c, const GemmArgs& g) {
 uint16_t to_half_bits(DType t, float v) {
   return t == DType::bf16 ? nvfp4k::float_to_bf16_bits(v) : nvfp4k::float_to_fp16_bits(v);
 }
-double half_bits_to_double(DType t, uint16_t h) {
-  return t == DType::bf16 ? nvfp4k::bf16_bits_to_float(h) : nvfp4k::fp16_bits_to_float(h);
-}
-
 // ref[m, n] = alpha * gw * sum_k a[m, k] * w[n, k] + bias[n], in float64 over all cores.
 std::vector<double> reference(const Case& c, const std::vector<double>& a, const std::vector<double>& w, double gw,
                               const std::vector<double>& bias) {
@@ -152,7 +149,7 @@ void run_case(const Case& c, std::mt19937& rng) {
       }
       const uint16_t h = to_half_bits(c.a, normal(rng));
       a[size_t(m * lda + k)] = h;
-      ad[size_t(m * c.k + k)] = half_bits_to_double(c.a, h);
+      ad[size_t(m * c.k + k)] = testutil::half_bits_to_double(c.a, h);
     }
   std::vector<double> bias_d;
   std::vector<uint8_t> bias_bytes;
@@ -217,16 +214,7 @@ void run_case(const Case& c, std::mt19937& rng) {
         }
         continue;
       }
-      double v;
-      if (esize == 4) {
-        float f;
-        std::memcpy(&f, &got[at], 4);
-        v = f;
-      } else {
-        uint16_t h;
-        std::memcpy(&h, &got[at], 2);
-        v = half_bits_to_double(c.d, h);
-      }
+      const double v = testutil::output_value(c.d, &got[at]);
       const double r = ref[size_t(m * c.n + n)];
       if (n == nan_row) {  // must be a NaN the kernel wrote, not the poison's
         if (!std::isnan(v) || std::all_of(&got[at], &got[at] + esize, [](uint8_t b) { return b == 0xFF; })) {

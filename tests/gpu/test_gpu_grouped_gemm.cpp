@@ -11,6 +11,7 @@
 #include <random>
 
 #include "../dequantize_fixture.hpp"
+#include "gemm_output.hpp"
 #include "common/nvfp4_format.cuh"
 #include "core/gpu_util.hpp"
 
@@ -29,10 +30,6 @@ struct GroupedCase {
   bool prepacked = false;
   enum Sizes { random, one_group, out_of_range } sizes = random;
 };
-
-double half_to_double(DType t, uint16_t h) {
-  return t == DType::bf16 ? nvfp4k::bf16_bits_to_float(h) : nvfp4k::fp16_bits_to_float(h);
-}
 
 // All groups' weights, one after the other, and what the kernels read of them.
 struct GroupWeights {
@@ -122,7 +119,7 @@ void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
       }
       const DType t = c.a;
       a[size_t(r * c.k + k)] = t == DType::bf16 ? nvfp4k::float_to_bf16_bits(normal(rng)) : nvfp4k::float_to_fp16_bits(normal(rng));
-      ad[size_t(r * c.k + k)] = half_to_double(t, a[size_t(r * c.k + k)]);
+      ad[size_t(r * c.k + k)] = testutil::half_bits_to_double(t, a[size_t(r * c.k + k)]);
     }
   const int esize = c.d == DType::fp32 ? 4 : 2;
   DeviceBuffer d_a = to_device(a), d_a4 = to_device(a4.packed), d_a4s = to_device(a4.scales);
@@ -186,16 +183,7 @@ void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
           }
           continue;
         }
-        double v;
-        if (esize == 4) {
-          float f;
-          std::memcpy(&f, &got[at], 4);
-          v = f;
-        } else {
-          uint16_t h;
-          std::memcpy(&h, &got[at], 2);
-          v = half_to_double(c.d, h);
-        }
+        const double v = testutil::output_value(c.d, &got[at]);
         const testutil::HostNvfp4& w = weights.w[size_t(gi)];
         double s = 0;
         for (int64_t k = 0; k < c.k; ++k) s += ad[size_t(r * c.k + k)] * w.value(n, k);
