@@ -33,13 +33,15 @@ exit codes: 0 success, 1 something failed (kernels, cache entries, GPU work),
 
 constexpr const char* kVerbHelp[][2] = {
     {"prewarm", R"(usage: nvfp4-jit prewarm [--manifest NAME|FILE]... [--shape N,K[,G]]...
-                        [--arch sm_90a,sm_100a,sm_120a] [-j N] [--json] [--quiet]
+                        [--arch sm_90a,sm_100a,sm_120a] [--sms N] [-j N] [--json] [--quiet]
 
 Compiles every kernel the given weight shapes need, for every arch given, into the cache.
 Built-in manifests: llama-3.1-8b, llama-3.3-70b, deepseek-v3, qwen3-30b-a3b, gpt-oss-120b
 (see `nvfp4-jit info`).
 Kernels already in the cache are not compiled again; processes running at once share work.
   --arch    comma-separated targets (default sm_90a,sm_100a,sm_120a; also sm_103a, sm_121a)
+  --sms N   the SM count of the GPUs that will run the kernels: GEMM tiles are chosen for it
+            (default 132: H100 SXM, H200; an error names the right one for a running GPU)
   -j N      compile threads (default: the number of cores)
   --json    print a JSON summary on stdout
   --quiet   no per-kernel lines or progress bar
@@ -133,7 +135,7 @@ int main(int argc, char** argv) {
     return kUsage;
   }
   try {
-    const Args args(rest, {"--manifest", "--shape", "--arch", "-j", "--out", "--m", "--runs", "--layout", "--older-than"});
+    const Args args(rest, {"--manifest", "--shape", "--arch", "--sms", "-j", "--out", "--m", "--runs", "--layout", "--older-than"});
     if (args.has("--help") || args.has("-h")) {
       std::fputs(verb_help(verb), stdout);
       return kOk;

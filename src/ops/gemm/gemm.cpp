@@ -25,7 +25,7 @@ void gemm_w4a4(const GemmCall& call, const DeviceInfo& device, CUstream stream) 
   GemmCall inner = gemm_call_on_decoded_a(call, args.workspace);
   const GemmKernel& kernel = gemm_dispatch(device, inner, stream);
   kernel_for(device, dequantize_spec(device.arch, args.k, DType::bf16, args.a_fp4.scale_layout), 0, stream,
-             [&] { return gemm_prewarm_hint(args, device.arch); });
+             [&] { return gemm_prewarm_hint(args, call.groups, device); });
 
   CUdeviceptr owned = 0;
   if (!args.workspace) {
@@ -69,7 +69,7 @@ void gemm_with_tile(const GemmArgs& args, const TileConfig& tile, CUstream strea
   const KernelSpec spec = gemm_spec(gemm_problem(device.arch, call), tile);
   if (std::string why = backend.tile_problem(spec); !why.empty())
     fail(Status::unsupported, "{}: tile {}: {}", kWho, backend.describe(tile), why);
-  launch_gemm(load_gemm_kernel(device, backend, spec, args.m, stream, args), call, stream);
+  launch_gemm(load_gemm_kernel(device, backend, spec, args.m, stream, call), call, stream);
 }
 
 }  // namespace nvfp4::jit::detail

@@ -6,17 +6,18 @@
 
 namespace nvfp4::jit::detail {
 
-std::string gemm_prewarm_hint(const GemmArgs& args, Arch arch) {
-  return fmt::format("nvfp4-jit prewarm --shape {},{} --arch {}", args.n, args.k, to_string(arch));
+std::string gemm_prewarm_hint(const GemmArgs& args, int32_t groups, const DeviceInfo& device) {
+  return fmt::format("nvfp4-jit prewarm --shape {},{}{} --arch {} --sms {}", args.n, args.k,
+                     groups > 1 ? fmt::format(",{}", groups) : "", to_string(device.arch), device.sm_count);
 }
 
 GemmKernel load_gemm_kernel(const DeviceInfo& device, const GemmBackend& backend, const KernelSpec& spec, int64_t m,
-                            CUstream stream, const GemmArgs& args) {
+                            CUstream stream, const GemmCall& call) {
   GemmKernel kernel;
   kernel.backend = &backend;
   kernel.spec = spec;
   kernel.function = kernel_for(device, spec, backend.shared_bytes(spec), stream,
-                               [&] { return gemm_prewarm_hint(args, device.arch); });
+                               [&] { return gemm_prewarm_hint(call.args, call.groups, device); });
   kernel.plan = backend.plan(spec, m, device.sm_count);
   return kernel;
 }

@@ -18,13 +18,13 @@ struct GemmKernel {
   GemmPlan plan;
 };
 
-// The command that builds a GEMM's kernels ahead of time, named in capture errors.
-std::string gemm_prewarm_hint(const GemmArgs& args, Arch arch);
+// The command that builds a GEMM's kernels for `device` ahead of time, named in capture errors.
+std::string gemm_prewarm_hint(const GemmArgs& args, int32_t groups, const DeviceInfo& device);
 
 // The kernel of `spec` loaded in the device's context (from memory, disk or NVRTC; never while
 // `stream` is capturing) and planned for m rows.
 GemmKernel load_gemm_kernel(const DeviceInfo& device, const GemmBackend& backend, const KernelSpec& spec, int64_t m,
-                            CUstream stream, const GemmArgs& args);
+                            CUstream stream, const GemmCall& call);
 
 // Binds the call's pointers into a copy of the plan's parameters and launches, early where the
 // caller promised static weights and the plan says it pays.

@@ -120,7 +120,7 @@ std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const KernelSpec& p
     const Scratch scratch(problem, m, copies, stream);
     int turn = 0;
     auto time_us = [&](const TileConfig& tile) {
-      const GemmKernel kernel = load_gemm_kernel(device, backend, gemm_spec(problem, tile), m, stream, scratch.call(problem, m, 0).args);
+      const GemmKernel kernel = load_gemm_kernel(device, backend, gemm_spec(problem, tile), m, stream, scratch.call(problem, m, 0));
       std::vector<double> us;
       for (int i = 0; i < runs + 2; ++i) {
         const GemmCall call = scratch.call(problem, m, turn++ % copies);
