@@ -7,7 +7,7 @@
 // flight.
 // Gathering and the global-scale source are run-time choices (uniform branches).
 #pragma once
-#include "common/dependent_launch.cuh"
+#include "common/ptx/dependent_launch.cuh"
 #include "common/global_scale.cuh"
 #include "common/nvfp4_format.cuh"
 #include "common/params.cuh"

@@ -1,9 +1,9 @@
 // Prepack: a ModelOpt NVFP4 weight [rows, K] rewritten in the sm_90a GEMM's own layout
-// (common/prepacked_weight.cuh). One thread per (chunk, wgmma thread), then one per padded row
+// (sm90/prepacked_weight.cuh). One thread per (chunk, wgmma thread), then one per padded row
 // for the NaN row bytes; a one-time step at load, so it runs the CPU reference's code as it is.
 #pragma once
 #include "common/params.cuh"
-#include "common/prepacked_weight.cuh"
+#include "sm90/prepacked_weight.cuh"
 
 namespace nvfp4k {
 

@@ -51,6 +51,21 @@ TEST_SUITE("c_api") {
     CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_OK);                                  // m = 0: validated, no work
     g.b_prepacked = 0;
     CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(nvfp4_jit_grouped_gemm(nullptr, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4_jit_grouped_gemm: args is null") != std::string::npos);
+    nvfp4_grouped_gemm_args e;
+    std::memset(&e, 0, sizeof e);
+    e.gemm = g;
+    e.gemm.b_prepacked = 1;
+    e.layout = NVFP4_GROUPED_MASKED;
+    CHECK(nvfp4_jit_grouped_gemm(&e, nullptr) == NVFP4_INVALID_ARGUMENT);  // groups = 0
+    CHECK(std::string(nvfp4_jit_last_error()).find("groups = 0 must be positive") != std::string::npos);
+    e.groups = 8;
+    CHECK(nvfp4_jit_grouped_gemm(&e, nullptr) == NVFP4_OK);  // m = 0: validated, no work
+    e.gemm.a_dtype = NVFP4_DTYPE_NVFP4, e.gemm.m = 16, e.gemm.a = nullptr;
+    CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == 8 * 16 * 256 * 2);
+    e.groups = -1;
+    CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == -1);
   }
 
   TEST_CASE("the last error is per thread, and a success clears it") {

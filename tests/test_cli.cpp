@@ -49,6 +49,17 @@ TEST_SUITE("cli") {
     CHECK(lines.out.find(std::to_string(fresh) + " compiled, 1 cache hits, 0 failed") != std::string::npos);
   }
 
+  TEST_CASE("prewarm picks GEMM tiles for the SM count it is given") {
+    testutil::TempDir dir;
+    const auto r = run(with_cache(dir) + " prewarm --shape 8,256 --arch sm_90a --sms 78 --json");
+    REQUIRE(r.code == 0);
+    const long n = long(nvfp4::jit::detail::prewarm_specs({nvfp4::jit::detail::parse_shape("8,256")},
+                                                          {nvfp4::jit::detail::Arch::sm_90a}, 78)
+                            .size());
+    CHECK(testutil::json_int(r.out, "kernels") == n);
+    CHECK(run(with_cache(dir) + " prewarm --shape 8,256 --sms 0").code == 2);
+  }
+
   TEST_CASE("cache verify finds a corrupted entry; --remove-bad removes it; clear empties the root") {
     testutil::TempDir dir;
     REQUIRE(run(with_cache(dir) + " prewarm --shape 8,256 --arch sm_90a --quiet").code == 0);

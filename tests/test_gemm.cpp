@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -13,13 +14,19 @@
 #include "common/nvfp4_format.cuh"
 #include "core/codegen.hpp"
 #include "core/error.hpp"
+#include "core/kernel_store.hpp"
+#include "core/op_registry.hpp"
 #include "core/prewarm.hpp"
 #include "ops/dequantize_op.hpp"
-#include "ops/gemm_op.hpp"
+#include "gemm_test_util.hpp"
+#include "ops/gemm/gemm.hpp"
+#include "ops/gemm/m_buckets.hpp"
+#include "ops/gemm/schedule.hpp"
 #include "ops/prepack_op.hpp"
 
 using namespace nvfp4::jit;
 using namespace nvfp4::jit::detail;
+using namespace nvfp4::jit::detail::test;
 
 namespace {
 
@@ -125,28 +132,19 @@ TEST_SUITE("gemm") {
     check_error(g, "b.data = ");
   }
 
-  TEST_CASE("a given tile: three consumer warpgroups need a prepacked weight, NVFP4 activations gemm's own tile") {
-    auto message = [](const GemmArgs& g, const GemmTile& t) -> std::string {
-      try {
-        gemm_with_tile(g, t, nullptr);
-      } catch (const Error& e) {
-        return e.status() == Status::cuda_error ? "" : e.what();
-      }
-      return "";
-    };
-    const GemmTile three{192, 3, 3, 1, 128};
-    CHECK(message(valid(), three).find("b_prepacked") != std::string::npos);
+  TEST_CASE("a given tile runs BF16 or FP16 activations only") {
     GemmArgs w4a4 = valid();
     w4a4.a = nullptr, w4a4.a_dtype = DType::nvfp4;
     w4a4.a_fp4 = {buffer, 0, buffer, ScaleLayout::linear, {}};
-    CHECK(message(w4a4, GemmTile{128, 2, 4, 1, 128}).find("a_dtype") != std::string::npos);
-    // three consumers only where the heuristic may take them: a prepacked weight, M = 513-576
-    CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 576, 132, true).consumers == 3);
-    CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 576, 132, false).consumers == 2);
-    CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 576, 132, true).block_m == 192);
+    try {
+      gemm_with_tile(w4a4, sm90::to_config({128, 2, 4, 1, 128}), nullptr);
+      FAIL("no error");
+    } catch (const Error& e) {
+      CHECK(std::string(e.what()).find("a_dtype") != std::string::npos);
+    }
   }
 
-  TEST_CASE("M buckets and the heuristic") {
+  TEST_CASE("M buckets") {
     CHECK(gemm_m_bucket(1) == 8);
     CHECK(gemm_m_bucket(8) == 8);
     CHECK(gemm_m_bucket(9) == 16);
@@ -156,146 +154,14 @@ TEST_SUITE("gemm") {
     CHECK(gemm_m_bucket(2048) == 2048);
     CHECK(gemm_m_bucket(2049) == kGemmLargeM);
     CHECK(gemm_m_bucket(100000) == kGemmLargeM);
-    for (int bucket : kGemmMBuckets)
-      for (int64_t n : {8, 2880, 8192, 28672})
-        for (int64_t k : {32, 2880, 8192}) {
-          const GemmTile t = gemm_heuristic(Arch::sm_90a, n, k, bucket, 132);
-          CAPTURE(bucket);
-          CAPTURE(n);
-          CAPTURE(k);
-          if (bucket <= 128) CHECK(t.block_m == bucket);
-          else {  // as tall as its rows, in 16s
-            CHECK((t.block_m <= 256 && t.block_m % 16 == 0));
-            CHECK(gemm_row_step(gemm_bucket_m(bucket), t.block_m) > t.block_m - 16);
-          }
-          CHECK(gemm_shared_bytes(t) <= 227u * 1024);
-          CHECK(t.stages >= 2);
-          CHECK(gemm_tile_problem(t, k) == "");
-          CHECK((t.split_k == 1 || t.split_k == 2 || t.split_k == 4));
-          CHECK((k + t.block_k - 1) / t.block_k >= t.split_k);  // every split has work
-        }
-    // one row tile on a small N splits K to cover the SMs; prefill never does
-    CHECK(gemm_heuristic(Arch::sm_90a, 4096, 8192, 8, 132).split_k == 2);
-    CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 8, 132).split_k == 1);  // 128 one-consumer CTAs: enough
-    CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 128, 132).split_k == 2);
-    CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, kGemmLargeM, 132).split_k == 1);
-    // above 128 rows, the row tile that wastes the least (measured best on an H100, docs/perf.md):
-    // M <= 192 one 192-row tile split in two; M <= 256 two 128-row tiles; then two tiles of 160,
-    // 192, 224 and 256 rows up to M = 320, 384, 448 and 512; up to 640 four of 160 (three from
-    // M = 513), up to 768 four of 192; prefill 256
-    auto tile_at = [](int64_t n, int bucket) {
-      const GemmTile t = gemm_heuristic(Arch::sm_90a, n, 8192, bucket, 132);
-      return fmt::format("bm{} ks{}", t.block_m, t.split_k);
-    };
-    CHECK(tile_at(8192, 192) == "bm192 ks2");
-    CHECK(tile_at(8192, 256) == "bm128 ks1");
-    CHECK(tile_at(8192, 320) == "bm160 ks1");
-    CHECK(tile_at(8192, 384) == "bm192 ks1");
-    CHECK(tile_at(8192, 448) == "bm224 ks1");
-    CHECK(tile_at(8192, 640) == "bm160 ks1");
-    CHECK(tile_at(8192, 512) == "bm256 ks1");
-    CHECK(tile_at(8192, 768) == "bm192 ks1");
-    CHECK(tile_at(8192, 1024) == "bm256 ks1");
-    CHECK(tile_at(8192, kGemmLargeM) == "bm256 ks1");
-    CHECK(tile_at(28672, 192) == "bm192 ks1");
-    CHECK(tile_at(28672, 768) == "bm192 ks1");
-    // one consumer warpgroup where two would leave SMs idle (at M <= 64 up to one wave of
-    // one-consumer CTAs; at M = 128 where two cover at most half the SMs split); above 128
-    // rows the cost model's choice (one at N = 4096, M <= 192 and N = 2880, M <= 448)
-    auto consumers = [](int64_t n, int64_t k, int bucket) { return gemm_heuristic(Arch::sm_90a, n, k, bucket, 132).consumers; };
-    CHECK(consumers(8192, 8192, 8) == 1);
-    CHECK(consumers(8192, 8192, 64) == 1);
-    CHECK(consumers(8192, 8192, 128) == 2);
-    CHECK(consumers(28672, 4096, 8) == 2);
-    CHECK(consumers(4096, 14336, 8) == 1);
-    CHECK(consumers(4096, 14336, 128) == 1);
-    CHECK(consumers(4096, 14336, 192) == 1);
-    CHECK(consumers(4096, 14336, 256) == 2);
-    CHECK(consumers(2880, 2880, 448) == 1);
-    CHECK(consumers(4096, 4096, kGemmLargeM) == 2);
-    // ... and then, up to M = 64, two k groups to put as many warps on each SM, with half
-    // their k-tiles in stages (at least 4, at most what fits)
-    CHECK(gemm_heuristic(Arch::sm_90a, 4096, 14336, 8, 132).k_groups == 2);
-    CHECK(gemm_heuristic(Arch::sm_90a, 4096, 14336, 64, 132).k_groups == 2);
-    CHECK(gemm_heuristic(Arch::sm_90a, 4096, 14336, 128, 132).k_groups == 1);
-    CHECK(gemm_heuristic(Arch::sm_90a, 28672, 4096, 8, 132).k_groups == 1);
-    CHECK(gemm_heuristic(Arch::sm_90a, 4096, 4096, 8, 132).stages == 4);
-    CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 8, 132).stages == 8);
-    // 256-deep stages at small M, and for one consumer on 128 rows above M = 128
-    CHECK(gemm_heuristic(Arch::sm_90a, 28672, 4096, 16, 132).block_k == 256);
-    CHECK(gemm_heuristic(Arch::sm_90a, 4096, 4096, 256, 132).block_k == 256);
-    // M = 128: 128-deep stages (five of them) with two consumers, 256-deep with one
-    CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 128, 132).block_k == 128);
-    CHECK(gemm_heuristic(Arch::sm_90a, 8192, 8192, 128, 132).stages == 5);
-    CHECK(gemm_heuristic(Arch::sm_90a, 4096, 14336, 128, 132).block_k == 256);
-  }
-
-  TEST_CASE("the tile fits M itself (above 128 rows its height too); the bucket's tiles hold every M's") {
-    // M = 769 at N = K = 8192: four 200-row tiles (two waves) on 208-row wgmmas, where the
-    // bucket's 256-row tile computes 56 padding rows each
-    CHECK(describe(gemm_tile_at(Arch::sm_90a, 8192, 8192, 769, 132, true)) == "bm208 bk128 wg2 s3 ks1");
-    // M = 513 at 6144 x 4096: four 136-row tiles on 144-row wgmmas, not 160 (8% faster)
-    CHECK(describe(gemm_tile_at(Arch::sm_90a, 6144, 4096, 513, 132, true)) == "bm144 bk128 wg3 s4 ks1");
-    CHECK(gemm_tile_at(Arch::sm_90a, 8192, 8192, 1024, 132, true) == gemm_heuristic(Arch::sm_90a, 8192, 8192, 1024, 132, true));
-    // up to 128 rows the bucket's tile, as high as the rows (M = 100: 112-row wgmmas), with
-    // the stages that frees; past 16384 the largest bucket's
-    const GemmTile bucket_128 = gemm_heuristic(Arch::sm_90a, 8192, 8192, 128, 132, true);
-    CHECK(gemm_tile_at(Arch::sm_90a, 8192, 8192, 128, 132, true) == bucket_128);
-    CHECK(describe(bucket_128) == "bm128 bk128 wg2 s5 ks2");
-    CHECK(describe(gemm_tile_at(Arch::sm_90a, 8192, 8192, 100, 132, true)) == "bm112 bk128 wg2 s6 ks2");
-    CHECK(describe(gemm_tile_at(Arch::sm_90a, 8192, 8192, 72, 132, true)) == "bm80 bk128 wg2 s7 ks2");
-    CHECK(gemm_tile_at(Arch::sm_90a, 8192, 8192, 1, 132, true) == gemm_heuristic(Arch::sm_90a, 8192, 8192, 8, 132, true));
-    CHECK(gemm_tile_at(Arch::sm_90a, 8192, 8192, 20000, 132, false) ==
-          gemm_heuristic(Arch::sm_90a, 8192, 8192, kGemmLargeM, 132, false));
-    for (int64_t n : {200, 2880, 6144, 28672})
-      for (int64_t k : {2880, 4096})
-        for (bool prepacked : {false, true}) {
-          std::vector<std::vector<GemmTile>> sets;
-          for (int bucket : kGemmMBuckets) sets.push_back(gemm_bucket_tiles(Arch::sm_90a, n, k, bucket, 132, prepacked));
-          for (int64_t m = 1; m <= 17000; m += m < 3000 ? 1 : 7) {
-            const size_t b = size_t(std::find(std::begin(kGemmMBuckets), std::end(kGemmMBuckets), gemm_m_bucket(m)) -
-                                    std::begin(kGemmMBuckets));
-            const GemmTile t = gemm_tile_at(Arch::sm_90a, n, k, m, 132, prepacked);
-            if (std::find(sets[b].begin(), sets[b].end(), t) == sets[b].end()) {
-              FAIL_CHECK(fmt::format("n = {} k = {} m = {} prepacked = {}: {} is not among its bucket's tiles", n, k, m,
-                                     prepacked, describe(t)));
-              break;
-            }
-          }
-        }
-  }
-
-  TEST_CASE("a tuned tile runs where the tuner beat the heuristic; else each M's own tile") {
-    const GemmTile bucket_tile = gemm_heuristic(Arch::sm_90a, 8192, 8192, 1024, 132, true);
-    const GemmTile own = gemm_tile_at(Arch::sm_90a, 8192, 8192, 769, 132, true);
-    REQUIRE(!(own == bucket_tile));
-    CHECK(gemm_tile_choice(nullptr, Arch::sm_90a, 8192, 8192, 769, 132, true) == own);
-    CHECK(gemm_tile_choice(&bucket_tile, Arch::sm_90a, 8192, 8192, 769, 132, true) == own);
-    // a winner runs trimmed to each M's rows, like the heuristic's tiles, and `tune` compiles
-    // every such form (gemm_tuned_tiles)
-    GemmTile winner = bucket_tile;
-    winner.stages = 2;
-    REQUIRE(winner.block_m == 256);
-    CHECK(gemm_tile_choice(&winner, Arch::sm_90a, 8192, 8192, 1000, 132, true) == winner);  // four tiles of 256 rows
-    GemmTile trimmed = winner;
-    trimmed.block_m = 208;  // four tiles of 200 rows
-    CHECK(gemm_tile_choice(&winner, Arch::sm_90a, 8192, 8192, 769, 132, true) == trimmed);
-    const std::vector<GemmTile> forms = gemm_tuned_tiles(winner, 1024);
-    CHECK(forms.front() == winner);
-    for (int64_t m = 769; m <= 1024; ++m) {
-      const GemmTile t = gemm_tile_choice(&winner, Arch::sm_90a, 8192, 8192, m, 132, true);
-      if (std::find(forms.begin(), forms.end(), t) == forms.end()) {
-        FAIL_CHECK(fmt::format("m = {}: {} is not among the tuned tile's forms", m, describe(t)));
-        break;
-      }
+    for (int bucket : kGemmMBuckets) {
+      const auto [first, last] = gemm_bucket_rows(bucket);
+      CAPTURE(bucket);
+      CHECK(gemm_m_bucket(first) == bucket);
+      CHECK(gemm_m_bucket(last) == bucket);
+      CHECK((first == 1 || gemm_m_bucket(first - 1) != bucket));
+      CHECK(gemm_bucket_m(bucket) <= last);
     }
-    // a table written before tiles were trimmed to their rows: the heuristic's 160-row tile at
-    // 6144 x 4096, M = 576 (four tiles of 144 rows) still counts as the heuristic's
-    GemmTile untrimmed = gemm_tile_at(Arch::sm_90a, 6144, 4096, 576, 132, true);
-    REQUIRE(untrimmed.block_m == 144);
-    untrimmed.block_m = 160;
-    CHECK(gemm_tile_choice(&untrimmed, Arch::sm_90a, 6144, 4096, 513, 132, true) ==
-          gemm_tile_at(Arch::sm_90a, 6144, 4096, 513, 132, true));
   }
 
   TEST_CASE("split-K grids split a last wave's tiles where split they fit one wave; else all") {
@@ -319,14 +185,6 @@ TEST_SUITE("gemm") {
         }
   }
 
-  TEST_CASE("D goes through TMA where the tile's rows pair up and it fits in the stages") {
-    CHECK(gemm_stores_through_tma({256, 2, 3, 1, 128}, 2));
-    CHECK(gemm_stores_through_tma({256, 2, 3, 1, 128}, 4));  // 128 KiB of FP32 in 3 stages of 73
-    CHECK(!gemm_stores_through_tma({8, 1, 8, 1, 256, 2}, 2));  // 8 rows: no pairs of 8-row matrices
-    CHECK(!gemm_stores_through_tma({128, 3, 2, 1, 128}, 4));  // 96 KiB of FP32 in 2 stages of 46
-    CHECK(gemm_stores_through_tma({128, 3, 2, 1, 128}, 2));
-  }
-
   TEST_CASE("row tiles share M evenly, in multiples of 8, as many as block_m needs") {
     CHECK(gemm_row_step(1, 8) == 8);
     CHECK(gemm_row_step(257, 256) == 136);  // 136 + 121, not 256 + 1
@@ -343,50 +201,243 @@ TEST_SUITE("gemm") {
       }
   }
 
-  TEST_CASE("generated source: one wgmma for the bucket's N, sm_90a only") {
-    const GemmTile t = gemm_heuristic(Arch::sm_90a, 2880, 2880, 16, 132);
-    const KernelSpec spec = gemm_spec(Arch::sm_90a, 2880, 2880, DType::bf16, DType::fp32, ScaleLayout::swizzled128x4,
-                                      uint8_t(DType::bf16), t);
-    const GeneratedKernel g = generate(spec);
-    CHECK(g.source.find("wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16") != std::string::npos);
-    CHECK(g.source.find("#include \"sm90/gemm_w4a16.cuh\"") != std::string::npos);
-    CHECK(g.name.find("nvfp4_gemm_w4a16_n2880_k2880_bf16_fp32_sw128x4_biasbf16_bm16") == 0);
-    CHECK(generate(gemm_spec(Arch::sm_90a, 2880, 2880, DType::fp16, DType::fp32, ScaleLayout::linear, kNoDType, t))
-              .source.find(".f32.f16.f16") != std::string::npos);
-    CHECK_THROWS_AS(generate(gemm_spec(Arch::sm_100a, 2880, 2880, DType::bf16, DType::bf16, ScaleLayout::linear,
-                                       kNoDType, t)),
-                    Error);
-    size_t bucket_tiles = 0;
-    for (int bucket : kGemmMBuckets)
-      for (bool prepacked : {false, false, true})  // two layouts as stored, one prepacked
-        bucket_tiles += gemm_bucket_tiles(Arch::sm_90a, 4096, 4096, bucket, 132, prepacked).size();
-    CHECK(gemm_prewarm_specs(Arch::sm_90a, 4096, 4096, 132).size() == bucket_tiles);
-    CHECK(generate(gemm_spec(Arch::sm_90a, 2880, 2880, DType::bf16, DType::bf16, gemm_weight_layout({}, true), kNoDType, t))
-              .name.find("nvfp4_gemm_w4a16_n2880_k2880_bf16_bf16_prepacked_bm16") == 0);
-    CHECK(gemm_prewarm_specs(Arch::sm_120a, 4096, 4096, 132).empty());
-    // two k groups: named, and recovered from the spec (its thread count) for either producer
-    GemmTile kg = t;
-    kg.k_groups = 2;
-    for (ScaleLayout layout : {ScaleLayout::linear, gemm_weight_layout({}, true)}) {
-      const KernelSpec s = gemm_spec(Arch::sm_90a, 2880, 2880, DType::bf16, DType::bf16, layout, kNoDType, kg);
-      CHECK(gemm_tile_of(s) == kg);
-      CHECK(gemm_tile_of(gemm_spec(Arch::sm_90a, 2880, 2880, DType::bf16, DType::bf16, layout, kNoDType, t)) == t);
-      CHECK(generate(s).name.find(fmt::format("_wg{}_kg2_", t.consumers)) != std::string::npos);
-    }
-    CHECK(describe(kg).find(" kg2 ") != std::string::npos);
-  }
-
   TEST_CASE("prewarm of a weight shape holds every kernel a W4A16 or W4A4 gemm of it loads") {
     const std::vector<KernelSpec> specs = prewarm_specs({parse_shape("2880,4096")}, {Arch::sm_90a}, 132);
     auto has = [&](const KernelSpec& spec) { return std::find(specs.begin(), specs.end(), spec) != specs.end(); };
     CHECK(has(prepack_spec(Arch::sm_90a, 4096, ScaleLayout::linear)));
-    for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4, gemm_weight_layout({}, true)}) {
-      if (layout != gemm_weight_layout({}, true))
-        CHECK(has(dequantize_spec(Arch::sm_90a, 4096, DType::bf16, layout)));  // W4A4's decode of A
-      for (int64_t m = 1; m <= 17000; m += m < 3000 ? 1 : 13)
-        CHECK(has(gemm_spec(Arch::sm_90a, 2880, 4096, DType::bf16, DType::bf16, layout, kNoDType,
-                            gemm_tile_at(Arch::sm_90a, 2880, 4096, m, 132, layout == gemm_weight_layout({}, true)))));
+    for (bool prepacked : {false, true})
+      for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4}) {
+        if (!prepacked) CHECK(has(dequantize_spec(Arch::sm_90a, 4096, DType::bf16, layout)));  // W4A4's decode of A
+        const KernelSpec problem = sm90_problem(2880, 4096, prepacked, DType::bf16, DType::bf16, layout);
+        for (int64_t m = 1; m <= 17000; m += m < 3000 ? 1 : 13)
+          if (!has(gemm_spec(problem, gemm_tile_choice(sm90_backend(), problem, nullptr, m, 132)))) {
+            FAIL_CHECK(fmt::format("m = {} prepacked = {}: its kernel is not prewarmed", m, prepacked));
+            break;
+          }
+      }
+    // nothing but the buckets' tiles, for two layouts as stored and one prepacked
+    std::vector<KernelSpec> bucket_specs;
+    for (int bucket : kGemmMBuckets)
+      for (bool prepacked : {false, true})
+        for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4}) {
+          if (prepacked && layout != ScaleLayout::linear) continue;
+          const KernelSpec problem = sm90_problem(4096, 4096, prepacked, DType::bf16, DType::bf16, layout);
+          for (const TileConfig& t : gemm_bucket_tiles(sm90_backend(), problem, bucket, 132))
+            if (std::find(bucket_specs.begin(), bucket_specs.end(), gemm_spec(problem, t)) == bucket_specs.end())
+              bucket_specs.push_back(gemm_spec(problem, t));
+        }
+    CHECK(gemm_prewarm(Arch::sm_90a, 4096, 4096) == bucket_specs);
+    CHECK(gemm_prewarm(Arch::sm_120a, 4096, 4096).empty());  // no backend serves it (yet)
+  }
+
+  TEST_CASE("prewarm of a grouped weight holds the grouped kernel of every rows-per-group bucket") {
+    const std::vector<KernelSpec> specs = prewarm_specs({WeightShape{"experts", 1536, 2048, 128}}, {Arch::sm_90a}, 132);
+    auto has = [&](const KernelSpec& spec) { return std::find(specs.begin(), specs.end(), spec) != specs.end(); };
+    KernelSpec problem = sm90_problem(1536, 2048, true);
+    problem.groups = 128;
+    problem.flags |= kFlagGroupedContiguous;
+    for (int64_t rows_per_group = 1; rows_per_group <= 3000; ++rows_per_group) {
+      const KernelSpec spec = gemm_spec(problem, gemm_tile_choice(sm90_backend(), problem, nullptr, rows_per_group, 132));
+      CHECK(spec.tile.split_k == 1);
+      if (!has(spec)) {
+        FAIL_CHECK(fmt::format("{} rows per group: its kernel is not prewarmed", rows_per_group));
+        break;
+      }
     }
+  }
+
+  TEST_CASE("the tile scheduler visits every output tile once, whole clusters first, and splits K exactly") {
+    for (int split_k : {1, 2, 4})
+      for (int64_t m : {1, 7, 100, 257, 1000, 5000})
+        for (int64_t n : {64, 1000, 8192}) {
+          const int block_m = 128, block_n = 128;
+          const GemmGrid grid = gemm_grid(m, n, 4096, block_m, block_n, split_k, 132);
+          const int n_tiles = int((n + block_n - 1) / block_n), k_tiles = 32;
+          std::vector<int> covered(size_t(grid.schedule.m_tiles) * n_tiles, 0);  // k-tiles per output tile
+          std::vector<int64_t> rows(size_t(grid.schedule.m_tiles), 0);
+          auto visit = [&](auto n_tiles_c) {
+            constexpr int N_TILES = decltype(n_tiles_c)::value;
+            for (int c = 0; c < int(grid.clusters); ++c)
+              for (unsigned rank = 0; rank < unsigned(split_k); ++rank) {
+                const nvfp4k::ScheduledTile t =
+                    split_k == 1 ? nvfp4k::schedule_tile<N_TILES, 1, 32>(grid.schedule, c, rank)
+                    : split_k == 2 ? nvfp4k::schedule_tile<N_TILES, 2, 32>(grid.schedule, c, rank)
+                                   : nvfp4k::schedule_tile<N_TILES, 4, 32>(grid.schedule, c, rank);
+                if (split_k == 1 && rank) continue;
+                REQUIRE(t.m_tile < grid.schedule.m_tiles);
+                REQUIRE(t.n_tile < N_TILES);
+                covered[size_t(t.m_tile) * N_TILES + t.n_tile] += t.kt_end - t.kt_begin;
+                rows[size_t(t.m_tile)] = t.m_end - t.m0;
+                CHECK(t.split == (split_k > 1 && c >= grid.schedule.whole_clusters));
+              }
+          };
+          if (n_tiles == 1) visit(std::integral_constant<int, 1>{});
+          else if (n_tiles == 8) visit(std::integral_constant<int, 8>{});
+          else visit(std::integral_constant<int, 64>{});
+          CAPTURE(split_k);
+          CAPTURE(m);
+          CAPTURE(n);
+          for (size_t i = 0; i < covered.size(); ++i)
+            if (covered[i] != k_tiles) {
+              FAIL_CHECK(fmt::format("output tile {} got {} k-tiles, not {}", i, covered[i], k_tiles));
+              break;
+            }
+          int64_t total = 0;
+          for (int64_t r : rows) total += r;
+          CHECK(total == m);
+        }
+  }
+
+  TEST_CASE("grouped: bad arguments fail with a message naming the argument") {
+    static int32_t ends[4] = {1, 2, 3, 4};
+    auto grouped = [] {
+      GroupedGemmArgs g;
+      g.gemm = valid();
+      g.groups = 4;
+      g.group_ends = ends;
+      return g;
+    };
+    auto error_of_grouped = [](const GroupedGemmArgs& g) -> std::string {
+      try {
+        grouped_gemm(g, nullptr);
+      } catch (const Error& e) {
+        return e.status() == Status::cuda_error ? "" : e.what();
+      }
+      return "";
+    };
+    auto check_grouped = [&](const GroupedGemmArgs& g, const std::string& part) {
+      const std::string msg = error_of_grouped(g);
+      CAPTURE(msg);
+      CHECK(msg.find("nvfp4::jit::grouped_gemm: ") == 0);
+      CHECK(msg.find(part) != std::string::npos);
+    };
+    CHECK(error_of_grouped(grouped()) == "");
+    GroupedGemmArgs g = grouped();
+    g.groups = 0;
+    check_grouped(g, "groups = 0 must be positive");
+    g = grouped(), g.layout = GroupedLayout(7);
+    check_grouped(g, "layout = 7 is not a GroupedLayout");
+    g = grouped(), g.group_ends = nullptr;
+    check_grouped(g, "group_ends is null");
+    g = grouped(), g.layout = GroupedLayout::masked;
+    check_grouped(g, "masked_m is null");
+    g = grouped(), g.group_ends = reinterpret_cast<const int32_t*>(buffer + 2);
+    check_grouped(g, "group_ends = ");
+    g = grouped(), g.expected_m = -1;
+    check_grouped(g, "expected_m = -1 is negative");
+    g = grouped(), g.gemm.k = 48;
+    check_grouped(g, "k = 48 must be a positive multiple of 32");
+    g = grouped(), g.layout = GroupedLayout::masked, g.masked_m = ends, g.gemm.m = int64_t(1) << 30;
+    check_grouped(g, "rows in each of 4 groups");
+    // per-group global scales: a grouped weight's, never a dense one's
+    g = grouped(), g.gemm.b.global_scale = {1.0f, reinterpret_cast<const float*>(buffer), true};
+    CHECK(error_of_grouped(g) == "");
+    GemmArgs dense = valid();
+    dense.b.global_scale = g.gemm.b.global_scale;
+    check_error(dense, "b.global_scale.per_row is not supported");
+    // W4A4's workspace counts every group's rows
+    g = grouped(), g.layout = GroupedLayout::masked, g.masked_m = ends, g.gemm.a = nullptr, g.gemm.a_dtype = DType::nvfp4;
+    CHECK(grouped_gemm_workspace_bytes(g) == 4 * g.gemm.m * g.gemm.k * 2);
+  }
+
+  TEST_CASE("grouped tile schedule: every row of every group once, nothing outside A and D") {
+    std::mt19937 rng(7);
+    for (int layout : {nvfp4k::GROUPED_CONTIGUOUS, nvfp4k::GROUPED_MASKED})
+      for (int trial = 0; trial < 200; ++trial) {
+        constexpr int G = 16, N_TILES = 3;
+        const int64_t m = 1 + int64_t(rng() % 300);
+        const int block_m = int(8 * (1 + rng() % 16));
+        std::vector<int> sizes(G);
+        int64_t end = 0;
+        for (int g = 0; g < G; ++g) {
+          if (layout == nvfp4k::GROUPED_MASKED) sizes[size_t(g)] = int(rng() % uint64_t(m + 20)) - 10;  // some out of range
+          else sizes[size_t(g)] = int(end += int64_t(rng() % uint64_t(m / 4 + 2))) - (g == 5 ? 1000 : 0);
+        }
+        GemmGrid grid = gemm_grouped_grid(layout, G, m, 64 * N_TILES, block_m, 64);
+        grid.schedule.group_ends = sizes.data();
+        grid.schedule.group_rows = sizes.data();
+        const int64_t rows = layout == nvfp4k::GROUPED_MASKED ? m * G : m;
+        std::vector<int> seen(size_t(rows) * N_TILES, 0);
+        std::vector<int> owner(size_t(rows), -1);
+        for (int cta = 0; cta < int(grid.clusters); ++cta) {
+          const nvfp4k::ScheduledTile t =
+              layout == nvfp4k::GROUPED_MASKED
+                  ? nvfp4k::schedule_grouped_tile<N_TILES, nvfp4k::GROUPED_MASKED, G, 4>(grid.schedule, cta)
+                  : nvfp4k::schedule_grouped_tile<N_TILES, nvfp4k::GROUPED_CONTIGUOUS, G, 4>(grid.schedule, cta);
+          REQUIRE(t.m0 >= 0);
+          REQUIRE(t.m_end <= rows);
+          CHECK(t.m_end - t.m0 <= block_m);
+          for (int64_t r = t.m0; r < t.m_end; ++r) {
+            ++seen[size_t(r) * N_TILES + t.n_tile];
+            owner[size_t(r)] = t.group;
+          }
+        }
+        // the rows each group should get, from the documented clamping
+        std::vector<int> expected_owner(size_t(rows), -1);
+        int64_t prev = 0;
+        for (int g = 0; g < G; ++g) {
+          int64_t b, e;
+          if (layout == nvfp4k::GROUPED_MASKED) b = g * m, e = b + std::clamp<int64_t>(sizes[size_t(g)], 0, m);
+          else b = prev, e = std::clamp<int64_t>(sizes[size_t(g)], prev, m), prev = e;
+          for (int64_t r = b; r < e; ++r) expected_owner[size_t(r)] = g;
+        }
+        CAPTURE(layout);
+        CAPTURE(m);
+        CAPTURE(block_m);
+        for (int64_t r = 0; r < rows; ++r) {
+          const int want = expected_owner[size_t(r)] >= 0 ? 1 : 0;
+          bool bad = owner[size_t(r)] != expected_owner[size_t(r)];
+          for (int nt = 0; nt < N_TILES; ++nt) bad |= seen[size_t(r) * N_TILES + nt] != want;
+          if (bad) {
+            FAIL_CHECK(fmt::format("row {}: group {} (expected {}), covered {} times", r, owner[size_t(r)],
+                                   expected_owner[size_t(r)], seen[size_t(r) * N_TILES]));
+            break;
+          }
+        }
+      }
+  }
+
+  TEST_CASE("a backend is one registration: prewarm, codegen and tile choice find it") {
+    // A backend for an arch nothing serves here, with one tile and a trivial kernel.
+    struct FakeBackend final : GemmBackend {
+      std::string_view name() const override { return "fake"; }
+      bool serves(Arch arch) const override { return arch == Arch::sm_121a; }
+      std::string unsupported(const KernelSpec& p) const override {
+        return gemm_problem_prepacked(p) ? "no prepacked layout" : "";
+      }
+      TileConfig heuristic(const KernelSpec&, int64_t m, int) const override {
+        TileConfig t;
+        t.block_m = m <= 64 ? 64 : 128, t.block_n = 128, t.block_k = 256, t.threads = 128, t.stages = 2, t.split_k = 1;
+        return t;
+      }
+      std::vector<TileConfig> candidates(const KernelSpec& p, int bucket, int sms) const override {
+        return {heuristic(p, gemm_bucket_m(bucket), sms)};
+      }
+      std::string tile_problem(const KernelSpec&) const override { return {}; }
+      std::string describe(const TileConfig& t) const override { return fmt::format("bm{}", t.block_m); }
+      std::string kernel_name(const KernelSpec& s) const override { return fmt::format("fake_gemm_n{}_bm{}", s.n, s.tile.block_m); }
+      GeneratedKernel generate(const KernelSpec& s) const override {
+        return {kernel_name(s), fmt::format("extern \"C\" __global__ void {}(int) {{}}\n", kernel_name(s))};
+      }
+      unsigned shared_bytes(const KernelSpec&) const override { return 0; }
+      GemmPlan plan(const KernelSpec&, int64_t, int) const override { return {}; }
+      void bind(const KernelSpec&, const GemmCall&, void*) const override {}
+    } fake;
+    REQUIRE(find_gemm_backend(Arch::sm_121a) == nullptr);
+    register_gemm_backend(&fake);
+    const std::vector<KernelSpec> specs = gemm_prewarm(Arch::sm_121a, 1024, 2048);
+    unregister_gemm_backend(&fake);
+    CHECK(find_gemm_backend(Arch::sm_121a) == nullptr);
+    // two layouts as stored (it refuses the prepacked one), two tiles (64 and 128 rows) each
+    REQUIRE(specs.size() == 4);
+    register_gemm_backend(&fake);
+    CHECK(generate(specs[0]).name == "fake_gemm_n1024_bm64");
+    CHECK(op_kernels(Op::gemm).kernel_name(specs[3]) == "fake_gemm_n1024_bm128");
+    const KernelSpec problem = gemm_problem(Arch::sm_121a, 1024, 2048, DType::bf16, DType::bf16, ScaleLayout::linear, false, kNoDType);
+    CHECK(gemm_tile_choice(fake, problem, nullptr, 100, 48).block_m == 128);
+    // the core compiles it like any kernel, for its arch
+    CHECK(!KernelStore::instance().get(specs[0])->cubin.empty());
+    unregister_gemm_backend(&fake);
   }
 
   TEST_CASE("the weight operand: placed nibble x scale factor = e2m1 x scale x 2^-SHIFT, exactly") {

@@ -8,7 +8,7 @@ using namespace nvfp4::jit::detail;
 TEST_SUITE("manifest") {
   TEST_CASE("built-in manifests parse and hold the models' real shapes") {
     const auto names = builtin_manifest_names();
-    CHECK(names == std::vector<std::string>{"deepseek-v3", "llama-3.1-8b", "llama-3.3-70b"});
+    CHECK(names == std::vector<std::string>{"deepseek-v3", "gpt-oss-120b", "llama-3.1-8b", "llama-3.3-70b", "qwen3-30b-a3b"});
     const auto llama = load_manifest("llama-3.1-8b");
     REQUIRE(llama.size() == 4);
     CHECK(llama[3].name == "down_proj");

@@ -10,7 +10,8 @@
 #include "core/nvrtc_compiler.hpp"
 #include "core/prewarm.hpp"
 #include "ops/dequantize_op.hpp"
-#include "ops/gemm_op.hpp"
+#include "gemm_test_util.hpp"
+#include "ops/gemm/m_buckets.hpp"
 #include "ops/prepack_op.hpp"
 #include "ops/row_quantize_op.hpp"
 
@@ -74,13 +75,24 @@ TEST_SUITE("nvrtc") {
     // GEMM paths prewarm leaves out: FP16 activations from a prepacked weight, FP32 out with bias,
     // both the whole-tile (small BM) and step-by-step (large BM) decode.
     for (int bucket : {16, kGemmLargeM})
-      specs.push_back(gemm_spec(Arch::sm_90a, 2880, 2880, DType::fp16, DType::fp32, gemm_weight_layout({}, true),
-                                uint8_t(DType::fp32), gemm_heuristic(Arch::sm_90a, 2880, 2880, bucket, 132)));
-    // two k groups (a tuner candidate) from both weight layouts, with split-K
-    GemmTile two_k_groups{16, 2, 4, 2, 256};
-    two_k_groups.k_groups = 2;
-    for (ScaleLayout layout : {ScaleLayout::swizzled128x4, gemm_weight_layout({}, true)})
-      specs.push_back(gemm_spec(Arch::sm_90a, 2880, 2880, DType::bf16, DType::bf16, layout, kNoDType, two_k_groups));
+      specs.push_back(test::sm90_spec(test::sm90_problem(2880, 2880, true, DType::fp16, DType::fp32, ScaleLayout::linear,
+                                                         uint8_t(DType::fp32)),
+                                      sm90::bucket_tile(2880, 2880, bucket, 132)));
+    // two k slices (a tuner candidate) from both weight layouts, with split-K
+    sm90::Tile two_k_slices{16, 2, 4, 2, 256};
+    two_k_slices.k_slices = 2;
+    for (bool prepacked : {false, true})
+      specs.push_back(test::sm90_spec(test::sm90_problem(2880, 2880, prepacked, DType::bf16, DType::bf16,
+                                                         ScaleLayout::swizzled128x4),
+                                      two_k_slices));
+    // grouped layouts: contiguous from the ModelOpt layout, masked from a prepacked weight
+    for (bool prepacked : {false, true}) {
+      KernelSpec grouped = test::sm90_spec(test::sm90_problem(2880, 2880, prepacked), sm90::bucket_tile(2880, 2880, 16, 132));
+      grouped.tile.split_k = 1;
+      grouped.groups = 8;
+      grouped.flags |= prepacked ? kFlagGroupedMasked : kFlagGroupedContiguous;
+      specs.push_back(grouped);
+    }
     std::vector<std::string> failures(specs.size());
     std::vector<std::thread> threads;
     for (int t = 0; t < 2; ++t)
@@ -105,21 +117,21 @@ TEST_SUITE("nvrtc") {
     // Two consumer warpgroups on 256 rows (split or not, either weight layout) and three on
     // 192 need the producer's registers; without them ptxas spilled after the main loop.
     struct Kernel {
+      bool prepacked;
       ScaleLayout layout;
       DType a, d;
       uint8_t bias;
-      GemmTile tile;
+      sm90::Tile tile;
     };
-    const ScaleLayout prepacked = gemm_weight_layout({}, true);
     const Kernel kernels[] = {
-        {prepacked, DType::bf16, DType::bf16, kNoDType, {256, 2, 3, 1, 128}},
-        {prepacked, DType::fp16, DType::fp32, uint8_t(DType::fp32), {256, 2, 3, 2, 128}},
-        {ScaleLayout::linear, DType::bf16, DType::bf16, kNoDType, {256, 2, 3, 2, 128}},
-        {ScaleLayout::swizzled128x4, DType::bf16, DType::fp32, uint8_t(DType::bf16), {256, 2, 3, 1, 128}},
-        {prepacked, DType::bf16, DType::bf16, kNoDType, {192, 3, 3, 1, 128}},
+        {true, ScaleLayout::linear, DType::bf16, DType::bf16, kNoDType, {256, 2, 3, 1, 128}},
+        {true, ScaleLayout::linear, DType::fp16, DType::fp32, uint8_t(DType::fp32), {256, 2, 3, 2, 128}},
+        {false, ScaleLayout::linear, DType::bf16, DType::bf16, kNoDType, {256, 2, 3, 2, 128}},
+        {false, ScaleLayout::swizzled128x4, DType::bf16, DType::fp32, uint8_t(DType::bf16), {256, 2, 3, 1, 128}},
+        {true, ScaleLayout::linear, DType::bf16, DType::bf16, kNoDType, {192, 3, 3, 1, 128}},
     };
     for (const Kernel& k : kernels) {
-      const KernelSpec spec = gemm_spec(Arch::sm_90a, 28672, 4096, k.a, k.d, k.layout, k.bias, k.tile);
+      const KernelSpec spec = test::sm90_spec(test::sm90_problem(28672, 4096, k.prepacked, k.a, k.d, k.layout, k.bias), k.tile);
       CAPTURE(spec.describe());
       CHECK(largest_stack_frame(nvrtc_compile(generate(spec), Arch::sm_90a)) == 0);
     }

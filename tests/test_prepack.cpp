@@ -1,4 +1,4 @@
-// The prepacked GEMM weight (common/prepacked_weight.cuh): its bit layout decodes to exactly
+// The prepacked GEMM weight (sm90/prepacked_weight.cuh): its bit layout decodes to exactly
 // what the ModelOpt layout decodes to, the CPU prepack puts every value and scale where the
 // kernel's threads look for them, and bad arguments are named. tests/gpu/ runs the GPU
 // prepack and the GEMM on it.
@@ -11,7 +11,7 @@
 
 #include "common/mma_operand.cuh"
 #include "common/nvfp4_format.cuh"
-#include "common/prepacked_weight.cuh"
+#include "sm90/prepacked_weight.cuh"
 #include "nvfp4/jit.hpp"
 
 using namespace nvfp4::jit;

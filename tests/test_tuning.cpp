@@ -1,4 +1,4 @@
-// The tuner's CPU side: candidate tiles per bucket, the tuning table's file (round trip,
+// The tuner's CPU side: the tuning table's file (round trip,
 // version rejection, damaged lines, concurrent writers).
 #include <doctest/doctest.h>
 
@@ -9,8 +9,8 @@
 #include <sstream>
 
 #include "core/tuning_table.hpp"
-#include "ops/gemm_tiles.hpp"
-#include "ops/gemm_tune.hpp"
+#include "ops/gemm/call.hpp"
+#include "ops/gemm/m_buckets.hpp"
 #include "test_util.hpp"
 
 using namespace nvfp4::jit;
@@ -47,43 +47,6 @@ std::string read(const std::string& path) {
 }  // namespace
 
 TEST_SUITE("tuning") {
-  TEST_CASE("candidates: the heuristic's tile first, every candidate buildable, no duplicates") {
-    for (int bucket : kGemmMBuckets)
-      for (int64_t n : {8, 2880, 8192, 28672})
-        for (int64_t k : {32, 2880, 8192, 14336}) {
-          CAPTURE(bucket);
-          CAPTURE(n);
-          CAPTURE(k);
-          const std::vector<GemmTile> c = gemm_candidates(Arch::sm_90a, n, k, bucket, 132);
-          REQUIRE(!c.empty());
-          CHECK(c[0] == gemm_heuristic(Arch::sm_90a, n, k, bucket, 132));
-          for (size_t i = 0; i < c.size(); ++i) {
-            CHECK(gemm_tile_problem(c[i], k) == "");
-            for (size_t j = 0; j < i; ++j) CHECK_FALSE(c[i] == c[j]);
-          }
-        }
-    // a decode bucket on a long K has the whole space: 2 depths x 2 stage counts x 3 splits
-    CHECK(gemm_candidates(Arch::sm_90a, 8192, 8192, 8, 132).size() >= 10);
-  }
-
-  TEST_CASE("tiles the kernel cannot run are rejected with the reason") {
-    GemmTile t{256, 2, 8, 1, 128};
-    CHECK(gemm_tile_problem(t, 8192).find("shared memory") != std::string::npos);
-    t = {8, 1, 4, 4, 256};
-    CHECK(gemm_tile_problem(t, 1024).find("split") != std::string::npos);  // 4 k-tiles over 4 splits
-    t = {8, 1, 4, 3, 256};
-    CHECK(gemm_tile_problem(t, 8192).find("split_k 3") != std::string::npos);
-    t = {12, 1, 4, 1, 256};
-    CHECK(gemm_tile_problem(t, 8192).find("block_m") != std::string::npos);
-    t = {8, 1, 4, 1, 64};
-    CHECK(gemm_tile_problem(t, 8192).find("block_k") != std::string::npos);
-    t = {128, 1, 4, 1, 128};
-    t.k_groups = 2;  // 640 threads cannot hold 64 accumulators each and the decode
-    CHECK(gemm_tile_problem(t, 8192).find("2 k groups at block_m 128") != std::string::npos);
-    t.block_m = 64;
-    CHECK(gemm_tile_problem(t, 8192) == "");
-  }
-
   TEST_CASE("table round trip; another version's table is ignored with a note; damaged lines are skipped") {
     const std::vector<TuningEntry> entries{entry(8192, 8, 2, 28.5), entry(8192, kGemmLargeM, 1, 870.25),
                                            entry(4096, 64, 4, 40)};

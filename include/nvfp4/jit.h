@@ -191,6 +191,21 @@ nvfp4_status nvfp4_jit_moe_stage(const nvfp4_moe_stage_args* args, CUstream stre
 nvfp4_status nvfp4_jit_gemm(const nvfp4_gemm_args* args, CUstream stream);
 /* Workspace bytes nvfp4_jit_gemm needs for `args` (W4A4: m * k * 2, else 0; -1: bad input). */
 int64_t nvfp4_jit_gemm_workspace_bytes(const nvfp4_gemm_args* args);
+
+/* A grouped GEMM (mixture of experts), as nvfp4::jit::grouped_gemm (jit.hpp says what each
+   field means for the groups). */
+typedef enum nvfp4_grouped_layout { NVFP4_GROUPED_CONTIGUOUS = 1, NVFP4_GROUPED_MASKED = 2 } nvfp4_grouped_layout;
+typedef struct nvfp4_grouped_gemm_args {
+  nvfp4_gemm_args gemm;
+  int32_t groups;
+  nvfp4_grouped_layout layout;
+  const int32_t* group_ends; /* contiguous: [groups] cumulative row ends, on the device */
+  const int32_t* masked_m;   /* masked: [groups] rows of each group, on the device */
+  int64_t expected_m;        /* rows per group the kernel is chosen for; 0: derived from m */
+} nvfp4_grouped_gemm_args;
+nvfp4_status nvfp4_jit_grouped_gemm(const nvfp4_grouped_gemm_args* args, CUstream stream);
+/* Workspace bytes nvfp4_jit_grouped_gemm needs for `args` (W4A4, else 0; -1: bad input). */
+int64_t nvfp4_jit_grouped_gemm_workspace_bytes(const nvfp4_grouped_gemm_args* args);
 nvfp4_status nvfp4_jit_prepack(const nvfp4_prepack_args* args, CUstream stream);
 /* Bytes of a prepacked weight [n, k] (-1: bad input). */
 int64_t nvfp4_jit_prepacked_bytes(int64_t n, int64_t k);

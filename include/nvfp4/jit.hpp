@@ -218,6 +218,35 @@ void gemm(const GemmArgs& args, CUstream stream);
 // Bytes of workspace gemm needs for `args` (W4A4: m * k * 2; otherwise 0).
 int64_t gemm_workspace_bytes(const GemmArgs& args);
 
+// A grouped GEMM (mixture of experts): group g multiplies its rows of A by its own weight g.
+enum class GroupedLayout : uint8_t {
+  contiguous = 1,  // A [m, k] sorted by group, group g's rows [group_ends[g-1], group_ends[g])
+  masked = 2,      // A [groups, m, k], group g's first masked_m[g] rows
+};
+struct GroupedGemmArgs {
+  // As for gemm, except:
+  // - m: contiguous: rows of A and D (at least group_ends[groups - 1]); masked: rows per group.
+  // - a, d (and a_fp4 for W4A4): contiguous [m, k] / [m, n]; masked [groups, m, k] / [groups, m, n]
+  //   (row strides as gemm's; a group's rows follow the previous group's).
+  // - b: every group's weight, one after the other: data [groups, n, k/2] (row stride as gemm's),
+  //   scales [groups] x what one weight's take (either layout), or prepacked: prepacked_bytes(n, k)
+  //   per group. b.global_scale: one for all groups, or per group: device_ptr with per_row = true
+  //   holds [groups] values (ModelOpt's per-expert weight_scale_2). bias [n] is every group's.
+  // - W4A4: A's global scale per tensor or per row (of all groups' rows).
+  GemmArgs gemm{};
+  int32_t groups = 0;
+  GroupedLayout layout = GroupedLayout::contiguous;
+  // On the device, read when the kernel runs (CUDA graphs may change them between replays).
+  // An end below the previous one leaves its group empty; one past m counts as m. A count
+  // outside [0, m] is clamped to it. No row outside A and D is ever read or written.
+  const int32_t* group_ends = nullptr;  // contiguous: [groups] cumulative row ends
+  const int32_t* masked_m = nullptr;    // masked: [groups] rows of each group
+  int64_t expected_m = 0;               // rows per group the kernel is chosen for; 0: 1.25 m / groups (contiguous), m (masked)
+};
+void grouped_gemm(const GroupedGemmArgs& args, CUstream stream);
+// Bytes of workspace grouped_gemm needs for `args` (W4A4: all groups' rows * k * 2; otherwise 0).
+int64_t grouped_gemm_workspace_bytes(const GroupedGemmArgs& args);
+
 // What a GEMM kernel is specialized on, besides M: the tuner's unit of work. (W4A4 runs the
 // BF16 kernel, so a_dtype = nvfp4 tunes the same kernels as bf16.)
 struct GemmProblem {

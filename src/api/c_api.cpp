@@ -70,6 +70,17 @@ nvfp4::jit::GemmArgs to_cpp(const nvfp4_gemm_args& g) {
   return a;
 }
 
+nvfp4::jit::GroupedGemmArgs to_cpp(const nvfp4_grouped_gemm_args& g) {
+  nvfp4::jit::GroupedGemmArgs a;
+  a.gemm = to_cpp(g.gemm);
+  a.groups = g.groups;
+  a.layout = static_cast<nvfp4::jit::GroupedLayout>(g.layout);
+  a.group_ends = g.group_ends;
+  a.masked_m = g.masked_m;
+  a.expected_m = g.expected_m;
+  return a;
+}
+
 void require(const void* args, const char* who) {
   if (!args) throw nvfp4::jit::Error(nvfp4::jit::Status::invalid_argument, std::string(who) + ": args is null");
 }
@@ -202,6 +213,22 @@ int64_t nvfp4_jit_gemm_workspace_bytes(const nvfp4_gemm_args* args) {
   guarded([&] {
     require(args, "nvfp4_jit_gemm_workspace_bytes");
     bytes = nvfp4::jit::gemm_workspace_bytes(to_cpp(*args));
+  });
+  return bytes;
+}
+
+nvfp4_status nvfp4_jit_grouped_gemm(const nvfp4_grouped_gemm_args* args, CUstream stream) {
+  return guarded([&] {
+    require(args, "nvfp4_jit_grouped_gemm");
+    nvfp4::jit::grouped_gemm(to_cpp(*args), stream);
+  });
+}
+
+int64_t nvfp4_jit_grouped_gemm_workspace_bytes(const nvfp4_grouped_gemm_args* args) {
+  int64_t bytes = -1;
+  guarded([&] {
+    require(args, "nvfp4_jit_grouped_gemm_workspace_bytes");
+    bytes = nvfp4::jit::grouped_gemm_workspace_bytes(to_cpp(*args));
   });
   return bytes;
 }

@@ -13,7 +13,9 @@
 #include "cli/bench_util.hpp"
 #include "core/gpu_util.hpp"
 #include "nvfp4/jit.hpp"
-#include "ops/gemm_op.hpp"
+#include "ops/gemm/gemm.hpp"
+#include "ops/gemm/m_buckets.hpp"
+#include "ops/gemm/sm90/tiles.hpp"
 
 namespace nvfp4::jit::cli {
 
@@ -237,11 +239,11 @@ std::string bench_gemm(bool quick, const GemmBenchFilter& only) {
           for (int ks : {1, 2, 4, 8}) {
             const int wg = bm >= 128 ? 2 : 1;
             if ((bm >= 128 && (stages > 4 || bk > 128)) || (bk == 256 && stages > 4 && bm > 16)) continue;
-            const GemmTile tile{bm, wg, stages, ks, bk};
+            const sm90::Tile tile{bm, wg, stages, ks, bk};
             const double us = time_us(timer, runs, [&](int i) {
               g.b.data = weights.packed[size_t(i % 6)].get();
               g.b.scales = weights.scales[size_t(i % 6)].get();
-              gemm_with_tile(g, tile, nullptr);
+              gemm_with_tile(g, sm90::to_config(tile), nullptr);
             });
             std::printf("    M=%-5lld %3d/%d/%d/%d/%d %9.2f us\n", (long long)m, bm, bk, wg, stages, ks, us);
             json += fmt::format(
@@ -253,6 +255,116 @@ std::string bench_gemm(bool quick, const GemmBenchFilter& only) {
     json += "]";
   }
   return json + "}";
+}
+
+}  // namespace nvfp4::jit::cli
+
+namespace nvfp4::jit::cli {
+
+namespace {
+
+// One MoE layer's expert GEMM: `experts` weights [n, k], tokens routed to `topk` of them each.
+struct MoeShape {
+  const char* name;
+  int64_t n, k;
+  int experts, topk;
+};
+
+}  // namespace
+
+std::string bench_grouped(bool quick) {
+  std::mt19937 rng(std::random_device{}());
+  EventTimer timer;
+  Cublas cublas;
+  const int runs = quick ? 5 : 20;
+  const double copy_bps = copy_bandwidth(timer);
+  std::printf("bench grouped: contiguous grouped_gemm, BF16 activations, prepacked NVFP4 experts, BF16 out,\n");
+  std::printf("  uniform routing (distinct experts per token), median of %d runs, columns timed in turns\n", runs);
+  std::printf("  floor: the touched experts' NVFP4 bytes plus A and D at %.0f GB/s (copy); dense: our gemm on\n", copy_bps / 1e9);
+  std::printf("  all routed rows and one expert's weight; cuBLAS: BF16 GEMM per touched expert (a loop)\n");
+  std::printf("  %-14s %6s %6s %8s %9s %9s %8s %9s %10s %9s\n", "shape", "tokens", "rows", "experts", "ours us",
+              "floor us", "of floor", "dense us", "cuBLAS us", "speedup");
+  const std::vector<MoeShape> shapes = quick ? std::vector<MoeShape>{{"dsv3 gate_up", 4096, 7168, 256, 8},
+                                                                      {"qwen3-30b", 1536, 2048, 128, 8}}
+                                             : std::vector<MoeShape>{{"dsv3 gate_up", 4096, 7168, 256, 8},
+                                                                     {"dsv3 down", 7168, 2048, 256, 8},
+                                                                     {"qwen3-30b", 1536, 2048, 128, 8},
+                                                                     {"gpt-oss-120b", 5760, 2880, 128, 4}};
+  const std::vector<int64_t> token_counts = quick ? std::vector<int64_t>{1, 16, 512, 4096}
+                                                  : std::vector<int64_t>{1, 16, 128, 512, 4096, 16384};
+  std::string json = "[";
+  for (const MoeShape& s : shapes) {
+    // every expert's weight: one random weight prepacked into each slot (distinct addresses, so
+    // L2 holds none of them for the next call); BF16 copies for the peer, filled with a constant
+    const int64_t expert_bytes = prepacked_bytes(s.n, s.k);
+    DeviceBuffer packed = to_device(random_bytes(size_t(s.n * s.k / 2), rng)),
+                 scales = to_device(random_scales(size_t(s.n * s.k / 16), rng));
+    DeviceBuffer experts(size_t(expert_bytes * s.experts));
+    for (int e = 0; e < s.experts; ++e) {
+      PrepackArgs pre;
+      pre.weight.data = packed.get(), pre.weight.scales = scales.get();
+      pre.n = s.n, pre.k = s.k, pre.out = experts.as<unsigned char>() + e * expert_bytes;
+      prepack(pre, nullptr);
+    }
+    DeviceBuffer bf16_experts(cublas.ok() ? size_t(s.n * s.k * 2) * s.experts : 16);
+    bf16_experts.fill(0x3C);
+    for (int64_t tokens : token_counts) {
+      // routing: each token to topk distinct experts, rows sorted by expert
+      std::vector<int32_t> counts(size_t(s.experts), 0);
+      for (int64_t t = 0; t < tokens; ++t) {
+        std::vector<int> chosen;
+        while (int(chosen.size()) < s.topk) {
+          const int e = int(rng() % uint64_t(s.experts));
+          if (std::find(chosen.begin(), chosen.end(), e) == chosen.end()) chosen.push_back(e);
+        }
+        for (int e : chosen) ++counts[size_t(e)];
+      }
+      std::vector<int32_t> ends(size_t(s.experts));
+      int64_t rows = 0, touched = 0;
+      for (int e = 0; e < s.experts; ++e) {
+        rows += counts[size_t(e)];
+        touched += counts[size_t(e)] > 0;
+        ends[size_t(e)] = int32_t(rows);
+      }
+      DeviceBuffer a = to_device(random_bf16(size_t(rows * s.k), rng)), d(size_t(rows * s.n * 2)),
+                   d_ends = to_device(ends);
+      GroupedGemmArgs g;
+      g.groups = s.experts;
+      g.gemm.m = rows, g.gemm.n = s.n, g.gemm.k = s.k;
+      g.gemm.a = a.get();
+      g.gemm.b.data = experts.get();
+      g.gemm.b.global_scale.value = 1.0f / 256;
+      g.gemm.b_prepacked = true;
+      g.gemm.weights_static = true;
+      g.gemm.d = d.get();
+      g.group_ends = d_ends.as<int32_t>();
+      GemmArgs dense = g.gemm;
+      std::vector<std::function<void(int)>> bodies{[&](int) { grouped_gemm(g, nullptr); },
+                                                   [&](int) { gemm(dense, nullptr); }};
+      if (cublas.ok())
+        bodies.push_back([&](int) {
+          int64_t row = 0;
+          for (int e = 0; e < s.experts; ++e) {
+            const int64_t r = counts[size_t(e)];
+            if (r)
+              cublas.gemm_bf16(int(r), int(s.n), int(s.k), a.as<uint16_t>() + row * s.k,
+                               bf16_experts.as<uint16_t>() + int64_t(e) * s.n * s.k, d.as<uint16_t>() + row * s.n);
+            row += r;
+          }
+        });
+      const std::vector<double> us = time_us(timer, runs, bodies);
+      const double bytes = double(touched) * s.n * s.k * (0.5 + 1.0 / 16) + 2.0 * rows * (s.k + s.n);
+      const double floor_us = bytes / copy_bps * 1e6, theirs = cublas.ok() ? us[2] : 0;
+      std::printf("  %-14s %6lld %6lld %8lld %9.2f %9.2f %7.0f%% %9.2f %10.2f %8.2fx\n", s.name, (long long)tokens,
+                  (long long)rows, (long long)touched, us[0], floor_us, 100 * floor_us / us[0], us[1], theirs,
+                  theirs > 0 ? theirs / us[0] : 0.0);
+      std::fflush(stdout);
+      json += fmt::format(R"({}{{"shape":"{}","tokens":{},"rows":{},"experts_touched":{},"us":{:.3f},"floor_us":{:.3f},)"
+                          R"("dense_us":{:.3f},"cublas_loop_us":{:.3f}}})",
+                          json.size() > 1 ? "," : "", s.name, tokens, rows, touched, us[0], floor_us, us[1], theirs);
+    }
+  }
+  return json + "]";
 }
 
 }  // namespace nvfp4::jit::cli

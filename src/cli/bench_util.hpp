@@ -47,5 +47,7 @@ struct GemmBenchFilter {
   std::vector<int64_t> ms;
 };
 std::string bench_gemm(bool quick, const GemmBenchFilter& only);
+// grouped_gemm on MoE expert shapes, beside the byte floor, our dense gemm and a cuBLAS loop.
+std::string bench_grouped(bool quick);
 
 }  // namespace nvfp4::jit::cli

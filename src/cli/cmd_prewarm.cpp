@@ -9,6 +9,7 @@
 #include "cli/cli.hpp"
 #include "core/codegen.hpp"
 #include "core/kernel_store.hpp"
+#include "core/op_registry.hpp"
 #include "core/prewarm.hpp"
 
 namespace nvfp4::jit::cli {
@@ -39,14 +40,17 @@ void draw_progress(const PrewarmSummary& s, size_t done) {
 }  // namespace
 
 int cmd_prewarm(const Args& args) {
-  args.allow_only({"--manifest", "--shape", "--arch", "-j", "--json", "--quiet"});
+  args.allow_only({"--manifest", "--shape", "--arch", "--sms", "-j", "--json", "--quiet"});
   if (!args.positional().empty()) throw UsageError(fmt::format("unexpected argument `{}`", args.positional()[0]));
   const std::vector<WeightShape> shapes = shapes_from(args);
   const std::vector<Arch> archs = parse_archs(args.get("--arch", "sm_90a,sm_100a,sm_120a"));
   const int threads = args.get_int("-j", int(std::max(1u, std::thread::hardware_concurrency())));
   if (threads < 1) throw UsageError("-j must be at least 1");
 
-  const std::vector<KernelSpec> specs = prewarm_specs(shapes, archs);
+  // GEMM tiles depend on the SM count of the GPU that will run them (132: H100 SXM, H200)
+  const int sms = args.get_int("--sms", kDefaultSmCount);
+  if (sms < 1 || sms > 1024) throw UsageError(fmt::format("--sms {}: an SM count is 1 to 1024", sms));
+  const std::vector<KernelSpec> specs = prewarm_specs(shapes, archs, sms);
   const bool json = args.has("--json"), quiet = args.has("--quiet");
   const bool bar = !quiet && !json && ::isatty(STDERR_FILENO);
   PrewarmSummary running;
@@ -64,7 +68,7 @@ int cmd_prewarm(const Args& args) {
     } else if (!quiet && !json) {
       const char* what = !e.error.empty() ? "failed  " : e.origin == Origin::compiled ? "compiled" : "cached  ";
       std::fprintf(stderr, "%s %7.1f ms  %s %s\n", what, e.seconds * 1e3, std::string(to_string(e.spec->arch)).c_str(),
-                   generate(*e.spec).name.c_str());
+                   op_kernels(e.spec->op).kernel_name(*e.spec).c_str());
     }
   });
   if (bar) std::fputc('\n', stderr);

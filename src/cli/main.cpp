@@ -18,7 +18,8 @@ verbs:
   tune      time the GEMM tile candidates of model shapes on this GPU, remember the fastest
   cache     stats | ls | verify | prune | clear | export | import: look after the disk cache
   info      library, NVRTC and driver versions, devices, cache roots, manifests
-  bench     core | dequantize | quantize | gemm: time the JIT and the kernels on this GPU
+  bench     core | dequantize | quantize | rmsnorm-quantize | swiglu-quantize | gemm | grouped:
+            time the JIT and the kernels on this GPU
 
 environment:
   NVFP4_JIT_CACHE_DIR    cache root (else $XDG_CACHE_HOME/nvfp4-jit, else ~/.cache/nvfp4-jit)
@@ -32,12 +33,15 @@ exit codes: 0 success, 1 something failed (kernels, cache entries, GPU work),
 
 constexpr const char* kVerbHelp[][2] = {
     {"prewarm", R"(usage: nvfp4-jit prewarm [--manifest NAME|FILE]... [--shape N,K[,G]]...
-                        [--arch sm_90a,sm_100a,sm_120a] [-j N] [--json] [--quiet]
+                        [--arch sm_90a,sm_100a,sm_120a] [--sms N] [-j N] [--json] [--quiet]
 
 Compiles every kernel the given weight shapes need, for every arch given, into the cache.
-Built-in manifests: llama-3.1-8b, llama-3.3-70b, deepseek-v3 (see `nvfp4-jit info`).
+Built-in manifests: llama-3.1-8b, llama-3.3-70b, deepseek-v3, qwen3-30b-a3b, gpt-oss-120b
+(see `nvfp4-jit info`).
 Kernels already in the cache are not compiled again; processes running at once share work.
   --arch    comma-separated targets (default sm_90a,sm_100a,sm_120a; also sm_103a, sm_121a)
+  --sms N   the SM count of the GPUs that will run the kernels: GEMM tiles are chosen for it
+            (default 132: H100 SXM, H200; an error names the right one for a running GPU)
   -j N      compile threads (default: the number of cores)
   --json    print a JSON summary on stdout
   --quiet   no per-kernel lines or progress bar
@@ -74,7 +78,7 @@ Candidates compile in parallel (cached ones load from disk). Needs a GPU (exit 3
 
 Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in manifests.
 )"},
-    {"bench", R"(usage: nvfp4-jit bench core|dequantize|quantize|rmsnorm-quantize|swiglu-quantize|gemm
+    {"bench", R"(usage: nvfp4-jit bench core|dequantize|quantize|rmsnorm-quantize|swiglu-quantize|gemm|grouped
                         [--out FILE.json] [--quick]
                         [--shape N,K]... [--m M[,M...]]
 
@@ -92,6 +96,10 @@ Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in m
               bandwidth, flops / cuBLAS BF16 peak measured in the same process);
               --shape and --m time only those weight shapes (default 8192,8192) and
               those M (default 1, 16, 128, 4096)
+  grouped     grouped_gemm (contiguous, prepacked experts) on DeepSeek-V3, Qwen3-30B-A3B and
+              gpt-oss-120b expert shapes, 1 to 16384 tokens routed uniformly, against the
+              touched experts' byte floor, our dense gemm on the same rows and a per-expert
+              cuBLAS BF16 loop
 Times are GPU time (the host's launch costs are not in them: see bench core).
 Needs a GPU (exit 3 without one).
 )"},
@@ -127,7 +135,7 @@ int main(int argc, char** argv) {
     return kUsage;
   }
   try {
-    const Args args(rest, {"--manifest", "--shape", "--arch", "-j", "--out", "--m", "--runs", "--layout", "--older-than"});
+    const Args args(rest, {"--manifest", "--shape", "--arch", "--sms", "-j", "--out", "--m", "--runs", "--layout", "--older-than"});
     if (args.has("--help") || args.has("-h")) {
       std::fputs(verb_help(verb), stdout);
       return kOk;

@@ -1,12 +1,8 @@
 #include "core/codegen.hpp"
 
-#include "core/error.hpp"
-#include "ops/convert_scales_op.hpp"
-#include "ops/prepack_op.hpp"
-#include "ops/dequantize_op.hpp"
-#include "ops/gemm_op.hpp"
-#include "ops/quantize_op.hpp"
-#include "ops/row_quantize_op.hpp"
+#include <fmt/format.h>
+
+#include "core/op_registry.hpp"
 
 namespace nvfp4::jit::detail {
 
@@ -25,20 +21,6 @@ GeneratedKernel entry_point(const KernelSpec& spec, std::string name, std::strin
   return g;
 }
 
-GeneratedKernel generate(const KernelSpec& spec) {
-  switch (spec.op) {
-    case Op::dequantize: return generate_dequantize(spec);
-    case Op::quantize: return generate_quantize(spec);
-    case Op::row_amax:
-    case Op::amax_finalize: return generate_amax(spec);
-    case Op::convert_scales: return generate_convert_scales(spec);
-    case Op::gemm: return generate_gemm(spec);
-    case Op::rmsnorm_quantize:
-    case Op::swiglu_quantize:
-    case Op::moe_stage: return generate_row_quantize(spec);
-    case Op::prepack: return generate_prepack(spec);
-  }
-  fail(Status::internal, "codegen: unknown op {}", static_cast<int>(spec.op));
-}
+GeneratedKernel generate(const KernelSpec& spec) { return op_kernels(spec.op).generate(spec); }
 
 }  // namespace nvfp4::jit::detail

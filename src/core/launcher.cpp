@@ -8,6 +8,7 @@
 #include "core/driver.hpp"
 #include "core/error.hpp"
 #include "core/kernel_store.hpp"
+#include "core/op_registry.hpp"
 
 namespace nvfp4::jit::detail {
 
@@ -88,7 +89,7 @@ CUfunction load_kernel(const DeviceInfo& device, const KernelSpec& spec, unsigne
          "kernel {} ({}) is not loaded in this CUDA context and the stream is capturing a graph; loading it now "
          "would break the capture. Make the same call once before capturing (after `{}` it loads from the disk "
          "cache in milliseconds)",
-         generate(spec).name, spec.describe(), prewarm_hint);
+         op_kernels(spec.op).kernel_name(spec), spec.describe(), prewarm_hint);
   check_cu(r, "cuStreamIsCapturing");
 
   const auto compiled = KernelStore::instance().get(spec);

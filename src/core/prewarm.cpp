@@ -3,15 +3,14 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <system_error>
 #include <thread>
 #include <unordered_set>
 
-#include "ops/convert_scales_op.hpp"
-#include "ops/dequantize_op.hpp"
-#include "ops/gemm_op.hpp"
-#include "ops/prepack_op.hpp"
-#include "ops/quantize_op.hpp"
-#include "ops/row_quantize_op.hpp"
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "core/op_registry.hpp"
 
 namespace nvfp4::jit::detail {
 
@@ -22,16 +21,11 @@ std::vector<KernelSpec> prewarm_specs(const std::vector<WeightShape>& shapes, co
   auto add = [&](const KernelSpec& spec) {
     if (seen.insert(spec).second) specs.push_back(spec);
   };
+  const std::vector<PrewarmExpansion> expansions = prewarm_expansions();
   for (Arch arch : archs)
-    for (const WeightShape& shape : shapes) {
-      for (const KernelSpec& spec : gemm_prewarm_specs(arch, shape.n, shape.k, sm_count)) add(spec);
-      for (const KernelSpec& spec : dequantize_prewarm_specs(arch, shape.k)) add(spec);
-      for (const KernelSpec& spec : quantize_prewarm_specs(arch, shape.k)) add(spec);
-      for (const KernelSpec& spec : row_quantize_prewarm_specs(arch, shape.k)) add(spec);
-      // Weights may arrive with linear (ModelOpt) scales; other GEMM libraries read them swizzled.
-      add(convert_scales_spec(arch, shape.k, ScaleLayout::linear, ScaleLayout::swizzled128x4));
-      if (arch == Arch::sm_90a) add(prepack_spec(arch, shape.k, ScaleLayout::linear));  // the GEMM's own weight layout
-    }
+    for (const WeightShape& shape : shapes)
+      for (PrewarmExpansion expand : expansions)
+        for (const KernelSpec& spec : expand(arch, shape, sm_count)) add(spec);
   return specs;
 }
 
@@ -61,7 +55,14 @@ PrewarmSummary prewarm(const std::vector<KernelSpec>& specs, int threads,
     }
   };
   std::vector<std::thread> pool;
-  for (int t = 1; t < std::max(threads, 1); ++t) pool.emplace_back(worker);
+  for (int t = 1; t < std::max(threads, 1); ++t) {
+    try {
+      pool.emplace_back(worker);
+    } catch (const std::system_error& e) {  // no more threads: the ones started (and this one) do the rest
+      warn_once("prewarm-threads", fmt::format("prewarm runs on {} threads, not {}: {}", pool.size() + 1, threads, e.what()));
+      break;
+    }
+  }
   worker();
   for (std::thread& t : pool) t.join();
   summary.seconds = std::chrono::duration<double>(clock::now() - start).count();

@@ -28,10 +28,14 @@ struct TileConfig {
   uint8_t stages = 0, cluster_m = 0;
   uint8_t split_k = 0;  // CTAs of a cluster that split K between them (0 or 1: none)
   uint8_t vec = 0;
+  bool operator==(const TileConfig&) const = default;
 };
 
 inline constexpr uint8_t kNoDType = 0xFF;  // a dtype field the op does not use
-enum SpecFlags : uint8_t { kFlagPerRow = 1, kFlagBiasBf16 = 2, kFlagBiasFp32 = 4 };
+enum SpecFlags : uint8_t {
+  kFlagPerRow = 1, kFlagBiasBf16 = 2, kFlagBiasFp32 = 4,
+  kFlagGroupedContiguous = 8, kFlagGroupedMasked = 16,  // a grouped GEMM of `groups` groups
+};
 
 // Fields are laid out without padding so a spec hashes and compares as raw bytes.
 struct KernelSpec {

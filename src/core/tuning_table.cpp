@@ -22,7 +22,7 @@
 #include "core/fs_util.hpp"
 #include "core/kernel_store.hpp"
 #include "core/nvrtc_compiler.hpp"
-#include "ops/gemm_tiles.hpp"
+#include "core/op_registry.hpp"
 
 namespace nvfp4::jit::detail {
 
@@ -243,17 +243,10 @@ std::string tuning_entry_problem(const TuningEntry& e, Arch arch) {
   if (p.op != Op::gemm) return fmt::format("op {} is not a GEMM", int(p.op));
   if (p.arch != arch) return fmt::format("arch {} in a table for {}", int(p.arch), to_string(arch));
   if (p.n <= 0 || p.k <= 0 || p.k % 16) return fmt::format("N = {}, K = {}: not a GEMM shape", p.n, p.k);
-  if (std::find(std::begin(kGemmMBuckets), std::end(kGemmMBuckets), e.m_bucket) == std::end(kGemmMBuckets))
-    return fmt::format("M bucket {} does not exist", e.m_bucket);
   if (!(e.us >= 0 && e.us < 1e9 && e.heuristic_us >= 0 && e.heuristic_us < 1e9)) return "time out of range";
-  if (t.block_n % 64 || t.block_n < 64 || t.block_n > 192) return fmt::format("block_n {} (64, 128 or 192)", t.block_n);
-  // the tile as the GEMM builds it (gemm_op's spec <-> tile mapping), checked by the backend
-  GemmTile tile{t.block_m, t.block_n / 64, t.stages, std::max<int>(t.split_k, 1), t.block_k};
-  tile.k_groups = t.threads > gemm_threads(tile) ? 2 : 1;
-  if (t.threads != gemm_threads(tile)) return fmt::format("{} threads for a tile of {}", t.threads, gemm_threads(tile));
-  if (t.cluster_m > 1 || t.vec > 16) return "cluster_m or vec out of range";
-  if (std::string why = gemm_tile_problem(tile, p.k); !why.empty()) return why;
-  return {};
+  // the bucket and the tile, checked by the op (the GEMM: its arch's backend)
+  const auto check = op_kernels(p.op).tuned_tile_problem;
+  return check ? check(p, e.m_bucket, t) : "an op without tuned tiles";
 }
 
 TuningTable& tuning_table_for(int device_ordinal, Arch arch, const std::string& device_name, int sm_count) {

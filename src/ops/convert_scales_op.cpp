@@ -1,5 +1,6 @@
 #include "ops/convert_scales_op.hpp"
 
+#include "core/op_registry.hpp"
 #include "common/params.cuh"
 #include "common/scale_layout.cuh"
 #include "core/launcher.hpp"
@@ -35,10 +36,24 @@ KernelSpec convert_scales_spec(Arch arch, int64_t k, ScaleLayout src, ScaleLayou
   return spec;
 }
 
+namespace {
+
+std::string convert_scales_kernel_name(const KernelSpec& spec) {
+  return fmt::format("nvfp4_convert_scales_k{}_{}_to_{}", spec.k, layout_name(spec.flags), layout_name(spec.scale_layout));
+}
+
+// Weights may arrive with linear (ModelOpt) scales; other GEMM libraries read them swizzled.
+const bool registered =
+    register_op(Op::convert_scales, {generate_convert_scales, convert_scales_kernel_name}) &&
+    register_prewarm(50, [](Arch arch, const WeightShape& shape, int) {
+      return std::vector<KernelSpec>{convert_scales_spec(arch, shape.k, ScaleLayout::linear, ScaleLayout::swizzled128x4)};
+    });
+
+}  // namespace
+
 GeneratedKernel generate_convert_scales(const KernelSpec& spec) {
   return entry_point(
-      spec, fmt::format("nvfp4_convert_scales_k{}_{}_to_{}", spec.k, layout_name(spec.flags), layout_name(spec.scale_layout)),
-      "convert_scales.cuh", "ConvertScalesParams",
+      spec, convert_scales_kernel_name(spec), "convert_scales.cuh", "ConvertScalesParams",
       fmt::format("nvfp4k::convert_scales<{}, {}, {}LL, {}>(p)", spec.flags, spec.scale_layout, spec.k, spec.tile.threads));
 }
 

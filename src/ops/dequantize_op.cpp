@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/op_registry.hpp"
 #include "common/nvfp4_format.cuh"
 #include "common/params.cuh"
 #include "common/scale_layout.cuh"
@@ -79,11 +80,21 @@ std::vector<KernelSpec> dequantize_prewarm_specs(Arch arch, int64_t k) {
   return specs;
 }
 
-GeneratedKernel generate_dequantize(const KernelSpec& spec) {
+namespace {
+
+std::string dequantize_kernel_name(const KernelSpec& spec) {
   const bool swizzled = spec.scale_layout == nvfp4k::SCALES_SWIZZLED128X4;
-  return entry_point(spec,
-                     fmt::format("nvfp4_dequantize_k{}_{}_{}", spec.k, dtype_name(spec.out_dtype), swizzled ? "sw128x4" : "linear"),
-                     "dequantize.cuh", "DequantizeParams",
+  return fmt::format("nvfp4_dequantize_k{}_{}_{}", spec.k, dtype_name(spec.out_dtype), swizzled ? "sw128x4" : "linear");
+}
+
+const bool registered =
+    register_op(Op::dequantize, {generate_dequantize, dequantize_kernel_name}) &&
+    register_prewarm(20, [](Arch arch, const WeightShape& shape, int) { return dequantize_prewarm_specs(arch, shape.k); });
+
+}  // namespace
+
+GeneratedKernel generate_dequantize(const KernelSpec& spec) {
+  return entry_point(spec, dequantize_kernel_name(spec), "dequantize.cuh", "DequantizeParams",
                      fmt::format("nvfp4k::dequantize<{}, {}LL, {}, {}, {}>(p)", spec.out_dtype, spec.k, spec.scale_layout,
                                  spec.tile.threads, spec.tile.stages));
 }

@@ -1,5 +1,5 @@
-// ModelOpt NVFP4 checkpoints -> the library's GEMM inputs. The formats match (DESIGN.md
-// section 2), so this is checks plus an optional scale-layout rewrite.
+// ModelOpt NVFP4 checkpoints -> the library's GEMM inputs. The formats match (docs/formats.md)
+// so this is checks plus an optional scale-layout rewrite.
 #include <cmath>
 
 #include "nvfp4/jit.hpp"

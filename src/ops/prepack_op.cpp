@@ -1,7 +1,8 @@
 #include "ops/prepack_op.hpp"
 
+#include "core/op_registry.hpp"
 #include "common/params.cuh"
-#include "common/prepacked_weight.cuh"
+#include "sm90/prepacked_weight.cuh"
 #include "core/launcher.hpp"
 #include "ops/validate.hpp"
 
@@ -42,11 +43,25 @@ KernelSpec prepack_spec(Arch arch, int64_t k, ScaleLayout layout) {
   return spec;
 }
 
+namespace {
+
+std::string prepack_kernel_name(const KernelSpec& spec) {
+  return fmt::format("nvfp4_prepack_k{}_{}", spec.k, spec.scale_layout == nvfp4k::SCALES_LINEAR ? "linear" : "sw128x4");
+}
+
+// The sm_90a GEMM's own weight layout; the other archs have no prepacked form.
+const bool registered =
+    register_op(Op::prepack, {generate_prepack, prepack_kernel_name}) &&
+    register_prewarm(60, [](Arch arch, const WeightShape& shape, int) {
+      std::vector<KernelSpec> specs;
+      if (arch == Arch::sm_90a) specs.push_back(prepack_spec(arch, shape.k, ScaleLayout::linear));
+      return specs;
+    });
+
+}  // namespace
+
 GeneratedKernel generate_prepack(const KernelSpec& spec) {
-  return entry_point(spec,
-                     fmt::format("nvfp4_prepack_k{}_{}", spec.k,
-                                 spec.scale_layout == nvfp4k::SCALES_LINEAR ? "linear" : "sw128x4"),
-                     "prepack.cuh", "PrepackParams",
+  return entry_point(spec, prepack_kernel_name(spec), "prepack.cuh", "PrepackParams",
                      fmt::format("nvfp4k::prepack<{}, {}LL, {}>(p)", spec.scale_layout, spec.k, spec.tile.threads));
 }
 

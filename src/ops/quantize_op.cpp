@@ -3,6 +3,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/op_registry.hpp"
 #include "common/nvfp4_quantize.cuh"
 #include "common/params.cuh"
 #include "common/scale_layout.cuh"
@@ -113,21 +114,38 @@ std::vector<KernelSpec> quantize_prewarm_specs(Arch arch, int64_t k) {
   return specs;
 }
 
-GeneratedKernel generate_quantize(const KernelSpec& spec) {
+namespace {
+
+std::string quantize_kernel_name(const KernelSpec& spec) {
   const bool swizzled = spec.scale_layout == nvfp4k::SCALES_SWIZZLED128X4;
-  return entry_point(spec,
-                     fmt::format("nvfp4_quantize_k{}_{}_{}", spec.k, dtype_name(spec.a_dtype), swizzled ? "sw128x4" : "linear"),
-                     "quantize.cuh", "QuantizeParams",
+  return fmt::format("nvfp4_quantize_k{}_{}_{}", spec.k, dtype_name(spec.a_dtype), swizzled ? "sw128x4" : "linear");
+}
+
+std::string amax_kernel_name(const KernelSpec& spec) {
+  if (spec.op == Op::amax_finalize) return "nvfp4_amax_to_global_scale";
+  return fmt::format("nvfp4_row_amax_k{}_{}_{}", spec.k, dtype_name(spec.a_dtype),
+                     spec.flags & kFlagPerRow ? "per_row" : "per_tensor");
+}
+
+const bool registered =
+    register_op(Op::quantize, {generate_quantize, quantize_kernel_name}) &&
+    register_op(Op::row_amax, {generate_amax, amax_kernel_name}) &&
+    register_op(Op::amax_finalize, {generate_amax, amax_kernel_name}) &&
+    register_prewarm(30, [](Arch arch, const WeightShape& shape, int) { return quantize_prewarm_specs(arch, shape.k); });
+
+}  // namespace
+
+GeneratedKernel generate_quantize(const KernelSpec& spec) {
+  return entry_point(spec, quantize_kernel_name(spec), "quantize.cuh", "QuantizeParams",
                      fmt::format("nvfp4k::quantize<{}, {}LL, {}, {}>(p)", spec.a_dtype, spec.k, spec.scale_layout, spec.tile.threads));
 }
 
 GeneratedKernel generate_amax(const KernelSpec& spec) {
   if (spec.op == Op::amax_finalize)
-    return entry_point(spec, "nvfp4_amax_to_global_scale", "amax.cuh", "AmaxParams", "nvfp4k::amax_to_global_scale(p)");
+    return entry_point(spec, amax_kernel_name(spec), "amax.cuh", "AmaxParams", "nvfp4k::amax_to_global_scale(p)");
   const bool per_row = spec.flags & kFlagPerRow;
   return entry_point(
-      spec, fmt::format("nvfp4_row_amax_k{}_{}_{}", spec.k, dtype_name(spec.a_dtype), per_row ? "per_row" : "per_tensor"),
-      "amax.cuh", "AmaxParams",
+      spec, amax_kernel_name(spec), "amax.cuh", "AmaxParams",
       fmt::format("nvfp4k::row_amax<{}, {}LL, {}, {}>(p)", spec.a_dtype, spec.k, per_row ? "true" : "false", spec.tile.threads));
 }
 

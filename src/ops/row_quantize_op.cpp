@@ -5,6 +5,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/op_registry.hpp"
 #include "common/fused_math.cuh"
 #include "common/nvfp4_quantize.cuh"
 #include "common/params.cuh"
@@ -288,12 +289,26 @@ KernelSpec row_quantize_spec(Op op, Arch arch, int64_t k, DType in, ScaleLayout 
   return spec;
 }
 
-GeneratedKernel generate_row_quantize(const KernelSpec& spec) {
+namespace {
+
+std::string row_quantize_kernel_name(const KernelSpec& spec) {
   const bool swizzled = spec.scale_layout == nvfp4k::SCALES_SWIZZLED128X4;
   std::string name = fmt::format("nvfp4_{}_k{}_{}_{}", to_string(spec.op), spec.k, dtype_name(spec.a_dtype),
                                  swizzled ? "sw128x4" : "linear");
   if (spec.op == Op::swiglu_quantize) name += fmt::format("_g{}", spec.n);
-  return entry_point(spec, std::move(name), "row_quantize.cuh", "RowQuantizeParams",
+  return name;
+}
+
+const bool registered =
+    register_op(Op::rmsnorm_quantize, {generate_row_quantize, row_quantize_kernel_name}) &&
+    register_op(Op::swiglu_quantize, {generate_row_quantize, row_quantize_kernel_name}) &&
+    register_op(Op::moe_stage, {generate_row_quantize, row_quantize_kernel_name}) &&
+    register_prewarm(40, [](Arch arch, const WeightShape& shape, int) { return row_quantize_prewarm_specs(arch, shape.k); });
+
+}  // namespace
+
+GeneratedKernel generate_row_quantize(const KernelSpec& spec) {
+  return entry_point(spec, row_quantize_kernel_name(spec), "row_quantize.cuh", "RowQuantizeParams",
                      fmt::format("nvfp4k::row_quantize<{}, {}, {}LL, {}LL, {}, {}>(p)", prologue_of(spec.op), spec.a_dtype,
                                  spec.k, std::max<int64_t>(spec.n, 1), spec.scale_layout, spec.tile.threads));
 }

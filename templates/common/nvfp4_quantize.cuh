@@ -1,4 +1,4 @@
-// Quantizing 16 values to NVFP4 (DESIGN.md section 2), compiled into the kernels and into
+// Quantizing 16 values to NVFP4 (docs/formats.md), compiled into the kernels and into
 // the CPU reference, so both produce the same bits by construction:
 //   scale = e4m3_rne_satfinite(amax / 6 / gscale)
 //   q[i]  = e2m1_rne_satfinite(x[i] / (decode(scale) * gscale))

@@ -101,29 +101,4 @@ struct alignas(64) TmaDescriptor {
 
 enum BiasCode { BIAS_NONE = 0, BIAS_BF16 = 1, BIAS_FP32 = 2 };
 
-// D[m, n] = alpha * a_gscale[m] * w_gscale * sum_k A[m, k] * W[n, k] (+ bias[n]).
-// Passed as a __grid_constant__ parameter so the TMA descriptors stay in parameter space.
-struct GemmParams {
-  TmaDescriptor tma_a;            // activations [M, K], 16-bit
-  TmaDescriptor tma_w;            // packed weights [N, K/2] bytes (unused for a prepacked weight)
-  TmaDescriptor tma_d;            // D [M, N], boxes of m_step rows x 128 bytes (when d_tma)
-  const unsigned char* w_scales;  // E4M3 [N, K/16], layout compiled in; or the prepacked weight
-  const float* w_gscale_ptr;      // GSCALE_DEVICE: one device value
-  float w_gscale_value;           // GSCALE_HOST
-  int w_gscale_mode;
-  float alpha;
-  const float* a_gscale_ptr;      // W4A4: A's global scale on the device, one or one per row (m)
-  float a_gscale_value;           // GSCALE_HOST (1 for W4A16)
-  int a_gscale_mode;
-  const void* bias;               // [N], type compiled in
-  void* d;                        // [M, N] with d_stride elements per row
-  long long d_stride;
-  long long m;
-  long long m_step;               // rows per row tile: ceil(m / tiles), a multiple of 8
-  int m_tiles;                    // row tiles
-  int tile_group;                 // row tiles per group of the tile order (gemm_w4a16.cuh)
-  int d_tma;                      // D is stored through tma_d (16-byte aligned rows)
-  int whole_clusters;             // split-K: clusters taking whole tiles, before those splitting one
-};
-
 }  // namespace nvfp4k

@@ -5,7 +5,7 @@
 namespace nvfp4k {
 
 // SCALES_PREPACKED: the GEMM's prepacked weight, its scales inside the value chunks
-// (common/prepacked_weight.cuh); only a GEMM kernel spec holds it.
+// (sm90/prepacked_weight.cuh); only a GEMM kernel spec holds it.
 enum ScaleLayoutCode { SCALES_LINEAR = 0, SCALES_SWIZZLED128X4 = 1, SCALES_PREPACKED = 2 };
 
 // linear: [rows, kblocks] row-major.

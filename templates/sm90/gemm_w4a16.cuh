@@ -10,8 +10,8 @@
 // Warpgroups 0..WG-1 consume, 64 weight rows each; the threads after them produce: one issues
 // the TMA loads of a STAGES-deep ring guarded by mbarriers, and for the ModelOpt layout a
 // warpgroup of them stages the tiles' block scales (cp.async). A prepacked weight
-// (LAYOUT == SCALES_PREPACKED, common/prepacked_weight.cuh) holds its scales and comes in as
-// one contiguous bulk copy per consumer warpgroup and stage. With KGROUPS = 2 two consumer
+// (LAYOUT == SCALES_PREPACKED, sm90/prepacked_weight.cuh) holds its scales and comes in as
+// one contiguous bulk copy per consumer warpgroup and stage. With KSLICES = 2 two consumer
 // warpgroups share each 64 rows, each decoding half of every stage's k steps (twice the warps
 // to hide latency with, the same stages), and add up in the end.
 // With KSPLIT > 1 the grid is clusters of KSPLIT CTAs: the first GemmParams::whole_clusters
@@ -20,27 +20,33 @@
 // workspace). Splitting only the tiles of a last, partial wave fills it with CTAs of half the
 // work (a wave of whole tiles on all SMs, then one of split ones, is a split tail).
 #pragma once
-#include "common/dependent_launch.cuh"
 #include "common/gemm_epilogue.cuh"
 #include "common/global_scale.cuh"
 #include "common/mma_operand.cuh"
-#include "common/params.cuh"
-#include "common/prepacked_weight.cuh"
+#include "common/ptx/barrier.cuh"
+#include "common/ptx/cluster.cuh"
+#include "common/ptx/copy.cuh"
+#include "common/ptx/dependent_launch.cuh"
 #include "common/scale_layout.cuh"
+#include "common/tile_scheduler.cuh"
+#include "sm90/gemm_params.cuh"
+#include "sm90/prepacked_weight.cuh"
 #include "sm90/ptx.cuh"
 
 namespace nvfp4k::sm90 {
 
 template <int ADT_, int ODT_, int BIAS_, long long N_, long long K_, int LAYOUT_, int WG_, int BM_, int BK_,
-          int STAGES_, int KSPLIT_, int KGROUPS_ = 1>
+          int STAGES_, int KSPLIT_, int KSLICES_ = 1, int GROUPED_ = GROUPED_NONE, int GROUPS_ = 0>
 struct GemmConfig {
   static constexpr int ADT = ADT_, ODT = ODT_, BIAS = BIAS_, LAYOUT = LAYOUT_;
   static constexpr long long N = N_, K = K_;
   static constexpr int WG = WG_, BM = BM_, STAGES = STAGES_, KSPLIT = KSPLIT_;
   // Consumer warpgroups per 64 weight rows, each decoding its share of every stage's k steps
   // (more warps per SM to hide latency at small M, without more CTAs to fill and reduce).
-  static constexpr int KGROUPS = KGROUPS_;
-  static constexpr int CONSUMERS = WG * KGROUPS;  // consumer warpgroups
+  static constexpr int KSLICES = KSLICES_;
+  static constexpr int CONSUMERS = WG * KSLICES;  // consumer warpgroups
+  // A grouped layout (GroupedLayoutCode) of GROUPS groups, each with its own weight.
+  static constexpr int GROUPED = GROUPED_, GROUPS = GROUPS_;
   static constexpr int BK = BK_;          // K per stage: 128 or 256
   static constexpr int KSTEPS = BK / 16;  // wgmma k16 steps per stage
   static constexpr int A_BOXES = BK / 64; // 64-column activation boxes per stage
@@ -77,9 +83,10 @@ struct GemmConfig {
   // three consumers only on a prepacked weight: the ModelOpt layout's scale staging has one
   // producer thread per weight row, 128 of them
   static_assert(WG == 1 || WG == 2 || (WG == 3 && PREPACKED), "1 or 2 consumer warpgroups (3 on a prepacked weight)");
-  static_assert(KGROUPS == 1 || (KGROUPS == 2 && BM <= 64), "k groups: register budget of the larger CTA");
+  static_assert(KSLICES == 1 || (KSLICES == 2 && BM <= 64), "k slices: register budget of the larger CTA");
+  static_assert(GROUPED == GROUPED_NONE || (KSPLIT == 1 && GROUPS > 0), "grouped layouts run unsplit");
   static_assert(STAGE_BYTES % 1024 == 0, "stages must keep the 1024-byte swizzle alignment");
-  static_assert(KSPLIT * KGROUPS == 1 || BN * BM * 4 <= STAGES * STAGE_BYTES, "partial tiles reuse the stage memory");
+  static_assert(KSPLIT * KSLICES == 1 || BN * BM * 4 <= STAGES * STAGE_BYTES, "partial tiles reuse the stage memory");
 };
 
 // Stages the BK/16 scale bytes of weight row `row` for k-tile `kt` at `dst` and arrives on
@@ -125,7 +132,7 @@ __device__ __forceinline__ void stage_tile_scales(unsigned* dst, const unsigned 
 // One warpgroup's share of a stage from the ModelOpt layout (TMA-swizzled packed rows, scales
 // staged per row): its STEPS k16 steps from step j0 (a multiple of STEPS, itself a multiple of
 // 4); local step j's fragment into a[j % FRAGS], then issue(j).
-template <class C, class Op, int STEPS, int GROUP, int FRAGS, class Issue>
+template <class C, class Op, int STEPS, int COMMIT_STEPS, int FRAGS, class Issue>
 __device__ __forceinline__ void decode_modelopt(const unsigned char* w, const unsigned char* scales, int row0, int j0,
                                                 unsigned byte_t, const int (&w_row)[2], const int (&w_swizzle)[2],
                                                 bool (&nan_scale)[2], unsigned (&a)[FRAGS][4], Issue&& issue) {
@@ -163,7 +170,7 @@ __device__ __forceinline__ void decode_modelopt(const unsigned char* w, const un
   auto row_bytes = [&](int h, int j) { return w + w_row[h] + ((((j / 2) << 4) ^ swizzle[h]) | (j % 2) * 8); };
 #pragma unroll
   for (int j = 0; j < STEPS; j += 2) {
-    if constexpr (GROUP == 1) {  // 8 bytes per row and step: fewest registers next to 128 accumulators
+    if constexpr (COMMIT_STEPS == 1) {  // 8 bytes per row and step: fewest registers next to 128 accumulators
 #pragma unroll
       for (int jj = j; jj < j + 2; ++jj) {
 #pragma unroll
@@ -184,7 +191,7 @@ __device__ __forceinline__ void decode_modelopt(const unsigned char* w, const un
 }
 
 // The same from a prepacked weight (STEPS / 4 chunks from `chunks`): per 64-k chunk one 16-byte
-// load of values and one 8-byte load of both rows' scale codes (common/prepacked_weight.cuh),
+// load of values and one 8-byte load of both rows' scale codes (sm90/prepacked_weight.cuh),
 // a shift and an AND per pair, a shift and a LOP3 per scale pair; NaN scales are flagged per
 // row in the weight instead.
 template <class C, class Op, int STEPS, int FRAGS, class Issue>
@@ -244,31 +251,24 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   const bool producer = warp >= 4 * C::CONSUMERS;
   const int ptid = threadIdx.x - 128 * C::CONSUMERS;  // producer thread
   const int cw = warp / 4 % C::WG;                     // consumer's row tile (64 weight rows)
-  const int kg = warp / 4 / C::WG;                     // consumer's k group
-  constexpr int STEPS = C::KSTEPS / C::KGROUPS;        // k16 steps per stage and k group
-  const int j0 = kg * STEPS;                           // the k group's first step
-  // blockIdx.x numbers the output tiles, and the order decides what L2 holds for whom: groups
-  // of tile_group row tiles, within a group every row tile of one weight tile in turn, so the
-  // CTAs sharing a weight tile run together and read it from HBM once while the group's
-  // activations stay in L2 (gemm_tile_group: all row tiles, or one for large activations).
+  const int kslice = warp / 4 / C::WG;                 // consumer's k slice
+  constexpr int STEPS = C::KSTEPS / C::KSLICES;        // k16 steps per stage and k slice
+  const int j0 = kslice * STEPS;                       // the k slice's first step
   constexpr int N_TILES = int((C::N + C::BN - 1) / C::BN);
   const unsigned rank = C::KSPLIT > 1 ? cluster_ctarank() : 0u;
-  // blockIdx.x numbers the clusters; whole clusters come first, so split ones run last
-  const bool split = C::KSPLIT > 1 && int(blockIdx.x) >= p.whole_clusters;
-  const int tile = C::KSPLIT == 1 ? int(blockIdx.x)
-                   : split        ? C::KSPLIT * p.whole_clusters + (int(blockIdx.x) - p.whole_clusters)
-                                  : C::KSPLIT * int(blockIdx.x) + int(rank);
-  const int group = tile / (p.tile_group * N_TILES), in_group = tile % (p.tile_group * N_TILES);
-  const int group_rows = min(p.tile_group, p.m_tiles - group * p.tile_group);
-  const int n_tile = in_group / group_rows, m_tile = group * p.tile_group + in_group % group_rows;
-  const int n0 = n_tile * C::BN;
-  // Row tiles share M evenly (m_step <= BM rows each, a multiple of 8): a tile holding only M's
-  // last few rows made the whole grid up to 25% slower (measured; likely its CTAs outrun their
-  // partners on the same weights, which then miss L2). Box rows past the tile are not stored.
-  const long long m0 = (long long)m_tile * p.m_step;
-  const long long m_end = m0 + p.m_step < p.m ? m0 + p.m_step : p.m;
-  const int kt_begin = split ? int(rank * C::KTILES / C::KSPLIT) : 0;
-  const int kt_end = split ? int((rank + 1) * C::KTILES / C::KSPLIT) : C::KTILES;
+  if constexpr (C::GROUPED != GROUPED_NONE) griddep_wait();  // the groups' sizes may be the previous kernel's output
+  const ScheduledTile tile =
+      C::GROUPED == GROUPED_NONE
+          ? schedule_tile<N_TILES, C::KSPLIT, C::KTILES>(p.schedule, int(blockIdx.x), rank)
+          : schedule_grouped_tile_warp<N_TILES, C::GROUPED, C::GROUPS, C::KTILES>(p.schedule, int(blockIdx.x));
+  if (C::GROUPED != GROUPED_NONE && tile.m0 >= tile.m_end) return;  // past the groups' tiles: the whole CTA
+  // the tile's weight: its group's, rows n0.. of the group's N
+  const unsigned char* w_scales = p.w_scales + tile.group * p.w_group_bytes;
+  const int w_row0 = tile.group * int(C::N);
+  const bool split = tile.split;
+  const int n0 = tile.n_tile * C::BN;
+  const long long m0 = tile.m0, m_end = tile.m_end;  // box rows past the tile are not stored
+  const int kt_begin = tile.kt_begin, kt_end = tile.kt_end;
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::STAGES; ++s) {
@@ -292,23 +292,23 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
       if (ptid == 0) {
         // A prepacked weight's rows are padded to 128 only: with three consumers the last
         // CTA's last 64 rows may lie past them, and are neither loaded nor stored.
-        const int groups = C::PREPACKED && C::WG == 3 && n0 / 64 + C::WG > C::PREPACKED_ROW_BLOCKS
-                               ? int(C::PREPACKED_ROW_BLOCKS - n0 / 64) : C::WG;
-        mbar_arrive_expect_tx(&full[s], C::W_AT + (C::PREPACKED ? groups * C::CHUNK_RUN : C::W_BYTES));
+        const int row_blocks = C::PREPACKED && C::WG == 3 && n0 / 64 + C::WG > C::PREPACKED_ROW_BLOCKS
+                                   ? int(C::PREPACKED_ROW_BLOCKS - n0 / 64) : C::WG;
+        mbar_arrive_expect_tx(&full[s], C::W_AT + (C::PREPACKED ? row_blocks * C::CHUNK_RUN : C::W_BYTES));
         if constexpr (C::PREPACKED) {
 #pragma unroll
           for (int g = 0; g < C::WG; ++g)
-            if (g < groups)
+            if (g < row_blocks)
               bulk_load(stage(s) + C::W_AT + g * C::CHUNK_RUN,
-                        p.w_scales + prepacked::chunk_offset(n0 / 64 + g, (long long)kt * C::CHUNKS, C::K), C::CHUNK_RUN,
+                        w_scales + prepacked::chunk_offset(n0 / 64 + g, (long long)kt * C::CHUNKS, C::K), C::CHUNK_RUN,
                         &full[s]);
         } else {
-          tma_load_2d(stage(s) + C::W_AT, &p.tma_w, &full[s], kt * C::W_ROW, n0);
+          tma_load_2d(stage(s) + C::W_AT, &p.tma_w, &full[s], kt * C::W_ROW, w_row0 + n0);
         }
       }
       if constexpr (!C::PREPACKED) {
         if (ptid < C::BN)
-          stage_tile_scales<C>(reinterpret_cast<unsigned*>(stage(s) + C::SCALE_AT) + ptid * (C::BK / 64), p.w_scales,
+          stage_tile_scales<C>(reinterpret_cast<unsigned*>(stage(s) + C::SCALE_AT) + ptid * (C::BK / 64), w_scales,
                                n0 + ptid, kt, &full[s]);
       }
     };
@@ -327,9 +327,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
       // The weights are no previous kernel's output (GemmArgs::weights_static): the first
       // stages' weights are requested before waiting for that kernel, the activations after.
       // Three stages, not the whole ring: the activations queue behind every request made
-      // before them. With eight stages ahead the consumers started 3-4 us after the last
-      // kernel ended, with three 1.5 us, the wait itself about 1 (globaltimer trace, M = 1,
-      // N = K = 8192): 2-6% faster at M = 1-64.
+      // before them, and with the whole ring ahead the consumers start late (docs/perf.md).
       const int tiles = kt_end - kt_begin, early = min(min(tiles, C::STAGES), 3);
       for (int i = 0; i < early; ++i) load_weights(kt_begin + i, i);
       griddep_wait();
@@ -359,7 +357,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
       w_swizzle[h] = ((w_row[h] >> 7) & (C::W_ROW / 16 - 1)) << 4;
     }
     if constexpr (C::PREPACKED) {  // read now, used after the loop: the latency hides behind it
-      const unsigned char* nan_rows = p.w_scales + prepacked::nan_rows_offset(C::N, C::K) + n0 + row0;
+      const unsigned char* nan_rows = w_scales + prepacked::nan_rows_offset(C::N, C::K) + n0 + row0;
       const bool in_rows = n0 + row0 < 64 * C::PREPACKED_ROW_BLOCKS;  // row0 + 8: the same 64-row block
       nan_scale[0] = in_rows && nan_rows[0] != 0;
       nan_scale[1] = in_rows && nan_rows[8] != 0;
@@ -367,48 +365,46 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
 #pragma unroll
     for (int i = 0; i < C::BM / 2; ++i) acc[i] = 0.0f;
 
-    // Steps go to the tensor cores in groups of GROUP, and wait<1> keeps one group in flight
-    // while the next is decoded: four steps (one 64-k chunk) for small BM, else two (1.5-4%
-    // faster than one at M = 257-641: more wgmma work queued; three consumers on 128 rows 3%
-    // at 6144 x 4096, M = 449), or one where the accumulators leave too few registers (two
-    // consumers above 192 rows) or two were slower (three consumers on 160 rows: 4%; on a
-    // prepacked weight two consumers on 256 rows: 1%).
-    // Fragments alternate between two sets of GROUP where a k-tile holds an even number of
-    // groups: its last group then stays in flight into the next tile, whose first group writes
-    // the other set, and its stage is released once that first group is issued (wait<1>:
-    // every earlier group complete). Otherwise a tile drains before the next one's decode
+    // Steps go to the tensor cores in commits of COMMIT_STEPS, and wait<1> keeps one commit in
+    // flight while the next is decoded: four steps (one 64-k chunk) for small BM, else two (more
+    // wgmma work queued), or one where the accumulators leave too few registers (two consumers
+    // above 192 rows) or two measured slower (docs/perf.md).
+    // Fragments alternate between two sets of COMMIT_STEPS where a k-tile holds an even number of
+    // commits: its last commit then stays in flight into the next tile, whose first commit writes
+    // the other set, and its stage is released once that first commit is issued (wait<1>:
+    // every earlier commit complete). Otherwise a tile drains before the next one's decode
     // rewrites the fragments.
-    constexpr int GROUP = C::BM <= 64 ? 4 : C::WG == 1 || (C::WG == 2 && C::BM <= 192) || (C::WG == 3 && C::BM <= 128) ? 2 : 1;
-    constexpr bool CARRY = STEPS % (2 * GROUP) == 0;
-    constexpr int FRAGS = CARRY ? 2 * GROUP : GROUP;
+    constexpr int COMMIT_STEPS = C::BM <= 64 ? 4 : C::WG == 1 || (C::WG == 2 && C::BM <= 192) || (C::WG == 3 && C::BM <= 128) ? 2 : 1;
+    constexpr bool CARRY = STEPS % (2 * COMMIT_STEPS) == 0;
+    constexpr int FRAGS = CARRY ? 2 * COMMIT_STEPS : COMMIT_STEPS;
     unsigned a[FRAGS][4];
     // Predicated, not branched (a branch in flight makes ptxas serialize the wgmmas); after an
     // aligned wgmma wait the warp is converged and its reads of the stage are done.
     auto release = [&](int stage_index) {
       mbar_arrive_if(&empty[stage_index < 0 ? 0 : stage_index], lane == 0 && stage_index >= 0);
     };
-    int held = -1;  // the previous tile's stage, while its last group may be in flight
+    int held = -1;  // the previous tile's stage, while its last commit may be in flight
     for (int kt = kt_begin, i = 0; kt < kt_end; ++kt, ++i) {
       const int s = i % C::STAGES;
       mbar_wait(&full[s], (i / C::STAGES) & 1);
-      // Local step j's activations start (j / 4) boxes and (j % 4) * 32 bytes after the k group's.
+      // Local step j's activations start (j / 4) boxes and (j % 4) * 32 bytes after the k slice's.
       const unsigned desc_lo = sw128_desc_lo(stage(s) + j0 / 4 * C::A_BOX_BYTES);
-      // Step j's A fragment is in a[j % FRAGS]; at a group's end, its wgmmas.
+      // Step j's A fragment is in a[j % FRAGS]; at a commit's end, its wgmmas.
       auto issue = [&](int j) {
-        if (j % GROUP != GROUP - 1) return;
+        if (j % COMMIT_STEPS != COMMIT_STEPS - 1) return;
         wgmma_fence();
 #pragma unroll
-        for (int jj = j + 1 - GROUP; jj <= j; ++jj)
+        for (int jj = j + 1 - COMMIT_STEPS; jj <= j; ++jj)
           Mma::mma(acc, a[jj % FRAGS], sw128_desc(desc_lo + unsigned(((jj / 4) * C::A_BOX_BYTES + (jj % 4) * 32) >> 4)));
         wgmma_commit();
         wgmma_wait<1>();
-        if (CARRY && j == GROUP - 1) release(held);
+        if (CARRY && j == COMMIT_STEPS - 1) release(held);
       };
       if constexpr (C::PREPACKED)
         decode_prepacked<C, Op, STEPS, FRAGS>(stage(s) + C::W_AT + cw * C::CHUNK_RUN + j0 / 4 * prepacked::CHUNK_BYTES,
                                               tid, a, issue);
       else
-        decode_modelopt<C, Op, STEPS, GROUP, FRAGS>(stage(s) + C::W_AT, stage(s) + C::SCALE_AT, row0, j0, byte_t, w_row,
+        decode_modelopt<C, Op, STEPS, COMMIT_STEPS, FRAGS>(stage(s) + C::W_AT, stage(s) + C::SCALE_AT, row0, j0, byte_t, w_row,
                                                     w_swizzle, nan_scale, a, issue);
       if constexpr (CARRY) {
         held = s;
@@ -431,14 +427,14 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   }
 
   // Partial tiles go to this CTA's (now idle) stage memory, 4 bytes per consumer thread of k
-  // group 0 and accumulator, which (in order) adds those of k group 1 and then, on rank 0, those
+  // group 0 and accumulator, which (in order) adds those of k slice 1 and then, on rank 0, those
   // of the cluster's other CTAs in rank order: deterministic, no workspace.
   float* partial = reinterpret_cast<float*>(smem);
   const int ctid = threadIdx.x % (128 * C::WG);
-  const bool summing = kg == 0;  // holds the sums in the end
-  if constexpr (C::KGROUPS > 1) {
+  const bool summing = kslice == 0;  // holds the sums in the end
+  if constexpr (C::KSLICES > 1) {
     named_barrier(1, 128 * C::CONSUMERS);  // every consumer is done reading the stages
-    if (kg == 1) {
+    if (kslice == 1) {
 #pragma unroll
       for (int i = 0; i < C::BM / 2; ++i) partial[i * 128 * C::WG + ctid] = acc[i];
     }
@@ -471,7 +467,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   const int row0 = cw * 64 + (tid / 32) * 16 + lane / 4;
   // A's global scale (W4A4) is per row of D when a device vector; otherwise folded in here.
   const bool a_per_row = p.a_gscale_mode == GSCALE_DEVICE_PER_ROW;
-  const float scale = p.alpha * global_scale(p.w_gscale_mode, p.w_gscale_value, p.w_gscale_ptr, 0) *
+  const float scale = p.alpha * global_scale(p.w_gscale_mode, p.w_gscale_value, p.w_gscale_ptr, tile.group) *
                       (a_per_row ? 1.0f : global_scale(p.a_gscale_mode, p.a_gscale_value, p.a_gscale_ptr, 0)) *
                       float(1u << Op::SHIFT);
   float bias[2];
@@ -506,10 +502,11 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
 
   // D through shared memory where its tile fits in the stages: each consumer warpgroup's 64
   // columns as slabs of 128-byte rows (128-byte swizzle), one TMA store a slab. The element
-  // stores below cost 10-12% of the time at M = 513-4096 (K = 4096).
+  // stores below write four rows' 16 bytes per warp instruction, which costs at large M.
   constexpr int D_BYTES = C::ODT == DTYPE_FP32 ? 4 : 2, SLAB_COLS = 128 / D_BYTES;
   if constexpr (C::BM % 16 == 0 && C::WG * 64 * C::BM * D_BYTES <= C::STAGES * C::STAGE_BYTES) {
-    if (p.d_tma) {
+    // a grouped tile whose rows end before its box (the next group's rows follow) stores by element
+    if (p.d_tma && (C::GROUPED == GROUPED_NONE || m_end - m0 == p.schedule.m_step)) {
       named_barrier(2, 128 * C::WG);  // every consumer is done with the stages (and partial sums)
       unsigned char* slabs = smem + cw * 64 * C::BM * D_BYTES;  // this warpgroup's
       // D's element (m_local, column c of the warpgroup's 64) in the swizzled slabs

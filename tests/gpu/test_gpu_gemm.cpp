@@ -11,12 +11,13 @@
 #include <thread>
 
 #include "../dequantize_fixture.hpp"
+#include "gemm_output.hpp"
 #include "common/nvfp4_format.cuh"
 #include "core/gpu_util.hpp"
 #include "core/launcher.hpp"
-#include "ops/gemm_op.hpp"
-#include "ops/gemm_tiles.hpp"
-#include "ops/gemm_tune.hpp"
+#include "ops/gemm/dispatch.hpp"
+#include "ops/gemm/gemm.hpp"
+#include "ops/gemm/sm90/tiles.hpp"
 
 using namespace nvfp4::jit;
 using namespace nvfp4::jit::detail;
@@ -42,16 +43,16 @@ struct Case {
   // every output byte must equal the gemm's on the weight as stored
   bool prepacked = false;
   // a tile to run instead of the heuristic's (block_m 0: the heuristic's)
-  GemmTile tile{};
+  sm90::Tile tile{};
 };
 
 void run_gemm(const Case& c, const GemmArgs& g) {
-  GemmTile tile = c.tile;
+  sm90::Tile tile = c.tile;
   // three consumers run on a prepacked weight only; the weight as stored takes two, which
   // give the same bits (each output's k order does not depend on the consumer count)
   if (tile.consumers == 3 && !g.b_prepacked) tile.consumers = 2;
   if (tile.block_m)
-    gemm_with_tile(g, tile, nullptr);
+    gemm_with_tile(g, sm90::to_config(tile), nullptr);
   else
     gemm(g, nullptr);
 }
@@ -59,10 +60,6 @@ void run_gemm(const Case& c, const GemmArgs& g) {
 uint16_t to_half_bits(DType t, float v) {
   return t == DType::bf16 ? nvfp4k::float_to_bf16_bits(v) : nvfp4k::float_to_fp16_bits(v);
 }
-double half_bits_to_double(DType t, uint16_t h) {
-  return t == DType::bf16 ? nvfp4k::bf16_bits_to_float(h) : nvfp4k::fp16_bits_to_float(h);
-}
-
 // ref[m, n] = alpha * gw * sum_k a[m, k] * w[n, k] + bias[n], in float64 over all cores.
 std::vector<double> reference(const Case& c, const std::vector<double>& a, const std::vector<double>& w, double gw,
                               const std::vector<double>& bias) {
@@ -152,7 +149,7 @@ void run_case(const Case& c, std::mt19937& rng) {
       }
       const uint16_t h = to_half_bits(c.a, normal(rng));
       a[size_t(m * lda + k)] = h;
-      ad[size_t(m * c.k + k)] = half_bits_to_double(c.a, h);
+      ad[size_t(m * c.k + k)] = testutil::half_bits_to_double(c.a, h);
     }
   std::vector<double> bias_d;
   std::vector<uint8_t> bias_bytes;
@@ -217,16 +214,7 @@ void run_case(const Case& c, std::mt19937& rng) {
         }
         continue;
       }
-      double v;
-      if (esize == 4) {
-        float f;
-        std::memcpy(&f, &got[at], 4);
-        v = f;
-      } else {
-        uint16_t h;
-        std::memcpy(&h, &got[at], 2);
-        v = half_bits_to_double(c.d, h);
-      }
+      const double v = testutil::output_value(c.d, &got[at]);
       const double r = ref[size_t(m * c.n + n)];
       if (n == nan_row) {  // must be a NaN the kernel wrote, not the poison's
         if (!std::isnan(v) || std::all_of(&got[at], &got[at] + esize, [](uint8_t b) { return b == 0xFF; })) {
@@ -248,7 +236,7 @@ void run_case(const Case& c, std::mt19937& rng) {
   // fp32: accumulation only; BF16 / FP16: the output rounding (2^-9 / 2^-12 relative) dominates
   const double bound = c.d == DType::fp32 ? 1e-5 : c.d == DType::bf16 ? 4e-3 : 1e-3;
   MESSAGE("gemm m=" << c.m << " n=" << c.n << " k=" << c.k << " a=" << int(c.a) << " d=" << int(c.d)
-                    << " layout=" << int(c.layout) << (c.tile.block_m ? " tile " + describe(c.tile) : std::string())
+                    << " layout=" << int(c.layout) << (c.tile.block_m ? " tile " + sm90::describe(c.tile) : std::string())
                     << ": relative Frobenius error " << rel);
   CHECK_MESSAGE(rel <= bound, "m=" << c.m << " n=" << c.n << " k=" << c.k << ": relative error " << rel << " (bound " << bound << ")");
 }
@@ -340,14 +328,14 @@ TEST_SUITE("gpu_gemm") {
 }
 
 TEST_SUITE("gpu_gemm") {
-  // Tiles the tuner may pick that the heuristic does not: two k groups (each 64 rows decoded by
+  // Tiles the tuner may pick that the heuristic does not: two k slices (each 64 rows decoded by
   // two warpgroups, half of every stage each) with and without split-K, both stage depths, both
   // weight layouts (prepacked ones checked bit for bit against the weight as stored).
-  TEST_CASE("gemm with two k groups against a float64 reference") {
+  TEST_CASE("gemm with two k slices against a float64 reference") {
     std::mt19937 rng(std::random_device{}());
     const DType bf16 = DType::bf16, fp32 = DType::fp32;
-    auto with = [](Case c, GemmTile t) {
-      t.k_groups = 2;
+    auto with = [](Case c, sm90::Tile t) {
+      t.k_slices = 2;
       c.tile = t;
       return c;
     };
@@ -367,7 +355,7 @@ TEST_SUITE("gpu_gemm") {
   TEST_CASE("gemm on 128-, 192- and 256-row tiles sharing M evenly, against a float64 reference") {
     std::mt19937 rng(std::random_device{}());
     const DType bf16 = DType::bf16, fp32 = DType::fp32;
-    auto with = [](Case c, GemmTile t) {
+    auto with = [](Case c, sm90::Tile t) {
       c.tile = t;
       return c;
     };
@@ -426,7 +414,7 @@ TEST_SUITE("gpu_gemm") {
         // the last 8 split (ragged N among them)
         {3, 8900, 512, DType::bf16, DType::fp32, ScaleLayout::linear, false, 0, 0, 0, 1.0f, Case::any, 0, false, false,
          {8, 1, 4, 2, 128}},
-        // two k groups (their partial sums meet in shared memory), with and without split-K
+        // two k slices (their partial sums meet in shared memory), with and without split-K
         {3, 72, 2048, DType::bf16, DType::fp32, ScaleLayout::linear, false, 0, 0, 0, 1.0f, Case::any, 0, false, true,
          {8, 1, 4, 2, 256, 2}},
         {9, 72, 160, DType::bf16, DType::fp32, ScaleLayout::swizzled128x4, false, 0, 0, 0, 1.0f, Case::any, 0, false,
@@ -437,6 +425,9 @@ TEST_SUITE("gpu_gemm") {
         // three consumers on a prepacked weight, N = 200: a second CTA with 8 rows of it
         {130, 200, 160, DType::bf16, DType::fp32, ScaleLayout::linear, false, 0, 0, 0, 1.0f, Case::any, 0, false, true,
          {128, 3, 4, 1, 128}},
+        // one consumer on 80 rows, 256-deep stages, a prepacked weight (a grouped test's tile)
+        {130, 384, 1024, DType::bf16, DType::bf16, ScaleLayout::swizzled128x4, false, 0, 0, 0, 1.0f, Case::any, 0, false,
+         true, {80, 1, 3, 1, 256}},
     };
     for (const Case& c : cases) run_case(c, rng);
   }
@@ -458,14 +449,19 @@ TEST_SUITE("gpu_gemm") {
     CHECK(tuned[0].winner_us <= tuned[0].heuristic_us);
     MESSAGE("tuned M<=8 of 1000x4096: heuristic " << tuned[0].heuristic << " " << tuned[0].heuristic_us << " us, winner "
                                                   << tuned[0].winner << " " << tuned[0].winner_us << " us");
+    // the tile gemm's warm path now runs (the pointers only pass validation: nothing is launched)
+    alignas(16) static unsigned char dummy[16];
     GemmArgs probe;
     probe.m = 5, probe.n = problem.n, probe.k = problem.k, probe.d_dtype = DType::fp32;
-    CHECK(describe(gemm_tile_for(current_device(), probe, nullptr)) == tuned[0].winner);
+    probe.a = probe.b.data = probe.b.scales = probe.d = dummy;
+    auto tile_of = [&](const GemmArgs& g) {
+      return sm90::from_config(gemm_dispatch(current_device(), gemm_call(g, "test"), nullptr).spec.tile);
+    };
+    CHECK(sm90::describe(tile_of(probe)) == tuned[0].winner);
     run_case({5, 1000, 4096, DType::bf16, DType::fp32}, rng);
     // other buckets of the problem are untouched: still the heuristic's, trimmed to M's rows
     probe.m = 100;
-    CHECK(gemm_tile_for(current_device(), probe, nullptr) ==
-          gemm_tile_at(Arch::sm_90a, 1000, 4096, 100, current_device().sm_count, false));
+    CHECK(tile_of(probe) == sm90::heuristic_tile(1000, 4096, 100, current_device().sm_count, false));
   }
 }
 

@@ -1,0 +1,69 @@
+#include "ops/gemm/backend.hpp"
+
+#include <algorithm>
+#include <iterator>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "core/op_registry.hpp"
+#include "ops/gemm/m_buckets.hpp"
+
+namespace nvfp4::jit::detail {
+
+namespace {
+
+struct Backends {
+  std::mutex mutex;
+  std::vector<const GemmBackend*> all;  // the newest last
+};
+
+Backends& backends() {
+  static Backends* b = new Backends;  // leaked: kernels may be launched during static destruction
+  return *b;
+}
+
+GeneratedKernel generate_gemm(const KernelSpec& spec) { return gemm_backend(spec.arch, "codegen").generate(spec); }
+std::string gemm_kernel_name(const KernelSpec& spec) { return gemm_backend(spec.arch, "codegen").kernel_name(spec); }
+
+std::string gemm_tuned_tile_problem(const KernelSpec& problem, int m_bucket, const TileConfig& tile) {
+  if (std::find(std::begin(kGemmMBuckets), std::end(kGemmMBuckets), m_bucket) == std::end(kGemmMBuckets))
+    return fmt::format("M bucket {} does not exist", m_bucket);
+  const GemmBackend* backend = find_gemm_backend(problem.arch);
+  if (!backend) return fmt::format("no GEMM backend for {}", to_string(problem.arch));
+  if (std::string why = backend->unsupported(problem); !why.empty()) return why;
+  return backend->tile_problem(gemm_spec(problem, tile));
+}
+
+const bool registered = register_op(Op::gemm, {generate_gemm, gemm_kernel_name, gemm_tuned_tile_problem});
+
+}  // namespace
+
+bool register_gemm_backend(const GemmBackend* backend) {
+  Backends& b = backends();
+  std::lock_guard lock(b.mutex);
+  b.all.push_back(backend);
+  return true;
+}
+
+void unregister_gemm_backend(const GemmBackend* backend) {
+  Backends& b = backends();
+  std::lock_guard lock(b.mutex);
+  b.all.erase(std::remove(b.all.begin(), b.all.end(), backend), b.all.end());
+}
+
+const GemmBackend* find_gemm_backend(Arch arch) {
+  Backends& b = backends();
+  std::lock_guard lock(b.mutex);
+  for (auto it = b.all.rbegin(); it != b.all.rend(); ++it)
+    if ((*it)->serves(arch)) return *it;
+  return nullptr;
+}
+
+const GemmBackend& gemm_backend(Arch arch, const char* who) {
+  if (const GemmBackend* backend = find_gemm_backend(arch)) return *backend;
+  fail(Status::unsupported, "{}: the NVFP4 GEMM has no kernels for {} yet", who, to_string(arch));
+}
+
+}  // namespace nvfp4::jit::detail

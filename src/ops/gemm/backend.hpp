@@ -1,0 +1,63 @@
+// The GEMM's per-arch backends. The front (validation, M buckets, tile choice, tuner, prewarm,
+// dispatch) is written once against this interface; an arch adds a folder with one backend
+// and registers it. A backend's tiles travel through the front as TileConfig, which only the
+// backend interprets.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/codegen.hpp"
+#include "core/launcher.hpp"
+#include "core/spec.hpp"
+#include "ops/gemm/call.hpp"
+
+namespace nvfp4::jit::detail {
+
+// A launch of one kernel on m rows, with what depends on the shape only: grid, block, cluster,
+// shared memory and the shape's fields of the parameter block. A call binds its pointers into a
+// copy of `params`.
+struct GemmPlan {
+  static constexpr size_t kMaxParamBytes = 768;
+  LaunchShape shape;          // shape.programmatic: set by the front where the caller allows it
+  bool early_launch = false;  // worth launching early when the weights are static
+  alignas(64) unsigned char params[kMaxParamBytes] = {};
+};
+
+class GemmBackend {
+ public:
+  virtual ~GemmBackend() = default;
+  virtual std::string_view name() const = 0;
+  virtual bool serves(Arch arch) const = 0;
+  // Why `problem` (a spec without tile) cannot run on this backend; empty when it can.
+  virtual std::string unsupported(const KernelSpec& problem) const = 0;
+  // The tile an untuned call with m rows runs (m is the bucket's largest for the bucket's tile).
+  virtual TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count) const = 0;
+  // The tuner's search space for a bucket, the heuristic's tile first.
+  virtual std::vector<TileConfig> candidates(const KernelSpec& problem, int bucket, int sm_count) const = 0;
+  // Why `spec`'s tile cannot be built or launched here; empty when it can.
+  virtual std::string tile_problem(const KernelSpec& spec) const = 0;
+  // A tile in messages and tuning reports ("bm128 bk128 wg2 s4 ks1").
+  virtual std::string describe(const TileConfig& tile) const = 0;
+  virtual std::string kernel_name(const KernelSpec& spec) const = 0;
+  virtual GeneratedKernel generate(const KernelSpec& spec) const = 0;
+  // Dynamic shared memory the kernel of `spec` needs.
+  virtual unsigned shared_bytes(const KernelSpec& spec) const = 0;
+  // Throws Error(invalid_argument) where m rows are more than one launch covers.
+  virtual GemmPlan plan(const KernelSpec& spec, int64_t m, int sm_count) const = 0;
+  // Writes the call's pointers into `params` (a copy of the plan's).
+  virtual void bind(const KernelSpec& spec, const GemmCall& call, void* params) const = 0;
+};
+
+// One line in the backend's own source file, e.g.
+//   const bool registered = register_gemm_backend(&backend);
+// A backend registered later for an arch takes precedence (a test's fake, say).
+bool register_gemm_backend(const GemmBackend* backend);
+void unregister_gemm_backend(const GemmBackend* backend);
+// The backend that serves `arch`, or null.
+const GemmBackend* find_gemm_backend(Arch arch);
+// Throws Error(unsupported) naming `who` and the arch where none serves it.
+const GemmBackend& gemm_backend(Arch arch, const char* who);
+
+}  // namespace nvfp4::jit::detail

@@ -1,0 +1,180 @@
+#include "ops/gemm/call.hpp"
+
+#include <algorithm>
+#include <climits>
+
+#include "common/params.cuh"
+#include "common/scale_layout.cuh"
+#include "common/tile_scheduler.cuh"
+#include "ops/validate.hpp"
+
+namespace nvfp4::jit::detail {
+
+namespace {
+
+// W4A4's A: the checks dequantize would make on it, named as gemm's arguments.
+void check_fp4_activations(const Check& check, const GemmArgs& g, GemmCall& call) {
+  const int64_t rows = call.rows;
+  if (g.a) check.fail("a", "a is set but a_dtype = nvfp4: pass the NVFP4 activations in a_fp4");
+  check.scale_layout("a_fp4.scale_layout", g.a_fp4.scale_layout);
+  call.a_scale = g.a_fp4.global_scale;  // applied in the epilogue of the GEMM on decoded A
+  call.a_gscale_mode = check.global_scale("a_fp4.global_scale", g.a_fp4.global_scale);
+  const int64_t stride = g.a_fp4.row_stride_bytes ? g.a_fp4.row_stride_bytes : g.k / 2;
+  if (stride < g.k / 2 || stride % 4)
+    check.fail("a_fp4.row_stride_bytes",
+               fmt::format("a_fp4.row_stride_bytes = {} must be at least k/2 = {} and a multiple of 4", stride, g.k / 2));
+  call.a_stride = g.k;  // of the decoded A
+  if (g.m == 0) return;
+  check.not_null("a_fp4.data", g.a_fp4.data);
+  check.aligned("a_fp4.data", g.a_fp4.data, 4);
+  check.not_null("a_fp4.scales", g.a_fp4.scales);
+  check.aligned("a_fp4.global_scale.device_ptr", g.a_fp4.global_scale.device_ptr, 4);
+  if (g.workspace) {
+    check.aligned("workspace", g.workspace, 16);
+    if (g.workspace_bytes < rows * g.k * 2)
+      check.fail("workspace_bytes", fmt::format("workspace_bytes = {} is less than the {} bytes W4A4 needs (rows * k * 2)",
+                                                g.workspace_bytes, rows * g.k * 2));
+  }
+}
+
+// The checks of a GemmArgs, in `call` (whose rows and groups are set).
+void check_gemm_args(const Check& check, const GemmArgs& g, GemmCall& call) {
+  check.not_negative("m", g.m);
+  check.positive("n", g.n);
+  check.positive_multiple("k", g.k, 32, "two NVFP4 blocks, the packed row granule the kernels load");
+  check.dtype_in("a_dtype", g.a_dtype, {DType::bf16, DType::fp16, DType::nvfp4});
+  check.dtype_in("d_dtype", g.d_dtype, {DType::bf16, DType::fp16, DType::fp32});
+  if (g.bias) check.dtype_in("bias_dtype", g.bias_dtype, {DType::bf16, DType::fp32});
+  if (!g.b_prepacked) check.scale_layout("b.scale_layout", g.b.scale_layout);
+  call.args = g;
+  call.a_gscale_mode = nvfp4k::GSCALE_HOST;
+  call.a_stride = g.a_row_stride ? g.a_row_stride : g.k;
+  call.b_stride = g.b.row_stride_bytes ? g.b.row_stride_bytes : g.k / 2;
+  call.d_stride = g.d_row_stride ? g.d_row_stride : g.n;
+  if (call.a_stride < g.k) check.fail("a_row_stride", fmt::format("a_row_stride = {} is less than k = {}", call.a_stride, g.k));
+  if (call.a_stride % 8)
+    check.fail("a_row_stride",
+               fmt::format("a_row_stride = {} must be a multiple of 8 elements (16 bytes, for TMA)", call.a_stride));
+  if (call.b_stride < g.k / 2 && !g.b_prepacked)
+    check.fail("b.row_stride_bytes", fmt::format("b.row_stride_bytes = {} is less than k/2 = {}", call.b_stride, g.k / 2));
+  if (call.b_stride % 16 && !g.b_prepacked)
+    check.fail("b.row_stride_bytes", fmt::format("b.row_stride_bytes = {} must be a multiple of 16 (for TMA)", call.b_stride));
+  if (call.d_stride < g.n) check.fail("d_row_stride", fmt::format("d_row_stride = {} is less than n = {}", call.d_stride, g.n));
+  call.b_gscale_mode = check.global_scale("b.global_scale", g.b.global_scale);
+  if (call.b_gscale_mode == nvfp4k::GSCALE_DEVICE_PER_ROW && call.groups == 0)
+    check.fail("b.global_scale", "b.global_scale.per_row is not supported: a weight has one global scale");
+  if (g.a_dtype == DType::nvfp4) check_fp4_activations(check, g, call);
+  if (g.m > 0) {
+    if (g.a_dtype != DType::nvfp4) {
+      check.not_null("a", g.a);
+      check.aligned("a", g.a, 16);
+    }
+    check.not_null("b.data", g.b.data);
+    check.aligned("b.data", g.b.data, 16);
+    if (!g.b_prepacked) {
+      check.not_null("b.scales", g.b.scales);
+      check.aligned("b.scales", g.b.scales, 16);
+    }
+    check.not_null("d", g.d);
+    check.aligned("d", g.d, g.d_dtype == DType::fp32 ? 4 : 2);
+    if (g.bias) check.aligned("bias", g.bias, g.bias_dtype == DType::fp32 ? 4 : 2);
+    check.aligned("b.global_scale.device_ptr", g.b.global_scale.device_ptr, 4);
+  }
+}
+
+}  // namespace
+
+GemmCall gemm_call(const GemmArgs& g, const char* who) {
+  GemmCall call;
+  call.rows = g.m;
+  call.expected_m = g.m;
+  check_gemm_args(Check(who), g, call);
+  return call;
+}
+
+GemmCall grouped_gemm_call(const GroupedGemmArgs& ga, const char* who) {
+  const Check check(who);
+  const GemmArgs& g = ga.gemm;
+  check.positive("groups", ga.groups);
+  if (ga.layout != GroupedLayout::contiguous && ga.layout != GroupedLayout::masked)
+    check.fail("layout", fmt::format("layout = {} is not a GroupedLayout (contiguous or masked)", int(ga.layout)));
+  check.not_negative("gemm.m", g.m);
+  check.not_negative("expected_m", ga.expected_m);
+  GemmCall call;
+  call.groups = ga.groups;
+  call.layout = ga.layout;
+  call.group_ends = ga.group_ends;
+  call.masked_m = ga.masked_m;
+  const bool masked = ga.layout == GroupedLayout::masked;
+  if (masked && g.m > INT32_MAX / ga.groups)
+    check.fail("gemm.m", fmt::format("gemm.m = {} rows in each of {} groups is more than {} rows", g.m, ga.groups, INT32_MAX));
+  call.rows = masked ? g.m * ga.groups : g.m;
+  // Derived from m, the tile is chosen for a quarter more than the mean rows per group: with
+  // routing's spread, a tile of the mean leaves many groups a second, nearly empty row tile
+  // that streams the group's whole weight again.
+  call.expected_m = ga.expected_m ? ga.expected_m : masked ? g.m : std::max<int64_t>(1, (g.m + g.m / 4) / ga.groups);
+  check_gemm_args(check, g, call);
+  if (g.m > 0) {
+    const int32_t* sizes = masked ? ga.masked_m : ga.group_ends;
+    const char* name = masked ? "masked_m" : "group_ends";
+    check.not_null(name, sizes);
+    check.aligned(name, sizes, 4);
+    if (g.b.global_scale.per_row) check.not_null("gemm.b.global_scale.device_ptr", g.b.global_scale.device_ptr);
+  }
+  return call;
+}
+
+int64_t gemm_tile_rows(const GemmCall& call) { return call.groups ? call.expected_m : call.args.m; }
+
+GemmCall gemm_call_on_decoded_a(const GemmCall& call, const void* decoded_a) {
+  GemmCall inner = call;
+  inner.args.a = decoded_a;
+  inner.args.a_dtype = DType::bf16;
+  inner.args.a_row_stride = call.args.k;
+  inner.a_stride = call.args.k;
+  return inner;
+}
+
+KernelSpec gemm_problem(Arch arch, int64_t n, int64_t k, DType a, DType d, ScaleLayout b_layout, bool b_prepacked,
+                        uint8_t bias) {
+  KernelSpec spec = base_spec(Op::gemm, arch, k, 0);
+  spec.n = n;
+  spec.a_dtype = uint8_t(a == DType::nvfp4 ? DType::bf16 : a);  // W4A4 runs the BF16 kernel on decoded A
+  spec.b_dtype = uint8_t(DType::nvfp4);
+  spec.out_dtype = uint8_t(d);
+  spec.scale_layout = b_prepacked ? uint8_t(nvfp4k::SCALES_PREPACKED) : uint8_t(b_layout);
+  spec.flags = bias == uint8_t(DType::bf16) ? kFlagBiasBf16 : bias == uint8_t(DType::fp32) ? kFlagBiasFp32 : 0;
+  return spec;
+}
+
+KernelSpec gemm_problem(Arch arch, const GemmCall& call) {
+  const GemmArgs& g = call.args;
+  KernelSpec spec = gemm_problem(arch, g.n, g.k, g.a_dtype, g.d_dtype, g.b.scale_layout, g.b_prepacked,
+                                 g.bias ? uint8_t(g.bias_dtype) : kNoDType);
+  if (call.groups) {
+    spec.groups = call.groups;
+    spec.flags |= call.layout == GroupedLayout::masked ? kFlagGroupedMasked : kFlagGroupedContiguous;
+  }
+  return spec;
+}
+
+KernelSpec gemm_problem(Arch arch, const GemmProblem& p) {
+  return gemm_problem(arch, p.n, p.k, p.a_dtype, p.d_dtype, p.scale_layout, p.b_prepacked,
+                      p.has_bias ? uint8_t(p.bias_dtype) : kNoDType);
+}
+
+bool gemm_problem_prepacked(const KernelSpec& problem) { return problem.scale_layout == nvfp4k::SCALES_PREPACKED; }
+
+int gemm_problem_grouped(const KernelSpec& problem) {
+  return problem.flags & kFlagGroupedMasked       ? nvfp4k::GROUPED_MASKED
+         : problem.flags & kFlagGroupedContiguous ? nvfp4k::GROUPED_CONTIGUOUS
+                                                  : nvfp4k::GROUPED_NONE;
+}
+
+KernelSpec gemm_spec(const KernelSpec& problem, const TileConfig& tile) {
+  KernelSpec spec = problem;
+  spec.tile = tile;
+  return spec;
+}
+
+}  // namespace nvfp4::jit::detail

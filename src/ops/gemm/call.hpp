@@ -1,0 +1,50 @@
+// A GEMM call as the front sees it: its arguments validated once (errors name the argument),
+// the strides and scale modes they resolve to, and the problem they compile in.
+#pragma once
+#include <cstdint>
+
+#include "core/spec.hpp"
+#include "nvfp4/jit.hpp"
+
+namespace nvfp4::jit::detail {
+
+struct GemmCall {
+  GemmArgs args;  // W4A4's GEMM: a is the decoded BF16 A, a_dtype bf16
+  int64_t rows = 0;  // of A and D: m, or groups * m (masked)
+  // grouped layouts (groups > 0)
+  int32_t groups = 0;
+  GroupedLayout layout = GroupedLayout::contiguous;
+  const int32_t* group_ends = nullptr;
+  const int32_t* masked_m = nullptr;
+  int64_t expected_m = 0;  // rows per group the tile is chosen for
+  int64_t a_stride = 0, b_stride = 0, d_stride = 0;
+  int b_gscale_mode = 0;  // GlobalScaleCode of b.global_scale
+  int a_gscale_mode = 0;  // of a_scale
+  GlobalScale a_scale;    // A's global scale, applied in the epilogue (W4A4); else 1
+};
+
+// Validates `args` as `who` (the public entry point's name) and resolves defaults. Throws
+// Error(invalid_argument) naming the argument.
+GemmCall gemm_call(const GemmArgs& args, const char* who);
+GemmCall grouped_gemm_call(const GroupedGemmArgs& args, const char* who);
+// The M a call's tile is chosen for: m, or a grouped call's rows per group.
+int64_t gemm_tile_rows(const GemmCall& call);
+
+// W4A4's GEMM: the call on A decoded to BF16 (without its global scale, which the call's
+// epilogue applies) at `decoded_a`, row stride k.
+GemmCall gemm_call_on_decoded_a(const GemmCall& call, const void* decoded_a);
+
+// What a GEMM kernel compiles in besides its tile (the tile fields zero): the key of the
+// tuning table and of the front's warm dispatch. `a` is the kernel's activation type (BF16 or
+// FP16); `bias` kNoDType or the bias DType.
+KernelSpec gemm_problem(Arch arch, int64_t n, int64_t k, DType a, DType d, ScaleLayout b_layout, bool b_prepacked,
+                        uint8_t bias);
+KernelSpec gemm_problem(Arch arch, const GemmCall& call);
+KernelSpec gemm_problem(Arch arch, const GemmProblem& problem);
+bool gemm_problem_prepacked(const KernelSpec& problem);
+// nvfp4k::GroupedLayoutCode of a problem (GROUPED_NONE for a dense one).
+int gemm_problem_grouped(const KernelSpec& problem);
+// The problem with `tile`: a kernel spec.
+KernelSpec gemm_spec(const KernelSpec& problem, const TileConfig& tile);
+
+}  // namespace nvfp4::jit::detail

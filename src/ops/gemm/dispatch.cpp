@@ -1,0 +1,87 @@
+#include "ops/gemm/dispatch.hpp"
+
+#include <atomic>
+#include <cstring>
+#include <optional>
+#include <cstdlib>
+#include <string>
+#include <unordered_map>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "core/driver.hpp"
+#include "core/error.hpp"
+#include "ops/gemm/m_buckets.hpp"
+#include "ops/gemm/tile_choice.hpp"
+#include "ops/gemm/tune.hpp"
+
+namespace nvfp4::jit::detail {
+
+namespace {
+
+std::atomic<uint64_t> tuning_generation{0};
+
+struct Key {
+  uint64_t context_id;
+  KernelSpec problem;
+  int64_t m, tile_rows;
+  bool operator==(const Key& o) const { return std::memcmp(this, &o, sizeof o) == 0; }
+};
+static_assert(std::has_unique_object_representations_v<Key>, "Key must have no padding");
+struct KeyHash {
+  size_t operator()(const Key& k) const noexcept { return size_t(XXH3_64bits(&k, sizeof k)); }
+};
+
+// A serving loop repeats its layers' shapes and a bounded set of M; a thread that sees more
+// than this many starts over rather than grow without bound.
+constexpr size_t kMaxEntries = 4096;
+
+bool capturing(CUstream stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  const CUresult r = driver().cuStreamIsCapturing(stream, &status);
+  return r != CUDA_SUCCESS || status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
+bool autotune_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("NVFP4_JIT_AUTOTUNE");
+    return v && std::string(v) == "1";
+  }();
+  return on;
+}
+
+GemmKernel choose_and_load(const DeviceInfo& device, const KernelSpec& problem, const GemmCall& call, CUstream stream) {
+  const GemmBackend& backend = gemm_backend(device.arch, "nvfp4::jit::gemm");
+  if (std::string why = backend.unsupported(problem); !why.empty())
+    fail(Status::unsupported, "nvfp4::jit::gemm: {} on {}", why, to_string(device.arch));
+  const int64_t m = gemm_tile_rows(call);
+  const int bucket = gemm_m_bucket(m);
+  std::optional<TileConfig> tuned = gemm_tuned_tile(device, problem, bucket);
+  if (!tuned && autotune_enabled() && !capturing(stream)) {
+    tune_gemm(device, problem, {bucket}, 10);
+    tuned = gemm_tuned_tile(device, problem, bucket);
+  }
+  const TileConfig tile = gemm_tile_choice(backend, problem, tuned ? &*tuned : nullptr, m, device.sm_count);
+  return load_gemm_kernel(device, backend, gemm_spec(problem, tile), call.args.m, stream, call);
+}
+
+}  // namespace
+
+void gemm_tuning_changed() { tuning_generation.fetch_add(1, std::memory_order_relaxed); }
+
+const GemmKernel& gemm_dispatch(const DeviceInfo& device, const GemmCall& call, CUstream stream) {
+  thread_local std::unordered_map<Key, GemmKernel, KeyHash> kernels;
+  thread_local uint64_t generation = 0;
+  if (const uint64_t now = tuning_generation.load(std::memory_order_relaxed); now != generation) {
+    kernels.clear();
+    generation = now;
+  }
+  const Key key{device.context_id, gemm_problem(device.arch, call), call.args.m, gemm_tile_rows(call)};
+  if (auto it = kernels.find(key); it != kernels.end()) return it->second;
+  GemmKernel kernel = choose_and_load(device, key.problem, call, stream);
+  if (kernels.size() >= kMaxEntries) kernels.clear();
+  return kernels.emplace(key, kernel).first->second;
+}
+
+}  // namespace nvfp4::jit::detail

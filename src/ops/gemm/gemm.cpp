@@ -1,0 +1,101 @@
+// The public GEMM entry points: validate once, find the warm kernel, launch. W4A4 on a backend
+// without an FP4 MMA decodes A first.
+#include "ops/gemm/gemm.hpp"
+
+#include "core/driver.hpp"
+#include "core/error.hpp"
+#include "ops/dequantize_op.hpp"
+#include "ops/gemm/dispatch.hpp"
+#include "ops/validate.hpp"
+
+namespace nvfp4::jit::detail {
+
+namespace {
+
+constexpr const char* kWho = "nvfp4::jit::gemm";
+
+// W4A4: A decoded exactly to BF16 without its global scale (e2m1 x e4m3 has at most 6
+// significant bits and lies in [2^-10, 2688]), then the BF16 kernel, with A's global scale in
+// the epilogue. Both kernels are loaded before anything is enqueued, so a capture error leaves
+// the stream untouched.
+void gemm_w4a4(const GemmCall& call, const DeviceInfo& device, CUstream stream) {
+  const GemmArgs& args = call.args;
+  const int64_t rows = call.rows;
+  // the GEMM's kernel, found for the decoded A (its pointer does not choose the kernel)
+  GemmCall inner = gemm_call_on_decoded_a(call, args.workspace);
+  const GemmKernel& kernel = gemm_dispatch(device, inner, stream);
+  kernel_for(device, dequantize_spec(device.arch, args.k, DType::bf16, args.a_fp4.scale_layout), 0, stream,
+             [&] { return gemm_prewarm_hint(args, call.groups, device); });
+
+  CUdeviceptr owned = 0;
+  if (!args.workspace) {
+    check_cu(driver().cuMemAllocAsync(&owned, size_t(rows * args.k * 2), stream), "cuMemAllocAsync(W4A4 workspace)");
+    inner = gemm_call_on_decoded_a(call, reinterpret_cast<void*>(owned));
+  }
+  DequantizeArgs decode;
+  decode.src = args.a_fp4;
+  decode.src.global_scale = GlobalScale{};  // 1: applied in the GEMM's epilogue instead
+  decode.src_rows = rows;
+  decode.k = args.k;
+  decode.out = const_cast<void*>(inner.args.a);
+  decode.out_dtype = DType::bf16;
+  try {
+    dequantize(decode, stream);
+    launch_gemm(kernel, inner, stream);
+  } catch (...) {
+    if (owned) driver().cuMemFreeAsync(owned, stream);
+    throw;
+  }
+  if (owned) check_cu(driver().cuMemFreeAsync(owned, stream), "cuMemFreeAsync(W4A4 workspace)");
+}
+
+// A validated call (dense or grouped): W4A4 through its decode, else the warm kernel.
+void run_gemm(const GemmCall& call, CUstream stream) {
+  if (call.args.m == 0) return;
+  const DeviceInfo& device = current_device();
+  if (call.args.a_dtype == DType::nvfp4) return gemm_w4a4(call, device, stream);
+  launch_gemm(gemm_dispatch(device, call, stream), call, stream);
+}
+
+}  // namespace
+
+void gemm_with_tile(const GemmArgs& args, const TileConfig& tile, CUstream stream) {
+  const GemmCall call = gemm_call(args, kWho);
+  if (args.a_dtype == DType::nvfp4)  // W4A4 runs the BF16 kernel on decoded A, with gemm's own tile
+    Check(kWho).fail("a_dtype", "a_dtype = nvfp4: a given tile runs BF16 or FP16 activations only", Status::unsupported);
+  if (args.m == 0) return;
+  const DeviceInfo& device = current_device();
+  const GemmBackend& backend = gemm_backend(device.arch, kWho);
+  const KernelSpec spec = gemm_spec(gemm_problem(device.arch, call), tile);
+  if (std::string why = backend.tile_problem(spec); !why.empty())
+    fail(Status::unsupported, "{}: tile {}: {}", kWho, backend.describe(tile), why);
+  launch_gemm(load_gemm_kernel(device, backend, spec, args.m, stream, call), call, stream);
+}
+
+}  // namespace nvfp4::jit::detail
+
+namespace nvfp4::jit {
+
+int64_t gemm_workspace_bytes(const GemmArgs& args) {
+  const detail::Check check("nvfp4::jit::gemm_workspace_bytes");
+  check.not_negative("m", args.m);
+  check.positive_multiple("k", args.k, 32, "two NVFP4 blocks, the packed row granule the kernels load");
+  return args.a_dtype == DType::nvfp4 ? args.m * args.k * 2 : 0;
+}
+
+void gemm(const GemmArgs& args, CUstream stream) { detail::run_gemm(detail::gemm_call(args, detail::kWho), stream); }
+
+void grouped_gemm(const GroupedGemmArgs& args, CUstream stream) {
+  detail::run_gemm(detail::grouped_gemm_call(args, "nvfp4::jit::grouped_gemm"), stream);
+}
+
+int64_t grouped_gemm_workspace_bytes(const GroupedGemmArgs& args) {
+  const detail::Check check("nvfp4::jit::grouped_gemm_workspace_bytes");
+  check.not_negative("gemm.m", args.gemm.m);
+  check.positive("groups", args.groups);
+  check.positive_multiple("gemm.k", args.gemm.k, 32, "two NVFP4 blocks, the packed row granule the kernels load");
+  const int64_t rows = args.layout == GroupedLayout::masked ? args.gemm.m * args.groups : args.gemm.m;
+  return args.gemm.a_dtype == DType::nvfp4 ? rows * args.gemm.k * 2 : 0;
+}
+
+}  // namespace nvfp4::jit

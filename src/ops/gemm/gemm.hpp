@@ -1,0 +1,14 @@
+// The GEMM front's entry points besides the public ones in nvfp4/jit.hpp.
+#pragma once
+#include <cuda.h>
+
+#include "core/spec.hpp"
+#include "nvfp4/jit.hpp"
+
+namespace nvfp4::jit::detail {
+
+// gemm with a given tile instead of the chosen one (the tuner's checks and the benchmarks).
+// Throws Error(unsupported) where the device's backend cannot build or run it.
+void gemm_with_tile(const GemmArgs& args, const TileConfig& tile, CUstream stream);
+
+}  // namespace nvfp4::jit::detail

@@ -1,0 +1,33 @@
+// A GEMM kernel loaded and planned for one M, and its launch with a call's pointers.
+#pragma once
+#include <cuda.h>
+
+#include <cstdint>
+#include <string>
+
+#include "core/launcher.hpp"
+#include "ops/gemm/backend.hpp"
+#include "ops/gemm/call.hpp"
+
+namespace nvfp4::jit::detail {
+
+struct GemmKernel {
+  const GemmBackend* backend = nullptr;
+  KernelSpec spec;
+  CUfunction function = nullptr;
+  GemmPlan plan;
+};
+
+// The command that builds a GEMM's kernels for `device` ahead of time, named in capture errors.
+std::string gemm_prewarm_hint(const GemmArgs& args, int32_t groups, const DeviceInfo& device);
+
+// The kernel of `spec` loaded in the device's context (from memory, disk or NVRTC; never while
+// `stream` is capturing) and planned for m rows.
+GemmKernel load_gemm_kernel(const DeviceInfo& device, const GemmBackend& backend, const KernelSpec& spec, int64_t m,
+                            CUstream stream, const GemmCall& call);
+
+// Binds the call's pointers into a copy of the plan's parameters and launches, early where the
+// caller promised static weights and the plan says it pays.
+void launch_gemm(const GemmKernel& kernel, const GemmCall& call, CUstream stream);
+
+}  // namespace nvfp4::jit::detail

@@ -1,0 +1,189 @@
+// The sm_90a GEMM backend: BF16/FP16 activations (NVFP4 ones decoded to BF16 by the front) x an
+// NVFP4 weight decoded to BF16 in registers, wgmma with fp32 accumulators
+// (templates/sm90/gemm_w4a16.cuh).
+#include <algorithm>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "common/scale_layout.cuh"
+#include "ops/gemm/backend.hpp"
+#include "ops/gemm/schedule.hpp"
+#include "ops/gemm/sm90/tiles.hpp"
+#include "sm90/gemm_params.cuh"
+
+namespace nvfp4::jit::detail::sm90 {
+
+namespace {
+
+static_assert(sizeof(nvfp4k::TmaDescriptor) == sizeof(CUtensorMap));
+static_assert(sizeof(nvfp4k::GemmParams) <= GemmPlan::kMaxParamBytes);
+
+// The wgmma of one k16 step, A (weights) from registers, B (activations) from shared memory:
+// its operand list has BM/2 accumulators, so it is generated for the spec's BM.
+std::string wgmma_prelude(int bm, bool fp16) {
+  std::string acc, outs;
+  for (int i = 0; i < bm / 2; ++i) {
+    acc += fmt::format("{}%{}", i ? ", " : "", i);
+    outs += fmt::format("{}\"+f\"(d[{}])", i ? ", " : "", i);
+  }
+  const int a0 = bm / 2;
+  return fmt::format(
+      "struct Mma {{\n"
+      "  __device__ __forceinline__ static void mma(float (&d)[{0}], const unsigned (&a)[4], unsigned long long desc) {{\n"
+      "    asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{6}, 0;\\n\"\n"
+      "                 \"wgmma.mma_async.sync.aligned.m64n{1}k16.f32.{2}.{2} {{{3}}}, {{%{4}, %{7}, %{8}, %{9}}}, %{5}, p, 1, 1, 0;\\n}}\\n\"\n"
+      "                 : {10}\n"
+      "                 : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(desc), \"r\"(1));\n"
+      "  }}\n"
+      "}};\n\n",
+      bm / 2, bm, fp16 ? "f16" : "bf16", acc, a0, a0 + 4, a0 + 5, a0 + 1, a0 + 2, a0 + 3, outs);
+}
+
+uint8_t bias_code(const KernelSpec& spec) {
+  return spec.flags & kFlagBiasBf16 ? nvfp4k::BIAS_BF16 : spec.flags & kFlagBiasFp32 ? nvfp4k::BIAS_FP32 : nvfp4k::BIAS_NONE;
+}
+
+int d_bytes(const KernelSpec& spec) { return spec.out_dtype == uint8_t(DType::fp32) ? 4 : 2; }
+
+void copy_map(nvfp4k::TmaDescriptor& to, const CUtensorMap& map) { std::memcpy(&to, &map, sizeof map); }
+
+class Sm90Backend final : public GemmBackend {
+ public:
+  std::string_view name() const override { return "sm90"; }
+  bool serves(Arch arch) const override { return arch == Arch::sm_90a; }
+  std::string unsupported(const KernelSpec&) const override { return {}; }
+
+  TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count) const override {
+    Tile t = heuristic_tile(problem.n, problem.k, m, sm_count, gemm_problem_prepacked(problem));
+    if (gemm_problem_grouped(problem)) t.split_k = 1;  // the groups' tiles fill the grid
+    return to_config(t);
+  }
+
+  std::vector<TileConfig> candidates(const KernelSpec& problem, int bucket, int sm_count) const override {
+    std::vector<TileConfig> configs;
+    for (const Tile& t : candidate_tiles(problem.n, problem.k, bucket, sm_count, gemm_problem_prepacked(problem)))
+      if (!gemm_problem_grouped(problem) || t.split_k == 1) configs.push_back(to_config(t));
+    return configs;
+  }
+
+  std::string tile_problem(const KernelSpec& spec) const override {
+    const Tile t = from_config(spec.tile);
+    if (to_config(t) != spec.tile) return "a tile this backend does not describe";
+    if (t.consumers == 3 && !gemm_problem_prepacked(spec))
+      return "a tile of 3 consumer warpgroups runs on a prepacked weight only";
+    if (t.split_k > 1 && gemm_problem_grouped(spec)) return "a grouped GEMM runs unsplit";
+    return sm90::tile_problem(t, spec.k);
+  }
+
+  std::string describe(const TileConfig& tile) const override { return sm90::describe(from_config(tile)); }
+
+  std::string kernel_name(const KernelSpec& spec) const override {
+    const Tile t = from_config(spec.tile);
+    const uint8_t bias = bias_code(spec);
+    const char* layout = spec.scale_layout == nvfp4k::SCALES_PREPACKED       ? "prepacked"
+                         : spec.scale_layout == nvfp4k::SCALES_SWIZZLED128X4 ? "sw128x4"
+                                                                              : "linear";
+    const int grouped = gemm_problem_grouped(spec);
+    return fmt::format("nvfp4_gemm_w4a16_{}n{}_k{}_{}_{}_{}{}_bm{}_bk{}_wg{}{}_s{}_ks{}",
+                       grouped == nvfp4k::GROUPED_NONE       ? ""
+                       : grouped == nvfp4k::GROUPED_MASKED ? fmt::format("masked{}_", spec.groups)
+                                                            : fmt::format("grouped{}_", spec.groups),
+                       spec.n, spec.k,
+                       dtype_name(spec.a_dtype), dtype_name(spec.out_dtype), layout,
+                       bias == nvfp4k::BIAS_BF16 ? "_biasbf16" : bias == nvfp4k::BIAS_FP32 ? "_biasfp32" : "", t.block_m,
+                       t.block_k, t.consumers, t.k_slices > 1 ? fmt::format("x{}", t.k_slices) : "", t.stages, t.split_k);
+  }
+
+  GeneratedKernel generate(const KernelSpec& spec) const override {
+    const Tile t = from_config(spec.tile);
+    const int grouped = gemm_problem_grouped(spec);
+    return entry_point(spec, kernel_name(spec), "sm90/gemm_w4a16.cuh", "GemmParams",
+                       fmt::format("nvfp4k::sm90::gemm_w4a16<nvfp4k::sm90::GemmConfig<{}, {}, {}, {}LL, {}LL, {}, {}, {}, "
+                                   "{}, {}, {}, {}{}>, Mma>(p)",
+                                   spec.a_dtype, spec.out_dtype, bias_code(spec), spec.n, spec.k, spec.scale_layout,
+                                   t.consumers, t.block_m, t.block_k, t.stages, t.split_k, t.k_slices,
+                                   grouped ? fmt::format(", {}, {}", grouped, spec.groups) : ""),
+                       wgmma_prelude(t.block_m, spec.a_dtype == uint8_t(DType::fp16)));
+  }
+
+  unsigned shared_bytes(const KernelSpec& spec) const override { return sm90::shared_bytes(from_config(spec.tile)); }
+
+  GemmPlan plan(const KernelSpec& spec, int64_t m, int sm_count) const override {
+    const Tile t = from_config(spec.tile);
+    const int grouped = gemm_problem_grouped(spec);
+    const GemmGrid grid = grouped ? gemm_grouped_grid(grouped, spec.groups, m, spec.n, t.block_m, 64 * t.consumers)
+                                  : gemm_grid(m, spec.n, spec.k, t.block_m, 64 * t.consumers, t.split_k, sm_count);
+    GemmPlan plan;
+    auto& p = *reinterpret_cast<nvfp4k::GemmParams*>(plan.params);
+    p.schedule = grid.schedule;
+    plan.shape.grid[0] = grid.clusters;
+    plan.shape.grid[2] = unsigned(t.split_k);
+    plan.shape.block[0] = unsigned(threads(t));
+    plan.shape.shared_bytes = sm90::shared_bytes(t);
+    if (t.split_k > 1) {
+      plan.shape.cluster[0] = 1;
+      plan.shape.cluster[1] = 1;
+      plan.shape.cluster[2] = unsigned(t.split_k);
+    }
+    // Starting early pays where the previous kernel's tail is a large part of this one: grids
+    // of up to four waves (docs/architecture.md).
+    plan.early_launch = int64_t(grid.clusters) * t.split_k <= 4 * int64_t(sm_count);
+    return plan;
+  }
+
+  void bind(const KernelSpec& spec, const GemmCall& call, void* params) const override {
+    const Tile t = from_config(spec.tile);
+    const GemmArgs& args = call.args;
+    auto& p = *static_cast<nvfp4k::GemmParams*>(params);
+    const int64_t m_step = p.schedule.m_step;
+    const int64_t groups = std::max(1, spec.groups);  // weights one after the other
+    copy_map(p.tma_a, make_tensor_map_2d(args.a,
+                                         args.a_dtype == DType::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                                     : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                                         uint64_t(call.rows), uint64_t(args.k), uint64_t(call.a_stride) * 2,
+                                         uint32_t(t.block_m), 64, CU_TENSOR_MAP_SWIZZLE_128B));
+    p.schedule.group_ends = call.group_ends;
+    p.schedule.group_rows = call.masked_m;
+    if (args.b_prepacked) {
+      p.w_scales = static_cast<const unsigned char*>(args.b.data);  // values and scales, one bulk copy per stage
+      p.w_group_bytes = prepacked_bytes(args.n, args.k);
+    } else {
+      p.w_group_bytes = scale_bytes(args.b.scale_layout, args.n, args.k);
+      copy_map(p.tma_w, make_tensor_map_2d(args.b.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(groups * args.n),
+                                           uint64_t(args.k / 2), uint64_t(call.b_stride), uint32_t(64 * t.consumers),
+                                           uint32_t(t.block_k / 2),
+                                           t.block_k == 256 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B));
+      p.w_scales = static_cast<const unsigned char*>(args.b.scales);
+    }
+    p.w_gscale_ptr = args.b.global_scale.device_ptr;
+    p.w_gscale_value = args.b.global_scale.value;
+    p.w_gscale_mode = call.b_gscale_mode;
+    p.alpha = args.alpha;
+    p.a_gscale_ptr = call.a_scale.device_ptr;
+    p.a_gscale_value = call.a_scale.value;
+    p.a_gscale_mode = call.a_gscale_mode;
+    p.bias = args.bias;
+    p.d = args.d;
+    p.d_stride = call.d_stride;
+    // D leaves a tile at a time through shared memory and TMA where the kernel's tile fits in
+    // its stages and TMA can address D's rows (16-byte aligned); else element by element.
+    const int db = d_bytes(spec);
+    // (A grouped tile stores through TMA only where its rows fill the box.)
+    p.d_tma = stores_through_tma(t, db) && reinterpret_cast<uintptr_t>(args.d) % 16 == 0 && call.d_stride * db % 16 == 0;
+    if (p.d_tma)
+      copy_map(p.tma_d, make_tensor_map_2d(args.d,
+                                           db == 4                           ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                           : args.d_dtype == DType::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                                             : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
+                                           uint64_t(call.rows), uint64_t(args.n), uint64_t(call.d_stride) * db,
+                                           uint32_t(m_step), uint32_t(128 / db), CU_TENSOR_MAP_SWIZZLE_128B));
+  }
+};
+
+const Sm90Backend backend;
+const bool registered = register_gemm_backend(&backend);
+
+}  // namespace
+
+}  // namespace nvfp4::jit::detail::sm90

@@ -1,0 +1,228 @@
+#include "ops/gemm/sm90/tiles.hpp"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+
+#include <fmt/format.h>
+
+#include "ops/gemm/m_buckets.hpp"
+#include "ops/gemm/schedule.hpp"
+
+namespace nvfp4::jit::detail::sm90 {
+
+namespace {
+constexpr unsigned kSm90SharedBytes = 227 * 1024;  // opt-in maximum per block
+// activation boxes, packed weights, block scales: the template's STAGE_BYTES
+unsigned stage_bytes(const Tile& t) {
+  return unsigned(t.block_k / 64 * t.block_m * 128 + 64 * t.consumers * t.block_k / 2 + (t.consumers == 3 ? 16 : 8) * t.block_k);
+}
+unsigned max_stages(const Tile& t) { return std::min(8u, (kSm90SharedBytes - 1024 - 128) / stage_bytes(t)); }
+// Three consumers: on a prepacked weight only (the ModelOpt layout stages scales with 128
+// producer threads), at most 192 rows (ptxas fits each wgmma in the 128 registers a thread of
+// 16 warps starts with: 96 accumulators fit, 112 do not); tile_problem rules out split-K
+// and k slices.
+bool three_consumers_fit(const Tile& t, bool prepacked) { return t.consumers != 3 || (prepacked && t.block_m <= 192); }
+}  // namespace
+
+int threads(const Tile& tile) { return 128 * (tile.consumers * tile.k_slices + 1); }
+
+unsigned shared_bytes(const Tile& tile) {
+  return 1024 + unsigned(tile.stages) * stage_bytes(tile) + 16u * unsigned(tile.stages);
+}
+
+bool stores_through_tma(const Tile& tile, int d_bytes) {
+  return tile.block_m % 16 == 0 &&
+         unsigned(64 * tile.consumers * tile.block_m * d_bytes) <= unsigned(tile.stages) * stage_bytes(tile);
+}
+
+namespace {
+
+// The time of tile `t` on m rows, in MMA k-tiles of one activation row, fitted on an H100
+// (docs/perf.md says on which shapes): with two consumer warpgroups a CTA's k-tile costs its
+// rows plus the weight decode, worth about 55 rows; one consumer does half the rows' tensor
+// work, but its decode, with half the warps to hide latency, is worth about 70. A split-K
+// reduction costs about 10 k-tiles; the grid runs in whole waves.
+double modelled_cost(const Tile& t, int64_t m, int64_t n, int64_t k, int sm_count) {
+  constexpr double kReduceKTiles = 10;
+  // three consumers (a prepacked weight): half again the rows of two, and a decode worth about 50
+  const double per_ktile = t.consumers == 1 ? 70.0 + t.block_m / 2.0 : t.consumers == 2 ? 55.0 + t.block_m : 50.0 + 1.5 * t.block_m;
+  const int64_t row_step = gemm_row_step(m, t.block_m);
+  const int64_t tiles = (n + 64 * t.consumers - 1) / (64 * t.consumers) * ((m + row_step - 1) / row_step);
+  const int64_t split = gemm_split_tiles(tiles, t.split_k, sm_count);
+  auto waves = [&](int64_t ctas) { return double((ctas + sm_count - 1) / sm_count); };
+  const int64_t ktiles = (k + 127) / 128;  // 128-deep, whatever the stages' depth
+  const double split_ktiles = double((ktiles + t.split_k - 1) / t.split_k) + kReduceKTiles;
+  // A split-K grid launches clusters, whose CTAs start together: its whole tiles' waves cost
+  // about 2% more.
+  const double whole_ktiles = double(ktiles) * (t.split_k > 1 ? 1.02 : 1.0);
+  return per_ktile * (waves(tiles - split) * whole_ktiles + waves(split * t.split_k) * split_ktiles);
+}
+
+}  // namespace
+
+namespace {
+
+// Past one 128-row tile the tensor cores bound the time, and the model picks the row tile,
+// consumer count and split that waste the least of them on padding rows and idle SMs (the
+// cliffs of a fixed 256-row tile, docs/perf.md). Its candidates, in order of preference on a
+// tie: two consumers and the taller tile (fewer weight reads), unsplit.
+std::vector<Tile> list_modelled_candidates(int64_t k, bool prepacked) {
+  std::vector<Tile> tiles;
+  for (int consumers : {2, 1, 3})
+    for (int block_m : {256, 224, 192, 160, 128})
+      for (int split_k : {1, 2}) {
+        Tile c;
+        c.consumers = consumers, c.block_m = block_m, c.split_k = split_k;
+        // one consumer on 128 rows streams 256-deep stages: longer weight reads per row
+        c.block_k = consumers == 1 && block_m == 128 ? 256 : 128;
+        c.stages = int(max_stages(c));
+        if (three_consumers_fit(c, prepacked) && tile_problem(c, k).empty() &&
+            (split_k == 1 || (k + c.block_k - 1) / c.block_k / (2 * split_k) >= 4))
+          tiles.push_back(c);
+      }
+  return tiles;
+}
+
+// The list depends on K and the layout only, and every gemm above 128 rows asks for it: kept
+// (its checks format a message for each tile that fails).
+const std::vector<Tile>& modelled_candidates(int64_t k, bool prepacked) {
+  static std::mutex mutex;
+  static std::map<std::pair<int64_t, bool>, std::vector<Tile>> lists;
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto [it, added] = lists.try_emplace({k, prepacked});
+  if (added) it->second = list_modelled_candidates(k, prepacked);
+  return it->second;
+}
+
+Tile modelled_tile(const std::vector<Tile>& candidates, int64_t n, int64_t k, int64_t m, int sm_count) {
+  Tile best;
+  double best_cost = 0;
+  for (const Tile& c : candidates) {
+    // three consumers' fit rests on three shapes: taken where the model has them save 5%
+    const double cost = modelled_cost(c, m, n, k, sm_count) * (c.consumers == 3 ? 1.05 : 1.0);
+    if (best.block_m == 0 || cost < best_cost) best = c, best_cost = cost;
+  }
+  best.block_m = gemm_trimmed_height(best.block_m, m);
+  return best;
+}
+
+// Up to M = 128: one row tile `rows` high (the bucket's height, or fewer: the rows of an M in
+// it, in 16s), the other choices by the bucket.
+Tile small_m_tile(int64_t n, int64_t k, int bucket, int rows, int sm_count) {
+  Tile t;
+  t.consumers = 2;
+  // The choices below come from `nvfp4-jit tune` (docs/perf.md). Two consumer warpgroups
+  // share one CTA's activation stages and producer; one consumer per 64 weight rows gives twice
+  // the CTAs, which a grid that would leave SMs idle wants: at M <= 64 wherever one consumer's
+  // grid is at most one wave, at M = 128 where two consumers would cover at most half the SMs
+  // even split in two.
+  const int64_t one_consumer_ctas = (n + 63) / 64;
+  if (bucket <= 64 ? one_consumer_ctas <= sm_count : 4 * ((n + 127) / 128) <= sm_count) t.consumers = 1;
+  t.block_m = rows;
+  // K splits in two (four always lost) where the grid leaves over a tenth of the SMs idle and
+  // the split grid still fits one wave.
+  const int64_t ctas = (n + 64 * t.consumers - 1) / (64 * t.consumers);
+  const bool split = 10 * ctas < 9 * int64_t(sm_count) && 2 * ctas <= sm_count;
+  // 256-deep stages, except at M = 128 with two consumers (5 stages instead of 2). M <= 32
+  // runs best with 4 stages, M = 64 and 128 with as many as fit, which a tile trimmed to fewer
+  // rows has more of. (128-deep stages at M <= 64 tune faster at N = 28672, but run slower
+  // with weights_static, as decode runs.)
+  t.block_k = bucket <= 64 || t.consumers == 1 ? 256 : 128;
+  t.stages = bucket <= 32 ? 4 : int(max_stages(t));
+  const int64_t ktiles = (k + t.block_k - 1) / t.block_k;
+  if (split && ktiles / 2 >= 4) t.split_k = 2;
+  // One consumer per row tile at M <= 64: two k slices give it the warps two consumers would
+  // have, with half its k-tiles in stages, at least 4 (a deeper ring than the tiles it holds
+  // costs fill time).
+  if (t.consumers == 1 && bucket <= 64) {
+    t.k_slices = 2;
+    t.stages = int(std::clamp<int64_t>((ktiles + t.split_k - 1) / t.split_k / 2, 4, max_stages(t)));
+  }
+  return t;
+}
+
+}  // namespace
+
+Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, bool prepacked) {
+  const int bucket = gemm_m_bucket(m);
+  if (m > kGemmLargestTrimmedM) m = gemm_bucket_m(bucket);
+  // Up to 128 rows one row tile: the bucket's, as high as m's rows.
+  if (bucket <= 128) return small_m_tile(n, k, bucket, gemm_trimmed_height(bucket, m), sm_count);
+  return modelled_tile(modelled_candidates(k, prepacked), n, k, m, sm_count);
+}
+
+Tile bucket_tile(int64_t n, int64_t k, int bucket, int sm_count, bool prepacked) {
+  return heuristic_tile(n, k, gemm_bucket_m(bucket), sm_count, prepacked);
+}
+
+std::string tile_problem(const Tile& t, int64_t k) {
+  if (t.block_m < 8 || t.block_m > 256 || t.block_m % 8) return fmt::format("block_m {} is not a multiple of 8 in 8..256", t.block_m);
+  if (t.consumers < 1 || t.consumers > 3) return fmt::format("{} consumer warpgroups (1, 2, or 3 on a prepacked weight)", t.consumers);
+  if (t.consumers == 3 && t.k_slices * t.split_k > 1) return "3 consumer warpgroups with split-K or k slices";
+  if (t.k_slices != 1 && t.k_slices != 2) return fmt::format("{} k slices (1 or 2)", t.k_slices);
+  if (t.k_slices == 2 && t.block_m > 64) return fmt::format("2 k slices at block_m {} (at most 64: registers)", t.block_m);
+  if (t.block_k != 128 && t.block_k != 256) return fmt::format("block_k {} (128 or 256)", t.block_k);
+  if (t.stages < 2) return fmt::format("{} stages (at least 2)", t.stages);
+  if (t.split_k != 1 && t.split_k != 2 && t.split_k != 4 && t.split_k != 8)
+    return fmt::format("split_k {} (1, 2, 4 or 8: a portable cluster)", t.split_k);
+  if (shared_bytes(t) > kSm90SharedBytes)
+    return fmt::format("{} bytes of shared memory (at most {})", shared_bytes(t), kSm90SharedBytes);
+  if (t.split_k * t.k_slices > 1 && unsigned(64 * t.consumers * t.block_m * 4) > unsigned(t.stages) * stage_bytes(t))
+    return "the partial tile does not fit in the stages";
+  if (t.split_k > 1 && (k + t.block_k - 1) / t.block_k < 2 * t.split_k) return fmt::format("split_k {} leaves a split under 2 k-tiles", t.split_k);
+  return {};
+}
+
+std::vector<Tile> candidate_tiles(int64_t n, int64_t k, int bucket, int sm_count, bool prepacked) {
+  const Tile heuristic = bucket_tile(n, k, bucket, sm_count, prepacked);
+  std::vector<Tile> tiles{heuristic};
+  // Above 128 rows the row tile's height is a choice too. One consumer warpgroup doubles the
+  // CTAs of a grid that would leave SMs idle; two, or two k slices, put twice the warps on each
+  // SM (latency hiding at small M); split-K does either for any N.
+  std::vector<int> heights{heuristic.block_m};
+  if (bucket > 128)
+    for (int h : {128, 192, 256})
+      if (h != heuristic.block_m) heights.push_back(h);
+  for (int block_m : heights)
+    for (int k_slices : {1, 2})
+      for (int consumers : {1, 2, 3})
+        for (int block_k : {128, 256})
+          for (bool most_stages : {false, true})
+            for (int split_k : {1, 2, 4, 8}) {
+              Tile t = heuristic;
+              t.block_m = block_m;
+              t.k_slices = k_slices;
+              t.consumers = consumers;
+              t.block_k = block_k;
+              t.split_k = split_k;
+              t.stages = most_stages ? int(max_stages(t)) : 4;
+              if (three_consumers_fit(t, prepacked) && tile_problem(t, k).empty() && std::find(tiles.begin(), tiles.end(), t) == tiles.end())
+                tiles.push_back(t);
+            }
+  return tiles;
+}
+
+std::string describe(const Tile& t) {
+  return fmt::format("bm{} bk{} wg{}{} s{} ks{}", t.block_m, t.block_k, t.consumers,
+                     t.k_slices > 1 ? fmt::format("x{}", t.k_slices) : "", t.stages, t.split_k);
+}
+
+TileConfig to_config(const Tile& t) {
+  TileConfig c;
+  c.block_m = uint16_t(t.block_m);
+  c.block_n = uint16_t(64 * t.consumers);
+  c.block_k = uint16_t(t.block_k);
+  c.threads = uint16_t(threads(t));
+  c.stages = uint8_t(t.stages);
+  c.split_k = uint8_t(t.split_k);
+  return c;
+}
+
+Tile from_config(const TileConfig& c) {
+  Tile t{c.block_m, c.block_n / 64, c.stages, c.split_k, c.block_k};
+  t.k_slices = c.threads > threads(t) ? 2 : 1;  // more threads than one warpgroup per 64 weight rows has
+  return t;
+}
+
+}  // namespace nvfp4::jit::detail::sm90

@@ -1,0 +1,59 @@
+#include "ops/gemm/tile_choice.hpp"
+
+#include <algorithm>
+
+#include "core/driver.hpp"
+#include "core/error.hpp"
+#include "ops/gemm/m_buckets.hpp"
+
+namespace nvfp4::jit::detail {
+
+namespace {
+
+void add_once(std::vector<TileConfig>& tiles, const TileConfig& t) {
+  if (std::find(tiles.begin(), tiles.end(), t) == tiles.end()) tiles.push_back(t);
+}
+
+}  // namespace
+
+TileConfig gemm_tile_choice(const GemmBackend& backend, const KernelSpec& problem, const TileConfig* tuned, int64_t m,
+                            int sm_count) {
+  const int64_t bucket_m = gemm_bucket_m(gemm_m_bucket(m));
+  // a table written before tiles were trimmed to their rows holds the heuristic's untrimmed
+  if (tuned && gemm_trimmed_to_rows(*tuned, bucket_m) != backend.heuristic(problem, bucket_m, sm_count))
+    return m > kGemmLargestTrimmedM ? *tuned : gemm_trimmed_to_rows(*tuned, m);
+  return backend.heuristic(problem, m, sm_count);
+}
+
+std::vector<TileConfig> gemm_bucket_tiles(const GemmBackend& backend, const KernelSpec& problem, int bucket,
+                                          int sm_count) {
+  std::vector<TileConfig> tiles{backend.heuristic(problem, gemm_bucket_m(bucket), sm_count)};
+  const auto [first, last] = gemm_bucket_rows(bucket);
+  for (int64_t m = first; m <= last; ++m) add_once(tiles, backend.heuristic(problem, m, sm_count));
+  return tiles;
+}
+
+std::vector<TileConfig> gemm_tuned_tiles(const TileConfig& tuned, int bucket) {
+  std::vector<TileConfig> tiles{tuned};
+  const auto [first, last] = gemm_bucket_rows(bucket);
+  for (int64_t m = first; m <= last; ++m) add_once(tiles, gemm_trimmed_to_rows(tuned, m));
+  return tiles;
+}
+
+TuningTable& gemm_tuning_table(const DeviceInfo& device) {
+  thread_local int last_device = -1;
+  thread_local TuningTable* last = nullptr;
+  if (last_device != int(device.device)) {
+    char name[256] = {};
+    check_cu(driver().cuDeviceGetName(name, sizeof name, device.device), "cuDeviceGetName");
+    last = &tuning_table_for(int(device.device), device.arch, name, device.sm_count);
+    last_device = int(device.device);
+  }
+  return *last;
+}
+
+std::optional<TileConfig> gemm_tuned_tile(const DeviceInfo& device, const KernelSpec& problem, int bucket) {
+  return gemm_tuning_table(device).find(problem, bucket);
+}
+
+}  // namespace nvfp4::jit::detail

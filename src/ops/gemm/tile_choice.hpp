@@ -1,0 +1,33 @@
+// Which tile a GEMM runs: its bucket's tuned tile where the tuner found one faster than the
+// backend's heuristic (trimmed to the call's rows), else the heuristic's for the call's M.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "core/launcher.hpp"
+#include "core/spec.hpp"
+#include "core/tuning_table.hpp"
+#include "ops/gemm/backend.hpp"
+
+namespace nvfp4::jit::detail {
+
+// `tuned`: the bucket's entry in the tuning table, if any. An entry holding the heuristic's own
+// tile (timed at the bucket's largest M) leaves every M its own heuristic tile.
+TileConfig gemm_tile_choice(const GemmBackend& backend, const KernelSpec& problem, const TileConfig* tuned, int64_t m,
+                            int sm_count);
+
+// Every tile an untuned call with an M of `bucket` runs (the bucket's first): what prewarm
+// compiles, so no M meets a kernel it lacks.
+std::vector<TileConfig> gemm_bucket_tiles(const GemmBackend& backend, const KernelSpec& problem, int bucket,
+                                          int sm_count);
+// Every tile gemm_tile_choice runs for an M of `bucket` where `tuned` won it (`tuned` first):
+// what `tune` compiles before it records the winner.
+std::vector<TileConfig> gemm_tuned_tiles(const TileConfig& tuned, int bucket);
+
+// The tuning table of `device` (loaded once per device and process).
+TuningTable& gemm_tuning_table(const DeviceInfo& device);
+// The tuned tile of `problem`'s bucket on `device`, if any.
+std::optional<TileConfig> gemm_tuned_tile(const DeviceInfo& device, const KernelSpec& problem, int bucket);
+
+}  // namespace nvfp4::jit::detail

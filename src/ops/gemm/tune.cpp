@@ -1,0 +1,189 @@
+#include "ops/gemm/tune.hpp"
+
+#include <algorithm>
+#include <random>
+#include <thread>
+
+#include "common/params.cuh"
+#include "core/driver.hpp"
+#include "core/error.hpp"
+#include "core/gpu_util.hpp"
+#include "core/prewarm.hpp"
+#include "core/tuning_table.hpp"
+#include "ops/gemm/dispatch.hpp"
+#include "ops/gemm/launch.hpp"
+#include "ops/gemm/m_buckets.hpp"
+#include "ops/gemm/tile_choice.hpp"
+
+namespace nvfp4::jit::detail {
+
+namespace {
+
+constexpr const char* kWho = "nvfp4::jit::tune";
+// A winner must beat the heuristic by this much: timing noise never replaces it.
+constexpr double kMinGain = 0.02;
+
+// Scratch inputs for timing: random activations, `copies` weights at different addresses (L2
+// keys on addresses, so rotating through them keeps every read cold), an output buffer. A
+// prepacked problem's weights are prepacked here from random ModelOpt ones.
+struct Scratch {
+  DeviceBuffer a, d, bias;
+  std::vector<DeviceBuffer> weights, scales;
+  Scratch(const KernelSpec& p, int64_t m, int copies, CUstream stream) {
+    std::mt19937_64 rng(0x9e3779b97f4a7c15ull);
+    auto random = [&](size_t bytes, uint64_t mask, uint64_t add) {  // 8 bytes at a time
+      std::vector<uint64_t> v((bytes + 7) / 8);
+      for (auto& x : v) x = (rng() & mask) + add;
+      return v;
+    };
+    // activations: 16-bit values in [2^-7, 2) (BF16 and FP16 alike: exponent bits kept small)
+    a = to_device(random(size_t(m * p.k * 2), 0x03FF03FF03FF03FFull, 0x3C003C003C003C00ull));
+    d = DeviceBuffer(size_t(m * p.n * 4));
+    bias = DeviceBuffer(size_t(p.n * 4));
+    bias.fill(0);
+    const bool prepacked = gemm_problem_prepacked(p);
+    const ScaleLayout layout = prepacked ? ScaleLayout::linear : ScaleLayout(p.scale_layout);
+    const auto w = random(size_t(p.n * p.k / 2), ~0ull, 0);
+    const auto s = random(size_t(scale_bytes(layout, p.n, p.k)), 0x3F3F3F3F3F3F3F3Full, 0);  // finite scales
+    for (int i = 0; i < copies; ++i) {
+      weights.push_back(to_device(w));
+      scales.push_back(to_device(s));
+      if (prepacked) {
+        DeviceBuffer packed(size_t(prepacked_bytes(p.n, p.k)));
+        PrepackArgs pre;
+        pre.weight.data = weights.back().get();
+        pre.weight.scales = scales.back().get();
+        pre.weight.scale_layout = layout;
+        pre.n = p.n, pre.k = p.k, pre.out = packed.get();
+        prepack(pre, stream);
+        weights.back() = std::move(packed);
+      }
+    }
+    check_cu(driver().cuStreamSynchronize(stream), "cuStreamSynchronize");
+  }
+
+  GemmCall call(const KernelSpec& p, int64_t m, int copy) const {
+    GemmArgs g;
+    g.m = m, g.n = p.n, g.k = p.k;
+    g.a = a.get(), g.a_dtype = DType(p.a_dtype);
+    g.b.data = weights[size_t(copy)].get();
+    g.b.scales = scales[size_t(copy)].get();
+    g.b_prepacked = gemm_problem_prepacked(p);
+    g.b.scale_layout = g.b_prepacked ? ScaleLayout::linear : ScaleLayout(p.scale_layout);
+    g.b.global_scale.value = 1.0f / 256;
+    g.d = d.get(), g.d_dtype = DType(p.out_dtype);
+    if (p.flags & (kFlagBiasBf16 | kFlagBiasFp32))
+      g.bias = bias.get(), g.bias_dtype = p.flags & kFlagBiasBf16 ? DType::bf16 : DType::fp32;
+    return gemm_call(g, kWho);
+  }
+};
+
+void compile_all(const std::vector<KernelSpec>& specs) {
+  std::string error;
+  prewarm(specs, int(std::max(1u, std::thread::hardware_concurrency())), [&](const PrewarmEvent& e) {
+    if (!e.error.empty() && error.empty()) error = e.error;
+  });
+  if (!error.empty()) fail(Status::compile_failed, "tune: {}", error);
+}
+
+}  // namespace
+
+std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const KernelSpec& problem, const std::vector<int>& buckets,
+                                   int runs) {
+  const GemmBackend& backend = gemm_backend(device.arch, kWho);
+  // Every candidate of every bucket compiles first, in parallel (most come from the cache).
+  std::vector<std::vector<TileConfig>> candidates;
+  std::vector<KernelSpec> specs;
+  for (int bucket : buckets) {
+    candidates.push_back(backend.candidates(problem, bucket, device.sm_count));
+    for (const TileConfig& t : candidates.back()) specs.push_back(gemm_spec(problem, t));
+  }
+  compile_all(specs);
+
+  CUstream stream = nullptr;
+  check_cu(driver().cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  struct StreamGuard {
+    CUstream s;
+    ~StreamGuard() { driver().cuStreamDestroy(s); }
+  } guard{stream};
+  int l2_bytes = 0;
+  driver().cuDeviceGetAttribute(&l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device.device);
+  const double weight_bytes = double(problem.n) * problem.k * (0.5 + 1.0 / 16);
+  const int copies = int(std::clamp(2.0 * l2_bytes / weight_bytes + 1, 2.0, 16.0));
+  EventTimer timer;
+
+  std::vector<TunedBucket> results;
+  std::vector<TuningEntry> entries;
+  std::vector<KernelSpec> winners_trimmed;  // a winner runs trimmed to each M's rows: compiled before it is recorded
+  for (size_t b = 0; b < buckets.size(); ++b) {
+    const int64_t m = gemm_bucket_m(buckets[b]);
+    const Scratch scratch(problem, m, copies, stream);
+    int turn = 0;
+    auto time_us = [&](const TileConfig& tile) {
+      const GemmKernel kernel = load_gemm_kernel(device, backend, gemm_spec(problem, tile), m, stream, scratch.call(problem, m, 0));
+      std::vector<double> us;
+      for (int i = 0; i < runs + 2; ++i) {
+        const GemmCall call = scratch.call(problem, m, turn++ % copies);
+        timer.start(stream);
+        launch_gemm(kernel, call, stream);
+        const double t = timer.stop_ms(stream) * 1e3;
+        if (i >= 2) us.push_back(t);  // the first two warm clocks and caches of descriptors
+      }
+      std::sort(us.begin(), us.end());
+      return us[us.size() / 2];
+    };
+    const std::vector<TileConfig>& tiles = candidates[b];
+    std::vector<double> us;
+    for (const TileConfig& t : tiles) us.push_back(time_us(t));
+    size_t best = size_t(std::min_element(us.begin(), us.end()) - us.begin());
+    if (us[0] <= us[best] * (1 + kMinGain)) best = 0;  // tiles[0] is the heuristic's
+
+    TunedBucket r;
+    r.m_bucket = buckets[b] == kGemmLargeM ? 0 : buckets[b];
+    r.heuristic = backend.describe(tiles[0]);
+    r.winner = backend.describe(tiles[best]);
+    r.heuristic_us = us[0];
+    r.winner_us = us[best];
+    r.candidates = int(tiles.size());
+    results.push_back(r);
+    TuningEntry e;
+    e.problem = problem;
+    e.m_bucket = buckets[b];
+    e.tile = tiles[best];
+    e.us = us[best];
+    e.heuristic_us = us[0];
+    entries.push_back(e);
+    if (best != 0)
+      for (const TileConfig& t : gemm_tuned_tiles(tiles[best], buckets[b])) winners_trimmed.push_back(gemm_spec(problem, t));
+  }
+  compile_all(winners_trimmed);
+  if (std::string why = gemm_tuning_table(device).record(entries); !why.empty())
+    warn_once("tuning-write", "tuning results are kept in this process only: " + why);
+  gemm_tuning_changed();
+  return results;
+}
+
+}  // namespace nvfp4::jit::detail
+
+namespace nvfp4::jit {
+
+std::vector<TunedBucket> tune(const GemmProblem& problem, const TuneOptions& options) {
+  using namespace detail;
+  // the arguments gemm would check, on a problem with M = 0
+  GemmArgs probe;
+  probe.m = 0, probe.n = problem.n, probe.k = problem.k;
+  probe.a_dtype = problem.a_dtype, probe.d_dtype = problem.d_dtype;
+  probe.b.scale_layout = problem.scale_layout;
+  probe.b_prepacked = problem.b_prepacked;
+  probe.bias_dtype = problem.bias_dtype;
+  gemm_call(probe, "nvfp4::jit::gemm");
+  if (options.runs < 1) fail(Status::invalid_argument, "{}: runs = {} must be at least 1", kWho, options.runs);
+  if (options.m < 0) fail(Status::invalid_argument, "{}: m = {} must be 0 (every bucket) or positive", kWho, options.m);
+  const DeviceInfo& device = current_device();
+  std::vector<int> buckets;
+  if (options.m > 0) buckets.push_back(gemm_m_bucket(options.m));
+  else buckets.assign(std::begin(kGemmMBuckets), std::end(kGemmMBuckets));
+  return tune_gemm(device, gemm_problem(device.arch, problem), buckets, options.runs);  // W4A4: the BF16 kernel's
+}
+
+}  // namespace nvfp4::jit

@@ -1,0 +1,170 @@
+// The GEMM tile scheduler every arch's main loop shares: which output tile, which rows and which
+// k-tiles a CTA takes. The host computes the schedule's fields (src/ops/gemm/schedule.cpp) and
+// runs the same code in its tests.
+#pragma once
+
+#include "common/portable.cuh"
+
+namespace nvfp4k {
+
+// The grouped layouts (mixture of experts): group g multiplies its rows of A by weight g.
+enum GroupedLayoutCode {
+  GROUPED_NONE = 0,
+  GROUPED_CONTIGUOUS = 1,  // group g's rows are [group_ends[g-1], group_ends[g]) of A and D
+  GROUPED_MASKED = 2,      // group g's rows are [g * group_stride, + group_rows[g]) of A and D
+};
+
+struct TileSchedule {
+  long long m;         // rows of A and D (grouped: all groups', an upper bound for contiguous)
+  long long m_step;    // rows per row tile: ceil(m / m_tiles), a multiple of 8 (grouped: the tile's rows)
+  int m_tiles;         // row tiles (grouped: an upper bound; tiles past the groups' do nothing)
+  int band_m_tiles;    // row tiles per band of the tile order
+  int whole_clusters;  // split-K: clusters taking whole tiles, before those splitting one
+  const int* group_ends;   // GROUPED_CONTIGUOUS: [groups] cumulative ends, on the device
+  const int* group_rows;   // GROUPED_MASKED: [groups] rows, on the device
+  long long group_stride;  // GROUPED_MASKED: rows from one group's first to the next's
+};
+
+struct ScheduledTile {
+  int group;  // grouped layouts: the tile's group; else 0
+  int m_tile, n_tile;
+  long long m0, m_end;   // its rows [m0, m_end)
+  bool split;            // its K is split among the CTAs of this cluster
+  int kt_begin, kt_end;  // this CTA's k-tiles
+};
+
+// The rows of row tile `m_tile`. Row tiles share M evenly (m_step <= the tile's rows): a tile
+// holding only M's last few rows lets its CTAs outrun their partners on the same weights. This
+// is where a grouped layout maps a row tile to its group's rows.
+NVFP4_HD void row_range(const TileSchedule& s, int m_tile, long long& m0, long long& m_end) {
+  m0 = (long long)m_tile * s.m_step;
+  m_end = m0 + s.m_step < s.m ? m0 + s.m_step : s.m;
+}
+
+// The tile of CTA `rank` of cluster `cluster` (blockIdx.x numbers the clusters). The order decides
+// what L2 holds for whom: bands of band_m_tiles row tiles, within a band every row tile of one
+// weight tile in turn, so the CTAs sharing a weight tile run together and read it from HBM once
+// while the band's activations stay in L2. With KSPLIT > 1 the first whole_clusters clusters
+// take KSPLIT whole tiles each and the later ones split one tile's K among their CTAs: the
+// split tiles run last, as a split tail.
+template <int N_TILES, int KSPLIT, int KTILES>
+NVFP4_HD ScheduledTile schedule_tile(const TileSchedule& s, int cluster, unsigned rank) {
+  ScheduledTile t;
+  t.group = 0;
+  t.split = KSPLIT > 1 && cluster >= s.whole_clusters;
+  const int tile = KSPLIT == 1 ? cluster
+                   : t.split   ? KSPLIT * s.whole_clusters + (cluster - s.whole_clusters)
+                               : KSPLIT * cluster + int(rank);
+  const int band = tile / (s.band_m_tiles * N_TILES), in_band = tile % (s.band_m_tiles * N_TILES);
+  const int left = s.m_tiles - band * s.band_m_tiles, band_rows = s.band_m_tiles < left ? s.band_m_tiles : left;
+  t.n_tile = in_band / band_rows;
+  t.m_tile = band * s.band_m_tiles + in_band % band_rows;
+  row_range(s, t.m_tile, t.m0, t.m_end);
+  t.kt_begin = t.split ? int(rank * KTILES / KSPLIT) : 0;
+  t.kt_end = t.split ? int((rank + 1) * KTILES / KSPLIT) : KTILES;
+  return t;
+}
+
+// CTA `cta`'s row and n tile in a grouped layout's numbering, not yet placed in a group: no rows.
+template <int N_TILES, int KTILES>
+NVFP4_HD ScheduledTile unplaced_grouped_tile(int cta) {
+  ScheduledTile t;
+  t.group = 0;
+  t.m_tile = cta / N_TILES;
+  t.n_tile = cta % N_TILES;
+  t.m0 = t.m_end = 0;
+  t.split = false;
+  t.kt_begin = 0;
+  t.kt_end = KTILES;
+  return t;
+}
+
+// A grouped layout's tile: row tiles of m_step rows are numbered group by group (a group of r
+// rows has ceil(r / m_step) of them), n tiles within a row tile. Past the groups' row tiles, an
+// empty range (m0 == m_end). The groups' sizes come from the device and are clamped: a
+// contiguous end below the previous one leaves its group empty, one past m is m; a masked
+// count outside [0, group_stride] is clamped to it. So no tile reaches rows outside A and D.
+template <int N_TILES, int LAYOUT, int GROUPS, int KTILES>
+NVFP4_HD ScheduledTile schedule_grouped_tile(const TileSchedule& s, int cta) {
+  ScheduledTile t = unplaced_grouped_tile<N_TILES, KTILES>(cta);
+  long long first_tile = 0, prev_end = 0;
+  for (int g = 0; g < GROUPS; ++g) {
+    long long begin, end;
+    if (LAYOUT == GROUPED_CONTIGUOUS) {
+      const long long e = s.group_ends[g];
+      begin = prev_end;
+      end = e < begin ? begin : e > s.m ? s.m : e;
+      prev_end = end;
+    } else {
+      const long long r = s.group_rows[g];
+      begin = g * s.group_stride;
+      end = begin + (r < 0 ? 0 : r > s.group_stride ? s.group_stride : r);
+    }
+    const long long tiles = (end - begin + s.m_step - 1) / s.m_step;
+    if (t.m_tile < first_tile + tiles) {
+      t.group = g;
+      t.m0 = begin + (t.m_tile - first_tile) * s.m_step;
+      t.m_end = t.m0 + s.m_step < end ? t.m0 + s.m_step : end;
+      return t;
+    }
+    first_tile += tiles;
+  }
+  return t;
+}
+
+#if defined(__CUDA_ARCH__)
+// schedule_grouped_tile's tile, found by one warp 32 groups at a time (every warp of the CTA
+// finds it on its own: no shared memory, no barrier): a contiguous layout's clamped ends are a
+// running maximum of the ends (clamped to m), the groups' first row tiles a prefix sum, the
+// tile's group the first lane whose row tiles hold it.
+template <int N_TILES, int LAYOUT, int GROUPS, int KTILES>
+__device__ __forceinline__ ScheduledTile schedule_grouped_tile_warp(const TileSchedule& s, int cta) {
+  constexpr unsigned ALL = 0xFFFFFFFFu;
+  ScheduledTile t = unplaced_grouped_tile<N_TILES, KTILES>(cta);
+  const int lane = threadIdx.x % 32;
+  long long tiles_before = 0, end_before = 0;
+#pragma unroll 1
+  for (int base = 0; base < GROUPS; base += 32) {
+    const int g = base + lane;
+    long long begin, end;
+    if (LAYOUT == GROUPED_CONTIGUOUS) {
+      long long e = g < GROUPS ? s.group_ends[g] : 0;
+      e = e > end_before ? e : end_before;
+#pragma unroll
+      for (int d = 1; d < 32; d *= 2) {
+        const long long o = __shfl_up_sync(ALL, e, d);
+        if (lane >= d && o > e) e = o;
+      }
+      end = e < s.m ? e : s.m;
+      const long long previous = __shfl_up_sync(ALL, end, 1);
+      begin = lane == 0 ? end_before : previous;
+      end_before = __shfl_sync(ALL, end, 31);
+    } else {
+      const long long r = g < GROUPS ? s.group_rows[g] : 0;
+      begin = (long long)g * s.group_stride;
+      end = begin + (r < 0 ? 0 : r > s.group_stride ? s.group_stride : r);
+    }
+    const long long tiles = g < GROUPS ? (end - begin + s.m_step - 1) / s.m_step : 0;
+    long long upto = tiles;  // inclusive prefix sum
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+      const long long o = __shfl_up_sync(ALL, upto, d);
+      if (lane >= d) upto += o;
+    }
+    const long long first = tiles_before + upto - tiles;
+    const unsigned hit = __ballot_sync(ALL, t.m_tile >= first && t.m_tile < first + tiles);
+    if (hit) {
+      const int src = __ffs(hit) - 1;
+      const long long b = __shfl_sync(ALL, begin, src), f = __shfl_sync(ALL, first, src), e = __shfl_sync(ALL, end, src);
+      t.group = base + src;
+      t.m0 = b + (t.m_tile - f) * s.m_step;
+      t.m_end = t.m0 + s.m_step < e ? t.m0 + s.m_step : e;
+      return t;
+    }
+    tiles_before += __shfl_sync(ALL, upto, 31);
+  }
+  return t;
+}
+#endif
+
+}  // namespace nvfp4k

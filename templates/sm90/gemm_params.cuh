@@ -1,0 +1,31 @@
+// The sm_90a GEMM's parameter block, shared by the kernel and the host.
+#pragma once
+
+#include "common/params.cuh"
+#include "common/tile_scheduler.cuh"
+
+namespace nvfp4k {
+
+// D[m, n] = alpha * a_gscale[m] * w_gscale * sum_k A[m, k] * W[n, k] (+ bias[n]).
+// Passed as a __grid_constant__ parameter so the TMA descriptors stay in parameter space.
+struct GemmParams {
+  TmaDescriptor tma_a;            // activations [M, K], 16-bit
+  TmaDescriptor tma_w;            // packed weights [N, K/2] bytes (unused for a prepacked weight)
+  TmaDescriptor tma_d;            // D [M, N], boxes of m_step rows x 128 bytes (when d_tma)
+  const unsigned char* w_scales;  // E4M3 [N, K/16], layout compiled in; or the prepacked weight
+  const float* w_gscale_ptr;      // GSCALE_DEVICE: one device value; GSCALE_DEVICE_PER_ROW (grouped): one per group
+  float w_gscale_value;           // GSCALE_HOST
+  int w_gscale_mode;
+  float alpha;
+  const float* a_gscale_ptr;      // W4A4: A's global scale on the device, one or one per row (m)
+  float a_gscale_value;           // GSCALE_HOST (1 for W4A16)
+  int a_gscale_mode;
+  const void* bias;               // [N], type compiled in
+  void* d;                        // [M, N] with d_stride elements per row
+  long long d_stride;
+  TileSchedule schedule;
+  int d_tma;                      // D is stored through tma_d (16-byte aligned rows)
+  long long w_group_bytes;        // grouped: bytes from one group's w_scales to the next's
+};
+
+}  // namespace nvfp4k

@@ -1,0 +1,249 @@
+// grouped_gemm on the GPU against a float64 reference per group: fresh random weights per
+// group with per-group global scales 2^10 apart, random group sizes (empty, one-row, all rows
+// in one group), outputs poisoned so every row of a group must be written and every other row
+// left alone, both layouts, both scale layouts and prepacked weights, W4A16 and W4A4, routing
+// changed between CUDA graph replays, group sizes out of range.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "../dequantize_fixture.hpp"
+#include "gemm_output.hpp"
+#include "common/nvfp4_format.cuh"
+#include "core/gpu_util.hpp"
+
+using namespace nvfp4::jit;
+using namespace nvfp4::jit::detail;
+
+namespace {
+
+struct GroupedCase {
+  GroupedLayout layout = GroupedLayout::contiguous;
+  int groups = 8;
+  int64_t m = 64;  // contiguous: rows (an upper bound of the ends); masked: rows per group
+  int64_t n = 200, k = 256;
+  ScaleLayout scales = ScaleLayout::linear;
+  DType a = DType::bf16, d = DType::fp32;
+  bool prepacked = false;
+  enum Sizes { random, one_group, out_of_range } sizes = random;
+};
+
+// All groups' weights, one after the other, and what the kernels read of them.
+struct GroupWeights {
+  std::vector<testutil::HostNvfp4> w;
+  std::vector<float> gscale;
+  DeviceBuffer data, scales, gscales;
+  GroupWeights(const GroupedCase& c, std::mt19937& rng) {
+    std::vector<uint8_t> packed, sc;
+    for (int g = 0; g < c.groups; ++g) {
+      w.emplace_back(c.n, c.k, c.scales, rng);
+      packed.insert(packed.end(), w.back().packed.begin(), w.back().packed.end());
+      sc.insert(sc.end(), w.back().scales.begin(), w.back().scales.end());
+      gscale.push_back(std::ldexp(1.0f + (rng() % 100) / 100.0f, (g % 2 ? -14 : -4)));  // 2^10 apart
+    }
+    data = to_device(packed);
+    scales = to_device(sc);
+    gscales = to_device(gscale);
+    if (c.prepacked) {  // each group's weight prepacked into its slot
+      const int64_t bytes = prepacked_bytes(c.n, c.k), scale_bytes = int64_t(w[0].scales.size());
+      DeviceBuffer pre(size_t(bytes * c.groups));
+      for (int g = 0; g < c.groups; ++g) {
+        PrepackArgs p;
+        p.weight = {data.as<unsigned char>() + g * c.n * c.k / 2, 0, scales.as<unsigned char>() + g * scale_bytes, c.scales, {}};
+        p.n = c.n, p.k = c.k, p.out = pre.as<unsigned char>() + g * bytes;
+        prepack(p, nullptr);
+      }
+      data = std::move(pre);
+    }
+  }
+};
+
+// Each group's rows [begin, end) of A and D.
+std::vector<std::pair<int64_t, int64_t>> draw_groups(const GroupedCase& c, std::mt19937& rng, std::vector<int32_t>& sizes) {
+  std::vector<std::pair<int64_t, int64_t>> rows(size_t(c.groups));
+  sizes.assign(size_t(c.groups), 0);
+  if (c.layout == GroupedLayout::masked) {
+    for (int g = 0; g < c.groups; ++g) {
+      int64_t r = g % 4 == 0 ? 0 : g % 4 == 1 ? 1 : g % 4 == 2 ? c.m : int64_t(rng() % uint64_t(c.m));
+      sizes[size_t(g)] = int32_t(r);
+      if (c.sizes == GroupedCase::out_of_range && g % 3 == 0) sizes[size_t(g)] = g % 2 ? -5 : int32_t(c.m + 7);  // clamped
+      r = std::clamp<int64_t>(sizes[size_t(g)], 0, c.m);
+      rows[size_t(g)] = {g * c.m, g * c.m + r};
+    }
+    return rows;
+  }
+  // contiguous: cumulative ends up to about 3/4 of m, empty and one-row groups among them
+  int64_t end = 0;
+  for (int g = 0; g < c.groups; ++g) {
+    int64_t r = c.sizes == GroupedCase::one_group ? (g == c.groups / 2 ? c.m : 0)
+                : g % 5 == 0                      ? 0
+                : g % 5 == 1                      ? 1
+                                                  : int64_t(rng() % uint64_t(3 * c.m / (2 * c.groups) + 1));
+    r = std::min(r, c.m - end);
+    const int64_t begin = end;
+    end += r;
+    sizes[size_t(g)] = int32_t(end);
+    if (c.sizes == GroupedCase::out_of_range && g == 1) sizes[size_t(g)] = -3;  // below the previous end: empty
+    if (c.sizes == GroupedCase::out_of_range && g == c.groups - 1) sizes[size_t(g)] = int32_t(c.m + 100);  // past m: m
+    const int64_t e = std::clamp<int64_t>(sizes[size_t(g)], begin, c.m);
+    rows[size_t(g)] = {begin, e};
+    end = e;
+  }
+  return rows;
+}
+
+// Runs `c` and checks every row of D: a group's against float64, the others still poisoned.
+// `replays` > 0: captures the call into a CUDA graph and replays it with routing redrawn.
+void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
+  CAPTURE(int(c.layout));
+  CAPTURE(c.groups);
+  CAPTURE(c.m);
+  CAPTURE(c.n);
+  CAPTURE(c.k);
+  const GroupWeights weights(c, rng);
+  const int64_t rows = c.layout == GroupedLayout::masked ? c.m * c.groups : c.m;
+  const bool w4a4 = c.a == DType::nvfp4;
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<uint16_t> a(size_t(rows * c.k));
+  std::vector<double> ad(size_t(rows * c.k));
+  testutil::HostNvfp4 a4(w4a4 ? rows : 0, c.k, ScaleLayout::linear, rng);
+  const float ga = 0.375f;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t k = 0; k < c.k; ++k) {
+      if (w4a4) {
+        ad[size_t(r * c.k + k)] = a4.value(r, k) * ga;
+        continue;
+      }
+      const DType t = c.a;
+      a[size_t(r * c.k + k)] = t == DType::bf16 ? nvfp4k::float_to_bf16_bits(normal(rng)) : nvfp4k::float_to_fp16_bits(normal(rng));
+      ad[size_t(r * c.k + k)] = testutil::half_bits_to_double(t, a[size_t(r * c.k + k)]);
+    }
+  const int esize = c.d == DType::fp32 ? 4 : 2;
+  DeviceBuffer d_a = to_device(a), d_a4 = to_device(a4.packed), d_a4s = to_device(a4.scales);
+  DeviceBuffer d_out(size_t(rows * c.n * esize)), d_sizes(size_t(c.groups) * 4);
+
+  GroupedGemmArgs g;
+  g.groups = c.groups;
+  g.layout = c.layout;
+  g.gemm.m = c.m, g.gemm.n = c.n, g.gemm.k = c.k;
+  g.gemm.a = w4a4 ? nullptr : d_a.get();
+  g.gemm.a_dtype = c.a;
+  if (w4a4) g.gemm.a_fp4 = {d_a4.get(), 0, d_a4s.get(), ScaleLayout::linear, {ga, nullptr, false}};
+  g.gemm.b = {weights.data.get(), 0, weights.scales.get(), c.scales, {1.0f, weights.gscales.as<float>(), true}};
+  g.gemm.b_prepacked = c.prepacked;
+  g.gemm.d = d_out.get(), g.gemm.d_dtype = c.d;
+  (c.layout == GroupedLayout::masked ? g.masked_m : g.group_ends) = d_sizes.as<int32_t>();
+
+  const Driver& drv = driver();
+  CUstream stream = nullptr;
+  check_cu(drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  CUgraphExec exec = nullptr;
+  CUgraph graph = nullptr;
+  for (int round = 0; round <= replays; ++round) {
+    std::vector<int32_t> sizes;
+    const auto group_rows = draw_groups(c, rng, sizes);
+    d_sizes.upload(sizes.data(), sizes.size() * 4);
+    d_out.fill(0xFF);  // NaN in every output type
+    if (replays == 0) {
+      grouped_gemm(g, stream);
+    } else {
+      if (!exec) {
+        grouped_gemm(g, stream);  // loads the kernels outside the capture
+        check_cu(drv.cuStreamSynchronize(stream), "warm-up");
+        d_out.fill(0xFF);
+        check_cu(drv.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+        grouped_gemm(g, stream);
+        check_cu(drv.cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
+        check_cu(drv.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiate");
+      }
+      check_cu(drv.cuGraphLaunch(exec, stream), "cuGraphLaunch");
+    }
+    check_cu(drv.cuStreamSynchronize(stream), "grouped_gemm");
+    std::vector<uint8_t> got(d_out.bytes());
+    d_out.download(got.data(), got.size());
+
+    std::vector<int> group_of(size_t(rows), -1);
+    for (int gi = 0; gi < c.groups; ++gi)
+      for (int64_t r = group_rows[size_t(gi)].first; r < group_rows[size_t(gi)].second; ++r) group_of[size_t(r)] = gi;
+    double err2 = 0, ref2 = 0;
+    bool ok = true;
+    for (int64_t r = 0; r < rows && ok; ++r)
+      for (int64_t n = 0; n < c.n; ++n) {
+        const size_t at = size_t(r * c.n + n) * esize;
+        const int gi = group_of[size_t(r)];
+        if (gi < 0) {
+          if (!std::all_of(&got[at], &got[at] + esize, [](uint8_t b) { return b == 0xFF; })) {
+            FAIL_CHECK("round " << round << ": row " << r << " belongs to no group but element (" << r << ", " << n
+                                << ") was written");
+            ok = false;
+            break;
+          }
+          continue;
+        }
+        const double v = testutil::output_value(c.d, &got[at]);
+        const testutil::HostNvfp4& w = weights.w[size_t(gi)];
+        double s = 0;
+        for (int64_t k = 0; k < c.k; ++k) s += ad[size_t(r * c.k + k)] * w.value(n, k);
+        const double ref = s * weights.gscale[size_t(gi)];
+        if (!std::isfinite(v)) {
+          FAIL_CHECK("round " << round << ": group " << gi << ", first unwritten or non-finite element (" << r << ", " << n
+                              << ") = " << v << ", expected " << ref);
+          ok = false;
+          break;
+        }
+        err2 += (v - ref) * (v - ref);
+        ref2 += ref * ref;
+      }
+    if (!ok) break;
+    const double rel = std::sqrt(err2 / std::max(ref2, 1e-300));
+    const double bound = c.d == DType::fp32 ? 1e-5 : c.d == DType::bf16 ? 4e-3 : 1e-3;
+    MESSAGE("grouped layout=" << int(c.layout) << " G=" << c.groups << " m=" << c.m << " n=" << c.n << " k=" << c.k
+                              << " prepacked=" << c.prepacked << " a=" << int(c.a) << " round " << round
+                              << ": relative error " << rel);
+    CHECK(rel < bound);
+  }
+  if (exec) drv.cuGraphExecDestroy(exec);
+  if (graph) drv.cuGraphDestroy(graph);
+  drv.cuStreamDestroy(stream);
+}
+
+}  // namespace
+
+TEST_SUITE("gpu_grouped_gemm") {
+  TEST_CASE("contiguous groups against a float64 reference: empty, one-row and full groups, per-group scales") {
+    std::mt19937 rng(std::random_device{}());
+    run_grouped({GroupedLayout::contiguous, 8, 64, 200, 256}, rng);
+    run_grouped({GroupedLayout::contiguous, 128, 300, 256, 512, ScaleLayout::swizzled128x4, DType::bf16, DType::bf16}, rng);
+    run_grouped({GroupedLayout::contiguous, 16, 700, 136, 320, ScaleLayout::linear, DType::fp16, DType::fp16, false,
+                 GroupedCase::one_group},
+                rng);
+    run_grouped({GroupedLayout::contiguous, 256, 16, 128, 256}, rng);  // decode: more groups than rows
+  }
+
+  TEST_CASE("masked groups, prepacked weights and W4A4 against a float64 reference") {
+    std::mt19937 rng(std::random_device{}());
+    run_grouped({GroupedLayout::masked, 4, 40, 200, 256}, rng);
+    run_grouped({GroupedLayout::masked, 8, 130, 384, 1024, ScaleLayout::swizzled128x4, DType::bf16, DType::bf16, true}, rng);
+    run_grouped({GroupedLayout::contiguous, 8, 96, 256, 512, ScaleLayout::linear, DType::bf16, DType::fp32, true}, rng);
+    run_grouped({GroupedLayout::contiguous, 8, 96, 200, 256, ScaleLayout::linear, DType::nvfp4, DType::fp32}, rng);
+  }
+
+  TEST_CASE("group sizes out of range are clamped: no row outside A and D is written") {
+    std::mt19937 rng(std::random_device{}());
+    run_grouped({GroupedLayout::contiguous, 8, 64, 128, 256, ScaleLayout::linear, DType::bf16, DType::fp32, false,
+                 GroupedCase::out_of_range},
+                rng);
+    run_grouped({GroupedLayout::masked, 6, 24, 128, 256, ScaleLayout::linear, DType::bf16, DType::fp32, false,
+                 GroupedCase::out_of_range},
+                rng);
+  }
+
+  TEST_CASE("a captured grouped gemm replays with the routing changed between replays") {
+    std::mt19937 rng(std::random_device{}());
+    run_grouped({GroupedLayout::contiguous, 32, 128, 256, 256}, rng, 3);
+    run_grouped({GroupedLayout::masked, 8, 32, 128, 256}, rng, 2);
+  }
+}

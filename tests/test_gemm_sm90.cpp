@@ -1,0 +1,248 @@
+// The sm_90a GEMM backend without a GPU: its heuristic and cost model, the tiles it can build,
+// its generated source and kernel names.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/codegen.hpp"
+#include "core/error.hpp"
+#include "gemm_test_util.hpp"
+#include "ops/gemm/m_buckets.hpp"
+
+using namespace nvfp4::jit;
+using namespace nvfp4::jit::detail;
+using namespace nvfp4::jit::detail::test;
+
+TEST_SUITE("gemm_sm90") {
+  TEST_CASE("the heuristic: one row tile per bucket up to 128 rows, the cost model's above") {
+    for (int bucket : kGemmMBuckets)
+      for (int64_t n : {8, 2880, 8192, 28672})
+        for (int64_t k : {32, 2880, 8192}) {
+          const sm90::Tile t = sm90::bucket_tile(n, k, bucket, 132);
+          CAPTURE(bucket);
+          CAPTURE(n);
+          CAPTURE(k);
+          if (bucket <= 128) CHECK(t.block_m == bucket);
+          else {  // as tall as its rows, in 16s
+            CHECK((t.block_m <= 256 && t.block_m % 16 == 0));
+            CHECK(gemm_row_step(gemm_bucket_m(bucket), t.block_m) > t.block_m - 16);
+          }
+          CHECK(sm90::shared_bytes(t) <= 227u * 1024);
+          CHECK(t.stages >= 2);
+          CHECK(sm90::tile_problem(t, k) == "");
+          CHECK((t.split_k == 1 || t.split_k == 2 || t.split_k == 4));
+          CHECK((k + t.block_k - 1) / t.block_k >= t.split_k);  // every split has work
+        }
+    // one row tile on a small N splits K to cover the SMs; prefill never does
+    CHECK(sm90::bucket_tile(4096, 8192, 8, 132).split_k == 2);
+    CHECK(sm90::bucket_tile(8192, 8192, 8, 132).split_k == 1);  // 128 one-consumer CTAs: enough
+    CHECK(sm90::bucket_tile(8192, 8192, 128, 132).split_k == 2);
+    CHECK(sm90::bucket_tile(8192, 8192, kGemmLargeM, 132).split_k == 1);
+    // above 128 rows, the row tile that wastes the least (measured best on an H100, docs/perf.md):
+    // M <= 192 one 192-row tile split in two; M <= 256 two 128-row tiles; then two tiles of 160,
+    // 192, 224 and 256 rows up to M = 320, 384, 448 and 512; up to 640 four of 160 (three from
+    // M = 513), up to 768 four of 192; prefill 256
+    auto tile_at = [](int64_t n, int bucket) {
+      const sm90::Tile t = sm90::bucket_tile(n, 8192, bucket, 132);
+      return fmt::format("bm{} ks{}", t.block_m, t.split_k);
+    };
+    CHECK(tile_at(8192, 192) == "bm192 ks2");
+    CHECK(tile_at(8192, 256) == "bm128 ks1");
+    CHECK(tile_at(8192, 320) == "bm160 ks1");
+    CHECK(tile_at(8192, 384) == "bm192 ks1");
+    CHECK(tile_at(8192, 448) == "bm224 ks1");
+    CHECK(tile_at(8192, 640) == "bm160 ks1");
+    CHECK(tile_at(8192, 512) == "bm256 ks1");
+    CHECK(tile_at(8192, 768) == "bm192 ks1");
+    CHECK(tile_at(8192, 1024) == "bm256 ks1");
+    CHECK(tile_at(8192, kGemmLargeM) == "bm256 ks1");
+    CHECK(tile_at(28672, 192) == "bm192 ks1");
+    CHECK(tile_at(28672, 768) == "bm192 ks1");
+    // one consumer warpgroup where two would leave SMs idle (at M <= 64 up to one wave of
+    // one-consumer CTAs; at M = 128 where two cover at most half the SMs split); above 128
+    // rows the cost model's choice (one at N = 4096, M <= 192 and N = 2880, M <= 448)
+    auto consumers = [](int64_t n, int64_t k, int bucket) { return sm90::bucket_tile(n, k, bucket, 132).consumers; };
+    CHECK(consumers(8192, 8192, 8) == 1);
+    CHECK(consumers(8192, 8192, 64) == 1);
+    CHECK(consumers(8192, 8192, 128) == 2);
+    CHECK(consumers(28672, 4096, 8) == 2);
+    CHECK(consumers(4096, 14336, 8) == 1);
+    CHECK(consumers(4096, 14336, 128) == 1);
+    CHECK(consumers(4096, 14336, 192) == 1);
+    CHECK(consumers(4096, 14336, 256) == 2);
+    CHECK(consumers(2880, 2880, 448) == 1);
+    CHECK(consumers(4096, 4096, kGemmLargeM) == 2);
+    // ... and then, up to M = 64, two k groups to put as many warps on each SM, with half
+    // their k-tiles in stages (at least 4, at most what fits)
+    CHECK(sm90::bucket_tile(4096, 14336, 8, 132).k_slices == 2);
+    CHECK(sm90::bucket_tile(4096, 14336, 64, 132).k_slices == 2);
+    CHECK(sm90::bucket_tile(4096, 14336, 128, 132).k_slices == 1);
+    CHECK(sm90::bucket_tile(28672, 4096, 8, 132).k_slices == 1);
+    CHECK(sm90::bucket_tile(4096, 4096, 8, 132).stages == 4);
+    CHECK(sm90::bucket_tile(8192, 8192, 8, 132).stages == 8);
+    // 256-deep stages at small M, and for one consumer on 128 rows above M = 128
+    CHECK(sm90::bucket_tile(28672, 4096, 16, 132).block_k == 256);
+    CHECK(sm90::bucket_tile(4096, 4096, 256, 132).block_k == 256);
+    // M = 128: 128-deep stages (five of them) with two consumers, 256-deep with one
+    CHECK(sm90::bucket_tile(8192, 8192, 128, 132).block_k == 128);
+    CHECK(sm90::bucket_tile(8192, 8192, 128, 132).stages == 5);
+    CHECK(sm90::bucket_tile(4096, 14336, 128, 132).block_k == 256);
+  }
+
+  TEST_CASE("the tile fits M itself (above 128 rows its height too); the bucket's tiles hold every M's") {
+    // M = 769 at N = K = 8192: four 200-row tiles (two waves) on 208-row wgmmas, where the
+    // bucket's 256-row tile computes 56 padding rows each
+    CHECK(sm90::describe(sm90::heuristic_tile(8192, 8192, 769, 132, true)) == "bm208 bk128 wg2 s3 ks1");
+    // M = 513 at 6144 x 4096: four 136-row tiles on 144-row wgmmas, not 160 (8% faster)
+    CHECK(sm90::describe(sm90::heuristic_tile(6144, 4096, 513, 132, true)) == "bm144 bk128 wg3 s4 ks1");
+    CHECK(sm90::heuristic_tile(8192, 8192, 1024, 132, true) == sm90::bucket_tile(8192, 8192, 1024, 132, true));
+    // up to 128 rows the bucket's tile, as high as the rows (M = 100: 112-row wgmmas), with
+    // the stages that frees; past 16384 the largest bucket's
+    const sm90::Tile bucket_128 = sm90::bucket_tile(8192, 8192, 128, 132, true);
+    CHECK(sm90::heuristic_tile(8192, 8192, 128, 132, true) == bucket_128);
+    CHECK(sm90::describe(bucket_128) == "bm128 bk128 wg2 s5 ks2");
+    CHECK(sm90::describe(sm90::heuristic_tile(8192, 8192, 100, 132, true)) == "bm112 bk128 wg2 s6 ks2");
+    CHECK(sm90::describe(sm90::heuristic_tile(8192, 8192, 72, 132, true)) == "bm80 bk128 wg2 s7 ks2");
+    CHECK(sm90::heuristic_tile(8192, 8192, 1, 132, true) == sm90::bucket_tile(8192, 8192, 8, 132, true));
+    CHECK(sm90::heuristic_tile(8192, 8192, 20000, 132, false) ==
+          sm90::bucket_tile(8192, 8192, kGemmLargeM, 132, false));
+    for (int64_t n : {200, 2880, 6144, 28672})
+      for (int64_t k : {2880, 4096})
+        for (bool prepacked : {false, true}) {
+          std::vector<std::vector<sm90::Tile>> sets;
+          for (int bucket : kGemmMBuckets) sets.push_back(sm90_bucket_tiles(n, k, bucket, prepacked));
+          for (int64_t m = 1; m <= 17000; m += m < 3000 ? 1 : 7) {
+            const size_t b = size_t(std::find(std::begin(kGemmMBuckets), std::end(kGemmMBuckets), gemm_m_bucket(m)) -
+                                    std::begin(kGemmMBuckets));
+            const sm90::Tile t = sm90::heuristic_tile(n, k, m, 132, prepacked);
+            if (std::find(sets[b].begin(), sets[b].end(), t) == sets[b].end()) {
+              FAIL_CHECK(fmt::format("n = {} k = {} m = {} prepacked = {}: {} is not among its bucket's tiles", n, k, m,
+                                     prepacked, sm90::describe(t)));
+              break;
+            }
+          }
+        }
+  }
+
+
+  TEST_CASE("a tuned tile runs where the tuner beat the heuristic; else each M's own tile") {
+    const sm90::Tile bucket_tile = sm90::bucket_tile(8192, 8192, 1024, 132, true);
+    const sm90::Tile own = sm90::heuristic_tile(8192, 8192, 769, 132, true);
+    REQUIRE(!(own == bucket_tile));
+    CHECK(sm90_choice(nullptr, 8192, 8192, 769, true) == own);
+    CHECK(sm90_choice(&bucket_tile, 8192, 8192, 769, true) == own);
+    // a winner runs trimmed to each M's rows, like the heuristic's tiles, and `tune` compiles
+    // every such form (gemm_tuned_tiles)
+    sm90::Tile winner = bucket_tile;
+    winner.stages = 2;
+    REQUIRE(winner.block_m == 256);
+    CHECK(sm90_choice(&winner, 8192, 8192, 1000, true) == winner);  // four tiles of 256 rows
+    sm90::Tile trimmed = winner;
+    trimmed.block_m = 208;  // four tiles of 200 rows
+    CHECK(sm90_choice(&winner, 8192, 8192, 769, true) == trimmed);
+    const std::vector<sm90::Tile> forms = to_tiles(gemm_tuned_tiles(sm90::to_config(winner), 1024));
+    CHECK(forms.front() == winner);
+    for (int64_t m = 769; m <= 1024; ++m) {
+      const sm90::Tile t = sm90_choice(&winner, 8192, 8192, m, true);
+      if (std::find(forms.begin(), forms.end(), t) == forms.end()) {
+        FAIL_CHECK(fmt::format("m = {}: {} is not among the tuned tile's forms", m, sm90::describe(t)));
+        break;
+      }
+    }
+    // a table written before tiles were trimmed to their rows: the heuristic's 160-row tile at
+    // 6144 x 4096, M = 576 (four tiles of 144 rows) still counts as the heuristic's
+    sm90::Tile untrimmed = sm90::heuristic_tile(6144, 4096, 576, 132, true);
+    REQUIRE(untrimmed.block_m == 144);
+    untrimmed.block_m = 160;
+    CHECK(sm90_choice(&untrimmed, 6144, 4096, 513, true) ==
+          sm90::heuristic_tile(6144, 4096, 513, 132, true));
+  }
+
+
+  TEST_CASE("D goes through TMA where the tile's rows pair up and it fits in the stages") {
+    CHECK(sm90::stores_through_tma({256, 2, 3, 1, 128}, 2));
+    CHECK(sm90::stores_through_tma({256, 2, 3, 1, 128}, 4));  // 128 KiB of FP32 in 3 stages of 73
+    CHECK(!sm90::stores_through_tma({8, 1, 8, 1, 256, 2}, 2));  // 8 rows: no pairs of 8-row matrices
+    CHECK(!sm90::stores_through_tma({128, 3, 2, 1, 128}, 4));  // 96 KiB of FP32 in 2 stages of 46
+    CHECK(sm90::stores_through_tma({128, 3, 2, 1, 128}, 2));
+  }
+
+
+  TEST_CASE("generated source: one wgmma for the bucket's N; named after the tile; sm_90a only") {
+    const sm90::Tile t = sm90::bucket_tile(2880, 2880, 16, 132);
+    const KernelSpec spec =
+        sm90_spec(sm90_problem(2880, 2880, false, DType::bf16, DType::fp32, ScaleLayout::swizzled128x4, uint8_t(DType::bf16)), t);
+    const GeneratedKernel g = generate(spec);
+    CHECK(g.source.find("wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16") != std::string::npos);
+    CHECK(g.source.find("#include \"sm90/gemm_w4a16.cuh\"") != std::string::npos);
+    CHECK(g.name.find("nvfp4_gemm_w4a16_n2880_k2880_bf16_fp32_sw128x4_biasbf16_bm16") == 0);
+    CHECK(g.name == sm90_backend().kernel_name(spec));
+    CHECK(generate(sm90_spec(sm90_problem(2880, 2880, false, DType::fp16, DType::fp32), t)).source.find(".f32.f16.f16") !=
+          std::string::npos);
+    KernelSpec other_arch = spec;
+    other_arch.arch = Arch::sm_100a;  // no backend serves it (yet)
+    CHECK_THROWS_AS(generate(other_arch), Error);
+    CHECK(generate(sm90_spec(sm90_problem(2880, 2880, true), t)).name.find("nvfp4_gemm_w4a16_n2880_k2880_bf16_bf16_prepacked_bm16") == 0);
+    // two k slices: named, and recovered from the spec (its thread count) for either producer
+    sm90::Tile sliced = t;
+    sliced.k_slices = 2;
+    for (bool prepacked : {false, true}) {
+      const KernelSpec s = sm90_spec(sm90_problem(2880, 2880, prepacked), sliced);
+      CHECK(sm90::from_config(s.tile) == sliced);
+      CHECK(sm90::from_config(sm90_spec(sm90_problem(2880, 2880, prepacked), t).tile) == t);
+      CHECK(generate(s).name.find(fmt::format("_wg{}x2_", t.consumers)) != std::string::npos);
+    }
+    CHECK(sm90::describe(sliced).find(" wg1x2 ") != std::string::npos);
+  }
+
+  TEST_CASE("the backend checks a given tile: three consumer warpgroups need a prepacked weight") {
+    const sm90::Tile three{192, 3, 3, 1, 128};
+    CHECK(sm90_backend().tile_problem(sm90_spec(sm90_problem(8192, 8192, false), three)).find("prepacked") != std::string::npos);
+    CHECK(sm90_backend().tile_problem(sm90_spec(sm90_problem(8192, 8192, true), three)) == "");
+    // three consumers only where the heuristic may take them: a prepacked weight, M = 513-576
+    CHECK(sm90::bucket_tile(8192, 8192, 576, 132, true).consumers == 3);
+    CHECK(sm90::bucket_tile(8192, 8192, 576, 132, false).consumers == 2);
+    CHECK(sm90::bucket_tile(8192, 8192, 576, 132, true).block_m == 192);
+  }
+  TEST_CASE("candidates: the heuristic's tile first, every candidate buildable, no duplicates") {
+    for (int bucket : kGemmMBuckets)
+      for (int64_t n : {8, 2880, 8192, 28672})
+        for (int64_t k : {32, 2880, 8192, 14336}) {
+          CAPTURE(bucket);
+          CAPTURE(n);
+          CAPTURE(k);
+          const std::vector<sm90::Tile> c = to_tiles(sm90_backend().candidates(sm90_problem(n, k), bucket, 132));
+          REQUIRE(!c.empty());
+          CHECK(c[0] == sm90::bucket_tile(n, k, bucket, 132));
+          for (size_t i = 0; i < c.size(); ++i) {
+            CHECK(sm90::tile_problem(c[i], k) == "");
+            for (size_t j = 0; j < i; ++j) CHECK_FALSE(c[i] == c[j]);
+          }
+        }
+    // a decode bucket on a long K has the whole space: 2 depths x 2 stage counts x 3 splits
+    CHECK(sm90::candidate_tiles(8192, 8192, 8, 132, false).size() >= 10);
+  }
+
+  TEST_CASE("tiles the kernel cannot run are rejected with the reason") {
+    sm90::Tile t{256, 2, 8, 1, 128};
+    CHECK(sm90::tile_problem(t, 8192).find("shared memory") != std::string::npos);
+    t = {8, 1, 4, 4, 256};
+    CHECK(sm90::tile_problem(t, 1024).find("split") != std::string::npos);  // 4 k-tiles over 4 splits
+    t = {8, 1, 4, 3, 256};
+    CHECK(sm90::tile_problem(t, 8192).find("split_k 3") != std::string::npos);
+    t = {12, 1, 4, 1, 256};
+    CHECK(sm90::tile_problem(t, 8192).find("block_m") != std::string::npos);
+    t = {8, 1, 4, 1, 64};
+    CHECK(sm90::tile_problem(t, 8192).find("block_k") != std::string::npos);
+    t = {128, 1, 4, 1, 128};
+    t.k_slices = 2;  // 640 threads cannot hold 64 accumulators each and the decode
+    CHECK(sm90::tile_problem(t, 8192).find("2 k slices at block_m 128") != std::string::npos);
+    t.block_m = 64;
+    CHECK(sm90::tile_problem(t, 8192) == "");
+  }
+
+}
