@@ -227,7 +227,7 @@ TEST_SUITE("gemm") {
               bucket_specs.push_back(gemm_spec(problem, t));
         }
     CHECK(gemm_prewarm(Arch::sm_90a, 4096, 4096) == bucket_specs);
-    CHECK(gemm_prewarm(Arch::sm_120a, 4096, 4096).empty());  // no backend serves it (yet)
+    CHECK(gemm_prewarm(Arch::sm_100a, 4096, 4096).empty());  // no backend serves it (yet)
   }
 
   TEST_CASE("prewarm of a grouped weight holds the grouped kernel of every rows-per-group bucket") {
@@ -401,7 +401,7 @@ TEST_SUITE("gemm") {
     // A backend for an arch nothing serves here, with one tile and a trivial kernel.
     struct FakeBackend final : GemmBackend {
       std::string_view name() const override { return "fake"; }
-      bool serves(Arch arch) const override { return arch == Arch::sm_121a; }
+      bool serves(Arch arch) const override { return arch == Arch::sm_100a; }
       std::string unsupported(const KernelSpec& p) const override {
         return gemm_problem_prepacked(p) ? "no prepacked layout" : "";
       }
@@ -423,17 +423,17 @@ TEST_SUITE("gemm") {
       GemmPlan plan(const KernelSpec&, int64_t, int) const override { return {}; }
       void bind(const KernelSpec&, const GemmCall&, void*) const override {}
     } fake;
-    REQUIRE(find_gemm_backend(Arch::sm_121a) == nullptr);
+    REQUIRE(find_gemm_backend(Arch::sm_100a) == nullptr);
     register_gemm_backend(&fake);
-    const std::vector<KernelSpec> specs = gemm_prewarm(Arch::sm_121a, 1024, 2048);
+    const std::vector<KernelSpec> specs = gemm_prewarm(Arch::sm_100a, 1024, 2048);
     unregister_gemm_backend(&fake);
-    CHECK(find_gemm_backend(Arch::sm_121a) == nullptr);
+    CHECK(find_gemm_backend(Arch::sm_100a) == nullptr);
     // two layouts as stored (it refuses the prepacked one), two tiles (64 and 128 rows) each
     REQUIRE(specs.size() == 4);
     register_gemm_backend(&fake);
     CHECK(generate(specs[0]).name == "fake_gemm_n1024_bm64");
     CHECK(op_kernels(Op::gemm).kernel_name(specs[3]) == "fake_gemm_n1024_bm128");
-    const KernelSpec problem = gemm_problem(Arch::sm_121a, 1024, 2048, DType::bf16, DType::bf16, ScaleLayout::linear, false, kNoDType);
+    const KernelSpec problem = gemm_problem(Arch::sm_100a, 1024, 2048, DType::bf16, DType::bf16, ScaleLayout::linear, false, kNoDType);
     CHECK(gemm_tile_choice(fake, problem, nullptr, 100, 48).block_m == 128);
     // the core compiles it like any kernel, for its arch
     CHECK(!KernelStore::instance().get(specs[0])->cubin.empty());

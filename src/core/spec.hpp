@@ -35,6 +35,7 @@ inline constexpr uint8_t kNoDType = 0xFF;  // a dtype field the op does not use
 enum SpecFlags : uint8_t {
   kFlagPerRow = 1, kFlagBiasBf16 = 2, kFlagBiasFp32 = 4,
   kFlagGroupedContiguous = 8, kFlagGroupedMasked = 16,  // a grouped GEMM of `groups` groups
+  kFlagAScalesSwizzled = 32,  // a GEMM on NVFP4 activations (a_dtype nvfp4): their scales swizzled128x4
 };
 
 // Fields are laid out without padding so a spec hashes and compares as raw bytes.

@@ -56,6 +56,8 @@ void unregister_gemm_backend(const GemmBackend* backend) {
 const GemmBackend* find_gemm_backend(Arch arch) {
   Backends& b = backends();
   std::lock_guard lock(b.mutex);
+  for (const GemmBackend* backend : b.all)
+    if (backend->emulates(arch)) return backend;
   for (auto it = b.all.rbegin(); it != b.all.rend(); ++it)
     if ((*it)->serves(arch)) return *it;
   return nullptr;

@@ -30,6 +30,12 @@ class GemmBackend {
   virtual ~GemmBackend() = default;
   virtual std::string_view name() const = 0;
   virtual bool serves(Arch arch) const = 0;
+  // Whether its kernels take NVFP4 activations as they are (an FP4 MMA); else the front decodes
+  // them to BF16 first and runs the BF16 kernel.
+  virtual bool native_fp4_activations() const { return false; }
+  // A test facility: whether it runs its kernels on a device of `arch` in emulation now
+  // (NVFP4_JIT_EMULATE_ARCH); such a backend takes precedence over the one serving `arch`.
+  virtual bool emulates(Arch) const { return false; }
   // Why `problem` (a spec without tile) cannot run on this backend; empty when it can.
   virtual std::string unsupported(const KernelSpec& problem) const = 0;
   // The tile an untuned call with m rows runs (m is the bucket's largest for the bucket's tile).

@@ -155,7 +155,14 @@ KernelSpec gemm_problem(Arch arch, const GemmCall& call) {
     spec.groups = call.groups;
     spec.flags |= call.layout == GroupedLayout::masked ? kFlagGroupedMasked : kFlagGroupedContiguous;
   }
-  return spec;
+  // (the W4A4 GEMM on decoded A sees a_dtype bf16 here: nvfp4 reaches only native backends)
+  return g.a_dtype == DType::nvfp4 ? gemm_fp4_problem(spec, g.a_fp4.scale_layout) : spec;
+}
+
+KernelSpec gemm_fp4_problem(KernelSpec problem, ScaleLayout a_layout) {
+  problem.a_dtype = uint8_t(DType::nvfp4);
+  if (a_layout == ScaleLayout::swizzled128x4) problem.flags |= kFlagAScalesSwizzled;
+  return problem;
 }
 
 KernelSpec gemm_problem(Arch arch, const GemmProblem& p) {

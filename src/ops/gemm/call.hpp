@@ -41,6 +41,9 @@ KernelSpec gemm_problem(Arch arch, int64_t n, int64_t k, DType a, DType d, Scale
                         uint8_t bias);
 KernelSpec gemm_problem(Arch arch, const GemmCall& call);
 KernelSpec gemm_problem(Arch arch, const GemmProblem& problem);
+// `problem` on NVFP4 activations whose scales are in `a_layout`, for a backend that takes them
+// as they are (GemmBackend::native_fp4_activations).
+KernelSpec gemm_fp4_problem(KernelSpec problem, ScaleLayout a_layout);
 bool gemm_problem_prepacked(const KernelSpec& problem);
 // nvfp4k::GroupedLayoutCode of a problem (GROUPED_NONE for a dense one).
 int gemm_problem_grouped(const KernelSpec& problem);

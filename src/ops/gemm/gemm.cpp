@@ -53,7 +53,8 @@ void gemm_w4a4(const GemmCall& call, const DeviceInfo& device, CUstream stream) 
 void run_gemm(const GemmCall& call, CUstream stream) {
   if (call.args.m == 0) return;
   const DeviceInfo& device = current_device();
-  if (call.args.a_dtype == DType::nvfp4) return gemm_w4a4(call, device, stream);
+  if (call.args.a_dtype == DType::nvfp4 && !gemm_backend(device.arch, kWho).native_fp4_activations())
+    return gemm_w4a4(call, device, stream);
   launch_gemm(gemm_dispatch(device, call, stream), call, stream);
 }
 

@@ -1,5 +1,6 @@
 // The GEMM's part of a prewarm: every tile any M of every bucket runs, for each weight layout
-// the arch's backend supports (BF16 activations and output: W4A16 and W4A4 alike); for a
+// the arch's backend supports (BF16 activations and output: W4A16 and W4A4 alike; a backend with
+// an FP4 MMA, NVFP4 activations with swizzled scales and BF16 output); for a
 // grouped weight (groups > 1), the contiguous grouped GEMM's for every rows-per-group bucket.
 #include "core/op_registry.hpp"
 #include "ops/gemm/backend.hpp"
@@ -22,6 +23,8 @@ std::vector<KernelSpec> gemm_prewarm_specs(Arch arch, const WeightShape& shape, 
         problem.groups = shape.groups;
         problem.flags |= kFlagGroupedContiguous;
       }
+      // a backend with an FP4 MMA: NVFP4 activations as the quantizers write them (swizzled scales)
+      if (backend->native_fp4_activations()) problem = gemm_fp4_problem(problem, ScaleLayout::swizzled128x4);
       if (!backend->unsupported(problem).empty()) continue;
       for (const TileConfig& tile : gemm_bucket_tiles(*backend, problem, bucket, sm_count))
         specs.push_back(gemm_spec(problem, tile));

@@ -91,6 +91,11 @@ void compile_all(const std::vector<KernelSpec>& specs) {
 std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const KernelSpec& problem, const std::vector<int>& buckets,
                                    int runs) {
   const GemmBackend& backend = gemm_backend(device.arch, kWho);
+  if (std::string why = backend.unsupported(problem); !why.empty())
+    fail(Status::unsupported, "{}: {} on {}", kWho, why, to_string(device.arch));
+  // The scratch buffers hold BF16 activations: a backend's own NVFP4 ones are not tuned yet.
+  if (problem.a_dtype == uint8_t(DType::nvfp4))
+    fail(Status::unsupported, "{}: NVFP4 activations on the {} backend are not tuned yet", kWho, backend.name());
   // Every candidate of every bucket compiles first, in parallel (most come from the cache).
   std::vector<std::vector<TileConfig>> candidates;
   std::vector<KernelSpec> specs;

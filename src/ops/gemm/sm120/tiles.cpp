@@ -1,0 +1,83 @@
+#include "ops/gemm/sm120/tiles.hpp"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+#include "ops/gemm/m_buckets.hpp"
+#include "sm120/gemm_tile.cuh"
+
+namespace nvfp4::jit::detail::sm120 {
+
+namespace {
+constexpr int kMaxStages = 4;
+// fp32 accumulators a thread holds (MT x NT MMAs of 4): at most 64, so fragments, addresses and
+// accumulators stay within 255 registers with room for the compiler to overlap loads
+constexpr int kMaxAccumulators = 64;
+
+int max_stages(const Tile& t) {
+  return int(std::min<unsigned>(kMaxStages, nvfp4k::sm120::GEMM_MAX_SHARED / unsigned(nvfp4k::sm120::gemm_stage_bytes(t.block_m, t.block_n))));
+}
+int row_tile_for(int64_t m) { return m <= 16 ? 16 : m <= 32 ? 32 : m <= 64 ? 64 : 128; }
+}  // namespace
+
+int threads(const Tile& t) { return nvfp4k::sm120::gemm_threads(t.block_m, t.block_n); }
+
+unsigned shared_bytes(const Tile& t) { return nvfp4k::sm120::gemm_shared_bytes(t.block_m, t.block_n, t.stages); }
+
+std::string tile_problem(const Tile& t) {
+  if (t.block_m != 16 && t.block_m != 32 && t.block_m != 64 && t.block_m != 128)
+    return fmt::format("block_m {} (16, 32, 64 or 128)", t.block_m);
+  if (t.block_n != 64 && t.block_n != 128 && t.block_n != 256) return fmt::format("block_n {} (64, 128 or 256)", t.block_n);
+  if (t.stages < 2 || t.stages > kMaxStages) return fmt::format("{} stages (2 to {})", t.stages, kMaxStages);
+  if (shared_bytes(t) > nvfp4k::sm120::GEMM_MAX_SHARED)
+    return fmt::format("{} bytes of shared memory (at most {} on sm_120 / sm_121)", shared_bytes(t),
+                       nvfp4k::sm120::GEMM_MAX_SHARED);
+  const int accumulators = 4 * nvfp4k::sm120::gemm_warp_mmas_m(t.block_m) * nvfp4k::sm120::gemm_warp_mmas_n(t.block_m, t.block_n);
+  if (accumulators > kMaxAccumulators)
+    return fmt::format("{} accumulators a thread (at most {}: registers)", accumulators, kMaxAccumulators);
+  return {};
+}
+
+Tile heuristic_tile(int64_t n, int64_t, int64_t m, int sm_count) {
+  // chosen for m's bucket (its largest M): one tile per bucket, which prewarm compiles
+  const int64_t rows = gemm_bucket_m(gemm_m_bucket(m));
+  Tile t;
+  t.block_m = row_tile_for(rows);
+  // 128 weight rows a CTA read each activation tile half as often; 64 where 128 would leave SMs idle
+  const int64_t ctas_128 = (rows + t.block_m - 1) / t.block_m * ((n + 127) / 128);
+  t.block_n = ctas_128 >= sm_count ? 128 : 64;
+  t.stages = max_stages(t);
+  return t;
+}
+
+std::vector<Tile> candidate_tiles(int64_t n, int64_t k, int bucket, int sm_count) {
+  const Tile heuristic = heuristic_tile(n, k, gemm_bucket_m(bucket), sm_count);
+  std::vector<Tile> tiles{heuristic};
+  for (int block_m : {16, 32, 64, 128}) {
+    if (block_m > std::max(heuristic.block_m, 16)) break;
+    for (int block_n : {64, 128, 256})
+      for (int stages = 2; stages <= kMaxStages; ++stages) {
+        const Tile t{block_m, block_n, stages};
+        if (tile_problem(t).empty() && std::find(tiles.begin(), tiles.end(), t) == tiles.end()) tiles.push_back(t);
+      }
+  }
+  return tiles;
+}
+
+std::string describe(const Tile& t) { return fmt::format("bm{} bn{} s{}", t.block_m, t.block_n, t.stages); }
+
+TileConfig to_config(const Tile& t) {
+  TileConfig c;
+  c.block_m = uint16_t(t.block_m);
+  c.block_n = uint16_t(t.block_n);
+  c.block_k = uint16_t(nvfp4k::sm120::GEMM_BK);
+  c.threads = uint16_t(threads(t));
+  c.stages = uint8_t(t.stages);
+  c.split_k = 1;
+  return c;
+}
+
+Tile from_config(const TileConfig& c) { return Tile{c.block_m, c.block_n, c.stages}; }
+
+}  // namespace nvfp4::jit::detail::sm120

@@ -1,0 +1,41 @@
+// The sm_120a / sm_121a GEMM's tiles: what its kernel can build within the arch's limits
+// (99 KB of shared memory per block, 64K registers per SM, no clusters), the heuristic that
+// reads the SM count, and the tuner's search space.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/spec.hpp"
+
+namespace nvfp4::jit::detail::sm120 {
+
+struct Tile {
+  int block_m = 0;  // activation rows per CTA: 16, 32, 64 or 128
+  int block_n = 0;  // weight rows per CTA: 64, 128 or 256
+  int stages = 0;   // cp.async ring depth, 128 k each
+  bool operator==(const Tile&) const = default;
+};
+
+TileConfig to_config(const Tile& tile);
+Tile from_config(const TileConfig& config);
+
+int threads(const Tile& tile);
+unsigned shared_bytes(const Tile& tile);
+// Why the kernel cannot be built or launched with `tile`; empty when it can.
+std::string tile_problem(const Tile& tile);
+
+// The tile an untuned call with m rows runs, chosen for m's bucket: the row tile of its size
+// class (16, 32, 64, then 128 rows), 128 weight rows a CTA where that grid fills every SM, else
+// 64; the most stages that fit (at most 4).
+Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count);
+
+// The tuner's search space for a bucket: the heuristic's tile first, then every row tile up to
+// the bucket's, 64 / 128 / 256 weight rows, 2 stages to as many as fit; only tiles
+// tile_problem accepts.
+std::vector<Tile> candidate_tiles(int64_t n, int64_t k, int bucket, int sm_count);
+
+// "bm64 bn128 s4"
+std::string describe(const Tile& tile);
+
+}  // namespace nvfp4::jit::detail::sm120

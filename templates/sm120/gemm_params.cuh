@@ -1,0 +1,33 @@
+// The sm_120a / sm_121a GEMM's parameter block, shared by the kernel and the host.
+#pragma once
+
+#include "common/params.cuh"
+#include "common/tile_scheduler.cuh"
+
+namespace nvfp4k {
+
+// D[m, n] = alpha * a_gscale[m] * w_gscale * sum_k A[m, k] * W[n, k] (+ bias[n]), with A and W
+// in NVFP4 (packed E2M1 rows, E4M3 block scales in the layouts the kernel compiles in).
+struct GemmW4A4Params {
+  const unsigned char* a;         // [M, K/2] packed, a_stride bytes per row
+  long long a_stride;
+  const unsigned char* a_scales;  // E4M3 [M, K/16]
+  const unsigned char* w;         // [N, K/2] packed, w_stride bytes per row (16-byte aligned rows)
+  long long w_stride;
+  const unsigned char* w_scales;  // E4M3 [N, K/16]
+  const float* w_gscale_ptr;      // GSCALE_DEVICE: one device value
+  float w_gscale_value;           // GSCALE_HOST
+  int w_gscale_mode;
+  float alpha;
+  const float* a_gscale_ptr;      // GSCALE_DEVICE: one value; GSCALE_DEVICE_PER_ROW: one per row (m)
+  float a_gscale_value;           // GSCALE_HOST
+  int a_gscale_mode;
+  const void* bias;               // [N], type compiled in
+  void* d;                        // [M, N] with d_stride elements per row
+  long long d_stride;
+  TileSchedule schedule;
+  int a_rows_16b;                 // A's rows start 16-byte aligned: 16-byte copies, else 4-byte ones
+  int a_scale_words;              // A's scales come as aligned 4-byte words of 4 blocks, else by byte
+};
+
+}  // namespace nvfp4k

@@ -1,0 +1,199 @@
+// NVFP4 x NVFP4 GEMM for sm_120a / sm_121a (RTX 50, RTX PRO 6000, DGX Spark):
+// D[M, N] = alpha * ga[m] * gw * A[M, K] . W[N, K]^T (+ bias[N]), A the activations as our
+// quantizers write them, W the weight as ModelOpt stores it, either scale layout for each.
+//
+// The block-scaled MMA (sm120/mma_mxf4nvf4.cuh) takes both operands' E2M1 values and E4M3
+// block scales as they are stored: nothing is decoded. Every thread loads: a STAGES-deep ring
+// of cp.async groups (16-byte copies of packed rows, 4-byte words of four block scales)
+// guarded by one CTA barrier per k-tile; then each warp reads its fragments straight from
+// shared memory (rows 80 bytes apart: conflict-free) and issues MT x NT MMAs per k64 step.
+// No clusters, no TMA multicast, at most 99 KB of shared memory: what these GPUs have.
+//
+// With EMULATE the same kernel runs on sm_90a with the MMA replaced by its exact emulation:
+// the test facility that checks everything but the one instruction on Hopper.
+#pragma once
+#include "common/gemm_epilogue.cuh"
+#include "common/global_scale.cuh"
+#include "common/ptx/copy.cuh"
+#include "common/scale_layout.cuh"
+#include "common/tile_scheduler.cuh"
+#include "sm120/gemm_params.cuh"
+#include "sm120/gemm_tile.cuh"
+#include "sm120/mma_mxf4nvf4.cuh"
+#include "sm120/ptx.cuh"
+
+namespace nvfp4k::sm120 {
+
+template <int ODT_, int BIAS_, long long N_, long long K_, int A_LAYOUT_, int W_LAYOUT_, int BM_, int BN_, int STAGES_,
+          bool EMULATE_>
+struct GemmConfig {
+  static constexpr int ODT = ODT_, BIAS = BIAS_, A_LAYOUT = A_LAYOUT_, W_LAYOUT = W_LAYOUT_;
+  static constexpr long long N = N_, K = K_;
+  static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_;
+  static constexpr bool EMULATE = EMULATE_;
+  static constexpr int BK = GEMM_BK, PITCH = GEMM_ROW_PITCH, SPITCH = GEMM_SCALE_PITCH;
+  static constexpr int KTILES = int((K + BK - 1) / BK);
+  static constexpr long long KB = K / 16, KB_PADDED = (KB + 3) / 4 * 4;
+  static constexpr int WARPS_M = gemm_warps_m(BM), WARPS_N = gemm_warps_n(BM, BN);
+  static constexpr int THREADS = gemm_threads(BM, BN);
+  static constexpr int MT = gemm_warp_mmas_m(BM), NT = gemm_warp_mmas_n(BM, BN);
+  static constexpr int A_AT = 0, W_AT = BM * PITCH, SA_AT = (BM + BN) * PITCH, SW_AT = SA_AT + BM * SPITCH;
+  static constexpr int STAGE_BYTES = gemm_stage_bytes(BM, BN);
+  // The word of a k-tile's block scales that holds block KB - 1 when K is 32 mod 64: its upper
+  // two bytes lie past K (padding, whatever a swizzled buffer holds there) and are masked to 0,
+  // so they cannot turn the zero-filled values past K into NaN.
+  static constexpr bool K_HALF_STEP = K % 64 != 0;
+  static constexpr int HALF_STEP = int((K % BK) / 64);  // the k64 step of the last k-tile holding it
+  static constexpr bool W_SCALE_WORDS = W_LAYOUT == SCALES_SWIZZLED128X4 || KB % 4 == 0;
+  static_assert(K % 32 == 0 && BM % 16 == 0 && BN % 8 == 0 && MT >= 1 && NT >= 1);
+  static_assert(BM % (16 * WARPS_M) == 0 && BN % (8 * WARPS_N) == 0, "warps tile the CTA");
+  static_assert(W_LAYOUT != SCALES_PREPACKED && A_LAYOUT != SCALES_PREPACKED, "the ModelOpt / quantizer layouts");
+  static_assert(EMULATE || STAGES * STAGE_BYTES <= int(GEMM_MAX_SHARED), "99 KB of shared memory on sm_120");
+};
+
+// The word of blocks kb .. kb + 3 of row `row` (kb a multiple of 4) into shared memory at
+// `dst`: one 4-byte cp.async where the scales come as aligned words, else byte by byte (a
+// linear layout whose rows are not a multiple of 4 blocks). Blocks past K and rows out of
+// range are 0.
+template <int LAYOUT, long long KB>
+__device__ __forceinline__ void stage_scale_word(unsigned* dst, const unsigned char* scales, long long row, bool in_rows,
+                                                 long long kb, bool words) {
+  if (words) {
+    constexpr long long KB_PADDED = (KB + 3) / 4 * 4;
+    const bool in = in_rows && kb < (LAYOUT == SCALES_SWIZZLED128X4 ? KB_PADDED : KB);
+    const long long at = !in ? 0 : LAYOUT == SCALES_SWIZZLED128X4 ? scale_offset_swizzled128x4(row, kb, KB) : row * KB + kb;
+    cp_async<4>(dst, scales + at, in ? 4u : 0u);
+  } else {
+    unsigned word = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      if (in_rows && kb + j < KB) word |= unsigned(scales[scale_offset<LAYOUT>(row, kb + j, KB)]) << (8 * j);
+    *dst = word;
+  }
+}
+
+// Packed rows [row0, row0 + ROWS) of a k-tile, 64 bytes each, into shared memory (PITCH apart):
+// 16-byte copies, or 4-byte ones where the rows are not 16-byte aligned. Rows at or past
+// `rows` and bytes past K are zero-filled.
+template <class C, int ROWS>
+__device__ __forceinline__ void stage_rows(unsigned char* dst, const unsigned char* src, long long stride, long long row0,
+                                           long long rows, int kt, bool rows_16b) {
+#pragma unroll 1
+  for (int c = threadIdx.x; c < ROWS * 4; c += C::THREADS) {
+    const int r = c / 4, q = c % 4;
+    const bool in = row0 + r < rows && (long long)kt * C::BK + 32 * q < C::K;
+    const unsigned char* from = in ? src + (row0 + r) * stride + kt * GEMM_ROW_BYTES + 16 * q : src;
+    unsigned char* to = dst + r * C::PITCH + 16 * q;
+    if (rows_16b) {
+      cp_async_16(to, from, in ? 16u : 0u);
+    } else {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) cp_async<4>(to + 4 * i, from + (in ? 4 * i : 0), in ? 4u : 0u);
+    }
+  }
+}
+
+template <class C>
+__device__ __forceinline__ void gemm_w4a4(const GemmW4A4Params& p) {
+  extern __shared__ __align__(16) unsigned char smem[];
+  constexpr int N_TILES = int((C::N + C::BN - 1) / C::BN);
+  const ScheduledTile tile = schedule_tile<N_TILES, 1, C::KTILES>(p.schedule, int(blockIdx.x), 0u);
+  const long long m0 = tile.m0, m_end = tile.m_end;
+  const long long n0 = (long long)tile.n_tile * C::BN;
+  auto stage = [&](int s) { return smem + s * C::STAGE_BYTES; };
+
+  auto load = [&](int s, int kt) {
+    unsigned char* st = stage(s);
+    stage_rows<C, C::BM>(st + C::A_AT, p.a, p.a_stride, m0, m_end, kt, p.a_rows_16b != 0);
+    stage_rows<C, C::BN>(st + C::W_AT, p.w, p.w_stride, n0, C::N, kt, true);
+    unsigned* sa = reinterpret_cast<unsigned*>(st + C::SA_AT);
+    unsigned* sw = reinterpret_cast<unsigned*>(st + C::SW_AT);
+#pragma unroll 1
+    for (int c = threadIdx.x; c < 2 * (C::BM + C::BN); c += C::THREADS) {
+      const int r = c / 2, half = c % 2;
+      const long long kb = (long long)kt * (C::BK / 16) + 4 * half;
+      if (r < C::BM)
+        stage_scale_word<C::A_LAYOUT, C::KB>(sa + c, p.a_scales, m0 + r, m0 + r < m_end, kb, p.a_scale_words != 0);
+      else
+        stage_scale_word<C::W_LAYOUT, C::KB>(sw + (c - 2 * C::BM), p.w_scales, n0 + r - C::BM, n0 + r - C::BM < C::N, kb,
+                                             C::W_SCALE_WORDS);
+    }
+  };
+
+  const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32), g = lane / 4, t = lane % 4;
+  const int wm = warp / C::WARPS_N, wn = warp % C::WARPS_N;
+  const int row_a = wm * C::MT * 16 + g, row_w = wn * C::NT * 8 + g;  // this lane's first rows in the tile
+
+  float acc[C::MT][C::NT][4];
+#pragma unroll
+  for (int i = 0; i < C::MT; ++i)
+#pragma unroll
+    for (int j = 0; j < C::NT; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
+
+#pragma unroll
+  for (int i = 0; i < C::STAGES - 1; ++i) {
+    if (i < C::KTILES) load(i, i);
+    cp_async_commit();
+  }
+#pragma unroll 1
+  for (int kt = 0; kt < C::KTILES; ++kt) {
+    cp_async_wait<C::STAGES - 2>();
+    __syncthreads();  // tile kt has landed for every thread's copies; stage (kt - 1) is free
+    if (kt + C::STAGES - 1 < C::KTILES) load((kt + C::STAGES - 1) % C::STAGES, kt + C::STAGES - 1);
+    cp_async_commit();
+    const unsigned char* st = stage(kt % C::STAGES);
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      // fragments of the sm120/mma_mxf4nvf4.cuh layouts: b[r] is W's row, bytes 16 r + 4 t of the
+      // step's 32; a[r] A's row + 8 (r % 2), bytes 16 (r / 2) + 4 t; scale words: row g of W,
+      // row g + 8 (lane % 2) of A. A's fragments one MMA row at a time: fewer live registers.
+      unsigned b[C::NT][2], sfb[C::NT];
+#pragma unroll
+      for (int j = 0; j < C::NT; ++j) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r)
+          b[j][r] = *reinterpret_cast<const unsigned*>(st + C::W_AT + (row_w + 8 * j) * C::PITCH + 32 * s + 16 * r + 4 * t);
+        sfb[j] = *reinterpret_cast<const unsigned*>(st + C::SW_AT + (row_w + 8 * j) * C::SPITCH + 4 * s);
+        if (C::K_HALF_STEP && s == C::HALF_STEP && kt == C::KTILES - 1) sfb[j] &= 0xFFFFu;
+      }
+#pragma unroll
+      for (int i = 0; i < C::MT; ++i) {
+        unsigned a[4];
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+          a[r] = *reinterpret_cast<const unsigned*>(st + C::A_AT + (row_a + 16 * i + 8 * (r % 2)) * C::PITCH + 32 * s +
+                                                    16 * (r / 2) + 4 * t);
+        unsigned sfa = *reinterpret_cast<const unsigned*>(st + C::SA_AT + (row_a + 16 * i + 8 * (lane % 2)) * C::SPITCH + 4 * s);
+        if (C::K_HALF_STEP && s == C::HALF_STEP && kt == C::KTILES - 1) sfa &= 0xFFFFu;
+#pragma unroll
+        for (int j = 0; j < C::NT; ++j) mma_m16n8k64<C::EMULATE>(acc[i][j], a, b[j], sfa, sfb[j]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  // acc[i][j][e] is D[m0 + row_a + 16 i + 8 (e / 2), n0 + row_w - g + 8 j + 2 t + e % 2]
+  const bool a_per_row = p.a_gscale_mode == GSCALE_DEVICE_PER_ROW;
+  const float scale = p.alpha * global_scale(p.w_gscale_mode, p.w_gscale_value, p.w_gscale_ptr, 0) *
+                      (a_per_row ? 1.0f : global_scale(p.a_gscale_mode, p.a_gscale_value, p.a_gscale_ptr, 0));
+#pragma unroll
+  for (int i = 0; i < C::MT; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const long long m = m0 + row_a + 16 * i + 8 * h;
+      if (m >= m_end) continue;
+      const float row_scale = a_per_row ? scale * p.a_gscale_ptr[m] : scale;
+#pragma unroll
+      for (int j = 0; j < C::NT; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const long long n = n0 + row_w - g + 8 * j + 2 * t + e;
+          if (n < C::N)
+            store_element<C::ODT>(p.d, m * p.d_stride + n, acc[i][j][2 * h + e] * row_scale + load_bias<C::BIAS>(p.bias, n));
+        }
+    }
+}
+
+}  // namespace nvfp4k::sm120

@@ -1,0 +1,246 @@
+// One GEMM case on the GPU against a float64 reference of the decoded values (shared by the
+// GEMM suites of every backend): fresh random data, poisoned outputs (NaN bytes) so every
+// element must be written, padded strides left untouched, the relative Frobenius error
+// bounded by the output type's rounding; the first wrong element is named.
+#pragma once
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "../dequantize_fixture.hpp"
+#include "gemm_output.hpp"
+#include "common/nvfp4_format.cuh"
+#include "core/gpu_util.hpp"
+#include "core/launcher.hpp"
+#include "ops/gemm/gemm.hpp"
+#include "ops/gemm/sm90/tiles.hpp"
+
+using namespace nvfp4::jit;
+using namespace nvfp4::jit::detail;
+
+namespace {
+
+struct Case {
+  int64_t m, n, k;
+  DType a = DType::bf16, d = DType::bf16;
+  ScaleLayout layout = ScaleLayout::linear;
+  bool device_gscale = false;
+  int bias = 0;  // 0 none, 1 bf16, 2 fp32
+  int64_t a_pad = 0, d_pad = 0;
+  float alpha = 1.0f;
+  // any: every finite E4M3 scale; subnormal: only nonzero subnormal scales (a kernel that
+  // flushed them would be far off); nan_row: one NaN scale, whose row of D must be NaN
+  enum Scales { any, subnormal, nan_row } scales = any;
+  // W4A4 (a = nvfp4): A's global scale 0 host value, 1 device scalar, 2 device per row; and
+  // whether the caller passes the workspace (else gemm allocates it on the stream)
+  int a_gscale = 0;
+  bool workspace = false;
+  // also prepack the weight (GPU, checked against the CPU prepack) and run the gemm on it:
+  // every output byte must equal the gemm's on the weight as stored
+  bool prepacked = false;
+  // a tile to run instead of the heuristic's (block_m 0: the heuristic's)
+  sm90::Tile tile{};
+  // W4A4: bytes of padding after each packed row of A (4: rows not 16-byte aligned)
+  int64_t a_fp4_pad = 16;
+};
+
+void run_gemm(const Case& c, const GemmArgs& g) {
+  sm90::Tile tile = c.tile;
+  // three consumers run on a prepacked weight only; the weight as stored takes two, which
+  // give the same bits (each output's k order does not depend on the consumer count)
+  if (tile.consumers == 3 && !g.b_prepacked) tile.consumers = 2;
+  if (tile.block_m)
+    gemm_with_tile(g, sm90::to_config(tile), nullptr);
+  else
+    gemm(g, nullptr);
+}
+
+uint16_t to_half_bits(DType t, float v) {
+  return t == DType::bf16 ? nvfp4k::float_to_bf16_bits(v) : nvfp4k::float_to_fp16_bits(v);
+}
+// ref[m, n] = alpha * gw * sum_k a[m, k] * w[n, k] + bias[n], in float64 over all cores.
+std::vector<double> reference(const Case& c, const std::vector<double>& a, const std::vector<double>& w, double gw,
+                              const std::vector<double>& bias) {
+  std::vector<double> ref(size_t(c.m * c.n));
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      for (int64_t m = t; m < c.m; m += threads)
+        for (int64_t n = 0; n < c.n; ++n) {
+          const double* ar = &a[size_t(m * c.k)];
+          const double* wr = &w[size_t(n * c.k)];
+          double s = 0;
+          for (int64_t k = 0; k < c.k; ++k) s += ar[k] * wr[k];
+          ref[size_t(m * c.n + n)] = c.alpha * gw * s + (bias.empty() ? 0.0 : bias[size_t(n)]);
+        }
+    });
+  for (auto& th : pool) th.join();
+  return ref;
+}
+
+// The weight of `g` prepacked on the GPU (bit-identical with the CPU prepack), and the gemm of
+// `g` on it (bit-identical with `expected`, the gemm on the weight as stored).
+bool check_prepacked(const Case& c, GemmArgs g, const testutil::HostNvfp4& w, const std::vector<uint8_t>& expected) {
+  const int64_t bytes = prepacked_bytes(c.n, c.k);
+  DeviceBuffer d_pre{size_t(bytes)}, d_out{expected.size()};
+  d_pre.fill(0xA5);
+  d_out.fill(0xFF);
+  prepack({g.b, c.n, c.k, d_pre.get()}, nullptr);
+  std::vector<uint8_t> cpu_pre(static_cast<size_t>(bytes)), gpu_pre(static_cast<size_t>(bytes));
+  PrepackArgs host{{w.packed.data(), 0, w.scales.data(), c.layout, {}}, c.n, c.k, cpu_pre.data()};
+  cpu::prepack(host);
+  g.b = {d_pre.get(), 0, nullptr, ScaleLayout::linear, g.b.global_scale};
+  g.b_prepacked = true;
+  g.d = d_out.get();
+  run_gemm(c, g);
+  check_cu(driver().cuCtxSynchronize(), "prepack + gemm");
+  d_pre.download(gpu_pre.data(), gpu_pre.size());
+  std::vector<uint8_t> got(expected.size());
+  d_out.download(got.data(), got.size());
+  const auto pre = std::mismatch(gpu_pre.begin(), gpu_pre.end(), cpu_pre.begin());
+  if (pre.first != gpu_pre.end()) {
+    FAIL_CHECK("m=" << c.m << " n=" << c.n << " k=" << c.k << ": GPU prepack differs from the CPU's at byte "
+                    << (pre.first - gpu_pre.begin()));
+    return false;
+  }
+  const auto out = std::mismatch(got.begin(), got.end(), expected.begin());
+  if (out.first != got.end()) {
+    const int64_t element = (out.first - got.begin()) / (c.d == DType::fp32 ? 4 : 2);
+    const int64_t ldd = g.d_row_stride ? g.d_row_stride : c.n;
+    FAIL_CHECK("m=" << c.m << " n=" << c.n << " k=" << c.k << ": gemm on the prepacked weight differs first at ("
+                    << element / ldd << ", " << element % ldd << ")");
+    return false;
+  }
+  return true;
+}
+
+void run_case(const Case& c, std::mt19937& rng) {
+  CAPTURE(c.m);
+  CAPTURE(c.n);
+  CAPTURE(c.k);
+  testutil::HostNvfp4 w(c.n, c.k, c.layout, rng);
+  if (c.scales == Case::subnormal)
+    for (int64_t n = 0; n < c.n; ++n)
+      for (int64_t b = 0; b < c.k / 16; ++b) w.scales[size_t(w.offset(n, b))] = uint8_t(1 + rng() % 7);
+  const int64_t nan_row = c.scales == Case::nan_row ? int64_t(rng() % uint64_t(c.n)) : -1;
+  if (nan_row >= 0) w.scales[size_t(w.offset(nan_row, int64_t(rng() % uint64_t(c.k / 16))))] = 0x7F;
+  std::vector<double> wd(size_t(c.n * c.k));
+  for (int64_t n = 0; n < c.n; ++n)
+    for (int64_t k = 0; k < c.k; ++k) wd[size_t(n * c.k + k)] = n == nan_row ? NAN : w.value(n, k);
+  const double gw = std::ldexp(1.0 + (rng() % 100) / 100.0, -12);
+
+  const int64_t lda = c.k + c.a_pad, ldd = c.n + c.d_pad;
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<uint16_t> a(size_t(c.m * lda), 0x7FFF);  // padding: NaN, must never be read
+  std::vector<double> ad(size_t(c.m * c.k));
+  const bool w4a4 = c.a == DType::nvfp4;
+  // W4A4: A in the other scale layout than B, padded rows, any finite scale (subnormals too)
+  const ScaleLayout a_layout = c.layout == ScaleLayout::linear ? ScaleLayout::swizzled128x4 : ScaleLayout::linear;
+  testutil::HostNvfp4 a4(w4a4 ? c.m : 0, c.k, a_layout, rng, c.a_fp4_pad);
+  const float ga = std::ldexp(1.0f + (rng() % 100) / 100.0f, -3);
+  for (int64_t m = 0; m < c.m; ++m)
+    for (int64_t k = 0; k < c.k; ++k) {
+      if (w4a4) {
+        ad[size_t(m * c.k + k)] = a4.value(m, k) * (c.a_gscale == 2 ? double(a4.row_scales[size_t(m)]) : double(ga));
+        continue;
+      }
+      const uint16_t h = to_half_bits(c.a, normal(rng));
+      a[size_t(m * lda + k)] = h;
+      ad[size_t(m * c.k + k)] = testutil::half_bits_to_double(c.a, h);
+    }
+  std::vector<double> bias_d;
+  std::vector<uint8_t> bias_bytes;
+  if (c.bias) {
+    bias_d.resize(size_t(c.n));
+    bias_bytes.resize(size_t(c.n) * (c.bias == 1 ? 2 : 4));
+    for (int64_t n = 0; n < c.n; ++n) {
+      const float v = normal(rng);
+      if (c.bias == 1) {
+        const uint16_t h = nvfp4k::float_to_bf16_bits(v);
+        std::memcpy(&bias_bytes[size_t(n) * 2], &h, 2);
+        bias_d[size_t(n)] = nvfp4k::bf16_bits_to_float(h);
+      } else {
+        std::memcpy(&bias_bytes[size_t(n) * 4], &v, 4);
+        bias_d[size_t(n)] = v;
+      }
+    }
+  }
+
+  const int esize = c.d == DType::fp32 ? 4 : 2;
+  DeviceBuffer d_a = to_device(a), d_w = to_device(w.packed), d_s = to_device(w.scales);
+  DeviceBuffer d_gw = to_device(std::vector<float>{float(gw)});
+  DeviceBuffer d_bias = c.bias ? to_device(bias_bytes) : DeviceBuffer(16);
+  DeviceBuffer d_out(size_t(c.m * ldd * esize));
+  d_out.fill(0xFF);  // NaN in every output type
+
+  GemmArgs g;
+  g.m = c.m, g.n = c.n, g.k = c.k;
+  g.a = d_a.get(), g.a_dtype = c.a, g.a_row_stride = lda;
+  DeviceBuffer d_a4 = to_device(a4.packed), d_a4s = to_device(a4.scales), d_ga = to_device(std::vector<float>{ga}),
+               d_ga_rows = to_device(a4.row_scales), d_ws(size_t(c.m * c.k * 2));
+  if (w4a4) {
+    g.a = nullptr, g.a_row_stride = 0;
+    g.a_fp4 = {d_a4.get(), a4.stride_bytes, d_a4s.get(), a_layout, {ga, nullptr, false}};
+    if (c.a_gscale == 1) g.a_fp4.global_scale.device_ptr = d_ga.as<float>();
+    if (c.a_gscale == 2) g.a_fp4.global_scale = {1.0f, d_ga_rows.as<float>(), true};
+    if (c.workspace) g.workspace = d_ws.get(), g.workspace_bytes = int64_t(d_ws.bytes());
+  }
+  g.b = {d_w.get(), 0, d_s.get(), c.layout, {}};
+  if (c.device_gscale)
+    g.b.global_scale.device_ptr = d_gw.as<float>();
+  else
+    g.b.global_scale.value = float(gw);
+  g.d = d_out.get(), g.d_dtype = c.d, g.d_row_stride = ldd;
+  if (c.bias) g.bias = d_bias.get(), g.bias_dtype = c.bias == 1 ? DType::bf16 : DType::fp32;
+  g.alpha = c.alpha;
+  run_gemm(c, g);
+  check_cu(driver().cuCtxSynchronize(), "gemm kernel");
+  std::vector<uint8_t> got(d_out.bytes());
+  d_out.download(got.data(), got.size());
+  if (c.prepacked && !check_prepacked(c, g, w, got)) return;
+
+  const std::vector<double> ref = reference(c, ad, wd, gw, bias_d);
+  double err2 = 0, ref2 = 0;
+  for (int64_t m = 0; m < c.m; ++m)
+    for (int64_t n = 0; n < ldd; ++n) {
+      const size_t at = size_t(m * ldd + n) * esize;
+      if (n >= c.n) {  // padding: untouched
+        if (got[at] != 0xFF) {
+          FAIL_CHECK("m=" << c.m << " n=" << c.n << " k=" << c.k << ": padding element (" << m << ", " << n << ") written");
+          return;
+        }
+        continue;
+      }
+      const double v = testutil::output_value(c.d, &got[at]);
+      const double r = ref[size_t(m * c.n + n)];
+      if (n == nan_row) {  // must be a NaN the kernel wrote, not the poison's
+        if (!std::isnan(v) || std::all_of(&got[at], &got[at] + esize, [](uint8_t b) { return b == 0xFF; })) {
+          FAIL_CHECK("m=" << c.m << " n=" << c.n << " k=" << c.k << ": element (" << m << ", " << n << ") = " << v
+                          << ", expected the NaN of row " << nan_row << "'s NaN block scale");
+          return;
+        }
+        continue;
+      }
+      if (!std::isfinite(v)) {
+        FAIL_CHECK("m=" << c.m << " n=" << c.n << " k=" << c.k << ": first unwritten or non-finite element (" << m << ", "
+                        << n << ") = " << v << ", expected " << r);
+        return;
+      }
+      err2 += (v - r) * (v - r);
+      ref2 += r * r;
+    }
+  const double rel = std::sqrt(err2 / std::max(ref2, 1e-300));
+  // fp32: accumulation only; BF16 / FP16: the output rounding (2^-9 / 2^-12 relative) dominates
+  const double bound = c.d == DType::fp32 ? 1e-5 : c.d == DType::bf16 ? 4e-3 : 1e-3;
+  MESSAGE("gemm m=" << c.m << " n=" << c.n << " k=" << c.k << " a=" << int(c.a) << " d=" << int(c.d)
+                    << " layout=" << int(c.layout) << (c.tile.block_m ? " tile " + sm90::describe(c.tile) : std::string())
+                    << ": relative Frobenius error " << rel);
+  CHECK_MESSAGE(rel <= bound, "m=" << c.m << " n=" << c.n << " k=" << c.k << ": relative error " << rel << " (bound " << bound << ")");
+}
+
+}  // namespace

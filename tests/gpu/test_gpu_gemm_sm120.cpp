@@ -1,0 +1,169 @@
+// The sm_120a / sm_121a GEMM backend on the GPU. On an sm_120 / sm_121 device it runs natively;
+// on an H100 (sm_90a) it runs through the emulation switch (NVFP4_JIT_EMULATE_ARCH=sm_120a,
+// set here for the suite's cases only): the whole front, the backend's tiles, its codegen,
+// NVRTC for sm_90a with the MMA emulated exactly, the cache and the launch. The correctness
+// matrix is the sm_90a GEMM's W4A4 one (gemm_case.hpp): float64 reference, poisoned outputs,
+// ragged M / N / K, both scale layouts on each operand, global-scale kinds, bias, alpha,
+// strides, subnormal and NaN block scales; plus graph capture and the W4A16 refusal.
+#include <cstdlib>
+#include <string>
+
+#include "gemm_case.hpp"
+#include "core/error.hpp"
+#include "ops/gemm/backend.hpp"
+
+namespace {
+
+// The suite's cases run on this backend: natively on sm_120a / sm_121a, emulated on sm_90a.
+// Returns false (and says why) where neither is possible.
+class OnSm120Backend {
+ public:
+  OnSm120Backend() {
+    const Arch arch = current_device().arch;
+    native_ = arch == Arch::sm_120a || arch == Arch::sm_121a;
+    emulated_ = arch == Arch::sm_90a;
+    if (emulated_) ::setenv("NVFP4_JIT_EMULATE_ARCH", "sm_120a", 1);
+  }
+  ~OnSm120Backend() {
+    if (emulated_) ::unsetenv("NVFP4_JIT_EMULATE_ARCH");
+  }
+  bool ready() const {
+    if (!native_ && !emulated_) {
+      MESSAGE("skipped: the sm_120a GEMM runs natively on sm_120a / sm_121a and emulated on sm_90a only");
+      return false;
+    }
+    const GemmBackend* backend = find_gemm_backend(current_device().arch);
+    REQUIRE(backend);
+    REQUIRE(backend->name() == "sm120");
+    return true;
+  }
+
+ private:
+  bool native_ = false, emulated_ = false;
+};
+
+constexpr DType fp4 = DType::nvfp4, bf16 = DType::bf16, fp16 = DType::fp16, fp32 = DType::fp32;
+constexpr ScaleLayout lin = ScaleLayout::linear, sw = ScaleLayout::swizzled128x4;
+
+}  // namespace
+
+TEST_SUITE("gpu_gemm_sm120") {
+  TEST_CASE("sm_120a gemm W4A4 against a float64 reference") {
+    const OnSm120Backend on;
+    if (!on.ready()) return;
+    std::mt19937 rng(std::random_device{}());
+    auto unaligned = [](Case c) {
+      c.a_fp4_pad = 4;
+      return c;
+    };
+    // fields: m, n, k, a, d, b layout (A's is the other), device gw, bias, a_pad, d_pad, alpha,
+    // scales, A's global scale (0 host, 1 device, 2 per row), workspace
+    const Case cases[] = {
+        // every row tile (16, 32, 64, 128), ragged M, both layouts, K of whole and part k-tiles
+        {1, 4096, 4096, fp4, fp32, lin},
+        {7, 2880, 2880, fp4, fp32, sw, true, 0, 0, 0, 1.0f, Case::any, 1},
+        {16, 1000, 4096, fp4, bf16, lin, false, 1, 0, 0, 0.5f, Case::any, 2},
+        {33, 2880, 2880, fp4, fp32, sw},
+        {64, 4096, 2880, fp4, bf16, lin, false, 1, 0, 0, 0.5f, Case::any, 2},
+        {100, 2880, 2880, fp4, fp32, sw, false, 2, 0, 8, 1.0f, Case::any, 2},
+        {129, 2880, 8192, fp4, fp32, sw, false, 2, 0, 8, 1.0f, Case::any, 2},
+        {1000, 2880, 2880, fp4, fp32, lin, true, 0, 0, 0, 1.0f, Case::any, 1},
+        {4096, 2880, 2880, fp4, bf16, sw},
+        // ragged N, tiny K, K = 32, 96 (half a k64 step), 160, 224 mod 128: the masked half step
+        {300, 8, 96, fp4, fp32, lin, false, 0, 0, 0, 1.0f, Case::subnormal, 2},
+        {1, 8, 32, fp4, fp32, sw},
+        {64, 200, 32, fp4, fp32, lin},
+        {300, 200, 160, fp4, fp16, sw, true, 1, 0, 3, -2.0f},
+        {129, 1000, 224, fp4, fp32, lin, false, 2, 0, 5, 1.0f, Case::any, 1},
+        // FP16 output, padded D rows, subnormal-only and NaN block scales (a NaN row of D)
+        {200, 1000, 2880, fp4, fp16, sw, true, 2, 0, 3, 0.5f},
+        {16, 2880, 2880, fp4, fp32, lin, false, 0, 0, 0, 1.0f, Case::subnormal},
+        {1, 4096, 4096, fp4, bf16, lin, false, 0, 0, 0, 1.0f, Case::nan_row},
+        {300, 200, 4096, fp4, fp32, sw, false, 0, 0, 0, 1.0f, Case::nan_row, 2},
+        // A's rows not 16-byte aligned (4-byte copies), linear A scales not whole words (K = 96)
+        unaligned({77, 1000, 2880, fp4, fp32, sw, false, 1, 0, 0, 1.0f, Case::any, 2}),
+        unaligned({5, 200, 96, fp4, bf16, sw}),
+    };
+    for (const Case& c : cases) run_case(c, rng);
+  }
+
+  // Small enough for compute-sanitizer (memcheck and racecheck): every staging path (A rows by
+  // 16 and by 4 bytes, A scales as words and by byte), ragged M, N and K.
+  TEST_CASE("sm_120a gemm small shapes for the sanitizers") {
+    const OnSm120Backend on;
+    if (!on.ready()) return;
+    std::mt19937 rng(std::random_device{}());
+    Case unaligned{9, 72, 96, fp4, fp32, sw, false, 1};
+    unaligned.a_fp4_pad = 4;
+    const Case cases[] = {
+        {3, 64, 2048, fp4, fp32, lin},
+        {9, 72, 160, fp4, fp32, sw, false, 0, 0, 0, 1.0f, Case::any, 2},
+        {130, 72, 224, fp4, bf16, lin, true, 2, 0, 0, 1.0f, Case::any, 1},
+        unaligned,
+    };
+    for (const Case& c : cases) run_case(c, rng);
+  }
+
+  TEST_CASE("sm_120a gemm is captured in a graph and replays with a new device global scale") {
+    const OnSm120Backend on;
+    if (!on.ready()) return;
+    std::mt19937 rng(std::random_device{}());
+    const int64_t m = 40, n = 200, k = 1024;
+    testutil::HostNvfp4 a(m, k, sw, rng), w(n, k, lin, rng);
+    DeviceBuffer a_packed = to_device(a.packed), a_scales = to_device(a.scales), w_packed = to_device(w.packed),
+                 w_scales = to_device(w.scales), gw = to_device(std::vector<float>{1.0f / 64}), eager(m * n * 4),
+                 replayed(m * n * 4);
+    GemmArgs g;
+    g.m = m, g.n = n, g.k = k, g.a_dtype = fp4, g.d_dtype = fp32;
+    g.a_fp4 = {a_packed.get(), 0, a_scales.get(), sw, {0.25f, nullptr, false}};
+    g.b = {w_packed.get(), 0, w_scales.get(), lin, {1.0f, gw.as<float>(), false}};
+    g.d = eager.get();
+    const Driver& d = driver();
+    CUstream stream = nullptr;
+    check_cu(d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    gemm(g, stream);  // eager: loads the kernel
+    check_cu(d.cuStreamSynchronize(stream), "sync");
+    g.d = replayed.get();
+    CUgraph graph = nullptr;
+    CUgraphExec exec = nullptr;
+    check_cu(d.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+    gemm(g, stream);
+    check_cu(d.cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
+    check_cu(d.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiate");
+    const float quarter = 1.0f / 256;  // a power of two times the eager scale: the results scale exactly
+    gw.upload(&quarter, sizeof quarter);
+    replayed.fill(0xFF);
+    check_cu(d.cuGraphLaunch(exec, stream), "cuGraphLaunch");
+    check_cu(d.cuStreamSynchronize(stream), "sync");
+    std::vector<float> want(size_t(m * n)), got(size_t(m * n));
+    eager.download(want.data(), want.size() * 4);
+    replayed.download(got.data(), got.size() * 4);
+    for (int64_t i = 0; i < m * n; ++i)
+      if (!(got[size_t(i)] == want[size_t(i)] / 4)) {
+        FAIL_CHECK("m=40 n=200 k=1024: replayed element (" << i / n << ", " << i % n << ") = " << got[size_t(i)]
+                                                          << ", expected " << want[size_t(i)] / 4);
+        break;
+      }
+    d.cuGraphExecDestroy(exec);
+    d.cuGraphDestroy(graph);
+    d.cuStreamDestroy(stream);
+  }
+
+  TEST_CASE("sm_120a gemm refuses BF16 activations, naming the arch and the dtype") {
+    const OnSm120Backend on;
+    if (!on.ready()) return;
+    alignas(16) static unsigned char dummy[64];
+    GemmArgs g;
+    g.m = 4, g.n = 64, g.k = 64, g.a_dtype = bf16;
+    g.a = g.b.data = g.b.scales = g.d = dummy;
+    try {
+      gemm(g, nullptr);
+      FAIL("a W4A16 gemm ran on the sm_120a backend");
+    } catch (const Error& e) {
+      CHECK(e.status() == Status::unsupported);
+      const std::string what = e.what();
+      CHECK(what.find("sm_120a") != std::string::npos);
+      CHECK(what.find("bf16") != std::string::npos);
+    }
+  }
+}

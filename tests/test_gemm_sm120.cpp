@@ -1,0 +1,390 @@
+// The sm_120a / sm_121a GEMM backend without its hardware: the MMA emulation against an
+// independent statement of the instruction's register layouts, the tiles within the arch's
+// limits and the heuristic per SM count, the front's routing (W4A16 refused, the emulation
+// switch), and the SASS of the prewarm kernels (the block-scaled MMA, no local memory).
+#include <doctest/doctest.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <unistd.h>
+#include <random>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "common/nvfp4_format.cuh"
+#include "core/codegen.hpp"
+#include "core/kernel_store.hpp"
+#include "core/prewarm.hpp"
+#include "gemm_test_util.hpp"
+#include "ops/gemm/backend.hpp"
+#include "ops/gemm/call.hpp"
+#include "ops/gemm/m_buckets.hpp"
+#include "ops/gemm/sm120/tiles.hpp"
+#include "sm120/gemm_tile.cuh"
+#include "sm120/mma_mxf4nvf4.cuh"
+
+using namespace nvfp4::jit;
+using namespace nvfp4::jit::detail;
+
+namespace {
+
+// The register layouts of mma.sync.m16n8k64 .kind::mxf4nvf4 .scale_vec::4X, stated from the
+// holder's side (lane, register, element) as the sources give them, independently of the
+// emulation (which states them from the element's side):
+// - A and B, C/D: PTX ISA 9.2, 9.7.14.5 "Matrix Fragments for mma.m16n8k64", .e2m1: A's element
+//   a_i (i = 8 reg + nibble) is at row groupID (i < 8 or 16 <= i < 24) else groupID + 8, column
+//   threadID_in_group * 8 + (i & 7) (+ 32 for i >= 16); B's b_i at row threadID_in_group * 8 +
+//   (i & 7) (+ 32 for i >= 8), column groupID; C's c_i at row groupID (+ 8 for i >= 2), column
+//   2 threadID_in_group + (i & 1).
+// - The scales: CUTLASS include/cute/atom/mma_traits_sm120.hpp, SM120_16x8x64_TN_VS:
+//   SFALayout ((2,2,8),64):((8,0,1),16) over (M16, K64): lane = a + 2b + 4c holds row 8a + c,
+//   b (the stride-0 mode) the pair of lanes thread-id-a selects; SFBLayout ((4,8),64):((0,1),8)
+//   over (N8, K64): lane = a + 4c holds column c, a selected by thread-id-b. The value mode (all
+//   64 k of the row, 16 a scale) puts block j in byte j (PTX ISA 9.7.14.3, "Block Scaling for
+//   mma.sync": scale_vec::4X, byte-id 0).
+struct Element {
+  int row, col;
+};
+Element isa_a(int lane, int i) {
+  const int group = lane >> 2, t = lane % 4;
+  return {(i < 8 || (16 <= i && i < 24)) ? group : group + 8, t * 8 + (i & 7) + (i >= 16 ? 32 : 0)};
+}
+Element isa_b(int lane, int i) {  // {k, n}
+  const int group = lane >> 2, t = lane % 4;
+  return {t * 8 + (i & 7) + (i >= 8 ? 32 : 0), group};
+}
+Element isa_c(int lane, int i) { return {(lane >> 2) + (i >= 2 ? 8 : 0), 2 * (lane % 4) + (i & 1)}; }
+// The row of SF_A lane `lane` supplies under thread-id-a, or -1; the column of SF_B likewise.
+int cutlass_sfa_row(int lane, int thread_id_a) {
+  const int a = lane % 2, b = (lane / 2) % 2, c = lane / 4;
+  return b == thread_id_a ? 8 * a + c : -1;
+}
+int cutlass_sfb_col(int lane, int thread_id_b) { return lane % 4 == thread_id_b ? lane / 4 : -1; }
+
+struct Lanes {
+  unsigned a[32][4], b[32][2], sfa[32], sfb[32];
+  float c[32][4];
+};
+
+}  // namespace
+
+TEST_SUITE("gemm_sm120") {
+  TEST_CASE("the MMA emulation moves operands as the PTX ISA and CUTLASS lay them out, thread-id selectors included") {
+    std::mt19937 rng(std::random_device{}());
+    for (int thread_id_a = 0; thread_id_a < 2; ++thread_id_a)
+      for (int thread_id_b = 0; thread_id_b < 4; ++thread_id_b)
+        for (int trial = 0; trial < 4; ++trial) {
+          CAPTURE(thread_id_a);
+          CAPTURE(thread_id_b);
+          // the logical operands: E2M1 codes, E4M3 block scales (finite, subnormals included), C
+          int A[16][64], B[64][8];
+          unsigned SA[16][4], SB[8][4];
+          float C[16][8];
+          for (auto& row : A)
+            for (int& v : row) v = int(rng() % 16);
+          for (auto& row : B)
+            for (int& v : row) v = int(rng() % 16);
+          for (auto& row : SA)
+            for (unsigned& v : row) v = unsigned(rng() % 0x7F);
+          for (auto& row : SB)
+            for (unsigned& v : row) v = unsigned(rng() % 0x7F);
+          for (auto& row : C)
+            for (float& v : row) v = trial == 0 ? 0.0f : float(int(rng() % 2001) - 1000) / 64.0f;
+          // each lane's registers from the statement above; scale registers of lanes the selector
+          // does not pick hold NaN scales, so reading one of them shows
+          Lanes L{};
+          for (int lane = 0; lane < 32; ++lane) {
+            for (int i = 0; i < 32; ++i) {
+              const Element e = isa_a(lane, i);
+              L.a[lane][i / 8] |= unsigned(A[e.row][e.col]) << (4 * (i % 8));
+            }
+            for (int i = 0; i < 16; ++i) {
+              const Element e = isa_b(lane, i);
+              L.b[lane][i / 8] |= unsigned(B[e.row][e.col]) << (4 * (i % 8));
+            }
+            for (int i = 0; i < 4; ++i) {
+              const Element e = isa_c(lane, i);
+              L.c[lane][i] = C[e.row][e.col];
+            }
+            const int ra = cutlass_sfa_row(lane, thread_id_a), cb = cutlass_sfb_col(lane, thread_id_b);
+            L.sfa[lane] = L.sfb[lane] = 0x7F7F7F7Fu;
+            if (ra >= 0) L.sfa[lane] = SA[ra][0] | SA[ra][1] << 8 | SA[ra][2] << 16 | SA[ra][3] << 24;
+            if (cb >= 0) L.sfb[lane] = SB[cb][0] | SB[cb][1] << 8 | SB[cb][2] << 16 | SB[cb][3] << 24;
+          }
+          auto fetch = [&](int operand, int reg, int src) -> unsigned {
+            REQUIRE((src >= 0 && src < 32));
+            switch (operand) {
+              case nvfp4k::sm120::OPERAND_A: return L.a[src][reg];
+              case nvfp4k::sm120::OPERAND_B: return L.b[src][reg];
+              case nvfp4k::sm120::OPERAND_SFA: return L.sfa[src];
+              default: return L.sfb[src];
+            }
+          };
+          for (int lane = 0; lane < 32; ++lane) {
+            float d[4];
+            nvfp4k::sm120::mxf4nvf4_m16n8k64_emulated(d, L.c[lane], lane, thread_id_a, thread_id_b, fetch);
+            for (int i = 0; i < 4; ++i) {
+              const Element e = isa_c(lane, i);
+              double ref = C[e.row][e.col], magnitude = std::fabs(ref);
+              for (int k = 0; k < 64; ++k) {
+                const double p = double(nvfp4k::e2m1_to_float(unsigned(A[e.row][k]))) * nvfp4k::e4m3_to_float(SA[e.row][k / 16]) *
+                                 nvfp4k::e2m1_to_float(unsigned(B[k][e.col])) * nvfp4k::e4m3_to_float(SB[e.col][k / 16]);
+                ref += p;
+                magnitude += std::fabs(p);
+              }
+              // 64 fp32 additions: each rounds by at most 2^-24 of the running sum
+              if (!(std::fabs(d[i] - ref) <= 64 * 0x1p-24 * magnitude))
+                FAIL_CHECK("lane " << lane << " d[" << i << "] = D[" << e.row << "][" << e.col << "]: " << d[i] << ", expected "
+                                   << ref);
+            }
+          }
+        }
+  }
+
+  TEST_CASE("a lane reads only the scale registers its selector names") {
+    // every (row, selector) of SF_A and (column, selector) of SF_B maps to the one lane the
+    // CUTLASS layouts give it, and every lane is the holder of exactly one row / column per selector
+    for (int tid = 0; tid < 2; ++tid) {
+      std::set<int> lanes;
+      for (int row = 0; row < 16; ++row) {
+        const int lane = nvfp4k::sm120::sfa_lane(row, tid);
+        CHECK(cutlass_sfa_row(lane, tid) == row);
+        lanes.insert(lane);
+      }
+      CHECK(lanes.size() == 16);
+    }
+    for (int tid = 0; tid < 4; ++tid)
+      for (int col = 0; col < 8; ++col) CHECK(cutlass_sfb_col(nvfp4k::sm120::sfb_lane(col, tid), tid) == col);
+  }
+
+  TEST_CASE("tiles: every candidate within sm_120's limits; the heuristic per SM count") {
+    using nvfp4k::sm120::GEMM_MAX_SHARED;
+    // RTX 5090, RTX PRO 6000, GB10 (DGX Spark)
+    for (int sms : {170, 188, 48})
+      for (int64_t n : {8, 1024, 4096, 6144, 14336, 28672})
+        for (int64_t k : {32, 4096, 14336})
+          for (int bucket : kGemmMBuckets) {
+            CAPTURE(sms);
+            CAPTURE(n);
+            CAPTURE(bucket);
+            const sm120::Tile h = sm120::heuristic_tile(n, k, gemm_bucket_m(bucket), sms);
+            CHECK(sm120::tile_problem(h) == "");
+            const std::vector<sm120::Tile> tiles = sm120::candidate_tiles(n, k, bucket, sms);
+            REQUIRE(!tiles.empty());
+            CHECK(tiles.front() == h);
+            for (const sm120::Tile& t : tiles) {
+              CHECK(sm120::tile_problem(t) == "");
+              CHECK(sm120::shared_bytes(t) <= GEMM_MAX_SHARED);
+              CHECK(sm120::threads(t) <= 256);
+              CHECK(t.block_m <= std::max(16, h.block_m));
+            }
+            // every M of the bucket runs the bucket's tile (one kernel per bucket for prewarm)
+            const auto [first, last] = gemm_bucket_rows(bucket);
+            CHECK(sm120::heuristic_tile(n, k, first, sms) == h);
+            CHECK(sm120::heuristic_tile(n, k, std::min<int64_t>(last, 20000), sms) == h);
+          }
+    // the filter: too much shared memory or too many accumulators a thread
+    CHECK(sm120::tile_problem({128, 256, 3}) != "");  // 128 accumulators a thread
+    CHECK(sm120::tile_problem({64, 256, 4}) != "");   // 4 x 28160 bytes > 99 KB
+    CHECK(sm120::tile_problem({64, 256, 3}) == "");
+    CHECK(sm120::tile_problem({128, 128, 4}) == "");  // 90112 bytes
+    CHECK(sm120::tile_problem({8, 64, 2}) != "");
+    // the SM count decides 64 or 128 weight rows a CTA: N = 14336 at decode is 112 CTAs of 128
+    // rows, which fill GB10's 48 SMs but not an RTX 5090's 170
+    CHECK(sm120::heuristic_tile(14336, 4096, 1, 48).block_n == 128);
+    CHECK(sm120::heuristic_tile(14336, 4096, 1, 170).block_n == 64);
+    CHECK(sm120::heuristic_tile(14336, 4096, 1, 188).block_n == 64);
+    CHECK(sm120::heuristic_tile(4096, 4096, 4096, 188).block_n == 128);
+    // the table for the report: one line per SM count and bucket at N = K = 4096 and N = 14336
+    for (int sms : {170, 188, 48}) {
+      std::string line;
+      for (int bucket : kGemmMBuckets)
+        line += fmt::format(" {}:{}/{}", gemm_bucket_m(bucket), sm120::describe(sm120::heuristic_tile(4096, 4096, gemm_bucket_m(bucket), sms)),
+                            sm120::heuristic_tile(14336, 4096, gemm_bucket_m(bucket), sms).block_n);
+      MESSAGE(sms << " SMs, M: tile at N = 4096 / block_n at N = 14336:" << line);
+    }
+  }
+
+  TEST_CASE("the front: W4A4 problems keep NVFP4 activations, W4A16 is refused naming the arch and dtype") {
+    for (Arch arch : {Arch::sm_120a, Arch::sm_121a}) {
+      const GemmBackend& backend = gemm_backend(arch, "test");
+      CHECK(backend.name() == "sm120");
+      CHECK(backend.native_fp4_activations());
+      GemmArgs g;
+      g.m = 0, g.n = 100, g.k = 96, g.a_dtype = DType::nvfp4;  // no rows: no pointers to check
+      g.a_fp4.scale_layout = ScaleLayout::swizzled128x4;
+      const KernelSpec problem = gemm_problem(arch, gemm_call(g, "test"));
+      CHECK(problem.a_dtype == uint8_t(DType::nvfp4));
+      CHECK((problem.flags & kFlagAScalesSwizzled) != 0);
+      CHECK(backend.unsupported(problem) == "");
+      g.a_dtype = DType::bf16;
+      const std::string why = backend.unsupported(gemm_problem(arch, gemm_call(g, "test")));
+      CHECK(why.find("sm_120a") != std::string::npos);
+      CHECK(why.find("bf16") != std::string::npos);
+      CHECK(why.find("W4A16") != std::string::npos);
+      CHECK(backend.unsupported(gemm_problem(arch, 100, 96, DType::bf16, DType::bf16, ScaleLayout::linear, true, kNoDType)) !=
+            "");
+    }
+    // sm_90a's problems are unchanged: W4A4 there runs the BF16 kernel on decoded A
+    CHECK(!gemm_backend(Arch::sm_90a, "test").native_fp4_activations());
+  }
+
+  TEST_CASE("the emulation switch routes sm_90a through this backend, with kernels of their own") {
+    const GemmBackend* hopper = find_gemm_backend(Arch::sm_90a);
+    REQUIRE(hopper);
+    CHECK(hopper->name() == "sm90");
+    ::setenv("NVFP4_JIT_EMULATE_ARCH", "sm_120a", 1);
+    const GemmBackend* emulated = find_gemm_backend(Arch::sm_90a);
+    ::unsetenv("NVFP4_JIT_EMULATE_ARCH");
+    REQUIRE(emulated);
+    CHECK(emulated->name() == "sm120");
+    CHECK(find_gemm_backend(Arch::sm_90a)->name() == "sm90");
+    // the same problem and tile as an sm_90a (emulated) and an sm_120a kernel: other names,
+    // sources and arch, so other cache keys
+    const KernelSpec p120 = gemm_fp4_problem(gemm_problem(Arch::sm_120a, 4096, 4096, DType::bf16, DType::bf16,
+                                                          ScaleLayout::linear, false, kNoDType),
+                                             ScaleLayout::swizzled128x4);
+    KernelSpec p90 = p120;
+    p90.arch = Arch::sm_90a;
+    const TileConfig tile = emulated->heuristic(p120, 64, 170);
+    const GeneratedKernel real = emulated->generate(gemm_spec(p120, tile)), emu = emulated->generate(gemm_spec(p90, tile));
+    CHECK(real.name != emu.name);
+    CHECK(emu.name.find("sm120emu") != std::string::npos);
+    CHECK(real.source.find(", false>>(p)") != std::string::npos);
+    CHECK(emu.source.find(", true>>(p)") != std::string::npos);
+  }
+
+  TEST_CASE("prewarm for sm_120a and sm_121a: the W4A4 GEMM kernels, a few per weight shape") {
+    for (Arch arch : {Arch::sm_120a, Arch::sm_121a}) {
+      const std::vector<KernelSpec> gemm = test::gemm_prewarm(arch, 4096, 14336);
+      CHECK(!gemm.empty());
+      CHECK(gemm.size() <= 16);
+      for (const KernelSpec& s : gemm) {
+        CHECK(s.a_dtype == uint8_t(DType::nvfp4));
+        CHECK((s.flags & kFlagAScalesSwizzled) != 0);
+        CHECK(gemm_backend(arch, "test").tile_problem(s) == "");
+      }
+      MESSAGE(to_string(arch) << ": " << gemm.size() << " GEMM kernels for a 4096 x 14336 weight");
+    }
+  }
+}
+
+namespace {
+
+// nvdisasm: $NVFP4_JIT_NVDISASM, on PATH, in the CUDA toolkit, or from the pip package
+// nvidia-cuda-nvdisasm; empty when none is found.
+std::string find_nvdisasm() {
+  auto runs = [](const std::string& path) { return !path.empty() && std::system((path + " --version >/dev/null 2>&1").c_str()) == 0; };
+  std::vector<std::string> paths;
+  if (const char* v = std::getenv("NVFP4_JIT_NVDISASM")) paths.push_back(v);
+  paths.push_back("nvdisasm");
+  paths.push_back("/usr/local/cuda/bin/nvdisasm");
+  if (FILE* f = popen("python3 -c 'import nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null", "r")) {
+    char line[4096] = {};
+    if (std::fgets(line, sizeof line, f)) {
+      std::string dir(line);
+      while (!dir.empty() && (dir.back() == '\n' || dir.back() == '\r')) dir.pop_back();
+      for (const char* cu : {"/cu13/bin/nvdisasm", "/cu12/bin/nvdisasm", "/cuda_nvdisasm/bin/nvdisasm"}) paths.push_back(dir + cu);
+    }
+    pclose(f);
+  }
+  for (const std::string& p : paths)
+    if (runs(p)) return p;
+  return {};
+}
+
+// What the disassembly of one kernel shows.
+struct Sass {
+  int block_scaled_mmas = 0, local_accesses = 0, registers = -1, frame_bytes = -1, static_shared = -1;
+};
+
+// Parses nvdisasm's output: the kernel's code section, and its EIATTR_REGCOUNT /
+// EIATTR_FRAME_SIZE attributes and static shared memory section.
+Sass parse_sass(const std::string& text, const std::string& kernel) {
+  Sass s;
+  std::istringstream in(text);
+  std::string line, attribute, section;
+  const std::regex word(R"(\.word\s+(0x[0-9a-fA-F]+))"), zero(R"(\.zero\s+(\d+))"), local(R"(\b(LDL|STL)\b)"),
+      header(R"(^//-+ (\S+) +-+$)");
+  bool ours = false;  // the attribute under way names this kernel
+  while (std::getline(in, line)) {
+    std::smatch m;
+    if (std::regex_search(line, m, header)) {  // "//----- .text.name -----"
+      section = m[1];
+      attribute.clear();
+      continue;
+    }
+    if (section == ".text." + kernel) {
+      if (line.find("OMMA.SF") != std::string::npos) ++s.block_scaled_mmas;
+      if (std::regex_search(line, local)) ++s.local_accesses;
+      continue;
+    }
+    if (section == ".nv.shared." + kernel && std::regex_search(line, m, zero)) s.static_shared = std::stoi(m[1]);
+    if (const size_t at = line.find("nvinfo : "); at != std::string::npos) {
+      attribute = line.substr(at + 9);
+      ours = false;
+    } else if (line.find("index@(") != std::string::npos) {
+      ours = line.find("index@(" + kernel + ")") != std::string::npos;
+    } else if (ours && std::regex_search(line, m, word)) {
+      const int v = int(std::stoul(m[1], nullptr, 16));
+      if (attribute == "EIATTR_REGCOUNT") s.registers = v;
+      if (attribute == "EIATTR_FRAME_SIZE") s.frame_bytes = v;
+      ours = false;
+    }
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST_SUITE("gemm_sm120") {
+  TEST_CASE("SASS of the prewarm GEMM kernels for sm_120a and sm_121a: the block-scaled MMA, no local memory, within limits") {
+    const std::string nvdisasm = find_nvdisasm();
+    if (nvdisasm.empty()) {
+      MESSAGE("skipped: no nvdisasm (install it with: python3 -m pip install nvidia-cuda-nvdisasm, or set NVFP4_JIT_NVDISASM)");
+      return;
+    }
+    const std::string dir = fmt::format("/tmp/nvfp4-sm120-sass-{}", ::getpid());
+    REQUIRE(std::system(("mkdir -p " + dir).c_str()) == 0);
+    int kernels = 0;
+    for (Arch arch : {Arch::sm_120a, Arch::sm_121a}) {
+      const GemmBackend& backend = gemm_backend(arch, "test");
+      for (const KernelSpec& spec : test::gemm_prewarm(arch, 4096, 4096)) {
+        const auto compiled = KernelStore::instance().get(spec);
+        const std::string name = compiled->kernel.name, cubin = dir + "/k.cubin";
+        CAPTURE(name);
+        std::ofstream(cubin, std::ios::binary).write(compiled->cubin.data(), std::streamsize(compiled->cubin.size()));
+        std::string text;
+        if (FILE* f = popen((nvdisasm + " " + cubin + " 2>&1").c_str(), "r")) {
+          char buf[65536];
+          for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+          REQUIRE(pclose(f) == 0);
+        }
+        const Sass s = parse_sass(text, name);
+        const unsigned dynamic = backend.shared_bytes(spec);
+        const int threads = spec.tile.threads;
+        MESSAGE(fmt::format("{} {}: OMMA.SF x{}, {} registers x {} threads, {} B dynamic + {} B static shared, "
+                            "{} local accesses, {} B frame",
+                            to_string(arch), name, s.block_scaled_mmas, s.registers, threads, dynamic, s.static_shared,
+                            s.local_accesses, s.frame_bytes));
+        CHECK(s.block_scaled_mmas > 0);
+        CHECK(s.local_accesses == 0);
+        CHECK(s.frame_bytes == 0);
+        CHECK((s.registers > 0 && s.registers <= 255 && s.registers * threads <= 65536));
+        CHECK(dynamic <= nvfp4k::sm120::GEMM_MAX_SHARED);
+        CHECK(s.static_shared <= 1024);  // the 1 KB every kernel reserves for the system, nothing of ours
+        ++kernels;
+      }
+    }
+    CHECK(kernels > 0);
+    std::system(("rm -rf " + dir).c_str());
+  }
+}
