@@ -18,6 +18,11 @@ if [ -z "${CUDAToolkit_ROOT:-}" ] && ! command -v nvcc >/dev/null && [ -x /usr/l
   export PATH=/usr/local/cuda/bin:$PATH
 fi
 command -v nvcc >/dev/null || { echo "setup: the CUDA toolkit (12.8+, with NVRTC) is not installed" >&2; exit 1; }
+# nvdisasm lets the sm_120a SASS test read what NVRTC built (CUDA toolkits without it skip that test).
+if ! command -v nvdisasm >/dev/null && [ ! -x /usr/local/cuda/bin/nvdisasm ]; then
+  python3 -m pip install --quiet nvidia-cuda-nvdisasm 2>/dev/null ||
+    echo "setup: nvdisasm not installed (the sm_120a SASS test will skip)"
+fi
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j "$(nproc)"
