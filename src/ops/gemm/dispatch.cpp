@@ -58,7 +58,7 @@ GemmKernel choose_and_load(const DeviceInfo& device, const KernelSpec& problem, 
   const int64_t m = gemm_tile_rows(call);
   const int bucket = gemm_m_bucket(m);
   std::optional<TileConfig> tuned = gemm_tuned_tile(device, problem, bucket);
-  if (!tuned && autotune_enabled() && !capturing(stream)) {
+  if (!tuned && autotune_enabled() && !capturing(stream) && !load_only()) {
     tune_gemm(device, problem, {bucket}, 10);
     tuned = gemm_tuned_tile(device, problem, bucket);
   }
