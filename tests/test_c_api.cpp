@@ -5,7 +5,16 @@
 #include <string>
 #include <thread>
 
+#include "core/driver.hpp"
+#include "core/launcher.hpp"
+#include "core/prewarm.hpp"
 #include "nvfp4/jit.h"
+#include "nvfp4/jit.hpp"
+
+namespace {
+std::string last_error() { return nvfp4_jit_last_error(); }
+bool starts_with(const std::string& s, const std::string& head) { return s.compare(0, head.size(), head) == 0; }
+}  // namespace
 
 TEST_SUITE("c_api") {
   TEST_CASE("null args and bad arguments return a status and a message") {
@@ -13,7 +22,7 @@ TEST_SUITE("c_api") {
     CHECK(std::string(nvfp4_jit_last_error()).find("args is null") != std::string::npos);
 
     nvfp4_dequantize_args a;
-    std::memset(&a, 0, sizeof a);
+    nvfp4_dequantize_args_init(&a);
     a.k = 24;
     CHECK(nvfp4_jit_dequantize(&a, nullptr) == NVFP4_INVALID_ARGUMENT);
     CHECK(std::string(nvfp4_jit_last_error()).find("k = 24") != std::string::npos);
@@ -25,28 +34,27 @@ TEST_SUITE("c_api") {
     CHECK(nvfp4_jit_rmsnorm_quantize(nullptr, nullptr) == NVFP4_INVALID_ARGUMENT);
     CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4_jit_rmsnorm_quantize: args is null") != std::string::npos);
     nvfp4_swiglu_quantize_args s;
-    std::memset(&s, 0, sizeof s);
+    nvfp4_swiglu_quantize_args_init(&s);
     s.k = 64;
     s.interleave = 3;
-    s.out.global_scale.value = 1.0f;
     CHECK(nvfp4_jit_swiglu_quantize(&s, nullptr) == NVFP4_INVALID_ARGUMENT);
     CHECK(std::string(nvfp4_jit_last_error()).find("interleave = 3") != std::string::npos);
     nvfp4_moe_stage_args m;
-    std::memset(&m, 0, sizeof m);
+    nvfp4_moe_stage_args_init(&m);
     m.k = 64;
     m.out.scale_mode = NVFP4_GSCALE_COMPUTE_PER_TENSOR;
     CHECK(nvfp4_jit_moe_stage(&m, nullptr) == NVFP4_UNSUPPORTED);
 
     CHECK(nvfp4_jit_prepack(nullptr, nullptr) == NVFP4_INVALID_ARGUMENT);
     nvfp4_prepack_args p;
-    std::memset(&p, 0, sizeof p);
+    nvfp4_prepack_args_init(&p);
     p.n = 64, p.k = 100;
     CHECK(nvfp4_jit_prepack(&p, nullptr) == NVFP4_INVALID_ARGUMENT);
-    CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4::jit::prepack: k = 100") == 0);
+    CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4_jit_prepack: k = 100") == 0);  // the C function's name
     CHECK(nvfp4_jit_prepacked_bytes(128, 256) == 2 * 4 * 2304 + 128);
     CHECK(nvfp4_jit_prepacked_bytes(128, 100) == -1);
     nvfp4_gemm_args g;
-    std::memset(&g, 0, sizeof g);
+    nvfp4_gemm_args_init(&g);
     g.n = 64, g.k = 256, g.b_prepacked = 1, g.b.scale_layout = nvfp4_scale_layout(9);  // unused when prepacked
     CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_OK);                                  // m = 0: validated, no work
     g.b_prepacked = 0;
@@ -54,7 +62,7 @@ TEST_SUITE("c_api") {
     CHECK(nvfp4_jit_grouped_gemm(nullptr, nullptr) == NVFP4_INVALID_ARGUMENT);
     CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4_jit_grouped_gemm: args is null") != std::string::npos);
     nvfp4_grouped_gemm_args e;
-    std::memset(&e, 0, sizeof e);
+    nvfp4_grouped_gemm_args_init(&e);
     e.gemm = g;
     e.gemm.b_prepacked = 1;
     e.layout = NVFP4_GROUPED_MASKED;
@@ -74,10 +82,184 @@ TEST_SUITE("c_api") {
     std::thread([&] { other = nvfp4_jit_last_error(); }).join();
     CHECK(other.empty());
     nvfp4_dequantize_args a;
-    std::memset(&a, 0, sizeof a);
+    nvfp4_dequantize_args_init(&a);
     a.k = 32;  // zero rows: a valid no-op
     CHECK(nvfp4_jit_dequantize(&a, nullptr) == NVFP4_OK);
     CHECK(std::string(nvfp4_jit_last_error()).empty());
     CHECK(std::string(nvfp4_jit_version()).size() > 0);
+  }
+
+  TEST_CASE("args_init gives the C++ defaults") {
+    namespace j = nvfp4::jit;
+    nvfp4_gemm_args g;
+    std::memset(&g, 0x5A, sizeof g);
+    nvfp4_gemm_args_init(&g);
+    const j::GemmArgs gd;
+    CHECK(g.alpha == gd.alpha);
+    CHECK(g.alpha == 1.0f);
+    CHECK(g.b.global_scale.value == 1.0f);
+    CHECK(g.a_fp4.global_scale.value == 1.0f);
+    CHECK(g.b.global_scale.device_ptr == nullptr);
+    CHECK(g.a_dtype == NVFP4_DTYPE_BF16);
+    CHECK(g.bias_dtype == NVFP4_DTYPE_BF16);
+    CHECK(g.m == 0);
+    CHECK(g.workspace == nullptr);
+    CHECK(g.weights_static == 0);
+    nvfp4_grouped_gemm_args e;
+    std::memset(&e, 0x5A, sizeof e);
+    nvfp4_grouped_gemm_args_init(&e);
+    CHECK(e.layout == NVFP4_GROUPED_CONTIGUOUS);
+    CHECK(e.gemm.alpha == 1.0f);
+    CHECK(e.groups == 0);
+    nvfp4_rmsnorm_quantize_args r;
+    nvfp4_rmsnorm_quantize_args_init(&r);
+    CHECK(r.eps == j::RmsNormQuantizeArgs{}.eps);
+    CHECK(r.out.global_scale.value == 1.0f);
+    CHECK(r.out.scale_mode == NVFP4_GSCALE_GIVEN);
+    nvfp4_quantize_args q;
+    nvfp4_quantize_args_init(&q);
+    CHECK(q.global_scale.value == 1.0f);
+    nvfp4_convert_scales_args c;
+    nvfp4_convert_scales_args_init(&c);
+    CHECK(c.src_layout == NVFP4_SCALES_LINEAR);
+    CHECK(c.dst_layout == NVFP4_SCALES_SWIZZLED128X4);
+    nvfp4_dequantize_args d;
+    nvfp4_dequantize_args_init(&d);
+    CHECK(d.src.global_scale.value == 1.0f);
+    nvfp4_moe_stage_args m;
+    nvfp4_moe_stage_args_init(&m);
+    CHECK(m.out.global_scale.value == 1.0f);
+    nvfp4_swiglu_quantize_args s;
+    nvfp4_swiglu_quantize_args_init(&s);
+    CHECK(s.out.global_scale.value == 1.0f);
+    nvfp4_prepack_args p;
+    nvfp4_prepack_args_init(&p);
+    CHECK(p.weight.global_scale.value == 1.0f);
+    nvfp4_dequantize_args_init(nullptr);  // a null pointer is left alone
+  }
+
+  TEST_CASE("a zero-filled struct does not compute: a global scale or alpha of 0 names the init function") {
+    nvfp4_dequantize_args d;
+    std::memset(&d, 0, sizeof d);
+    d.k = 32;  // zero rows, otherwise a valid no-op
+    CHECK(nvfp4_jit_dequantize(&d, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(starts_with(last_error(), "nvfp4_jit_dequantize: src.global_scale.value = 0 must be positive and finite"));
+    CHECK(last_error().find("nvfp4_*_args_init()") != std::string::npos);
+
+    nvfp4_gemm_args g;
+    std::memset(&g, 0, sizeof g);
+    g.n = 64, g.k = 256, g.b.global_scale.value = 1.0f;
+    CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(starts_with(last_error(), "nvfp4_jit_gemm: alpha = 0 must be finite and nonzero"));
+    CHECK(last_error().find("nvfp4_gemm_args_init()") != std::string::npos);
+    g.b.global_scale.value = 0.0f, g.alpha = 1.0f;
+    CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(last_error().find("b.global_scale.value = 0 must be positive") != std::string::npos);
+    g.b.global_scale.value = -1.0f;
+    CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_INVALID_ARGUMENT);
+
+    nvfp4_convert_scales_args c;
+    nvfp4_convert_scales_args_init(&c);
+    c.k = 64;
+    CHECK(nvfp4_jit_convert_scales(&c, nullptr) == NVFP4_OK);  // zero rows
+  }
+
+  TEST_CASE("size helpers with huge sizes return -1 and say why, in C and C++") {
+    constexpr int64_t huge = INT64_MAX / 2;
+    CHECK(nvfp4_jit_scale_bytes(NVFP4_SCALES_LINEAR, huge, 1 << 20) == -1);
+    CHECK(starts_with(last_error(), "nvfp4_jit_scale_bytes: scale_bytes(rows, k) does not fit in 64 bits"));
+    CHECK(nvfp4_jit_scale_bytes(NVFP4_SCALES_SWIZZLED128X4, INT64_MAX, 16) == -1);
+    CHECK(nvfp4_jit_scale_bytes(NVFP4_SCALES_LINEAR, 1000, int64_t(1) << 40) == -1);
+    CHECK(last_error().find("k = 1099511627776 is out of range") != std::string::npos);
+    CHECK(nvfp4_jit_scale_bytes(NVFP4_SCALES_SWIZZLED128X4, 129, 64) == 256 * 4);  // still right where it fits
+    CHECK_THROWS_AS(nvfp4::jit::scale_bytes(nvfp4::jit::ScaleLayout::linear, huge, 1 << 20), nvfp4::jit::Error);
+
+    CHECK(nvfp4_jit_prepacked_bytes(int64_t(1) << 40, 256) == -1);
+    CHECK(starts_with(last_error(), "nvfp4_jit_prepacked_bytes: n = 1099511627776 is out of range"));
+
+    nvfp4_gemm_args g;
+    nvfp4_gemm_args_init(&g);
+    g.n = 64, g.k = 256, g.a_dtype = NVFP4_DTYPE_NVFP4, g.m = huge;
+    CHECK(nvfp4_jit_gemm_workspace_bytes(&g) == -1);
+    CHECK(starts_with(last_error(), "nvfp4_jit_gemm_workspace_bytes: workspace (m * k * 2) does not fit in 64 bits"));
+    nvfp4::jit::GemmArgs cg;
+    cg.n = 64, cg.k = 256, cg.a_dtype = nvfp4::jit::DType::nvfp4, cg.m = huge;
+    CHECK_THROWS_AS(nvfp4::jit::gemm_workspace_bytes(cg), nvfp4::jit::Error);
+    g.m = 16;
+    CHECK(nvfp4_jit_gemm_workspace_bytes(&g) == 16 * 256 * 2);
+    nvfp4_grouped_gemm_args e;
+    nvfp4_grouped_gemm_args_init(&e);
+    e.gemm = g, e.groups = 1 << 30, e.layout = NVFP4_GROUPED_MASKED, e.gemm.m = int64_t(1) << 33;
+    CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == -1);
+    CHECK(last_error().find("does not fit in 64 bits") != std::string::npos);
+    g.n = int64_t(1) << 40;  // N is range-checked, not truncated
+    CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(last_error().find("n = 1099511627776 is out of range") != std::string::npos);
+  }
+
+  TEST_CASE("no GPU has its own status") {
+    if (nvfp4::jit::detail::driver_available()) return;  // this case is about machines without one
+    alignas(16) static unsigned char buffer[4096];
+    nvfp4_dequantize_args d;
+    nvfp4_dequantize_args_init(&d);
+    d.src.data = buffer, d.src.scales = buffer, d.out = buffer, d.src_rows = 1, d.rows = 1, d.k = 32;
+    CHECK(nvfp4_jit_dequantize(&d, nullptr) == NVFP4_NO_DEVICE);
+    CHECK(starts_with(last_error(), "nvfp4_jit_dequantize: CUDA driver unavailable"));
+  }
+}
+
+TEST_SUITE("c_api") {
+  TEST_CASE("prewarm through the C API fills the cache; its arguments are checked") {
+    nvfp4_prewarm_args p;
+    nvfp4_prewarm_args_init(&p);
+    CHECK(p.sm_count == 0);
+    CHECK(p.manifest == nullptr);
+    const int64_t shapes[] = {8, 64, 1};
+    p.shapes = shapes, p.num_shapes = 1, p.archs = "sm_90a", p.threads = 1;
+    nvfp4_prewarm_result r;
+    std::memset(&r, 0xFF, sizeof r);
+    REQUIRE(nvfp4_jit_prewarm(&p, &r) == NVFP4_OK);
+    namespace d = nvfp4::jit::detail;
+    CHECK(r.kernels == int64_t(d::prewarm_specs({d::parse_shape("8,64")}, {d::Arch::sm_90a}).size()));
+    CHECK(r.compiled + r.cached == r.kernels);
+    CHECK(r.failed == 0);
+
+    const int64_t bad_k[] = {8, 64, 1, 8, 40, 1};
+    p.shapes = bad_k, p.num_shapes = 2;
+    CHECK(nvfp4_jit_prewarm(&p, &r) == NVFP4_INVALID_ARGUMENT);
+    CHECK(starts_with(last_error(), "nvfp4_jit_prewarm: shapes[1]: K = 40 must be a positive multiple of 16"));
+    p.shapes = shapes, p.num_shapes = 1, p.archs = "sm_90a,sm_80";
+    CHECK(nvfp4_jit_prewarm(&p, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(last_error().find("`sm_80`") != std::string::npos);
+    p.archs = "sm_90a", p.manifest = "no-such-model";
+    CHECK(nvfp4_jit_prewarm(&p, nullptr) == NVFP4_INVALID_ARGUMENT);
+    p.manifest = nullptr, p.num_shapes = 0;
+    CHECK(nvfp4_jit_prewarm(&p, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(last_error().find("no weight shapes") != std::string::npos);
+    if (!nvfp4::jit::detail::driver_available()) {  // no arch given and no GPU to take it from
+      p.shapes = shapes, p.num_shapes = 1, p.archs = nullptr;
+      CHECK(nvfp4_jit_prewarm(&p, nullptr) == NVFP4_NO_DEVICE);
+    }
+  }
+
+  TEST_CASE("ensure_loaded checks its arguments as the call does and needs no buffers") {
+    nvfp4_gemm_args g;
+    nvfp4_gemm_args_init(&g);
+    g.m = 16, g.n = 64, g.k = 48;  // no pointers: allowed; K = 48: not
+    CHECK(nvfp4_jit_ensure_loaded_gemm(&g) == NVFP4_INVALID_ARGUMENT);
+    CHECK(starts_with(last_error(), "nvfp4_jit_ensure_loaded_gemm: k = 48"));
+    CHECK(nvfp4_jit_ensure_loaded_gemm(nullptr) == NVFP4_INVALID_ARGUMENT);
+    g.k = 256;
+    nvfp4_quantize_args q;
+    nvfp4_quantize_args_init(&q);
+    q.rows = 4, q.k = 64;
+    if (!nvfp4::jit::detail::driver_available()) {  // valid, pointers null: it gets as far as the device
+      CHECK(nvfp4_jit_ensure_loaded_gemm(&g) == NVFP4_NO_DEVICE);
+      CHECK(nvfp4_jit_ensure_loaded_quantize(&q) == NVFP4_NO_DEVICE);
+      CHECK_THROWS_AS(nvfp4::jit::ensure_loaded(nvfp4::jit::GemmArgs{}), nvfp4::jit::Error);  // n = 0
+    }
+    q.global_scale.value = 0.0f;
+    CHECK(nvfp4_jit_ensure_loaded_quantize(&q) == NVFP4_INVALID_ARGUMENT);
+    CHECK(!nvfp4::jit::detail::load_only());  // the mode ends with the call, failed or not
   }
 }

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <sstream>
 
 #include "core/prewarm.hpp"
 #include "core/tuning_table.hpp"
@@ -212,5 +213,56 @@ TEST_SUITE("cli") {
     r = run(cli() + " bench quantize --m 16");
     CHECK(r.code == 2);
     CHECK(r.err.find("--shape and --m are for `bench gemm`") != std::string::npos);
+  }
+
+  TEST_CASE("shapes out of range stop early, naming the manifest's file and line") {
+    testutil::TempDir dir;
+    const std::string manifest = dir.str() + "/model.txt";
+    auto write = [&](const std::string& text) { std::ofstream(manifest) << text; };
+    auto prewarm = [&](const std::string& what) { return run(with_cache(dir) + " prewarm --arch sm_90a " + what); };
+    write("# a model\nq 4096 4096\nhuge 9223372036854775807 4096\n");
+    auto r = prewarm("--manifest " + manifest);
+    CHECK(r.code == 2);
+    CHECK(r.err.find(manifest + ":3: N = 9223372036854775807 must be 1 to 2147483647") != std::string::npos);
+    write("experts 4096 4096 4294967297\n");  // not truncated to 1 group
+    r = prewarm("--manifest " + manifest);
+    CHECK(r.code == 2);
+    CHECK(r.err.find(manifest + ":1: groups = 4294967297 must be 1 to 65536") != std::string::npos);
+    write("k 4096 4294967296\n");
+    CHECK(prewarm("--manifest " + manifest).err.find(":1: K = 4294967296") != std::string::npos);
+    write("n 4096 abc\n");
+    CHECK(prewarm("--manifest " + manifest).err.find(":1: expected `<name> <N> <K> [groups]`") != std::string::npos);
+    r = prewarm("--shape 9223372036854775807,4096");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("N = 9223372036854775807 must be 1 to 2147483647") != std::string::npos);
+    CHECK(prewarm("--shape 64,64,0").code == 2);
+    CHECK(testutil::json_int(run(with_cache(dir) + " cache stats --json").out, "entries") == 0);  // nothing compiled
+  }
+
+  TEST_CASE("a shape whose K no GEMM serves says it gets no GEMM kernels") {
+    testutil::TempDir dir;
+    const auto r = run(with_cache(dir) + " prewarm --shape 64,48 --arch sm_90a --json");
+    CAPTURE(r.err);
+    CHECK(r.code == 0);
+    CHECK(r.err.find("`64,48` (N = 64, K = 48): no GEMM kernels: K = 48 is not a multiple of 32") != std::string::npos);
+    CHECK(testutil::json_int(r.out, "kernels") == kernel_count({"64,48"}, {nvfp4::jit::detail::Arch::sm_90a}));
+    CHECK(run(with_cache(dir) + " prewarm --shape 64,64 --arch sm_90a --quiet").err.find("no GEMM kernels") ==
+          std::string::npos);
+  }
+
+  TEST_CASE("the benchmarks --help lists are the ones bench runs") {
+    const std::string refusal = run(cli() + " bench frobnicate").err;
+    const size_t open = refusal.find("(one of: ");
+    REQUIRE(open != std::string::npos);
+    const std::string list = refusal.substr(open + 9, refusal.find(')', open) - open - 9);
+    const std::string usage = run(cli() + " bench --help").out;
+    const std::string help = run(cli() + " --help").out;
+    std::istringstream names(list);
+    for (std::string trimmed; std::getline(names, trimmed, ',');) {
+      trimmed.erase(0, trimmed.find_first_not_of(' '));
+      CAPTURE(trimmed);
+      CHECK(usage.find(trimmed) != std::string::npos);
+      CHECK(help.find(trimmed) != std::string::npos);
+    }
   }
 }

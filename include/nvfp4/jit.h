@@ -9,6 +9,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The library is built with hidden visibility; what these headers declare is its API. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -24,7 +29,8 @@ typedef enum nvfp4_status {
   NVFP4_CUDA_ERROR = 4,         /* the driver failed (no driver, no context, launch error) */
   NVFP4_NOT_LOADED_IN_CAPTURE = 5, /* the stream is capturing and the kernel is not loaded */
   NVFP4_CACHE_ERROR = 6,        /* the kernel cache cannot be used as asked */
-  NVFP4_INTERNAL = 7
+  NVFP4_INTERNAL = 7,
+  NVFP4_NO_DEVICE = 8           /* no CUDA driver, or no GPU (the nvfp4-jit command exits 3) */
 } nvfp4_status;
 
 typedef enum nvfp4_dtype {
@@ -212,7 +218,60 @@ int64_t nvfp4_jit_prepacked_bytes(int64_t n, int64_t k);
 /* Bytes of an E4M3 scale tensor for [rows, k] in `layout`, padding included (-1: bad input). */
 int64_t nvfp4_jit_scale_bytes(nvfp4_scale_layout layout, int64_t rows, int64_t k);
 
+/* Each fills *args with the C++ API's defaults: every global scale 1 (host value), alpha 1,
+ * eps 1e-6, BF16 dtypes, linear scales (convert_scales: linear -> swizzled128x4), contiguous
+ * groups, everything else 0 or NULL. Start from these: a zero-filled struct is refused where
+ * 0 is no valid choice (a global scale or alpha of 0 would compute zeros without a word). */
+void nvfp4_dequantize_args_init(nvfp4_dequantize_args* args);
+void nvfp4_quantize_args_init(nvfp4_quantize_args* args);
+void nvfp4_rmsnorm_quantize_args_init(nvfp4_rmsnorm_quantize_args* args);
+void nvfp4_swiglu_quantize_args_init(nvfp4_swiglu_quantize_args* args);
+void nvfp4_moe_stage_args_init(nvfp4_moe_stage_args* args);
+void nvfp4_convert_scales_args_init(nvfp4_convert_scales_args* args);
+void nvfp4_gemm_args_init(nvfp4_gemm_args* args);
+void nvfp4_grouped_gemm_args_init(nvfp4_grouped_gemm_args* args);
+void nvfp4_prepack_args_init(nvfp4_prepack_args* args);
+
+/* Warming up (jit.hpp: nvfp4::jit::ensure_loaded): compile or read from the disk cache and load
+ * into the current context every kernel the call with these args would launch, launching
+ * nothing and reading no pointer (pointers may be NULL; shapes, dtypes, layouts, flags and
+ * M choose the kernels). Then a call under CUDA graph capture finds its kernels loaded. */
+nvfp4_status nvfp4_jit_ensure_loaded_dequantize(const nvfp4_dequantize_args* args);
+nvfp4_status nvfp4_jit_ensure_loaded_quantize(const nvfp4_quantize_args* args);
+nvfp4_status nvfp4_jit_ensure_loaded_rmsnorm_quantize(const nvfp4_rmsnorm_quantize_args* args);
+nvfp4_status nvfp4_jit_ensure_loaded_swiglu_quantize(const nvfp4_swiglu_quantize_args* args);
+nvfp4_status nvfp4_jit_ensure_loaded_moe_stage(const nvfp4_moe_stage_args* args);
+nvfp4_status nvfp4_jit_ensure_loaded_convert_scales(const nvfp4_convert_scales_args* args);
+nvfp4_status nvfp4_jit_ensure_loaded_gemm(const nvfp4_gemm_args* args);
+nvfp4_status nvfp4_jit_ensure_loaded_grouped_gemm(const nvfp4_grouped_gemm_args* args);
+nvfp4_status nvfp4_jit_ensure_loaded_prepack(const nvfp4_prepack_args* args);
+
+/* Prewarm (nvfp4::jit::prewarm, `nvfp4-jit prewarm`): every kernel of these weight shapes
+ * compiled into the disk cache, in threads; no GPU needed when archs are given. */
+typedef struct nvfp4_prewarm_args {
+  const char* manifest;  /* a built-in manifest ("llama-3.1-8b", ...) or a manifest file, or NULL */
+  const int64_t* shapes; /* num_shapes x {n, k, groups} (host), or NULL */
+  int64_t num_shapes;
+  const char* archs;     /* comma-separated, e.g. "sm_90a,sm_100a"; NULL or "": the current device's */
+  int32_t sm_count;      /* GEMM tiles for this many SMs; 0: the current device's, else 132 */
+  int32_t threads;       /* 0: one per core */
+} nvfp4_prewarm_args;
+typedef struct nvfp4_prewarm_result {
+  int64_t kernels, compiled, cached, failed;
+  int64_t not_stored; /* compiled but not written to the cache */
+  int64_t deferred;   /* another process was compiling them when reached */
+  double seconds;
+} nvfp4_prewarm_result;
+void nvfp4_prewarm_args_init(nvfp4_prewarm_args* args);
+/* NVFP4_OK when every kernel is in the cache; NVFP4_COMPILE_FAILED when some failed,
+ * NVFP4_CACHE_ERROR when some were not stored (the message says which and why). `result`
+ * (may be NULL) receives the counts either way. */
+nvfp4_status nvfp4_jit_prewarm(const nvfp4_prewarm_args* args, nvfp4_prewarm_result* result);
+
 #ifdef __cplusplus
 }
+#endif
+#if defined(__GNUC__)
+#pragma GCC visibility pop
 #endif
 #endif /* NVFP4_JIT_H */

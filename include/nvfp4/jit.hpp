@@ -13,6 +13,11 @@
 
 #include "nvfp4/jit.h"
 
+// The library is built with hidden visibility; what this header declares is its API.
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 namespace nvfp4::jit {
 
 enum class Status : int {
@@ -24,6 +29,7 @@ enum class Status : int {
   not_loaded_in_capture = NVFP4_NOT_LOADED_IN_CAPTURE,
   cache_error = NVFP4_CACHE_ERROR,
   internal = NVFP4_INTERNAL,
+  no_device = NVFP4_NO_DEVICE,
 };
 
 class Error : public std::runtime_error {
@@ -321,6 +327,49 @@ int64_t prepacked_bytes(int64_t n, int64_t k);
 // Bytes of an E4M3 scale tensor for [rows, k] in `layout` (padding included).
 int64_t scale_bytes(ScaleLayout layout, int64_t rows, int64_t k);
 
+// ---- Warming up, before serving or before a CUDA graph capture ----
+
+// Compiles (or reads from the disk cache) and loads into the current context every kernel the
+// same call would launch, without launching anything or reading any pointer: pointers may be
+// null, and the shapes, dtypes, layouts, flags and M (rows) choose the kernels. An engine warms
+// up this way without real buffers; a later call, captured or not, finds its kernels loaded.
+// Arguments are checked as the call checks them; rows (m) = 0 loads nothing, as the call
+// launches nothing. Needs a current context (Error(no_device) without a GPU).
+void ensure_loaded(const DequantizeArgs& args);
+void ensure_loaded(const QuantizeArgs& args);
+void ensure_loaded(const RmsNormQuantizeArgs& args);
+void ensure_loaded(const SwigluQuantizeArgs& args);
+void ensure_loaded(const MoeStageArgs& args);
+void ensure_loaded(const ConvertScalesArgs& args);
+void ensure_loaded(const GemmArgs& args);
+void ensure_loaded(const GroupedGemmArgs& args);
+void ensure_loaded(const PrepackArgs& args);
+
+struct PrewarmShape {
+  int64_t n = 0, k = 0;  // a weight [n, k]
+  int32_t groups = 1;    // > 1: a grouped (expert) weight
+};
+struct PrewarmOptions {
+  std::string manifest;              // a built-in manifest ("llama-3.1-8b", ...) or a manifest file; or empty
+  std::vector<PrewarmShape> shapes;  // weight shapes besides the manifest's
+  std::vector<std::string> archs;    // "sm_90a", "sm_100a", ...; empty: the current device's
+  int sm_count = 0;                  // GEMM tiles for this many SMs; 0: the current device's, else 132
+  int threads = 0;                   // compiling threads; 0: one per core
+};
+struct PrewarmResult {
+  int64_t kernels = 0, compiled = 0, cached = 0, failed = 0;
+  int64_t not_stored = 0;  // compiled but not written to the cache (read-only or full root, ...)
+  int64_t deferred = 0;    // another process was compiling them when reached: visited again at the end
+  double seconds = 0;
+  std::vector<std::string> errors;  // one per failed kernel
+  std::vector<std::string> notes;   // shapes that get no GEMM kernels, and why
+};
+// Compiles into the disk cache every kernel of every op for these weight shapes, as
+// `nvfp4-jit prewarm` does (no GPU needed when archs are given). Processes prewarming one
+// cache split the work. Throws Error(invalid_argument) for bad options; kernels that fail or
+// are not stored are counted in the result.
+PrewarmResult prewarm(const PrewarmOptions& options);
+
 const char* version() noexcept;
 
 }  // namespace nvfp4::jit
@@ -339,3 +388,7 @@ void moe_stage(const MoeStageArgs& args);
 void prepack(const PrepackArgs& args);
 
 }  // namespace nvfp4::jit::cpu
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
+#endif

@@ -1,7 +1,10 @@
 // The C API: thin wrappers that turn exceptions into status codes and a per-thread message.
+#include <algorithm>
+#include <climits>
 #include <exception>
 #include <new>
 #include <string>
+#include <string_view>
 
 #include "nvfp4/jit.h"
 #include "nvfp4/jit.hpp"
@@ -10,23 +13,42 @@ namespace {
 
 thread_local std::string last_error;
 
+// A C caller reads the C function's name: "nvfp4::jit::gemm: k = 48 ..." from nvfp4_jit_gemm
+// becomes "nvfp4_jit_gemm: k = 48 ...".
+void set_last_error(const char* who, const std::string& message) {
+  constexpr std::string_view cpp = "nvfp4::jit::";
+  const size_t colon = message.find(": ");
+  if (message.compare(0, cpp.size(), cpp) == 0 && colon != std::string::npos)
+    last_error = who + message.substr(colon);
+  else
+    last_error = std::string(who) + ": " + message;
+}
+
 template <class F>
-nvfp4_status guarded(F&& body) {
+nvfp4_status guarded(const char* who, F&& body) {
   try {
     body();
     last_error.clear();
     return NVFP4_OK;
   } catch (const nvfp4::jit::Error& e) {
-    last_error = e.what();
+    set_last_error(who, e.what());
     return static_cast<nvfp4_status>(e.status());
   } catch (const std::bad_alloc&) {
-    last_error = "out of host memory";
+    set_last_error(who, "out of host memory");
   } catch (const std::exception& e) {
-    last_error = e.what();
+    set_last_error(who, e.what());
   } catch (...) {
-    last_error = "unknown error";
+    set_last_error(who, "unknown error");
   }
   return NVFP4_INTERNAL;
+}
+
+// A size helper: its value, or -1 with the error set.
+template <class F>
+int64_t guarded_size(const char* who, F&& body) {
+  int64_t bytes = -1;
+  guarded(who, [&] { bytes = body(); });
+  return bytes;
 }
 
 nvfp4::jit::GlobalScale to_cpp(const nvfp4_global_scale& g) { return {g.value, g.device_ptr, g.per_row != 0}; }
@@ -81,8 +103,106 @@ nvfp4::jit::GroupedGemmArgs to_cpp(const nvfp4_grouped_gemm_args& g) {
   return a;
 }
 
-void require(const void* args, const char* who) {
-  if (!args) throw nvfp4::jit::Error(nvfp4::jit::Status::invalid_argument, std::string(who) + ": args is null");
+nvfp4::jit::DequantizeArgs to_cpp(const nvfp4_dequantize_args& c) {
+  nvfp4::jit::DequantizeArgs a;
+  a.src = to_cpp(c.src);
+  a.src_rows = c.src_rows;
+  a.k = c.k;
+  a.out = c.out;
+  a.out_dtype = static_cast<nvfp4::jit::DType>(c.out_dtype);
+  a.out_row_stride = c.out_row_stride;
+  a.row_indices = c.row_indices;
+  a.rows = c.rows;
+  return a;
+}
+
+nvfp4::jit::QuantizeArgs to_cpp(const nvfp4_quantize_args& c) {
+  nvfp4::jit::QuantizeArgs a;
+  a.in = c.in;
+  a.in_dtype = static_cast<nvfp4::jit::DType>(c.in_dtype);
+  a.in_row_stride = c.in_row_stride;
+  a.rows = c.rows;
+  a.k = c.k;
+  a.out = c.out;
+  a.out_row_stride_bytes = c.out_row_stride_bytes;
+  a.scales = c.scales;
+  a.scale_layout = static_cast<nvfp4::jit::ScaleLayout>(c.scale_layout);
+  a.scale_mode = static_cast<nvfp4::jit::GlobalScaleMode>(c.scale_mode);
+  a.global_scale = to_cpp(c.global_scale);
+  a.global_scale_out = c.global_scale_out;
+  return a;
+}
+
+nvfp4::jit::ConvertScalesArgs to_cpp(const nvfp4_convert_scales_args& c) {
+  return {c.src, static_cast<nvfp4::jit::ScaleLayout>(c.src_layout), c.dst, static_cast<nvfp4::jit::ScaleLayout>(c.dst_layout),
+          c.rows, c.k};
+}
+
+nvfp4::jit::RmsNormQuantizeArgs to_cpp(const nvfp4_rmsnorm_quantize_args& c) {
+  nvfp4::jit::RmsNormQuantizeArgs a;
+  a.in = c.in;
+  a.in_dtype = static_cast<nvfp4::jit::DType>(c.in_dtype);
+  a.in_row_stride = c.in_row_stride;
+  a.rows = c.rows;
+  a.k = c.k;
+  a.weight = c.weight;
+  a.eps = c.eps;
+  a.out = to_cpp(c.out);
+  a.normed = c.normed;
+  a.normed_row_stride = c.normed_row_stride;
+  a.inv_rms = c.inv_rms;
+  return a;
+}
+
+nvfp4::jit::SwigluQuantizeArgs to_cpp(const nvfp4_swiglu_quantize_args& c) {
+  nvfp4::jit::SwigluQuantizeArgs a;
+  a.in = c.in;
+  a.in_dtype = static_cast<nvfp4::jit::DType>(c.in_dtype);
+  a.in_row_stride = c.in_row_stride;
+  a.rows = c.rows;
+  a.k = c.k;
+  a.interleave = c.interleave;
+  a.out = to_cpp(c.out);
+  return a;
+}
+
+nvfp4::jit::MoeStageArgs to_cpp(const nvfp4_moe_stage_args& c) {
+  nvfp4::jit::MoeStageArgs a;
+  a.tokens = c.tokens;
+  a.in_dtype = static_cast<nvfp4::jit::DType>(c.in_dtype);
+  a.in_row_stride = c.in_row_stride;
+  a.rows = c.rows;
+  a.k = c.k;
+  a.out = to_cpp(c.out);
+  a.topk = c.topk;
+  a.topk_ids = c.topk_ids;
+  a.topk_weights = c.topk_weights;
+  a.topk_ids_out = c.topk_ids_out;
+  a.topk_weights_out = c.topk_weights_out;
+  return a;
+}
+
+nvfp4::jit::PrepackArgs to_cpp(const nvfp4_prepack_args& c) { return {to_cpp(c.weight), c.n, c.k, c.out}; }
+
+void require(const void* args) {
+  if (!args) throw nvfp4::jit::Error(nvfp4::jit::Status::invalid_argument, "args is null");
+}
+
+// A C entry point: `call` on the converted args, the failure as a status and a message.
+template <class CppArgs, class CArgs>
+nvfp4_status run(const char* who, void (*call)(const CppArgs&, CUstream), const CArgs* args, CUstream stream) {
+  return guarded(who, [&] {
+    require(args);
+    call(to_cpp(*args), stream);
+  });
+}
+
+template <class CArgs>
+nvfp4_status load_only(const char* who, const CArgs* args) {
+  return guarded(who, [&] {
+    require(args);
+    nvfp4::jit::ensure_loaded(to_cpp(*args));
+  });
 }
 
 }  // namespace
@@ -93,155 +213,214 @@ const char* nvfp4_jit_version(void) { return nvfp4::jit::version(); }
 const char* nvfp4_jit_last_error(void) { return last_error.c_str(); }
 
 nvfp4_status nvfp4_jit_dequantize(const nvfp4_dequantize_args* args, CUstream stream) {
-  return guarded([&] {
-    if (!args) throw nvfp4::jit::Error(nvfp4::jit::Status::invalid_argument, "nvfp4_jit_dequantize: args is null");
-    nvfp4::jit::DequantizeArgs a;
-    a.src = to_cpp(args->src);
-    a.src_rows = args->src_rows;
-    a.k = args->k;
-    a.out = args->out;
-    a.out_dtype = static_cast<nvfp4::jit::DType>(args->out_dtype);
-    a.out_row_stride = args->out_row_stride;
-    a.row_indices = args->row_indices;
-    a.rows = args->rows;
-    nvfp4::jit::dequantize(a, stream);
-  });
+  return run("nvfp4_jit_dequantize", nvfp4::jit::dequantize, args, stream);
 }
 
 nvfp4_status nvfp4_jit_quantize(const nvfp4_quantize_args* args, CUstream stream) {
-  return guarded([&] {
-    if (!args) throw nvfp4::jit::Error(nvfp4::jit::Status::invalid_argument, "nvfp4_jit_quantize: args is null");
-    nvfp4::jit::QuantizeArgs a;
-    a.in = args->in;
-    a.in_dtype = static_cast<nvfp4::jit::DType>(args->in_dtype);
-    a.in_row_stride = args->in_row_stride;
-    a.rows = args->rows;
-    a.k = args->k;
-    a.out = args->out;
-    a.out_row_stride_bytes = args->out_row_stride_bytes;
-    a.scales = args->scales;
-    a.scale_layout = static_cast<nvfp4::jit::ScaleLayout>(args->scale_layout);
-    a.scale_mode = static_cast<nvfp4::jit::GlobalScaleMode>(args->scale_mode);
-    a.global_scale = to_cpp(args->global_scale);
-    a.global_scale_out = args->global_scale_out;
-    nvfp4::jit::quantize(a, stream);
-  });
+  return run("nvfp4_jit_quantize", nvfp4::jit::quantize, args, stream);
 }
 
 nvfp4_status nvfp4_jit_convert_scales(const nvfp4_convert_scales_args* args, CUstream stream) {
-  return guarded([&] {
-    if (!args) throw nvfp4::jit::Error(nvfp4::jit::Status::invalid_argument, "nvfp4_jit_convert_scales: args is null");
-    nvfp4::jit::convert_scales({args->src, static_cast<nvfp4::jit::ScaleLayout>(args->src_layout), args->dst,
-                                static_cast<nvfp4::jit::ScaleLayout>(args->dst_layout), args->rows, args->k},
-                               stream);
-  });
+  return run("nvfp4_jit_convert_scales", nvfp4::jit::convert_scales, args, stream);
 }
 
 int64_t nvfp4_jit_scale_bytes(nvfp4_scale_layout layout, int64_t rows, int64_t k) {
-  try {
-    return nvfp4::jit::scale_bytes(static_cast<nvfp4::jit::ScaleLayout>(layout), rows, k);
-  } catch (const std::exception& e) {
-    last_error = e.what();
-    return -1;
-  }
+  return guarded_size("nvfp4_jit_scale_bytes",
+                      [&] { return nvfp4::jit::scale_bytes(static_cast<nvfp4::jit::ScaleLayout>(layout), rows, k); });
+}
+
+nvfp4_status nvfp4_jit_rmsnorm_quantize(const nvfp4_rmsnorm_quantize_args* args, CUstream stream) {
+  return run("nvfp4_jit_rmsnorm_quantize", nvfp4::jit::rmsnorm_quantize, args, stream);
+}
+
+nvfp4_status nvfp4_jit_swiglu_quantize(const nvfp4_swiglu_quantize_args* args, CUstream stream) {
+  return run("nvfp4_jit_swiglu_quantize", nvfp4::jit::swiglu_quantize, args, stream);
+}
+
+nvfp4_status nvfp4_jit_moe_stage(const nvfp4_moe_stage_args* args, CUstream stream) {
+  return run("nvfp4_jit_moe_stage", nvfp4::jit::moe_stage, args, stream);
+}
+
+nvfp4_status nvfp4_jit_gemm(const nvfp4_gemm_args* args, CUstream stream) {
+  return run("nvfp4_jit_gemm", nvfp4::jit::gemm, args, stream);
+}
+
+int64_t nvfp4_jit_gemm_workspace_bytes(const nvfp4_gemm_args* args) {
+  return guarded_size("nvfp4_jit_gemm_workspace_bytes", [&] {
+    require(args);
+    return nvfp4::jit::gemm_workspace_bytes(to_cpp(*args));
+  });
+}
+
+nvfp4_status nvfp4_jit_grouped_gemm(const nvfp4_grouped_gemm_args* args, CUstream stream) {
+  return run("nvfp4_jit_grouped_gemm", nvfp4::jit::grouped_gemm, args, stream);
+}
+
+int64_t nvfp4_jit_grouped_gemm_workspace_bytes(const nvfp4_grouped_gemm_args* args) {
+  return guarded_size("nvfp4_jit_grouped_gemm_workspace_bytes", [&] {
+    require(args);
+    return nvfp4::jit::grouped_gemm_workspace_bytes(to_cpp(*args));
+  });
+}
+
+nvfp4_status nvfp4_jit_prepack(const nvfp4_prepack_args* args, CUstream stream) {
+  return run("nvfp4_jit_prepack", nvfp4::jit::prepack, args, stream);
+}
+
+int64_t nvfp4_jit_prepacked_bytes(int64_t n, int64_t k) {
+  return guarded_size("nvfp4_jit_prepacked_bytes", [&] { return nvfp4::jit::prepacked_bytes(n, k); });
 }
 
 }  // extern "C"
 
-extern "C" nvfp4_status nvfp4_jit_rmsnorm_quantize(const nvfp4_rmsnorm_quantize_args* args, CUstream stream) {
-  return guarded([&] {
-    require(args, "nvfp4_jit_rmsnorm_quantize");
-    nvfp4::jit::RmsNormQuantizeArgs a;
-    a.in = args->in;
-    a.in_dtype = static_cast<nvfp4::jit::DType>(args->in_dtype);
-    a.in_row_stride = args->in_row_stride;
-    a.rows = args->rows;
-    a.k = args->k;
-    a.weight = args->weight;
-    a.eps = args->eps;
-    a.out = to_cpp(args->out);
-    a.normed = args->normed;
-    a.normed_row_stride = args->normed_row_stride;
-    a.inv_rms = args->inv_rms;
-    nvfp4::jit::rmsnorm_quantize(a, stream);
-  });
+// The C structs' defaults are the C++ structs' defaults, converted field by field.
+namespace {
+
+nvfp4_global_scale to_c(const nvfp4::jit::GlobalScale& g) { return {g.value, g.device_ptr, g.per_row ? 1 : 0}; }
+nvfp4_dtype to_c(nvfp4::jit::DType d) { return static_cast<nvfp4_dtype>(d); }
+nvfp4_scale_layout to_c(nvfp4::jit::ScaleLayout l) { return static_cast<nvfp4_scale_layout>(l); }
+nvfp4_global_scale_mode to_c(nvfp4::jit::GlobalScaleMode m) { return static_cast<nvfp4_global_scale_mode>(m); }
+
+nvfp4_tensor to_c(const nvfp4::jit::Nvfp4Tensor& t) {
+  return {t.data, t.row_stride_bytes, t.scales, to_c(t.scale_layout), to_c(t.global_scale)};
 }
 
-nvfp4_status nvfp4_jit_swiglu_quantize(const nvfp4_swiglu_quantize_args* args, CUstream stream) {
-  return guarded([&] {
-    require(args, "nvfp4_jit_swiglu_quantize");
-    nvfp4::jit::SwigluQuantizeArgs a;
-    a.in = args->in;
-    a.in_dtype = static_cast<nvfp4::jit::DType>(args->in_dtype);
-    a.in_row_stride = args->in_row_stride;
-    a.rows = args->rows;
-    a.k = args->k;
-    a.interleave = args->interleave;
-    a.out = to_cpp(args->out);
-    nvfp4::jit::swiglu_quantize(a, stream);
-  });
+nvfp4_quantized_output to_c(const nvfp4::jit::QuantizedOutput& o) {
+  return {o.data, o.row_stride_bytes, o.scales, to_c(o.scale_layout), to_c(o.scale_mode), to_c(o.global_scale),
+          o.global_scale_out};
 }
 
-nvfp4_status nvfp4_jit_moe_stage(const nvfp4_moe_stage_args* args, CUstream stream) {
-  return guarded([&] {
-    require(args, "nvfp4_jit_moe_stage");
-    nvfp4::jit::MoeStageArgs a;
-    a.tokens = args->tokens;
-    a.in_dtype = static_cast<nvfp4::jit::DType>(args->in_dtype);
-    a.in_row_stride = args->in_row_stride;
-    a.rows = args->rows;
-    a.k = args->k;
-    a.out = to_cpp(args->out);
-    a.topk = args->topk;
-    a.topk_ids = args->topk_ids;
-    a.topk_weights = args->topk_weights;
-    a.topk_ids_out = args->topk_ids_out;
-    a.topk_weights_out = args->topk_weights_out;
-    nvfp4::jit::moe_stage(a, stream);
-  });
+nvfp4_gemm_args to_c(const nvfp4::jit::GemmArgs& g) {
+  return {g.m, g.n, g.k, g.a, to_c(g.a_dtype), g.a_row_stride, to_c(g.b), g.d, to_c(g.d_dtype), g.d_row_stride, g.bias,
+          to_c(g.bias_dtype), g.alpha, to_c(g.a_fp4), g.workspace, g.workspace_bytes, g.b_prepacked, g.weights_static};
 }
 
-nvfp4_status nvfp4_jit_gemm(const nvfp4_gemm_args* args, CUstream stream) {
-  return guarded([&] {
-    require(args, "nvfp4_jit_gemm");
-    nvfp4::jit::gemm(to_cpp(*args), stream);
-  });
+}  // namespace
+
+extern "C" {
+
+void nvfp4_dequantize_args_init(nvfp4_dequantize_args* args) {
+  if (!args) return;
+  const nvfp4::jit::DequantizeArgs d;
+  *args = {to_c(d.src), d.src_rows, d.k, d.out, to_c(d.out_dtype), d.out_row_stride, d.row_indices, d.rows};
 }
 
-int64_t nvfp4_jit_gemm_workspace_bytes(const nvfp4_gemm_args* args) {
-  int64_t bytes = -1;
-  guarded([&] {
-    require(args, "nvfp4_jit_gemm_workspace_bytes");
-    bytes = nvfp4::jit::gemm_workspace_bytes(to_cpp(*args));
-  });
-  return bytes;
+void nvfp4_quantize_args_init(nvfp4_quantize_args* args) {
+  if (!args) return;
+  const nvfp4::jit::QuantizeArgs d;
+  *args = {d.in,     to_c(d.in_dtype), d.in_row_stride,        d.rows,
+           d.k,      d.out,            d.out_row_stride_bytes, d.scales,
+           to_c(d.scale_layout), to_c(d.scale_mode), to_c(d.global_scale), d.global_scale_out};
 }
 
-nvfp4_status nvfp4_jit_grouped_gemm(const nvfp4_grouped_gemm_args* args, CUstream stream) {
-  return guarded([&] {
-    require(args, "nvfp4_jit_grouped_gemm");
-    nvfp4::jit::grouped_gemm(to_cpp(*args), stream);
-  });
+void nvfp4_rmsnorm_quantize_args_init(nvfp4_rmsnorm_quantize_args* args) {
+  if (!args) return;
+  const nvfp4::jit::RmsNormQuantizeArgs d;
+  *args = {d.in, to_c(d.in_dtype), d.in_row_stride, d.rows, d.k, d.weight, d.eps, to_c(d.out), d.normed,
+           d.normed_row_stride, d.inv_rms};
 }
 
-int64_t nvfp4_jit_grouped_gemm_workspace_bytes(const nvfp4_grouped_gemm_args* args) {
-  int64_t bytes = -1;
-  guarded([&] {
-    require(args, "nvfp4_jit_grouped_gemm_workspace_bytes");
-    bytes = nvfp4::jit::grouped_gemm_workspace_bytes(to_cpp(*args));
-  });
-  return bytes;
+void nvfp4_swiglu_quantize_args_init(nvfp4_swiglu_quantize_args* args) {
+  if (!args) return;
+  const nvfp4::jit::SwigluQuantizeArgs d;
+  *args = {d.in, to_c(d.in_dtype), d.in_row_stride, d.rows, d.k, d.interleave, to_c(d.out)};
 }
 
-nvfp4_status nvfp4_jit_prepack(const nvfp4_prepack_args* args, CUstream stream) {
-  return guarded([&] {
-    require(args, "nvfp4_jit_prepack");
-    nvfp4::jit::prepack({to_cpp(args->weight), args->n, args->k, args->out}, stream);
-  });
+void nvfp4_moe_stage_args_init(nvfp4_moe_stage_args* args) {
+  if (!args) return;
+  const nvfp4::jit::MoeStageArgs d;
+  *args = {d.tokens, to_c(d.in_dtype), d.in_row_stride, d.rows, d.k, to_c(d.out), d.topk, d.topk_ids, d.topk_weights,
+           d.topk_ids_out, d.topk_weights_out};
 }
 
-int64_t nvfp4_jit_prepacked_bytes(int64_t n, int64_t k) {
-  int64_t bytes = -1;
-  guarded([&] { bytes = nvfp4::jit::prepacked_bytes(n, k); });
-  return bytes;
+void nvfp4_convert_scales_args_init(nvfp4_convert_scales_args* args) {
+  if (!args) return;
+  const nvfp4::jit::ConvertScalesArgs d;
+  *args = {d.src, to_c(d.src_layout), d.dst, to_c(d.dst_layout), d.rows, d.k};
 }
+
+void nvfp4_gemm_args_init(nvfp4_gemm_args* args) {
+  if (args) *args = to_c(nvfp4::jit::GemmArgs{});
+}
+
+void nvfp4_grouped_gemm_args_init(nvfp4_grouped_gemm_args* args) {
+  if (!args) return;
+  const nvfp4::jit::GroupedGemmArgs d;
+  *args = {to_c(d.gemm), d.groups, static_cast<nvfp4_grouped_layout>(d.layout), d.group_ends, d.masked_m, d.expected_m};
+}
+
+void nvfp4_prepack_args_init(nvfp4_prepack_args* args) {
+  if (!args) return;
+  const nvfp4::jit::PrepackArgs d;
+  *args = {to_c(d.weight), d.n, d.k, d.out};
+}
+
+}  // extern "C"
+
+extern "C" {
+
+// nvfp4_jit_ensure_loaded_<op>(const nvfp4_<op>_args*): the call in load-only mode.
+#define NVFP4_ENSURE_LOADED(op)                                                      \
+  nvfp4_status nvfp4_jit_ensure_loaded_##op(const nvfp4_##op##_args* args) {         \
+    return load_only("nvfp4_jit_ensure_loaded_" #op, args);                          \
+  }
+NVFP4_ENSURE_LOADED(dequantize)
+NVFP4_ENSURE_LOADED(quantize)
+NVFP4_ENSURE_LOADED(rmsnorm_quantize)
+NVFP4_ENSURE_LOADED(swiglu_quantize)
+NVFP4_ENSURE_LOADED(moe_stage)
+NVFP4_ENSURE_LOADED(convert_scales)
+NVFP4_ENSURE_LOADED(gemm)
+NVFP4_ENSURE_LOADED(grouped_gemm)
+NVFP4_ENSURE_LOADED(prepack)
+#undef NVFP4_ENSURE_LOADED
+
+void nvfp4_prewarm_args_init(nvfp4_prewarm_args* args) {
+  if (!args) return;
+  const nvfp4::jit::PrewarmOptions d;
+  *args = {nullptr, nullptr, 0, nullptr, d.sm_count, d.threads};
+}
+
+nvfp4_status nvfp4_jit_prewarm(const nvfp4_prewarm_args* args, nvfp4_prewarm_result* result) {
+  constexpr const char* who = "nvfp4_jit_prewarm";
+  nvfp4::jit::PrewarmResult r;
+  const nvfp4_status status = guarded(who, [&] {
+    require(args);
+    nvfp4::jit::PrewarmOptions o;
+    if (args->manifest) o.manifest = args->manifest;
+    if (args->num_shapes < 0)
+      throw nvfp4::jit::Error(nvfp4::jit::Status::invalid_argument, "num_shapes = " + std::to_string(args->num_shapes) + " is negative");
+    if (args->num_shapes > 0 && !args->shapes)
+      throw nvfp4::jit::Error(nvfp4::jit::Status::invalid_argument, "shapes is null but num_shapes > 0");
+    for (int64_t i = 0; i < args->num_shapes; ++i) {
+      const int64_t* s = args->shapes + 3 * i;
+      if (s[2] < 1 || s[2] > INT32_MAX)
+        throw nvfp4::jit::Error(nvfp4::jit::Status::invalid_argument,
+                                "shapes[" + std::to_string(i) + "]: groups = " + std::to_string(s[2]) + " is out of range");
+      o.shapes.push_back({s[0], s[1], int32_t(s[2])});
+    }
+    for (std::string_view list = args->archs ? args->archs : ""; !list.empty();) {
+      const size_t comma = std::min(list.find(','), list.size());
+      if (comma) o.archs.emplace_back(list.substr(0, comma));
+      list.remove_prefix(std::min(comma + 1, list.size()));
+    }
+    o.sm_count = args->sm_count;
+    o.threads = args->threads;
+    r = nvfp4::jit::prewarm(o);
+  });
+  if (result) *result = {r.kernels, r.compiled, r.cached, r.failed, r.not_stored, r.deferred, r.seconds};
+  if (status != NVFP4_OK) return status;
+  if (r.failed) {
+    set_last_error(who, std::to_string(r.failed) + " of " + std::to_string(r.kernels) + " kernels failed; the first: " +
+                            r.errors.front());
+    return NVFP4_COMPILE_FAILED;
+  }
+  if (r.not_stored) {
+    set_last_error(who, std::to_string(r.not_stored) + " kernels compiled but not stored in the cache (read-only, full or "
+                        "foreign root?)");
+    return NVFP4_CACHE_ERROR;
+  }
+  return NVFP4_OK;
+}
+
+}  // extern "C"

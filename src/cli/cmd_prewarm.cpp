@@ -52,6 +52,8 @@ int cmd_prewarm(const Args& args) {
   if (sms < 1 || sms > 1024) throw UsageError(fmt::format("--sms {}: an SM count is 1 to 1024", sms));
   const std::vector<KernelSpec> specs = prewarm_specs(shapes, archs, sms);
   const bool json = args.has("--json"), quiet = args.has("--quiet");
+  if (!quiet)
+    for (const std::string& gap : prewarm_gaps(shapes, archs, specs)) std::fprintf(stderr, "nvfp4-jit prewarm: note: %s\n", gap.c_str());
   const bool bar = !quiet && !json && ::isatty(STDERR_FILENO);
   PrewarmSummary running;
   running.total = specs.size();
@@ -82,9 +84,10 @@ int cmd_prewarm(const Args& args) {
                  (unsigned long long)not_stored, disk.roots().primary.empty() ? "(no cache root)" : disk.roots().primary.c_str(),
                  disk.last_store_problem().c_str());
   if (json) {
-    std::printf("{\"kernels\":%zu,\"compiled\":%zu,\"cached\":%zu,\"failed\":%zu,\"not_stored\":%llu,\"seconds\":%.3f}\n",
+    std::printf("{\"kernels\":%zu,\"compiled\":%zu,\"cached\":%zu,\"failed\":%zu,\"not_stored\":%llu,\"deferred\":%zu,"
+                "\"seconds\":%.3f}\n",
                 summary.total, summary.compiled, summary.cached, summary.failed, (unsigned long long)not_stored,
-                summary.seconds);
+                summary.deferred, summary.seconds);
   } else {
     std::printf("prewarm: %zu kernels for %zu shapes on %zu archs: %zu compiled, %zu cache hits, %zu failed, %llu not "
                 "stored in %.1f s\n",

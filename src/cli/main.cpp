@@ -150,7 +150,9 @@ int main(int argc, char** argv) {
     return kUsage;
   } catch (const nvfp4::jit::Error& e) {
     std::fprintf(stderr, "nvfp4-jit %s: %s\n", verb.c_str(), e.what());
-    return e.status() == nvfp4::jit::Status::invalid_argument ? kUsage : kFailed;
+    return e.status() == nvfp4::jit::Status::invalid_argument ? kUsage
+           : e.status() == nvfp4::jit::Status::no_device      ? kNoGpu
+                                                              : kFailed;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "nvfp4-jit %s: %s\n", verb.c_str(), e.what());
     return kFailed;

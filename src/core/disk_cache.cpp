@@ -335,7 +335,12 @@ DiskCache::Lock::~Lock() {
 
 DiskCache::Lock DiskCache::lock(const CacheKey& key, Arch arch) { return lock_at(to_string(arch), key.hex(), true); }
 
-DiskCache::Lock DiskCache::lock_at(std::string_view arch, const std::string& key_hex, bool wait) {
+DiskCache::Lock DiskCache::try_lock(const CacheKey& key, Arch arch, bool* busy) {
+  return lock_at(to_string(arch), key.hex(), false, busy);
+}
+
+DiskCache::Lock DiskCache::lock_at(std::string_view arch, const std::string& key_hex, bool wait, bool* busy) {
+  if (busy) *busy = false;
   if (!writable_) return Lock{};
   std::string why;
   const std::string rel = entry_rel(arch, key_hex);
@@ -349,6 +354,7 @@ DiskCache::Lock DiskCache::lock_at(std::string_view arch, const std::string& key
     const int fd = try_flock(dir, name, true, &held);
     if (fd >= 0) return Lock{fd, dir, name};
     const auto waited = std::chrono::steady_clock::now() - start;
+    if (busy) *busy = held;
     if (!held || !wait || waited >= lock_wait_) {
       if (held && wait)
         warn_once("lock-wait-" + rel + name,

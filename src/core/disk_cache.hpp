@@ -97,6 +97,9 @@ class DiskCache {
   // returns an inert lock: a stopped or hung holder costs a duplicate compile, not a hang.
   Lock lock(const CacheKey& key, Arch arch);
   Lock lock(std::string_view arch, const std::string& key_hex) { return lock_at(arch, key_hex, true); }
+  // Without waiting: an inert lock with *busy set when another process holds the key (a
+  // prewarm then moves on to other keys and comes back).
+  Lock try_lock(const CacheKey& key, Arch arch, bool* busy);
   void set_lock_wait(std::chrono::milliseconds wait) { lock_wait_ = wait; }
   std::chrono::milliseconds lock_wait() const { return lock_wait_; }
 
@@ -132,7 +135,7 @@ class DiskCache {
   };
   std::vector<Root> readable_roots() const;
   std::string entry_rel(std::string_view arch, const std::string& key_hex) const;
-  Lock lock_at(std::string_view arch, const std::string& key_hex, bool wait);
+  Lock lock_at(std::string_view arch, const std::string& key_hex, bool wait, bool* busy = nullptr);
   // Removes an entry of the primary root under its lock when `still` (called under the lock
   // with the entry's directory fd) agrees. Returns the files removed (0: the CUBIN stays).
   template <class Still>

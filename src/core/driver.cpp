@@ -60,7 +60,7 @@ bool driver_available(std::string* why) {
 
 const Driver& driver() {
   const Loaded& loaded = loaded_driver();
-  if (!loaded.error.empty()) fail(Status::cuda_error, "CUDA driver unavailable: {}", loaded.error);
+  if (!loaded.error.empty()) fail(Status::no_device, "CUDA driver unavailable: {}", loaded.error);
   return loaded.driver;
 }
 
@@ -70,7 +70,7 @@ void check_cu(CUresult result, const char* what) {
   const char* text = nullptr;
   driver().cuGetErrorName(result, &name);
   driver().cuGetErrorString(result, &text);
-  fail(Status::cuda_error, "{} failed: {} ({})", what, name ? name : "?", text ? text : "?");
+  fail(result == CUDA_ERROR_NO_DEVICE ? Status::no_device : Status::cuda_error, "{} failed: {} ({})", what, name ? name : "?", text ? text : "?");
 }
 
 }  // namespace nvfp4::jit::detail

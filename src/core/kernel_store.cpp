@@ -37,7 +37,12 @@ StoreStats KernelStore::stats() const {
   return {table_->compiled, table_->disk_hits, table_->memory_hits, table_->failed, table_->compile_us * 1e-6};
 }
 
-std::shared_ptr<const CompiledKernel> KernelStore::get(const KernelSpec& spec, Origin* origin) {
+namespace {
+// build() found the key locked by another process and was asked not to wait.
+struct KeyBusy {};
+}  // namespace
+
+std::shared_ptr<const CompiledKernel> KernelStore::get(const KernelSpec& spec, Origin* origin, bool defer_busy) {
   std::promise<std::shared_ptr<const CompiledKernel>> promise;
   Future future;
   {
@@ -50,14 +55,26 @@ std::shared_ptr<const CompiledKernel> KernelStore::get(const KernelSpec& spec, O
     }
   }
   if (future.valid()) {  // someone else has it, or is building it
-    ++table_->memory_hits;
-    if (origin) *origin = Origin::memory;
-    return future.get();
+    try {
+      auto found = future.get();
+      ++table_->memory_hits;
+      if (origin) *origin = Origin::memory;
+      return found;
+    } catch (const KeyBusy&) {  // that thread deferred it: ours to build or defer
+      return get(spec, origin, defer_busy);
+    }
   }
   try {
-    auto compiled = build(spec, origin);
+    auto compiled = build(spec, origin, defer_busy);
     promise.set_value(compiled);
     return compiled;
+  } catch (const KeyBusy&) {
+    {
+      std::lock_guard lock(table_->mutex);
+      table_->entries.erase(spec);  // before waiters retry
+    }
+    promise.set_exception(std::current_exception());
+    return nullptr;
   } catch (...) {
     ++table_->failed;
     promise.set_exception(std::current_exception());
@@ -67,7 +84,7 @@ std::shared_ptr<const CompiledKernel> KernelStore::get(const KernelSpec& spec, O
   }
 }
 
-std::shared_ptr<const CompiledKernel> KernelStore::build(const KernelSpec& spec, Origin* origin) {
+std::shared_ptr<const CompiledKernel> KernelStore::build(const KernelSpec& spec, Origin* origin, bool defer_busy) {
   auto result = std::make_shared<CompiledKernel>();
   result->kernel = generate(spec);
   result->key = key_for(spec, result->kernel);
@@ -81,7 +98,9 @@ std::shared_ptr<const CompiledKernel> KernelStore::build(const KernelSpec& spec,
     return false;
   };
   if (from_disk()) return result;
-  const DiskCache::Lock lock = disk_.lock(result->key, spec.arch);
+  bool busy = false;
+  const DiskCache::Lock lock = defer_busy ? disk_.try_lock(result->key, spec.arch, &busy) : disk_.lock(result->key, spec.arch);
+  if (busy) throw KeyBusy{};
   if (from_disk()) return result;  // another process compiled it while we waited
   const auto start = std::chrono::steady_clock::now();
   result->cubin = nvrtc_compile(result->kernel, spec.arch);

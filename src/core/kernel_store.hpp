@@ -33,8 +33,10 @@ class KernelStore {
  public:
   static KernelStore& instance();  // uses CacheRoots::from_env() on first use
 
-  // Throws Error on compile failure; a later call tries again.
-  std::shared_ptr<const CompiledKernel> get(const KernelSpec& spec, Origin* origin = nullptr);
+  // Throws Error on compile failure; a later call tries again. With `defer_busy`, a kernel that
+  // is neither loaded nor on disk and whose key another process is compiling is not waited
+  // for: get returns null (a prewarm comes back to it later).
+  std::shared_ptr<const CompiledKernel> get(const KernelSpec& spec, Origin* origin = nullptr, bool defer_busy = false);
   DiskCache& disk() { return disk_; }
   StoreStats stats() const;
 
@@ -42,7 +44,7 @@ class KernelStore {
   ~KernelStore();
 
  private:
-  std::shared_ptr<const CompiledKernel> build(const KernelSpec& spec, Origin* origin);
+  std::shared_ptr<const CompiledKernel> build(const KernelSpec& spec, Origin* origin, bool defer_busy);
 
   DiskCache disk_;
   struct Table;

@@ -112,7 +112,16 @@ CUfunction load_kernel(const DeviceInfo& device, const KernelSpec& spec, unsigne
   return function;
 }
 
+namespace {
+thread_local bool load_only_mode = false;
+}  // namespace
+
+LoadOnlyScope::LoadOnlyScope() : outer_(load_only_mode) { load_only_mode = true; }
+LoadOnlyScope::~LoadOnlyScope() { load_only_mode = outer_; }
+bool load_only() noexcept { return load_only_mode; }
+
 void launch(CUfunction function, const LaunchShape& shape, CUstream stream, void** params) {
+  if (load_only_mode) return;
   CUlaunchAttribute attributes[2]{};
   CUlaunchConfig config{};
   config.gridDimX = shape.grid[0];
@@ -142,6 +151,7 @@ void launch(CUfunction function, const LaunchShape& shape, CUstream stream, void
 CUtensorMap make_tensor_map_2d(const void* base, CUtensorMapDataType type, uint64_t rows, uint64_t cols,
                                uint64_t row_stride_bytes, uint32_t box_rows, uint32_t box_cols,
                                CUtensorMapSwizzle swizzle) {
+  if (load_only_mode) return CUtensorMap{};
   // A descriptor depends on its arguments only, and a serving loop passes the same weights and
   // buffers again and again: the last few encodings of this thread are reused, so a warm call
   // costs a comparison instead of a driver call.

@@ -51,9 +51,26 @@ CUfunction kernel_for(const DeviceInfo& device, const KernelSpec& spec, unsigned
   return load_kernel(device, spec, shared_bytes, stream, make_hint());
 }
 
+// ensure_loaded's mode, for the calling thread while a scope is alive: calls validate, compile
+// and load their kernels as always, but launch nothing, allocate nothing and touch no memory,
+// so pointers may be null (Check::not_null lets them pass, tensor maps are left empty).
+class LoadOnlyScope {
+ public:
+  LoadOnlyScope();
+  ~LoadOnlyScope();
+  LoadOnlyScope(const LoadOnlyScope&) = delete;
+  LoadOnlyScope& operator=(const LoadOnlyScope&) = delete;
+
+ private:
+  bool outer_;
+};
+bool load_only() noexcept;
+
+// Launches `function` (nothing in load-only mode).
 void launch(CUfunction function, const LaunchShape& shape, CUstream stream, void** params);
 
-// A 2D TMA descriptor for a row-major [rows, cols] tensor of `element_bytes` elements.
+// A 2D TMA descriptor for a row-major [rows, cols] tensor of `element_bytes` elements (empty
+// in load-only mode).
 CUtensorMap make_tensor_map_2d(const void* base, CUtensorMapDataType type, uint64_t rows, uint64_t cols,
                                uint64_t row_stride_bytes, uint32_t box_rows, uint32_t box_cols,
                                CUtensorMapSwizzle swizzle);

@@ -1,6 +1,7 @@
 #include "core/manifest.hpp"
 
 #include <charconv>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 
@@ -16,14 +17,18 @@ bool parse_int(std::string_view s, int64_t& out) {
   return ec == std::errc{} && end == s.data() + s.size();
 }
 
-std::string check_shape(const WeightShape& s) {
-  if (s.n <= 0) return fmt::format("N = {} must be positive", s.n);
-  if (s.k <= 0 || s.k % 16) return fmt::format("K = {} must be a positive multiple of 16", s.k);
-  if (s.groups <= 0) return fmt::format("groups = {} must be positive", s.groups);
-  return {};
-}
+// N and K are what the kernels are specialized on (32-bit in the kernels); a group count is
+// an expert count.
+constexpr int64_t kMaxDim = INT32_MAX, kMaxGroups = 1 << 16;
 
 }  // namespace
+
+std::string weight_shape_problem(int64_t n, int64_t k, int64_t groups) {
+  if (n <= 0 || n > kMaxDim) return fmt::format("N = {} must be 1 to {}", n, kMaxDim);
+  if (k <= 0 || k % 16 || k > kMaxDim) return fmt::format("K = {} must be a positive multiple of 16, at most {}", k, kMaxDim);
+  if (groups <= 0 || groups > kMaxGroups) return fmt::format("groups = {} must be 1 to {}", groups, kMaxGroups);
+  return {};
+}
 
 std::vector<WeightShape> parse_manifest(std::string_view text, std::string_view origin) {
   std::vector<WeightShape> shapes;
@@ -41,8 +46,9 @@ std::vector<WeightShape> parse_manifest(std::string_view text, std::string_view 
         (f.size() == 4 && !parse_int(f[3], groups)))
       fail(Status::invalid_argument, "{}:{}: expected `<name> <N> <K> [groups]`, got `{}`", origin, number, line);
     s.name = f[0];
+    if (const std::string why = weight_shape_problem(s.n, s.k, groups); !why.empty())
+      fail(Status::invalid_argument, "{}:{}: {}", origin, number, why);
     s.groups = static_cast<int32_t>(groups);
-    if (const std::string why = check_shape(s); !why.empty()) fail(Status::invalid_argument, "{}:{}: {}", origin, number, why);
     shapes.push_back(std::move(s));
   }
   return shapes;
@@ -86,8 +92,10 @@ WeightShape parse_shape(std::string_view text) {
   if (v.size() < 2 || v.size() > 3) fail(Status::invalid_argument, "--shape `{}`: expected N,K or N,K,G", text);
   s.n = v[0];
   s.k = v[1];
-  s.groups = v.size() == 3 ? static_cast<int32_t>(v[2]) : 1;
-  if (const std::string why = check_shape(s); !why.empty()) fail(Status::invalid_argument, "--shape `{}`: {}", text, why);
+  const int64_t groups = v.size() == 3 ? v[2] : 1;
+  if (const std::string why = weight_shape_problem(s.n, s.k, groups); !why.empty())
+    fail(Status::invalid_argument, "--shape `{}`: {}", text, why);
+  s.groups = static_cast<int32_t>(groups);
   return s;
 }
 

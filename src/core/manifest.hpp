@@ -20,6 +20,9 @@ std::vector<WeightShape> parse_manifest(std::string_view text, std::string_view 
 // A built-in manifest ("llama-3.1-8b", ...) or a manifest file's path.
 std::vector<WeightShape> load_manifest(const std::string& name_or_path);
 std::vector<std::string> builtin_manifest_names();
+// Why (N, K, groups) is no weight shape ("" when it is): N and K 1 to 2^31 - 1, K a multiple of
+// 16, groups 1 to 65536.
+std::string weight_shape_problem(int64_t n, int64_t k, int64_t groups);
 // "N,K" or "N,K,G".
 WeightShape parse_shape(std::string_view text);
 

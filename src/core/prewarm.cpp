@@ -29,6 +29,32 @@ std::vector<KernelSpec> prewarm_specs(const std::vector<WeightShape>& shapes, co
   return specs;
 }
 
+std::vector<std::string> prewarm_gaps(const std::vector<WeightShape>& shapes, const std::vector<Arch>& archs,
+                                      const std::vector<KernelSpec>& specs) {
+  auto has_gemm = [&](Arch arch, const WeightShape* shape) {
+    for (const KernelSpec& s : specs)
+      if (s.op == Op::gemm && s.arch == arch && (!shape || (s.n == shape->n && s.k == shape->k))) return true;
+    return false;
+  };
+  std::vector<std::string> gaps;
+  std::vector<Arch> served;
+  for (Arch arch : archs) {
+    if (has_gemm(arch, nullptr)) served.push_back(arch);
+    else gaps.push_back(fmt::format("{}: no GEMM kernels (no GEMM backend serves this arch in this build)", to_string(arch)));
+  }
+  for (const WeightShape& shape : shapes) {
+    std::string missing;
+    for (Arch arch : served)
+      if (!has_gemm(arch, &shape)) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", to_string(arch));
+    const bool k_unserved = shape.k % 32 != 0;  // the GEMM reads K two NVFP4 blocks at a time
+    if (missing.empty() && !k_unserved) continue;
+    gaps.push_back(fmt::format("`{}` (N = {}, K = {}): no GEMM kernels{}{}; its quantizers and dequantize are prewarmed",
+                               shape.name, shape.n, shape.k, missing.empty() ? "" : " on " + missing,
+                               k_unserved ? fmt::format(": K = {} is not a multiple of 32", shape.k) : ""));
+  }
+  return gaps;
+}
+
 PrewarmSummary prewarm(const std::vector<KernelSpec>& specs, int threads,
                        const std::function<void(const PrewarmEvent&)>& on_done) {
   using clock = std::chrono::steady_clock;
@@ -37,21 +63,53 @@ PrewarmSummary prewarm(const std::vector<KernelSpec>& specs, int threads,
   summary.total = specs.size();
   std::atomic<size_t> next{0};
   std::mutex mutex;
-  auto worker = [&] {
-    for (size_t i = next++; i < specs.size(); i = next++) {
-      const auto t0 = clock::now();
-      PrewarmEvent event{&specs[i], Origin::memory, 0, {}};
-      try {
-        KernelStore::instance().get(specs[i], &event.origin);
-      } catch (const std::exception& e) {
-        event.error = e.what();
+  std::vector<size_t> deferred;  // under `mutex`
+  size_t next_deferred = 0, in_first_pass = 0;
+  // Visits specs[i]; with `defer_busy`, one whose key another process holds goes to `deferred`.
+  auto visit = [&](size_t i, bool defer_busy) {
+    const auto t0 = clock::now();
+    PrewarmEvent event{&specs[i], Origin::memory, 0, {}};
+    try {
+      if (!KernelStore::instance().get(specs[i], &event.origin, defer_busy)) {
+        std::lock_guard lock(mutex);
+        deferred.push_back(i);
+        ++summary.deferred;
+        return;
       }
-      event.seconds = std::chrono::duration<double>(clock::now() - t0).count();
+    } catch (const std::exception& e) {
+      event.error = e.what();
+    }
+    event.seconds = std::chrono::duration<double>(clock::now() - t0).count();
+    std::lock_guard lock(mutex);
+    if (!event.error.empty()) ++summary.failed;
+    else if (event.origin == Origin::compiled) ++summary.compiled;
+    else ++summary.cached;
+    if (on_done) on_done(event);
+  };
+  auto worker = [&] {
+    {
       std::lock_guard lock(mutex);
-      if (!event.error.empty()) ++summary.failed;
-      else if (event.origin == Origin::compiled) ++summary.compiled;
-      else ++summary.cached;
-      if (on_done) on_done(event);
+      ++in_first_pass;
+    }
+    for (size_t i = next++; i < specs.size(); i = next++) visit(i, true);
+    {
+      std::lock_guard lock(mutex);
+      --in_first_pass;
+    }
+    // The put-off kernels, waiting for their holders: by now the other processes have had the
+    // whole list's time to finish them, so most are disk hits.
+    while (true) {
+      std::unique_lock lock(mutex);
+      if (next_deferred < deferred.size()) {
+        const size_t i = deferred[next_deferred++];
+        lock.unlock();
+        visit(i, false);
+      } else if (in_first_pass == 0) {
+        return;
+      } else {
+        lock.unlock();
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
     }
   };
   std::vector<std::thread> pool;

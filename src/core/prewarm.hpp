@@ -17,6 +17,11 @@ inline constexpr int kDefaultSmCount = 132;
 std::vector<KernelSpec> prewarm_specs(const std::vector<WeightShape>& shapes, const std::vector<Arch>& archs,
                                       int sm_count = kDefaultSmCount);
 
+// Shapes that get no GEMM kernels, and why: one line per arch without a GEMM backend, one per
+// shape whose K no GEMM serves (they still get their quantizers and dequantize).
+std::vector<std::string> prewarm_gaps(const std::vector<WeightShape>& shapes, const std::vector<Arch>& archs,
+                                      const std::vector<KernelSpec>& specs);
+
 struct PrewarmEvent {
   const KernelSpec* spec;
   Origin origin;
@@ -26,10 +31,13 @@ struct PrewarmEvent {
 
 struct PrewarmSummary {
   size_t total = 0, compiled = 0, cached = 0, failed = 0;
+  size_t deferred = 0;  // kernels another process was compiling when reached, visited again at the end
   double seconds = 0;
 };
 
-// `on_done` is called (serialized) after each kernel.
+// `on_done` is called (serialized) after each kernel. A kernel whose key another process holds
+// (another prewarm of the same shapes) is put off until the rest is done, so processes
+// prewarming one cache split the work instead of waiting on each other.
 PrewarmSummary prewarm(const std::vector<KernelSpec>& specs, int threads,
                        const std::function<void(const PrewarmEvent&)>& on_done);
 

@@ -160,6 +160,7 @@ int64_t scale_bytes(ScaleLayout layout, int64_t rows, int64_t k) {
   check.positive_multiple("k", k, 16, "the NVFP4 block size");
   check.not_negative("rows", rows);
   check.scale_layout("layout", layout);
+  check.bytes("scale_bytes(rows, k)", {rows / 128 + 1, 128, k / 64 + 1, 4});  // a bound of either layout's size
   return nvfp4k::scale_bytes(int(layout), rows, k / 16);
 }
 
@@ -210,8 +211,9 @@ void quantize(const QuantizeArgs& args, CUstream stream) {
     p.gscale_mode = nvfp4k::GSCALE_DEVICE_PER_ROW;
     p.gscale_ptr = args.global_scale_out;
   } else if (finalize_fn) {
-    check_cu(driver().cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(args.global_scale_out), 0, 1, stream),
-             "cuMemsetD32Async(global_scale_out)");
+    if (!load_only())
+      check_cu(driver().cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(args.global_scale_out), 0, 1, stream),
+               "cuMemsetD32Async(global_scale_out)");
     launch(amax_fn, amax_shape, stream, amax_params);
     p.gscale_mode = nvfp4k::GSCALE_FROM_AMAX;
     p.gscale_ptr = args.global_scale_out;

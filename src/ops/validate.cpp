@@ -35,8 +35,19 @@ void Check::scale_layout(std::string_view arg, ScaleLayout layout) const {
 int Check::global_scale(std::string_view arg, const GlobalScale& scale) const {
   if (scale.device_ptr) return scale.per_row ? nvfp4k::GSCALE_DEVICE_PER_ROW : nvfp4k::GSCALE_DEVICE;
   if (scale.per_row) fail(arg, fmt::format("{}.per_row is set but {}.device_ptr is null", arg, arg));
-  if (!std::isfinite(scale.value)) fail(arg, fmt::format("{}.value = {} is not finite", arg, scale.value));
+  // 0 is what a zero-filled C struct holds: it would turn every value into 0 without a word.
+  if (!(scale.value > 0.0f && std::isfinite(scale.value)))
+    fail(arg, fmt::format("{}.value = {} must be positive and finite (a zero-filled C struct? start from its "
+                          "nvfp4_*_args_init())", arg, scale.value));
   return nvfp4k::GSCALE_HOST;
+}
+
+int64_t Check::bytes(std::string_view what, std::initializer_list<int64_t> factors) const {
+  int64_t product = 1;
+  for (int64_t f : factors)
+    if (__builtin_mul_overflow(product, f, &product))
+      fail(what, fmt::format("{} does not fit in 64 bits: the sizes are out of range", what));
+  return product;
 }
 
 }  // namespace nvfp4::jit::detail

@@ -7,6 +7,7 @@
 #include <string_view>
 
 #include "core/error.hpp"
+#include "core/launcher.hpp"
 #include "nvfp4/jit.hpp"
 
 namespace nvfp4::jit::detail {
@@ -24,7 +25,7 @@ class Check {
     throw Error(status, fmt::format("{}: {}", who_, message));
   }
   void not_null(std::string_view arg, const void* p) const {
-    if (!p) fail(arg, fmt::format("{} is null", arg));
+    if (!p && !load_only()) fail(arg, fmt::format("{} is null", arg));  // ensure_loaded reads no pointer
   }
   void aligned(std::string_view arg, const void* p, uintptr_t bytes) const {
     if (!detail::aligned(p, bytes))
@@ -35,10 +36,19 @@ class Check {
   }
   void positive(std::string_view arg, int64_t v) const {
     if (v <= 0) fail(arg, fmt::format("{} = {} must be positive", arg, v));
+    at_most_int32(arg, v);
   }
   void positive_multiple(std::string_view arg, int64_t v, int64_t of, std::string_view why) const {
     if (v <= 0 || v % of) fail(arg, fmt::format("{} = {} must be a positive multiple of {} ({})", arg, v, of, why));
+    at_most_int32(arg, v);
   }
+  // A dimension a kernel is specialized on (N, K, groups) or indexes with 32 bits.
+  void at_most_int32(std::string_view arg, int64_t v) const {
+    if (v > INT32_MAX) fail(arg, fmt::format("{} = {} is out of range (at most 2^31 - 1)", arg, v));
+  }
+  // The product of `factors` (a size in bytes or elements), or a failure naming `what` when it
+  // overflows int64.
+  int64_t bytes(std::string_view what, std::initializer_list<int64_t> factors) const;
   void dtype_in(std::string_view arg, DType dtype, std::initializer_list<DType> allowed) const;
   void scale_layout(std::string_view arg, ScaleLayout layout) const;
   // Returns the GlobalScaleCode the kernels use.

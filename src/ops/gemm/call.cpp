@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cmath>
 
 #include "common/params.cuh"
 #include "common/scale_layout.cuh"
@@ -31,9 +32,10 @@ void check_fp4_activations(const Check& check, const GemmArgs& g, GemmCall& call
   check.aligned("a_fp4.global_scale.device_ptr", g.a_fp4.global_scale.device_ptr, 4);
   if (g.workspace) {
     check.aligned("workspace", g.workspace, 16);
-    if (g.workspace_bytes < rows * g.k * 2)
+    const int64_t needed = check.bytes("workspace (rows * k * 2)", {rows, g.k, 2});
+    if (g.workspace_bytes < needed)
       check.fail("workspace_bytes", fmt::format("workspace_bytes = {} is less than the {} bytes W4A4 needs (rows * k * 2)",
-                                                g.workspace_bytes, rows * g.k * 2));
+                                                g.workspace_bytes, needed));
   }
 }
 
@@ -45,6 +47,10 @@ void check_gemm_args(const Check& check, const GemmArgs& g, GemmCall& call) {
   check.dtype_in("a_dtype", g.a_dtype, {DType::bf16, DType::fp16, DType::nvfp4});
   check.dtype_in("d_dtype", g.d_dtype, {DType::bf16, DType::fp16, DType::fp32});
   if (g.bias) check.dtype_in("bias_dtype", g.bias_dtype, {DType::bf16, DType::fp32});
+  // 0 is what a zero-filled C struct holds: it would write zeros (or the bias) without a word.
+  if (!(g.alpha != 0.0f && std::isfinite(g.alpha)))
+    check.fail("alpha", fmt::format("alpha = {} must be finite and nonzero (a zero-filled nvfp4_gemm_args? start from "
+                                    "nvfp4_gemm_args_init())", g.alpha));
   if (!g.b_prepacked) check.scale_layout("b.scale_layout", g.b.scale_layout);
   call.args = g;
   call.a_gscale_mode = nvfp4k::GSCALE_HOST;

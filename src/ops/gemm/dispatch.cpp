@@ -59,7 +59,8 @@ GemmKernel choose_and_load(const DeviceInfo& device, const KernelSpec& problem, 
   const int bucket = gemm_m_bucket(m);
   std::optional<TileConfig> tuned = gemm_tuned_tile(device, problem, bucket);
   // (NVFP4 activations that a backend takes as they are have no tuner yet: its heuristic runs)
-  if (!tuned && autotune_enabled() && !capturing(stream) && problem.a_dtype != uint8_t(DType::nvfp4)) {
+  if (!tuned && autotune_enabled() && !capturing(stream) && !load_only() &&
+      problem.a_dtype != uint8_t(DType::nvfp4)) {
     tune_gemm(device, problem, {bucket}, 10);
     tuned = gemm_tuned_tile(device, problem, bucket);
   }

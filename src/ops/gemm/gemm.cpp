@@ -28,7 +28,7 @@ void gemm_w4a4(const GemmCall& call, const DeviceInfo& device, CUstream stream) 
              [&] { return gemm_prewarm_hint(args, call.groups, device); });
 
   CUdeviceptr owned = 0;
-  if (!args.workspace) {
+  if (!args.workspace && !load_only()) {
     check_cu(driver().cuMemAllocAsync(&owned, size_t(rows * args.k * 2), stream), "cuMemAllocAsync(W4A4 workspace)");
     inner = gemm_call_on_decoded_a(call, reinterpret_cast<void*>(owned));
   }
@@ -81,7 +81,7 @@ int64_t gemm_workspace_bytes(const GemmArgs& args) {
   const detail::Check check("nvfp4::jit::gemm_workspace_bytes");
   check.not_negative("m", args.m);
   check.positive_multiple("k", args.k, 32, "two NVFP4 blocks, the packed row granule the kernels load");
-  return args.a_dtype == DType::nvfp4 ? args.m * args.k * 2 : 0;
+  return args.a_dtype == DType::nvfp4 ? check.bytes("workspace (m * k * 2)", {args.m, args.k, 2}) : 0;
 }
 
 void gemm(const GemmArgs& args, CUstream stream) { detail::run_gemm(detail::gemm_call(args, detail::kWho), stream); }
@@ -95,8 +95,8 @@ int64_t grouped_gemm_workspace_bytes(const GroupedGemmArgs& args) {
   check.not_negative("gemm.m", args.gemm.m);
   check.positive("groups", args.groups);
   check.positive_multiple("gemm.k", args.gemm.k, 32, "two NVFP4 blocks, the packed row granule the kernels load");
-  const int64_t rows = args.layout == GroupedLayout::masked ? args.gemm.m * args.groups : args.gemm.m;
-  return args.gemm.a_dtype == DType::nvfp4 ? rows * args.gemm.k * 2 : 0;
+  const int64_t groups = args.layout == GroupedLayout::masked ? args.groups : 1;
+  return args.gemm.a_dtype == DType::nvfp4 ? check.bytes("workspace (rows * k * 2)", {args.gemm.m, groups, args.gemm.k, 2}) : 0;
 }
 
 }  // namespace nvfp4::jit

@@ -1,0 +1,90 @@
+// Warming up through the public API: ensure_loaded (a call in load-only mode) and prewarm.
+#include <thread>
+
+#include "core/driver.hpp"
+#include "core/launcher.hpp"
+#include "core/manifest.hpp"
+#include "core/prewarm.hpp"
+#include "nvfp4/jit.hpp"
+#include "ops/validate.hpp"
+
+namespace nvfp4::jit {
+
+namespace {
+
+// The call itself in load-only mode: it validates, chooses and loads exactly what it would
+// launch. The null stream: nothing is enqueued, and it is never capturing.
+template <class Args>
+void load_only_call(void (*call)(const Args&, CUstream), const Args& args) {
+  const detail::LoadOnlyScope scope;
+  call(args, nullptr);
+}
+
+}  // namespace
+
+void ensure_loaded(const DequantizeArgs& args) { load_only_call(&dequantize, args); }
+void ensure_loaded(const QuantizeArgs& args) { load_only_call(&quantize, args); }
+void ensure_loaded(const RmsNormQuantizeArgs& args) { load_only_call(&rmsnorm_quantize, args); }
+void ensure_loaded(const SwigluQuantizeArgs& args) { load_only_call(&swiglu_quantize, args); }
+void ensure_loaded(const MoeStageArgs& args) { load_only_call(&moe_stage, args); }
+void ensure_loaded(const ConvertScalesArgs& args) { load_only_call(&convert_scales, args); }
+void ensure_loaded(const GemmArgs& args) { load_only_call(&gemm, args); }
+void ensure_loaded(const GroupedGemmArgs& args) { load_only_call(&grouped_gemm, args); }
+void ensure_loaded(const PrepackArgs& args) { load_only_call(&prepack, args); }
+
+PrewarmResult prewarm(const PrewarmOptions& options) {
+  using namespace detail;
+  const Check check("nvfp4::jit::prewarm");
+  std::vector<WeightShape> shapes;
+  if (!options.manifest.empty()) shapes = load_manifest(options.manifest);
+  for (size_t i = 0; i < options.shapes.size(); ++i) {
+    const PrewarmShape& s = options.shapes[i];
+    if (const std::string why = weight_shape_problem(s.n, s.k, s.groups); !why.empty())
+      check.fail("shapes", fmt::format("shapes[{}]: {}", i, why));
+    shapes.push_back({fmt::format("shapes[{}]", i), s.n, s.k, s.groups});
+  }
+  if (shapes.empty()) check.fail("manifest", "no weight shapes: give a manifest or shapes");
+  if (options.sm_count < 0 || options.sm_count > 1024)
+    check.fail("sm_count", fmt::format("sm_count = {} is not 0 (the device's) or an SM count 1 to 1024", options.sm_count));
+  if (options.threads < 0) check.fail("threads", fmt::format("threads = {} is negative", options.threads));
+
+  std::vector<Arch> archs;
+  for (const std::string& name : options.archs) {
+    const auto arch = parse_arch(name);
+    if (!arch) check.fail("archs", fmt::format("archs: `{}` is not sm_90a, sm_100a, sm_103a, sm_120a or sm_121a", name));
+    archs.push_back(*arch);
+  }
+  int sm_count = options.sm_count;
+  if (archs.empty() || sm_count == 0) {
+    const DeviceInfo* device = nullptr;
+    if (archs.empty()) {
+      device = &current_device();  // no_device / cuda_error: nothing to take the arch from
+    } else if (driver_available()) {
+      try {
+        device = &current_device();
+      } catch (const Error&) {  // no current context: the default SM count
+      }
+    }
+    if (archs.empty()) archs.push_back(device->arch);
+    if (sm_count == 0) sm_count = device ? device->sm_count : kDefaultSmCount;
+  }
+
+  const std::vector<KernelSpec> specs = prewarm_specs(shapes, archs, sm_count);
+  PrewarmResult result;
+  result.notes = prewarm_gaps(shapes, archs, specs);
+  const int threads = options.threads ? options.threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  const uint64_t not_stored_before = KernelStore::instance().disk().not_stored();
+  const PrewarmSummary summary = detail::prewarm(specs, threads, [&](const PrewarmEvent& e) {
+    if (!e.error.empty()) result.errors.push_back(e.error);
+  });
+  result.kernels = int64_t(summary.total);
+  result.compiled = int64_t(summary.compiled);
+  result.cached = int64_t(summary.cached);
+  result.failed = int64_t(summary.failed);
+  result.deferred = int64_t(summary.deferred);
+  result.seconds = summary.seconds;
+  result.not_stored = int64_t(KernelStore::instance().disk().not_stored() - not_stored_before);
+  return result;
+}
+
+}  // namespace nvfp4::jit
