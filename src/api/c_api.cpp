@@ -78,6 +78,9 @@ nvfp4::jit::GroupedGemmArgs to_cpp(const nvfp4_grouped_gemm_args& g) {
   a.group_ends = g.group_ends;
   a.masked_m = g.masked_m;
   a.expected_m = g.expected_m;
+  a.a_global_scale_per_group = g.a_global_scale_per_group != 0;
+  a.row_index = g.row_index;
+  a.a_rows = g.a_rows;
   return a;
 }
 
@@ -231,6 +234,39 @@ int64_t nvfp4_jit_grouped_gemm_workspace_bytes(const nvfp4_grouped_gemm_args* ar
     bytes = nvfp4::jit::grouped_gemm_workspace_bytes(to_cpp(*args));
   });
   return bytes;
+}
+
+nvfp4_status nvfp4_jit_moe_route(const nvfp4_moe_route_args* args, CUstream stream) {
+  return guarded([&] {
+    require(args, "nvfp4_jit_moe_route");
+    nvfp4::jit::MoeRouteArgs a;
+    a.topk_ids = args->topk_ids;
+    a.topk_ids_int64 = args->topk_ids_int64 != 0;
+    a.tokens = args->tokens, a.topk = args->topk;
+    a.groups = args->groups;
+    a.first_expert = args->first_expert;
+    a.counts = args->counts, a.group_ends = args->group_ends, a.row_index = args->row_index, a.positions = args->positions;
+    nvfp4::jit::moe_route(a, stream);
+  });
+}
+
+nvfp4_status nvfp4_jit_moe_combine(const nvfp4_moe_combine_args* args, CUstream stream) {
+  return guarded([&] {
+    require(args, "nvfp4_jit_moe_combine");
+    nvfp4::jit::MoeCombineArgs a;
+    a.d = args->d;
+    a.d_dtype = static_cast<nvfp4::jit::DType>(args->d_dtype);
+    a.d_row_stride = args->d_row_stride;
+    a.d_rows = args->d_rows;
+    a.positions = args->positions;
+    a.weights = args->weights;
+    a.weights_dtype = static_cast<nvfp4::jit::DType>(args->weights_dtype);
+    a.tokens = args->tokens, a.topk = args->topk, a.n = args->n;
+    a.out = args->out;
+    a.out_dtype = static_cast<nvfp4::jit::DType>(args->out_dtype);
+    a.out_row_stride = args->out_row_stride;
+    nvfp4::jit::moe_combine(a, stream);
+  });
 }
 
 nvfp4_status nvfp4_jit_prepack(const nvfp4_prepack_args* args, CUstream stream) {
