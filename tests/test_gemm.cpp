@@ -335,6 +335,28 @@ TEST_SUITE("gemm") {
     GemmArgs dense = valid();
     dense.b.global_scale = g.gemm.b.global_scale;
     check_error(dense, "b.global_scale.per_row is not supported");
+    // A's global scale per group: W4A4's, on the device
+    g = grouped(), g.a_global_scale_per_group = true;
+    check_grouped(g, "a_global_scale_per_group is set but gemm.a_dtype is not nvfp4");
+    g = grouped(), g.gemm.a = nullptr, g.gemm.a_dtype = DType::nvfp4, g.a_global_scale_per_group = true;
+    g.gemm.a_fp4 = {buffer, 0, buffer, ScaleLayout::linear, {0.5f, nullptr, false}};
+    check_grouped(g, "a_global_scale_per_group needs gemm.a_fp4.global_scale.device_ptr");
+    g.gemm.a_fp4.global_scale = {1.0f, reinterpret_cast<const float*>(buffer), false};
+    CHECK(error_of_grouped(g) == "");
+    // A's rows through row_index: contiguous W4A4, the tokens' row count given
+    g.row_index = ends, g.a_rows = 3;
+    CHECK(error_of_grouped(g) == "");
+    GroupedGemmArgs h = g;
+    h.a_rows = 0;
+    check_grouped(h, "a_rows = 0 must be positive");
+    h = g, h.gemm.a_fp4.global_scale.per_row = true, h.a_global_scale_per_group = false;
+    check_grouped(h, "gemm.a_fp4.global_scale.per_row with row_index");
+    h = g, h.row_index = reinterpret_cast<const int32_t*>(buffer + 2);
+    check_grouped(h, "row_index = ");
+    h = g, h.layout = GroupedLayout::masked, h.masked_m = ends;
+    check_grouped(h, "row_index is for the contiguous layout");
+    h = grouped(), h.row_index = ends, h.a_rows = 3;
+    check_grouped(h, "row_index gathers W4A4's A (a_dtype = nvfp4) only");
     // W4A4's workspace counts every group's rows
     g = grouped(), g.layout = GroupedLayout::masked, g.masked_m = ends, g.gemm.a = nullptr, g.gemm.a_dtype = DType::nvfp4;
     CHECK(grouped_gemm_workspace_bytes(g) == 4 * g.gemm.m * g.gemm.k * 2);

@@ -208,10 +208,46 @@ typedef struct nvfp4_grouped_gemm_args {
   const int32_t* group_ends; /* contiguous: [groups] cumulative row ends, on the device */
   const int32_t* masked_m;   /* masked: [groups] rows of each group, on the device */
   int64_t expected_m;        /* rows per group the kernel is chosen for; 0: derived from m */
+  int a_global_scale_per_group; /* W4A4: gemm.a_fp4.global_scale.device_ptr holds [groups] scales */
+  const int32_t* row_index;  /* contiguous W4A4: A's sorted row r is gemm.a_fp4's row row_index[r], or NULL */
+  int64_t a_rows;            /* rows of gemm.a_fp4 with row_index */
 } nvfp4_grouped_gemm_args;
 nvfp4_status nvfp4_jit_grouped_gemm(const nvfp4_grouped_gemm_args* args, CUstream stream);
 /* Workspace bytes nvfp4_jit_grouped_gemm needs for `args` (W4A4, else 0; -1: bad input). */
 int64_t nvfp4_jit_grouped_gemm_workspace_bytes(const nvfp4_grouped_gemm_args* args);
+
+/* Mixture-of-experts routing on the device, as nvfp4::jit::moe_route (jit.hpp): top-k ids
+   sorted by expert into the contiguous layout; ids outside [first_expert, first_expert +
+   groups) are skipped. */
+typedef struct nvfp4_moe_route_args {
+  const void* topk_ids;     /* [tokens, topk] int32, or int64 with topk_ids_int64 */
+  int topk_ids_int64;
+  int64_t tokens, topk;
+  int32_t groups;
+  int64_t first_expert;
+  int32_t* counts;          /* [groups] or NULL */
+  int32_t* group_ends;      /* [groups] */
+  int32_t* row_index;       /* [tokens * topk]: token of each sorted row, -1 past the routed rows */
+  int32_t* positions;       /* [tokens * topk]: sorted row of (t, j), -1 where skipped; or NULL */
+} nvfp4_moe_route_args;
+nvfp4_status nvfp4_jit_moe_route(const nvfp4_moe_route_args* args, CUstream stream);
+
+/* out[t, :] = sum_j weights[t, j] * d[positions[t * topk + j], :] in fp32, j in order; see
+   nvfp4::jit::moe_combine (jit.hpp). */
+typedef struct nvfp4_moe_combine_args {
+  const void* d;            /* [d_rows, n] */
+  nvfp4_dtype d_dtype;
+  int64_t d_row_stride;     /* elements; 0: n */
+  int64_t d_rows;
+  const int32_t* positions; /* [tokens, topk] */
+  const void* weights;      /* [tokens, topk] FP32 or BF16 */
+  nvfp4_dtype weights_dtype;
+  int64_t tokens, topk, n;
+  void* out;                /* [tokens, n] */
+  nvfp4_dtype out_dtype;
+  int64_t out_row_stride;   /* elements; 0: n */
+} nvfp4_moe_combine_args;
+nvfp4_status nvfp4_jit_moe_combine(const nvfp4_moe_combine_args* args, CUstream stream);
 nvfp4_status nvfp4_jit_prepack(const nvfp4_prepack_args* args, CUstream stream);
 /* Bytes of a prepacked weight [n, k] (-1: bad input). */
 int64_t nvfp4_jit_prepacked_bytes(int64_t n, int64_t k);
@@ -231,6 +267,8 @@ void nvfp4_convert_scales_args_init(nvfp4_convert_scales_args* args);
 void nvfp4_gemm_args_init(nvfp4_gemm_args* args);
 void nvfp4_grouped_gemm_args_init(nvfp4_grouped_gemm_args* args);
 void nvfp4_prepack_args_init(nvfp4_prepack_args* args);
+void nvfp4_moe_route_args_init(nvfp4_moe_route_args* args);
+void nvfp4_moe_combine_args_init(nvfp4_moe_combine_args* args);
 
 /* Warming up (jit.hpp: nvfp4::jit::ensure_loaded): compile or read from the disk cache and load
  * into the current context every kernel the call with these args would launch, launching
@@ -245,6 +283,8 @@ nvfp4_status nvfp4_jit_ensure_loaded_convert_scales(const nvfp4_convert_scales_a
 nvfp4_status nvfp4_jit_ensure_loaded_gemm(const nvfp4_gemm_args* args);
 nvfp4_status nvfp4_jit_ensure_loaded_grouped_gemm(const nvfp4_grouped_gemm_args* args);
 nvfp4_status nvfp4_jit_ensure_loaded_prepack(const nvfp4_prepack_args* args);
+nvfp4_status nvfp4_jit_ensure_loaded_moe_route(const nvfp4_moe_route_args* args);
+nvfp4_status nvfp4_jit_ensure_loaded_moe_combine(const nvfp4_moe_combine_args* args);
 
 /* Prewarm (nvfp4::jit::prewarm, `nvfp4-jit prewarm`): every kernel of these weight shapes
  * compiled into the disk cache, in threads; no GPU needed when archs are given. */

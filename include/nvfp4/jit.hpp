@@ -238,7 +238,8 @@ struct GroupedGemmArgs {
   //   scales [groups] x what one weight's take (either layout), or prepacked: prepacked_bytes(n, k)
   //   per group. b.global_scale: one for all groups, or per group: device_ptr with per_row = true
   //   holds [groups] values (ModelOpt's per-expert weight_scale_2). bias [n] is every group's.
-  // - W4A4: A's global scale per tensor or per row (of all groups' rows).
+  // - W4A4: A's global scale per tensor, per row (of all groups' rows) or per group
+  //   (a_global_scale_per_group).
   GemmArgs gemm{};
   int32_t groups = 0;
   GroupedLayout layout = GroupedLayout::contiguous;
@@ -248,10 +249,66 @@ struct GroupedGemmArgs {
   const int32_t* group_ends = nullptr;  // contiguous: [groups] cumulative row ends
   const int32_t* masked_m = nullptr;    // masked: [groups] rows of each group
   int64_t expected_m = 0;               // rows per group the kernel is chosen for; 0: 1.25 m / groups (contiguous), m (masked)
+  // W4A4: gemm.a_fp4.global_scale.device_ptr holds one scale per group ([groups] values, e.g.
+  // ModelOpt's per-expert input_scale) instead of one, or one per row (then per_row is false).
+  bool a_global_scale_per_group = false;
+  // Contiguous W4A4: A's rows read through row_index (moe_route's), so the tokens need no
+  // sorted copy: sorted row r is row row_index[r] of gemm.a_fp4 [a_rows, k]. On sm_90a the
+  // gather is part of the pass that decodes A into the workspace. An index outside [0, a_rows)
+  // (moe_route's -1 past the routed rows) gives a NaN row of A. A's global scale then is one or
+  // per group (per row it would be the tokens', which the sorted rows do not follow).
+  const int32_t* row_index = nullptr;  // [m] on the device, or null
+  int64_t a_rows = 0;                  // rows of gemm.a_fp4 with row_index
 };
 void grouped_gemm(const GroupedGemmArgs& args, CUstream stream);
 // Bytes of workspace grouped_gemm needs for `args` (W4A4: all groups' rows * k * 2; otherwise 0).
 int64_t grouped_gemm_workspace_bytes(const GroupedGemmArgs& args);
+
+// Mixture-of-experts routing on the device: the router's top-k ids sorted into grouped_gemm's
+// contiguous layout. No host synchronization and no allocation (CUDA-graph safe: the ids may
+// change between replays), and deterministic: the same ids give the same outputs, whatever
+// the timing. This rank holds experts [first_expert, first_expert + groups) (an expert-parallel
+// slice; every expert: first_expert = 0). An id outside the slice (another rank's expert, or a
+// padding token's id such as -1) is skipped: it gets no row and counts nowhere.
+// Rows are sorted by expert, and within an expert by token, then slot (stable). Outputs:
+//   counts[g]      rows of expert first_expert + g (optional)
+//   group_ends[g]  cumulative row ends: grouped_gemm's group_ends
+//   row_index[r]   the token of sorted row r, for r < group_ends[groups - 1]; -1 for the rows
+//                  after it (tokens * topk in all)
+//   positions[t * topk + j]  the sorted row of entry (t, j), -1 where skipped: moe_combine's input (optional)
+// One CTA; groups <= 512, tokens * topk < 2^31.
+struct MoeRouteArgs {
+  const void* topk_ids = nullptr;  // [tokens, topk], int32 (or int64 with topk_ids_int64), 4/8-byte aligned
+  bool topk_ids_int64 = false;
+  int64_t tokens = 0, topk = 0;
+  int32_t groups = 0;
+  int64_t first_expert = 0;
+  int32_t* counts = nullptr;       // [groups] or null
+  int32_t* group_ends = nullptr;   // [groups]
+  int32_t* row_index = nullptr;    // [tokens * topk]
+  int32_t* positions = nullptr;    // [tokens * topk] or null
+};
+void moe_route(const MoeRouteArgs& args, CUstream stream);
+
+// The experts' outputs back to their tokens:
+//   out[t, c] = sum over j = 0..topk-1 of weights[t, j] * d[positions[t * topk + j], c]
+// in fp32, one fused multiply-add per term in the order of j, rounded once to out_dtype. A
+// position outside [0, d_rows) (moe_route's -1 for a skipped entry) adds nothing (a token
+// with none left gets 0), and d is never read outside its rows.
+struct MoeCombineArgs {
+  const void* d = nullptr;         // [d_rows, n] the grouped GEMM's output
+  DType d_dtype = DType::bf16;     // BF16, FP16 or FP32
+  int64_t d_row_stride = 0;        // elements; 0: n
+  int64_t d_rows = 0;
+  const int32_t* positions = nullptr;  // [tokens, topk] (moe_route's positions)
+  const void* weights = nullptr;   // [tokens, topk] router weights
+  DType weights_dtype = DType::fp32;  // FP32 or BF16
+  int64_t tokens = 0, topk = 0, n = 0;
+  void* out = nullptr;             // [tokens, n]
+  DType out_dtype = DType::bf16;   // BF16, FP16 or FP32
+  int64_t out_row_stride = 0;      // elements; 0: n
+};
+void moe_combine(const MoeCombineArgs& args, CUstream stream);
 
 // What a GEMM kernel is specialized on, besides M: the tuner's unit of work. (W4A4 runs the
 // BF16 kernel, so a_dtype = nvfp4 tunes the same kernels as bf16.)
@@ -344,6 +401,8 @@ void ensure_loaded(const ConvertScalesArgs& args);
 void ensure_loaded(const GemmArgs& args);
 void ensure_loaded(const GroupedGemmArgs& args);
 void ensure_loaded(const PrepackArgs& args);
+void ensure_loaded(const MoeRouteArgs& args);
+void ensure_loaded(const MoeCombineArgs& args);
 
 struct PrewarmShape {
   int64_t n = 0, k = 0;  // a weight [n, k]
@@ -386,6 +445,8 @@ void rmsnorm_quantize(const RmsNormQuantizeArgs& args);
 void swiglu_quantize(const SwigluQuantizeArgs& args);
 void moe_stage(const MoeStageArgs& args);
 void prepack(const PrepackArgs& args);
+void moe_route(const MoeRouteArgs& args);
+void moe_combine(const MoeCombineArgs& args);
 
 }  // namespace nvfp4::jit::cpu
 

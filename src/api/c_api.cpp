@@ -100,6 +100,9 @@ nvfp4::jit::GroupedGemmArgs to_cpp(const nvfp4_grouped_gemm_args& g) {
   a.group_ends = g.group_ends;
   a.masked_m = g.masked_m;
   a.expected_m = g.expected_m;
+  a.a_global_scale_per_group = g.a_global_scale_per_group != 0;
+  a.row_index = g.row_index;
+  a.a_rows = g.a_rows;
   return a;
 }
 
@@ -182,6 +185,39 @@ nvfp4::jit::MoeStageArgs to_cpp(const nvfp4_moe_stage_args& c) {
   return a;
 }
 
+nvfp4::jit::MoeRouteArgs to_cpp(const nvfp4_moe_route_args& c) {
+  nvfp4::jit::MoeRouteArgs a;
+  a.topk_ids = c.topk_ids;
+  a.topk_ids_int64 = c.topk_ids_int64 != 0;
+  a.tokens = c.tokens;
+  a.topk = c.topk;
+  a.groups = c.groups;
+  a.first_expert = c.first_expert;
+  a.counts = c.counts;
+  a.group_ends = c.group_ends;
+  a.row_index = c.row_index;
+  a.positions = c.positions;
+  return a;
+}
+
+nvfp4::jit::MoeCombineArgs to_cpp(const nvfp4_moe_combine_args& c) {
+  nvfp4::jit::MoeCombineArgs a;
+  a.d = c.d;
+  a.d_dtype = static_cast<nvfp4::jit::DType>(c.d_dtype);
+  a.d_row_stride = c.d_row_stride;
+  a.d_rows = c.d_rows;
+  a.positions = c.positions;
+  a.weights = c.weights;
+  a.weights_dtype = static_cast<nvfp4::jit::DType>(c.weights_dtype);
+  a.tokens = c.tokens;
+  a.topk = c.topk;
+  a.n = c.n;
+  a.out = c.out;
+  a.out_dtype = static_cast<nvfp4::jit::DType>(c.out_dtype);
+  a.out_row_stride = c.out_row_stride;
+  return a;
+}
+
 nvfp4::jit::PrepackArgs to_cpp(const nvfp4_prepack_args& c) { return {to_cpp(c.weight), c.n, c.k, c.out}; }
 
 void require(const void* args) {
@@ -239,6 +275,14 @@ nvfp4_status nvfp4_jit_swiglu_quantize(const nvfp4_swiglu_quantize_args* args, C
 
 nvfp4_status nvfp4_jit_moe_stage(const nvfp4_moe_stage_args* args, CUstream stream) {
   return run("nvfp4_jit_moe_stage", nvfp4::jit::moe_stage, args, stream);
+}
+
+nvfp4_status nvfp4_jit_moe_route(const nvfp4_moe_route_args* args, CUstream stream) {
+  return run("nvfp4_jit_moe_route", nvfp4::jit::moe_route, args, stream);
+}
+
+nvfp4_status nvfp4_jit_moe_combine(const nvfp4_moe_combine_args* args, CUstream stream) {
+  return run("nvfp4_jit_moe_combine", nvfp4::jit::moe_combine, args, stream);
 }
 
 nvfp4_status nvfp4_jit_gemm(const nvfp4_gemm_args* args, CUstream stream) {
@@ -346,7 +390,23 @@ void nvfp4_gemm_args_init(nvfp4_gemm_args* args) {
 void nvfp4_grouped_gemm_args_init(nvfp4_grouped_gemm_args* args) {
   if (!args) return;
   const nvfp4::jit::GroupedGemmArgs d;
-  *args = {to_c(d.gemm), d.groups, static_cast<nvfp4_grouped_layout>(d.layout), d.group_ends, d.masked_m, d.expected_m};
+  *args = {to_c(d.gemm),   d.groups,    static_cast<nvfp4_grouped_layout>(d.layout), d.group_ends,
+           d.masked_m,     d.expected_m, d.a_global_scale_per_group ? 1 : 0,           d.row_index,
+           d.a_rows};
+}
+
+void nvfp4_moe_route_args_init(nvfp4_moe_route_args* args) {
+  if (!args) return;
+  const nvfp4::jit::MoeRouteArgs d;
+  *args = {d.topk_ids, d.topk_ids_int64 ? 1 : 0, d.tokens,    d.topk,      d.groups,
+           d.first_expert, d.counts,             d.group_ends, d.row_index, d.positions};
+}
+
+void nvfp4_moe_combine_args_init(nvfp4_moe_combine_args* args) {
+  if (!args) return;
+  const nvfp4::jit::MoeCombineArgs d;
+  *args = {d.d,      to_c(d.d_dtype), d.d_row_stride, d.d_rows, d.positions,   d.weights, to_c(d.weights_dtype),
+           d.tokens, d.topk,          d.n,            d.out,    to_c(d.out_dtype), d.out_row_stride};
 }
 
 void nvfp4_prepack_args_init(nvfp4_prepack_args* args) {
@@ -373,6 +433,8 @@ NVFP4_ENSURE_LOADED(convert_scales)
 NVFP4_ENSURE_LOADED(gemm)
 NVFP4_ENSURE_LOADED(grouped_gemm)
 NVFP4_ENSURE_LOADED(prepack)
+NVFP4_ENSURE_LOADED(moe_route)
+NVFP4_ENSURE_LOADED(moe_combine)
 #undef NVFP4_ENSURE_LOADED
 
 void nvfp4_prewarm_args_init(nvfp4_prewarm_args* args) {

@@ -31,6 +31,8 @@ void ensure_loaded(const ConvertScalesArgs& args) { load_only_call(&convert_scal
 void ensure_loaded(const GemmArgs& args) { load_only_call(&gemm, args); }
 void ensure_loaded(const GroupedGemmArgs& args) { load_only_call(&grouped_gemm, args); }
 void ensure_loaded(const PrepackArgs& args) { load_only_call(&prepack, args); }
+void ensure_loaded(const MoeRouteArgs& args) { load_only_call(&moe_route, args); }
+void ensure_loaded(const MoeCombineArgs& args) { load_only_call(&moe_combine, args); }
 
 PrewarmResult prewarm(const PrewarmOptions& options) {
   using namespace detail;

@@ -3,9 +3,13 @@
 // cuBLAS is dlopened here, so the library itself never depends on it.
 #include <dlfcn.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <memory>
+#include <numeric>
+#include <random>
 #include <string>
 
 #include <fmt/format.h>
@@ -270,6 +274,28 @@ struct MoeShape {
   int experts, topk;
 };
 
+enum class Routing { uniform, zipf };
+
+// The router's top-k ids [tokens, topk]: each token to topk distinct experts, uniformly or by
+// Zipf popularity (s = 1.2, experts ranked in a random order).
+std::vector<int32_t> draw_routing(Routing routing, int64_t tokens, const MoeShape& s, std::mt19937& rng) {
+  std::vector<int> rank(static_cast<size_t>(s.experts));
+  std::iota(rank.begin(), rank.end(), 0);
+  std::shuffle(rank.begin(), rank.end(), rng);
+  std::vector<double> popularity(static_cast<size_t>(s.experts));
+  for (int e = 0; e < s.experts; ++e) popularity[size_t(e)] = routing == Routing::zipf ? std::pow(rank[size_t(e)] + 1.0, -1.2) : 1.0;
+  std::discrete_distribution<int> pick(popularity.begin(), popularity.end());
+  std::vector<int32_t> ids(static_cast<size_t>(tokens * s.topk));
+  for (int64_t t = 0; t < tokens; ++t)
+    for (int j = 0; j < s.topk; ++j) {
+      int32_t e;
+      do e = pick(rng);
+      while (std::find(&ids[size_t(t * s.topk)], &ids[size_t(t * s.topk + j)], e) != &ids[size_t(t * s.topk + j)]);
+      ids[size_t(t * s.topk + j)] = e;
+    }
+  return ids;
+}
+
 }  // namespace
 
 std::string bench_grouped(bool quick) {
@@ -279,11 +305,14 @@ std::string bench_grouped(bool quick) {
   const int runs = quick ? 5 : 20;
   const double copy_bps = copy_bandwidth(timer);
   std::printf("bench grouped: contiguous grouped_gemm, BF16 activations, prepacked NVFP4 experts, BF16 out,\n");
-  std::printf("  uniform routing (distinct experts per token), median of %d runs, columns timed in turns\n", runs);
+  std::printf("  routing uniform or Zipf (s = 1.2), distinct experts per token, median of %d runs, columns timed in turns\n", runs);
   std::printf("  floor: the touched experts' NVFP4 bytes plus A and D at %.0f GB/s (copy); dense: our gemm on\n", copy_bps / 1e9);
-  std::printf("  all routed rows and one expert's weight; cuBLAS: BF16 GEMM per touched expert (a loop)\n");
-  std::printf("  %-14s %6s %6s %8s %9s %9s %8s %9s %10s %9s\n", "shape", "tokens", "rows", "experts", "ours us",
-              "floor us", "of floor", "dense us", "cuBLAS us", "speedup");
+  std::printf("  all routed rows and one expert's weight; cuBLAS: BF16 GEMM per touched expert (a loop);\n");
+  std::printf("  route: moe_route of the ids (the GEMM's group_ends); combine: moe_combine of the GEMM's output\n");
+  std::printf("  (BF16, FP32 weights) and its floor (rows * n * 2 read + tokens * n * 2 written)\n");
+  std::printf("  %-14s %7s %6s %6s %8s %9s %9s %8s %9s %10s %9s %8s %10s %8s\n", "shape", "routing", "tokens", "rows",
+              "experts", "ours us", "floor us", "of floor", "dense us", "cuBLAS us", "speedup", "route us", "combine us",
+              "of floor");
   const std::vector<MoeShape> shapes = quick ? std::vector<MoeShape>{{"dsv3 gate_up", 4096, 7168, 256, 8},
                                                                       {"qwen3-30b", 1536, 2048, 128, 8}}
                                              : std::vector<MoeShape>{{"dsv3 gate_up", 4096, 7168, 256, 8},
@@ -308,26 +337,32 @@ std::string bench_grouped(bool quick) {
     }
     DeviceBuffer bf16_experts(cublas.ok() ? size_t(s.n * s.k * 2) * s.experts : 16);
     bf16_experts.fill(0x3C);
-    for (int64_t tokens : token_counts) {
-      // routing: each token to topk distinct experts, rows sorted by expert
+    std::vector<std::pair<int64_t, Routing>> cases;
+    for (int64_t tokens : token_counts)
+      for (Routing routing : {Routing::uniform, Routing::zipf}) cases.emplace_back(tokens, routing);
+    for (const auto& [tokens, routing] : cases) {
+      const std::vector<int32_t> ids = draw_routing(routing, tokens, s, rng);
       std::vector<int32_t> counts(size_t(s.experts), 0);
-      for (int64_t t = 0; t < tokens; ++t) {
-        std::vector<int> chosen;
-        while (int(chosen.size()) < s.topk) {
-          const int e = int(rng() % uint64_t(s.experts));
-          if (std::find(chosen.begin(), chosen.end(), e) == chosen.end()) chosen.push_back(e);
-        }
-        for (int e : chosen) ++counts[size_t(e)];
-      }
-      std::vector<int32_t> ends(size_t(s.experts));
+      for (int32_t e : ids) ++counts[size_t(e)];
       int64_t rows = 0, touched = 0;
       for (int e = 0; e < s.experts; ++e) {
         rows += counts[size_t(e)];
         touched += counts[size_t(e)] > 0;
-        ends[size_t(e)] = int32_t(rows);
       }
+      // the GEMM's group_ends and the combine's positions from moe_route on the device
+      std::vector<float> router_weights(ids.size(), 1.0f / float(s.topk));
       DeviceBuffer a = to_device(random_bf16(size_t(rows * s.k), rng)), d(size_t(rows * s.n * 2)),
-                   d_ends = to_device(ends);
+                   d_ids = to_device(ids), d_ends(size_t(s.experts) * 4), d_rows(ids.size() * 4),
+                   d_positions(ids.size() * 4), d_router_weights = to_device(router_weights),
+                   d_out(size_t(tokens * s.n * 2));
+      MoeRouteArgs route;
+      route.topk_ids = d_ids.get(), route.tokens = tokens, route.topk = s.topk, route.groups = s.experts;
+      route.group_ends = d_ends.as<int32_t>(), route.row_index = d_rows.as<int32_t>(), route.positions = d_positions.as<int32_t>();
+      moe_route(route, nullptr);
+      MoeCombineArgs combine;
+      combine.d = d.get(), combine.d_rows = rows, combine.positions = route.positions;
+      combine.weights = d_router_weights.get(), combine.tokens = tokens, combine.topk = s.topk, combine.n = s.n;
+      combine.out = d_out.get();
       GroupedGemmArgs g;
       g.groups = s.experts;
       g.gemm.m = rows, g.gemm.n = s.n, g.gemm.k = s.k;
@@ -353,15 +388,22 @@ std::string bench_grouped(bool quick) {
           }
         });
       const std::vector<double> us = time_us(timer, runs, bodies);
+      const double route_us = time_us(timer, runs, [&](int) { moe_route(route, nullptr); });
+      const double combine_us = time_us(timer, runs, [&](int) { moe_combine(combine, nullptr); });
       const double bytes = double(touched) * s.n * s.k * (0.5 + 1.0 / 16) + 2.0 * rows * (s.k + s.n);
       const double floor_us = bytes / copy_bps * 1e6, theirs = cublas.ok() ? us[2] : 0;
-      std::printf("  %-14s %6lld %6lld %8lld %9.2f %9.2f %7.0f%% %9.2f %10.2f %8.2fx\n", s.name, (long long)tokens,
-                  (long long)rows, (long long)touched, us[0], floor_us, 100 * floor_us / us[0], us[1], theirs,
-                  theirs > 0 ? theirs / us[0] : 0.0);
+      const double combine_floor_us = 2.0 * s.n * (rows + tokens) / copy_bps * 1e6;
+      const char* routing_name = routing == Routing::zipf ? "zipf" : "uniform";
+      std::printf("  %-14s %7s %6lld %6lld %8lld %9.2f %9.2f %7.0f%% %9.2f %10.2f %8.2fx %8.2f %10.2f %7.0f%%\n", s.name,
+                  routing_name, (long long)tokens, (long long)rows, (long long)touched, us[0], floor_us,
+                  100 * floor_us / us[0], us[1], theirs, theirs > 0 ? theirs / us[0] : 0.0, route_us, combine_us,
+                  100 * combine_floor_us / combine_us);
       std::fflush(stdout);
-      json += fmt::format(R"({}{{"shape":"{}","tokens":{},"rows":{},"experts_touched":{},"us":{:.3f},"floor_us":{:.3f},)"
-                          R"("dense_us":{:.3f},"cublas_loop_us":{:.3f}}})",
-                          json.size() > 1 ? "," : "", s.name, tokens, rows, touched, us[0], floor_us, us[1], theirs);
+      json += fmt::format(R"({}{{"shape":"{}","routing":"{}","tokens":{},"rows":{},"experts_touched":{},"us":{:.3f},)"
+                          R"("floor_us":{:.3f},"dense_us":{:.3f},"cublas_loop_us":{:.3f},"route_us":{:.3f},)"
+                          R"("combine_us":{:.3f},"combine_floor_us":{:.3f}}})",
+                          json.size() > 1 ? "," : "", s.name, routing_name, tokens, rows, touched, us[0], floor_us, us[1],
+                          theirs, route_us, combine_us, combine_floor_us);
     }
   }
   return json + "]";

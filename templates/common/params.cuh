@@ -14,6 +14,7 @@ enum GlobalScaleCode {
   GSCALE_DEVICE_PER_ROW = 2,
   GSCALE_FROM_AMAX = 3,
   GSCALE_COMPUTE_PER_ROW = 4,  // fused quantize: amax of the row it holds, written to gscale_out
+  GSCALE_DEVICE_PER_GROUP = 5,  // grouped GEMM: one device value per group
 };
 
 struct DequantizeParams {
@@ -100,5 +101,30 @@ struct alignas(64) TmaDescriptor {
 };
 
 enum BiasCode { BIAS_NONE = 0, BIAS_BF16 = 1, BIAS_FP32 = 2 };
+
+// MoE routing (templates/moe_route.cuh): top-k ids [tokens, topk] sorted by expert.
+// One CTA of MOE_ROUTE_WARPS warps; its dynamic shared memory: a count per warp and expert,
+// the experts' totals, the scan's warp sums (MOE_ROUTE_WARPS * groups + groups + 32 ints).
+constexpr int MOE_ROUTE_WARPS = 32;
+struct MoeRouteParams {
+  const void* ids;              // [tokens, topk] int32 or int64 (compiled in)
+  long long tokens, topk;
+  long long first_expert;       // this rank's experts: [first_expert, first_expert + GROUPS)
+  int* counts;                  // optional [GROUPS]
+  int* group_ends;              // [GROUPS] cumulative row ends
+  int* row_index;               // [tokens * topk]: the token of each sorted row, -1 past the routed rows
+  int* positions;               // optional [tokens * topk]: the row of entry (t, j), -1 when skipped
+};
+
+// MoE combine: out[t, :] = sum_j w[t, j] * d[positions[t * topk + j], :], fp32, j in order.
+struct MoeCombineParams {
+  const void* d;                // [d_rows, n], d_stride elements per row
+  long long d_stride, d_rows;
+  const int* positions;         // [tokens, topk]; outside [0, d_rows): skipped
+  const void* weights;          // [tokens, topk] fp32 or bf16 (compiled in)
+  void* out;                    // [tokens, n], out_stride elements per row
+  long long out_stride;
+  long long tokens, topk, n;
+};
 
 }  // namespace nvfp4k

@@ -465,10 +465,13 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   // acc[4j + 2h + e] is D^T[row0 + 8h, 8j + 2t + e], i.e. D[m0 + 8j + 2t + e, n0 + row0 + 8h]
   const int tid = threadIdx.x % 128, lane = tid % 32, t = lane % 4;
   const int row0 = cw * 64 + (tid / 32) * 16 + lane / 4;
-  // A's global scale (W4A4) is per row of D when a device vector; otherwise folded in here.
+  // A's global scale (W4A4) is per row of D when a device vector; otherwise (one, or the tile's
+  // group's) folded in here.
   const bool a_per_row = p.a_gscale_mode == GSCALE_DEVICE_PER_ROW;
-  const float scale = p.alpha * global_scale(p.w_gscale_mode, p.w_gscale_value, p.w_gscale_ptr, tile.group) *
-                      (a_per_row ? 1.0f : global_scale(p.a_gscale_mode, p.a_gscale_value, p.a_gscale_ptr, 0)) *
+  const float a_scale = a_per_row                                   ? 1.0f
+                        : p.a_gscale_mode == GSCALE_DEVICE_PER_GROUP ? p.a_gscale_ptr[tile.group]
+                                                                     : global_scale(p.a_gscale_mode, p.a_gscale_value, p.a_gscale_ptr, 0);
+  const float scale = p.alpha * global_scale(p.w_gscale_mode, p.w_gscale_value, p.w_gscale_ptr, tile.group) * a_scale *
                       float(1u << Op::SHIFT);
   float bias[2];
 #pragma unroll

@@ -29,6 +29,8 @@ struct GroupedCase {
   DType a = DType::bf16, d = DType::fp32;
   bool prepacked = false;
   enum Sizes { random, one_group, out_of_range } sizes = random;
+  bool a_scale_per_group = false;  // W4A4: A's global scale one per group
+  bool gather = false;             // contiguous W4A4: A's rows read through row_index from fewer token rows
 };
 
 // All groups' weights, one after the other, and what the kernels read of them.
@@ -106,12 +108,13 @@ void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
   const GroupWeights weights(c, rng);
   const int64_t rows = c.layout == GroupedLayout::masked ? c.m * c.groups : c.m;
   const bool w4a4 = c.a == DType::nvfp4;
+  const int64_t a_rows = c.gather ? rows / 2 + 3 : rows;  // the tokens: fewer than the rows routed from them
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<uint16_t> a(size_t(rows * c.k));
-  std::vector<double> ad(size_t(rows * c.k));
-  testutil::HostNvfp4 a4(w4a4 ? rows : 0, c.k, ScaleLayout::linear, rng);
+  std::vector<double> ad(size_t(a_rows * c.k));
+  testutil::HostNvfp4 a4(w4a4 ? a_rows : 0, c.k, ScaleLayout::linear, rng);
   const float ga = 0.375f;
-  for (int64_t r = 0; r < rows; ++r)
+  for (int64_t r = 0; r < a_rows; ++r)
     for (int64_t k = 0; k < c.k; ++k) {
       if (w4a4) {
         ad[size_t(r * c.k + k)] = a4.value(r, k) * ga;
@@ -123,7 +126,7 @@ void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
     }
   const int esize = c.d == DType::fp32 ? 4 : 2;
   DeviceBuffer d_a = to_device(a), d_a4 = to_device(a4.packed), d_a4s = to_device(a4.scales);
-  DeviceBuffer d_out(size_t(rows * c.n * esize)), d_sizes(size_t(c.groups) * 4);
+  DeviceBuffer d_out(size_t(rows * c.n * esize)), d_sizes(size_t(c.groups) * 4), d_row_index(size_t(rows) * 4);
 
   GroupedGemmArgs g;
   g.groups = c.groups;
@@ -131,7 +134,17 @@ void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
   g.gemm.m = c.m, g.gemm.n = c.n, g.gemm.k = c.k;
   g.gemm.a = w4a4 ? nullptr : d_a.get();
   g.gemm.a_dtype = c.a;
+  // per group: ga times 1/2, 1 or 2 (a_scale_factor), exact in the reference
+  std::vector<float> ga_group(size_t(c.groups));
+  for (int gi = 0; gi < c.groups; ++gi) ga_group[size_t(gi)] = ga * std::ldexp(1.0f, gi % 3 - 1);
+  DeviceBuffer d_ga_group = to_device(ga_group);
+  auto a_scale_factor = [&](int gi) { return c.a_scale_per_group ? double(ga_group[size_t(gi)]) / ga : 1.0; };
   if (w4a4) g.gemm.a_fp4 = {d_a4.get(), 0, d_a4s.get(), ScaleLayout::linear, {ga, nullptr, false}};
+  if (c.gather) g.row_index = d_row_index.as<int32_t>(), g.a_rows = a_rows;
+  if (c.a_scale_per_group) {
+    g.gemm.a_fp4.global_scale = {1.0f, d_ga_group.as<float>(), false};
+    g.a_global_scale_per_group = true;
+  }
   g.gemm.b = {weights.data.get(), 0, weights.scales.get(), c.scales, {1.0f, weights.gscales.as<float>(), true}};
   g.gemm.b_prepacked = c.prepacked;
   g.gemm.d = d_out.get(), g.gemm.d_dtype = c.d;
@@ -146,6 +159,11 @@ void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
     std::vector<int32_t> sizes;
     const auto group_rows = draw_groups(c, rng, sizes);
     d_sizes.upload(sizes.data(), sizes.size() * 4);
+    // gathered: each routed row reads a random token, the rows after them -1 (as moe_route leaves them)
+    std::vector<int32_t> row_index(static_cast<size_t>(rows));
+    for (int64_t r = 0; r < rows; ++r)
+      row_index[size_t(r)] = !c.gather ? int32_t(r) : r < group_rows.back().second ? int32_t(rng() % uint64_t(a_rows)) : -1;
+    d_row_index.upload(row_index.data(), row_index.size() * 4);
     d_out.fill(0xFF);  // NaN in every output type
     if (replays == 0) {
       grouped_gemm(g, stream);
@@ -186,8 +204,9 @@ void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
         const double v = testutil::output_value(c.d, &got[at]);
         const testutil::HostNvfp4& w = weights.w[size_t(gi)];
         double s = 0;
-        for (int64_t k = 0; k < c.k; ++k) s += ad[size_t(r * c.k + k)] * w.value(n, k);
-        const double ref = s * weights.gscale[size_t(gi)];
+        const int64_t src = row_index[size_t(r)];
+        for (int64_t k = 0; k < c.k; ++k) s += ad[size_t(src * c.k + k)] * w.value(n, k);
+        const double ref = s * weights.gscale[size_t(gi)] * a_scale_factor(gi);
         if (!std::isfinite(v)) {
           FAIL_CHECK("round " << round << ": group " << gi << ", first unwritten or non-finite element (" << r << ", " << n
                               << ") = " << v << ", expected " << ref);
@@ -201,7 +220,7 @@ void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
     const double rel = std::sqrt(err2 / std::max(ref2, 1e-300));
     const double bound = c.d == DType::fp32 ? 1e-5 : c.d == DType::bf16 ? 4e-3 : 1e-3;
     MESSAGE("grouped layout=" << int(c.layout) << " G=" << c.groups << " m=" << c.m << " n=" << c.n << " k=" << c.k
-                              << " prepacked=" << c.prepacked << " a=" << int(c.a) << " round " << round
+                              << " prepacked=" << c.prepacked << " a=" << int(c.a) << " a_scale_per_group=" << c.a_scale_per_group << " round " << round
                               << ": relative error " << rel);
     CHECK(rel < bound);
   }
@@ -229,6 +248,26 @@ TEST_SUITE("gpu_grouped_gemm") {
     run_grouped({GroupedLayout::masked, 8, 130, 384, 1024, ScaleLayout::swizzled128x4, DType::bf16, DType::bf16, true}, rng);
     run_grouped({GroupedLayout::contiguous, 8, 96, 256, 512, ScaleLayout::linear, DType::bf16, DType::fp32, true}, rng);
     run_grouped({GroupedLayout::contiguous, 8, 96, 200, 256, ScaleLayout::linear, DType::nvfp4, DType::fp32}, rng);
+  }
+
+  TEST_CASE("W4A4 with A's global scale per group (per-expert input_scale), both layouts") {
+    std::mt19937 rng(std::random_device{}());
+    GroupedCase c{GroupedLayout::contiguous, 12, 200, 256, 512, ScaleLayout::swizzled128x4, DType::nvfp4, DType::bf16};
+    c.a_scale_per_group = true;
+    run_grouped(c, rng);
+    c = {GroupedLayout::masked, 5, 48, 136, 256, ScaleLayout::linear, DType::nvfp4, DType::fp32, true};
+    c.a_scale_per_group = true;
+    run_grouped(c, rng);
+  }
+
+  TEST_CASE("contiguous W4A4 reads A's rows through row_index (tokens unsorted), one and per-group A scales") {
+    std::mt19937 rng(std::random_device{}());
+    GroupedCase c{GroupedLayout::contiguous, 8, 96, 200, 256, ScaleLayout::linear, DType::nvfp4, DType::fp32};
+    c.gather = true;
+    run_grouped(c, rng);
+    c = {GroupedLayout::contiguous, 64, 300, 256, 512, ScaleLayout::swizzled128x4, DType::nvfp4, DType::bf16, true};
+    c.gather = true, c.a_scale_per_group = true;
+    run_grouped(c, rng, 2);  // captured, routing and row order redrawn between replays
   }
 
   TEST_CASE("group sizes out of range are clamped: no row outside A and D is written") {

@@ -88,6 +88,26 @@ void check_gemm_args(const Check& check, const GemmArgs& g, GemmCall& call) {
   }
 }
 
+// A grouped call's A read through row_index: contiguous W4A4 only, where the pass that decodes A
+// gathers it (the W4A16 kernel loads A in TMA boxes, which gather no rows).
+void check_row_gather(const Check& check, const GroupedGemmArgs& ga, GemmCall& call) {
+  if (ga.layout != GroupedLayout::contiguous)
+    check.fail("row_index", "row_index is for the contiguous layout (a masked group's rows are its own)");
+  if (ga.gemm.a_dtype != DType::nvfp4)
+    check.fail("row_index",
+               "row_index gathers W4A4's A (a_dtype = nvfp4) only: the W4A16 kernel loads A in TMA boxes, which "
+               "gather no rows; gather BF16 rows with dequantize's row_indices, or pass NVFP4 A",
+               Status::unsupported);
+  check.positive("a_rows", ga.a_rows);
+  if (ga.gemm.a_fp4.global_scale.per_row)
+    check.fail("gemm.a_fp4.global_scale",
+               "gemm.a_fp4.global_scale.per_row with row_index: the scales would be the tokens', not the sorted rows'; "
+               "give one scale or one per group");
+  check.aligned("row_index", ga.row_index, 4);
+  call.row_index = ga.row_index;
+  call.a_rows = ga.a_rows;
+}
+
 }  // namespace
 
 GemmCall gemm_call(const GemmArgs& g, const char* who) {
@@ -127,6 +147,15 @@ GemmCall grouped_gemm_call(const GroupedGemmArgs& ga, const char* who) {
     check.aligned(name, sizes, 4);
     if (g.b.global_scale.per_row) check.not_null("gemm.b.global_scale.device_ptr", g.b.global_scale.device_ptr);
   }
+  if (ga.a_global_scale_per_group) {
+    if (g.a_dtype != DType::nvfp4)
+      check.fail("a_global_scale_per_group", "a_global_scale_per_group is set but gemm.a_dtype is not nvfp4 (W4A4)");
+    if (!g.a_fp4.global_scale.device_ptr || g.a_fp4.global_scale.per_row)
+      check.fail("gemm.a_fp4.global_scale", "a_global_scale_per_group needs gemm.a_fp4.global_scale.device_ptr ([groups] "
+                                            "values) and per_row false");
+    call.a_gscale_mode = nvfp4k::GSCALE_DEVICE_PER_GROUP;
+  }
+  if (ga.row_index) check_row_gather(check, ga, call);
   return call;
 }
 

@@ -16,6 +16,8 @@ struct GemmCall {
   GroupedLayout layout = GroupedLayout::contiguous;
   const int32_t* group_ends = nullptr;
   const int32_t* masked_m = nullptr;
+  const int32_t* row_index = nullptr;  // contiguous W4A4: A's rows gathered when it is decoded
+  int64_t a_rows = 0;                  // rows of a_fp4 with row_index
   int64_t expected_m = 0;  // rows per group the tile is chosen for
   int64_t a_stride = 0, b_stride = 0, d_stride = 0;
   int b_gscale_mode = 0;  // GlobalScaleCode of b.global_scale

@@ -35,7 +35,9 @@ void gemm_w4a4(const GemmCall& call, const DeviceInfo& device, CUstream stream) 
   DequantizeArgs decode;
   decode.src = args.a_fp4;
   decode.src.global_scale = GlobalScale{};  // 1: applied in the GEMM's epilogue instead
-  decode.src_rows = rows;
+  decode.src_rows = call.row_index ? call.a_rows : rows;
+  decode.row_indices = call.row_index;  // grouped: A's rows gathered from the unsorted tokens
+  decode.rows = rows;
   decode.k = args.k;
   decode.out = const_cast<void*>(inner.args.a);
   decode.out_dtype = DType::bf16;

@@ -1,0 +1,227 @@
+#include "ops/moe_route_op.hpp"
+
+#include <climits>
+#include <vector>
+
+#include "common/params.cuh"
+#include "common/portable.cuh"
+#include "core/launcher.hpp"
+#include "core/op_registry.hpp"
+#include "ops/quantize_op.hpp"
+#include "ops/validate.hpp"
+
+namespace nvfp4::jit::detail {
+
+namespace {
+
+constexpr const char* kRouteWho = "nvfp4::jit::moe_route";
+constexpr const char* kCombineWho = "nvfp4::jit::moe_combine";
+constexpr int kCombineThreads = 128;
+
+void validate(const MoeRouteArgs& a) {
+  const Check check(kRouteWho);
+  check.not_negative("tokens", a.tokens);
+  check.positive("topk", a.topk);
+  check.positive("groups", a.groups);
+  if (a.groups > kMoeRouteMaxGroups)
+    check.fail("groups", fmt::format("groups = {} is more than {}, the experts one routing CTA sorts", a.groups,
+                                     kMoeRouteMaxGroups), Status::unsupported);
+  check.not_negative("first_expert", a.first_expert);
+  if (a.tokens > INT32_MAX / a.topk)
+    check.fail("tokens", fmt::format("tokens * topk = {} * {} is more than {} rows", a.tokens, a.topk, INT32_MAX));
+  check.not_null("group_ends", a.group_ends);  // written even for zero tokens: every group empty
+  check.aligned("group_ends", a.group_ends, 4);
+  check.aligned("counts", a.counts, 4);
+  if (a.tokens > 0) {
+    check.not_null("topk_ids", a.topk_ids);
+    check.aligned("topk_ids", a.topk_ids, a.topk_ids_int64 ? 8 : 4);
+    check.not_null("row_index", a.row_index);
+    check.aligned("row_index", a.row_index, 4);
+    check.aligned("positions", a.positions, 4);
+  }
+}
+
+// 16-byte vectors where n, both strides and both pointers allow them.
+struct CombineShape {
+  int64_t d_stride = 0, out_stride = 0;
+  int vec = 1;
+};
+
+CombineShape validate(const MoeCombineArgs& a) {
+  const Check check(kCombineWho);
+  check.not_negative("tokens", a.tokens);
+  check.positive("topk", a.topk);
+  check.positive("n", a.n);
+  check.not_negative("d_rows", a.d_rows);
+  check.dtype_in("d_dtype", a.d_dtype, {DType::bf16, DType::fp16, DType::fp32});
+  check.dtype_in("weights_dtype", a.weights_dtype, {DType::fp32, DType::bf16});
+  check.dtype_in("out_dtype", a.out_dtype, {DType::bf16, DType::fp16, DType::fp32});
+  if (a.tokens > INT32_MAX) check.fail("tokens", fmt::format("tokens = {} is more than {}", a.tokens, INT32_MAX));
+  if (a.d_rows > INT32_MAX) check.fail("d_rows", fmt::format("d_rows = {} is more than {} (positions are int32)", a.d_rows, INT32_MAX));
+  CombineShape s;
+  s.d_stride = a.d_row_stride ? a.d_row_stride : a.n;
+  s.out_stride = a.out_row_stride ? a.out_row_stride : a.n;
+  if (s.d_stride < a.n) check.fail("d_row_stride", fmt::format("d_row_stride = {} is less than n = {}", s.d_stride, a.n));
+  if (s.out_stride < a.n)
+    check.fail("out_row_stride", fmt::format("out_row_stride = {} is less than n = {}", s.out_stride, a.n));
+  if (a.tokens > 0) {
+    check.not_null("positions", a.positions);
+    check.aligned("positions", a.positions, 4);
+    check.not_null("weights", a.weights);
+    check.aligned("weights", a.weights, uintptr_t(element_bytes(a.weights_dtype)));
+    check.not_null("out", a.out);
+    check.aligned("out", a.out, uintptr_t(element_bytes(a.out_dtype)));
+    if (a.d_rows > 0) {
+      check.not_null("d", a.d);
+      check.aligned("d", a.d, uintptr_t(element_bytes(a.d_dtype)));
+    }
+  }
+  const bool vectors = a.n % 8 == 0 && s.d_stride % 8 == 0 && s.out_stride % 8 == 0 && aligned(a.d, 16) && aligned(a.out, 16);
+  s.vec = vectors ? 8 : 1;
+  return s;
+}
+
+std::string moe_route_kernel_name(const KernelSpec& spec) {
+  return fmt::format("nvfp4_moe_route_g{}_{}", spec.groups, spec.flags ? "i64" : "i32");
+}
+
+std::string moe_combine_kernel_name(const KernelSpec& spec) {
+  return fmt::format("nvfp4_moe_combine_{}_w{}_to_{}_v{}", dtype_name(spec.a_dtype), dtype_name(spec.b_dtype),
+                     dtype_name(spec.out_dtype), spec.tile.vec);
+}
+
+// A grouped weight's model routes its tokens and combines BF16 expert outputs.
+std::vector<KernelSpec> moe_prewarm_specs(Arch arch, const WeightShape& shape, int) {
+  std::vector<KernelSpec> specs;
+  if (shape.groups <= 1 || shape.groups > kMoeRouteMaxGroups) return specs;
+  specs.push_back(moe_route_spec(arch, shape.groups, false));
+  specs.push_back(moe_route_spec(arch, shape.groups, true));
+  specs.push_back(moe_combine_spec(arch, DType::bf16, DType::fp32, DType::bf16, 8));
+  return specs;
+}
+
+const bool registered = register_op(Op::moe_route, {generate_moe_route, moe_route_kernel_name}) &&
+                        register_op(Op::moe_combine, {generate_moe_combine, moe_combine_kernel_name}) &&
+                        register_prewarm(45, moe_prewarm_specs);
+
+int64_t ids_at(const MoeRouteArgs& a, int64_t i) {
+  return a.topk_ids_int64 ? static_cast<const int64_t*>(a.topk_ids)[i] : static_cast<const int32_t*>(a.topk_ids)[i];
+}
+
+}  // namespace
+
+KernelSpec moe_route_spec(Arch arch, int32_t groups, bool ids_int64) {
+  KernelSpec spec = base_spec(Op::moe_route, arch, 0, uint16_t(nvfp4k::MOE_ROUTE_WARPS * 32));
+  spec.groups = groups;
+  spec.flags = ids_int64 ? 1 : 0;
+  return spec;
+}
+
+KernelSpec moe_combine_spec(Arch arch, DType d, DType weights, DType out, int vec) {
+  KernelSpec spec = base_spec(Op::moe_combine, arch, 0, kCombineThreads);
+  spec.a_dtype = uint8_t(d);
+  spec.b_dtype = uint8_t(weights);
+  spec.out_dtype = uint8_t(out);
+  spec.tile.vec = uint8_t(vec);
+  return spec;
+}
+
+GeneratedKernel generate_moe_route(const KernelSpec& spec) {
+  return entry_point(spec, moe_route_kernel_name(spec), "moe_route.cuh", "MoeRouteParams",
+                     fmt::format("nvfp4k::moe_route<{}, {}>(p)", spec.flags ? "true" : "false", spec.groups));
+}
+
+GeneratedKernel generate_moe_combine(const KernelSpec& spec) {
+  return entry_point(spec, moe_combine_kernel_name(spec), "moe_route.cuh", "MoeCombineParams",
+                     fmt::format("nvfp4k::moe_combine<{}, {}, {}, {}, {}>(p)", spec.a_dtype, spec.b_dtype,
+                                 spec.out_dtype, spec.tile.vec, spec.tile.threads));
+}
+
+}  // namespace nvfp4::jit::detail
+
+namespace nvfp4::jit {
+
+using namespace detail;
+
+void moe_route(const MoeRouteArgs& args, CUstream stream) {
+  validate(args);
+  const DeviceInfo& device = current_device();
+  const KernelSpec spec = moe_route_spec(device.arch, args.groups, args.topk_ids_int64);
+  // a count per warp and expert, the experts' totals, the scan's warp sums (templates/moe_route.cuh)
+  const unsigned shared = unsigned((nvfp4k::MOE_ROUTE_WARPS * args.groups + args.groups + 32) * 4);
+  const CUfunction function = kernel_for(device, spec, shared, stream, [&] {
+    return fmt::format("nvfp4-jit prewarm --shape N,K,{} --arch {} (any grouped weight of {} groups prewarms its routing)",
+                       args.groups, to_string(device.arch), args.groups);
+  });
+  nvfp4k::MoeRouteParams p{args.topk_ids, args.tokens,     args.topk,       args.first_expert,
+                           args.counts,   args.group_ends, args.row_index,  args.positions};
+  void* params[] = {&p};
+  LaunchShape shape;
+  shape.block[0] = spec.tile.threads;
+  shape.shared_bytes = shared;
+  launch(function, shape, stream, params);
+}
+
+void moe_combine(const MoeCombineArgs& args, CUstream stream) {
+  const CombineShape s = validate(args);
+  if (args.tokens == 0) return;
+  const DeviceInfo& device = current_device();
+  const KernelSpec spec = moe_combine_spec(device.arch, args.d_dtype, args.weights_dtype, args.out_dtype, s.vec);
+  const CUfunction function = kernel_for(device, spec, 0, stream, [&] {
+    return fmt::format("nvfp4-jit prewarm --shape N,K,G --arch {} (a grouped weight's combine: BF16 d and out, FP32 "
+                       "weights; other dtypes: call once before capturing)", to_string(device.arch));
+  });
+  nvfp4k::MoeCombineParams p{args.d,        s.d_stride,   args.d_rows, args.positions, args.weights,
+                             args.out,      s.out_stride, args.tokens, args.topk,      args.n};
+  void* params[] = {&p};
+  LaunchShape shape;
+  shape.grid[0] = unsigned(args.tokens);
+  const int64_t columns_per_cta = int64_t(kCombineThreads) * s.vec;
+  shape.grid[1] = unsigned((args.n + columns_per_cta - 1) / columns_per_cta);
+  shape.block[0] = kCombineThreads;
+  launch(function, shape, stream, params);
+}
+
+// The kernel's stable counting sort, written sequentially: entries in flat (token, slot) order.
+void cpu::moe_route(const MoeRouteArgs& args) {
+  validate(args);
+  const int64_t entries = args.tokens * args.topk;
+  auto local = [&](int64_t i) {
+    const int64_t e = ids_at(args, i) - args.first_expert;
+    return e >= 0 && e < args.groups ? int(e) : -1;
+  };
+  std::vector<int32_t> next(size_t(args.groups), 0);
+  for (int64_t i = 0; i < entries; ++i)
+    if (const int e = local(i); e >= 0) ++next[size_t(e)];
+  int32_t end = 0;
+  for (int32_t g = 0; g < args.groups; ++g) {
+    if (args.counts) args.counts[g] = next[size_t(g)];
+    end += next[size_t(g)];
+    args.group_ends[g] = end;
+    next[size_t(g)] = end - next[size_t(g)];
+  }
+  for (int64_t i = 0; i < entries; ++i) {
+    const int e = local(i);
+    const int32_t row = e >= 0 ? next[size_t(e)]++ : -1;
+    if (row >= 0) args.row_index[row] = int32_t(i / args.topk);
+    if (args.positions) args.positions[i] = row;
+  }
+  for (int64_t r = end; r < entries; ++r) args.row_index[r] = -1;
+}
+
+void cpu::moe_combine(const MoeCombineArgs& args) {
+  const CombineShape s = validate(args);
+  for (int64_t t = 0; t < args.tokens; ++t)
+    for (int64_t c = 0; c < args.n; ++c) {
+      float acc = 0.0f;
+      for (int64_t j = 0; j < args.topk; ++j) {
+        const int32_t pos = args.positions[t * args.topk + j];
+        if (pos < 0 || pos >= args.d_rows) continue;
+        const float w = host_value(args.weights, args.weights_dtype, t * args.topk + j);
+        acc = nvfp4k::fma_rn(w, host_value(args.d, args.d_dtype, pos * s.d_stride + c), acc);
+      }
+      store_host_value(args.out, args.out_dtype, t * s.out_stride + c, acc);
+    }
+}
+
+}  // namespace nvfp4::jit
