@@ -19,7 +19,7 @@ cat "$OUT/setup.log"
 export PYTHONPATH=/tmp/site
 timeout 90 ./bin/nvfp4-jit bench core --quick --out "$OUT/core.json" > "$OUT/core.log" 2>&1
 timeout 90 "$py" python/bench/overhead.py --core "$OUT/core.json" --out "$OUT/overhead.json" 2>&1 | tee "$OUT/overhead.log"
-(cd python/tests && timeout 240 "$py" -m pytest -q -rs -p no:cacheprovider --timeout 150 --durations 8 2>&1) > "$OUT/pytest.log"
+(cd python/tests && timeout 240 "$py" -m pytest -q -rsP -p no:cacheprovider --timeout 150 --durations 8 2>&1) > "$OUT/pytest.log"
 tail -30 "$OUT/pytest.log"
 { timeout 90 "$py" python/examples/modelopt_checkpoint.py; echo "exit $?"; timeout 60 "$py" python/examples/vllm_linear_method.py; echo "exit $?"; } 2>&1 | tee "$OUT/examples.log"
 grep -E "passed|failed" "$OUT/pytest.log" | tail -1

@@ -352,3 +352,21 @@ def test_tune_records_a_winner_for_one_bucket():
     assert len(result) == 1 and result[0]["winner"] and result[0]["winner_us"] > 0, result
     with pytest.raises(nvfp4_jit.InvalidArgument, match=r"\bk\b"):
         nvfp4_jit.tune(256, 500)
+
+
+@pytest.mark.skipif(torch.cuda.device_count() < 2, reason="one GPU here: each device's own kernels need two")
+def test_every_device_loads_its_own_kernels_and_gets_the_same_bits():
+    n, k = 256, 512
+    results = []
+    for d in range(torch.cuda.device_count()):
+        dev = torch.device("cuda", d)
+        torch.manual_seed(3)
+        x = torch.randn(5, k, device=dev).to(torch.bfloat16)
+        w = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, device=dev)
+        s = torch.randint(0x20, 0x48, (n, k // 16), dtype=torch.uint8, device=dev).view(torch.float8_e4m3fn)
+        q, sc, g = nvfp4_jit.quantize(x)  # called with device 0 current: the op makes d current for the launch
+        results.append([host(t) for t in (nvfp4_jit.gemm(x, w, s, 0.01), q, sc, g,
+                                           nvfp4_jit.gemm(q, w, s, 0.01, a_scales=sc, a_global_scale=g))])
+    for d, r in enumerate(results[1:], 1):
+        for got, want, what in zip(r, results[0], ["w4a16", "q", "scales", "gscale", "w4a4"]):
+            assert_same_bits(got, want, f"device {d} {what}")
