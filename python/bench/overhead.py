@@ -1,0 +1,87 @@
+"""Host time per warm call from Python, measured as `nvfp4-jit bench core` measures the bare C++
+call: median of per-call host times, in batches of 250 calls with a synchronize between batches
+(so the launch queue never fills), on the legacy default stream, after a warm-up call.
+
+Shapes as bench core's: gemm M=16, N=K=4096 (BF16, linear scales); dequantize 64 x 4096.
+Prints one line per path and, given bench core's JSON (--core results.json), the difference
+to the C++ call. Writes --out JSON.
+"""
+import argparse
+import json
+import statistics
+import time
+
+import torch
+
+import nvfp4_jit
+from nvfp4_jit import _C, ops
+
+BATCHES, PER_BATCH = 200, 250
+
+
+def host_us(call):
+    call()
+    torch.cuda.synchronize()
+    times = []
+    clock = time.perf_counter_ns
+    for _ in range(BATCHES):
+        for _ in range(PER_BATCH):
+            t0 = clock()
+            call()
+            times.append((clock() - t0) / 1e3)
+        torch.cuda.synchronize()
+    return statistics.median(times)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--core", help="bench core's JSON (nvfp4-jit bench core --out ...)")
+    ap.add_argument("--out", help="write the results here (JSON)")
+    args = ap.parse_args()
+    dev = "cuda"
+    m, n, k = 16, 4096, 4096
+    a = torch.randn(m, k, device=dev).to(torch.bfloat16)
+    w = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, device=dev)
+    s = torch.randint(0x20, 0x48, (n, k // 16), dtype=torch.uint8, device=dev).view(torch.float8_e4m3fn)
+    y = torch.empty(m, n, dtype=torch.bfloat16, device=dev)
+    fields = ops._gemm_fields(m, n, k, a, None, None, 1.0, 0, w, s, None, 1.0, 0, False, None, 1.0, y, False, None)
+    stream = torch._C._cuda_getCurrentRawStream(0)
+    lin = nvfp4_jit.Nvfp4Linear(nvfp4_jit.prepack(w, s), n, k, torch.ones((), device=dev), weights_static=False)
+    torch.cuda.synchronize()
+    dq = torch.randint(0, 256, (64, k // 2), dtype=torch.uint8, device=dev)
+    ds = torch.randint(0x20, 0x48, (64, k // 16), dtype=torch.uint8, device=dev).view(torch.float8_e4m3fn)
+    dy = torch.empty(64, k, dtype=torch.bfloat16, device=dev)
+    dfields = (dq.data_ptr(), 0, ds.data_ptr(), 0, 1.0, 0, False, 64, k, dy.data_ptr(), 0, 0, 0, 0)
+    results = {
+        "gemm: binding only, _C.gemm(*ints)": host_us(lambda: _C.gemm(*fields, stream)),
+        "gemm: nvfp4_jit.gemm(..., out=y) (checked, static out)": host_us(lambda: nvfp4_jit.gemm(a, w, s, 1.0, out=y)),
+        "gemm: nvfp4_jit.gemm(...) (checked, allocates)": host_us(lambda: nvfp4_jit.gemm(a, w, s, 1.0)),
+        "gemm: torch.ops.nvfp4_jit.gemm (dispatcher)": host_us(
+            lambda: torch.ops.nvfp4_jit.gemm(a, None, None, 1.0, 0, w, s, None, 1.0, 0, False, n, k, None, 1.0,
+                                             torch.bfloat16, False)),
+        "gemm: Nvfp4Linear forward, prepacked (raw path, allocates)": host_us(lambda: lin(a)),
+        "dequantize: binding only, _C.dequantize(*ints)": host_us(lambda: _C.dequantize(*dfields, stream)),
+        "dequantize: nvfp4_jit.dequantize(..., out=y)": host_us(lambda: nvfp4_jit.dequantize(dq, ds, 1.0, out=dy)),
+        "torch.empty(16, 4096) alone (for scale)": host_us(lambda: torch.empty(m, n, dtype=torch.bfloat16, device=dev)),
+    }
+    core = None
+    if args.core:
+        with open(args.core) as f:
+            core = json.load(f)
+        core = core.get("core", core)
+    print(f"per-call host time, median of {BATCHES * PER_BATCH} calls (us)")
+    for name, us in results.items():
+        base = None
+        if core and name.startswith("gemm"):
+            base = core.get("gemm_dispatch_us_median")
+        elif core and name.startswith("dequantize"):
+            base = core.get("dispatch_us_median")
+        extra = f"   C++ {base:6.2f}, Python adds {us - base:+6.2f}" if base is not None else ""
+        print(f"  {name:62s} {us:7.2f}{extra}")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"python_us": results, "cpp_core": core}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

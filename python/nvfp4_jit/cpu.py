@@ -1,0 +1,178 @@
+"""The library's CPU references on numpy arrays: the GPU kernels' exact bits, on the host.
+
+For tests and for quantizing weights offline without a GPU. Inputs are C-contiguous 2-D
+arrays: float32, float16, or BF16 held as uint16 with in_dtype="bf16" (numpy has no bf16).
+NVFP4 data is uint8 [rows, k/2]; scales are uint8 (E4M3 bits): [rows, k/16] when linear,
+[rows padded to 128, k/16 padded to 4] when swizzled128x4; global scales are float32 (a scalar, or one per row).
+"""
+import numpy as np
+
+from . import _C
+from ._core import DTYPES, SCALE_LAYOUTS, SCALE_MODES, bad, enum_value, scale_bytes
+
+_NP_DTYPES = {np.dtype(np.float32): "fp32", np.dtype(np.float16): "fp16"}
+
+
+def _addr(a):
+    return a.__array_interface__["data"][0] if a is not None else 0
+
+
+def _matrix(a, op, name, dtypes=None):
+    if not isinstance(a, np.ndarray):
+        bad(op, f"{name} must be a numpy array, got {type(a).__name__}")
+    if a.ndim != 2:
+        bad(op, f"{name} must be 2-D, got shape {a.shape}")
+    if dtypes is not None and a.dtype not in dtypes:
+        bad(op, f"{name} must be {' or '.join(str(d) for d in dtypes)}, got {a.dtype}")
+    return np.ascontiguousarray(a)
+
+
+def _input(x, in_dtype, op, name="x"):
+    x = _matrix(x, op, name)
+    if in_dtype is None:
+        if x.dtype not in _NP_DTYPES:
+            bad(op, f"{name} must be float32 or float16 (or uint16 with in_dtype='bf16'), got {x.dtype}")
+        in_dtype = _NP_DTYPES[x.dtype]
+    elif in_dtype == "bf16" and x.dtype != np.uint16:
+        bad(op, f"{name} with in_dtype='bf16' must hold BF16 bits as uint16, got {x.dtype}")
+    return x, enum_value(DTYPES, in_dtype, op, "in_dtype")
+
+
+def _scale_shape(rows, k, layout, nbytes):
+    """[rows, k/16] when linear; the swizzled buffer as [rows padded to 128, nbytes / that]."""
+    return (rows, k // 16) if layout == 0 else ((rows + 127) // 128 * 128, nbytes // ((rows + 127) // 128 * 128))
+
+
+def _given(global_scale, rows, op):
+    """A given global scale: a float, or a float32 array of 1 or `rows` values (per row).
+    -> (value, host address, per_row, the array to keep alive)."""
+    if isinstance(global_scale, np.ndarray):
+        g = np.ascontiguousarray(global_scale, np.float32).reshape(-1)
+        if g.size not in (1, rows):
+            bad(op, f"global_scale must hold 1 or {rows} values, got {g.size}")
+        return 1.0, _addr(g), g.size > 1, g
+    return float(global_scale), 0, False, None
+
+
+def _output(rows, k, scale_layout, global_scale, op):
+    """A QuantizedOutput's buffers and fields: (q, scales, computed global scales or None, fields,
+    what must stay alive during the call). A None global scale is computed per row."""
+    layout = enum_value(SCALE_LAYOUTS, scale_layout, op, "scale_layout")
+    nbytes = scale_bytes(rows, k, scale_layout)  # the library checks k
+    q = np.empty((rows, k // 2), np.uint8)
+    scales = np.empty(_scale_shape(rows, k, layout, nbytes), np.uint8)
+    if global_scale is None:
+        g_out = np.empty(rows, np.float32)
+        return q, scales, g_out, (_addr(q), 0, _addr(scales), layout, SCALE_MODES["per_row"], 1.0, 0, False, _addr(g_out)), None
+    value, ptr, per_row, keep = _given(global_scale, rows, op)
+    return q, scales, None, (_addr(q), 0, _addr(scales), layout, SCALE_MODES["given"], value, ptr, per_row, 0), keep
+
+
+def quantize(x, global_scale=None, *, scale_mode="per_tensor", scale_layout="linear", in_dtype=None):
+    """x [rows, k] -> (q uint8 [rows, k/2], scales uint8, global scale): given (a float, or a
+    float32 array of 1 or `rows` values), or computed per tensor / per row (float32 array)."""
+    op = "cpu.quantize"
+    x, dt = _input(x, in_dtype, op)
+    rows, k = x.shape
+    if global_scale is not None:
+        q, scales, _, fields, keep = _output(rows, k, scale_layout, global_scale, op)
+        _C.cpu_quantize(_addr(x), dt, 0, rows, k, *fields[:5], *fields[5:8], 0)
+        return q, scales, global_scale
+    mode = enum_value(SCALE_MODES, scale_mode, op, "scale_mode")
+    q, scales, g_out, fields, _ = _output(rows, k, scale_layout, None, op)
+    if mode != SCALE_MODES["per_row"]:
+        g_out = np.empty(1, np.float32)
+    _C.cpu_quantize(_addr(x), dt, 0, rows, k, *fields[:4], mode, 1.0, 0, False, _addr(g_out))
+    return q, scales, g_out
+
+
+def dequantize(q, scales, global_scale, *, k=None, scale_layout="linear", out_dtype="fp32", row_indices=None):
+    """NVFP4 [src_rows, k] -> out_dtype [rows, k] (float32, float16, or BF16 bits as uint16).
+    global_scale: a float, or a float32 array of src_rows values (per row)."""
+    q = _matrix(q, "cpu.dequantize", "q", [np.dtype(np.uint8)])
+    src_rows = q.shape[0]
+    k = 2 * q.shape[1] if k is None else k
+    layout = enum_value(SCALE_LAYOUTS, scale_layout, "cpu.dequantize", "scale_layout")
+    scales = np.ascontiguousarray(scales, np.uint8)
+    if scales.nbytes < _C.scale_bytes(layout, src_rows, k):
+        bad("cpu.dequantize", f"scales holds {scales.nbytes} bytes, [{src_rows}, {k}] needs "
+                              f"{_C.scale_bytes(layout, src_rows, k)}")
+    g_arr = None
+    if isinstance(global_scale, np.ndarray):
+        g_arr = np.ascontiguousarray(global_scale, np.float32).reshape(-1)
+        if g_arr.size not in (1, src_rows):
+            bad("cpu.dequantize", f"global_scale must hold 1 or {src_rows} values, got {g_arr.size}")
+    idx = None if row_indices is None else np.ascontiguousarray(row_indices, np.int32).reshape(-1)
+    rows = src_rows if idx is None else idx.size
+    np_out = {"fp32": np.float32, "fp16": np.float16, "bf16": np.uint16}
+    out = np.empty((rows, k), np_out[out_dtype] if out_dtype in np_out else np.float32)
+    _C.cpu_dequantize(_addr(q), 0, _addr(scales), layout, float(global_scale) if g_arr is None else 1.0,
+                      _addr(g_arr), g_arr is not None and g_arr.size > 1, src_rows, k, _addr(out),
+                      enum_value(DTYPES, out_dtype, "cpu.dequantize", "out_dtype"), 0, _addr(idx),
+                      rows if idx is not None else 0)
+    return out
+
+
+def rmsnorm_quantize(x, weight, eps=1e-6, global_scale=None, *, scale_layout="linear", in_dtype=None):
+    """RMSNorm then quantize -> (q, scales, global scale, normed [rows, k], inv_rms [rows])."""
+    x, dt = _input(x, in_dtype, "cpu.rmsnorm_quantize")
+    rows, k = x.shape
+    w = np.ascontiguousarray(weight, x.dtype).reshape(-1)
+    if w.size != k:
+        bad("cpu.rmsnorm_quantize", f"weight must hold k = {k} values, got {w.size}")
+    q, scales, g_out, fields, keep = _output(rows, k, scale_layout, global_scale, "cpu.rmsnorm_quantize")
+    normed = np.empty_like(x)
+    inv_rms = np.empty(rows, np.float32)
+    _C.cpu_rmsnorm_quantize(_addr(x), dt, 0, rows, k, _addr(w), float(eps), *fields, _addr(normed), 0, _addr(inv_rms))
+    return q, scales, (g_out if g_out is not None else global_scale), normed, inv_rms
+
+
+def swiglu_quantize(x, global_scale=None, *, interleave=0, scale_layout="linear", in_dtype=None):
+    """x [rows, 2k] (gate, up) -> quantized silu(gate) * up: (q, scales, global scale)."""
+    x, dt = _input(x, in_dtype, "cpu.swiglu_quantize")
+    rows, k = x.shape[0], x.shape[1] // 2
+    q, scales, g_out, fields, keep = _output(rows, k, scale_layout, global_scale, "cpu.swiglu_quantize")
+    _C.cpu_swiglu_quantize(_addr(x), dt, 0, rows, k, int(interleave), *fields)
+    return q, scales, (g_out if g_out is not None else global_scale)
+
+
+def moe_stage(tokens, topk_ids, topk_weights=None, global_scale=None, *, scale_layout="linear", in_dtype=None):
+    """MoE staging -> (q, scales, global scale, topk_ids copy, topk_weights copy or None)."""
+    x, dt = _input(tokens, in_dtype, "cpu.moe_stage", "tokens")
+    rows, k = x.shape
+    ids = _matrix(topk_ids, "cpu.moe_stage", "topk_ids", [np.dtype(np.int32)])
+    if ids.shape[0] != rows:
+        bad("cpu.moe_stage", f"topk_ids must have {rows} rows, got {ids.shape[0]}")
+    topk = ids.shape[1]
+    wts = None if topk_weights is None else np.ascontiguousarray(topk_weights, np.float32)
+    if wts is not None and wts.shape != ids.shape:
+        bad("cpu.moe_stage", f"topk_weights must have shape {ids.shape}, got {wts.shape}")
+    q, scales, g_out, fields, keep = _output(rows, k, scale_layout, global_scale, "cpu.moe_stage")
+    ids_out = np.empty_like(ids)
+    w_out = None if wts is None else np.empty_like(wts)
+    _C.cpu_moe_stage(_addr(x), dt, 0, rows, k, *fields, topk, _addr(ids), _addr(wts), _addr(ids_out), _addr(w_out))
+    return q, scales, (g_out if g_out is not None else global_scale), ids_out, w_out
+
+
+def convert_scales(scales, rows, k, *, src_layout="linear", dst_layout="swizzled128x4"):
+    """E4M3 scales of an NVFP4 [rows, k] matrix rewritten into dst_layout (uint8)."""
+    src = np.ascontiguousarray(scales, np.uint8)
+    s, d = (enum_value(SCALE_LAYOUTS, v, "cpu.convert_scales", n) for v, n in ((src_layout, "src_layout"), (dst_layout, "dst_layout")))
+    if src.nbytes < _C.scale_bytes(s, rows, k):
+        bad("cpu.convert_scales", f"scales holds {src.nbytes} bytes, [{rows}, {k}] needs {_C.scale_bytes(s, rows, k)}")
+    dst = np.empty(_scale_shape(rows, k, d, _C.scale_bytes(d, rows, k)), np.uint8)
+    _C.cpu_convert_scales(_addr(src), s, _addr(dst), d, rows, k)
+    return dst
+
+
+def prepack(weight, weight_scale, *, scale_layout="linear"):
+    """A weight uint8 [n, k/2] with its scales -> gemm's prepacked layout (uint8, flat)."""
+    w = _matrix(weight, "cpu.prepack", "weight", [np.dtype(np.uint8)])
+    n, k = w.shape[0], 2 * w.shape[1]
+    layout = enum_value(SCALE_LAYOUTS, scale_layout, "cpu.prepack", "scale_layout")
+    sc = np.ascontiguousarray(weight_scale, np.uint8)
+    if sc.nbytes < _C.scale_bytes(layout, n, k):
+        bad("cpu.prepack", f"weight_scale holds {sc.nbytes} bytes, [{n}, {k}] needs {_C.scale_bytes(layout, n, k)}")
+    out = np.empty(_C.prepacked_bytes(n, k), np.uint8)
+    _C.cpu_prepack(_addr(w), 0, _addr(sc), layout, 1.0, 0, False, n, k, _addr(out))
+    return out

@@ -1,0 +1,145 @@
+"""Nvfp4Linear: a ModelOpt NVFP4 linear layer served by gemm, its weight prepacked at load."""
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from . import _C, ops
+from ._core import DTYPES, SCALE_LAYOUTS, bad
+
+_MODES = ("w4a16", "w4a4")
+
+
+def from_modelopt(weight, weight_scale, weight_scale_2, input_scale=None, *, scale_layout="linear"):
+    """The library's check of a ModelOpt NVFP4 layer's tensors (weight uint8 / float4_e2m1fn_x2
+    [n, k/2], weight_scale float8_e4m3fn [n, k/16], weight_scale_2 and input_scale fp32 scalars)
+    -> the weight scales gemm reads: weight_scale itself when linear (nothing is copied), or
+    rewritten once into swizzled128x4."""
+    op = "from_modelopt"
+    weight = ops._tensor(weight, op, "weight", ops._FP4)
+    n, k = weight.shape[0], 2 * weight.shape[1]
+    dev = weight.get_device()
+    ops._tensor(weight_scale, op, "weight_scale", ops._E4M3, 2, dev)
+    layout = SCALE_LAYOUTS.get(scale_layout)
+    if layout is None:
+        bad(op, f"scale_layout must be 'linear' or 'swizzled128x4', got {scale_layout!r}")
+    g2, g2_value = ops._gscale(weight_scale_2, op, "weight_scale_2", dev, 1)
+    gi, gi_value = ops._gscale(input_scale, op, "input_scale", dev, 1)
+    swizzled = None
+    if layout == SCALE_LAYOUTS["swizzled128x4"]:
+        swizzled = weight_scale.new_empty(ops._scale_shape(n, k, layout), dtype=torch.float8_e4m3fn)
+    ops._launch(_C.from_modelopt, dev, n, k, weight.data_ptr(), weight_scale.data_ptr(), *ops._gs_fields(g2, g2_value, 1),
+                *ops._gs_fields(gi, gi_value, 1), layout, ops._ptr(swizzled))
+    return weight_scale if swizzled is None else swizzled
+
+
+def quantize_modelopt(w: Tensor):
+    """A float weight [n, k] quantized as ModelOpt stores it, by this library's quantizer:
+    {'weight': uint8 [n, k/2], 'weight_scale': float8_e4m3fn [n, k/16], 'weight_scale_2': fp32
+    scalar = amax / (6 * 448)}."""
+    q, scales, g = ops.quantize(w.contiguous(), scale_mode="per_tensor")
+    return {"weight": q, "weight_scale": scales, "weight_scale_2": g.reshape(())}
+
+
+class Nvfp4Linear(torch.nn.Module):
+    """y = x . W^T (+ bias) with W a ModelOpt NVFP4 weight, prepacked once at load.
+
+    mode 'w4a16': x (bf16 / fp16) multiplies the weight directly. mode 'w4a4': x is first
+    quantized with the checkpoint's input_scale (as ModelOpt serves it), then multiplied.
+    The global scales stay fp32 tensors on the device, so a captured CUDA graph sees a new
+    value copied into them. In eager mode forward takes a raw path: the weight's part of the
+    call is built once and only x is read per call.
+    """
+
+    def __init__(self, packed: Tensor, n: int, k: int, weight_scale_2: Tensor, input_scale: Optional[Tensor] = None,
+                 bias: Optional[Tensor] = None, mode: str = "w4a16", weights_static: bool = True):
+        super().__init__()
+        if mode not in _MODES:
+            bad("Nvfp4Linear", f"mode must be 'w4a16' or 'w4a4', got {mode!r}")
+        if mode == "w4a4" and input_scale is None:
+            bad("Nvfp4Linear", "mode 'w4a4' needs the checkpoint's input_scale")
+        self.in_features, self.out_features, self.mode, self.weights_static = k, n, mode, weights_static
+        self.register_buffer("packed", packed)
+        self.register_buffer("weight_scale_2", weight_scale_2.reshape(1).to(torch.float32))
+        self.register_buffer("input_scale", None if input_scale is None else input_scale.reshape(1).to(torch.float32))
+        self.register_buffer("bias", bias)
+        self._raw = None  # (addresses it was built for, the weight's GemmArgs fields)
+
+    @classmethod
+    def from_modelopt(cls, weight, weight_scale, weight_scale_2, input_scale=None, bias=None, mode="w4a16",
+                      weights_static=True):
+        """A layer from the checkpoint's tensors (on the GPU it will run on): checked by the
+        library, prepacked (one GPU pass, then synchronized, so weights_static holds)."""
+        scales = from_modelopt(weight, weight_scale, weight_scale_2, input_scale)
+        n, k = weight.shape[0], 2 * weight.shape[1]
+        dev = weight.device
+        to_dev = lambda t: t if t is None or isinstance(t, (int, float)) else t.to(dev, torch.float32)  # noqa: E731
+        g2 = to_dev(torch.as_tensor(weight_scale_2, dtype=torch.float32))
+        gi = None if input_scale is None else to_dev(torch.as_tensor(input_scale, dtype=torch.float32))
+        packed = ops.prepack(weight, scales)
+        torch.cuda.synchronize(dev)
+        return cls(packed, n, k, g2, gi, bias, mode, weights_static)
+
+    def extra_repr(self):
+        return f"in_features={self.in_features}, out_features={self.out_features}, mode={self.mode}, bias={self.bias is not None}"
+
+    def forward(self, x: Tensor) -> Tensor:
+        if (type(x) is Tensor and x.dtype in _RAW_DTYPES and x.is_cuda and x.shape[-1] == self.in_features
+                and x.stride()[-1] == 1 and not torch.compiler.is_compiling()):
+            return self._raw_forward(x)
+        return self._forward(x.reshape(-1, self.in_features)).reshape(*x.shape[:-1], self.out_features)
+
+    def _forward(self, x2):
+        common = dict(b_prepacked=True, n=self.out_features, bias=self.bias, weights_static=self.weights_static)
+        if self.mode == "w4a16":
+            return ops.gemm(x2, self.packed, None, self.weight_scale_2, **common)
+        q, s, _ = ops.quantize(x2, self.input_scale)
+        return ops.gemm(q, self.packed, None, self.weight_scale_2, a_scales=s, a_global_scale=self.input_scale,
+                        out_dtype=x2.dtype, **common)
+
+    def _raw_forward(self, x):
+        """gemm (and for w4a4 quantize) straight through the binding: what does not depend on x
+        was checked and built at load; the library checks the rest."""
+        packed = self.packed
+        raw = self._raw
+        if raw is None or raw[0] != packed.data_ptr():
+            raw = self._raw = self._raw_fields(packed)
+        _, dev, b, tail = raw
+        x2 = x if x.dim() == 2 else x.reshape(-1, self.in_features)
+        if x2.get_device() != dev:
+            return self._forward(x2)  # the checked path names the device mismatch
+        m, k, n = x2.shape[0], self.in_features, self.out_features
+        out = x2.new_empty((m, n))
+        dt = _RAW_DTYPES[x2.dtype]
+        if self.mode == "w4a16":
+            a = (x2.data_ptr(), dt, x2.stride()[0])
+            a4 = (0, 0, 0, 0, 1.0, 0, False, 0, 0)
+        else:
+            q = x2.new_empty((m, k // 2), dtype=torch.uint8)
+            s = x2.new_empty((m, k // 16), dtype=torch.float8_e4m3fn)
+            gi = self.input_scale.data_ptr()
+            ops._launch(_C.quantize, dev, x2.data_ptr(), dt, x2.stride()[0], m, k, q.data_ptr(), k // 2, s.data_ptr(), 0,
+                        0, 1.0, gi, False, 0)
+            ws = x2.new_empty((m * k * 2,), dtype=torch.uint8)
+            a = (0, DTYPES["nvfp4"], 0)
+            a4 = (q.data_ptr(), k // 2, s.data_ptr(), 0, 1.0, gi, False, ws.data_ptr(), ws.numel())
+        ops._launch(_C.gemm, dev, m, n, k, *a, *b, out.data_ptr(), dt, n, *tail, *a4, True, self.weights_static)
+        return out if x.dim() == 2 else out.view(*x.shape[:-1], n)
+
+    def _raw_fields(self, packed):
+        """(packed address, device index, the weight's GemmArgs fields, bias and alpha fields)."""
+        bias = self.bias
+        b = (packed.data_ptr(), 0, 0, 0, 1.0, self.weight_scale_2.data_ptr(), False)
+        tail = (ops._ptr(bias), ops._ACT[bias.dtype] if bias is not None else 0, 1.0)
+        return packed.data_ptr(), packed.get_device(), b, tail
+
+    @torch.no_grad()
+    def prewarm(self, ms=(1,), dtype=torch.bfloat16):
+        """Loads the kernels forward runs for each batch size in `ms` (one call each on random
+        input, then a synchronize), so a CUDA graph captured afterwards finds them."""
+        for m in ms:
+            self(torch.randn(m, self.in_features, dtype=dtype, device=self.packed.device))
+        torch.cuda.synchronize(self.packed.device)
+
+
+_RAW_DTYPES = {torch.bfloat16: DTYPES["bf16"], torch.float16: DTYPES["fp16"]}

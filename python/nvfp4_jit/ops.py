@@ -1,0 +1,797 @@
+"""The ops on torch tensors, as torch.library custom ops (torch.ops.nvfp4_jit.*) and as a raw
+eager path that skips the dispatcher.
+
+Each op exists in three layers:
+- `_<op>_args`: the public function's checks (shapes, dtypes, devices, strides; they run on
+  fake tensors too, so torch.compile reports them while tracing) and its normalized arguments;
+- `_<op>_alloc`: the outputs, allocated with `new_empty` (torch's caching allocator on the
+  current device and stream; on fake tensors the fake implementation);
+- `_<op>_launch`: the binding call on the tensors' addresses and torch's current stream.
+The custom op `nvfp4_jit::<op>` allocates and launches; `nvfp4_jit::<op>_out` launches into
+given outputs (CUDA-graph static buffers). The public `nvfp4_jit.<op>` calls the custom op
+while torch.compile traces, and the same functions directly otherwise.
+"""
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from . import _C
+from ._core import DTYPES, GROUPED_LAYOUTS, SCALE_LAYOUTS, SCALE_MODES, NotLoadedInCapture, bad, enum_value
+
+_ACT = {torch.bfloat16: DTYPES["bf16"], torch.float16: DTYPES["fp16"], torch.float32: DTYPES["fp32"]}
+_FP4 = tuple(t for t in (torch.uint8, getattr(torch, "float4_e2m1fn_x2", None)) if t is not None)
+_E4M3 = (torch.uint8, torch.float8_e4m3fn)
+_NVFP4 = DTYPES["nvfp4"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Reading tensors
+
+
+def _tensor(t, op, name, dtypes, dim=2, device=None):
+    """t, checked: a torch.Tensor of `dim` dimensions, one of `dtypes`, on CUDA device index
+    `device` (any when None), contiguous along its last dimension. One cheap test on the
+    common path; _explain names what is wrong."""
+    if (isinstance(t, Tensor) and t.dtype in dtypes and t.is_cuda and t.dim() == dim
+            and (device is None or t.get_device() == device) and (dim == 0 or t.stride()[-1] == 1 or t.shape[-1] <= 1)):
+        return t
+    _explain(t, op, name, dtypes, dim, device)
+
+
+def _explain(t, op, name, dtypes, dim, device):
+    if not isinstance(t, Tensor):
+        raise TypeError(f"nvfp4_jit.{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    if t.dim() != dim:
+        bad(op, f"{name} must be {dim}-D, got shape {list(t.shape)}")
+    if t.dtype not in dtypes:
+        bad(op, f"{name} must be {' or '.join(str(d).replace('torch.', '') for d in dtypes)}, got {str(t.dtype).replace('torch.', '')}")
+    if not t.is_cuda:
+        bad(op, f"{name} must be on a CUDA device, got {t.device}")
+    if device is not None and t.get_device() != device:
+        bad(op, f"{name} is on {t.device}, the other tensors on cuda:{device}")
+    bad(op, f"{name} must be contiguous along its last dimension, got strides {list(t.stride())}")
+
+
+def _shape(t, op, name, shape):
+    if t.shape != tuple(shape):
+        bad(op, f"{name} must have shape {list(shape)}, got {list(t.shape)}")
+
+
+def _swizzled_shape(rows, k):
+    """The swizzled128x4 scale buffer of [rows, k] as [rows padded to 128, k/16 padded to 4]: the
+    layout docs/formats.md defines (plain arithmetic, so symbolic shapes trace through it)."""
+    return [(rows + 127) // 128 * 128, (k // 16 + 3) // 4 * 4]
+
+
+def _scale_shape(rows, k, layout):
+    """The shape of a freshly allocated scale tensor: [rows, k/16] linear, else _swizzled_shape."""
+    return [rows, k // 16] if layout == SCALE_LAYOUTS["linear"] else _swizzled_shape(rows, k)
+
+
+def _scales(t, op, name, rows, k, layout, device, groups=None):
+    """E4M3 block scales: [rows, k/16] when linear ([groups, rows, k/16] per group), any
+    contiguous tensor of the swizzled buffer's size (per group) when swizzled."""
+    if not isinstance(t, Tensor):
+        raise TypeError(f"nvfp4_jit.{op}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    _tensor(t, op, name, _E4M3, t.dim(), device)
+    lead = [groups] if groups else []
+    if layout == SCALE_LAYOUTS["linear"]:
+        _shape(t, op, name, lead + [rows, k // 16])
+        return
+    sh = _swizzled_shape(rows, k)
+    if not t.is_contiguous() or t.numel() != sh[0] * sh[1] * (groups or 1):
+        bad(op, f"{name} must be a contiguous tensor of {lead + sh} (swizzled128x4 scales of [{rows}, {k}]), "
+                f"got shape {list(t.shape)}")
+
+
+@torch.compiler.assume_constant_result
+def _prepacked_bytes(n: int, k: int) -> int:
+    return _C.prepacked_bytes(n, k)
+
+
+def _gscale(g, op, name, device, rows):
+    """A global scale: a float, or an fp32 CUDA tensor of 1 value or `rows` values (per row).
+    -> (tensor or None, host value)."""
+    if g is None or isinstance(g, (int, float)):
+        v = 1.0 if g is None else float(g)
+        if not v > 0 or v == float("inf"):
+            bad(op, f"{name} must be positive and finite, got {v}")
+        return None, v
+    if not isinstance(g, Tensor):
+        raise TypeError(f"nvfp4_jit.{op}: {name} must be a float or a torch.Tensor, got {type(g).__name__}")
+    if g.dtype != torch.float32:
+        bad(op, f"{name} must be float32, got {str(g.dtype).replace('torch.', '')}")
+    if g.device.type == "cpu" and g.numel() == 1:
+        return None, float(g.item())
+    _tensor(g, op, name, (torch.float32,), g.dim(), device)
+    if g.numel() not in (1, rows) or not g.is_contiguous():
+        bad(op, f"{name} must hold 1 value or {rows} (one per row), contiguous; got shape {list(g.shape)}")
+    return g, 1.0
+
+
+def _ptr(t):
+    return t.data_ptr() if t is not None else 0
+
+
+def _gs_fields(g, value, rows):
+    return (value, _ptr(g), g is not None and g.numel() > 1) if g is not None else (value, 0, False)
+
+
+def _launch(fn, index, *args):
+    """fn(*args, stream) on torch's current stream of CUDA device `index`, with that device
+    current (the library launches in the thread's current context)."""
+    try:
+        if torch._C._cuda_getDevice() == index:
+            return fn(*args, torch._C._cuda_getCurrentRawStream(index))
+        with torch.cuda.device(index):
+            return fn(*args, torch._C._cuda_getCurrentRawStream(index))
+    except NotLoadedInCapture as e:
+        raise NotLoadedInCapture(f"{e} From Python: run the op once before capturing (the usual warm-up "
+                                 f"pass), or nvfp4_jit.prewarm(...) / Nvfp4Linear.prewarm(...) for a GEMM.") from None
+
+
+def _compiling():
+    return torch.compiler.is_compiling()
+
+
+def _register(name, fn, fake, mutates=()):
+    """fn as the custom op nvfp4_jit::name (its schema from fn's annotations), fake as its fake
+    implementation."""
+    op = torch.library.custom_op(f"nvfp4_jit::{name}", fn, mutates_args=mutates)
+    op.register_fake(fake)
+    return op
+
+
+def _none(*args):
+    return None
+
+
+def _pick(name, eager, t):
+    """The custom op while torch.compile traces or when `t` is no plain tensor (a fake, functional
+    or other subclass tensor), else the plain function (no dispatcher)."""
+    return getattr(torch.ops.nvfp4_jit, name) if type(t) is not Tensor or _compiling() else eager
+
+
+# ---------------------------------------------------------------------------------------------
+# Quantized outputs (quantize, rmsnorm_quantize, swiglu_quantize, moe_stage)
+
+
+def _qout_alloc(x, rows, k, layout, mode):
+    q = x.new_empty([rows, k // 2], dtype=torch.uint8)
+    scales = x.new_empty(_scale_shape(rows, k, layout), dtype=torch.float8_e4m3fn)
+    g_out = x.new_empty([0 if mode == SCALE_MODES["given"] else (rows if mode == SCALE_MODES["per_row"] else 1)],
+                        dtype=torch.float32)
+    return q, scales, g_out
+
+
+def _qout_fields(q, scales, layout, mode, gs, gs_value, g_out, rows):
+    return (q.data_ptr(), q.stride(0), scales.data_ptr(), layout, mode, *_gs_fields(gs, gs_value, rows),
+            _ptr(g_out) if mode != SCALE_MODES["given"] else 0)
+
+
+def _qout_check(op, q, scales, g_out, rows, k, layout, mode, device):
+    _tensor(q, op, "out", _FP4, 2, device)
+    _shape(q, op, "out", [rows, k // 2])
+    _scales(scales, op, "out_scales", rows, k, layout, device)
+    if mode != SCALE_MODES["given"]:
+        if g_out is None:
+            bad(op, "out_global_scale must be given with out= when the global scale is computed")
+        _tensor(g_out, op, "out_global_scale", (torch.float32,), 1, device)
+        _shape(g_out, op, "out_global_scale", [rows if mode == SCALE_MODES["per_row"] else 1])
+
+
+def _mode(op, global_scale, scale_mode, allowed):
+    if global_scale is not None:
+        return SCALE_MODES["given"]
+    mode = enum_value(SCALE_MODES, scale_mode, op, "scale_mode")
+    if mode not in allowed:
+        bad(op, f"scale_mode must be one of {', '.join(k for k, v in SCALE_MODES.items() if v in allowed)} "
+                f"(or a global_scale given), got {scale_mode!r}")
+    return mode
+
+
+def _result(q, scales, g_out, mode, global_scale):
+    return q, scales, (global_scale if mode == SCALE_MODES["given"] else g_out)
+
+
+
+def _out_scale(op, global_scale, mode, x, rows, out_global_scale):
+    if mode == SCALE_MODES["given"]:
+        return x.new_empty([0], dtype=torch.float32)
+    return out_global_scale
+
+
+# quantize -------------------------------------------------------------------------------------
+
+
+def _quantize_launch(q: Tensor, scales: Tensor, g_out: Tensor, x: Tensor, gs: Optional[Tensor], gs_value: float,
+                     layout: int, mode: int) -> None:
+    rows, k = x.shape
+    _launch(_C.quantize, x.get_device(), x.data_ptr(), _ACT[x.dtype], x.stride(0), rows, k,
+            *_qout_fields(q, scales, layout, mode, gs, gs_value, g_out, rows))
+
+
+def _quantize(x: Tensor, gs: Optional[Tensor], gs_value: float, layout: int, mode: int) -> Tuple[Tensor, Tensor, Tensor]:
+    q, scales, g_out = _qout_alloc(x, x.shape[0], x.shape[1], layout, mode)
+    _quantize_launch(q, scales, g_out, x, gs, gs_value, layout, mode)
+    return q, scales, g_out
+
+
+_register("quantize", _quantize, lambda x, gs, gs_value, layout, mode: _qout_alloc(x, x.shape[0], x.shape[1], layout, mode))
+_register("quantize_out", _quantize_launch, _none, ("q", "scales", "g_out"))
+
+
+def quantize(x, global_scale=None, *, scale_mode="per_tensor", scale_layout="linear", out=None, out_scales=None,
+             out_global_scale=None):
+    """x [rows, k] (bf16 / fp16 / fp32) -> (q uint8 [rows, k/2], scales float8_e4m3fn, global scale).
+
+    global_scale: a float or an fp32 CUDA tensor (1 value, or one per row); None computes it on
+    the device (scale_mode 'per_tensor' or 'per_row') and returns it as an fp32 tensor. Scales
+    are [rows, k/16] when linear, the flat padded buffer when 'swizzled128x4'. With out= (and
+    out_scales=, plus out_global_scale= for a computed scale) the results go into those tensors.
+    """
+    x = _tensor(x, "quantize", "x", tuple(_ACT))
+    rows, k = x.shape
+    mode = _mode("quantize", global_scale, scale_mode, (SCALE_MODES["per_tensor"], SCALE_MODES["per_row"]))
+    layout = enum_value(SCALE_LAYOUTS, scale_layout, "quantize", "scale_layout")
+    gs, gs_value = _gscale(global_scale, "quantize", "global_scale", x.get_device(), rows)
+    if out is None:
+        q, scales, g_out = _pick("quantize", _quantize, x)(x, gs, gs_value, layout, mode)
+    else:
+        q, scales, g_out = out, out_scales, _out_scale("quantize", global_scale, mode, x, rows, out_global_scale)
+        _qout_check("quantize", q, scales, g_out, rows, k, layout, mode, x.get_device())
+        _pick("quantize_out", _quantize_launch, x)(q, scales, g_out, x, gs, gs_value, layout, mode)
+    return _result(q, scales, g_out, mode, global_scale)
+
+
+# rmsnorm_quantize -----------------------------------------------------------------------------
+
+
+def _rmsnorm_alloc(x, layout, mode, want_normed, want_inv_rms):
+    rows, k = x.shape
+    return (*_qout_alloc(x, rows, k, layout, mode), x.new_empty([rows, k] if want_normed else [0], dtype=x.dtype),
+            x.new_empty([rows] if want_inv_rms else [0], dtype=torch.float32))
+
+
+def _rmsnorm_quantize_launch(q: Tensor, scales: Tensor, g_out: Tensor, normed: Tensor, inv_rms: Tensor, x: Tensor,
+                             weight: Tensor, eps: float, gs: Optional[Tensor], gs_value: float, layout: int, mode: int,
+                             want_normed: bool, want_inv_rms: bool) -> None:
+    rows, k = x.shape
+    _launch(_C.rmsnorm_quantize, x.get_device(), x.data_ptr(), _ACT[x.dtype], x.stride(0), rows, k, weight.data_ptr(), eps,
+            *_qout_fields(q, scales, layout, mode, gs, gs_value, g_out, rows),
+            normed.data_ptr() if want_normed else 0, normed.stride(0) if want_normed else 0,
+            inv_rms.data_ptr() if want_inv_rms else 0)
+
+
+def _rmsnorm_quantize(x: Tensor, weight: Tensor, eps: float, gs: Optional[Tensor], gs_value: float, layout: int,
+                      mode: int, want_normed: bool, want_inv_rms: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    outs = _rmsnorm_alloc(x, layout, mode, want_normed, want_inv_rms)
+    _rmsnorm_quantize_launch(*outs, x, weight, eps, gs, gs_value, layout, mode, want_normed, want_inv_rms)
+    return outs
+
+
+_register("rmsnorm_quantize", _rmsnorm_quantize,
+          lambda x, weight, eps, gs, gs_value, layout, mode, wn, wi: _rmsnorm_alloc(x, layout, mode, wn, wi))
+_register("rmsnorm_quantize_out", _rmsnorm_quantize_launch, _none, ("q", "scales", "g_out", "normed", "inv_rms"))
+
+
+def rmsnorm_quantize(x, weight, eps=1e-6, global_scale=None, *, scale_layout="linear", return_normed=False,
+                     return_inv_rms=False, out=None, out_scales=None, out_global_scale=None, out_normed=None,
+                     out_inv_rms=None):
+    """RMSNorm (weight [k], eps) then quantize, in one pass: (q, scales, global scale), plus
+    (normed [rows, k] in x's dtype, inv_rms fp32 [rows]) when return_normed / return_inv_rms ask
+    for them (None for the one not asked for). The global scale is given (float or tensor) or,
+    when None, computed per row."""
+    op = "rmsnorm_quantize"
+    x = _tensor(x, op, "x", tuple(_ACT))
+    rows, k = x.shape
+    weight = _tensor(weight, op, "weight", (x.dtype,), 1, x.get_device())
+    _shape(weight, op, "weight", [k])
+    mode = _mode(op, global_scale, "per_row", (SCALE_MODES["per_row"],))
+    layout = enum_value(SCALE_LAYOUTS, scale_layout, op, "scale_layout")
+    gs, gs_value = _gscale(global_scale, op, "global_scale", x.get_device(), rows)
+    want_normed, want_inv = bool(return_normed or out_normed is not None), bool(return_inv_rms or out_inv_rms is not None)
+    if out is None:
+        q, scales, g_out, normed, inv_rms = _pick(op, _rmsnorm_quantize, x)(x, weight, float(eps), gs, gs_value, layout, mode,
+                                                                         want_normed, want_inv)
+    else:
+        q, scales, g_out = out, out_scales, _out_scale(op, global_scale, mode, x, rows, out_global_scale)
+        _qout_check(op, q, scales, g_out, rows, k, layout, mode, x.get_device())
+        normed = out_normed if out_normed is not None else x.new_empty([0], dtype=x.dtype)
+        inv_rms = out_inv_rms if out_inv_rms is not None else x.new_empty([0], dtype=torch.float32)
+        if want_normed:
+            _tensor(normed, op, "out_normed", (x.dtype,), 2, x.get_device())
+            _shape(normed, op, "out_normed", [rows, k])
+        if want_inv:
+            _tensor(inv_rms, op, "out_inv_rms", (torch.float32,), 1, x.get_device())
+            _shape(inv_rms, op, "out_inv_rms", [rows])
+        _pick(op + "_out", _rmsnorm_quantize_launch, x)(q, scales, g_out, normed, inv_rms, x, weight, float(eps), gs,
+                                                     gs_value, layout, mode, want_normed, want_inv)
+    result = _result(q, scales, g_out, mode, global_scale)
+    if not (want_normed or want_inv):
+        return result
+    return (*result, normed if want_normed else None, inv_rms if want_inv else None)
+
+
+# swiglu_quantize ------------------------------------------------------------------------------
+
+
+def _swiglu_quantize_launch(q: Tensor, scales: Tensor, g_out: Tensor, x: Tensor, interleave: int, gs: Optional[Tensor],
+                            gs_value: float, layout: int, mode: int) -> None:
+    rows, k = x.shape[0], x.shape[1] // 2
+    _launch(_C.swiglu_quantize, x.get_device(), x.data_ptr(), _ACT[x.dtype], x.stride(0), rows, k, interleave,
+            *_qout_fields(q, scales, layout, mode, gs, gs_value, g_out, rows))
+
+
+def _swiglu_quantize(x: Tensor, interleave: int, gs: Optional[Tensor], gs_value: float, layout: int,
+                     mode: int) -> Tuple[Tensor, Tensor, Tensor]:
+    outs = _qout_alloc(x, x.shape[0], x.shape[1] // 2, layout, mode)
+    _swiglu_quantize_launch(*outs, x, interleave, gs, gs_value, layout, mode)
+    return outs
+
+
+_register("swiglu_quantize", _swiglu_quantize,
+          lambda x, il, gs, gv, layout, mode: _qout_alloc(x, x.shape[0], x.shape[1] // 2, layout, mode))
+_register("swiglu_quantize_out", _swiglu_quantize_launch, _none, ("q", "scales", "g_out"))
+
+
+def swiglu_quantize(x, global_scale=None, *, interleave=0, scale_layout="linear", out=None, out_scales=None,
+                    out_global_scale=None):
+    """x [rows, 2k] holding gate and up (two halves, or groups of `interleave`) -> quantized
+    silu(gate) * up [rows, k]: (q, scales, global scale; computed per row when None)."""
+    op = "swiglu_quantize"
+    x = _tensor(x, op, "x", tuple(_ACT))
+    rows, k = x.shape[0], x.shape[1] // 2
+    if x.shape[1] % 2:
+        bad(op, f"x must have an even number of columns (gate and up), got {x.shape[1]}")
+    mode = _mode(op, global_scale, "per_row", (SCALE_MODES["per_row"],))
+    layout = enum_value(SCALE_LAYOUTS, scale_layout, op, "scale_layout")
+    gs, gs_value = _gscale(global_scale, op, "global_scale", x.get_device(), rows)
+    if out is None:
+        q, scales, g_out = _pick(op, _swiglu_quantize, x)(x, int(interleave), gs, gs_value, layout, mode)
+    else:
+        q, scales, g_out = out, out_scales, _out_scale(op, global_scale, mode, x, rows, out_global_scale)
+        _qout_check(op, q, scales, g_out, rows, k, layout, mode, x.get_device())
+        _pick(op + "_out", _swiglu_quantize_launch, x)(q, scales, g_out, x, int(interleave), gs, gs_value, layout, mode)
+    return _result(q, scales, g_out, mode, global_scale)
+
+
+# moe_stage ------------------------------------------------------------------------------------
+
+
+def _moe_stage_alloc(x, ids, weights, layout, mode):
+    return (*_qout_alloc(x, x.shape[0], x.shape[1], layout, mode), torch.empty_like(ids),
+            torch.empty_like(weights) if weights is not None else x.new_empty([0], dtype=torch.float32))
+
+
+def _moe_stage_launch(q: Tensor, scales: Tensor, g_out: Tensor, ids_out: Tensor, weights_out: Tensor, x: Tensor,
+                      ids: Tensor, weights: Optional[Tensor], gs: Optional[Tensor], gs_value: float, layout: int,
+                      mode: int) -> None:
+    rows, k = x.shape
+    _launch(_C.moe_stage, x.get_device(), x.data_ptr(), _ACT[x.dtype], x.stride(0), rows, k,
+            *_qout_fields(q, scales, layout, mode, gs, gs_value, g_out, rows), ids.shape[1], ids.data_ptr(),
+            _ptr(weights), ids_out.data_ptr(), weights_out.data_ptr() if weights is not None else 0)
+
+
+def _moe_stage(x: Tensor, ids: Tensor, weights: Optional[Tensor], gs: Optional[Tensor], gs_value: float, layout: int,
+               mode: int) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    outs = _moe_stage_alloc(x, ids, weights, layout, mode)
+    _moe_stage_launch(*outs, x, ids, weights, gs, gs_value, layout, mode)
+    return outs
+
+
+_register("moe_stage", _moe_stage, lambda x, ids, w, gs, gv, layout, mode: _moe_stage_alloc(x, ids, w, layout, mode))
+_register("moe_stage_out", _moe_stage_launch, _none, ("q", "scales", "g_out", "ids_out", "weights_out"))
+
+
+def moe_stage(tokens, topk_ids, topk_weights=None, global_scale=None, *, scale_layout="linear", out=None,
+              out_scales=None, out_global_scale=None, out_topk_ids=None, out_topk_weights=None):
+    """MoE input staging in one launch: tokens [rows, k] quantized, the router's topk_ids (int32
+    [rows, topk]) and topk_weights (fp32, optional) copied. -> (q, scales, global scale,
+    topk_ids copy, topk_weights copy or None). The global scale is given or computed per row."""
+    op = "moe_stage"
+    x = _tensor(tokens, op, "tokens", tuple(_ACT))
+    rows, k = x.shape
+    ids = _tensor(topk_ids, op, "topk_ids", (torch.int32,), 2, x.get_device())
+    if ids.shape[0] != rows or not ids.is_contiguous():
+        bad(op, f"topk_ids must be contiguous with {rows} rows, got shape {list(ids.shape)} strides {list(ids.stride())}")
+    if topk_weights is not None:
+        _tensor(topk_weights, op, "topk_weights", (torch.float32,), 2, x.get_device())
+        _shape(topk_weights, op, "topk_weights", list(ids.shape))
+        if not topk_weights.is_contiguous():
+            bad(op, "topk_weights must be contiguous")
+    mode = _mode(op, global_scale, "per_row", (SCALE_MODES["per_row"],))
+    layout = enum_value(SCALE_LAYOUTS, scale_layout, op, "scale_layout")
+    gs, gs_value = _gscale(global_scale, op, "global_scale", x.get_device(), rows)
+    if out is None:
+        q, scales, g_out, ids_out, w_out = _pick(op, _moe_stage, x)(x, ids, topk_weights, gs, gs_value, layout, mode)
+    else:
+        q, scales, g_out = out, out_scales, _out_scale(op, global_scale, mode, x, rows, out_global_scale)
+        _qout_check(op, q, scales, g_out, rows, k, layout, mode, x.get_device())
+        ids_out = out_topk_ids
+        _tensor(ids_out, op, "out_topk_ids", (torch.int32,), 2, x.get_device())
+        _shape(ids_out, op, "out_topk_ids", list(ids.shape))
+        w_out = out_topk_weights if topk_weights is not None else x.new_empty([0], dtype=torch.float32)
+        if topk_weights is not None:
+            _tensor(w_out, op, "out_topk_weights", (torch.float32,), 2, x.get_device())
+            _shape(w_out, op, "out_topk_weights", list(ids.shape))
+        _pick(op + "_out", _moe_stage_launch, x)(q, scales, g_out, ids_out, w_out, x, ids, topk_weights, gs, gs_value,
+                                              layout, mode)
+    return (*_result(q, scales, g_out, mode, global_scale), ids_out, w_out if topk_weights is not None else None)
+
+
+# dequantize -----------------------------------------------------------------------------------
+
+
+def _dequantize_alloc(q, k, dtype, row_indices):
+    return q.new_empty([row_indices.shape[0] if row_indices is not None else q.shape[0], k], dtype=dtype)
+
+
+def _dequantize_launch(out: Tensor, q: Tensor, scales: Tensor, gs: Optional[Tensor], gs_value: float, k: int,
+                       layout: int, row_indices: Optional[Tensor]) -> None:
+    _launch(_C.dequantize, q.get_device(), q.data_ptr(), q.stride(0), scales.data_ptr(), layout,
+            *_gs_fields(gs, gs_value, q.shape[0]), q.shape[0], k, out.data_ptr(), _ACT[out.dtype], out.stride(0),
+            _ptr(row_indices), out.shape[0] if row_indices is not None else 0)
+
+
+def _dequantize(q: Tensor, scales: Tensor, gs: Optional[Tensor], gs_value: float, k: int, layout: int,
+                dtype: torch.dtype, row_indices: Optional[Tensor]) -> Tensor:
+    out = _dequantize_alloc(q, k, dtype, row_indices)
+    _dequantize_launch(out, q, scales, gs, gs_value, k, layout, row_indices)
+    return out
+
+
+_register("dequantize", _dequantize, lambda q, s, gs, gv, k, layout, dtype, idx: _dequantize_alloc(q, k, dtype, idx))
+_register("dequantize_out", _dequantize_launch, _none, ("out",))
+
+
+def dequantize(q, scales, global_scale=1.0, *, k=None, scale_layout="linear", dtype=torch.bfloat16, row_indices=None,
+               out=None):
+    """NVFP4 q [src_rows, k/2] (uint8 or float4_e2m1fn_x2) with its E4M3 scales and global scale
+    (float, or fp32 tensor: 1 value or one per row) -> dtype [rows, k]; row_indices (int32
+    [rows]) gathers rows (an index out of range gives a NaN row)."""
+    op = "dequantize"
+    q = _tensor(q, op, "q", _FP4)
+    src_rows = q.shape[0]
+    k = 2 * q.shape[1] if k is None else int(k)
+    layout = enum_value(SCALE_LAYOUTS, scale_layout, op, "scale_layout")
+    _scales(scales, op, "scales", src_rows, k, layout, q.get_device())
+    gs, gs_value = _gscale(global_scale, op, "global_scale", q.get_device(), src_rows)
+    if dtype not in _ACT:
+        bad(op, f"dtype must be bfloat16, float16 or float32, got {dtype}")
+    if row_indices is not None:
+        _tensor(row_indices, op, "row_indices", (torch.int32,), 1, q.get_device())
+    if out is None:
+        return _pick(op, _dequantize, q)(q, scales, gs, gs_value, k, layout, dtype, row_indices)
+    _tensor(out, op, "out", tuple(_ACT), 2, q.get_device())
+    _shape(out, op, "out", [row_indices.shape[0] if row_indices is not None else src_rows, k])
+    _pick(op + "_out", _dequantize_launch, q)(out, q, scales, gs, gs_value, k, layout, row_indices)
+    return out
+
+
+# convert_scales -------------------------------------------------------------------------------
+
+
+def _convert_scales_launch(out: Tensor, scales: Tensor, rows: int, k: int, src_layout: int, dst_layout: int) -> None:
+    _launch(_C.convert_scales, scales.get_device(), scales.data_ptr(), src_layout, out.data_ptr(), dst_layout, rows, k)
+
+
+def _convert_scales(scales: Tensor, rows: int, k: int, src_layout: int, dst_layout: int) -> Tensor:
+    out = scales.new_empty(_scale_shape(rows, k, dst_layout), dtype=torch.float8_e4m3fn)
+    _convert_scales_launch(out, scales, rows, k, src_layout, dst_layout)
+    return out
+
+
+_register("convert_scales", _convert_scales,
+          lambda s, rows, k, sl, dl: s.new_empty(_scale_shape(rows, k, dl), dtype=torch.float8_e4m3fn))
+_register("convert_scales_out", _convert_scales_launch, _none, ("out",))
+
+
+def convert_scales(scales, rows, k, *, src_layout="linear", dst_layout="swizzled128x4", out=None):
+    """E4M3 block scales of an NVFP4 [rows, k] matrix rewritten from src_layout into dst_layout
+    (e.g. a ModelOpt weight_scale into the swizzled128x4 layout GEMM libraries read)."""
+    op = "convert_scales"
+    s = enum_value(SCALE_LAYOUTS, src_layout, op, "src_layout")
+    d = enum_value(SCALE_LAYOUTS, dst_layout, op, "dst_layout")
+    if not isinstance(scales, Tensor):
+        raise TypeError(f"nvfp4_jit.{op}: scales must be a torch.Tensor, got {type(scales).__name__}")
+    _scales(scales, op, "scales", rows, k, s, scales.get_device())
+    if out is None:
+        return _pick(op, _convert_scales, scales)(scales, int(rows), int(k), s, d)
+    _scales(out, op, "out", rows, k, d, scales.get_device())
+    _pick(op + "_out", _convert_scales_launch, scales)(out, scales, int(rows), int(k), s, d)
+    return out
+
+
+# prepack --------------------------------------------------------------------------------------
+
+
+def _prepack_launch(out: Tensor, weight: Tensor, scales: Tensor, layout: int) -> None:
+    n, k = weight.shape[0], 2 * weight.shape[1]
+    _launch(_C.prepack, weight.get_device(), weight.data_ptr(), weight.stride(0), scales.data_ptr(), layout, 1.0, 0, False, n, k,
+            out.data_ptr())
+
+
+def _prepack(weight: Tensor, scales: Tensor, layout: int) -> Tensor:
+    out = weight.new_empty([_C.prepacked_bytes(weight.shape[0], 2 * weight.shape[1])], dtype=torch.uint8)
+    _prepack_launch(out, weight, scales, layout)
+    return out
+
+
+_register("prepack", _prepack,
+          lambda w, s, layout: w.new_empty([_C.prepacked_bytes(w.shape[0], 2 * w.shape[1])], dtype=torch.uint8))
+_register("prepack_out", _prepack_launch, _none, ("out",))
+
+
+def prepack(weight, weight_scale, *, scale_layout="linear", out=None):
+    """A weight [n, k/2] (uint8 / float4_e2m1fn_x2) and its scales -> gemm's own layout, uint8
+    [prepacked_bytes(n, k)] (pass it to gemm with b_prepacked=True, n=n; same bits)."""
+    op = "prepack"
+    weight = _tensor(weight, op, "weight", _FP4)
+    n, k = weight.shape[0], 2 * weight.shape[1]
+    layout = enum_value(SCALE_LAYOUTS, scale_layout, op, "scale_layout")
+    _scales(weight_scale, op, "weight_scale", n, k, layout, weight.get_device())
+    if out is None:
+        return _pick(op, _prepack, weight)(weight, weight_scale, layout)
+    _tensor(out, op, "out", (torch.uint8,), 1, weight.get_device())
+    _shape(out, op, "out", [_C.prepacked_bytes(n, k)])
+    _pick(op + "_out", _prepack_launch, weight)(out, weight, weight_scale, layout)
+    return out
+
+
+# gemm and grouped_gemm ------------------------------------------------------------------------
+
+
+def _gemm_fields(m, n, k, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout,
+                 b_prepacked, bias, alpha, out, weights_static, ws):
+    """GemmArgs' fields in declaration order. a: activations, or packed NVFP4 when a_scales is set."""
+    w4a4 = a_scales is not None
+    return (m, n, k, 0 if w4a4 else a.data_ptr(), _NVFP4 if w4a4 else _ACT[a.dtype], 0 if w4a4 else a.stride(-2),
+            b.data_ptr(), 0 if b_prepacked else b.stride(-2), _ptr(b_scales), b_layout,
+            *_gs_fields(b_gs, b_gs_value, 0), out.data_ptr(), _ACT[out.dtype], out.stride(-2), _ptr(bias),
+            _ACT[bias.dtype] if bias is not None else 0, alpha, a.data_ptr() if w4a4 else 0,
+            a.stride(-2) if w4a4 else 0, _ptr(a_scales), a_layout, *_gs_fields(a_gs, a_gs_value, 0), _ptr(ws),
+            ws.numel() if ws is not None else 0, b_prepacked, weights_static)
+
+
+_WS = 26  # GemmArgs' workspace field, then workspace_bytes
+
+
+def _with_workspace(fields, ws):
+    """fields with W4A4's workspace, allocated through torch (caching allocator, current stream)."""
+    return fields[:_WS] + (ws.data_ptr(), ws.numel()) + fields[_WS + 2:]
+
+
+def _gemm_launch(out: Tensor, workspace: Optional[Tensor], a: Tensor, a_scales: Optional[Tensor], a_gs: Optional[Tensor],
+                 a_gs_value: float, a_layout: int, b: Tensor, b_scales: Optional[Tensor], b_gs: Optional[Tensor],
+                 b_gs_value: float, b_layout: int, b_prepacked: bool, n: int, k: int, bias: Optional[Tensor],
+                 alpha: float, weights_static: bool) -> None:
+    fields = _gemm_fields(out.shape[0], n, k, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value,
+                          b_layout, b_prepacked, bias, alpha, out, weights_static, workspace)
+    if a_scales is not None and workspace is None:
+        fields = _with_workspace(fields, a.new_empty([_C.gemm_workspace_bytes(*fields)], dtype=torch.uint8))
+    _launch(_C.gemm, a.get_device(), *fields)
+
+
+def _gemm(a: Tensor, a_scales: Optional[Tensor], a_gs: Optional[Tensor], a_gs_value: float, a_layout: int, b: Tensor,
+          b_scales: Optional[Tensor], b_gs: Optional[Tensor], b_gs_value: float, b_layout: int, b_prepacked: bool, n: int,
+          k: int, bias: Optional[Tensor], alpha: float, out_dtype: torch.dtype, weights_static: bool) -> Tensor:
+    out = a.new_empty([a.shape[0], n], dtype=out_dtype)
+    _gemm_launch(out, None, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout, b_prepacked,
+                 n, k, bias, alpha, weights_static)
+    return out
+
+
+_register("gemm", _gemm, lambda a, *r: a.new_empty([a.shape[0], r[10]], dtype=r[14]))
+_register("gemm_out", _gemm_launch, _none, ("out", "workspace"))
+
+
+def _activations(op, a, a_scales, a_global_scale, a_scale_layout, rows_of_all, dim):
+    """A as BF16/FP16 (W4A16) or packed NVFP4 with its scales (W4A4) -> (k, a_gs, a_gs_value, a_layout)."""
+    a = _tensor(a, op, "a", (torch.bfloat16, torch.float16) + _FP4, dim)
+    a_layout = enum_value(SCALE_LAYOUTS, a_scale_layout, op, "a_scale_layout")
+    if a.dtype in _FP4:
+        if a_scales is None:
+            bad(op, "a is packed NVFP4 (W4A4): a_scales (and a_global_scale) must be given")
+        k = 2 * a.shape[-1]
+        rows = rows_of_all
+        _scales(a_scales, op, "a_scales", rows, k, a_layout, a.get_device())
+        a_gs, a_gs_value = _gscale(a_global_scale, op, "a_global_scale", a.get_device(), rows)
+        return k, a_gs, a_gs_value, a_layout
+    if a_scales is not None or a_global_scale is not None:
+        bad(op, f"a is {str(a.dtype).replace('torch.', '')} (W4A16): a_scales and a_global_scale must be None")
+    return a.shape[-1], None, 1.0, a_layout
+
+
+def _weight(op, b, b_scales, b_global_scale, b_scale_layout, b_prepacked, n, k, device, groups=None):
+    """B (per group): [n, k/2] with scales, or prepacked bytes -> (n, b_gs, b_gs_value, b_layout)."""
+    b_layout = enum_value(SCALE_LAYOUTS, b_scale_layout, op, "b_scale_layout")
+    lead = [groups] if groups else []
+    if b_prepacked:
+        if n is None:
+            bad(op, "n must be given with b_prepacked=True")
+        b = _tensor(b, op, "b", (torch.uint8,), b.dim() if isinstance(b, Tensor) else 1, device)
+        want = _prepacked_bytes(n, k) * (groups or 1)
+        if not b.is_contiguous() or b.numel() != want:
+            bad(op, f"b (prepacked) must be a contiguous tensor of {want} bytes (prepacked_bytes({n}, {k})"
+                    f"{' x ' + str(groups) + ' groups' if groups else ''}), got shape {list(b.shape)}")
+        if b_scales is not None:
+            bad(op, "b_scales must be None with b_prepacked=True (the prepacked weight holds its scales)")
+    else:
+        b = _tensor(b, op, "b", _FP4, 2 + len(lead), device)
+        n = b.shape[-2] if n is None else n
+        _shape(b, op, "b", lead + [n, k // 2])
+        if groups and b.stride(0) != n * b.stride(1):
+            bad(op, f"b's groups must follow one another (stride(0) = n * stride(1)), got strides {list(b.stride())}")
+        _scales(b_scales, op, "b_scales", n, k, b_layout, device, groups)
+    b_gs, b_gs_value = _gscale(b_global_scale, op, "b_global_scale", device, groups or 1)
+    return n, b_gs, b_gs_value, b_layout
+
+
+def _epilogue(op, bias, out_dtype, a, n):
+    if bias is not None:
+        _tensor(bias, op, "bias", (torch.bfloat16, torch.float32), 1, a.get_device())
+        _shape(bias, op, "bias", [n])
+    if out_dtype is None:
+        out_dtype = a.dtype if a.dtype in (torch.bfloat16, torch.float16) else torch.bfloat16
+    if out_dtype not in _ACT:
+        bad(op, f"out_dtype must be bfloat16, float16 or float32, got {out_dtype}")
+    return out_dtype
+
+
+def gemm(a, b, b_scales=None, b_global_scale=1.0, *, b_scale_layout="linear", b_prepacked=False, n=None, a_scales=None,
+         a_global_scale=None, a_scale_layout="linear", bias=None, alpha=1.0, out_dtype=None, out=None, workspace=None,
+         weights_static=False):
+    """out[m, n] = alpha * A . dequant(B)^T (+ bias), fp32 accumulation.
+
+    a: [m, k] bf16/fp16 (W4A16), or packed NVFP4 [m, k/2] (uint8 / float4_e2m1fn_x2) with
+    a_scales and a_global_scale (W4A4). b: the ModelOpt weight [n, k/2] with b_scales
+    (float8_e4m3fn [n, k/16], or the flat swizzled buffer) and b_global_scale (weight_scale_2:
+    float, or fp32 tensor on the device, which CUDA graphs see change), or prepack()'s output
+    with b_prepacked=True and n. out_dtype defaults to a's dtype (bf16 for W4A4). out=: a static
+    [m, n] buffer. weights_static: see the C++ GemmArgs (programmatic dependent launch).
+    """
+    op = "gemm"
+    m = a.shape[0] if isinstance(a, Tensor) else 0
+    k, a_gs, a_gs_value, a_layout = _activations(op, a, a_scales, a_global_scale, a_scale_layout, m, 2)
+    n, b_gs, b_gs_value, b_layout = _weight(op, b, b_scales, b_global_scale, b_scale_layout, b_prepacked, n, k, a.get_device())
+    out_dtype = _epilogue(op, bias, out.dtype if out is not None else out_dtype, a, n)
+    args = (a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout, bool(b_prepacked), int(n), k,
+            bias, float(alpha))
+    if out is None:
+        return _pick(op, _gemm, a)(*args, out_dtype, bool(weights_static))
+    _tensor(out, op, "out", tuple(_ACT), 2, a.get_device())
+    _shape(out, op, "out", [m, n])
+    if workspace is not None:
+        _tensor(workspace, op, "workspace", (torch.uint8,), 1, a.get_device())
+    _pick(op + "_out", _gemm_launch, a)(out, workspace, *args, bool(weights_static))
+    return out
+
+
+def _grouped_fields(g, layout, group_ends, masked_m, expected_m, gemm_fields):
+    return (*gemm_fields, g, layout, _ptr(group_ends), _ptr(masked_m), expected_m)
+
+
+def _grouped_gemm_launch(out: Tensor, workspace: Optional[Tensor], a: Tensor, a_scales: Optional[Tensor],
+                         a_gs: Optional[Tensor], a_gs_value: float, a_layout: int, b: Tensor, b_scales: Optional[Tensor],
+                         b_gs: Optional[Tensor], b_gs_value: float, b_layout: int, b_prepacked: bool, n: int, k: int,
+                         bias: Optional[Tensor], alpha: float, weights_static: bool, groups: int, layout: int,
+                         group_ends: Optional[Tensor], masked_m: Optional[Tensor], expected_m: int) -> None:
+    m = out.shape[-2]
+    fields = (m, n, k, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout, b_prepacked,
+              bias, alpha, out, weights_static)
+    fields = _grouped_fields(groups, layout, group_ends, masked_m, expected_m, _gemm_fields(*fields, workspace))
+    if a_scales is not None and workspace is None:
+        fields = _with_workspace(fields, a.new_empty([_C.grouped_gemm_workspace_bytes(*fields)], dtype=torch.uint8))
+    _launch(_C.grouped_gemm, a.get_device(), *fields)
+
+
+def _grouped_gemm(a: Tensor, a_scales: Optional[Tensor], a_gs: Optional[Tensor], a_gs_value: float, a_layout: int,
+                  b: Tensor, b_scales: Optional[Tensor], b_gs: Optional[Tensor], b_gs_value: float, b_layout: int,
+                  b_prepacked: bool, n: int, k: int, bias: Optional[Tensor], alpha: float, out_dtype: torch.dtype,
+                  weights_static: bool, groups: int, layout: int, group_ends: Optional[Tensor],
+                  masked_m: Optional[Tensor], expected_m: int) -> Tensor:
+    out = a.new_empty(list(a.shape[:-1]) + [n], dtype=out_dtype)
+    _grouped_gemm_launch(out, None, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout,
+                         b_prepacked, n, k, bias, alpha, weights_static, groups, layout, group_ends, masked_m, expected_m)
+    return out
+
+
+_register("grouped_gemm", _grouped_gemm, lambda a, *r: a.new_empty(list(a.shape[:-1]) + [r[10]], dtype=r[14]))
+_register("grouped_gemm_out", _grouped_gemm_launch, _none, ("out", "workspace"))
+
+
+def grouped_gemm(a, b, b_scales=None, b_global_scale=1.0, *, group_ends=None, masked_m=None, expected_m=0,
+                 b_scale_layout="linear", b_prepacked=False, n=None, a_scales=None, a_global_scale=None,
+                 a_scale_layout="linear", bias=None, alpha=1.0, out_dtype=None, out=None, workspace=None,
+                 weights_static=False):
+    """A grouped GEMM (mixture of experts), one kernel for all groups.
+
+    Contiguous layout (group_ends: int32 [G] cumulative row ends, on the device): a [m, k] sorted
+    by group, out [m, n]. Masked layout (masked_m: int32 [G] rows per group): a [G, m, k], out
+    [G, m, n]. b: [G, n, k/2] with b_scales [G, n, k/16] (or the flat swizzled buffers), or
+    prepacked [G * prepacked_bytes(n, k)] with n. b_global_scale: float, or fp32 tensor of 1 or G
+    values (per expert). W4A4 as in gemm. Rows past the last group end are left alone.
+    """
+    op = "grouped_gemm"
+    if (group_ends is None) == (masked_m is None):
+        bad(op, "give exactly one of group_ends (contiguous layout) and masked_m (masked layout)")
+    counts = group_ends if group_ends is not None else masked_m
+    cname = "group_ends" if group_ends is not None else "masked_m"
+    dev = a.get_device() if isinstance(a, Tensor) else None
+    _tensor(counts, op, cname, (torch.int32,), 1, dev)
+    groups = counts.shape[0]
+    layout = GROUPED_LAYOUTS["contiguous" if group_ends is not None else "masked"]
+    dim = 2 if group_ends is not None else 3
+    if isinstance(a, Tensor) and a.dim() == dim and dim == 3:
+        _shape(a, op, "a", [groups] + list(a.shape[1:]))
+        if a.stride(0) != a.shape[1] * a.stride(1):
+            bad(op, f"a's groups must follow one another (stride(0) = m * stride(1)), got strides {list(a.stride())}")
+    rows_of_all = a.shape[0] * (a.shape[1] if dim == 3 else 1) if isinstance(a, Tensor) and a.dim() == dim else 0
+    k, a_gs, a_gs_value, a_layout = _activations(op, a, a_scales, a_global_scale, a_scale_layout, rows_of_all, dim)
+    n, b_gs, b_gs_value, b_layout = _weight(op, b, b_scales, b_global_scale, b_scale_layout, b_prepacked, n, k, a.get_device(),
+                                            groups)
+    out_dtype = _epilogue(op, bias, out.dtype if out is not None else out_dtype, a, n)
+    args = (a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout, bool(b_prepacked), int(n), k,
+            bias, float(alpha))
+    grouped = (groups, layout, group_ends, masked_m, int(expected_m))
+    if out is None:
+        return _pick(op, _grouped_gemm, a)(*args, out_dtype, bool(weights_static), *grouped)
+    _tensor(out, op, "out", tuple(_ACT), dim, a.get_device())
+    _shape(out, op, "out", list(a.shape[:-1]) + [n])
+    _pick(op + "_out", _grouped_gemm_launch, a)(out, workspace, *args, bool(weights_static), *grouped)
+    return out
+
+
+# tune and prewarm -----------------------------------------------------------------------------
+
+
+def _dtype_code(op, name, dtype):
+    if dtype in (torch.uint8, "nvfp4") or dtype in _FP4:
+        return _NVFP4
+    if dtype not in _ACT:
+        bad(op, f"{name} must be bfloat16, float16, float32 or 'nvfp4', got {dtype}")
+    return _ACT[dtype]
+
+
+def tune(n, k, *, a_dtype=torch.bfloat16, out_dtype=torch.bfloat16, scale_layout="linear", bias_dtype=None,
+         b_prepacked=False, m=0, runs=10):
+    """Times gemm's candidate tiles for the weight shape [n, k] on the current GPU per M bucket
+    (or only m's bucket) and records the fastest in the cache root's tuning table, where every
+    later gemm of that problem finds it. -> one dict per bucket (winner, heuristic, times)."""
+    op = "tune"
+    layout = enum_value(SCALE_LAYOUTS, scale_layout, op, "scale_layout")
+    bias_code = _dtype_code(op, "bias_dtype", bias_dtype) if bias_dtype is not None else 0
+    with torch.cuda.device(torch.cuda.current_device()):
+        return _C.tune(int(n), int(k), _dtype_code(op, "a_dtype", a_dtype), _dtype_code(op, "out_dtype", out_dtype), layout,
+                       bias_dtype is not None, bias_code, bool(b_prepacked), int(m), int(runs))
+
+
+def prewarm(n, k, ms=(1,), *, a_dtype=torch.bfloat16, out_dtype=None, scale_layout="linear", b_prepacked=False,
+            bias_dtype=None, device=None):
+    """Loads (compiling where the disk cache misses) the kernels a gemm of weight shape [n, k]
+    runs for each M in `ms`, by running it once on scratch tensors (random weight, unit scales)
+    and synchronizing. A CUDA graph captured afterwards finds them loaded. For a layer in hand,
+    Nvfp4Linear.prewarm(ms) does the same with its own weight."""
+    device = torch.device("cuda", torch.cuda.current_device()) if device is None else torch.device(device)
+    gen = torch.Generator(device=device).manual_seed(0)
+    b = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, device=device, generator=gen)
+    scales = torch.full((n, k // 16), 0x38, dtype=torch.uint8, device=device).view(torch.float8_e4m3fn)
+    if scale_layout != "linear":
+        scales = convert_scales(scales, n, k, dst_layout=scale_layout)
+    if b_prepacked:
+        b, scales = prepack(b, scales, scale_layout=scale_layout), None
+    bias = torch.zeros(n, dtype=bias_dtype, device=device) if bias_dtype is not None else None
+    w4a4 = _dtype_code("prewarm", "a_dtype", a_dtype) == _NVFP4
+    for m in ms:
+        if w4a4:
+            a = torch.randint(0, 256, (m, k // 2), dtype=torch.uint8, device=device, generator=gen)
+            a_scales = torch.full((m, k // 16), 0x38, dtype=torch.uint8, device=device).view(torch.float8_e4m3fn)
+            gemm(a, b, scales, 1.0, b_scale_layout=scale_layout, b_prepacked=b_prepacked, n=n, a_scales=a_scales,
+                 a_global_scale=1.0, bias=bias, out_dtype=out_dtype)
+        else:
+            a = torch.randn(m, k, dtype=a_dtype, device=device, generator=gen)
+            gemm(a, b, scales, 1.0, b_scale_layout=scale_layout, b_prepacked=b_prepacked, n=n, bias=bias,
+                 out_dtype=out_dtype)
+    torch.cuda.synchronize(device)
