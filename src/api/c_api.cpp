@@ -163,7 +163,34 @@ extern "C" nvfp4_status nvfp4_jit_rmsnorm_quantize(const nvfp4_rmsnorm_quantize_
     a.normed = args->normed;
     a.normed_row_stride = args->normed_row_stride;
     a.inv_rms = args->inv_rms;
+    a.weight_fp32 = args->weight_fp32 != 0;
     nvfp4::jit::rmsnorm_quantize(a, stream);
+  });
+}
+
+nvfp4_status nvfp4_jit_mhc_rmsnorm_quantize(const nvfp4_mhc_rmsnorm_quantize_args* args, CUstream stream) {
+  return guarded([&] {
+    require(args, "nvfp4_jit_mhc_rmsnorm_quantize");
+    nvfp4::jit::MhcRmsNormQuantizeArgs a;
+    a.in = args->in;
+    a.in_dtype = static_cast<nvfp4::jit::DType>(args->in_dtype);
+    a.rows = args->rows;
+    a.n_hc = args->n_hc;
+    a.k = args->k;
+    a.in_row_stride = args->in_row_stride;
+    a.in_hc_stride = args->in_hc_stride;
+    a.mix = args->mix;
+    a.mix_row_stride = args->mix_row_stride;
+    a.weight = args->weight;
+    a.weight_fp32 = args->weight_fp32 != 0;
+    a.eps = args->eps;
+    a.out = to_cpp(args->out);
+    a.h = args->h;
+    a.h_row_stride = args->h_row_stride;
+    a.normed = args->normed;
+    a.normed_row_stride = args->normed_row_stride;
+    a.inv_rms = args->inv_rms;
+    nvfp4::jit::mhc_rmsnorm_quantize(a, stream);
   });
 }
 
@@ -197,6 +224,8 @@ nvfp4_status nvfp4_jit_moe_stage(const nvfp4_moe_stage_args* args, CUstream stre
     a.topk_weights = args->topk_weights;
     a.topk_ids_out = args->topk_ids_out;
     a.topk_weights_out = args->topk_weights_out;
+    a.topk_ids_type = static_cast<nvfp4::jit::IndexType>(args->topk_ids_type);
+    a.topk_ids_out_type = static_cast<nvfp4::jit::IndexType>(args->topk_ids_out_type);
     nvfp4::jit::moe_stage(a, stream);
   });
 }
