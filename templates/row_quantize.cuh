@@ -1,14 +1,20 @@
-// Fused quantizers, one CTA per row: a prologue reads the row once into registers (plain
-// tokens, RMSNorm, or SwiGLU of gate and up), the row's values are rounded to the input's
-// dtype as the unfused op would store them, and each thread quantizes its 16-element blocks
-// t, t + THREADS, ... exactly as quantize does. Reductions over the row (sum of squares, amax)
-// use a fixed order that the CPU reference repeats (see row_quantize_op.cpp). For the
-// swizzled layout the grid covers the padding rows, and every row its padding blocks.
+// Fused quantizers: a prologue makes a row's values from its inputs (plain tokens, RMSNorm,
+// SwiGLU of gate and up, the mHC mix of n_hc streams then RMSNorm), the values are rounded to
+// the input's dtype as the unfused op would store them, and each thread quantizes its
+// 16-element blocks exactly as quantize does.
+// Work items are whole rows, or slices of SLICE blocks where nothing needs the whole row (no
+// RMSNorm, no computed global scale), so that a few rows still spread over the GPU. For mHC a
+// CTA works on rows gridDim.x apart (the host launches about as many CTAs as fit at once) and
+// loads the RMSNorm weights once, not per row (common/row_plan.cuh). Reductions over a row (sum
+// of squares, amax) use a fixed order that the CPU reference repeats (row_quantize_op.cpp).
+// For the swizzled layout the items cover the padding rows, and every row its padding blocks.
 #pragma once
 #include "common/fused_math.cuh"
 #include "common/global_scale.cuh"
 #include "common/nvfp4_quantize.cuh"
 #include "common/params.cuh"
+#include "common/router_ids.cuh"
+#include "common/row_plan.cuh"
 #include "common/scale_layout.cuh"
 #include "common/vector_io.cuh"
 
@@ -37,29 +43,9 @@ __device__ __forceinline__ float cta_reduce(float v, float* scratch, Op op) {
   return r;
 }
 
-// The 16 gate and up values of output block kb, from a row laid out in groups of GROUP gate
-// values followed by GROUP up values (GROUP = K: the two halves).
-template <int IN_DTYPE, long long K, long long GROUP>
-__device__ __forceinline__ void load_gate_up(const char* row, long long kb, float (&gate)[16], float (&up)[16]) {
-  constexpr int ESIZE = dtype_bytes<IN_DTYPE>();
-  if constexpr (GROUP >= 16) {
-    const long long e = kb * 16, at = e / GROUP * 2 * GROUP + e % GROUP;
-    load_as_float<IN_DTYPE, 16>(row + at * ESIZE, gate);
-    load_as_float<IN_DTYPE, 16>(row + (at + GROUP) * ESIZE, up);
-  } else {  // GROUP divides 16: the block's inputs are 32 contiguous values
-    float both[32];
-    load_as_float<IN_DTYPE, 32>(row + kb * 32 * ESIZE, both);
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      gate[i] = both[i / GROUP * 2 * GROUP + i % GROUP];
-      up[i] = both[i / GROUP * 2 * GROUP + GROUP + i % GROUP];
-    }
-  }
-}
-
-// The row's blocks of 16 a thread holds: 16-bit values two per word, as loaded or as the
-// prologue rounded them (every value is one the input dtype represents, so packing is exact),
-// fp32 values as floats; quantized as quantize does from either.
+// Blocks of 16 values a thread holds: 16-bit values two per word, as loaded or as a prologue
+// rounded them (every value is one the dtype represents, so packing is exact), fp32 values as
+// floats; quantized as quantize does from either.
 template <int DTYPE, int BLOCKS>
 struct HeldBlocks {
   static constexpr bool WORDS = DTYPE != DTYPE_FP32;
@@ -69,6 +55,10 @@ struct HeldBlocks {
   __device__ __forceinline__ void load(int j, const char* src) {
     if constexpr (WORDS) load_words<8>(src, w[j]);
     else load_as_float<DTYPE, 16>(src, x[j]);
+  }
+  __device__ __forceinline__ void store(int j, char* dst) const {
+    if constexpr (WORDS) store_words<8>(dst, w[j]);
+    else store_converted<DTYPE, 16>(dst, x[j]);
   }
   __device__ __forceinline__ void put(int j, const float (&v)[16]) {
 #pragma unroll
@@ -91,118 +81,279 @@ struct HeldBlocks {
       }
     }
   }
+  template <int OTHER_BLOCKS>
+  __device__ __forceinline__ void copy(int j, const HeldBlocks<DTYPE, OTHER_BLOCKS>& from, int i) {
+    if constexpr (WORDS) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) w[j][e] = from.w[i][e];
+    } else {
+#pragma unroll
+      for (int e = 0; e < 16; ++e) x[j][e] = from.x[i][e];
+    }
+  }
   __device__ __forceinline__ unsigned char quantize(int j, float gscale, unsigned (&packed)[2]) const {
     if constexpr (WORDS) return quantize_block16_16bit<DTYPE>(w[j], gscale, packed);
     else return quantize_block16(x[j], gscale, packed);
   }
 };
 
-template <int PROLOGUE, int IN_DTYPE, long long K, long long GROUP, int SCALE_LAYOUT, int THREADS>
-__device__ __forceinline__ void row_quantize(const RowQuantizeParams& p) {
+template <int PROLOGUE, int IN_DTYPE, int WEIGHT_DTYPE, long long K, long long GROUP, int N_HC, int SCALE_LAYOUT,
+          int THREADS, long long SLICE>
+struct RowQuantizer {
   static_assert(K % 16 == 0 && THREADS % 32 == 0, "K must be a multiple of 16, THREADS of 32");
-  constexpr long long KBLOCKS = K / 16;
-  constexpr long long KBLOCKS_PADDED = SCALE_LAYOUT == SCALES_LINEAR ? KBLOCKS : (KBLOCKS + 3) / 4 * 4;
-  constexpr int PER_THREAD = int((KBLOCKS + THREADS - 1) / THREADS);
-  constexpr int ESIZE = dtype_bytes<IN_DTYPE>();
-  __shared__ float scratch[THREADS / 32];
-  const long long r = blockIdx.x;
-  const int t = threadIdx.x;
-  for (long long kb = KBLOCKS + t; kb < KBLOCKS_PADDED; kb += THREADS) p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = 0;
-  if (r >= p.rows) {  // a padding row of the swizzled layout
-    for (long long kb = t; kb < KBLOCKS; kb += THREADS) p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = 0;
-    return;
+  static constexpr long long KBLOCKS = K / 16;
+  static constexpr long long KBLOCKS_PADDED = SCALE_LAYOUT == SCALES_LINEAR ? KBLOCKS : (KBLOCKS + 3) / 4 * 4;
+  static constexpr long long SLICES = (KBLOCKS + SLICE - 1) / SLICE;
+  static constexpr int PER_THREAD = row_per_thread(SLICE, THREADS);
+  static constexpr int ESIZE = dtype_bytes<IN_DTYPE>();
+  static constexpr bool NORM = PROLOGUE == ROW_RMSNORM || PROLOGUE == ROW_MHC;
+  static_assert(!NORM || SLICES == 1, "RMSNorm needs whole rows");
+  // The input blocks one output block is made of: gate and up, or the n_hc streams.
+  static constexpr int CHUNKS = row_chunks(PROLOGUE, N_HC);
+  static constexpr bool HOLD_WEIGHTS = row_hold_weights(NORM, PER_THREAD);
+  static constexpr bool PERSISTENT = row_persistent(CHUNKS, HOLD_WEIGHTS);
+
+  // What an item needs before its blocks are loaded: the mixing weights of its row.
+  struct Item {
+    float mix[PROLOGUE == ROW_MHC ? N_HC : 1];
+  };
+  using Chunks = HeldBlocks<IN_DTYPE, CHUNKS>;
+  using Values = HeldBlocks<IN_DTYPE, PER_THREAD>;
+  using Weights = HeldBlocks<WEIGHT_DTYPE, NORM ? (HOLD_WEIGHTS ? PER_THREAD : 1) : 1>;
+
+  // Block j of this thread in slice s, or -1 past the slice or the row.
+  static __device__ __forceinline__ long long block_of(long long s, int j) {
+    const long long local = threadIdx.x + (long long)j * THREADS;
+    const long long kb = s * SLICE + local;
+    return local < SLICE && kb < KBLOCKS ? kb : -1;
   }
 
-  const char* row = static_cast<const char*>(p.in) + r * p.in_stride * ESIZE;
-  HeldBlocks<IN_DTYPE, PER_THREAD> held;
-#pragma unroll
-  for (int j = 0; j < PER_THREAD; ++j) {
-    const long long kb = t + (long long)j * THREADS;
-    if (kb >= KBLOCKS) break;
+  // Where chunk c of output block kb starts in its row.
+  static __device__ __forceinline__ long long chunk_offset(const RowQuantizeParams& p, long long kb, int c) {
     if constexpr (PROLOGUE == ROW_SWIGLU) {
-      float gate[16], up[16], v[16];
-      load_gate_up<IN_DTYPE, K, GROUP>(row, kb, gate, up);
-#pragma unroll
-      for (int i = 0; i < 16; ++i) v[i] = round_to<IN_DTYPE>(silu_mul(gate[i], up[i]));
-      held.put(j, v);
+      if constexpr (GROUP >= 16) {
+        const long long e = kb * 16;
+        return e / GROUP * 2 * GROUP + e % GROUP + c * GROUP;
+      } else {
+        return kb * 32 + c * 16;  // GROUP divides 16: the block's inputs are 32 contiguous values
+      }
+    } else if constexpr (PROLOGUE == ROW_MHC) {
+      return c * p.hc_stride + kb * 16;
     } else {
-      held.load(j, row + kb * 16 * ESIZE);
+      return kb * 16;
     }
   }
 
-  if constexpr (PROLOGUE == ROW_RMSNORM) {
-    // Up to two blocks per thread the weights' loads go out before the row's reduction, whose
-    // latency then hides them; more would spill at 1024 threads.
-    constexpr bool EARLY_WEIGHTS = PER_THREAD <= 2;
-    const char* weight = static_cast<const char*>(p.norm_weight);
-    HeldBlocks<IN_DTYPE, EARLY_WEIGHTS ? PER_THREAD : 1> weights;
-    if constexpr (EARLY_WEIGHTS) {
+  template <int B>
+  static __device__ __forceinline__ void load_chunks(const RowQuantizeParams& p, const char* row, long long kb,
+                                                     HeldBlocks<IN_DTYPE, B>& in, int at) {
+#pragma unroll
+    for (int c = 0; c < CHUNKS; ++c) in.load(at + c, row + chunk_offset(p, kb, c) * ESIZE);
+  }
+
+  static __device__ __forceinline__ const char* row_of(const RowQuantizeParams& p, long long r) {
+    return static_cast<const char*>(p.in) + r * p.in_stride * ESIZE;
+  }
+
+  static __device__ __forceinline__ void load(const RowQuantizeParams& p, Item& it, long long item) {
+    const long long r = item / SLICES;
+    if (r >= p.rows) return;
+    if constexpr (PROLOGUE == ROW_MHC) {
+#pragma unroll
+      for (int i = 0; i < N_HC; ++i) it.mix[i] = p.mix[r * p.mix_stride + i];
+    }
+  }
+
+  static __device__ __forceinline__ void load_weights(const RowQuantizeParams& p, Weights& w, int j, long long kb) {
+    w.load(j, static_cast<const char*>(p.norm_weight) + kb * 16 * dtype_bytes<WEIGHT_DTYPE>());
+  }
+
+  // The row's values of block j, rounded to the input dtype, from its inputs (chunk c at in[at + c]).
+  template <int B>
+  static __device__ __forceinline__ void prologue(const RowQuantizeParams& p, const HeldBlocks<IN_DTYPE, B>& in, int at,
+                                                  const Item& it, int j, long long r, long long kb, Values& v) {
+    if constexpr (PROLOGUE == ROW_SWIGLU) {
+      float a[16], b[16], gate[16], up[16], h[16];
+      in.get(at, a);
+      in.get(at + 1, b);
+#pragma unroll
+      for (int i = 0; i < 16; ++i) {
+        if constexpr (GROUP >= 16) {
+          gate[i] = a[i], up[i] = b[i];
+        } else {
+          const int g = i / GROUP * 2 * GROUP + i % GROUP, u = g + GROUP;
+          gate[i] = g < 16 ? a[g] : b[g - 16];
+          up[i] = u < 16 ? a[u] : b[u - 16];
+        }
+      }
+#pragma unroll
+      for (int i = 0; i < 16; ++i) h[i] = round_to<IN_DTYPE>(silu_mul(gate[i], up[i]));
+      v.put(j, h);
+    } else if constexpr (PROLOGUE == ROW_MHC) {
+      // h = sum_i A[r, i] * X[r, i, :]: products and sums rounded in fp32, streams in order
+      float acc[16], x[16];
+      in.get(at, x);
+#pragma unroll
+      for (int e = 0; e < 16; ++e) acc[e] = mul_rn(it.mix[0], x[e]);
+#pragma unroll
+      for (int c = 1; c < N_HC; ++c) {
+        in.get(at + c, x);
+#pragma unroll
+        for (int e = 0; e < 16; ++e) acc[e] = add_rn(acc[e], mul_rn(it.mix[c], x[e]));
+      }
+#pragma unroll
+      for (int e = 0; e < 16; ++e) acc[e] = round_to<IN_DTYPE>(acc[e]);
+      v.put(j, acc);
+      if (p.h) v.store(j, static_cast<char*>(p.h) + (r * p.h_stride + kb * 16) * ESIZE);
+    } else {
+      v.copy(j, in, at);
+    }
+  }
+
+  // y = RN(RN(x * inv_rms) * weight) in place.
+  static __device__ __forceinline__ void normalize(const RowQuantizeParams& p, Values& v, int j, long long r,
+                                                   long long kb, const Weights& w, int wj, float inv) {
+    if constexpr (Values::WORDS && WEIGHT_DTYPE == IN_DTYPE) {
+      float x[16];
+      v.get(j, x);
+#pragma unroll
+      for (int i = 0; i < 8; ++i) v.w[j][i] = rmsnorm_pair<IN_DTYPE>(x[2 * i], x[2 * i + 1], inv, w.w[wj][i]);
+    } else {
+      float x[16], wv[16];
+      v.get(j, x);
+      w.get(wj, wv);
+#pragma unroll
+      for (int i = 0; i < 16; ++i) x[i] = rmsnorm_value<IN_DTYPE>(x[i], inv, wv[i]);
+      v.put(j, x);
+    }
+    if (p.normed) v.store(j, static_cast<char*>(p.normed) + (r * p.normed_stride + kb * 16) * ESIZE);
+  }
+
+  // f(acc, block) over this thread's blocks in order, from 0.
+  template <class F>
+  static __device__ __forceinline__ float fold(const Values& v, long long s, F f) {
+    float acc = 0.0f;
+#pragma unroll
+    for (int j = 0; j < PER_THREAD; ++j) {
+      if (block_of(s, j) < 0) break;
+      float x[16];
+      v.get(j, x);
+      acc = f(acc, x);
+    }
+    return acc;
+  }
+
+  static __device__ __forceinline__ void process(const RowQuantizeParams& p, const Item& it, long long item,
+                                                 const Weights& held_weights, float* scratch) {
+    const int t = threadIdx.x;
+    const long long r = item / SLICES, s = item % SLICES;
+    if (s == SLICES - 1)
+      for (long long kb = KBLOCKS + t; kb < KBLOCKS_PADDED; kb += THREADS) p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = 0;
+    if (r >= p.rows) {  // a padding row of the swizzled layout
 #pragma unroll
       for (int j = 0; j < PER_THREAD; ++j)
-        if (t + (long long)j * THREADS < KBLOCKS) weights.load(j, weight + (t + (long long)j * THREADS) * 16 * ESIZE);
+        if (block_of(s, j) >= 0) p.scales[scale_offset<SCALE_LAYOUT>(r, block_of(s, j), KBLOCKS)] = 0;
+      return;
     }
-    float sum_sq = 0.0f;
+
+    Values v;
 #pragma unroll
     for (int j = 0; j < PER_THREAD; ++j) {
-      if (t + (long long)j * THREADS >= KBLOCKS) break;
-      float v[16];
-      held.get(j, v);
-#pragma unroll
-      for (int i = 0; i < 16; ++i) sum_sq = __fmaf_rn(v[i], v[i], sum_sq);
+      const long long kb = block_of(s, j);
+      if (kb < 0) break;
+      Chunks in;
+      load_chunks(p, row_of(p, r), kb, in, 0);
+      prologue(p, in, 0, it, j, r, kb, v);
     }
-    const float inv = inv_rms(cta_reduce<THREADS>(sum_sq, scratch, SumRn{}), float(K), p.eps);
-    if (p.inv_rms && t == 0) p.inv_rms[r] = inv;
+
+    if constexpr (NORM) {
+      // One row per CTA: the weights' loads go out after the row's, whose reduction then hides them.
+      Weights early;
+      if constexpr (HOLD_WEIGHTS && !PERSISTENT) {
 #pragma unroll
-    for (int j = 0; j < PER_THREAD; ++j) {
-      const long long kb = t + (long long)j * THREADS;
-      if (kb >= KBLOCKS) break;
-      const int wj = EARLY_WEIGHTS ? j : 0;
-      if constexpr (!EARLY_WEIGHTS) weights.load(0, weight + kb * 16 * ESIZE);
-      float v[16];
-      held.get(j, v);
-      if constexpr (HeldBlocks<IN_DTYPE, PER_THREAD>::WORDS) {
+        for (int j = 0; j < PER_THREAD; ++j)
+          if (block_of(s, j) >= 0) load_weights(p, early, j, block_of(s, j));
+      }
+      const Weights& weights = PERSISTENT ? held_weights : early;
+      const float sum_sq = fold(v, s, [](float acc, const float (&x)[16]) {
 #pragma unroll
-        for (int i = 0; i < 8; ++i) held.w[j][i] = rmsnorm_pair<IN_DTYPE>(v[2 * i], v[2 * i + 1], inv, weights.w[wj][i]);
-        if (p.normed) store_words<8>(static_cast<char*>(p.normed) + (r * p.normed_stride + kb * 16) * ESIZE, held.w[j]);
-      } else {
+        for (int i = 0; i < 16; ++i) acc = __fmaf_rn(x[i], x[i], acc);
+        return acc;
+      });
+      const float inv = inv_rms(cta_reduce<THREADS>(sum_sq, scratch, SumRn{}), float(K), p.eps);
+      if (p.inv_rms && t == 0) p.inv_rms[r] = inv;
 #pragma unroll
-        for (int i = 0; i < 16; ++i) v[i] = rmsnorm_value<IN_DTYPE>(v[i], inv, weights.x[wj][i]);
-        if (p.normed) store_converted<IN_DTYPE, 16>(static_cast<char*>(p.normed) + (r * p.normed_stride + kb * 16) * ESIZE, v);
-        held.put(j, v);
+      for (int j = 0; j < PER_THREAD; ++j) {
+        const long long kb = block_of(s, j);
+        if (kb < 0) break;
+        if constexpr (HOLD_WEIGHTS) {
+          normalize(p, v, j, r, kb, weights, j, inv);
+        } else {
+          Weights w;
+          load_weights(p, w, 0, kb);
+          normalize(p, v, j, r, kb, w, 0, inv);
+        }
       }
     }
-  }
 
-  float gscale;
-  if (p.gscale_mode == GSCALE_COMPUTE_PER_ROW) {
-    float amax = 0.0f;
+    float gscale = 0.0f;
+    bool computed = false;
+    if constexpr (SLICES == 1) {
+      if (p.gscale_mode == GSCALE_COMPUTE_PER_ROW) {
+        const float amax = fold(v, s, [](float acc, const float (&x)[16]) { return fmaxf(acc, finite_amax(x)); });
+        gscale = global_scale_from_amax(cta_reduce<THREADS>(amax, scratch, Max{}));
+        if (t == 0) p.gscale_out[r] = gscale;
+        computed = true;
+      }
+    }
+    if (!computed) gscale = global_scale(p.gscale_mode, p.gscale_value, p.gscale_ptr, r);
+
 #pragma unroll
     for (int j = 0; j < PER_THREAD; ++j) {
-      if (t + (long long)j * THREADS >= KBLOCKS) break;
-      float v[16];
-      held.get(j, v);
-      amax = fmaxf(amax, finite_amax(v));
+      const long long kb = block_of(s, j);
+      if (kb < 0) break;
+      unsigned packed[2];
+      p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = v.quantize(j, gscale, packed);
+      *reinterpret_cast<uint2*>(p.packed + r * p.packed_stride + kb * 8) = make_uint2(packed[0], packed[1]);
     }
-    gscale = global_scale_from_amax(cta_reduce<THREADS>(amax, scratch, Max{}));
-    if (t == 0) p.gscale_out[r] = gscale;
-  } else {
-    gscale = global_scale(p.gscale_mode, p.gscale_value, p.gscale_ptr, r);
-  }
 
+    if constexpr (PROLOGUE == ROW_PLAIN) {
+      if (s == 0)
+        for (long long i = t; i < p.topk; i += THREADS) {
+          const long long at = r * p.topk + i;
+          store_id(p.topk_ids_out, p.topk_ids_out_64, at, load_id(p.topk_ids, p.topk_ids_64, at));
+          if (p.topk_weights) p.topk_weights_out[at] = p.topk_weights[at];
+        }
+    }
+  }
+};
+
+template <int PROLOGUE, int IN_DTYPE, int WEIGHT_DTYPE, long long K, long long GROUP, int N_HC, int SCALE_LAYOUT,
+          int THREADS, long long SLICE>
+__device__ __forceinline__ void row_quantize(const RowQuantizeParams& p) {
+  using Q = RowQuantizer<PROLOGUE, IN_DTYPE, WEIGHT_DTYPE, K, GROUP, N_HC, SCALE_LAYOUT, THREADS, SLICE>;
+  __shared__ float scratch[THREADS / 32];
+  const long long rows_padded = SCALE_LAYOUT == SCALES_LINEAR ? p.rows : (p.rows + 127) / 128 * 128;
+  const long long items = rows_padded * Q::SLICES;
+  long long item = blockIdx.x;
+  if (item >= items) return;
+  typename Q::Weights weights;
+  if constexpr (Q::HOLD_WEIGHTS && Q::PERSISTENT) {
 #pragma unroll
-  for (int j = 0; j < PER_THREAD; ++j) {
-    const long long kb = t + (long long)j * THREADS;
-    if (kb >= KBLOCKS) break;
-    unsigned packed[2];
-    p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = held.quantize(j, gscale, packed);
-    *reinterpret_cast<uint2*>(p.packed + r * p.packed_stride + kb * 8) = make_uint2(packed[0], packed[1]);
+    for (int j = 0; j < Q::PER_THREAD; ++j)
+      if (Q::block_of(0, j) >= 0) Q::load_weights(p, weights, j, Q::block_of(0, j));
   }
-
-  if constexpr (PROLOGUE == ROW_PLAIN) {
-    for (long long i = t; i < p.topk; i += THREADS) {
-      p.topk_ids_out[r * p.topk + i] = p.topk_ids[r * p.topk + i];
-      if (p.topk_weights) p.topk_weights_out[r * p.topk + i] = p.topk_weights[r * p.topk + i];
-    }
+  typename Q::Item cur;
+  Q::load(p, cur, item);
+  if constexpr (!Q::PERSISTENT) {  // one item per CTA (the host launches one CTA per item)
+    Q::process(p, cur, item, weights, scratch);
+    return;
+  }
+  for (;;) {
+    Q::process(p, cur, item, weights, scratch);
+    item += gridDim.x;
+    if (item >= items) break;
+    Q::load(p, cur, item);
   }
 }
 

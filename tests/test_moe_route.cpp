@@ -37,7 +37,7 @@ Routed route_on_cpu(const std::vector<Id>& ids, int64_t tokens, int64_t topk, in
   r.positions.assign(size_t(tokens * topk), -7);
   MoeRouteArgs a;
   a.topk_ids = ids.data();
-  a.topk_ids_int64 = sizeof(Id) == 8;
+  a.topk_ids_type = sizeof(Id) == 8 ? IndexType::int64 : IndexType::int32;
   a.tokens = tokens, a.topk = topk, a.groups = groups, a.first_expert = first;
   a.counts = r.counts.data(), a.group_ends = r.ends.data(), a.row_index = r.row_index.data(), a.positions = r.positions.data();
   cpu::moe_route(a);
@@ -166,7 +166,7 @@ TEST_SUITE("moe_route") {
     expect_error(b, route, Status::invalid_argument, "topk_ids is null");
     b = r, b.row_index = nullptr;
     expect_error(b, route, Status::invalid_argument, "row_index is null");
-    b = r, b.topk_ids_int64 = true, b.topk_ids = reinterpret_cast<const char*>(buf) + 4;
+    b = r, b.topk_ids_type = IndexType::int64, b.topk_ids = reinterpret_cast<const char*>(buf) + 4;
     expect_error(b, route, Status::invalid_argument, "topk_ids = ");
     b = r, b.positions = reinterpret_cast<int32_t*>(reinterpret_cast<char*>(buf) + 2);
     expect_error(b, route, Status::invalid_argument, "positions = ");
@@ -211,15 +211,15 @@ TEST_SUITE("moe_route") {
     CHECK(nvfp4_jit_moe_route(nullptr, nullptr) == NVFP4_INVALID_ARGUMENT);
     CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4_jit_moe_route: args is null") != std::string::npos);
     nvfp4_moe_route_args r;
-    std::memset(&r, 0, sizeof r);
+    nvfp4_moe_route_args_init(&r);
     r.topk = 8;
     CHECK(nvfp4_jit_moe_route(&r, nullptr) == NVFP4_INVALID_ARGUMENT);
-    CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4::jit::moe_route: groups = 0 must be positive") == 0);
+    CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4_jit_moe_route: groups = 0 must be positive") == 0);
     r.groups = 600;
     CHECK(nvfp4_jit_moe_route(&r, nullptr) == NVFP4_UNSUPPORTED);
     CHECK(nvfp4_jit_moe_combine(nullptr, nullptr) == NVFP4_INVALID_ARGUMENT);
     nvfp4_moe_combine_args c;
-    std::memset(&c, 0, sizeof c);
+    nvfp4_moe_combine_args_init(&c);
     c.topk = 2, c.n = 16, c.weights_dtype = NVFP4_DTYPE_FP32, c.d_dtype = NVFP4_DTYPE_BF16, c.out_dtype = NVFP4_DTYPE_BF16;
     CHECK(nvfp4_jit_moe_combine(&c, nullptr) == NVFP4_OK);  // no tokens: validated, no work
     c.weights_dtype = NVFP4_DTYPE_FP16;

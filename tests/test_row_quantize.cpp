@@ -72,9 +72,10 @@ void expect_error(const Args& args, Run run, Status status, const char* text) {
     run(args);
     FAIL("expected an error mentioning: " << text);
   } catch (const Error& e) {
-    CAPTURE(e.what());
+    const std::string message = e.what();
+    CAPTURE(message);
     CHECK(e.status() == status);
-    CHECK(std::string(e.what()).find(text) != std::string::npos);
+    CHECK(message.find(text) != std::string::npos);
   }
 }
 
@@ -110,8 +111,10 @@ TEST_SUITE("row_quantize") {
         for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4})
           for (GlobalScaleMode mode : {GlobalScaleMode::given, GlobalScaleMode::compute_per_row}) {
             const int64_t rows = 5;
+            const bool weight_fp32 = dt != DType::fp32 && rng() % 2;
+            const DType wt = weight_fp32 ? DType::fp32 : dt;
             const auto in = testutil::quantize_input(rows, k, k, dt, rng, false);
-            const auto weight = testutil::quantize_input(1, k, k, dt, rng, false);
+            const auto weight = testutil::quantize_input(1, k, k, wt, rng, false);
             const int esize = dt == DType::fp32 ? 4 : 2;
             std::vector<uint8_t> normed(rows * k * esize);
             std::vector<float> inv(rows);
@@ -119,10 +122,12 @@ TEST_SUITE("row_quantize") {
                           std::vector<float>(rows)};
             RmsNormQuantizeArgs a;
             a.in = in.data(), a.in_dtype = dt, a.rows = rows, a.k = k, a.weight = weight.data(), a.eps = 1e-6f;
+            a.weight_fp32 = weight_fp32;
             a.out = output_into(got, layout, mode, 0.25f);
             a.normed = normed.data(), a.inv_rms = inv.data();
             cpu::rmsnorm_quantize(a);
-            const std::string what = fmt::format("dtype {} k {} layout {} mode {}", int(dt), k, int(layout), int(mode));
+            const std::string what =
+                fmt::format("dtype {} k {} layout {} mode {} weight_fp32 {}", int(dt), k, int(layout), int(mode), weight_fp32);
             check_same(got, unfused(normed, dt, rows, k, layout, mode, 0.25f), what);
             for (int64_t r = 0; r < rows; ++r) {
               double ss = 0;
@@ -130,11 +135,11 @@ TEST_SUITE("row_quantize") {
               const double exact_inv = 1.0 / std::sqrt(ss / double(k) + 1e-6);
               REQUIRE_MESSAGE(std::fabs(inv[r] - exact_inv) <= 1e-5 * exact_inv, what << " row " << r);
               for (int64_t e = 0; e < k; ++e) {
-                const double want = double(value_at(in, dt, r * k + e)) * exact_inv * value_at(weight, dt, e);
+                const double want = double(value_at(in, dt, r * k + e)) * exact_inv * value_at(weight, wt, e);
                 const double ulp = dt == DType::fp32 ? 1e-5 : dt == DType::bf16 ? 0x1p-7 : 0x1p-10;
                 // FP16 subnormals add absolute steps: half of 2^-24 in x * inv_rms, scaled by the
                 // weight, and again in the product
-                const double subnormal_steps = dt == DType::fp16 ? 0x1p-24 * (1 + std::fabs(value_at(weight, dt, e))) : 1e-30;
+                const double subnormal_steps = dt == DType::fp16 ? 0x1p-24 * (1 + std::fabs(value_at(weight, wt, e))) : 1e-30;
                 REQUIRE_MESSAGE(std::fabs(value_at(normed, dt, r * k + e) - want) <= 2.5 * ulp * std::fabs(want) + subnormal_steps,
                                 what << " row " << r << " element " << e);
               }
@@ -180,25 +185,99 @@ TEST_SUITE("row_quantize") {
     }
   }
 
-  TEST_CASE("moe_stage equals quantize plus copies of the router's outputs") {
+  TEST_CASE("moe_stage equals quantize plus copies of the router's outputs, int32 or int64 ids either side") {
     std::mt19937 rng(std::random_device{}());
     const int64_t rows = 9, k = 64, topk = 3;
     const auto in = testutil::quantize_input(rows, k, k, DType::bf16, rng, true);
-    std::vector<int32_t> ids(rows * topk), ids_out(rows * topk, -1);
+    // int64 ids include ones int32 cannot hold (written to an int32 output as -1) and DeepEP's -1
+    std::vector<int64_t> ids(rows * topk);
+    for (auto& id : ids) id = rng() % 5 == 0 ? -1 : rng() % 7 == 0 ? (int64_t(1) << 33) + 5 : int64_t(rng() % 64);
     std::vector<float> weights(rows * topk), weights_out(rows * topk, -1);
-    for (auto& id : ids) id = int32_t(rng() % 64);
     for (auto& w : weights) w = float(rng() % 100) / 100;
-    Quantized got{std::vector<uint8_t>(rows * k / 2), std::vector<uint8_t>(scale_bytes(ScaleLayout::swizzled128x4, rows, k)),
-                  std::vector<float>(rows)};
-    MoeStageArgs a;
-    a.tokens = in.data(), a.rows = rows, a.k = k;
-    a.out = output_into(got, ScaleLayout::swizzled128x4, GlobalScaleMode::given, 0.5f);
-    a.topk = topk, a.topk_ids = ids.data(), a.topk_weights = weights.data(), a.topk_ids_out = ids_out.data();
-    a.topk_weights_out = weights_out.data();
-    cpu::moe_stage(a);
-    check_same(got, unfused(in, DType::bf16, rows, k, ScaleLayout::swizzled128x4, GlobalScaleMode::given, 0.5f), "moe_stage");
-    CHECK(ids_out == ids);
-    CHECK(weights_out == weights);
+    for (IndexType in_type : {IndexType::int32, IndexType::int64})
+      for (IndexType out_type : {IndexType::int32, IndexType::int64}) {
+        std::vector<int32_t> ids32(ids.size()), out32(ids.size(), 0x5A5A5A5A);
+        std::vector<int64_t> out64(ids.size(), 0x5A5A5A5A5A5A5A5ALL);
+        for (size_t i = 0; i < ids.size(); ++i) ids32[i] = ids[i] > INT32_MAX ? 7 : int32_t(ids[i]);
+        Quantized got{std::vector<uint8_t>(rows * k / 2), std::vector<uint8_t>(scale_bytes(ScaleLayout::swizzled128x4, rows, k)),
+                      std::vector<float>(rows)};
+        MoeStageArgs a;
+        a.tokens = in.data(), a.rows = rows, a.k = k;
+        a.out = output_into(got, ScaleLayout::swizzled128x4, GlobalScaleMode::given, 0.5f);
+        a.topk = topk, a.topk_weights = weights.data(), a.topk_weights_out = weights_out.data();
+        a.topk_ids_type = in_type, a.topk_ids_out_type = out_type;
+        a.topk_ids = in_type == IndexType::int64 ? static_cast<const void*>(ids.data()) : ids32.data();
+        a.topk_ids_out = out_type == IndexType::int64 ? static_cast<void*>(out64.data()) : out32.data();
+        cpu::moe_stage(a);
+        const std::string what = fmt::format("ids {} -> {}", int(in_type), int(out_type));
+        check_same(got, unfused(in, DType::bf16, rows, k, ScaleLayout::swizzled128x4, GlobalScaleMode::given, 0.5f), what);
+        for (size_t i = 0; i < ids.size(); ++i) {
+          const int64_t source = in_type == IndexType::int64 ? ids[i] : ids32[i];
+          const int64_t want = out_type == IndexType::int32 && source > INT32_MAX ? -1 : source;
+          const int64_t written = out_type == IndexType::int64 ? out64[i] : out32[i];
+          REQUIRE_MESSAGE(written == want, what << ": id " << i << " is " << written << ", want " << want);
+        }
+        CHECK(weights_out == weights);
+      }
+  }
+
+  TEST_CASE("mhc_rmsnorm_quantize equals the mix stored in the dtype, then rmsnorm_quantize; the mix within rounding of float64") {
+    std::mt19937 rng(std::random_device{}());
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (DType dt : {DType::bf16, DType::fp16, DType::fp32})
+      for (int64_t n_hc : {1, 2, 3, 4})
+        for (int64_t k : {16, 2880})
+          for (GlobalScaleMode mode : {GlobalScaleMode::given, GlobalScaleMode::compute_per_row}) {
+            const int64_t rows = 6, hc_stride = k + 8 * (n_hc % 2), row_stride = n_hc * hc_stride + 16, mix_stride = n_hc + 1;
+            const bool weight_fp32 = dt == DType::fp32 || rng() % 2;
+            const DType wt = weight_fp32 ? DType::fp32 : dt;
+            const ScaleLayout layout = rng() % 2 ? ScaleLayout::linear : ScaleLayout::swizzled128x4;
+            const int esize = dt == DType::fp32 ? 4 : 2;
+            // X as rows of row_stride values, each holding n_hc streams hc_stride apart
+            const auto x = testutil::quantize_input(rows, row_stride, row_stride, dt, rng, true);
+            const auto weight = testutil::quantize_input(1, k, k, wt, rng, false);
+            std::vector<float> mix(rows * mix_stride);
+            for (auto& m : mix) m = normal(rng);
+            std::vector<uint8_t> h(rows * k * esize), normed(rows * k * esize), normed2(rows * k * esize);
+            std::vector<float> inv(rows), inv2(rows);
+            Quantized got{std::vector<uint8_t>(rows * k / 2), std::vector<uint8_t>(scale_bytes(layout, rows, k)), std::vector<float>(rows)};
+            Quantized want = got;
+            MhcRmsNormQuantizeArgs a;
+            a.in = x.data(), a.in_dtype = dt, a.rows = rows, a.n_hc = n_hc, a.k = k, a.in_row_stride = row_stride;
+            a.in_hc_stride = hc_stride, a.mix = mix.data(), a.mix_row_stride = mix_stride;
+            a.weight = weight.data(), a.weight_fp32 = weight_fp32, a.eps = 1e-5f;
+            a.out = output_into(got, layout, mode, 0.25f);
+            a.h = h.data(), a.normed = normed.data(), a.inv_rms = inv.data();
+            cpu::mhc_rmsnorm_quantize(a);
+            // the unfused sequence: rmsnorm_quantize of the stored mix
+            RmsNormQuantizeArgs b;
+            b.in = h.data(), b.in_dtype = dt, b.rows = rows, b.k = k, b.weight = weight.data(), b.weight_fp32 = weight_fp32;
+            b.eps = 1e-5f, b.out = output_into(want, layout, mode, 0.25f), b.normed = normed2.data(), b.inv_rms = inv2.data();
+            cpu::rmsnorm_quantize(b);
+            const std::string what = fmt::format("dtype {} n_hc {} k {} mode {} weight_fp32 {}", int(dt), n_hc, k, int(mode), weight_fp32);
+            check_same(got, want, what);
+            CHECK_MESSAGE(normed == normed2, what << ": normalized rows");
+            CHECK_MESSAGE(std::memcmp(inv.data(), inv2.data(), rows * 4) == 0, what << ": 1/rms");
+            // h against float64: fp32 products and sums (n_hc roundings of at most the sum of the
+            // terms' magnitudes), then one rounding to the dtype
+            const double ulp = dt == DType::fp32 ? 0x1p-24 : dt == DType::bf16 ? 0x1p-8 : 0x1p-11;
+            // subnormal steps: half of the dtype's, and the fp32 operations' own
+            const double tiny = (dt == DType::fp16 ? 0x1p-25 : dt == DType::bf16 ? 0x1p-134 : 0.0) + 2 * n_hc * 0x1p-149;
+            for (int64_t r = 0; r < rows; ++r)
+              for (int64_t e = 0; e < k; ++e) {
+                double exact = 0, magnitude = 0;
+                bool finite = true;
+                for (int64_t i = 0; i < n_hc; ++i) {
+                  const double term = double(mix[r * mix_stride + i]) * value_at(x, dt, r * row_stride + i * hc_stride + e);
+                  exact += term, magnitude += std::fabs(term);
+                  finite = finite && std::isfinite(term);
+                }
+                const double got_h = value_at(h, dt, r * k + e);
+                if (!finite || (dt == DType::fp16 && std::fabs(exact) > 65000)) continue;  // NaN / Inf inputs, FP16 overflow
+                REQUIRE_MESSAGE(std::fabs(got_h - exact) <= ulp * std::fabs(exact) + 2 * n_hc * 0x1p-24 * magnitude + tiny,
+                                what << " row " << r << " element " << e << ": h " << got_h << ", float64 " << exact);
+              }
+          }
   }
 
   TEST_CASE("bad arguments get an error naming the argument") {
@@ -246,8 +325,64 @@ TEST_SUITE("row_quantize") {
     expect_error(m, moe, Status::invalid_argument, "topk_ids is null");
     m.topk_ids = static_cast<const int32_t*>(p), m.topk_ids_out = static_cast<int32_t*>(p), m.topk_weights = static_cast<const float*>(p);
     expect_error(m, moe, Status::invalid_argument, "topk_weights_out is null");
+    MoeStageArgs n = m;
+    n.topk_ids_type = IndexType(3);
+    expect_error(n, moe, Status::invalid_argument, "topk_ids_type = 3 is not an IndexType");
+    n = m, n.topk_ids_out_type = IndexType(-1);
+    expect_error(n, moe, Status::invalid_argument, "topk_ids_out_type = -1 is not an IndexType");
+    m.topk_weights_out = static_cast<float*>(p);
+    n = m, n.topk_ids_type = IndexType::int64, n.topk_ids = reinterpret_cast<const void*>(0x10004);
+    expect_error(n, moe, Status::invalid_argument, "topk_ids = 0x10004 is not 8-byte aligned");
+    n = m, n.topk_ids_out_type = IndexType::int64, n.topk_ids_out = reinterpret_cast<void*>(0x10004);
+    expect_error(n, moe, Status::invalid_argument, "topk_ids_out = 0x10004 is not 8-byte aligned");
     m.topk = -1;
     expect_error(m, moe, Status::invalid_argument, "topk = -1 is negative");
+
+    MhcRmsNormQuantizeArgs h;
+    h.in = p, h.rows = 4, h.n_hc = 4, h.k = 64, h.mix = static_cast<const float*>(p), h.weight = p, h.out.data = p, h.out.scales = p;
+    auto mhc = [](const MhcRmsNormQuantizeArgs& a) { mhc_rmsnorm_quantize(a, nullptr); };
+    MhcRmsNormQuantizeArgs g = h;
+    g.n_hc = 5;
+    expect_error(g, mhc, Status::invalid_argument, "n_hc = 5 must be 1, 2, 3 or 4");
+    g = h, g.in_hc_stride = 32;
+    expect_error(g, mhc, Status::invalid_argument, "in_hc_stride = 32 is less than k = 64");
+    g = h, g.in_row_stride = 200;
+    expect_error(g, mhc, Status::invalid_argument, "in_row_stride = 200 is less than the row's 256 values");
+    g = h, g.mix = nullptr;
+    expect_error(g, mhc, Status::invalid_argument, "mix is null");
+    g = h, g.mix_row_stride = 3;
+    expect_error(g, mhc, Status::invalid_argument, "mix_row_stride = 3 is less than n_hc = 4");
+    g = h, g.h = p, g.h_row_stride = 32;
+    expect_error(g, mhc, Status::invalid_argument, "h_row_stride = 32 is less than k = 64");
+    g = h, g.k = 16384 + 16;
+    expect_error(g, mhc, Status::invalid_argument, "n_hc * k = 65600 values of 2 bytes is more than the 131072 bytes");
+    g = h, g.weight = nullptr;
+    expect_error(g, mhc, Status::invalid_argument, "mhc_rmsnorm_quantize: weight is null");
+    g = h, g.mix = reinterpret_cast<const float*>(0x10002);
+    expect_error(g, mhc, Status::invalid_argument, "mix = 0x10002 is not 4-byte aligned");
+    g = h, g.in_hc_stride = 68;
+    expect_error(g, mhc, Status::invalid_argument, "in_hc_stride = 68 elements is not a multiple of 16 bytes");
+    g = h, g.out.scale_mode = GlobalScaleMode::compute_per_tensor;
+    expect_error(g, mhc, Status::unsupported, "compute_per_tensor needs the whole tensor");
+    nvfp4_mhc_rmsnorm_quantize_args ch;
+    std::memset(&ch, 0, sizeof ch);
+    ch.k = 64;
+    CHECK(nvfp4_jit_mhc_rmsnorm_quantize(nullptr, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4_jit_mhc_rmsnorm_quantize: args is null") != std::string::npos);
+    CHECK(nvfp4_jit_mhc_rmsnorm_quantize(&ch, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(std::string(nvfp4_jit_last_error()).find("n_hc = 0 must be 1, 2, 3 or 4") != std::string::npos);
+
+    // The C twin passes the id types through (zeroed: int32).
+    nvfp4_moe_stage_args c;
+    std::memset(&c, 0, sizeof c);
+    c.tokens = p, c.rows = 4, c.k = 64, c.out.data = p, c.out.scales = p, c.out.global_scale.value = 1.0f, c.topk = 2;
+    c.topk_ids = p, c.topk_ids_out = p;
+    c.topk_ids_out_type = nvfp4_index_type(2);
+    CHECK(nvfp4_jit_moe_stage(&c, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(std::string(nvfp4_jit_last_error()).find("topk_ids_out_type = 2 is not an IndexType") != std::string::npos);
+    c.topk_ids_out_type = NVFP4_INDEX_INT64, c.topk_ids_out = reinterpret_cast<void*>(0x10004);
+    CHECK(nvfp4_jit_moe_stage(&c, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(std::string(nvfp4_jit_last_error()).find("topk_ids_out = 0x10004 is not 8-byte aligned") != std::string::npos);
     m.topk = 0, m.tokens = nullptr;
     expect_error(m, moe, Status::invalid_argument, "tokens is null");
   }

@@ -121,6 +121,7 @@ typedef struct nvfp4_rmsnorm_quantize_args {
   void* normed;              /* optional */
   int64_t normed_row_stride; /* elements; 0: k */
   float* inv_rms;            /* optional [rows] */
+  int weight_fp32;           /* weight in fp32 instead of in_dtype */
 } nvfp4_rmsnorm_quantize_args;
 
 /* SwiGLU (gate, up in one [rows, 2k] input) then quantize; see jit.hpp. */
@@ -133,6 +134,9 @@ typedef struct nvfp4_swiglu_quantize_args {
   nvfp4_quantized_output out;
 } nvfp4_swiglu_quantize_args;
 
+/* The integer type of router top-k ids (DeepEP's are int64). */
+typedef enum nvfp4_index_type { NVFP4_INDEX_INT32 = 0, NVFP4_INDEX_INT64 = 1 } nvfp4_index_type;
+
 /* MoE staging: tokens quantized, router top-k ids and weights copied; see jit.hpp. */
 typedef struct nvfp4_moe_stage_args {
   const void* tokens;
@@ -141,11 +145,35 @@ typedef struct nvfp4_moe_stage_args {
   int64_t rows, k;
   nvfp4_quantized_output out;
   int64_t topk;
-  const int32_t* topk_ids;
+  const void* topk_ids;      /* [rows, topk] of topk_ids_type */
   const float* topk_weights; /* or NULL */
-  int32_t* topk_ids_out;
+  void* topk_ids_out;        /* [rows, topk] of topk_ids_out_type */
   float* topk_weights_out;
+  nvfp4_index_type topk_ids_type;     /* 0: int32 */
+  nvfp4_index_type topk_ids_out_type; /* 0: int32 */
 } nvfp4_moe_stage_args;
+
+/* mHC pre-block (h = sum_i mix[r, i] * X[r, i, :]), RMSNorm and quantize in one pass over X
+ * [rows, n_hc, k]; see jit.hpp (nvfp4::jit::MhcRmsNormQuantizeArgs). */
+typedef struct nvfp4_mhc_rmsnorm_quantize_args {
+  const void* in;
+  nvfp4_dtype in_dtype;
+  int64_t rows, n_hc, k;
+  int64_t in_row_stride; /* elements; 0: n_hc * in_hc_stride */
+  int64_t in_hc_stride;  /* elements; 0: k */
+  const float* mix;      /* [rows, n_hc] fp32 */
+  int64_t mix_row_stride; /* floats; 0: n_hc */
+  const void* weight;    /* [k], in_dtype or fp32 (weight_fp32) */
+  int weight_fp32;
+  float eps;
+  nvfp4_quantized_output out;
+  void* h; /* optional [rows, k] */
+  int64_t h_row_stride;
+  void* normed; /* optional [rows, k] */
+  int64_t normed_row_stride;
+  float* inv_rms; /* optional [rows] */
+} nvfp4_mhc_rmsnorm_quantize_args;
+nvfp4_status nvfp4_jit_mhc_rmsnorm_quantize(const nvfp4_mhc_rmsnorm_quantize_args* args, CUstream stream);
 
 /* E4M3 scales of an NVFP4 [rows, k] matrix rewritten in another layout; see jit.hpp. */
 typedef struct nvfp4_convert_scales_args {
@@ -220,8 +248,8 @@ int64_t nvfp4_jit_grouped_gemm_workspace_bytes(const nvfp4_grouped_gemm_args* ar
    sorted by expert into the contiguous layout; ids outside [first_expert, first_expert +
    groups) are skipped. */
 typedef struct nvfp4_moe_route_args {
-  const void* topk_ids;     /* [tokens, topk] int32, or int64 with topk_ids_int64 */
-  int topk_ids_int64;
+  const void* topk_ids;     /* [tokens, topk] of topk_ids_type */
+  nvfp4_index_type topk_ids_type; /* 0: int32 */
   int64_t tokens, topk;
   int32_t groups;
   int64_t first_expert;
@@ -261,6 +289,7 @@ int64_t nvfp4_jit_scale_bytes(nvfp4_scale_layout layout, int64_t rows, int64_t k
 void nvfp4_dequantize_args_init(nvfp4_dequantize_args* args);
 void nvfp4_quantize_args_init(nvfp4_quantize_args* args);
 void nvfp4_rmsnorm_quantize_args_init(nvfp4_rmsnorm_quantize_args* args);
+void nvfp4_mhc_rmsnorm_quantize_args_init(nvfp4_mhc_rmsnorm_quantize_args* args);
 void nvfp4_swiglu_quantize_args_init(nvfp4_swiglu_quantize_args* args);
 void nvfp4_moe_stage_args_init(nvfp4_moe_stage_args* args);
 void nvfp4_convert_scales_args_init(nvfp4_convert_scales_args* args);
@@ -277,6 +306,7 @@ void nvfp4_moe_combine_args_init(nvfp4_moe_combine_args* args);
 nvfp4_status nvfp4_jit_ensure_loaded_dequantize(const nvfp4_dequantize_args* args);
 nvfp4_status nvfp4_jit_ensure_loaded_quantize(const nvfp4_quantize_args* args);
 nvfp4_status nvfp4_jit_ensure_loaded_rmsnorm_quantize(const nvfp4_rmsnorm_quantize_args* args);
+nvfp4_status nvfp4_jit_ensure_loaded_mhc_rmsnorm_quantize(const nvfp4_mhc_rmsnorm_quantize_args* args);
 nvfp4_status nvfp4_jit_ensure_loaded_swiglu_quantize(const nvfp4_swiglu_quantize_args* args);
 nvfp4_status nvfp4_jit_ensure_loaded_moe_stage(const nvfp4_moe_stage_args* args);
 nvfp4_status nvfp4_jit_ensure_loaded_convert_scales(const nvfp4_convert_scales_args* args);

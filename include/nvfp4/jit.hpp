@@ -128,14 +128,41 @@ struct RmsNormQuantizeArgs {
   DType in_dtype = DType::bf16;       // BF16, FP16 or FP32
   int64_t in_row_stride = 0;          // elements; 0: k
   int64_t rows = 0, k = 0;            // k: a multiple of 16
-  const void* weight = nullptr;       // [k], in_dtype
+  const void* weight = nullptr;       // [k], in_dtype (fp32 with weight_fp32)
   float eps = 1e-6f;
   QuantizedOutput out{};
   void* normed = nullptr;             // optional: y [rows, k] in in_dtype; may be `in` (same stride)
   int64_t normed_row_stride = 0;      // elements; 0: k
   float* inv_rms = nullptr;           // optional: [rows]
+  bool weight_fp32 = false;           // weight in fp32: y = RN(fp32(RN(x * inv_rms) * weight))
 };
 void rmsnorm_quantize(const RmsNormQuantizeArgs& args, CUstream stream);
+
+// The pre-block of manifold-constrained hyper-connections (mHC, DeepSeek-V4), RMSNorm and
+// quantize, in one pass over X:
+//   h[r, :] = RN(sum_i mix[r, i] * X[r, i, :])   (fp32 products and sums, i = 0, 1, ... in order)
+// then exactly rmsnorm_quantize of h (same weight, eps and outputs), so the result equals the
+// unfused sequence: the mix stored in in_dtype, then rmsnorm_quantize. One CTA per row; n_hc <= 4
+// and n_hc * k * element size <= 128 KiB (k <= 16384 for four BF16 streams).
+struct MhcRmsNormQuantizeArgs {
+  const void* in = nullptr;           // X [rows, n_hc, k], 16-byte aligned
+  DType in_dtype = DType::bf16;       // BF16, FP16 or FP32
+  int64_t rows = 0, n_hc = 0, k = 0;  // n_hc: 1..4; k: a multiple of 16
+  int64_t in_row_stride = 0;          // elements from row r to r + 1; 0: n_hc * in_hc_stride
+  int64_t in_hc_stride = 0;           // elements from stream i to i + 1; 0: k
+  const float* mix = nullptr;         // A [rows, n_hc], fp32, 4-byte aligned
+  int64_t mix_row_stride = 0;         // floats; 0: n_hc
+  const void* weight = nullptr;       // [k], in_dtype (fp32 with weight_fp32)
+  bool weight_fp32 = false;
+  float eps = 1e-6f;
+  QuantizedOutput out{};
+  void* h = nullptr;                  // optional: h [rows, k] in in_dtype
+  int64_t h_row_stride = 0;           // elements; 0: k
+  void* normed = nullptr;             // optional: the normalized rows [rows, k] in in_dtype
+  int64_t normed_row_stride = 0;      // elements; 0: k
+  float* inv_rms = nullptr;           // optional: [rows]
+};
+void mhc_rmsnorm_quantize(const MhcRmsNormQuantizeArgs& args, CUstream stream);
 
 // SwiGLU then quantize (the input of an MoE or MLP down projection), in one pass:
 //   h = RN(silu(gate) * up), silu(g) = g / (1 + e^-g) in fp32 (e^x within 2 ulp)
@@ -152,9 +179,13 @@ struct SwigluQuantizeArgs {
 };
 void swiglu_quantize(const SwigluQuantizeArgs& args, CUstream stream);
 
+// The integer type of router top-k ids (DeepEP's convention is int64).
+enum class IndexType : int { int32 = NVFP4_INDEX_INT32, int64 = NVFP4_INDEX_INT64 };
+
 // MoE input staging in one launch: the tokens [rows, k] quantized (as quantize() does) and
 // the router's top-k ids and weights [rows, topk] copied to the buffers the expert GEMMs
-// read (e.g. a CUDA graph's static inputs).
+// read (e.g. a CUDA graph's static inputs). Ids are int32 or int64 on either side (aligned to
+// their size); an int64 id that int32 cannot hold is written to an int32 output as -1.
 struct MoeStageArgs {
   const void* tokens = nullptr;       // [rows, k], 16-byte aligned
   DType in_dtype = DType::bf16;
@@ -162,10 +193,12 @@ struct MoeStageArgs {
   int64_t rows = 0, k = 0;
   QuantizedOutput out{};
   int64_t topk = 0;
-  const int32_t* topk_ids = nullptr;  // [rows, topk]
+  const void* topk_ids = nullptr;     // [rows, topk] of topk_ids_type
   const float* topk_weights = nullptr;  // [rows, topk] or null (then nothing is copied for them)
-  int32_t* topk_ids_out = nullptr;
+  void* topk_ids_out = nullptr;       // [rows, topk] of topk_ids_out_type
   float* topk_weights_out = nullptr;
+  IndexType topk_ids_type = IndexType::int32;
+  IndexType topk_ids_out_type = IndexType::int32;
 };
 void moe_stage(const MoeStageArgs& args, CUstream stream);
 
@@ -278,8 +311,8 @@ int64_t grouped_gemm_workspace_bytes(const GroupedGemmArgs& args);
 //   positions[t * topk + j]  the sorted row of entry (t, j), -1 where skipped: moe_combine's input (optional)
 // One CTA; groups <= 512, tokens * topk < 2^31.
 struct MoeRouteArgs {
-  const void* topk_ids = nullptr;  // [tokens, topk], int32 (or int64 with topk_ids_int64), 4/8-byte aligned
-  bool topk_ids_int64 = false;
+  const void* topk_ids = nullptr;  // [tokens, topk] of topk_ids_type, 4/8-byte aligned
+  IndexType topk_ids_type = IndexType::int32;
   int64_t tokens = 0, topk = 0;
   int32_t groups = 0;
   int64_t first_expert = 0;
@@ -395,6 +428,7 @@ int64_t scale_bytes(ScaleLayout layout, int64_t rows, int64_t k);
 void ensure_loaded(const DequantizeArgs& args);
 void ensure_loaded(const QuantizeArgs& args);
 void ensure_loaded(const RmsNormQuantizeArgs& args);
+void ensure_loaded(const MhcRmsNormQuantizeArgs& args);
 void ensure_loaded(const SwigluQuantizeArgs& args);
 void ensure_loaded(const MoeStageArgs& args);
 void ensure_loaded(const ConvertScalesArgs& args);
@@ -444,6 +478,7 @@ void convert_scales(const ConvertScalesArgs& args);
 void rmsnorm_quantize(const RmsNormQuantizeArgs& args);
 void swiglu_quantize(const SwigluQuantizeArgs& args);
 void moe_stage(const MoeStageArgs& args);
+void mhc_rmsnorm_quantize(const MhcRmsNormQuantizeArgs& args);
 void prepack(const PrepackArgs& args);
 void moe_route(const MoeRouteArgs& args);
 void moe_combine(const MoeCombineArgs& args);

@@ -154,6 +154,30 @@ nvfp4::jit::RmsNormQuantizeArgs to_cpp(const nvfp4_rmsnorm_quantize_args& c) {
   a.normed = c.normed;
   a.normed_row_stride = c.normed_row_stride;
   a.inv_rms = c.inv_rms;
+  a.weight_fp32 = c.weight_fp32 != 0;
+  return a;
+}
+
+nvfp4::jit::MhcRmsNormQuantizeArgs to_cpp(const nvfp4_mhc_rmsnorm_quantize_args& c) {
+  nvfp4::jit::MhcRmsNormQuantizeArgs a;
+  a.in = c.in;
+  a.in_dtype = static_cast<nvfp4::jit::DType>(c.in_dtype);
+  a.rows = c.rows;
+  a.n_hc = c.n_hc;
+  a.k = c.k;
+  a.in_row_stride = c.in_row_stride;
+  a.in_hc_stride = c.in_hc_stride;
+  a.mix = c.mix;
+  a.mix_row_stride = c.mix_row_stride;
+  a.weight = c.weight;
+  a.weight_fp32 = c.weight_fp32 != 0;
+  a.eps = c.eps;
+  a.out = to_cpp(c.out);
+  a.h = c.h;
+  a.h_row_stride = c.h_row_stride;
+  a.normed = c.normed;
+  a.normed_row_stride = c.normed_row_stride;
+  a.inv_rms = c.inv_rms;
   return a;
 }
 
@@ -182,13 +206,15 @@ nvfp4::jit::MoeStageArgs to_cpp(const nvfp4_moe_stage_args& c) {
   a.topk_weights = c.topk_weights;
   a.topk_ids_out = c.topk_ids_out;
   a.topk_weights_out = c.topk_weights_out;
+  a.topk_ids_type = static_cast<nvfp4::jit::IndexType>(c.topk_ids_type);
+  a.topk_ids_out_type = static_cast<nvfp4::jit::IndexType>(c.topk_ids_out_type);
   return a;
 }
 
 nvfp4::jit::MoeRouteArgs to_cpp(const nvfp4_moe_route_args& c) {
   nvfp4::jit::MoeRouteArgs a;
   a.topk_ids = c.topk_ids;
-  a.topk_ids_int64 = c.topk_ids_int64 != 0;
+  a.topk_ids_type = static_cast<nvfp4::jit::IndexType>(c.topk_ids_type);
   a.tokens = c.tokens;
   a.topk = c.topk;
   a.groups = c.groups;
@@ -267,6 +293,10 @@ int64_t nvfp4_jit_scale_bytes(nvfp4_scale_layout layout, int64_t rows, int64_t k
 
 nvfp4_status nvfp4_jit_rmsnorm_quantize(const nvfp4_rmsnorm_quantize_args* args, CUstream stream) {
   return run("nvfp4_jit_rmsnorm_quantize", nvfp4::jit::rmsnorm_quantize, args, stream);
+}
+
+nvfp4_status nvfp4_jit_mhc_rmsnorm_quantize(const nvfp4_mhc_rmsnorm_quantize_args* args, CUstream stream) {
+  return run("nvfp4_jit_mhc_rmsnorm_quantize", nvfp4::jit::mhc_rmsnorm_quantize, args, stream);
 }
 
 nvfp4_status nvfp4_jit_swiglu_quantize(const nvfp4_swiglu_quantize_args* args, CUstream stream) {
@@ -361,7 +391,16 @@ void nvfp4_rmsnorm_quantize_args_init(nvfp4_rmsnorm_quantize_args* args) {
   if (!args) return;
   const nvfp4::jit::RmsNormQuantizeArgs d;
   *args = {d.in, to_c(d.in_dtype), d.in_row_stride, d.rows, d.k, d.weight, d.eps, to_c(d.out), d.normed,
-           d.normed_row_stride, d.inv_rms};
+           d.normed_row_stride, d.inv_rms, d.weight_fp32 ? 1 : 0};
+}
+
+void nvfp4_mhc_rmsnorm_quantize_args_init(nvfp4_mhc_rmsnorm_quantize_args* args) {
+  if (!args) return;
+  const nvfp4::jit::MhcRmsNormQuantizeArgs d;
+  *args = {d.in,          to_c(d.in_dtype), d.rows,      d.n_hc,         d.k,
+           d.in_row_stride, d.in_hc_stride,  d.mix,       d.mix_row_stride, d.weight,
+           d.weight_fp32 ? 1 : 0, d.eps,      to_c(d.out), d.h,            d.h_row_stride,
+           d.normed,      d.normed_row_stride, d.inv_rms};
 }
 
 void nvfp4_swiglu_quantize_args_init(nvfp4_swiglu_quantize_args* args) {
@@ -374,7 +413,8 @@ void nvfp4_moe_stage_args_init(nvfp4_moe_stage_args* args) {
   if (!args) return;
   const nvfp4::jit::MoeStageArgs d;
   *args = {d.tokens, to_c(d.in_dtype), d.in_row_stride, d.rows, d.k, to_c(d.out), d.topk, d.topk_ids, d.topk_weights,
-           d.topk_ids_out, d.topk_weights_out};
+           d.topk_ids_out, d.topk_weights_out, static_cast<nvfp4_index_type>(d.topk_ids_type),
+           static_cast<nvfp4_index_type>(d.topk_ids_out_type)};
 }
 
 void nvfp4_convert_scales_args_init(nvfp4_convert_scales_args* args) {
@@ -398,7 +438,7 @@ void nvfp4_grouped_gemm_args_init(nvfp4_grouped_gemm_args* args) {
 void nvfp4_moe_route_args_init(nvfp4_moe_route_args* args) {
   if (!args) return;
   const nvfp4::jit::MoeRouteArgs d;
-  *args = {d.topk_ids, d.topk_ids_int64 ? 1 : 0, d.tokens,    d.topk,      d.groups,
+  *args = {d.topk_ids, static_cast<nvfp4_index_type>(d.topk_ids_type), d.tokens,    d.topk,      d.groups,
            d.first_expert, d.counts,             d.group_ends, d.row_index, d.positions};
 }
 
@@ -427,6 +467,7 @@ extern "C" {
 NVFP4_ENSURE_LOADED(dequantize)
 NVFP4_ENSURE_LOADED(quantize)
 NVFP4_ENSURE_LOADED(rmsnorm_quantize)
+NVFP4_ENSURE_LOADED(mhc_rmsnorm_quantize)
 NVFP4_ENSURE_LOADED(swiglu_quantize)
 NVFP4_ENSURE_LOADED(moe_stage)
 NVFP4_ENSURE_LOADED(convert_scales)

@@ -25,6 +25,7 @@ void load_only_call(void (*call)(const Args&, CUstream), const Args& args) {
 void ensure_loaded(const DequantizeArgs& args) { load_only_call(&dequantize, args); }
 void ensure_loaded(const QuantizeArgs& args) { load_only_call(&quantize, args); }
 void ensure_loaded(const RmsNormQuantizeArgs& args) { load_only_call(&rmsnorm_quantize, args); }
+void ensure_loaded(const MhcRmsNormQuantizeArgs& args) { load_only_call(&mhc_rmsnorm_quantize, args); }
 void ensure_loaded(const SwigluQuantizeArgs& args) { load_only_call(&swiglu_quantize, args); }
 void ensure_loaded(const MoeStageArgs& args) { load_only_call(&moe_stage, args); }
 void ensure_loaded(const ConvertScalesArgs& args) { load_only_call(&convert_scales, args); }

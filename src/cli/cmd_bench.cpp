@@ -1,4 +1,4 @@
-// nvfp4-jit bench core|dequantize|quantize|rmsnorm-quantize|swiglu-quantize|gemm|grouped: timings on this machine's GPU, printed and saved as JSON.
+// nvfp4-jit bench core|dequantize|quantize|rmsnorm-quantize|swiglu-quantize|mhc-rmsnorm-quantize|gemm|grouped: timings on this machine's GPU, printed and saved as JSON.
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -222,6 +222,33 @@ struct SwigluQuantizeWorkload : Workload {
   double bytes() const override { return double(rows) * k * (4 + 0.5 + 1.0 / 16); }
 };
 
+// mHC pre-block + RMSNorm + quantize (DeepSeek-V4: four streams, fp32 RMSNorm weight): X [rows,
+// 4, k] BF16 and the mixing weights [rows, 4] in, k values per row out; the weight stays in L2.
+struct MhcRmsNormQuantizeWorkload : Workload {
+  static constexpr int64_t kStreams = 4;
+  int64_t rows, k;
+  DeviceBuffer in, mix, weight, packed, scales;
+  MhcRmsNormQuantizeWorkload(int64_t rows_, int64_t k_, std::mt19937& rng)
+      : rows(rows_), k(k_), in(to_device(random_bf16(rows_ * kStreams * k_, rng))),
+        mix(to_device(std::vector<float>(size_t(rows_ * kStreams), 0.25f))), weight(to_device(std::vector<float>(size_t(k_), 1.0f))),
+        packed(rows_ * k_ / 2), scales(rows_ * k_ / 16) {}
+  void run() const override {
+    MhcRmsNormQuantizeArgs a;
+    a.in = in.get();
+    a.rows = rows;
+    a.n_hc = kStreams;
+    a.k = k;
+    a.mix = mix.as<float>();
+    a.weight = weight.get();
+    a.weight_fp32 = true;
+    a.out.data = packed.get();
+    a.out.scales = scales.get();
+    a.out.global_scale.value = 1.0f / 2688;
+    mhc_rmsnorm_quantize(a, nullptr);
+  }
+  double bytes() const override { return double(rows) * k * (2 * kStreams + 0.5 + 1.0 / 16) + double(rows) * kStreams * 4; }
+};
+
 // Times `make(rows, k)` workloads side by side with a device-to-device copy of as many bytes.
 template <class Make>
 std::string bandwidth_bench(const char* title, bool quick, Make make) {
@@ -266,11 +293,11 @@ std::string bandwidth_bench(const char* title, bool quick, Make make) {
 
 int cmd_bench(const Args& args) {
   args.allow_only({"--out", "--quick", "--shape", "--m"});
-  constexpr const char* kWhat = "core, dequantize, quantize, rmsnorm-quantize, swiglu-quantize, gemm, grouped";
+  constexpr const char* kWhat = "core, dequantize, quantize, rmsnorm-quantize, swiglu-quantize, mhc-rmsnorm-quantize, gemm, grouped";
   if (args.positional().size() != 1) throw UsageError(fmt::format("expected one of: {}", kWhat));
   const std::string what = args.positional()[0];
   if (what != "core" && what != "dequantize" && what != "quantize" && what != "rmsnorm-quantize" &&
-      what != "swiglu-quantize" && what != "gemm" && what != "grouped")
+      what != "swiglu-quantize" && what != "mhc-rmsnorm-quantize" && what != "gemm" && what != "grouped")
     throw UsageError(fmt::format("unknown benchmark `{}` (one of: {})", what, kWhat));
   // The GEMM filter is checked before the GPU is looked for, so a typo is a usage error anywhere.
   GemmBenchFilter only;
@@ -308,6 +335,12 @@ int cmd_bench(const Args& args) {
     json = bandwidth_bench("swiglu-quantize: BF16 gate | up -> silu(gate) * up -> NVFP4, linear scales, given global scale",
                            quick, [](int64_t m, int64_t k, std::mt19937& rng) {
                              return std::unique_ptr<Workload>(new SwigluQuantizeWorkload(m, k, rng));
+                           });
+  } else if (what == "mhc-rmsnorm-quantize") {
+    json = bandwidth_bench("mhc-rmsnorm-quantize: BF16 [M, 4, K] mixed by fp32 [M, 4] -> RMSNorm (fp32 weight) -> NVFP4, linear "
+                           "scales, given global scale",
+                           quick, [](int64_t m, int64_t k, std::mt19937& rng) {
+                             return std::unique_ptr<Workload>(new MhcRmsNormQuantizeWorkload(m, k, rng));
                            });
   } else if (what == "rmsnorm-quantize") {
     json = bandwidth_bench("rmsnorm-quantize: BF16 -> RMSNorm -> NVFP4, linear scales, given global scale", quick,

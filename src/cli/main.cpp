@@ -18,7 +18,7 @@ verbs:
   tune      time the GEMM tile candidates of model shapes on this GPU, remember the fastest
   cache     stats | ls | verify | prune | clear | export | import: look after the disk cache
   info      library, NVRTC and driver versions, devices, cache roots, manifests
-  bench     core | dequantize | quantize | rmsnorm-quantize | swiglu-quantize | gemm | grouped:
+  bench     core | dequantize | quantize | rmsnorm-quantize | swiglu-quantize | mhc-rmsnorm-quantize | gemm | grouped:
             time the JIT and the kernels on this GPU
 
 environment:
@@ -78,7 +78,7 @@ Candidates compile in parallel (cached ones load from disk). Needs a GPU (exit 3
 
 Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in manifests.
 )"},
-    {"bench", R"(usage: nvfp4-jit bench core|dequantize|quantize|rmsnorm-quantize|swiglu-quantize|gemm|grouped
+    {"bench", R"(usage: nvfp4-jit bench core|dequantize|quantize|rmsnorm-quantize|swiglu-quantize|mhc-rmsnorm-quantize|gemm|grouped
                         [--out FILE.json] [--quick]
                         [--shape N,K]... [--m M[,M...]]
 
@@ -90,6 +90,8 @@ Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in m
               BF16 -> RMSNorm -> NVFP4 in one pass, against the same copy
   swiglu-quantize
               BF16 gate and up (two halves) -> silu(gate) * up -> NVFP4, against the same copy
+  mhc-rmsnorm-quantize
+              BF16 [M, 4, K] mixed per row (mHC), RMSNorm, NVFP4 in one pass, against the same copy
   gemm        W4A16 GEMM against cuBLAS BF16 (dlopened) on decode, M=128, prefill and an M
               sweep; GPU time per call, 8 calls back to back (also with
               weights_static), weights rotated past L2; floor = max(bytes / copy

@@ -28,6 +28,7 @@ std::string_view to_string(Op op) {
     case Op::swiglu_quantize: return "swiglu_quantize";
     case Op::moe_stage: return "moe_stage";
     case Op::prepack: return "prepack";
+    case Op::mhc_rmsnorm_quantize: return "mhc_rmsnorm_quantize";
     case Op::moe_route: return "moe_route";
     case Op::moe_combine: return "moe_combine";
   }

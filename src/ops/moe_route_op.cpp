@@ -22,6 +22,7 @@ void validate(const MoeRouteArgs& a) {
   const Check check(kRouteWho);
   check.not_negative("tokens", a.tokens);
   check.positive("topk", a.topk);
+  check.index_type("topk_ids_type", a.topk_ids_type);
   check.positive("groups", a.groups);
   if (a.groups > kMoeRouteMaxGroups)
     check.fail("groups", fmt::format("groups = {} is more than {}, the experts one routing CTA sorts", a.groups,
@@ -34,7 +35,7 @@ void validate(const MoeRouteArgs& a) {
   check.aligned("counts", a.counts, 4);
   if (a.tokens > 0) {
     check.not_null("topk_ids", a.topk_ids);
-    check.aligned("topk_ids", a.topk_ids, a.topk_ids_int64 ? 8 : 4);
+    check.aligned("topk_ids", a.topk_ids, a.topk_ids_type == IndexType::int64 ? 8 : 4);
     check.not_null("row_index", a.row_index);
     check.aligned("row_index", a.row_index, 4);
     check.aligned("positions", a.positions, 4);
@@ -105,7 +106,7 @@ const bool registered = register_op(Op::moe_route, {generate_moe_route, moe_rout
                         register_prewarm(45, moe_prewarm_specs);
 
 int64_t ids_at(const MoeRouteArgs& a, int64_t i) {
-  return a.topk_ids_int64 ? static_cast<const int64_t*>(a.topk_ids)[i] : static_cast<const int32_t*>(a.topk_ids)[i];
+  return a.topk_ids_type == IndexType::int64 ? static_cast<const int64_t*>(a.topk_ids)[i] : static_cast<const int32_t*>(a.topk_ids)[i];
 }
 
 }  // namespace
@@ -146,7 +147,7 @@ using namespace detail;
 void moe_route(const MoeRouteArgs& args, CUstream stream) {
   validate(args);
   const DeviceInfo& device = current_device();
-  const KernelSpec spec = moe_route_spec(device.arch, args.groups, args.topk_ids_int64);
+  const KernelSpec spec = moe_route_spec(device.arch, args.groups, args.topk_ids_type == IndexType::int64);
   // a count per warp and expert, the experts' totals, the scan's warp sums (templates/moe_route.cuh)
   const unsigned shared = unsigned((nvfp4k::MOE_ROUTE_WARPS * args.groups + args.groups + 32) * 4);
   const CUfunction function = kernel_for(device, spec, shared, stream, [&] {

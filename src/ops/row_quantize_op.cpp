@@ -3,13 +3,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <unordered_map>
 #include <vector>
 
 #include "core/op_registry.hpp"
 #include "common/fused_math.cuh"
 #include "common/nvfp4_quantize.cuh"
 #include "common/params.cuh"
+#include "common/router_ids.cuh"
+#include "common/row_plan.cuh"
 #include "common/scale_layout.cuh"
+#include "core/driver.hpp"
 #include "core/error.hpp"
 #include "core/launcher.hpp"
 #include "ops/quantize_op.hpp"
@@ -20,39 +24,84 @@ namespace nvfp4::jit::detail {
 namespace {
 
 // At 1024 threads a thread holds up to 4 blocks of 16 in registers: packed 16-bit values up
-// to 65536, fp32 values up to 32768 (2 blocks) without spilling.
-constexpr int64_t kMaxK = 65536, kMaxKFp32 = 32768;
+// to 65536, fp32 values up to 32768 (2 blocks) without spilling. mHC holds a block's n_hc
+// streams too: up to 128 KiB of them a row.
+constexpr int64_t kMaxK = 65536, kMaxKFp32 = 32768, kMaxMhcRowBytes = 131072;
 
-// About two blocks of 16 per thread: enough loads in flight, few registers. SwiGLU, bound by
-// its arithmetic, spreads a row widest instead: one block per thread up to 1024 threads
-// (H100, 16 x 8192: 9.7 us against 14.0; RMSNorm the same way lost 15% at 8192 x 8192).
-int row_threads(Op op, int64_t k) {
-  const int64_t blocks = k / 16, per_thread = op == Op::swiglu_quantize ? 1 : 2;
-  return int(std::clamp<int64_t>((blocks + 32 * per_thread - 1) / (32 * per_thread) * 32, 32, 1024));
+// How a row is spread: `threads` a CTA, each item `slice` blocks of 16; `min_ctas` an SM the
+// registers must leave room for (0: as ptxas likes).
+struct RowShape {
+  int threads;
+  int64_t slice;
+  int min_ctas = 0;
+};
+
+// Whole rows: about two blocks of 16 per thread, enough loads in flight and few registers
+// (mHC too, whose sum of squares must add up in RMSNorm's order). SwiGLU, bound by its
+// arithmetic, spreads a row widest instead: one block per thread up to 1024 threads (H100,
+// 16 x 8192: 9.7 us against 14.0; RMSNorm the same way lost 15% at 8192 x 8192).
+// Slices: 128 threads with one (SwiGLU) or two blocks each, so that 16 rows of 8192 still make
+// 64 or 32 CTAs. SwiGLU's 16-bit slices are held to 40 registers (12 CTAs an SM): a block's
+// gate and up values fit without spilling (32 spill); on the H100 from 32 to 72 registers
+// timed the same (8192 x 8192), so its arithmetic, not occupancy, is what limits it.
+RowShape row_shape(const RowKernel& kernel) {
+  const int64_t blocks = kernel.k / 16;
+  const int64_t per_thread = kernel.op == Op::swiglu_quantize ? 1 : 2;
+  auto threads_for = [&](int64_t most) { return int(std::clamp<int64_t>((blocks + 32 * per_thread - 1) / (32 * per_thread) * 32, 32, most)); };
+  if (kernel.whole_rows) return {threads_for(1024), blocks};
+  const int threads = threads_for(128);
+  const int min_ctas = kernel.op == Op::swiglu_quantize && kernel.in != DType::fp32 ? 1536 / threads : 0;
+  return {threads, std::min<int64_t>(blocks, threads * per_thread), min_ctas};
 }
 
-// What the three entry points share once their arguments are checked.
+constexpr int prologue_of(Op op) {
+  return op == Op::rmsnorm_quantize       ? nvfp4k::ROW_RMSNORM
+         : op == Op::swiglu_quantize      ? nvfp4k::ROW_SWIGLU
+         : op == Op::mhc_rmsnorm_quantize ? nvfp4k::ROW_MHC
+                                          : nvfp4k::ROW_PLAIN;
+}
+
+bool normalizes(Op op) { return op == Op::rmsnorm_quantize || op == Op::mhc_rmsnorm_quantize; }
+
+// What the entry points share once their arguments are checked.
 struct RowJob {
   Op op = Op::moe_stage;
   const char* who = "";
   const void* in = nullptr;
   DType in_dtype = DType::bf16;
   int64_t in_stride = 0, rows = 0, k = 0, group = 0;
+  // mHC
+  int n_hc = 0;
+  int64_t hc_stride = 0;
+  const float* mix = nullptr;
+  int64_t mix_stride = 0;
+  void* h = nullptr;
+  int64_t h_stride = 0;
   QuantizedOutput out{};
   int64_t out_stride = 0;
   int gscale_mode = 0;
   // RMSNorm
   const void* weight = nullptr;
+  DType weight_dtype = DType::bf16;
   float eps = 0;
   void* normed = nullptr;
   int64_t normed_stride = 0;
   float* inv_rms = nullptr;
   // MoE staging
   int64_t topk = 0;
-  const int32_t* ids = nullptr;
+  const void* ids = nullptr;
   const float* weights = nullptr;
-  int32_t* ids_out = nullptr;
+  void* ids_out = nullptr;
   float* weights_out = nullptr;
+  bool ids_64 = false, ids_out_64 = false;
+
+  RowKernel kernel() const {
+    RowKernel r;
+    r.op = op, r.k = k, r.in = in_dtype, r.weight = normalizes(op) ? weight_dtype : in_dtype, r.layout = out.scale_layout;
+    r.group = op == Op::swiglu_quantize ? group : 0, r.n_hc = n_hc;
+    r.whole_rows = normalizes(op) || gscale_mode == nvfp4k::GSCALE_COMPUTE_PER_ROW;
+    return r;
+  }
 };
 
 // The part every fused quantizer has, checked: input, output, global scale. `width` is the
@@ -101,15 +150,44 @@ RowJob common_job(Op op, const char* who, const void* in, DType in_dtype, int64_
   return j;
 }
 
+// RMSNorm's arguments, shared by rmsnorm_quantize and mhc_rmsnorm_quantize.
+void add_norm(RowJob& j, const void* weight, bool weight_fp32, float eps, void* normed, int64_t normed_row_stride,
+              float* inv_rms) {
+  Check check(j.who);
+  if (!(eps >= 0.0f && std::isfinite(eps))) check.fail("eps", fmt::format("eps = {} must be finite and not negative", eps));
+  if (j.rows > 0) check.not_null("weight", weight);
+  j.weight = weight, j.weight_dtype = weight_fp32 ? DType::fp32 : j.in_dtype, j.eps = eps, j.normed = normed, j.inv_rms = inv_rms;
+  j.normed_stride = normed_row_stride ? normed_row_stride : j.k;
+  if (normed && j.normed_stride < j.k)
+    check.fail("normed_row_stride", fmt::format("normed_row_stride = {} is less than k = {}", j.normed_stride, j.k));
+}
+
 RowJob job_of(const RmsNormQuantizeArgs& a) {
   RowJob j = common_job(Op::rmsnorm_quantize, "nvfp4::jit::rmsnorm_quantize", a.in, a.in_dtype, a.in_row_stride, a.rows, a.k, a.out, a.k);
-  Check check(j.who);
-  if (!(a.eps >= 0.0f && std::isfinite(a.eps))) check.fail("eps", fmt::format("eps = {} must be finite and not negative", a.eps));
-  if (a.rows > 0) check.not_null("weight", a.weight);
-  j.weight = a.weight, j.eps = a.eps, j.normed = a.normed, j.inv_rms = a.inv_rms;
-  j.normed_stride = a.normed_row_stride ? a.normed_row_stride : a.k;
-  if (a.normed && j.normed_stride < a.k)
-    check.fail("normed_row_stride", fmt::format("normed_row_stride = {} is less than k = {}", j.normed_stride, a.k));
+  add_norm(j, a.weight, a.weight_fp32, a.eps, a.normed, a.normed_row_stride, a.inv_rms);
+  return j;
+}
+
+RowJob job_of(const MhcRmsNormQuantizeArgs& a) {
+  Check check("nvfp4::jit::mhc_rmsnorm_quantize");
+  if (a.n_hc < 1 || a.n_hc > 4) check.fail("n_hc", fmt::format("n_hc = {} must be 1, 2, 3 or 4", a.n_hc));
+  const int64_t hc_stride = a.in_hc_stride ? a.in_hc_stride : a.k;
+  if (hc_stride < a.k) check.fail("in_hc_stride", fmt::format("in_hc_stride = {} is less than k = {}", hc_stride, a.k));
+  // The row is n_hc streams; common_job checks the row stride against what they span.
+  const int64_t span = (a.n_hc - 1) * hc_stride + a.k;
+  RowJob j = common_job(Op::mhc_rmsnorm_quantize, "nvfp4::jit::mhc_rmsnorm_quantize", a.in, a.in_dtype,
+                        a.in_row_stride ? a.in_row_stride : a.n_hc * hc_stride, a.rows, a.k, a.out, span);
+  const int64_t row_bytes = a.n_hc * a.k * element_bytes(a.in_dtype);
+  if (row_bytes > kMaxMhcRowBytes)
+    check.fail("k", fmt::format("n_hc * k = {} values of {} bytes is more than the {} bytes one CTA per row holds", a.n_hc * a.k,
+                                element_bytes(a.in_dtype), kMaxMhcRowBytes));
+  add_norm(j, a.weight, a.weight_fp32, a.eps, a.normed, a.normed_row_stride, a.inv_rms);
+  j.n_hc = int(a.n_hc), j.hc_stride = hc_stride, j.mix = a.mix, j.h = a.h;
+  j.mix_stride = a.mix_row_stride ? a.mix_row_stride : a.n_hc;
+  if (j.mix_stride < a.n_hc) check.fail("mix_row_stride", fmt::format("mix_row_stride = {} is less than n_hc = {}", j.mix_stride, a.n_hc));
+  j.h_stride = a.h_row_stride ? a.h_row_stride : a.k;
+  if (a.h && j.h_stride < a.k) check.fail("h_row_stride", fmt::format("h_row_stride = {} is less than k = {}", j.h_stride, a.k));
+  if (a.rows > 0) check.not_null("mix", a.mix);
   return j;
 }
 
@@ -128,13 +206,29 @@ RowJob job_of(const MoeStageArgs& a) {
   RowJob j = common_job(Op::moe_stage, "nvfp4::jit::moe_stage", a.tokens, a.in_dtype, a.in_row_stride, a.rows, a.k, a.out, a.k);
   Check check(j.who);
   check.not_negative("topk", a.topk);
+  check.index_type("topk_ids_type", a.topk_ids_type);
+  check.index_type("topk_ids_out_type", a.topk_ids_out_type);
   if (a.rows > 0 && a.topk > 0) {
     check.not_null("topk_ids", a.topk_ids);
     check.not_null("topk_ids_out", a.topk_ids_out);
     if (a.topk_weights) check.not_null("topk_weights_out", a.topk_weights_out);
   }
   j.topk = a.topk, j.ids = a.topk_ids, j.weights = a.topk_weights, j.ids_out = a.topk_ids_out, j.weights_out = a.topk_weights_out;
+  j.ids_64 = a.topk_ids_type == IndexType::int64, j.ids_out_64 = a.topk_ids_out_type == IndexType::int64;
   return j;
+}
+
+// CTAs of `threads` threads of `fn` an SM holds at once: 64 K registers, allocated per warp
+// in units of 256 from four quarters of the SM; 64 warps and 32 CTAs at most.
+int resident_ctas(CUfunction fn, int threads) {
+  thread_local std::unordered_map<CUfunction, int> known;
+  if (auto it = known.find(fn); it != known.end()) return it->second;
+  int regs = 0;
+  check_cu(driver().cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, fn), "cuFuncGetAttribute(registers)");
+  const int warp_regs = std::max(1, (regs * 32 + 255) / 256 * 256), warps = threads / 32;
+  const int ctas = std::clamp(std::min(4 * (16384 / warp_regs), 64) / warps, 1, 32);
+  if (known.size() > 1024) known.clear();
+  return known[fn] = ctas;
 }
 
 void run_on_gpu(const RowJob& j, CUstream stream) {
@@ -154,19 +248,31 @@ void run_on_gpu(const RowJob& j, CUstream stream) {
   if (j.normed && j.normed_stride * esize % 16)
     check.fail("normed_row_stride", fmt::format("normed_row_stride = {} elements is not a multiple of 16 bytes", j.normed_stride));
   check.aligned("inv_rms", j.inv_rms, 4);
-  check.aligned("topk_ids", j.ids, 4);
-  check.aligned("topk_ids_out", j.ids_out, 4);
+  check.aligned("topk_ids", j.ids, j.ids_64 ? 8 : 4);
+  check.aligned("topk_ids_out", j.ids_out, j.ids_out_64 ? 8 : 4);
   check.aligned("topk_weights", j.weights, 4);
   check.aligned("topk_weights_out", j.weights_out, 4);
+  if (j.hc_stride * esize % 16)
+    check.fail("in_hc_stride", fmt::format("in_hc_stride = {} elements is not a multiple of 16 bytes", j.hc_stride));
+  check.aligned("mix", j.mix, 4);
+  check.aligned("h", j.h, 16);
+  if (j.h && j.h_stride * esize % 16)
+    check.fail("h_row_stride", fmt::format("h_row_stride = {} elements is not a multiple of 16 bytes", j.h_stride));
 
   const DeviceInfo& device = current_device();
-  const KernelSpec spec = row_quantize_spec(j.op, device.arch, j.k, j.in_dtype, j.out.scale_layout, j.group);
+  const RowKernel kernel = j.kernel();
+  const KernelSpec spec = row_quantize_spec(device.arch, kernel);
   const CUfunction fn = kernel_for(device, spec, 0, stream, [&] {
     return fmt::format("nvfp4-jit prewarm --shape {},{} --arch {}", j.rows, j.k, to_string(device.arch));
   });
   nvfp4k::RowQuantizeParams p{};
   p.in = j.in;
   p.in_stride = j.in_stride;
+  p.hc_stride = j.hc_stride;
+  p.mix = j.mix;
+  p.mix_stride = j.mix_stride;
+  p.h = j.h;
+  p.h_stride = j.h_stride;
   p.packed = static_cast<unsigned char*>(j.out.data);
   p.packed_stride = j.out_stride;
   p.scales = static_cast<unsigned char*>(j.out.scales);
@@ -185,11 +291,19 @@ void run_on_gpu(const RowJob& j, CUstream stream) {
   p.topk_ids_out = j.ids_out;
   p.topk_weights_out = j.weights_out;
   p.topk = j.topk;
-  const int64_t ctas = j.out.scale_layout == ScaleLayout::linear ? j.rows : (j.rows + 127) / 128 * 128;
+  p.topk_ids_64 = j.ids_64;
+  p.topk_ids_out_64 = j.ids_out_64;
+  // One CTA per item, or as many as fit at once where a CTA works on several (row_plan.cuh).
+  const RowShape row = row_shape(kernel);
+  const int64_t rows_padded = j.out.scale_layout == ScaleLayout::linear ? j.rows : (j.rows + 127) / 128 * 128;
+  int64_t ctas = rows_padded * ((j.k / 16 + row.slice - 1) / row.slice);
+  const int per_thread = nvfp4k::row_per_thread(row.slice, row.threads);
+  if (nvfp4k::row_persistent(nvfp4k::row_chunks(prologue_of(j.op), j.n_hc), nvfp4k::row_hold_weights(normalizes(j.op), per_thread)))
+    ctas = std::min<int64_t>(ctas, int64_t(device.sm_count) * resident_ctas(fn, row.threads));
   if (ctas > 0x7FFFFFFF) check.fail("rows", fmt::format("rows = {} is too large for one launch", j.rows));
   LaunchShape shape;
   shape.grid[0] = unsigned(ctas);
-  shape.block[0] = unsigned(spec.tile.threads);
+  shape.block[0] = unsigned(row.threads);
   void* params[] = {&p};
   launch(fn, shape, stream, params);
 }
@@ -224,7 +338,7 @@ float round_to(DType d, float f) {
 
 void run_on_cpu(const RowJob& j) {
   const int64_t kblocks = j.k / 16;
-  const int threads = row_threads(j.op, j.k);
+  const int threads = row_shape(j.kernel()).threads;
   auto* scales = static_cast<uint8_t*>(j.out.scales);
   if (j.rows > 0) std::memset(scales, 0, size_t(nvfp4k::scale_bytes(int(j.out.scale_layout), j.rows, kblocks)));
   std::vector<float> v(size_t(j.k));
@@ -235,15 +349,21 @@ void run_on_cpu(const RowJob& j) {
         const int64_t gate = e / j.group * 2 * j.group + e % j.group;
         v[e] = round_to(j.in_dtype, nvfp4k::silu_mul(host_value(j.in, j.in_dtype, base + gate),
                                                      host_value(j.in, j.in_dtype, base + gate + j.group)));
+      } else if (j.op == Op::mhc_rmsnorm_quantize) {
+        const float* a = j.mix + row * j.mix_stride;
+        float h = nvfp4k::mul_rn(a[0], host_value(j.in, j.in_dtype, base + e));
+        for (int i = 1; i < j.n_hc; ++i) h = nvfp4k::add_rn(h, nvfp4k::mul_rn(a[i], host_value(j.in, j.in_dtype, base + i * j.hc_stride + e)));
+        v[e] = round_to(j.in_dtype, h);
+        if (j.h) store_host_value(j.h, j.in_dtype, row * j.h_stride + e, v[e]);
       } else {
         v[e] = host_value(j.in, j.in_dtype, base + e);
       }
     }
-    if (j.op == Op::rmsnorm_quantize) {
+    if (normalizes(j.op)) {
       const float inv = nvfp4k::inv_rms(row_sum_sq(v, threads), float(j.k), j.eps);
       if (j.inv_rms) j.inv_rms[row] = inv;
       for (int64_t e = 0; e < j.k; ++e) {
-        const float w = host_value(j.weight, j.in_dtype, e);
+        const float w = host_value(j.weight, j.weight_dtype, e);
         const float n = round_to(j.in_dtype, nvfp4k::mul_rn(round_to(j.in_dtype, nvfp4k::mul_rn(v[e], inv)), w));
         v[e] = n;
         if (j.normed) store_host_value(j.normed, j.in_dtype, row * j.normed_stride + e, n);
@@ -268,25 +388,33 @@ void run_on_cpu(const RowJob& j) {
       std::memcpy(static_cast<char*>(j.out.data) + row * j.out_stride + kb * 8, packed, 8);
     }
     for (int64_t i = 0; i < j.topk; ++i) {
-      j.ids_out[row * j.topk + i] = j.ids[row * j.topk + i];
+      const int64_t at = row * j.topk + i;
+      nvfp4k::store_id(j.ids_out, j.ids_out_64, at, nvfp4k::load_id(j.ids, j.ids_64, at));
       if (j.weights) j.weights_out[row * j.topk + i] = j.weights[row * j.topk + i];
     }
   }
 }
 
-constexpr int prologue_of(Op op) {
-  return op == Op::rmsnorm_quantize ? nvfp4k::ROW_RMSNORM : op == Op::swiglu_quantize ? nvfp4k::ROW_SWIGLU : nvfp4k::ROW_PLAIN;
-}
-
 }  // namespace
 
-KernelSpec row_quantize_spec(Op op, Arch arch, int64_t k, DType in, ScaleLayout layout, int64_t group) {
-  KernelSpec spec = base_spec(op, arch, k, uint16_t(row_threads(op, k)));
-  spec.n = op == Op::swiglu_quantize ? (group ? group : k) : 0;
-  spec.a_dtype = uint8_t(in);
+KernelSpec row_quantize_spec(Arch arch, const RowKernel& kernel) {
+  const RowShape row = row_shape(kernel);
+  KernelSpec spec = base_spec(kernel.op, arch, kernel.k, uint16_t(row.threads));
+  spec.n = kernel.op == Op::swiglu_quantize ? (kernel.group ? kernel.group : kernel.k) : 0;
+  spec.groups = kernel.op == Op::mhc_rmsnorm_quantize ? kernel.n_hc : 0;
+  spec.a_dtype = uint8_t(kernel.in);
+  spec.b_dtype = normalizes(kernel.op) ? uint8_t(kernel.weight) : kNoDType;
   spec.out_dtype = uint8_t(DType::nvfp4);
-  spec.scale_layout = uint8_t(layout);
+  spec.scale_layout = uint8_t(kernel.layout);
+  spec.tile.block_k = uint16_t(row.slice);
+  spec.tile.stages = uint8_t(row.min_ctas);
   return spec;
+}
+
+KernelSpec row_quantize_spec(Op op, Arch arch, int64_t k, DType in, ScaleLayout layout, int64_t group) {
+  RowKernel kernel;
+  kernel.op = op, kernel.k = k, kernel.in = kernel.weight = in, kernel.layout = layout, kernel.group = group;
+  return row_quantize_spec(arch, kernel);
 }
 
 namespace {
@@ -296,6 +424,10 @@ std::string row_quantize_kernel_name(const KernelSpec& spec) {
   std::string name = fmt::format("nvfp4_{}_k{}_{}_{}", to_string(spec.op), spec.k, dtype_name(spec.a_dtype),
                                  swizzled ? "sw128x4" : "linear");
   if (spec.op == Op::swiglu_quantize) name += fmt::format("_g{}", spec.n);
+  if (spec.op == Op::mhc_rmsnorm_quantize) name += fmt::format("_hc{}", spec.groups);
+  if (spec.b_dtype != kNoDType && spec.b_dtype != spec.a_dtype) name += fmt::format("_w{}", dtype_name(spec.b_dtype));
+  if (spec.tile.block_k != spec.k / 16) name += fmt::format("_slice{}", spec.tile.block_k);
+  if (spec.tile.stages) name += fmt::format("_min{}", spec.tile.stages);
   return name;
 }
 
@@ -303,21 +435,42 @@ const bool registered =
     register_op(Op::rmsnorm_quantize, {generate_row_quantize, row_quantize_kernel_name}) &&
     register_op(Op::swiglu_quantize, {generate_row_quantize, row_quantize_kernel_name}) &&
     register_op(Op::moe_stage, {generate_row_quantize, row_quantize_kernel_name}) &&
+    register_op(Op::mhc_rmsnorm_quantize, {generate_row_quantize, row_quantize_kernel_name}) &&
     register_prewarm(40, [](Arch arch, const WeightShape& shape, int) { return row_quantize_prewarm_specs(arch, shape.k); });
 
 }  // namespace
 
 GeneratedKernel generate_row_quantize(const KernelSpec& spec) {
-  return entry_point(spec, row_quantize_kernel_name(spec), "row_quantize.cuh", "RowQuantizeParams",
-                     fmt::format("nvfp4k::row_quantize<{}, {}, {}LL, {}LL, {}, {}>(p)", prologue_of(spec.op), spec.a_dtype,
-                                 spec.k, std::max<int64_t>(spec.n, 1), spec.scale_layout, spec.tile.threads));
+  const int weight = spec.b_dtype != kNoDType ? spec.b_dtype : spec.a_dtype;
+  GeneratedKernel g = entry_point(spec, row_quantize_kernel_name(spec), "row_quantize.cuh", "RowQuantizeParams",
+                                  fmt::format("nvfp4k::row_quantize<{}, {}, {}, {}LL, {}LL, {}, {}, {}, {}LL>(p)", prologue_of(spec.op),
+                                              spec.a_dtype, weight, spec.k, std::max<int64_t>(spec.n, 1), spec.groups,
+                                              spec.scale_layout, spec.tile.threads, spec.tile.block_k));
+  if (spec.tile.stages) {  // the CTAs an SM must hold at once, as the launch bounds' second value
+    const std::string bounds = fmt::format("__launch_bounds__({})", spec.tile.threads);
+    const size_t at = g.source.find(bounds);
+    if (at == std::string::npos) throw Error(Status::internal, "row_quantize: no launch bounds in the generated entry point");
+    g.source.replace(at, bounds.size(), fmt::format("__launch_bounds__({}, {})", spec.tile.threads, spec.tile.stages));
+  }
+  return g;
 }
 
 std::vector<KernelSpec> row_quantize_prewarm_specs(Arch arch, int64_t k) {
   std::vector<KernelSpec> specs;
   if (k <= 0 || k % 16 || k > kMaxK) return specs;
-  for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4})
-    for (Op op : {Op::rmsnorm_quantize, Op::swiglu_quantize}) specs.push_back(row_quantize_spec(op, arch, k, DType::bf16, layout));
+  for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4}) {
+    RowKernel kernel;
+    kernel.k = k, kernel.layout = layout;
+    kernel.op = Op::rmsnorm_quantize;
+    specs.push_back(row_quantize_spec(arch, kernel));
+    kernel.op = Op::swiglu_quantize;
+    for (bool whole_rows : {true, false}) {
+      kernel.whole_rows = whole_rows;
+      specs.push_back(row_quantize_spec(arch, kernel));
+    }
+    kernel.op = Op::mhc_rmsnorm_quantize, kernel.n_hc = 4, kernel.weight = DType::fp32, kernel.whole_rows = true;
+    if (4 * k * 2 <= kMaxMhcRowBytes) specs.push_back(row_quantize_spec(arch, kernel));
+  }
   return specs;
 }
 
@@ -330,9 +483,11 @@ using namespace detail;
 void rmsnorm_quantize(const RmsNormQuantizeArgs& args, CUstream stream) { run_on_gpu(job_of(args), stream); }
 void swiglu_quantize(const SwigluQuantizeArgs& args, CUstream stream) { run_on_gpu(job_of(args), stream); }
 void moe_stage(const MoeStageArgs& args, CUstream stream) { run_on_gpu(job_of(args), stream); }
+void mhc_rmsnorm_quantize(const MhcRmsNormQuantizeArgs& args, CUstream stream) { run_on_gpu(job_of(args), stream); }
 
 void cpu::rmsnorm_quantize(const RmsNormQuantizeArgs& args) { run_on_cpu(job_of(args)); }
 void cpu::swiglu_quantize(const SwigluQuantizeArgs& args) { run_on_cpu(job_of(args)); }
 void cpu::moe_stage(const MoeStageArgs& args) { run_on_cpu(job_of(args)); }
+void cpu::mhc_rmsnorm_quantize(const MhcRmsNormQuantizeArgs& args) { run_on_cpu(job_of(args)); }
 
 }  // namespace nvfp4::jit

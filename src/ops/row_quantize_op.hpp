@@ -1,6 +1,6 @@
-// Fused quantizers with one CTA per row: RMSNorm + quantize, SwiGLU + quantize, MoE staging.
-// templates/row_quantize.cuh holds the kernel; this file its specs, checks, launch and the
-// CPU reference with the kernel's exact bits.
+// Fused quantizers: RMSNorm + quantize, SwiGLU + quantize, MoE staging, mHC + RMSNorm +
+// quantize. templates/row_quantize.cuh holds the kernel; this file its specs, checks, launch and
+// the CPU reference with the kernel's exact bits.
 #pragma once
 #include <vector>
 
@@ -10,11 +10,24 @@
 
 namespace nvfp4::jit::detail {
 
-// op: rmsnorm_quantize, swiglu_quantize or moe_stage. spec.n holds SwiGLU's interleave
-// group (k for the two halves).
+// What a fused quantizer's kernel is compiled for.
+struct RowKernel {
+  Op op = Op::moe_stage;  // rmsnorm_quantize, swiglu_quantize, moe_stage or mhc_rmsnorm_quantize
+  int64_t k = 0;
+  DType in = DType::bf16;
+  DType weight = DType::bf16;  // RMSNorm's weight: in, or fp32
+  ScaleLayout layout = ScaleLayout::linear;
+  int64_t group = 0;           // SwiGLU's interleave group (0: the two halves)
+  int n_hc = 0;                // mHC streams
+  bool whole_rows = true;      // false: slices of rows (no RMSNorm, global scale not computed)
+};
+KernelSpec row_quantize_spec(Arch arch, const RowKernel& kernel);
+// Whole rows of bf16 weights, as before the slices existed.
 KernelSpec row_quantize_spec(Op op, Arch arch, int64_t k, DType in, ScaleLayout layout, int64_t group = 0);
 GeneratedKernel generate_row_quantize(const KernelSpec& spec);
-// RMSNorm and SwiGLU (two halves) + quantize of BF16 rows of `k`, both scale layouts.
+// The fused quantizers of BF16 rows of `k` a model runs, both scale layouts: RMSNorm, SwiGLU (two
+// halves; sliced for a given global scale, whole rows for a computed one), mHC of four streams
+// with an fp32 weight.
 std::vector<KernelSpec> row_quantize_prewarm_specs(Arch arch, int64_t k);
 
 }  // namespace nvfp4::jit::detail

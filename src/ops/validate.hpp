@@ -51,6 +51,10 @@ class Check {
   int64_t bytes(std::string_view what, std::initializer_list<int64_t> factors) const;
   void dtype_in(std::string_view arg, DType dtype, std::initializer_list<DType> allowed) const;
   void scale_layout(std::string_view arg, ScaleLayout layout) const;
+  void index_type(std::string_view arg, IndexType type) const {
+    if (type != IndexType::int32 && type != IndexType::int64)
+      fail(arg, fmt::format("{} = {} is not an IndexType (int32 or int64)", arg, int(type)));
+  }
   // Returns the GlobalScaleCode the kernels use.
   int global_scale(std::string_view arg, const GlobalScale& scale) const;
 

@@ -57,13 +57,18 @@ struct PrepackParams {
   long long rows;
 };
 
-// The one-CTA-per-row fused quantizers (RMSNorm, SwiGLU, MoE staging): a prologue makes the
+// The fused quantizers (RMSNorm, SwiGLU, MoE staging, mHC + RMSNorm): a prologue makes a
 // row's values, which are quantized like QuantizeParams'. Fields an op does not use stay 0.
-enum RowPrologue { ROW_PLAIN = 0, ROW_RMSNORM = 1, ROW_SWIGLU = 2 };
+enum RowPrologue { ROW_PLAIN = 0, ROW_RMSNORM = 1, ROW_SWIGLU = 2, ROW_MHC = 3 };
 
 struct RowQuantizeParams {
   const void* in;               // [rows, K] (SwiGLU: [rows, 2K]) with in_stride elements per row
   long long in_stride;
+  long long hc_stride;          // mHC: stream i of row r starts at r * in_stride + i * hc_stride
+  const float* mix;             // mHC: A [rows, n_hc], mix_stride floats per row
+  long long mix_stride;
+  void* h;                      // mHC, optional: the mixed rows [rows, K], h_stride elements per row
+  long long h_stride;
   unsigned char* packed;        // [rows, K/2] with packed_stride bytes per row
   long long packed_stride;
   unsigned char* scales;        // E4M3, layout compiled in; padding written as zeros
@@ -73,17 +78,18 @@ struct RowQuantizeParams {
   float* gscale_out;
   long long rows;
   // RMSNorm
-  const void* norm_weight;      // [K], the input's dtype
+  const void* norm_weight;      // [K], the weight dtype compiled in
   float eps;
   void* normed;                 // optional [rows, K] in the input's dtype, normed_stride elements per row
   long long normed_stride;
   float* inv_rms;               // optional [rows]
-  // MoE staging: rows x topk router outputs copied alongside the tokens
-  const int* topk_ids;
+  // MoE staging: rows x topk router outputs copied alongside the tokens; ids int32 or int64
+  const void* topk_ids;
   const float* topk_weights;
-  int* topk_ids_out;
+  void* topk_ids_out;
   float* topk_weights_out;
   long long topk;
+  int topk_ids_64, topk_ids_out_64;  // 1: int64 ids
 };
 
 // Amax over each row (finite values only): per row it writes global_scale_from_amax to

@@ -65,7 +65,7 @@ struct RouteBuffers {
   RouteBuffers(const RouteCase& c) : ids(size_t(std::max<int64_t>(1, c.tokens * c.topk) * 8)), counts(size_t(c.groups) * 4),
                                      ends(size_t(c.groups) * 4), rows(size_t(std::max<int64_t>(1, c.tokens * c.topk) * 4)),
                                      positions(rows.bytes()) {
-    args.topk_ids = ids.get(), args.topk_ids_int64 = c.int64_ids;
+    args.topk_ids = ids.get(), args.topk_ids_type = c.int64_ids ? IndexType::int64 : IndexType::int32;
     args.tokens = c.tokens, args.topk = c.topk, args.groups = c.groups, args.first_expert = c.first;
     args.counts = counts.as<int32_t>(), args.group_ends = ends.as<int32_t>();
     args.row_index = rows.as<int32_t>(), args.positions = positions.as<int32_t>();

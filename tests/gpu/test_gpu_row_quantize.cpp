@@ -1,22 +1,29 @@
-// Fused quantizers on the GPU (RMSNorm, SwiGLU, MoE staging): bit-identical with the CPU
-// reference in every output (packed values, scale bytes with swizzled padding, computed
-// global scales, normalized rows, 1/rms, copied router outputs), outputs poisoned first.
+// Fused quantizers on the GPU (RMSNorm, SwiGLU, MoE staging, mHC + RMSNorm): bit-identical with
+// the CPU reference in every output (packed values, scale bytes with swizzled padding, computed
+// global scales, mixed and normalized rows, 1/rms, copied router outputs), outputs poisoned
+// first; inputs with adversarial blocks and whole rows (zeros, NaN, Inf, huge, subnormal).
 #include <doctest/doctest.h>
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
+#include <thread>
 
 #include "../quantize_fixture.hpp"
 #include "core/gpu_util.hpp"
+#include "core/launcher.hpp"
+#include "core/prewarm.hpp"
+#include "ops/row_quantize_op.hpp"
 
 using namespace nvfp4::jit;
 using namespace nvfp4::jit::detail;
 
 namespace {
 
-enum class Fused { rmsnorm, swiglu, moe };
+enum class Fused { rmsnorm, swiglu, moe, mhc };
 
 struct RowCase {
   Fused op;
@@ -26,13 +33,32 @@ struct RowCase {
   int scale;  // 0 host value, 1 device value, 2 device per row, 3 compute per row
   int64_t interleave, in_pad;
   bool adversarial, extras;  // extras: RMSNorm's normed and inv_rms outputs, MoE's weights
+  int id_types = 0;           // MoE: bit 0 int64 ids in, bit 1 int64 ids out
+  int n_hc = 0;               // mHC streams (in_pad also pads each stream)
+  bool weight_fp32 = false;   // RMSNorm and mHC: an fp32 weight
 };
 
 std::string describe(const RowCase& c) {
-  const char* names[] = {"rmsnorm_quantize", "swiglu_quantize", "moe_stage"};
-  return fmt::format("{} rows={} k={} in={} layout={} scale={} interleave={} in_pad={} adversarial={} extras={}",
+  const char* names[] = {"rmsnorm_quantize", "swiglu_quantize", "moe_stage", "mhc_rmsnorm_quantize"};
+  return fmt::format("{} rows={} k={} in={} layout={} scale={} interleave={} in_pad={} adversarial={} extras={} id_types={} "
+                     "n_hc={} weight_fp32={}",
                      names[int(c.op)], c.rows, c.k, int(c.in), int(c.layout), c.scale, c.interleave, c.in_pad, c.adversarial,
-                     c.extras);
+                     c.extras, c.id_types, c.n_hc, c.weight_fp32);
+}
+
+// Whole adversarial rows over the first rows: zeros, one NaN, one Inf, huge values (their
+// squares overflow), subnormal values of the dtype.
+void adversarial_rows(std::vector<uint8_t>& in, int64_t rows, int64_t width, int64_t stride, DType dt) {
+  const float huge = dt == DType::fp16 ? 6e4f : 3e38f, subnormal = dt == DType::fp16 ? 3e-6f : dt == DType::bf16 ? 2e-39f : 3e-42f;
+  for (int64_t r = 0; r < std::min<int64_t>(rows, 5); ++r)
+    for (int64_t e = 0; e < width; ++e) {
+      float v = 0.0f;
+      if (r == 1) v = e == width / 3 ? NAN : 1.0f;
+      if (r == 2) v = e == width / 2 ? -INFINITY : -2.0f;
+      if (r == 3) v = (e % 2 ? -huge : huge) * float(1 + e % 3) / 3;
+      if (r == 4) v = (e % 3 ? subnormal : -subnormal) * float(1 + e % 5);
+      testutil::store_value(in, dt, size_t(r * stride + e), v);
+    }
 }
 
 // The first differing byte of two buffers, or -1. With `floats`, two NaNs are equal (the
@@ -57,37 +83,55 @@ int64_t first_difference(const std::vector<uint8_t>& a, const std::vector<uint8_
 
 void run_case(const RowCase& c, std::mt19937& rng) {
   const int esize = c.in == DType::fp32 ? 4 : 2;
-  const int64_t width = c.op == Fused::swiglu ? 2 * c.k : c.k, in_stride = width + c.in_pad, topk = 4;
+  const int64_t hc_stride = c.k + c.in_pad;
+  const int64_t width = c.op == Fused::swiglu ? 2 * c.k : c.op == Fused::mhc ? c.n_hc * hc_stride : c.k;
+  const int64_t in_stride = width + c.in_pad, topk = 4;
   const float gs_value = 0.37f;
-  const auto in = testutil::quantize_input(c.rows, width, in_stride, c.in, rng, c.adversarial, gs_value);
-  auto weight = testutil::quantize_input(1, c.k, c.k, c.in, rng, false);
+  auto in = testutil::quantize_input(c.rows, width, in_stride, c.in, rng, c.adversarial, gs_value);
+  if (c.adversarial) adversarial_rows(in, c.rows, width, in_stride, c.in);
+  const DType wt = c.weight_fp32 ? DType::fp32 : c.in;
+  auto weight = testutil::quantize_input(1, c.k, c.k, wt, rng, false);
+  std::vector<float> mix(c.rows * (c.n_hc + 1));  // row stride n_hc + 1
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (auto& m : mix) m = normal(rng);
+  if (c.adversarial && c.n_hc > 0) mix[0] = 0.0f, mix[c.n_hc + 1] = 1e30f;  // a stream left out, one overflowing
   if (c.adversarial) {  // RMSNorm weights whose products underflow (BF16 / FP16 subnormals, zero) or overflow
     const float extremes[] = {1e-39f, -3e-41f, 6e-8f, 1e-45f, 1e38f, -7e4f};
-    for (int64_t e = 0; e < c.k; e += 37) testutil::store_value(weight, c.in, size_t(e), extremes[e % 6]);
+    for (int64_t e = 0; e < c.k; e += 37) testutil::store_value(weight, wt, size_t(e), extremes[e % 6]);
   }
   std::vector<float> row_scales(c.rows), topk_weights(c.rows * topk);
   for (auto& s : row_scales) s = gs_value * float(1 + rng() % 4);
   for (auto& w : topk_weights) w = float(rng() % 1000) / 1000.0f;
-  std::vector<int32_t> topk_ids(c.rows * topk);
-  for (auto& id : topk_ids) id = int32_t(rng() % 256);
+  // int64 ids include DeepEP's -1 and ones an int32 output cannot hold (written as -1)
+  const bool ids64 = c.id_types & 1, ids_out64 = c.id_types & 2;
+  std::vector<int64_t> topk_ids(c.rows * topk);
+  for (auto& id : topk_ids) id = rng() % 9 == 0 ? -1 : ids64 && rng() % 5 == 0 ? (int64_t(3) << 32) + 1 : int64_t(rng() % 256);
+  std::vector<uint8_t> ids_bytes(topk_ids.size() * (ids64 ? 8 : 4));
+  for (size_t i = 0; i < topk_ids.size(); ++i) {
+    const int32_t narrow = int32_t(topk_ids[i]);
+    std::memcpy(&ids_bytes[i * (ids64 ? 8 : 4)], ids64 ? static_cast<const void*>(&topk_ids[i]) : &narrow, ids64 ? 8 : 4);
+  }
+  const size_t ids_out_bytes = topk_ids.size() * (ids_out64 ? 8 : 4);
   const int64_t out_stride = c.k / 2;
   const size_t sbytes = size_t(scale_bytes(c.layout, c.rows, c.k));
 
   // Device buffers, every output poisoned.
+  DeviceBuffer d_mix = to_device(mix), d_h(c.rows * c.k * esize);
+  d_h.fill(0xEE);
   DeviceBuffer d_in = to_device(in), d_weight = to_device(weight), d_out(c.rows * out_stride), d_scales(sbytes),
                d_gs(c.rows * 4), d_given = to_device(std::vector<float>{gs_value}), d_rows = to_device(row_scales),
-               d_normed(c.rows * c.k * esize), d_inv(c.rows * 4), d_ids = to_device(topk_ids),
-               d_tw = to_device(topk_weights), d_ids_out(c.rows * topk * 4), d_tw_out(c.rows * topk * 4);
+               d_normed(c.rows * c.k * esize), d_inv(c.rows * 4), d_ids = to_device(ids_bytes),
+               d_tw = to_device(topk_weights), d_ids_out(ids_out_bytes), d_tw_out(c.rows * topk * 4);
   for (DeviceBuffer* b : {&d_out, &d_scales, &d_gs, &d_normed, &d_inv, &d_ids_out, &d_tw_out}) b->fill(0xEE);
 
   struct Outputs {
-    std::vector<uint8_t> packed, scales, gs, normed, inv, ids, tw;
+    std::vector<uint8_t> packed, scales, gs, normed, inv, ids, tw, h;
   };
   auto make = [&] {
     return Outputs{std::vector<uint8_t>(c.rows * out_stride, 0xEE), std::vector<uint8_t>(sbytes, 0xEE),
                    std::vector<uint8_t>(c.rows * 4, 0xEE),          std::vector<uint8_t>(c.rows * c.k * esize, 0xEE),
-                   std::vector<uint8_t>(c.rows * 4, 0xEE),          std::vector<uint8_t>(c.rows * topk * 4, 0xEE),
-                   std::vector<uint8_t>(c.rows * topk * 4, 0xEE)};
+                   std::vector<uint8_t>(c.rows * 4, 0xEE),          std::vector<uint8_t>(ids_out_bytes, 0xEE),
+                   std::vector<uint8_t>(c.rows * topk * 4, 0xEE),   std::vector<uint8_t>(c.rows * c.k * esize, 0xEE)};
   };
   const float given_host = gs_value;
   // The output description on either side: device pointers, or host ones for the reference.
@@ -110,6 +154,7 @@ void run_case(const RowCase& c, std::mt19937& rng) {
         RmsNormQuantizeArgs a;
         a.in = input, a.in_dtype = c.in, a.in_row_stride = in_stride, a.rows = c.rows, a.k = c.k;
         a.weight = gpu ? d_weight.get() : weight.data();
+        a.weight_fp32 = c.weight_fp32;
         a.eps = 1e-5f;
         a.out = output(gpu, o);
         if (c.extras) {
@@ -117,6 +162,23 @@ void run_case(const RowCase& c, std::mt19937& rng) {
           a.inv_rms = gpu ? d_inv.as<float>() : reinterpret_cast<float*>(o.inv.data());
         }
         gpu ? rmsnorm_quantize(a, nullptr) : cpu::rmsnorm_quantize(a);
+        break;
+      }
+      case Fused::mhc: {
+        MhcRmsNormQuantizeArgs a;
+        a.in = input, a.in_dtype = c.in, a.rows = c.rows, a.n_hc = c.n_hc, a.k = c.k;
+        a.in_row_stride = in_stride, a.in_hc_stride = hc_stride;
+        a.mix = gpu ? d_mix.as<float>() : mix.data(), a.mix_row_stride = c.n_hc + 1;
+        a.weight = gpu ? d_weight.get() : weight.data();
+        a.weight_fp32 = c.weight_fp32;
+        a.eps = 1e-6f;
+        a.out = output(gpu, o);
+        if (c.extras) {
+          a.h = gpu ? d_h.get() : o.h.data();
+          a.normed = gpu ? d_normed.get() : o.normed.data();
+          a.inv_rms = gpu ? d_inv.as<float>() : reinterpret_cast<float*>(o.inv.data());
+        }
+        gpu ? mhc_rmsnorm_quantize(a, nullptr) : cpu::mhc_rmsnorm_quantize(a);
         break;
       }
       case Fused::swiglu: {
@@ -131,8 +193,10 @@ void run_case(const RowCase& c, std::mt19937& rng) {
         a.tokens = input, a.in_dtype = c.in, a.in_row_stride = in_stride, a.rows = c.rows, a.k = c.k;
         a.out = output(gpu, o);
         a.topk = topk;
-        a.topk_ids = gpu ? d_ids.as<int32_t>() : topk_ids.data();
-        a.topk_ids_out = gpu ? d_ids_out.as<int32_t>() : reinterpret_cast<int32_t*>(o.ids.data());
+        a.topk_ids_type = ids64 ? IndexType::int64 : IndexType::int32;
+        a.topk_ids_out_type = ids_out64 ? IndexType::int64 : IndexType::int32;
+        a.topk_ids = gpu ? d_ids.get() : static_cast<const void*>(ids_bytes.data());
+        a.topk_ids_out = gpu ? d_ids_out.get() : o.ids.data();
         if (c.extras) {
           a.topk_weights = gpu ? d_tw.as<float>() : topk_weights.data();
           a.topk_weights_out = gpu ? d_tw_out.as<float>() : reinterpret_cast<float*>(o.tw.data());
@@ -153,13 +217,14 @@ void run_case(const RowCase& c, std::mt19937& rng) {
   d_inv.download(got.inv.data(), got.inv.size());
   d_ids_out.download(got.ids.data(), got.ids.size());
   d_tw_out.download(got.tw.data(), got.tw.size());
+  d_h.download(got.h.data(), got.h.size());
 
   const std::string what = describe(c);
   const std::pair<std::string, int64_t> checks[] = {
       {"packed byte", first_difference(got.packed, want.packed)}, {"scale byte", first_difference(got.scales, want.scales)},
       {"global_scale_out byte", first_difference(got.gs, want.gs)}, {"normed byte", first_difference(got.normed, want.normed, c.in == DType::fp32)},
       {"inv_rms byte", first_difference(got.inv, want.inv, true)},       {"topk_ids_out byte", first_difference(got.ids, want.ids)},
-      {"topk_weights_out byte", first_difference(got.tw, want.tw)}};
+      {"topk_weights_out byte", first_difference(got.tw, want.tw)}, {"h byte", first_difference(got.h, want.h, c.in == DType::fp32)}};
   for (const auto& [name, at] : checks) {
     const int64_t row = name == "packed byte" && at >= 0 ? at / out_stride : -1;
     CHECK_MESSAGE(at < 0, what << ": first wrong " << name << " at " << at
@@ -167,34 +232,67 @@ void run_case(const RowCase& c, std::mt19937& rng) {
   }
 }
 
+// The kernels of `cases`, compiled in parallel threads first (the cases then run one by one).
+void prewarm_kernels(const std::vector<RowCase>& cases) {
+  const DeviceInfo& device = current_device();
+  std::vector<KernelSpec> specs;
+  for (const RowCase& c : cases) {
+    RowKernel kernel;
+    kernel.op = c.op == Fused::rmsnorm ? Op::rmsnorm_quantize : c.op == Fused::swiglu ? Op::swiglu_quantize
+              : c.op == Fused::moe     ? Op::moe_stage        : Op::mhc_rmsnorm_quantize;
+    kernel.k = c.k, kernel.in = c.in, kernel.weight = c.weight_fp32 ? DType::fp32 : c.in, kernel.layout = c.layout;
+    kernel.group = c.op == Fused::swiglu ? c.interleave : 0, kernel.n_hc = c.n_hc;
+    kernel.whole_rows = c.op == Fused::rmsnorm || c.op == Fused::mhc || c.scale == 3;
+    specs.push_back(row_quantize_spec(device.arch, kernel));
+  }
+  std::sort(specs.begin(), specs.end(), [](const KernelSpec& a, const KernelSpec& b) { return std::memcmp(&a, &b, sizeof a) < 0; });
+  specs.erase(std::unique(specs.begin(), specs.end()), specs.end());
+  const PrewarmSummary s = prewarm(specs, int(std::max(1u, std::thread::hardware_concurrency())), nullptr);
+  MESSAGE(s.total << " kernels for the cases: " << s.compiled << " compiled, " << s.cached << " cached, in " << s.seconds << " s");
+  CHECK(s.failed == 0);
+}
+
 }  // namespace
 
 TEST_SUITE("gpu_row_quantize") {
   TEST_CASE("fused quantizers are bit-identical with the CPU reference") {
     std::mt19937 rng(std::random_device{}());
-    int cases = 0;
+    std::vector<RowCase> cases;
+    int variant = 0;
     for (auto [rows, k] : {std::pair<int64_t, int64_t>{1, 16}, {7, 48}, {130, 2880}, {64, 8192}, {3, 14336}, {2, 53248}, {2, 65536}})
       for (DType in : {DType::bf16, DType::fp16, DType::fp32})
         for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4})
-          for (int scale = 0; scale < 4 && !(in == DType::fp32 && k > 32768); ++scale) {
-            const int variant = cases / 6;
+          for (int scale = 0; scale < 4 && !(in == DType::fp32 && k > 32768); ++scale, ++variant) {
             const bool adversarial = variant % 2 == 0, extras = variant % 3 != 2;
             const int64_t pad = variant % 3 == 0 ? 8 : 0;
-            run_case({Fused::rmsnorm, rows, k, in, layout, scale, 0, pad, adversarial, extras}, rng);
-            for (int64_t interleave : {0, 1, 8, 16})
-              if (k % std::max<int64_t>(interleave, 1) == 0)
-                run_case({Fused::swiglu, rows, k, in, layout, scale, interleave, pad, adversarial, extras}, rng);
-            run_case({Fused::moe, rows, k, in, layout, scale, 0, pad, adversarial, extras}, rng);
-            cases += 6;
+            cases.push_back({Fused::rmsnorm, rows, k, in, layout, scale, 0, pad, adversarial, extras});
+            // one interleave per scale: 0, 1 and 8 sliced (given scales), 16 whole rows (computed)
+            const int64_t interleave = std::array<int64_t, 4>{0, 1, 8, 16}[scale];
+            if (k % std::max<int64_t>(interleave, 1) == 0)
+              cases.push_back({Fused::swiglu, rows, k, in, layout, scale, interleave, pad, adversarial, extras});
+            cases.push_back({Fused::moe, rows, k, in, layout, scale, 0, pad, adversarial, extras, variant % 4});
+            const int n_hc = 1 + variant / 4 % 4;  // one per shape, dtype and layout
+            if (k * (in == DType::fp32 ? 4 : 2) * n_hc <= 131072)
+              cases.push_back({Fused::mhc, rows, k, in, layout, scale, 0, pad, adversarial, extras, 0, n_hc, variant / 8 % 2 == 1});
+            if (in != DType::fp32 && variant % 8 == 5)  // RMSNorm with an fp32 weight (16-bit inputs)
+              cases.push_back({Fused::rmsnorm, rows, k, in, layout, scale, 0, pad, !adversarial, extras, 0, 0, true});
           }
-    MESSAGE(cases << " fused quantize cases bit-identical");
+    prewarm_kernels(cases);
+    for (const RowCase& c : cases) run_case(c, rng);
+    MESSAGE(cases.size() << " fused quantize cases bit-identical");
   }
 
   TEST_CASE("small fused quantizers for the sanitizers") {
     std::mt19937 rng(std::random_device{}());
     run_case({Fused::rmsnorm, 130, 64, DType::bf16, ScaleLayout::swizzled128x4, 3, 0, 8, true, true}, rng);
     run_case({Fused::swiglu, 5, 96, DType::fp16, ScaleLayout::linear, 0, 32, 0, true, true}, rng);
-    run_case({Fused::moe, 9, 32, DType::bf16, ScaleLayout::swizzled128x4, 2, 0, 0, false, true}, rng);
+    run_case({Fused::moe, 9, 32, DType::bf16, ScaleLayout::swizzled128x4, 2, 0, 0, false, true, 1}, rng);
+    run_case({Fused::moe, 9, 32, DType::bf16, ScaleLayout::linear, 0, 0, 0, false, true, 2}, rng);
+    run_case({Fused::mhc, 130, 64, DType::bf16, ScaleLayout::swizzled128x4, 3, 0, 8, true, true, 0, 4, true}, rng);
+    run_case({Fused::mhc, 7, 48, DType::fp32, ScaleLayout::linear, 1, 0, 0, true, true, 0, 3, true}, rng);
+    // slices of rows: SwiGLU and MoE staging with a given global scale, rows longer than a slice
+    run_case({Fused::swiglu, 5, 8192, DType::bf16, ScaleLayout::swizzled128x4, 0, 0, 8, true, true}, rng);
+    run_case({Fused::moe, 5, 8192 + 32, DType::fp16, ScaleLayout::linear, 1, 0, 0, true, true, 3}, rng);
   }
 }
 
