@@ -25,6 +25,23 @@ struct GemmCall {
   GlobalScale a_scale;    // A's global scale, applied in the epilogue (W4A4); else 1
 };
 
+// The epilogue's parameters, named alike in every arch's kernel parameters: the weight's and
+// A's global scales, alpha, bias and D.
+template <class KernelParams>
+void bind_epilogue(KernelParams& p, const GemmCall& call) {
+  const GemmArgs& args = call.args;
+  p.w_gscale_ptr = args.b.global_scale.device_ptr;
+  p.w_gscale_value = args.b.global_scale.value;
+  p.w_gscale_mode = call.b_gscale_mode;
+  p.alpha = args.alpha;
+  p.a_gscale_ptr = call.a_scale.device_ptr;
+  p.a_gscale_value = call.a_scale.value;
+  p.a_gscale_mode = call.a_gscale_mode;
+  p.bias = args.bias;
+  p.d = args.d;
+  p.d_stride = call.d_stride;
+}
+
 // Validates `args` as `who` (the public entry point's name) and resolves defaults. Throws
 // Error(invalid_argument) naming the argument.
 GemmCall gemm_call(const GemmArgs& args, const char* who);

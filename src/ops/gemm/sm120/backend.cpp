@@ -122,16 +122,7 @@ class Sm120Backend final : public GemmBackend {
     p.w = static_cast<const unsigned char*>(args.b.data);
     p.w_stride = call.b_stride;
     p.w_scales = static_cast<const unsigned char*>(args.b.scales);
-    p.w_gscale_ptr = args.b.global_scale.device_ptr;
-    p.w_gscale_value = args.b.global_scale.value;
-    p.w_gscale_mode = call.b_gscale_mode;
-    p.alpha = args.alpha;
-    p.a_gscale_ptr = call.a_scale.device_ptr;
-    p.a_gscale_value = call.a_scale.value;
-    p.a_gscale_mode = call.a_gscale_mode;
-    p.bias = args.bias;
-    p.d = args.d;
-    p.d_stride = call.d_stride;
+    bind_epilogue(p, call);
   }
 
  private:

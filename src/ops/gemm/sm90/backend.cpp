@@ -156,16 +156,7 @@ class Sm90Backend final : public GemmBackend {
                                            t.block_k == 256 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B));
       p.w_scales = static_cast<const unsigned char*>(args.b.scales);
     }
-    p.w_gscale_ptr = args.b.global_scale.device_ptr;
-    p.w_gscale_value = args.b.global_scale.value;
-    p.w_gscale_mode = call.b_gscale_mode;
-    p.alpha = args.alpha;
-    p.a_gscale_ptr = call.a_scale.device_ptr;
-    p.a_gscale_value = call.a_scale.value;
-    p.a_gscale_mode = call.a_gscale_mode;
-    p.bias = args.bias;
-    p.d = args.d;
-    p.d_stride = call.d_stride;
+    bind_epilogue(p, call);
     // D leaves a tile at a time through shared memory and TMA where the kernel's tile fits in
     // its stages and TMA can address D's rows (16-byte aligned); else element by element.
     const int db = d_bytes(spec);
