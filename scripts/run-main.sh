@@ -12,6 +12,7 @@ if ./build/bin/nvfp4-jit info | grep -q "kernels for sm_"; then
   ./build/bin/gemm_example 16 4096 4096
   ./build/bin/dequantize_example 4096 4096
   ./build/bin/w4a4_example 16 4096 4096
+  ./build/bin/moe_layer_example
 else
   echo "run-main: no supported GPU here; the GPU example was skipped"
 fi
