@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "common/fused_math.cuh"
+#include "expect_error.hpp"
 #include "quantize_fixture.hpp"
 
 using namespace nvfp4::jit;
@@ -66,18 +67,7 @@ void check_same(const Quantized& got, const Quantized& want, const std::string& 
   CHECK_MESSAGE(std::memcmp(got.gscale.data(), want.gscale.data(), want.gscale.size() * 4) == 0, what << ": global scales");
 }
 
-template <class Args, class Run>
-void expect_error(const Args& args, Run run, Status status, const char* text) {
-  try {
-    run(args);
-    FAIL("expected an error mentioning: " << text);
-  } catch (const Error& e) {
-    const std::string message = e.what();
-    CAPTURE(message);
-    CHECK(e.status() == status);
-    CHECK(message.find(text) != std::string::npos);
-  }
-}
+using testutil::expect_error;
 
 }  // namespace
 
