@@ -239,6 +239,10 @@ def quantize(x, global_scale=None, *, scale_mode="per_tensor", scale_layout="lin
     are [rows, k/16] when linear, the flat padded buffer when 'swizzled128x4'. With out= (and
     out_scales=, plus out_global_scale= for a computed scale) the results go into those tensors.
     """
+    if not _compiling():
+        r = _C.quantize_checked(x, global_scale, scale_mode, scale_layout, out, out_scales, out_global_scale)
+        if r is not NotImplemented:
+            return r
     x = _tensor(x, "quantize", "x", tuple(_ACT))
     rows, k = x.shape
     mode = _mode("quantize", global_scale, scale_mode, (SCALE_MODES["per_tensor"], SCALE_MODES["per_row"]))

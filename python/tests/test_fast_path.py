@@ -112,3 +112,19 @@ def test_the_fast_path_declines_what_the_python_checks_reject():
     q = torch.empty(7, K // 2, dtype=torch.uint8, device=DEV)
     with pytest.raises(nvfp4_jit.InvalidArgument, match="out_global_scale must be given"):
         nvfp4_jit.quantize(x, out=q, out_scales=torch.empty(7, K // 16, dtype=torch.float8_e4m3fn, device=DEV))
+
+
+def test_the_eager_functions_take_the_fast_path(monkeypatch):
+    taken = []
+    for name in ("gemm_checked", "quantize_checked"):
+        def spy(*args, real=getattr(_C, name), name=name):
+            r = real(*args)
+            taken.append((name, r is not NotImplemented))
+            return r
+        monkeypatch.setattr(_C, name, spy)
+    w, s = nvfp4_weight(N, K)
+    x = activations(4, K)
+    q, sc, g = nvfp4_jit.quantize(x)
+    nvfp4_jit.gemm(x, w, s, 0.5)
+    nvfp4_jit.gemm(q, w, s, 0.5, a_scales=sc, a_global_scale=g)
+    assert taken == [("quantize_checked", True), ("gemm_checked", True), ("gemm_checked", True)]
