@@ -16,6 +16,7 @@ py=${PYTHON:-python3}
 budget=${GPU_CHECK_BUDGET_S:-230}
 left() { echo $((budget - SECONDS)); }
 {
+  rm -rf /tmp/site  # a warm machine keeps the last run's install, which pip --target would not replace
   "$py" -m pip install -q --no-index --no-deps --no-compile --target /tmp/site ./*.whl
   nvidia-smi -L
   PYTHONPATH=/tmp/site "$py" -c "import sys, torch, nvfp4_jit; print(sys.version); print('torch', torch.__version__); print('nvfp4_jit', nvfp4_jit.version(), nvfp4_jit._C.__file__)"
