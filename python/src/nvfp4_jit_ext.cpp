@@ -495,6 +495,16 @@ bool global_scale(PyObject* o, long device, int64_t rows, GlobalScale& g) {
   return count == 1 || count == rows;
 }
 
+// prepacked_bytes(n, k), or -1 where the library rejects n or k (no exception may cross the
+// binding's C entry points; the Python layer then reports the argument).
+int64_t prepacked_size(int64_t n, int64_t k) noexcept {
+  try {
+    return prepacked_bytes(n, k);
+  } catch (...) {
+    return -1;
+  }
+}
+
 bool flag(PyObject* o, bool& v) {
   const int r = PyObject_IsTrue(o);
   if (r < 0) PyErr_Clear();
@@ -557,7 +567,7 @@ PyObject* gemm_checked(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   }
   if (prepacked) {
     if (o_bs != Py_None || !arg(o_b, b, tt::bit(tt::kU8), -1, dev) || !b.contiguous() ||
-        b.numel() != prepacked_bytes(g.n, g.k))
+        b.numel() != prepacked_size(g.n, g.k))
       return not_here();
   } else {
     if (!arg(o_b, b, tt::kFp4, 2, dev)) return not_here();

@@ -113,6 +113,8 @@ def test_accepted_calls_reach_the_library(name, call, allocates):
     ("unknown layout", lambda: gemm(A, W, S, b_scale_layout="swizzled")),
     ("prepacked without n", lambda: gemm(A, Tensor((1000,), U8), b_prepacked=True)),
     ("prepacked of the wrong size", lambda: gemm(A, Tensor((1000,), U8), b_prepacked=True, n=64)),
+    ("prepacked, k not a multiple of 32", lambda: gemm(Tensor((16, 100), BF16), Tensor((1000,), U8), b_prepacked=True, n=64)),
+    ("prepacked, n negative", lambda: gemm(A, Tensor((1000,), U8), b_prepacked=True, n=-4)),
     ("a_global_scale with W4A16", lambda: gemm(A, W, S, a_global_scale=1.0)),
     ("W4A4 without a_scales", lambda: gemm(QA, W, S)),
     ("bias of another n", lambda: gemm(A, W, S, bias=Tensor((63,), BF16))),
