@@ -9,7 +9,8 @@
 // CTA + its rank among its peers below it (pass 2 walks the same entries again). With one CTA
 // (no workspace) everything but the first term comes from shared memory; with several, a first
 // launch (moe_route_count) leaves each CTA's counts per expert in the workspace, [GROUPS][ctas],
-// and every CTA of the second launch sums the column it needs. The CPU reference
+// and every CTA of the second launch (started early, as a programmatic dependent) runs its pass 1,
+// waits for the first, and sums the column it needs. The CPU reference
 // (moe_route_op.cpp) is the same sort written sequentially; both give the same rows.
 //
 // moe_combine: one thread per VEC columns of one token; the terms in slot order, one fused
@@ -18,6 +19,7 @@
 #include "common/nvfp4_format.cuh"
 #include "common/params.cuh"
 #include "common/portable.cuh"
+#include "common/ptx/dependent_launch.cuh"
 #include "common/vector_io.cuh"
 
 namespace nvfp4k {
@@ -81,6 +83,7 @@ __device__ __forceinline__ void count_warp_entries(const MoeRouteParams& p, Warp
 template <bool IDS64, int GROUPS>
 __device__ __forceinline__ void moe_route_count(const MoeRouteParams& p) {
   extern __shared__ int route_smem[];
+  griddep_launch_dependents();  // the placement's pass 1 needs nothing from here: it may start
   count_warp_entries<IDS64, GROUPS>(p, warp_run(p), route_smem + int(threadIdx.x) / 32 * GROUPS);
   __syncthreads();
   for (int g = int(threadIdx.x); g < GROUPS; g += ROUTE_THREADS) {
@@ -143,7 +146,10 @@ __device__ __forceinline__ void moe_route(const MoeRouteParams& p) {
   const WarpRun run = warp_run(p);
   int* mine = slots + warp * GROUPS;
   count_warp_entries<IDS64, GROUPS>(p, run, mine);
-  if (p.workspace) sum_cta_counts<GROUPS>(p, totals, before);
+  if (p.workspace) {
+    griddep_wait();  // moe_route_count's workspace is complete
+    sum_cta_counts<GROUPS>(p, totals, before);
+  }
   __syncthreads();
 
   // per expert, the warps' counts become their offsets within the expert (warp order)

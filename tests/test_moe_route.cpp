@@ -170,14 +170,14 @@ TEST_SUITE("moe_route") {
     expect_error(b, route, Status::invalid_argument, "topk_ids = ");
     b = r, b.positions = reinterpret_cast<int32_t*>(reinterpret_cast<char*>(buf) + 2);
     expect_error(b, route, Status::invalid_argument, "positions = ");
-    b = r, b.workspace = buf, b.tokens = 300, b.topk = 8;  // 2400 entries: two CTAs, 2 * 8 counts
+    b = r, b.workspace = buf, b.tokens = 600, b.topk = 8;  // 4800 entries: three CTAs, 3 * 8 counts
     b.row_index = nullptr;
-    b.workspace_bytes = 63;
+    b.workspace_bytes = 95;
     expect_error(b, [](const MoeRouteArgs& a) { moe_route(a, nullptr); }, Status::invalid_argument, "row_index is null");
     b.row_index = buf;
     expect_error(b, [](const MoeRouteArgs& a) { moe_route(a, nullptr); }, Status::invalid_argument,
-                 "workspace_bytes = 63 is less than the 64 bytes moe_route needs for 300 x 8 entries and 8 groups");
-    b.workspace = reinterpret_cast<char*>(buf) + 2, b.workspace_bytes = 64;
+                 "workspace_bytes = 95 is less than the 96 bytes moe_route needs for 600 x 8 entries and 8 groups");
+    b.workspace = reinterpret_cast<char*>(buf) + 2, b.workspace_bytes = 96;
     expect_error(b, [](const MoeRouteArgs& a) { moe_route(a, nullptr); }, Status::invalid_argument, "workspace = ");
     // the GPU entry point checks the same before it needs a device
     b = r, b.groups = 0;
@@ -216,10 +216,10 @@ TEST_SUITE("moe_route") {
     expect_error(e, combine, Status::invalid_argument, "out = ");
   }
 
-  TEST_CASE("moe_route's workspace: none up to 2048 entries, then a count per CTA of 2048 and expert") {
+  TEST_CASE("moe_route's workspace: none up to 4096 entries, then a count per CTA of 2048 and expert") {
     MoeRouteArgs r;
     r.topk = 8, r.groups = 256;
-    for (const auto& [tokens, bytes] : {std::pair<int64_t, int64_t>{0, 0}, {1, 0}, {256, 0}, {257, 2 * 256 * 4},
+    for (const auto& [tokens, bytes] : {std::pair<int64_t, int64_t>{0, 0}, {1, 0}, {512, 0}, {513, 3 * 256 * 4},
                                         {4096, 16 * 256 * 4}, {16384, 64 * 256 * 4}}) {
       r.tokens = tokens;
       CHECK_MESSAGE(moe_route_workspace_bytes(r) == bytes, "tokens = " << tokens);

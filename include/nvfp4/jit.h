@@ -261,7 +261,7 @@ typedef struct nvfp4_moe_route_args {
   int64_t workspace_bytes;
 } nvfp4_moe_route_args;
 nvfp4_status nvfp4_jit_moe_route(const nvfp4_moe_route_args* args, CUstream stream);
-/* Workspace bytes nvfp4_jit_moe_route needs for `args` (0 up to 2048 entries; -1: bad input). */
+/* Workspace bytes nvfp4_jit_moe_route needs for `args` (0 up to 4096 entries; -1: bad input). */
 int64_t nvfp4_jit_moe_route_workspace_bytes(const nvfp4_moe_route_args* args);
 
 /* out[t, :] = sum_j weights[t, j] * d[positions[t * topk + j], :] in fp32, j in order; see

@@ -309,7 +309,7 @@ int64_t grouped_gemm_workspace_bytes(const GroupedGemmArgs& args);
 //   row_index[r]   the token of sorted row r, for r < group_ends[groups - 1]; -1 for the rows
 //                  after it (tokens * topk in all)
 //   positions[t * topk + j]  the sorted row of entry (t, j), -1 where skipped: moe_combine's input (optional)
-// One CTA up to 2048 entries (tokens * topk); beyond, a CTA per 2048 entries in two launches
+// One CTA up to 4096 entries (tokens * topk); beyond, a CTA per 2048 entries in two launches
 // (counts per CTA into the workspace, then the placement). groups <= 512, tokens * topk < 2^31.
 struct MoeRouteArgs {
   const void* topk_ids = nullptr;  // [tokens, topk] of topk_ids_type, 4/8-byte aligned
@@ -322,13 +322,13 @@ struct MoeRouteArgs {
   int32_t* row_index = nullptr;    // [tokens * topk]
   int32_t* positions = nullptr;    // [tokens * topk] or null
   // moe_route_workspace_bytes(args) bytes, 4-byte aligned, for the sort over several CTAs
-  // (more than 2048 entries). Null: allocated and freed in stream order (cuMemAllocAsync;
+  // (more than 4096 entries). Null: allocated and freed in stream order (cuMemAllocAsync;
   // recordable in a CUDA graph).
   void* workspace = nullptr;
   int64_t workspace_bytes = 0;
 };
 void moe_route(const MoeRouteArgs& args, CUstream stream);
-// Bytes of workspace moe_route needs for `args` (0 up to 2048 entries).
+// Bytes of workspace moe_route needs for `args` (0 up to 4096 entries).
 int64_t moe_route_workspace_bytes(const MoeRouteArgs& args);
 
 // The experts' outputs back to their tokens:

@@ -20,11 +20,14 @@ constexpr const char* kRouteWho = "nvfp4::jit::moe_route";
 constexpr const char* kCombineWho = "nvfp4::jit::moe_combine";
 constexpr int kCombineThreads = 128;
 
-// Entries one routing CTA sorts when there are more than it: enough that a CTA's two passes
-// outweigh its launch, few enough that the sort spreads over the SMs.
-constexpr int64_t kRouteCtaEntries = 2048;
+// Up to kRouteOneCtaEntries one CTA sorts everything in one launch; beyond, two launches and a
+// CTA per kRouteCtaEntries, the sizes where each measured fastest (docs/perf-log.md).
+constexpr int64_t kRouteOneCtaEntries = 4096, kRouteCtaEntries = 2048;
 
-int64_t route_ctas(const MoeRouteArgs& a) { return std::max<int64_t>(1, (a.tokens * a.topk + kRouteCtaEntries - 1) / kRouteCtaEntries); }
+int64_t route_ctas(const MoeRouteArgs& a) {
+  const int64_t entries = a.tokens * a.topk;
+  return entries <= kRouteOneCtaEntries ? 1 : (entries + kRouteCtaEntries - 1) / kRouteCtaEntries;
+}
 
 // Shape only: called after the shape checks (or by moe_route_workspace_bytes, which makes them).
 int64_t route_workspace_bytes(const MoeRouteArgs& a) {
@@ -204,6 +207,7 @@ void moe_route(const MoeRouteArgs& args, CUstream stream) {
     p.workspace = static_cast<int*>(owned.get());
   }
   launch(count, shape, stream, params);
+  shape.programmatic = true;
   launch(place, shape, stream, params);
   owned.free();
 }

@@ -204,8 +204,8 @@ TEST_SUITE("gpu_moe_route") {
         {37, 6, 64, 16, 32, false, RouteCase::with_outsiders},     // a rank holding experts 32..47
         {500, 8, 256, 32, 224, true, RouteCase::with_outsiders},   // the last rank's slice, int64 ids beyond int32
         {20000, 8, 512, 512, 0, false, RouteCase::uniform},        // 160000 entries: 79 CTAs
-        {256, 8, 256, 256, 0, false, RouteCase::uniform},          // 2048 entries: the most one CTA sorts
-        {683, 3, 64, 64, 0, true, RouteCase::skewed},              // 2049: a second CTA of one entry
+        {512, 8, 256, 256, 0, false, RouteCase::uniform},          // 4096 entries: the most one CTA sorts
+        {1367, 3, 64, 64, 0, true, RouteCase::skewed},             // 4101: a third CTA of five entries
         {4096, 8, 128, 128, 0, false, RouteCase::skewed, true},    // the caller's workspace, poisoned
         {9000, 8, 256, 32, 96, true, RouteCase::with_outsiders, true},  // an EP slice over 36 CTAs
         {5, 1, 7, 7, 0, false, RouteCase::uniform},                // fewer entries than a warp
@@ -216,7 +216,7 @@ TEST_SUITE("gpu_moe_route") {
 
   TEST_CASE("a captured moe_route replays with new ids: counts and row order follow them") {
     std::mt19937 rng(std::random_device{}());
-    const RouteCase c{300, 8, 128, 128, 0, false, RouteCase::uniform};
+    const RouteCase c{700, 8, 128, 128, 0, false, RouteCase::uniform};  // three CTAs, the workspace the library's
     RouteBuffers b(c);
     b.upload(c, draw_ids(c, rng));
     const Driver& drv = driver();
