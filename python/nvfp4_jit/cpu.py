@@ -198,7 +198,7 @@ def moe_route(topk_ids, groups, *, first_expert=0):
     ends, counts = np.empty(groups, np.int32), np.empty(groups, np.int32)
     row_index, positions = np.empty(tokens * topk, np.int32), np.empty((tokens, topk), np.int32)
     _C.cpu_moe_route(_addr(ids), _INDEX[ids.dtype], tokens, topk, int(groups), int(first_expert), _addr(counts),
-                     _addr(ends), _addr(row_index), _addr(positions))
+                     _addr(ends), _addr(row_index), _addr(positions), None, 0)
     return ends, row_index, positions, counts
 
 

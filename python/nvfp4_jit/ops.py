@@ -812,8 +812,12 @@ def _moe_route_alloc(ids, groups):
 
 def _moe_route_launch(group_ends: Tensor, row_index: Tensor, positions: Tensor, counts: Tensor, ids: Tensor, groups: int,
                       first_expert: int) -> None:
-    _launch(_C.moe_route, ids.get_device(), ids.data_ptr(), _INDEX[ids.dtype], ids.shape[0], ids.shape[1], groups,
-            first_expert, counts.data_ptr(), group_ends.data_ptr(), row_index.data_ptr(), positions.data_ptr())
+    fields = [ids.data_ptr(), _INDEX[ids.dtype], ids.shape[0], ids.shape[1], groups, first_expert, counts.data_ptr(),
+              group_ends.data_ptr(), row_index.data_ptr(), positions.data_ptr()]
+    # the sort over several CTAs counts into a workspace: torch's allocator, as for every output
+    workspace_bytes = _C.moe_route_workspace_bytes(*fields, None, 0)
+    workspace = ids.new_empty([max(workspace_bytes, 1)], dtype=torch.uint8)
+    _launch(_C.moe_route, ids.get_device(), *fields, workspace.data_ptr(), workspace_bytes)
 
 
 def _moe_route(ids: Tensor, groups: int, first_expert: int) -> Tuple[Tensor, Tensor, Tensor, Tensor]:

@@ -232,6 +232,8 @@ void read(Reader& r, MoeRouteArgs& a) {
   a.group_ends = r.ptr<int32_t>();
   a.row_index = r.ptr<int32_t>();
   a.positions = r.ptr<int32_t>();
+  a.workspace = r.ptr();
+  a.workspace_bytes = r.i64();
 }
 void read(Reader& r, MoeCombineArgs& a) {
   a.d = r.ptr();
@@ -715,6 +717,8 @@ PyMethodDef g_methods[] = {
     {"gemm_workspace_bytes", FASTCALL((method<GemmArgs, gemm_workspace_bytes>)), "gemm_workspace_bytes(GemmArgs fields...)"},
     {"grouped_gemm_workspace_bytes", FASTCALL((method<GroupedGemmArgs, grouped_gemm_workspace_bytes>)),
      "grouped_gemm_workspace_bytes(GroupedGemmArgs fields...)"},
+    {"moe_route_workspace_bytes", FASTCALL((method<MoeRouteArgs, moe_route_workspace_bytes>)),
+     "moe_route_workspace_bytes(MoeRouteArgs fields...)"},
     {"scale_bytes", FASTCALL((method<ScaleBytesQuery, scale_bytes_of>)), "scale_bytes(layout, rows, k)"},
     {"prepacked_bytes", FASTCALL((method<PrepackedBytesQuery, prepacked_bytes_of>)), "prepacked_bytes(n, k)"},
     {"from_modelopt", FASTCALL(py_from_modelopt), "from_modelopt(ModelOptLinear fields..., layout, swizzled_scales, stream)"},
