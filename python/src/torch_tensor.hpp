@@ -31,7 +31,7 @@ struct Torch {
   PyObject* dtype_kwargs[kDtCount] = {};  // {"dtype": dtype}, for new_empty
   PyObject* current_device = nullptr;     // torch._C._cuda_getDevice
   PyObject* current_stream = nullptr;     // torch._C._cuda_getCurrentRawStream(index)
-  PyObject *s_dtype = nullptr, *s_shape, *s_stride, *s_data_ptr, *s_get_device, *s_is_cuda, *s_new_empty;
+  PyObject *s_dtype = nullptr, *s_shape, *s_stride, *s_data_ptr, *s_get_device, *s_new_empty;
   bool bound() const { return tensor_type != nullptr; }
 };
 inline Torch g_torch;
@@ -98,10 +98,11 @@ inline bool read_tensor(PyObject* o, Tensor& t) {
   const Torch& T = g_torch;
   if (!o || reinterpret_cast<PyObject*>(Py_TYPE(o)) != T.tensor_type) return false;
   t.obj = o;
-  PyObject* is_cuda = PyObject_GetAttr(o, T.s_is_cuda);
-  const bool cuda = is_cuda == Py_True;
-  Py_XDECREF(is_cuda);
-  bool ok = cuda;
+  // get_device(): the CUDA device's index, -1 for any other device (read first: it decides)
+  PyObject* d = PyObject_CallMethodObjArgs(o, T.s_get_device, nullptr);
+  t.device = d ? PyLong_AsLong(d) : -1;
+  Py_XDECREF(d);
+  bool ok = !PyErr_Occurred() && t.device >= 0;
   if (ok) {
     PyObject* dtype = PyObject_GetAttr(o, T.s_dtype);  // torch's dtypes live as long as torch
     t.dt = -1;
@@ -116,10 +117,7 @@ inline bool read_tensor(PyObject* o, Tensor& t) {
     PyObject* p = PyObject_CallMethodObjArgs(o, T.s_data_ptr, nullptr);
     t.ptr = p ? static_cast<uintptr_t>(PyLong_AsUnsignedLongLong(p)) : 0;
     Py_XDECREF(p);
-    PyObject* d = PyObject_CallMethodObjArgs(o, T.s_get_device, nullptr);
-    t.device = d ? PyLong_AsLong(d) : -1;
-    Py_XDECREF(d);
-    ok = !PyErr_Occurred() && t.device >= 0;
+    ok = !PyErr_Occurred();
   }
   if (PyErr_Occurred()) PyErr_Clear();
   return ok;
@@ -175,9 +173,9 @@ inline PyObject* bind_torch(PyObject*, PyObject* const* args, Py_ssize_t n) {
     return nullptr;
   }
   Torch T;
-  const char* names[] = {"dtype", "shape", "stride", "data_ptr", "get_device", "is_cuda", "new_empty"};
-  PyObject** slots[] = {&T.s_dtype, &T.s_shape, &T.s_stride, &T.s_data_ptr, &T.s_get_device, &T.s_is_cuda, &T.s_new_empty};
-  for (int i = 0; i < 7; ++i)
+  const char* names[] = {"dtype", "shape", "stride", "data_ptr", "get_device", "new_empty"};
+  PyObject** slots[] = {&T.s_dtype, &T.s_shape, &T.s_stride, &T.s_data_ptr, &T.s_get_device, &T.s_new_empty};
+  for (int i = 0; i < 6; ++i)
     if (!(*slots[i] = PyUnicode_InternFromString(names[i]))) return nullptr;
   for (int i = 0; i < kDtCount; ++i) {
     PyObject* dt = PyTuple_GetItem(args[1], i);

@@ -26,11 +26,11 @@ allocated = []
 
 
 class Tensor:
-    """What the binding reads of a torch.Tensor: dtype, shape, stride(), data_ptr(), get_device(),
-    is_cuda, new_empty(shape, dtype=)."""
+    """What the binding reads of a torch.Tensor: dtype, shape, stride(), data_ptr(), get_device()
+    (-1 off a CUDA device, as torch's), new_empty(shape, dtype=)."""
 
     def __init__(self, shape, dtype, stride=None, device=0, cuda=True):
-        self.shape, self.dtype, self.is_cuda, self._device = tuple(shape), dtype, cuda, device
+        self.shape, self.dtype, self._device = tuple(shape), dtype, device if cuda else -1
         if stride is None:
             stride, step = [], 1
             for d in reversed(shape):
