@@ -4,12 +4,12 @@
 // BF16 gate and up values, 2^32 of them, in both gate / up layouts the kernels use.
 #include <doctest/doctest.h>
 
-#include <ios>
+#include <fmt/format.h>
 
 #include "core/driver.hpp"
 #include "core/gpu_util.hpp"
 #include "core/launcher.hpp"
-#include "core/nvrtc_compiler.hpp"
+#include "probe_kernel.hpp"
 #include "common/silu_bf16.cuh"
 
 using namespace nvfp4::jit::detail;
@@ -70,28 +70,15 @@ extern "C" __global__ void probe(unsigned long long* counts) {
 
 TEST_SUITE("gpu_silu_bf16") {
   TEST_CASE("the BF16 SwiGLU path equals the exact definition on every gate and up pair") {
-    const DeviceInfo& device = current_device();
-    const auto cubin = nvrtc_compile({"probe", kProbe}, device.arch);
-    const Driver& d = driver();
-    CUmodule module = nullptr;
-    CUfunction fn = nullptr;
-    check_cu(d.cuModuleLoadData(&module, cubin.data()), "cuModuleLoadData");
-    check_cu(d.cuModuleGetFunction(&fn, module, "probe"), "cuModuleGetFunction");
     DeviceBuffer counts(4 * sizeof(unsigned long long));
     counts.fill(0);
-    unsigned long long* cp = counts.as<unsigned long long>();
-    void* params[] = {&cp};
-    LaunchShape shape;
-    shape.grid[0] = (1u << 28) / 256;
-    shape.block[0] = 256;
-    launch(fn, shape, nullptr, params);
-    check_cu(d.cuCtxSynchronize(), "probe");
+    run_probe(load_probe(kProbe), 1u << 28, counts.as<unsigned long long>());
     unsigned long long got[4];
     counts.download(got, sizeof got);
     MESSAGE("exact path taken for " << got[1] << " of 2^32 pairs (" << double(got[1]) / 4294967296.0 * 100
                                     << "%); estimate within " << got[3] << " units of the last place");
     CHECK(got[3] < nvfp4k::kSiluBf16Window);
-    CHECK_MESSAGE(got[0] == 0, got[0] << " outputs differ, the first at gate bits 0x" << std::hex << ((got[2] - 1) >> 16)
-                                       << " up bits 0x" << ((got[2] - 1) & 0xFFFF));
+    CHECK_MESSAGE(got[0] == 0, fmt::format("{} outputs differ, the first at gate bits {:#06x} up bits {:#06x}", got[0],
+                                           (got[2] - 1) >> 16, (got[2] - 1) & 0xFFFF));
   }
 }
