@@ -28,6 +28,7 @@
 #include "ops/gemm/call.hpp"
 #include "ops/gemm/m_buckets.hpp"
 #include "ops/gemm/sm120/tiles.hpp"
+#include "common/tile_scheduler.cuh"
 #include "sm120/gemm_tile.cuh"
 #include "sm120/mma_mxf4nvf4.cuh"
 
@@ -213,6 +214,48 @@ TEST_SUITE("gemm_sm120") {
     }
   }
 
+  TEST_CASE("grouped tiles: the heuristic counts every group's CTAs, per SM count; candidates within limits") {
+    for (int sms : {170, 188, 48})
+      for (int groups : {1, 8, 128})
+        for (int64_t n : {8, 2880, 7168})
+          for (int bucket : kGemmMBuckets) {
+            CAPTURE(sms);
+            CAPTURE(groups);
+            CAPTURE(n);
+            CAPTURE(bucket);
+            const int64_t rows = gemm_bucket_m(bucket);
+            const sm120::Tile h = sm120::heuristic_tile(n, 4096, rows, sms, groups);
+            CHECK(sm120::tile_problem(h) == "");
+            // the row tile follows the rows per group; 128 weight rows where the groups' CTAs fill the SMs
+            CHECK(h.block_m == sm120::heuristic_tile(n, 4096, rows, sms).block_m);
+            const int64_t ctas_128 = groups * ((rows + h.block_m - 1) / h.block_m) * ((n + 127) / 128);
+            CHECK(h.block_n == (ctas_128 >= sms ? 128 : 64));
+            const std::vector<sm120::Tile> tiles = sm120::candidate_tiles(n, 4096, bucket, sms, groups);
+            REQUIRE(!tiles.empty());
+            CHECK(tiles.front() == h);
+            for (const sm120::Tile& t : tiles) CHECK(sm120::tile_problem(t) == "");
+          }
+    // the backend reads the groups from the problem: at decode, 128 experts of N = 2880 fill an RTX
+    // 5090 with 128-row weight tiles where one expert would not
+    const GemmBackend& backend = gemm_backend(Arch::sm_120a, "test");
+    KernelSpec problem = gemm_fp4_problem(gemm_problem(Arch::sm_120a, 2880, 4096, DType::bf16, DType::bf16,
+                                                       ScaleLayout::linear, false, kNoDType),
+                                          ScaleLayout::swizzled128x4);
+    CHECK(sm120::from_config(backend.heuristic(problem, 4, 170)).block_n == 64);
+    problem.groups = 128;
+    problem.flags |= kFlagGroupedContiguous;
+    CHECK(backend.unsupported(problem) == "");
+    CHECK(sm120::from_config(backend.heuristic(problem, 4, 170)).block_n == 128);
+    const std::string name = backend.kernel_name(gemm_spec(problem, backend.heuristic(problem, 4, 170)));
+    CHECK(name.find("grouped128_") != std::string::npos);
+    for (int sms : {170, 188, 48}) {
+      std::string line;
+      for (int bucket : kGemmMBuckets)
+        line += fmt::format(" {}:{}", gemm_bucket_m(bucket), sm120::describe(sm120::heuristic_tile(2880, 4096, gemm_bucket_m(bucket), sms, 128)));
+      MESSAGE(sms << " SMs, 128 groups of N = 2880, rows per group: tile" << line);
+    }
+  }
+
   TEST_CASE("the front: W4A4 problems keep NVFP4 activations, W4A16 is refused naming the arch and dtype") {
     for (Arch arch : {Arch::sm_120a, Arch::sm_121a}) {
       const GemmBackend& backend = gemm_backend(arch, "test");
@@ -273,6 +316,16 @@ TEST_SUITE("gemm_sm120") {
         CHECK(gemm_backend(arch, "test").tile_problem(s) == "");
       }
       MESSAGE(to_string(arch) << ": " << gemm.size() << " GEMM kernels for a 4096 x 14336 weight");
+      // a manifest shape with experts: the grouped (contiguous) kernels of every bucket
+      const std::vector<KernelSpec> grouped = test::gemm_prewarm(arch, 2880, 2880, 128);
+      CHECK(!grouped.empty());
+      for (const KernelSpec& s : grouped) {
+        CHECK(s.a_dtype == uint8_t(DType::nvfp4));
+        CHECK(s.groups == 128);
+        CHECK(gemm_problem_grouped(s) == nvfp4k::GROUPED_CONTIGUOUS);
+        CHECK(gemm_backend(arch, "test").tile_problem(s) == "");
+      }
+      MESSAGE(to_string(arch) << ": " << grouped.size() << " grouped GEMM kernels for 128 experts of 2880 x 2880");
     }
   }
 }
@@ -357,7 +410,9 @@ TEST_SUITE("gemm_sm120") {
     int kernels = 0;
     for (Arch arch : {Arch::sm_120a, Arch::sm_121a}) {
       const GemmBackend& backend = gemm_backend(arch, "test");
-      for (const KernelSpec& spec : test::gemm_prewarm(arch, 4096, 4096)) {
+      std::vector<KernelSpec> specs = test::gemm_prewarm(arch, 4096, 4096);
+      for (const KernelSpec& s : test::gemm_prewarm(arch, 2880, 2880, 128)) specs.push_back(s);  // grouped, 128 experts
+      for (const KernelSpec& spec : specs) {
         const auto compiled = KernelStore::instance().get(spec);
         const std::string name = compiled->kernel.name, cubin = dir + "/k.cubin";
         CAPTURE(name);

@@ -5,43 +5,15 @@
 // matrix is the sm_90a GEMM's W4A4 one (gemm_case.hpp): float64 reference, poisoned outputs,
 // ragged M / N / K, both scale layouts on each operand, global-scale kinds, bias, alpha,
 // strides, subnormal and NaN block scales; plus graph capture and the W4A16 refusal.
-#include <cstdlib>
 #include <string>
 
 #include "gemm_case.hpp"
+#include "on_sm120_backend.hpp"
 #include "core/error.hpp"
-#include "ops/gemm/backend.hpp"
 
 namespace {
 
-// The suite's cases run on this backend: natively on sm_120a / sm_121a, emulated on sm_90a.
-// Returns false (and says why) where neither is possible.
-class OnSm120Backend {
- public:
-  OnSm120Backend() {
-    const Arch arch = current_device().arch;
-    native_ = arch == Arch::sm_120a || arch == Arch::sm_121a;
-    emulated_ = arch == Arch::sm_90a;
-    if (emulated_) ::setenv("NVFP4_JIT_EMULATE_ARCH", "sm_120a", 1);
-  }
-  ~OnSm120Backend() {
-    if (emulated_) ::unsetenv("NVFP4_JIT_EMULATE_ARCH");
-  }
-  bool ready() const {
-    if (!native_ && !emulated_) {
-      MESSAGE("skipped: the sm_120a GEMM runs natively on sm_120a / sm_121a and emulated on sm_90a only");
-      return false;
-    }
-    const GemmBackend* backend = find_gemm_backend(current_device().arch);
-    REQUIRE(backend);
-    REQUIRE(backend->name() == "sm120");
-    return true;
-  }
-
- private:
-  bool native_ = false, emulated_ = false;
-};
-
+using test::OnSm120Backend;
 constexpr DType fp4 = DType::nvfp4, bf16 = DType::bf16, fp16 = DType::fp16, fp32 = DType::fp32;
 constexpr ScaleLayout lin = ScaleLayout::linear, sw = ScaleLayout::swizzled128x4;
 

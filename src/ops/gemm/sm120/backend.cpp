@@ -1,10 +1,12 @@
 // The sm_120a / sm_121a GEMM backend: NVFP4 activations x an NVFP4 weight through the
-// block-scaled FP4 MMA (templates/sm120/gemm_w4a4.cuh), either scale layout for each.
+// block-scaled FP4 MMA (templates/sm120/gemm_w4a4.cuh), either scale layout for each; dense,
+// or grouped (contiguous, A's rows optionally gathered, or masked).
 //
 // The same backend, as a test facility, runs its kernels on an sm_90a device: with
 // NVFP4_JIT_EMULATE_ARCH=sm_120a (or sm_121a) in the environment it takes the GEMM calls of an
 // sm_90a device, and compiles its kernels for sm_90a with the MMA emulated exactly (the spec's
 // arch is the device's, so their keys, names and sources differ from the real kernels').
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -55,17 +57,17 @@ class Sm120Backend final : public GemmBackend {
                          dtype_name(problem.a_dtype));
     if (gemm_problem_prepacked(problem))
       return "a prepacked weight (sm_90a's layout) does not run on sm_120a / sm_121a: pass the weight as ModelOpt stores it";
-    if (gemm_problem_grouped(problem)) return "grouped_gemm is not implemented on sm_120a / sm_121a yet";
     return {};
   }
 
   TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count) const override {
-    return to_config(heuristic_tile(problem.n, problem.k, m, sm_count));
+    return to_config(heuristic_tile(problem.n, problem.k, m, sm_count, std::max(1, problem.groups)));
   }
 
   std::vector<TileConfig> candidates(const KernelSpec& problem, int bucket, int sm_count) const override {
     std::vector<TileConfig> configs;
-    for (const Tile& t : candidate_tiles(problem.n, problem.k, bucket, sm_count)) configs.push_back(to_config(t));
+    for (const Tile& t : candidate_tiles(problem.n, problem.k, bucket, sm_count, std::max(1, problem.groups)))
+      configs.push_back(to_config(t));
     return configs;
   }
 
@@ -80,7 +82,12 @@ class Sm120Backend final : public GemmBackend {
   std::string kernel_name(const KernelSpec& spec) const override {
     const Tile t = from_config(spec.tile);
     const uint8_t bias = bias_code(spec);
-    return fmt::format("nvfp4_gemm_w4a4_{}n{}_k{}_{}_a{}_w{}{}_bm{}_bn{}_s{}", emulated(spec) ? "sm120emu_" : "", spec.n,
+    const int grouped = gemm_problem_grouped(spec);
+    return fmt::format("nvfp4_gemm_w4a4_{}{}n{}_k{}_{}_a{}_w{}{}_bm{}_bn{}_s{}", emulated(spec) ? "sm120emu_" : "",
+                       grouped == nvfp4k::GROUPED_NONE     ? ""
+                       : grouped == nvfp4k::GROUPED_MASKED ? fmt::format("masked{}_", spec.groups)
+                                                           : fmt::format("grouped{}_", spec.groups),
+                       spec.n,
                        spec.k, dtype_name(spec.out_dtype), layout_name(a_layout(spec)), layout_name(spec.scale_layout),
                        bias == nvfp4k::BIAS_BF16 ? "_biasbf16" : bias == nvfp4k::BIAS_FP32 ? "_biasfp32" : "", t.block_m,
                        t.block_n, t.stages);
@@ -88,18 +95,22 @@ class Sm120Backend final : public GemmBackend {
 
   GeneratedKernel generate(const KernelSpec& spec) const override {
     const Tile t = from_config(spec.tile);
+    const int grouped = gemm_problem_grouped(spec);
     return entry_point(spec, kernel_name(spec), "sm120/gemm_w4a4.cuh", "GemmW4A4Params",
                        fmt::format("nvfp4k::sm120::gemm_w4a4<nvfp4k::sm120::GemmConfig<{}, {}, {}LL, {}LL, {}, {}, {}, {}, "
-                                   "{}, {}>>(p)",
+                                   "{}, {}{}>>(p)",
                                    spec.out_dtype, bias_code(spec), spec.n, spec.k, a_layout(spec), spec.scale_layout,
-                                   t.block_m, t.block_n, t.stages, emulated(spec) ? "true" : "false"));
+                                   t.block_m, t.block_n, t.stages, emulated(spec) ? "true" : "false",
+                                   grouped ? fmt::format(", {}, {}", grouped, spec.groups) : ""));
   }
 
   unsigned shared_bytes(const KernelSpec& spec) const override { return sm120::shared_bytes(from_config(spec.tile)); }
 
   GemmPlan plan(const KernelSpec& spec, int64_t m, int sm_count) const override {
     const Tile t = from_config(spec.tile);
-    const GemmGrid grid = gemm_grid(m, spec.n, spec.k, t.block_m, t.block_n, 1, sm_count);
+    const int grouped = gemm_problem_grouped(spec);
+    const GemmGrid grid = grouped ? gemm_grouped_grid(grouped, spec.groups, m, spec.n, t.block_m, t.block_n)
+                                  : gemm_grid(m, spec.n, spec.k, t.block_m, t.block_n, 1, sm_count);
     GemmPlan plan;
     auto& p = *reinterpret_cast<nvfp4k::GemmW4A4Params*>(plan.params);
     p.schedule = grid.schedule;
@@ -122,6 +133,11 @@ class Sm120Backend final : public GemmBackend {
     p.w = static_cast<const unsigned char*>(args.b.data);
     p.w_stride = call.b_stride;
     p.w_scales = static_cast<const unsigned char*>(args.b.scales);
+    p.w_group_bytes = scale_bytes(args.b.scale_layout, args.n, args.k);
+    p.schedule.group_ends = call.group_ends;
+    p.schedule.group_rows = call.masked_m;
+    p.row_index = call.row_index;
+    p.a_rows = call.a_rows;
     bind_epilogue(p, call);
   }
 

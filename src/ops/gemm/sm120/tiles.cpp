@@ -39,20 +39,20 @@ std::string tile_problem(const Tile& t) {
   return {};
 }
 
-Tile heuristic_tile(int64_t n, int64_t, int64_t m, int sm_count) {
+Tile heuristic_tile(int64_t n, int64_t, int64_t m, int sm_count, int groups) {
   // chosen for m's bucket (its largest M): one tile per bucket, which prewarm compiles
   const int64_t rows = gemm_bucket_m(gemm_m_bucket(m));
   Tile t;
   t.block_m = row_tile_for(rows);
   // 128 weight rows a CTA read each activation tile half as often; 64 where 128 would leave SMs idle
-  const int64_t ctas_128 = (rows + t.block_m - 1) / t.block_m * ((n + 127) / 128);
+  const int64_t ctas_128 = groups * ((rows + t.block_m - 1) / t.block_m) * ((n + 127) / 128);
   t.block_n = ctas_128 >= sm_count ? 128 : 64;
   t.stages = max_stages(t);
   return t;
 }
 
-std::vector<Tile> candidate_tiles(int64_t n, int64_t k, int bucket, int sm_count) {
-  const Tile heuristic = heuristic_tile(n, k, gemm_bucket_m(bucket), sm_count);
+std::vector<Tile> candidate_tiles(int64_t n, int64_t k, int bucket, int sm_count, int groups) {
+  const Tile heuristic = heuristic_tile(n, k, gemm_bucket_m(bucket), sm_count, groups);
   std::vector<Tile> tiles{heuristic};
   for (int block_m : {16, 32, 64, 128}) {
     if (block_m > std::max(heuristic.block_m, 16)) break;

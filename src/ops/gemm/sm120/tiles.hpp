@@ -25,15 +25,15 @@ unsigned shared_bytes(const Tile& tile);
 // Why the kernel cannot be built or launched with `tile`; empty when it can.
 std::string tile_problem(const Tile& tile);
 
-// The tile an untuned call with m rows runs, chosen for m's bucket: the row tile of its size
-// class (16, 32, 64, then 128 rows), 128 weight rows a CTA where that grid fills every SM, else
-// 64; the most stages that fit (at most 4).
-Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count);
+// The tile an untuned call with m rows (grouped: m rows in each of `groups` groups) runs,
+// chosen for m's bucket: the row tile of its size class (16, 32, 64, then 128 rows), 128 weight
+// rows a CTA where that grid fills every SM, else 64; the most stages that fit (at most 4).
+Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, int groups = 1);
 
 // The tuner's search space for a bucket: the heuristic's tile first, then every row tile up to
 // the bucket's, 64 / 128 / 256 weight rows, 2 stages to as many as fit; only tiles
 // tile_problem accepts.
-std::vector<Tile> candidate_tiles(int64_t n, int64_t k, int bucket, int sm_count);
+std::vector<Tile> candidate_tiles(int64_t n, int64_t k, int bucket, int sm_count, int groups = 1);
 
 // "bm64 bn128 s4"
 std::string describe(const Tile& tile);
