@@ -13,6 +13,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <string>
 
 #include "../dequantize_fixture.hpp"
 #include "gemm_output.hpp"
@@ -48,7 +49,7 @@ std::map<int, double>& worst_error() {
   return worst;
 }
 
-const char* dtype_label(DType d) { return d == DType::fp32 ? "fp32" : d == DType::bf16 ? "bf16" : "fp16"; }
+std::string dtype_label(DType d) { return d == DType::fp32 ? "fp32" : d == DType::bf16 ? "bf16" : "fp16"; }
 
 // One routing: each expert's rows [begin, end) of A and D, what the device reads (ends or
 // counts), and row_index (the token of each row; -1 past the routed rows).
@@ -261,7 +262,7 @@ void run_experts(const Experts& c, std::mt19937& rng, int replays = 0) {
     const double bound = c.d == DType::fp32 ? 1e-5 : c.d == DType::bf16 ? 4e-3 : 1e-3;
     double& worst = worst_error()[int(c.d)];
     worst = std::max(worst, rel);
-    MESSAGE((masked ? "masked" : "contiguous") << " G=" << c.groups << " m=" << c.m << " n=" << c.n << " k=" << c.k << " "
+    MESSAGE(std::string(masked ? "masked" : "contiguous") << " G=" << c.groups << " m=" << c.m << " n=" << c.n << " k=" << c.k << " "
                                               << dtype_label(c.d) << " round " << round << ": relative error " << rel);
     CHECK(rel < bound);
   }
