@@ -182,7 +182,7 @@ TEST_SUITE("gemm_sm120") {
             REQUIRE(!tiles.empty());
             CHECK(tiles.front() == h);
             for (const sm120::Tile& t : tiles) {
-              CHECK(sm120::tile_problem(t) == "");
+              CHECK(sm120::tile_problem(t, k) == "");
               CHECK(sm120::shared_bytes(t) <= GEMM_MAX_SHARED);
               CHECK(sm120::threads(t) <= 256);
               CHECK(t.block_m <= std::max(16, h.block_m));
@@ -204,6 +204,19 @@ TEST_SUITE("gemm_sm120") {
     CHECK(sm120::heuristic_tile(14336, 4096, 1, 170).block_n == 64);
     CHECK(sm120::heuristic_tile(14336, 4096, 1, 188).block_n == 64);
     CHECK(sm120::heuristic_tile(4096, 4096, 4096, 188).block_n == 128);
+    // split-K where the grid leaves half the SMs idle or more, each split 4 k-tiles or more: at
+    // decode N = 4096 is 64 CTAs (2 splits fill 128 of 170 SMs, not 48), N = 1000 16 (4 splits)
+    CHECK(sm120::heuristic_tile(4096, 4096, 1, 170).split_k == 2);
+    CHECK(sm120::heuristic_tile(4096, 4096, 1, 48).split_k == 1);
+    CHECK(sm120::heuristic_tile(1000, 8192, 1, 188).split_k == 4);
+    CHECK(sm120::heuristic_tile(1000, 512, 1, 188).split_k == 1);  // 4 k-tiles: no split keeps 4
+    CHECK(sm120::heuristic_tile(1000, 1024, 1, 188).split_k == 2);
+    CHECK(sm120::heuristic_tile(4096, 4096, 4096, 188).split_k == 1);
+    CHECK(sm120::heuristic_tile(4096, 4096, 1, 170, 8).split_k == 1);  // grouped: unsplit
+    CHECK(sm120::tile_problem({16, 64, 4, 2}, 256) != "");   // 2 k-tiles in 2 splits
+    CHECK(sm120::tile_problem({16, 64, 4, 2}, 512) == "");
+    CHECK(sm120::tile_problem({64, 256, 2, 2}) != "");       // a 64 KB partial tile in 55 KB of stages
+    CHECK(sm120::tile_problem({16, 64, 4, 8}) != "");
     // the table for the report: one line per SM count and bucket at N = K = 4096 and N = 14336
     for (int sms : {170, 188, 48}) {
       std::string line;
@@ -233,7 +246,10 @@ TEST_SUITE("gemm_sm120") {
             const std::vector<sm120::Tile> tiles = sm120::candidate_tiles(n, 4096, bucket, sms, groups);
             REQUIRE(!tiles.empty());
             CHECK(tiles.front() == h);
-            for (const sm120::Tile& t : tiles) CHECK(sm120::tile_problem(t) == "");
+            for (const sm120::Tile& t : tiles) {
+              CHECK(sm120::tile_problem(t) == "");
+              CHECK((groups == 1 || t.split_k == 1));  // the groups' tiles fill the grid
+            }
           }
     // the backend reads the groups from the problem: at decode, 128 experts of N = 2880 fill an RTX
     // 5090 with 128-row weight tiles where one expert would not
@@ -248,6 +264,9 @@ TEST_SUITE("gemm_sm120") {
     CHECK(sm120::from_config(backend.heuristic(problem, 4, 170)).block_n == 128);
     const std::string name = backend.kernel_name(gemm_spec(problem, backend.heuristic(problem, 4, 170)));
     CHECK(name.find("grouped128_") != std::string::npos);
+    TileConfig split = backend.heuristic(problem, 4, 170);
+    split.split_k = 2;
+    CHECK(backend.tile_problem(gemm_spec(problem, split)) == "a grouped GEMM runs unsplit");
     for (int sms : {170, 188, 48}) {
       std::string line;
       for (int bucket : kGemmMBuckets)
@@ -301,8 +320,9 @@ TEST_SUITE("gemm_sm120") {
     const GeneratedKernel real = emulated->generate(gemm_spec(p120, tile)), emu = emulated->generate(gemm_spec(p90, tile));
     CHECK(real.name != emu.name);
     CHECK(emu.name.find("sm120emu") != std::string::npos);
-    CHECK(real.source.find(", false>>(p)") != std::string::npos);
-    CHECK(emu.source.find(", true>>(p)") != std::string::npos);
+    const int split = sm120::from_config(tile).split_k;
+    CHECK(real.source.find(fmt::format(", false, {}>>(p)", split)) != std::string::npos);
+    CHECK(emu.source.find(fmt::format(", true, {}>>(p)", split)) != std::string::npos);
   }
 
   TEST_CASE("prewarm for sm_120a and sm_121a: the W4A4 GEMM kernels, a few per weight shape") {

@@ -9,6 +9,11 @@
 // shared memory (rows 80 bytes apart: conflict-free) and issues MT x NT MMAs per k64 step.
 // No clusters, no TMA multicast, at most 99 KB of shared memory: what these GPUs have.
 //
+// With KSPLIT > 1 the grid is of clusters of KSPLIT CTAs (sm_120 has clusters and distributed
+// shared memory, only no TMA multicast): the first clusters take KSPLIT whole tiles, one a CTA,
+// the later ones split one tile's K among their CTAs, whose partial tiles rank 0 adds in rank
+// order through distributed shared memory (deterministic, no workspace) before the epilogue.
+//
 // Grouped (mixture of experts): the tile scheduler places a CTA's row tile in its group, whose
 // weight and global scales it then reads; CTAs past the groups' rows exit at once, and A's
 // rows may be gathered through row_index (an index outside [0, a_rows) reads a NaN row).
@@ -18,6 +23,7 @@
 #pragma once
 #include "common/gemm_epilogue.cuh"
 #include "common/global_scale.cuh"
+#include "common/ptx/cluster.cuh"
 #include "common/ptx/copy.cuh"
 #include "common/scale_layout.cuh"
 #include "common/tile_scheduler.cuh"
@@ -29,9 +35,10 @@
 namespace nvfp4k::sm120 {
 
 template <int ODT_, int BIAS_, long long N_, long long K_, int A_LAYOUT_, int W_LAYOUT_, int BM_, int BN_, int STAGES_,
-          bool EMULATE_, int GROUPED_ = GROUPED_NONE, int GROUPS_ = 0>
+          bool EMULATE_, int KSPLIT_ = 1, int GROUPED_ = GROUPED_NONE, int GROUPS_ = 0>
 struct GemmConfig {
   static constexpr int ODT = ODT_, BIAS = BIAS_, A_LAYOUT = A_LAYOUT_, W_LAYOUT = W_LAYOUT_;
+  static constexpr int KSPLIT = KSPLIT_;
   static constexpr int GROUPED = GROUPED_, GROUPS = GROUPS_;  // a GroupedLayoutCode of GROUPS groups
   static constexpr long long N = N_, K = K_;
   static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_;
@@ -53,7 +60,9 @@ struct GemmConfig {
   static_assert(K % 32 == 0 && BM % 16 == 0 && BN % 8 == 0 && MT >= 1 && NT >= 1);
   static_assert(BM % (16 * WARPS_M) == 0 && BN % (8 * WARPS_N) == 0, "warps tile the CTA");
   static_assert(W_LAYOUT != SCALES_PREPACKED && A_LAYOUT != SCALES_PREPACKED, "the ModelOpt / quantizer layouts");
-  static_assert(GROUPED == GROUPED_NONE || GROUPS > 0);
+  static_assert(GROUPED == GROUPED_NONE || (GROUPS > 0 && KSPLIT == 1), "grouped layouts run unsplit");
+  static_assert(KSPLIT == 1 || (KTILES >= 2 * KSPLIT && BM * BN * 4 <= STAGES * STAGE_BYTES),
+                "a split of 2 k-tiles or more; the partial tile fits in the stages");
   static_assert(EMULATE || STAGES * STAGE_BYTES <= int(GEMM_MAX_SHARED), "99 KB of shared memory on sm_120");
 };
 
@@ -105,8 +114,9 @@ __device__ __forceinline__ void gemm_w4a4(const GemmW4A4Params& p) {
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr int N_TILES = int((C::N + C::BN - 1) / C::BN);
   ScheduledTile tile;
+  const unsigned rank = C::KSPLIT > 1 ? cluster_ctarank() : 0u;
   if constexpr (C::GROUPED == GROUPED_NONE) {
-    tile = schedule_tile<N_TILES, 1, C::KTILES>(p.schedule, int(blockIdx.x), 0u);
+    tile = schedule_tile<N_TILES, C::KSPLIT, C::KTILES>(p.schedule, int(blockIdx.x), rank);
   } else {
     tile = schedule_grouped_tile_warp<N_TILES, C::GROUPED, C::GROUPS, C::KTILES>(p.schedule, int(blockIdx.x));
     if (tile.m0 >= tile.m_end) return;  // past the groups' row tiles: the whole CTA
@@ -163,18 +173,21 @@ __device__ __forceinline__ void gemm_w4a4(const GemmW4A4Params& p) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
 
+  // this CTA's k-tiles [kt0, kt0 + ktiles): all, or its split's
+  const int kt0 = tile.kt_begin, ktiles = tile.kt_end - tile.kt_begin;
 #pragma unroll
   for (int i = 0; i < C::STAGES - 1; ++i) {
-    if (i < C::KTILES) load(i, i);
+    if (i < ktiles) load(i, kt0 + i);
     cp_async_commit();
   }
 #pragma unroll 1
-  for (int kt = 0; kt < C::KTILES; ++kt) {
+  for (int x = 0; x < ktiles; ++x) {
     cp_async_wait<C::STAGES - 2>();
-    __syncthreads();  // tile kt has landed for every thread's copies; stage (kt - 1) is free
-    if (kt + C::STAGES - 1 < C::KTILES) load((kt + C::STAGES - 1) % C::STAGES, kt + C::STAGES - 1);
+    __syncthreads();  // this CTA's k-tile x has landed for every thread's copies; stage (x - 1) is free
+    if (x + C::STAGES - 1 < ktiles) load((x + C::STAGES - 1) % C::STAGES, kt0 + x + C::STAGES - 1);
     cp_async_commit();
-    const unsigned char* st = stage(kt % C::STAGES);
+    const unsigned char* st = stage(x % C::STAGES);
+    const int kt = kt0 + x;
 #pragma unroll
     for (int s = 0; s < 2; ++s) {
       // fragments of the sm120/mma_mxf4nvf4.cuh layouts: b[r] is W's row, bytes 16 r + 4 t of the
@@ -204,6 +217,34 @@ __device__ __forceinline__ void gemm_w4a4(const GemmW4A4Params& p) {
     }
   }
   cp_async_wait<0>();
+
+  if (C::KSPLIT > 1 && tile.split) {  // uniform over the cluster
+    // the partial tiles in the (now idle) stages, one float per thread and accumulator, which
+    // the same thread of rank 0 adds in rank order
+    float* partial = reinterpret_cast<float*>(smem);
+    __syncthreads();  // every warp is done reading the stages
+    if (rank != 0) {
+#pragma unroll
+      for (int i = 0; i < C::MT; ++i)
+#pragma unroll
+        for (int j = 0; j < C::NT; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) partial[((i * C::NT + j) * 4 + e) * C::THREADS + threadIdx.x] = acc[i][j][e];
+    }
+    cluster_sync();
+    if (rank == 0) {
+      for (unsigned r = 1; r < unsigned(C::KSPLIT); ++r)
+#pragma unroll
+        for (int i = 0; i < C::MT; ++i)
+#pragma unroll
+          for (int j = 0; j < C::NT; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              acc[i][j][e] += ld_shared_cluster(&partial[((i * C::NT + j) * 4 + e) * C::THREADS + threadIdx.x], r);
+    }
+    cluster_sync<false>();  // peers keep their shared memory until rank 0 has read it
+    if (rank != 0) return;
+  }
 
   // acc[i][j][e] is D[m0 + row_a + 16 i + 8 (e / 2), n0 + row_w - g + 8 j + 2 t + e % 2]
   // (a per-group scale, W's or A's, is the tile's group's: the one-per-row read at its group)

@@ -74,7 +74,8 @@ class Sm120Backend final : public GemmBackend {
   std::string tile_problem(const KernelSpec& spec) const override {
     const Tile t = from_config(spec.tile);
     if (to_config(t) != spec.tile) return "a tile this backend does not describe";
-    return sm120::tile_problem(t);
+    if (t.split_k > 1 && gemm_problem_grouped(spec)) return "a grouped GEMM runs unsplit";
+    return sm120::tile_problem(t, spec.k);
   }
 
   std::string describe(const TileConfig& tile) const override { return sm120::describe(from_config(tile)); }
@@ -83,14 +84,14 @@ class Sm120Backend final : public GemmBackend {
     const Tile t = from_config(spec.tile);
     const uint8_t bias = bias_code(spec);
     const int grouped = gemm_problem_grouped(spec);
-    return fmt::format("nvfp4_gemm_w4a4_{}{}n{}_k{}_{}_a{}_w{}{}_bm{}_bn{}_s{}", emulated(spec) ? "sm120emu_" : "",
+    return fmt::format("nvfp4_gemm_w4a4_{}{}n{}_k{}_{}_a{}_w{}{}_bm{}_bn{}_s{}{}", emulated(spec) ? "sm120emu_" : "",
                        grouped == nvfp4k::GROUPED_NONE     ? ""
                        : grouped == nvfp4k::GROUPED_MASKED ? fmt::format("masked{}_", spec.groups)
                                                            : fmt::format("grouped{}_", spec.groups),
                        spec.n,
                        spec.k, dtype_name(spec.out_dtype), layout_name(a_layout(spec)), layout_name(spec.scale_layout),
                        bias == nvfp4k::BIAS_BF16 ? "_biasbf16" : bias == nvfp4k::BIAS_FP32 ? "_biasfp32" : "", t.block_m,
-                       t.block_n, t.stages);
+                       t.block_n, t.stages, t.split_k > 1 ? fmt::format("_ks{}", t.split_k) : "");
   }
 
   GeneratedKernel generate(const KernelSpec& spec) const override {
@@ -98,9 +99,9 @@ class Sm120Backend final : public GemmBackend {
     const int grouped = gemm_problem_grouped(spec);
     return entry_point(spec, kernel_name(spec), "sm120/gemm_w4a4.cuh", "GemmW4A4Params",
                        fmt::format("nvfp4k::sm120::gemm_w4a4<nvfp4k::sm120::GemmConfig<{}, {}, {}LL, {}LL, {}, {}, {}, {}, "
-                                   "{}, {}{}>>(p)",
+                                   "{}, {}, {}{}>>(p)",
                                    spec.out_dtype, bias_code(spec), spec.n, spec.k, a_layout(spec), spec.scale_layout,
-                                   t.block_m, t.block_n, t.stages, emulated(spec) ? "true" : "false",
+                                   t.block_m, t.block_n, t.stages, emulated(spec) ? "true" : "false", t.split_k,
                                    grouped ? fmt::format(", {}, {}", grouped, spec.groups) : ""));
   }
 
@@ -110,11 +111,17 @@ class Sm120Backend final : public GemmBackend {
     const Tile t = from_config(spec.tile);
     const int grouped = gemm_problem_grouped(spec);
     const GemmGrid grid = grouped ? gemm_grouped_grid(grouped, spec.groups, m, spec.n, t.block_m, t.block_n)
-                                  : gemm_grid(m, spec.n, spec.k, t.block_m, t.block_n, 1, sm_count);
+                                  : gemm_grid(m, spec.n, spec.k, t.block_m, t.block_n, t.split_k, sm_count);
     GemmPlan plan;
     auto& p = *reinterpret_cast<nvfp4k::GemmW4A4Params*>(plan.params);
     p.schedule = grid.schedule;
     plan.shape.grid[0] = grid.clusters;
+    plan.shape.grid[2] = unsigned(t.split_k);
+    if (t.split_k > 1) {  // a cluster of split_k CTAs along z
+      plan.shape.cluster[0] = 1;
+      plan.shape.cluster[1] = 1;
+      plan.shape.cluster[2] = unsigned(t.split_k);
+    }
     plan.shape.block[0] = unsigned(threads(t));
     plan.shape.shared_bytes = sm120::shared_bytes(t);
     plan.early_launch = false;  // the kernel makes no programmatic-launch calls
