@@ -213,6 +213,7 @@ TEST_SUITE("gemm_sm120") {
     CHECK(sm120::heuristic_tile(1000, 1024, 1, 188).split_k == 2);
     CHECK(sm120::heuristic_tile(4096, 4096, 4096, 188).split_k == 1);
     CHECK(sm120::heuristic_tile(4096, 4096, 1, 170, 8).split_k == 1);  // grouped: unsplit
+    CHECK(sm120::heuristic_tile(4096, 4096, 1, 170, 1).split_k == 1);  // one expert too
     CHECK(sm120::tile_problem({16, 64, 4, 2}, 256) != "");   // 2 k-tiles in 2 splits
     CHECK(sm120::tile_problem({16, 64, 4, 2}, 512) == "");
     CHECK(sm120::tile_problem({64, 256, 2, 2}) != "");       // a 64 KB partial tile in 55 KB of stages
@@ -248,7 +249,7 @@ TEST_SUITE("gemm_sm120") {
             CHECK(tiles.front() == h);
             for (const sm120::Tile& t : tiles) {
               CHECK(sm120::tile_problem(t) == "");
-              CHECK((groups == 1 || t.split_k == 1));  // the groups' tiles fill the grid
+              CHECK(t.split_k == 1);  // the groups' tiles fill the grid
             }
           }
     // the backend reads the groups from the problem: at decode, 128 experts of N = 2880 fill an RTX
@@ -258,6 +259,7 @@ TEST_SUITE("gemm_sm120") {
                                                        ScaleLayout::linear, false, kNoDType),
                                           ScaleLayout::swizzled128x4);
     CHECK(sm120::from_config(backend.heuristic(problem, 4, 170)).block_n == 64);
+    CHECK(sm120::from_config(backend.heuristic(problem, 4, 170)).split_k == 2);  // dense: 45 CTAs split in 2
     problem.groups = 128;
     problem.flags |= kFlagGroupedContiguous;
     CHECK(backend.unsupported(problem) == "");
@@ -267,6 +269,12 @@ TEST_SUITE("gemm_sm120") {
     TileConfig split = backend.heuristic(problem, 4, 170);
     split.split_k = 2;
     CHECK(backend.tile_problem(gemm_spec(problem, split)) == "a grouped GEMM runs unsplit");
+    // one expert, masked, is grouped too: unsplit where the dense grid would split
+    KernelSpec one = problem;
+    one.groups = 1;
+    one.flags = (one.flags & ~kFlagGroupedContiguous) | kFlagGroupedMasked;
+    CHECK(sm120::from_config(backend.heuristic(one, 700, 132)).split_k == 1);
+    for (const TileConfig& c : backend.candidates(one, gemm_m_bucket(700), 132)) CHECK(backend.tile_problem(gemm_spec(one, c)) == "");
     for (int sms : {170, 188, 48}) {
       std::string line;
       for (int bucket : kGemmMBuckets)

@@ -6,7 +6,6 @@
 // NVFP4_JIT_EMULATE_ARCH=sm_120a (or sm_121a) in the environment it takes the GEMM calls of an
 // sm_90a device, and compiles its kernels for sm_90a with the MMA emulated exactly (the spec's
 // arch is the device's, so their keys, names and sources differ from the real kernels').
-#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -37,6 +36,9 @@ const char* layout_name(int layout) {
   return layout == nvfp4k::SCALES_SWIZZLED128X4 ? "sw128x4" : layout == nvfp4k::SCALES_PREPACKED ? "prepacked" : "linear";
 }
 
+// The tiles' groups argument: 0 for a dense problem.
+int groups(const KernelSpec& problem) { return gemm_problem_grouped(problem) ? problem.groups : 0; }
+
 // The arch NVFP4_JIT_EMULATE_ARCH names, if it names one this backend serves.
 bool emulation_requested() {
   const char* v = std::getenv("NVFP4_JIT_EMULATE_ARCH");
@@ -61,12 +63,12 @@ class Sm120Backend final : public GemmBackend {
   }
 
   TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count) const override {
-    return to_config(heuristic_tile(problem.n, problem.k, m, sm_count, std::max(1, problem.groups)));
+    return to_config(heuristic_tile(problem.n, problem.k, m, sm_count, groups(problem)));
   }
 
   std::vector<TileConfig> candidates(const KernelSpec& problem, int bucket, int sm_count) const override {
     std::vector<TileConfig> configs;
-    for (const Tile& t : candidate_tiles(problem.n, problem.k, bucket, sm_count, std::max(1, problem.groups)))
+    for (const Tile& t : candidate_tiles(problem.n, problem.k, bucket, sm_count, groups(problem)))
       configs.push_back(to_config(t));
     return configs;
   }

@@ -51,12 +51,12 @@ Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, int groups) {
   Tile t;
   t.block_m = row_tile_for(rows);
   // 128 weight rows a CTA read each activation tile half as often; 64 where 128 would leave SMs idle
-  const int64_t ctas_128 = groups * ((rows + t.block_m - 1) / t.block_m) * ((n + 127) / 128);
+  const int64_t ctas_128 = std::max(groups, 1) * ((rows + t.block_m - 1) / t.block_m) * ((n + 127) / 128);
   t.block_n = ctas_128 >= sm_count ? 128 : 64;
   t.stages = max_stages(t);
   // (the partial tiles' exchange costs about a k-tile: worth it where each split keeps 4)
   const int64_t ctas = (rows + t.block_m - 1) / t.block_m * ((n + t.block_n - 1) / t.block_n);
-  if (groups == 1)
+  if (groups == 0)  // a grouped grid runs unsplit
     for (int split : {4, 2})
       if (t.split_k == 1 && ctas * split <= sm_count && ktiles(k) >= 4 * split &&
           tile_problem({t.block_m, t.block_n, t.stages, split}).empty())
@@ -73,7 +73,7 @@ std::vector<Tile> candidate_tiles(int64_t n, int64_t k, int bucket, int sm_count
       for (int stages = 2; stages <= kMaxStages; ++stages)
         for (int split : {1, 2, 4}) {
           const Tile t{block_m, block_n, stages, split};
-          if ((split == 1 || groups == 1) && tile_problem(t, k).empty() && std::find(tiles.begin(), tiles.end(), t) == tiles.end())
+          if ((split == 1 || groups == 0) && tile_problem(t, k).empty() && std::find(tiles.begin(), tiles.end(), t) == tiles.end())
             tiles.push_back(t);
         }
   }
