@@ -113,6 +113,24 @@ Routing route_on_device(const Experts& c, int64_t tokens, DeviceBuffer& ends, De
   return r;
 }
 
+// One call captured in a CUDA graph, replayed on demand.
+struct Graph {
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  template <class Call>
+  void capture(CUstream stream, Call call) {
+    check_cu(driver().cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+    call();
+    check_cu(driver().cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
+    check_cu(driver().cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiate");
+  }
+  void replay(CUstream stream) const { check_cu(driver().cuGraphLaunch(exec, stream), "cuGraphLaunch"); }
+  ~Graph() {
+    if (exec) driver().cuGraphExecDestroy(exec);
+    if (graph) driver().cuGraphDestroy(graph);
+  }
+};
+
 // Runs `c` (captured and replayed `replays` times with new routing and per-expert A scales
 // where replays > 0) and checks every element of D.
 void run_experts(const Experts& c, std::mt19937& rng, int replays = 0) {
@@ -178,11 +196,9 @@ void run_experts(const Experts& c, std::mt19937& rng, int replays = 0) {
   g.gemm.alpha = c.alpha;
   (masked ? g.masked_m : g.group_ends) = d_sizes.as<int32_t>();
 
-  const Driver& drv = driver();
   CUstream stream = nullptr;
-  check_cu(drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-  CUgraph graph = nullptr;
-  CUgraphExec exec = nullptr;
+  check_cu(driver().cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  Graph graph;
   for (int round = 0; round <= replays; ++round) {
     const Routing r = c.ep_slice ? route_on_device(c, tokens, d_sizes, d_index, rng) : draw_routing(c, rows, tokens, rng);
     if (!c.ep_slice) {
@@ -192,19 +208,14 @@ void run_experts(const Experts& c, std::mt19937& rng, int replays = 0) {
     for (int e = 0; e < c.groups; ++e) ga_group[size_t(e)] = ga * std::ldexp(1.0f, int(rng() % 5) - 2);
     d_ga_group.upload(ga_group.data(), ga_group.size() * 4);
     d_out.fill(0xFF);  // NaN in every output type
-    if (replays == 0) {
-      grouped_gemm(g, stream);
-    } else if (!exec) {
-      grouped_gemm(g, stream);  // loads the kernel outside the capture
-      check_cu(drv.cuStreamSynchronize(stream), "warm-up");
+    if (replays == 0 || !graph.exec) grouped_gemm(g, stream);  // eager; before the capture, it loads the kernel
+    if (replays > 0) {
+      check_cu(driver().cuStreamSynchronize(stream), "eager grouped_gemm");
       d_out.fill(0xFF);
-      check_cu(drv.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
-      grouped_gemm(g, stream);
-      check_cu(drv.cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
-      check_cu(drv.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiate");
+      if (!graph.exec) graph.capture(stream, [&] { grouped_gemm(g, stream); });
+      graph.replay(stream);
     }
-    if (exec) check_cu(drv.cuGraphLaunch(exec, stream), "cuGraphLaunch");
-    check_cu(drv.cuStreamSynchronize(stream), "grouped_gemm");
+    check_cu(driver().cuStreamSynchronize(stream), "grouped_gemm");
     std::vector<uint8_t> got(d_out.bytes());
     d_out.download(got.data(), got.size());
 
@@ -212,7 +223,7 @@ void run_experts(const Experts& c, std::mt19937& rng, int replays = 0) {
     std::vector<int> expert_of(size_t(rows), -1);
     for (int e = 0; e < c.groups; ++e)
       for (int64_t i = r.rows[size_t(e)].first; i < r.rows[size_t(e)].second; ++i) expert_of[size_t(i)] = e;
-    double err2 = 0, ref2 = 0;
+    testutil::FrobeniusError error;
     bool ok = true;
     std::vector<double> wd(size_t(c.n * c.k));
     for (int e = -1; e < c.groups && ok; ++e) {  // -1: the rows of no expert
@@ -252,23 +263,19 @@ void run_experts(const Experts& c, std::mt19937& rng, int replays = 0) {
             ok = false;
             continue;
           }
-          err2 += (v - ref) * (v - ref);
-          ref2 += ref * ref;
+          error.add(v, ref);
         }
       }
     }
     if (!ok) break;
-    const double rel = std::sqrt(err2 / std::max(ref2, 1e-300));
-    const double bound = c.d == DType::fp32 ? 1e-5 : c.d == DType::bf16 ? 4e-3 : 1e-3;
+    const double rel = error.relative();
     double& worst = worst_error()[int(c.d)];
     worst = std::max(worst, rel);
     MESSAGE(std::string(masked ? "masked" : "contiguous") << " G=" << c.groups << " m=" << c.m << " n=" << c.n << " k=" << c.k << " "
                                               << dtype_label(c.d) << " round " << round << ": relative error " << rel);
-    CHECK(rel < bound);
+    CHECK(rel < testutil::rounding_bound(c.d));
   }
-  if (exec) drv.cuGraphExecDestroy(exec);
-  if (graph) drv.cuGraphDestroy(graph);
-  drv.cuStreamDestroy(stream);
+  driver().cuStreamDestroy(stream);
 }
 
 constexpr ScaleLayout lin = ScaleLayout::linear, sw = ScaleLayout::swizzled128x4;
