@@ -39,10 +39,10 @@ inline std::vector<sm90::Tile> sm90_bucket_tiles(int64_t n, int64_t k, int bucke
   return to_tiles(gemm_bucket_tiles(sm90_backend(), sm90_problem(n, k, prepacked), bucket, 132));
 }
 
-// The GEMM kernels a prewarm of one weight shape compiles.
-inline std::vector<KernelSpec> gemm_prewarm(Arch arch, int64_t n, int64_t k) {
+// The GEMM kernels a prewarm of one weight shape (of `groups` experts) compiles.
+inline std::vector<KernelSpec> gemm_prewarm(Arch arch, int64_t n, int64_t k, int32_t groups = 1) {
   std::vector<KernelSpec> gemm;
-  for (const KernelSpec& s : prewarm_specs({WeightShape{"", n, k}}, {arch}, 132))
+  for (const KernelSpec& s : prewarm_specs({WeightShape{"", n, k, groups}}, {arch}, 132))
     if (s.op == Op::gemm) gemm.push_back(s);
   return gemm;
 }

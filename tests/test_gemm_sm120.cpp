@@ -28,6 +28,7 @@
 #include "ops/gemm/call.hpp"
 #include "ops/gemm/m_buckets.hpp"
 #include "ops/gemm/sm120/tiles.hpp"
+#include "common/tile_scheduler.cuh"
 #include "sm120/gemm_tile.cuh"
 #include "sm120/mma_mxf4nvf4.cuh"
 
@@ -181,7 +182,7 @@ TEST_SUITE("gemm_sm120") {
             REQUIRE(!tiles.empty());
             CHECK(tiles.front() == h);
             for (const sm120::Tile& t : tiles) {
-              CHECK(sm120::tile_problem(t) == "");
+              CHECK(sm120::tile_problem(t, k) == "");
               CHECK(sm120::shared_bytes(t) <= GEMM_MAX_SHARED);
               CHECK(sm120::threads(t) <= 256);
               CHECK(t.block_m <= std::max(16, h.block_m));
@@ -203,6 +204,20 @@ TEST_SUITE("gemm_sm120") {
     CHECK(sm120::heuristic_tile(14336, 4096, 1, 170).block_n == 64);
     CHECK(sm120::heuristic_tile(14336, 4096, 1, 188).block_n == 64);
     CHECK(sm120::heuristic_tile(4096, 4096, 4096, 188).block_n == 128);
+    // split-K where the grid leaves half the SMs idle or more, each split 4 k-tiles or more: at
+    // decode N = 4096 is 64 CTAs (2 splits fill 128 of 170 SMs, not 48), N = 1000 16 (4 splits)
+    CHECK(sm120::heuristic_tile(4096, 4096, 1, 170).split_k == 2);
+    CHECK(sm120::heuristic_tile(4096, 4096, 1, 48).split_k == 1);
+    CHECK(sm120::heuristic_tile(1000, 8192, 1, 188).split_k == 4);
+    CHECK(sm120::heuristic_tile(1000, 512, 1, 188).split_k == 1);  // 4 k-tiles: no split keeps 4
+    CHECK(sm120::heuristic_tile(1000, 1024, 1, 188).split_k == 2);
+    CHECK(sm120::heuristic_tile(4096, 4096, 4096, 188).split_k == 1);
+    CHECK(sm120::heuristic_tile(4096, 4096, 1, 170, 8).split_k == 1);  // grouped: unsplit
+    CHECK(sm120::heuristic_tile(4096, 4096, 1, 170, 1).split_k == 1);  // one expert too
+    CHECK(sm120::tile_problem({16, 64, 4, 2}, 256) != "");   // 2 k-tiles in 2 splits
+    CHECK(sm120::tile_problem({16, 64, 4, 2}, 512) == "");
+    CHECK(sm120::tile_problem({64, 256, 2, 2}) != "");       // a 64 KB partial tile in 55 KB of stages
+    CHECK(sm120::tile_problem({16, 64, 4, 8}) != "");
     // the table for the report: one line per SM count and bucket at N = K = 4096 and N = 14336
     for (int sms : {170, 188, 48}) {
       std::string line;
@@ -210,6 +225,61 @@ TEST_SUITE("gemm_sm120") {
         line += fmt::format(" {}:{}/{}", gemm_bucket_m(bucket), sm120::describe(sm120::heuristic_tile(4096, 4096, gemm_bucket_m(bucket), sms)),
                             sm120::heuristic_tile(14336, 4096, gemm_bucket_m(bucket), sms).block_n);
       MESSAGE(sms << " SMs, M: tile at N = 4096 / block_n at N = 14336:" << line);
+    }
+  }
+
+  TEST_CASE("grouped tiles: the heuristic counts every group's CTAs, per SM count; candidates within limits") {
+    for (int sms : {170, 188, 48})
+      for (int groups : {1, 8, 128})
+        for (int64_t n : {8, 2880, 7168})
+          for (int bucket : kGemmMBuckets) {
+            CAPTURE(sms);
+            CAPTURE(groups);
+            CAPTURE(n);
+            CAPTURE(bucket);
+            const int64_t rows = gemm_bucket_m(bucket);
+            const sm120::Tile h = sm120::heuristic_tile(n, 4096, rows, sms, groups);
+            CHECK(sm120::tile_problem(h) == "");
+            // the row tile follows the rows per group; 128 weight rows where the groups' CTAs fill the SMs
+            CHECK(h.block_m == sm120::heuristic_tile(n, 4096, rows, sms).block_m);
+            const int64_t ctas_128 = groups * ((rows + h.block_m - 1) / h.block_m) * ((n + 127) / 128);
+            CHECK(h.block_n == (ctas_128 >= sms ? 128 : 64));
+            const std::vector<sm120::Tile> tiles = sm120::candidate_tiles(n, 4096, bucket, sms, groups);
+            REQUIRE(!tiles.empty());
+            CHECK(tiles.front() == h);
+            for (const sm120::Tile& t : tiles) {
+              CHECK(sm120::tile_problem(t) == "");
+              CHECK(t.split_k == 1);  // the groups' tiles fill the grid
+            }
+          }
+    // the backend reads the groups from the problem: at decode, 128 experts of N = 2880 fill an RTX
+    // 5090 with 128-row weight tiles where one expert would not
+    const GemmBackend& backend = gemm_backend(Arch::sm_120a, "test");
+    KernelSpec problem = gemm_fp4_problem(gemm_problem(Arch::sm_120a, 2880, 4096, DType::bf16, DType::bf16,
+                                                       ScaleLayout::linear, false, kNoDType),
+                                          ScaleLayout::swizzled128x4);
+    CHECK(sm120::from_config(backend.heuristic(problem, 4, 170)).block_n == 64);
+    CHECK(sm120::from_config(backend.heuristic(problem, 4, 170)).split_k == 2);  // dense: 45 CTAs split in 2
+    problem.groups = 128;
+    problem.flags |= kFlagGroupedContiguous;
+    CHECK(backend.unsupported(problem) == "");
+    CHECK(sm120::from_config(backend.heuristic(problem, 4, 170)).block_n == 128);
+    const std::string name = backend.kernel_name(gemm_spec(problem, backend.heuristic(problem, 4, 170)));
+    CHECK(name.find("grouped128_") != std::string::npos);
+    TileConfig split = backend.heuristic(problem, 4, 170);
+    split.split_k = 2;
+    CHECK(backend.tile_problem(gemm_spec(problem, split)) == "a grouped GEMM runs unsplit");
+    // one expert, masked, is grouped too: unsplit where the dense grid would split
+    KernelSpec one = problem;
+    one.groups = 1;
+    one.flags = (one.flags & ~kFlagGroupedContiguous) | kFlagGroupedMasked;
+    CHECK(sm120::from_config(backend.heuristic(one, 700, 132)).split_k == 1);
+    for (const TileConfig& c : backend.candidates(one, gemm_m_bucket(700), 132)) CHECK(backend.tile_problem(gemm_spec(one, c)) == "");
+    for (int sms : {170, 188, 48}) {
+      std::string line;
+      for (int bucket : kGemmMBuckets)
+        line += fmt::format(" {}:{}", gemm_bucket_m(bucket), sm120::describe(sm120::heuristic_tile(2880, 4096, gemm_bucket_m(bucket), sms, 128)));
+      MESSAGE(sms << " SMs, 128 groups of N = 2880, rows per group: tile" << line);
     }
   }
 
@@ -258,8 +328,9 @@ TEST_SUITE("gemm_sm120") {
     const GeneratedKernel real = emulated->generate(gemm_spec(p120, tile)), emu = emulated->generate(gemm_spec(p90, tile));
     CHECK(real.name != emu.name);
     CHECK(emu.name.find("sm120emu") != std::string::npos);
-    CHECK(real.source.find(", false>>(p)") != std::string::npos);
-    CHECK(emu.source.find(", true>>(p)") != std::string::npos);
+    const int split = sm120::from_config(tile).split_k;
+    CHECK(real.source.find(fmt::format(", false, {}>>(p)", split)) != std::string::npos);
+    CHECK(emu.source.find(fmt::format(", true, {}>>(p)", split)) != std::string::npos);
   }
 
   TEST_CASE("prewarm for sm_120a and sm_121a: the W4A4 GEMM kernels, a few per weight shape") {
@@ -273,6 +344,16 @@ TEST_SUITE("gemm_sm120") {
         CHECK(gemm_backend(arch, "test").tile_problem(s) == "");
       }
       MESSAGE(to_string(arch) << ": " << gemm.size() << " GEMM kernels for a 4096 x 14336 weight");
+      // a manifest shape with experts: the grouped (contiguous) kernels of every bucket
+      const std::vector<KernelSpec> grouped = test::gemm_prewarm(arch, 2880, 2880, 128);
+      CHECK(!grouped.empty());
+      for (const KernelSpec& s : grouped) {
+        CHECK(s.a_dtype == uint8_t(DType::nvfp4));
+        CHECK(s.groups == 128);
+        CHECK(gemm_problem_grouped(s) == nvfp4k::GROUPED_CONTIGUOUS);
+        CHECK(gemm_backend(arch, "test").tile_problem(s) == "");
+      }
+      MESSAGE(to_string(arch) << ": " << grouped.size() << " grouped GEMM kernels for 128 experts of 2880 x 2880");
     }
   }
 }
@@ -357,7 +438,9 @@ TEST_SUITE("gemm_sm120") {
     int kernels = 0;
     for (Arch arch : {Arch::sm_120a, Arch::sm_121a}) {
       const GemmBackend& backend = gemm_backend(arch, "test");
-      for (const KernelSpec& spec : test::gemm_prewarm(arch, 4096, 4096)) {
+      std::vector<KernelSpec> specs = test::gemm_prewarm(arch, 4096, 4096);
+      for (const KernelSpec& s : test::gemm_prewarm(arch, 2880, 2880, 128)) specs.push_back(s);  // grouped, 128 experts
+      for (const KernelSpec& spec : specs) {
         const auto compiled = KernelStore::instance().get(spec);
         const std::string name = compiled->kernel.name, cubin = dir + "/k.cubin";
         CAPTURE(name);

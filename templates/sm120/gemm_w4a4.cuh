@@ -9,11 +9,21 @@
 // shared memory (rows 80 bytes apart: conflict-free) and issues MT x NT MMAs per k64 step.
 // No clusters, no TMA multicast, at most 99 KB of shared memory: what these GPUs have.
 //
+// With KSPLIT > 1 the grid is of clusters of KSPLIT CTAs (sm_120 has clusters and distributed
+// shared memory, only no TMA multicast): the first clusters take KSPLIT whole tiles, one a CTA,
+// the later ones split one tile's K among their CTAs, whose partial tiles rank 0 adds in rank
+// order through distributed shared memory (deterministic, no workspace) before the epilogue.
+//
+// Grouped (mixture of experts): the tile scheduler places a CTA's row tile in its group, whose
+// weight and global scales it then reads; CTAs past the groups' rows exit at once, and A's
+// rows may be gathered through row_index (an index outside [0, a_rows) reads a NaN row).
+//
 // With EMULATE the same kernel runs on sm_90a with the MMA replaced by its exact emulation:
 // the test facility that checks everything but the one instruction on Hopper.
 #pragma once
 #include "common/gemm_epilogue.cuh"
 #include "common/global_scale.cuh"
+#include "common/ptx/cluster.cuh"
 #include "common/ptx/copy.cuh"
 #include "common/scale_layout.cuh"
 #include "common/tile_scheduler.cuh"
@@ -25,9 +35,11 @@
 namespace nvfp4k::sm120 {
 
 template <int ODT_, int BIAS_, long long N_, long long K_, int A_LAYOUT_, int W_LAYOUT_, int BM_, int BN_, int STAGES_,
-          bool EMULATE_>
+          bool EMULATE_, int KSPLIT_ = 1, int GROUPED_ = GROUPED_NONE, int GROUPS_ = 0>
 struct GemmConfig {
   static constexpr int ODT = ODT_, BIAS = BIAS_, A_LAYOUT = A_LAYOUT_, W_LAYOUT = W_LAYOUT_;
+  static constexpr int KSPLIT = KSPLIT_;
+  static constexpr int GROUPED = GROUPED_, GROUPS = GROUPS_;  // a GroupedLayoutCode of GROUPS groups
   static constexpr long long N = N_, K = K_;
   static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_;
   static constexpr bool EMULATE = EMULATE_;
@@ -48,6 +60,9 @@ struct GemmConfig {
   static_assert(K % 32 == 0 && BM % 16 == 0 && BN % 8 == 0 && MT >= 1 && NT >= 1);
   static_assert(BM % (16 * WARPS_M) == 0 && BN % (8 * WARPS_N) == 0, "warps tile the CTA");
   static_assert(W_LAYOUT != SCALES_PREPACKED && A_LAYOUT != SCALES_PREPACKED, "the ModelOpt / quantizer layouts");
+  static_assert(GROUPED == GROUPED_NONE || (GROUPS > 0 && KSPLIT == 1), "grouped layouts run unsplit");
+  static_assert(KSPLIT == 1 || (KTILES >= 2 * KSPLIT && BM * BN * 4 <= STAGES * STAGE_BYTES),
+                "a split of 2 k-tiles or more; the partial tile fits in the stages");
   static_assert(EMULATE || STAGES * STAGE_BYTES <= int(GEMM_MAX_SHARED), "99 KB of shared memory on sm_120");
 };
 
@@ -72,17 +87,18 @@ __device__ __forceinline__ void stage_scale_word(unsigned* dst, const unsigned c
   }
 }
 
-// Packed rows [row0, row0 + ROWS) of a k-tile, 64 bytes each, into shared memory (PITCH apart):
-// 16-byte copies, or 4-byte ones where the rows are not 16-byte aligned. Rows at or past
-// `rows` and bytes past K are zero-filled.
-template <class C, int ROWS>
-__device__ __forceinline__ void stage_rows(unsigned char* dst, const unsigned char* src, long long stride, long long row0,
-                                           long long rows, int kt, bool rows_16b) {
+// Packed rows 0 .. ROWS - 1 of a k-tile, 64 bytes each, into shared memory (PITCH apart):
+// 16-byte copies, or 4-byte ones where the rows are not 16-byte aligned. Tile row r is row
+// source(r) of src, none where that is negative: zero-filled, as are bytes past K.
+template <class C, int ROWS, class Source>
+__device__ __forceinline__ void stage_rows(unsigned char* dst, const unsigned char* src, long long stride, Source source,
+                                           int kt, bool rows_16b) {
 #pragma unroll 1
   for (int c = threadIdx.x; c < ROWS * 4; c += C::THREADS) {
     const int r = c / 4, q = c % 4;
-    const bool in = row0 + r < rows && (long long)kt * C::BK + 32 * q < C::K;
-    const unsigned char* from = in ? src + (row0 + r) * stride + kt * GEMM_ROW_BYTES + 16 * q : src;
+    const long long row = (long long)kt * C::BK + 32 * q < C::K ? source(r) : -1;
+    const bool in = row >= 0;
+    const unsigned char* from = in ? src + row * stride + kt * GEMM_ROW_BYTES + 16 * q : src;
     unsigned char* to = dst + r * C::PITCH + 16 * q;
     if (rows_16b) {
       cp_async_16(to, from, in ? 16u : 0u);
@@ -97,26 +113,51 @@ template <class C>
 __device__ __forceinline__ void gemm_w4a4(const GemmW4A4Params& p) {
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr int N_TILES = int((C::N + C::BN - 1) / C::BN);
-  const ScheduledTile tile = schedule_tile<N_TILES, 1, C::KTILES>(p.schedule, int(blockIdx.x), 0u);
+  ScheduledTile tile;
+  const unsigned rank = C::KSPLIT > 1 ? cluster_ctarank() : 0u;
+  if constexpr (C::GROUPED == GROUPED_NONE) {
+    tile = schedule_tile<N_TILES, C::KSPLIT, C::KTILES>(p.schedule, int(blockIdx.x), rank);
+  } else {
+    tile = schedule_grouped_tile_warp<N_TILES, C::GROUPED, C::GROUPS, C::KTILES>(p.schedule, int(blockIdx.x));
+    if (tile.m0 >= tile.m_end) return;  // past the groups' row tiles: the whole CTA
+  }
   const long long m0 = tile.m0, m_end = tile.m_end;
   const long long n0 = (long long)tile.n_tile * C::BN;
+  // the tile's weight: its group's
+  const unsigned char* w = p.w + tile.group * C::N * p.w_stride;
+  const unsigned char* w_scales = p.w_scales + tile.group * p.w_group_bytes;
   auto stage = [&](int s) { return smem + s * C::STAGE_BYTES; };
+  // A's row of tile row r: m0 + r, or gathered through row_index (-1 where it reads nothing:
+  // past the tile's rows, or an index outside A, whose row then is NaN)
+  const bool gathered = C::GROUPED == GROUPED_CONTIGUOUS && p.row_index;
+  auto a_row = [&](int r) -> long long {
+    if (m0 + r >= m_end) return -1;
+    if (!gathered) return m0 + r;
+    const long long i = p.row_index[m0 + r];
+    return i >= 0 && i < p.a_rows ? i : -1;
+  };
+  auto w_row = [&](int r) -> long long { return n0 + r < C::N ? n0 + r : -1; };
 
   auto load = [&](int s, int kt) {
     unsigned char* st = stage(s);
-    stage_rows<C, C::BM>(st + C::A_AT, p.a, p.a_stride, m0, m_end, kt, p.a_rows_16b != 0);
-    stage_rows<C, C::BN>(st + C::W_AT, p.w, p.w_stride, n0, C::N, kt, true);
+    stage_rows<C, C::BM>(st + C::A_AT, p.a, p.a_stride, a_row, kt, p.a_rows_16b != 0);
+    stage_rows<C, C::BN>(st + C::W_AT, w, p.w_stride, w_row, kt, true);
     unsigned* sa = reinterpret_cast<unsigned*>(st + C::SA_AT);
     unsigned* sw = reinterpret_cast<unsigned*>(st + C::SW_AT);
 #pragma unroll 1
     for (int c = threadIdx.x; c < 2 * (C::BM + C::BN); c += C::THREADS) {
       const int r = c / 2, half = c % 2;
       const long long kb = (long long)kt * (C::BK / 16) + 4 * half;
-      if (r < C::BM)
-        stage_scale_word<C::A_LAYOUT, C::KB>(sa + c, p.a_scales, m0 + r, m0 + r < m_end, kb, p.a_scale_words != 0);
-      else
-        stage_scale_word<C::W_LAYOUT, C::KB>(sw + (c - 2 * C::BM), p.w_scales, n0 + r - C::BM, n0 + r - C::BM < C::N, kb,
-                                             C::W_SCALE_WORDS);
+      if (r < C::BM) {
+        const long long row = a_row(r);
+        if (gathered && row < 0 && m0 + r < m_end)
+          sa[c] = 0x7F7F7F7Fu;  // an index outside A: NaN block scales, a NaN row of D
+        else
+          stage_scale_word<C::A_LAYOUT, C::KB>(sa + c, p.a_scales, row, row >= 0, kb, p.a_scale_words != 0);
+      } else {
+        const long long row = w_row(r - C::BM);
+        stage_scale_word<C::W_LAYOUT, C::KB>(sw + (c - 2 * C::BM), w_scales, row, row >= 0, kb, C::W_SCALE_WORDS);
+      }
     }
   };
 
@@ -132,18 +173,21 @@ __device__ __forceinline__ void gemm_w4a4(const GemmW4A4Params& p) {
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc[i][j][e] = 0.0f;
 
+  // this CTA's k-tiles [kt0, kt0 + ktiles): all, or its split's
+  const int kt0 = tile.kt_begin, ktiles = tile.kt_end - tile.kt_begin;
 #pragma unroll
   for (int i = 0; i < C::STAGES - 1; ++i) {
-    if (i < C::KTILES) load(i, i);
+    if (i < ktiles) load(i, kt0 + i);
     cp_async_commit();
   }
 #pragma unroll 1
-  for (int kt = 0; kt < C::KTILES; ++kt) {
+  for (int x = 0; x < ktiles; ++x) {
     cp_async_wait<C::STAGES - 2>();
-    __syncthreads();  // tile kt has landed for every thread's copies; stage (kt - 1) is free
-    if (kt + C::STAGES - 1 < C::KTILES) load((kt + C::STAGES - 1) % C::STAGES, kt + C::STAGES - 1);
+    __syncthreads();  // this CTA's k-tile x has landed for every thread's copies; stage (x - 1) is free
+    if (x + C::STAGES - 1 < ktiles) load((x + C::STAGES - 1) % C::STAGES, kt0 + x + C::STAGES - 1);
     cp_async_commit();
-    const unsigned char* st = stage(kt % C::STAGES);
+    const unsigned char* st = stage(x % C::STAGES);
+    const int kt = kt0 + x;
 #pragma unroll
     for (int s = 0; s < 2; ++s) {
       // fragments of the sm120/mma_mxf4nvf4.cuh layouts: b[r] is W's row, bytes 16 r + 4 t of the
@@ -174,10 +218,39 @@ __device__ __forceinline__ void gemm_w4a4(const GemmW4A4Params& p) {
   }
   cp_async_wait<0>();
 
+  if (C::KSPLIT > 1 && tile.split) {  // uniform over the cluster
+    // the partial tiles in the (now idle) stages, one float per thread and accumulator, which
+    // the same thread of rank 0 adds in rank order
+    float* partial = reinterpret_cast<float*>(smem);
+    __syncthreads();  // every warp is done reading the stages
+    if (rank != 0) {
+#pragma unroll
+      for (int i = 0; i < C::MT; ++i)
+#pragma unroll
+        for (int j = 0; j < C::NT; ++j)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) partial[((i * C::NT + j) * 4 + e) * C::THREADS + threadIdx.x] = acc[i][j][e];
+    }
+    cluster_sync();
+    if (rank == 0) {
+      for (unsigned r = 1; r < unsigned(C::KSPLIT); ++r)
+#pragma unroll
+        for (int i = 0; i < C::MT; ++i)
+#pragma unroll
+          for (int j = 0; j < C::NT; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+              acc[i][j][e] += ld_shared_cluster(&partial[((i * C::NT + j) * 4 + e) * C::THREADS + threadIdx.x], r);
+    }
+    cluster_sync<false>();  // peers keep their shared memory until rank 0 has read it
+    if (rank != 0) return;
+  }
+
   // acc[i][j][e] is D[m0 + row_a + 16 i + 8 (e / 2), n0 + row_w - g + 8 j + 2 t + e % 2]
+  // (a per-group scale, W's or A's, is the tile's group's: the one-per-row read at its group)
   const bool a_per_row = p.a_gscale_mode == GSCALE_DEVICE_PER_ROW;
-  const float scale = p.alpha * global_scale(p.w_gscale_mode, p.w_gscale_value, p.w_gscale_ptr, 0) *
-                      (a_per_row ? 1.0f : global_scale(p.a_gscale_mode, p.a_gscale_value, p.a_gscale_ptr, 0));
+  const float scale = p.alpha * global_scale(p.w_gscale_mode, p.w_gscale_value, p.w_gscale_ptr, tile.group) *
+                      (a_per_row ? 1.0f : global_scale(p.a_gscale_mode, p.a_gscale_value, p.a_gscale_ptr, tile.group));
 #pragma unroll
   for (int i = 0; i < C::MT; ++i)
 #pragma unroll

@@ -1,5 +1,8 @@
-// One element of a GEMM's output (BF16, FP16 or FP32 bytes, as downloaded) as a double.
+// One element of a GEMM's output (BF16, FP16 or FP32 bytes, as downloaded) as a double, and its
+// error against a float64 reference.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -21,6 +24,21 @@ inline double output_value(nvfp4::jit::DType d, const uint8_t* element) {
   uint16_t h;
   std::memcpy(&h, element, 2);
   return half_bits_to_double(d, h);
+}
+
+// The relative Frobenius error of an output against its float64 reference.
+struct FrobeniusError {
+  double err2 = 0, ref2 = 0;
+  void add(double got, double ref) {
+    err2 += (got - ref) * (got - ref);
+    ref2 += ref * ref;
+  }
+  double relative() const { return std::sqrt(err2 / std::max(ref2, 1e-300)); }
+};
+
+// The relative error an output type's rounding allows a GEMM.
+inline double rounding_bound(nvfp4::jit::DType d) {
+  return d == nvfp4::jit::DType::fp32 ? 1e-5 : d == nvfp4::jit::DType::bf16 ? 4e-3 : 1e-3;
 }
 
 }  // namespace testutil

@@ -5,43 +5,16 @@
 // matrix is the sm_90a GEMM's W4A4 one (gemm_case.hpp): float64 reference, poisoned outputs,
 // ragged M / N / K, both scale layouts on each operand, global-scale kinds, bias, alpha,
 // strides, subnormal and NaN block scales; plus graph capture and the W4A16 refusal.
-#include <cstdlib>
 #include <string>
 
 #include "gemm_case.hpp"
+#include "on_sm120_backend.hpp"
 #include "core/error.hpp"
-#include "ops/gemm/backend.hpp"
+#include "ops/gemm/sm120/tiles.hpp"
 
 namespace {
 
-// The suite's cases run on this backend: natively on sm_120a / sm_121a, emulated on sm_90a.
-// Returns false (and says why) where neither is possible.
-class OnSm120Backend {
- public:
-  OnSm120Backend() {
-    const Arch arch = current_device().arch;
-    native_ = arch == Arch::sm_120a || arch == Arch::sm_121a;
-    emulated_ = arch == Arch::sm_90a;
-    if (emulated_) ::setenv("NVFP4_JIT_EMULATE_ARCH", "sm_120a", 1);
-  }
-  ~OnSm120Backend() {
-    if (emulated_) ::unsetenv("NVFP4_JIT_EMULATE_ARCH");
-  }
-  bool ready() const {
-    if (!native_ && !emulated_) {
-      MESSAGE("skipped: the sm_120a GEMM runs natively on sm_120a / sm_121a and emulated on sm_90a only");
-      return false;
-    }
-    const GemmBackend* backend = find_gemm_backend(current_device().arch);
-    REQUIRE(backend);
-    REQUIRE(backend->name() == "sm120");
-    return true;
-  }
-
- private:
-  bool native_ = false, emulated_ = false;
-};
-
+using test::OnSm120Backend;
 constexpr DType fp4 = DType::nvfp4, bf16 = DType::bf16, fp16 = DType::fp16, fp32 = DType::fp32;
 constexpr ScaleLayout lin = ScaleLayout::linear, sw = ScaleLayout::swizzled128x4;
 
@@ -80,15 +53,23 @@ TEST_SUITE("gpu_gemm_sm120") {
         {16, 2880, 2880, fp4, fp32, lin, false, 0, 0, 0, 1.0f, Case::subnormal},
         {1, 4096, 4096, fp4, bf16, lin, false, 0, 0, 0, 1.0f, Case::nan_row},
         {300, 200, 4096, fp4, fp32, sw, false, 0, 0, 0, 1.0f, Case::nan_row, 2},
+        // split-K (the heuristic splits grids of half the SMs or fewer; several cases above run
+        // split in 2 or 4 on 132 SMs too): K = 32 mod 64 in the last split, a 4-way split of bm64
+        {5, 200, 4128, fp4, fp32, lin, false, 2, 0, 3, 1.0f, Case::any, 2},
+        {40, 1000, 6144, fp4, bf16, sw, true, 1, 0, 0, 0.5f, Case::any, 1},
         // A's rows not 16-byte aligned (4-byte copies), linear A scales not whole words (K = 96)
         unaligned({77, 1000, 2880, fp4, fp32, sw, false, 1, 0, 0, 1.0f, Case::any, 2}),
         unaligned({5, 200, 96, fp4, bf16, sw}),
     };
+    // (the split cases do run split on this device)
+    CHECK(sm120::heuristic_tile(200, 4128, 5, current_device().sm_count).split_k > 1);
+    CHECK(sm120::heuristic_tile(1000, 6144, 40, current_device().sm_count).split_k > 1);
     for (const Case& c : cases) run_case(c, rng);
   }
 
   // Small enough for compute-sanitizer (memcheck and racecheck): every staging path (A rows by
-  // 16 and by 4 bytes, A scales as words and by byte), ragged M, N and K.
+  // 16 and by 4 bytes, A scales as words and by byte), ragged M, N and K, and split-K's exchange
+  // through distributed shared memory (3 x 64 x 2048: one tile split in 4).
   TEST_CASE("sm_120a gemm small shapes for the sanitizers") {
     const OnSm120Backend on;
     if (!on.ready()) return;

@@ -1,5 +1,6 @@
 // The sm_120a / sm_121a GEMM backend: NVFP4 activations x an NVFP4 weight through the
-// block-scaled FP4 MMA (templates/sm120/gemm_w4a4.cuh), either scale layout for each.
+// block-scaled FP4 MMA (templates/sm120/gemm_w4a4.cuh), either scale layout for each; dense,
+// or grouped (contiguous, A's rows optionally gathered, or masked).
 //
 // The same backend, as a test facility, runs its kernels on an sm_90a device: with
 // NVFP4_JIT_EMULATE_ARCH=sm_120a (or sm_121a) in the environment it takes the GEMM calls of an
@@ -35,6 +36,9 @@ const char* layout_name(int layout) {
   return layout == nvfp4k::SCALES_SWIZZLED128X4 ? "sw128x4" : layout == nvfp4k::SCALES_PREPACKED ? "prepacked" : "linear";
 }
 
+// The tiles' groups argument: 0 for a dense problem.
+int groups(const KernelSpec& problem) { return gemm_problem_grouped(problem) ? problem.groups : 0; }
+
 // The arch NVFP4_JIT_EMULATE_ARCH names, if it names one this backend serves.
 bool emulation_requested() {
   const char* v = std::getenv("NVFP4_JIT_EMULATE_ARCH");
@@ -55,24 +59,25 @@ class Sm120Backend final : public GemmBackend {
                          dtype_name(problem.a_dtype));
     if (gemm_problem_prepacked(problem))
       return "a prepacked weight (sm_90a's layout) does not run on sm_120a / sm_121a: pass the weight as ModelOpt stores it";
-    if (gemm_problem_grouped(problem)) return "grouped_gemm is not implemented on sm_120a / sm_121a yet";
     return {};
   }
 
   TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count) const override {
-    return to_config(heuristic_tile(problem.n, problem.k, m, sm_count));
+    return to_config(heuristic_tile(problem.n, problem.k, m, sm_count, groups(problem)));
   }
 
   std::vector<TileConfig> candidates(const KernelSpec& problem, int bucket, int sm_count) const override {
     std::vector<TileConfig> configs;
-    for (const Tile& t : candidate_tiles(problem.n, problem.k, bucket, sm_count)) configs.push_back(to_config(t));
+    for (const Tile& t : candidate_tiles(problem.n, problem.k, bucket, sm_count, groups(problem)))
+      configs.push_back(to_config(t));
     return configs;
   }
 
   std::string tile_problem(const KernelSpec& spec) const override {
     const Tile t = from_config(spec.tile);
     if (to_config(t) != spec.tile) return "a tile this backend does not describe";
-    return sm120::tile_problem(t);
+    if (t.split_k > 1 && gemm_problem_grouped(spec)) return "a grouped GEMM runs unsplit";
+    return sm120::tile_problem(t, spec.k);
   }
 
   std::string describe(const TileConfig& tile) const override { return sm120::describe(from_config(tile)); }
@@ -80,30 +85,45 @@ class Sm120Backend final : public GemmBackend {
   std::string kernel_name(const KernelSpec& spec) const override {
     const Tile t = from_config(spec.tile);
     const uint8_t bias = bias_code(spec);
-    return fmt::format("nvfp4_gemm_w4a4_{}n{}_k{}_{}_a{}_w{}{}_bm{}_bn{}_s{}", emulated(spec) ? "sm120emu_" : "", spec.n,
+    const int grouped = gemm_problem_grouped(spec);
+    return fmt::format("nvfp4_gemm_w4a4_{}{}n{}_k{}_{}_a{}_w{}{}_bm{}_bn{}_s{}{}", emulated(spec) ? "sm120emu_" : "",
+                       grouped == nvfp4k::GROUPED_NONE     ? ""
+                       : grouped == nvfp4k::GROUPED_MASKED ? fmt::format("masked{}_", spec.groups)
+                                                           : fmt::format("grouped{}_", spec.groups),
+                       spec.n,
                        spec.k, dtype_name(spec.out_dtype), layout_name(a_layout(spec)), layout_name(spec.scale_layout),
                        bias == nvfp4k::BIAS_BF16 ? "_biasbf16" : bias == nvfp4k::BIAS_FP32 ? "_biasfp32" : "", t.block_m,
-                       t.block_n, t.stages);
+                       t.block_n, t.stages, t.split_k > 1 ? fmt::format("_ks{}", t.split_k) : "");
   }
 
   GeneratedKernel generate(const KernelSpec& spec) const override {
     const Tile t = from_config(spec.tile);
+    const int grouped = gemm_problem_grouped(spec);
     return entry_point(spec, kernel_name(spec), "sm120/gemm_w4a4.cuh", "GemmW4A4Params",
                        fmt::format("nvfp4k::sm120::gemm_w4a4<nvfp4k::sm120::GemmConfig<{}, {}, {}LL, {}LL, {}, {}, {}, {}, "
-                                   "{}, {}>>(p)",
+                                   "{}, {}, {}{}>>(p)",
                                    spec.out_dtype, bias_code(spec), spec.n, spec.k, a_layout(spec), spec.scale_layout,
-                                   t.block_m, t.block_n, t.stages, emulated(spec) ? "true" : "false"));
+                                   t.block_m, t.block_n, t.stages, emulated(spec) ? "true" : "false", t.split_k,
+                                   grouped ? fmt::format(", {}, {}", grouped, spec.groups) : ""));
   }
 
   unsigned shared_bytes(const KernelSpec& spec) const override { return sm120::shared_bytes(from_config(spec.tile)); }
 
   GemmPlan plan(const KernelSpec& spec, int64_t m, int sm_count) const override {
     const Tile t = from_config(spec.tile);
-    const GemmGrid grid = gemm_grid(m, spec.n, spec.k, t.block_m, t.block_n, 1, sm_count);
+    const int grouped = gemm_problem_grouped(spec);
+    const GemmGrid grid = grouped ? gemm_grouped_grid(grouped, spec.groups, m, spec.n, t.block_m, t.block_n)
+                                  : gemm_grid(m, spec.n, spec.k, t.block_m, t.block_n, t.split_k, sm_count);
     GemmPlan plan;
     auto& p = *reinterpret_cast<nvfp4k::GemmW4A4Params*>(plan.params);
     p.schedule = grid.schedule;
     plan.shape.grid[0] = grid.clusters;
+    plan.shape.grid[2] = unsigned(t.split_k);
+    if (t.split_k > 1) {  // a cluster of split_k CTAs along z
+      plan.shape.cluster[0] = 1;
+      plan.shape.cluster[1] = 1;
+      plan.shape.cluster[2] = unsigned(t.split_k);
+    }
     plan.shape.block[0] = unsigned(threads(t));
     plan.shape.shared_bytes = sm120::shared_bytes(t);
     plan.early_launch = false;  // the kernel makes no programmatic-launch calls
@@ -122,6 +142,11 @@ class Sm120Backend final : public GemmBackend {
     p.w = static_cast<const unsigned char*>(args.b.data);
     p.w_stride = call.b_stride;
     p.w_scales = static_cast<const unsigned char*>(args.b.scales);
+    p.w_group_bytes = scale_bytes(args.b.scale_layout, args.n, args.k);
+    p.schedule.group_ends = call.group_ends;
+    p.schedule.group_rows = call.masked_m;
+    p.row_index = call.row_index;
+    p.a_rows = call.a_rows;
     bind_epilogue(p, call);
   }
 

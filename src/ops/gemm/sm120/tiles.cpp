@@ -18,6 +18,7 @@ constexpr int kMaxAccumulators = 64;
 int max_stages(const Tile& t) {
   return int(std::min<unsigned>(kMaxStages, nvfp4k::sm120::GEMM_MAX_SHARED / unsigned(nvfp4k::sm120::gemm_stage_bytes(t.block_m, t.block_n))));
 }
+int64_t ktiles(int64_t k) { return (k + nvfp4k::sm120::GEMM_BK - 1) / nvfp4k::sm120::GEMM_BK; }
 int row_tile_for(int64_t m) { return m <= 16 ? 16 : m <= 32 ? 32 : m <= 64 ? 64 : 128; }
 }  // namespace
 
@@ -25,7 +26,7 @@ int threads(const Tile& t) { return nvfp4k::sm120::gemm_threads(t.block_m, t.blo
 
 unsigned shared_bytes(const Tile& t) { return nvfp4k::sm120::gemm_shared_bytes(t.block_m, t.block_n, t.stages); }
 
-std::string tile_problem(const Tile& t) {
+std::string tile_problem(const Tile& t, int64_t k) {
   if (t.block_m != 16 && t.block_m != 32 && t.block_m != 64 && t.block_m != 128)
     return fmt::format("block_m {} (16, 32, 64 or 128)", t.block_m);
   if (t.block_n != 64 && t.block_n != 128 && t.block_n != 256) return fmt::format("block_n {} (64, 128 or 256)", t.block_n);
@@ -36,36 +37,52 @@ std::string tile_problem(const Tile& t) {
   const int accumulators = 4 * nvfp4k::sm120::gemm_warp_mmas_m(t.block_m) * nvfp4k::sm120::gemm_warp_mmas_n(t.block_m, t.block_n);
   if (accumulators > kMaxAccumulators)
     return fmt::format("{} accumulators a thread (at most {}: registers)", accumulators, kMaxAccumulators);
+  if (t.split_k != 1 && t.split_k != 2 && t.split_k != 4) return fmt::format("split_k {} (1, 2 or 4)", t.split_k);
+  if (t.split_k > 1 && unsigned(t.block_m * t.block_n * 4) > shared_bytes(t))
+    return fmt::format("split_k {}: the partial tile ({} B) exceeds the stages' shared memory", t.split_k, t.block_m * t.block_n * 4);
+  if (t.split_k > 1 && k > 0 && ktiles(k) < 2 * t.split_k)
+    return fmt::format("split_k {} leaves a split under 2 k-tiles at k = {}", t.split_k, k);
   return {};
 }
 
-Tile heuristic_tile(int64_t n, int64_t, int64_t m, int sm_count) {
+Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, int groups) {
   // chosen for m's bucket (its largest M): one tile per bucket, which prewarm compiles
   const int64_t rows = gemm_bucket_m(gemm_m_bucket(m));
   Tile t;
   t.block_m = row_tile_for(rows);
   // 128 weight rows a CTA read each activation tile half as often; 64 where 128 would leave SMs idle
-  const int64_t ctas_128 = (rows + t.block_m - 1) / t.block_m * ((n + 127) / 128);
+  const int64_t ctas_128 = std::max(groups, 1) * ((rows + t.block_m - 1) / t.block_m) * ((n + 127) / 128);
   t.block_n = ctas_128 >= sm_count ? 128 : 64;
   t.stages = max_stages(t);
+  // (the partial tiles' exchange costs about a k-tile: worth it where each split keeps 4)
+  const int64_t ctas = (rows + t.block_m - 1) / t.block_m * ((n + t.block_n - 1) / t.block_n);
+  if (groups == 0)  // a grouped grid runs unsplit
+    for (int split : {4, 2})
+      if (t.split_k == 1 && ctas * split <= sm_count && ktiles(k) >= 4 * split &&
+          tile_problem({t.block_m, t.block_n, t.stages, split}).empty())
+        t.split_k = split;
   return t;
 }
 
-std::vector<Tile> candidate_tiles(int64_t n, int64_t k, int bucket, int sm_count) {
-  const Tile heuristic = heuristic_tile(n, k, gemm_bucket_m(bucket), sm_count);
+std::vector<Tile> candidate_tiles(int64_t n, int64_t k, int bucket, int sm_count, int groups) {
+  const Tile heuristic = heuristic_tile(n, k, gemm_bucket_m(bucket), sm_count, groups);
   std::vector<Tile> tiles{heuristic};
   for (int block_m : {16, 32, 64, 128}) {
     if (block_m > std::max(heuristic.block_m, 16)) break;
     for (int block_n : {64, 128, 256})
-      for (int stages = 2; stages <= kMaxStages; ++stages) {
-        const Tile t{block_m, block_n, stages};
-        if (tile_problem(t).empty() && std::find(tiles.begin(), tiles.end(), t) == tiles.end()) tiles.push_back(t);
-      }
+      for (int stages = 2; stages <= kMaxStages; ++stages)
+        for (int split : {1, 2, 4}) {
+          const Tile t{block_m, block_n, stages, split};
+          if ((split == 1 || groups == 0) && tile_problem(t, k).empty() && std::find(tiles.begin(), tiles.end(), t) == tiles.end())
+            tiles.push_back(t);
+        }
   }
   return tiles;
 }
 
-std::string describe(const Tile& t) { return fmt::format("bm{} bn{} s{}", t.block_m, t.block_n, t.stages); }
+std::string describe(const Tile& t) {
+  return fmt::format("bm{} bn{} s{}{}", t.block_m, t.block_n, t.stages, t.split_k > 1 ? fmt::format(" ks{}", t.split_k) : "");
+}
 
 TileConfig to_config(const Tile& t) {
   TileConfig c;
@@ -74,10 +91,10 @@ TileConfig to_config(const Tile& t) {
   c.block_k = uint16_t(nvfp4k::sm120::GEMM_BK);
   c.threads = uint16_t(threads(t));
   c.stages = uint8_t(t.stages);
-  c.split_k = 1;
+  c.split_k = uint8_t(t.split_k);
   return c;
 }
 
-Tile from_config(const TileConfig& c) { return Tile{c.block_m, c.block_n, c.stages}; }
+Tile from_config(const TileConfig& c) { return Tile{c.block_m, c.block_n, c.stages, c.split_k}; }
 
 }  // namespace nvfp4::jit::detail::sm120
