@@ -28,6 +28,6 @@ GeneratedKernel generate_row_quantize(const KernelSpec& spec);
 // The fused quantizers of BF16 rows of `k` a model runs, both scale layouts: RMSNorm, SwiGLU (two
 // halves; sliced for a given global scale, whole rows for a computed one), mHC of four streams
 // with an fp32 weight.
-std::vector<KernelSpec> row_quantize_prewarm_specs(Arch arch, int64_t k);
+std::vector<KernelSpec> row_quantize_prewarm_specs(Arch arch, int64_t k, const std::vector<DType>& in_dtypes = {});
 
 }  // namespace nvfp4::jit::detail
