@@ -39,7 +39,8 @@ PrewarmResult prewarm(const PrewarmOptions& options) {
   using namespace detail;
   const Check check("nvfp4::jit::prewarm");
   PrewarmVariants variants;
-  if (const std::string why = set_prewarm_variants(variants, options.variants); !why.empty()) check.fail("variants", why);
+  if (const std::string why = set_prewarm_variants(variants, options.variants); !why.empty())
+    check.fail("variants", "variants: " + why);
   std::vector<WeightShape> shapes;
   if (!options.manifest.empty()) shapes = load_manifest(options.manifest, variants);
   for (size_t i = 0; i < options.shapes.size(); ++i) {
