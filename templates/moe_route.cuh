@@ -1,14 +1,17 @@
 // Mixture-of-experts routing and combine, on the device, deterministic (no result depends on
 // timing: counts and ranks come from warp votes in a fixed order, never from atomics' order).
 //
-// moe_route: one CTA of 32 warps. Warp w owns the entries [w * chunk, (w + 1) * chunk) of the
-// flattened ids (token-major, so the order is token then slot), 32 at a time (loaded
-// ROUTE_BATCH steps ahead). Pass 1 counts each
-// warp's entries per expert (__match_any_sync: one lane per expert adds its peers). The counts
-// become each warp's first row per expert (warps in order, experts in order: a stable counting
-// sort). Pass 2 walks the same entries again and places each at its warp's next row of its
-// expert plus its rank among its peers below it. The CPU reference (moe_route_op.cpp) is the
-// same sort written sequentially; both give the same rows.
+// moe_route: a stable counting sort of the flattened ids (token-major, so the order is token
+// then slot). Each CTA of 32 warps owns `cta_entries` consecutive entries; warp w of it owns an
+// equal run of those, 32 at a time (loaded ROUTE_BATCH steps ahead). Pass 1 counts each warp's
+// entries per expert (__match_any_sync: one lane per expert adds its peers). A row's place is
+// then: its expert's first row + the expert's rows in earlier CTAs + in earlier warps of its
+// CTA + its rank among its peers below it (pass 2 walks the same entries again). With one CTA
+// (no workspace) everything but the first term comes from shared memory; with several, a first
+// launch (moe_route_count) leaves each CTA's counts per expert in the workspace, [GROUPS][ctas],
+// and every CTA of the second launch (started early, as a programmatic dependent) runs its pass 1,
+// waits for the first, and sums the column it needs. The CPU reference
+// (moe_route_op.cpp) is the same sort written sequentially; both give the same rows.
 //
 // moe_combine: one thread per VEC columns of one token; the terms in slot order, one fused
 // multiply-add each, in fp32; rounded once to the output type.
@@ -16,6 +19,7 @@
 #include "common/nvfp4_format.cuh"
 #include "common/params.cuh"
 #include "common/portable.cuh"
+#include "common/ptx/dependent_launch.cuh"
 #include "common/vector_io.cuh"
 
 namespace nvfp4k {
@@ -42,26 +46,30 @@ __device__ __forceinline__ void load_experts(const MoeRouteParams& p, long long 
   for (int u = 0; u < ROUTE_BATCH; ++u) e[u] = i + 32 * u < end ? local_expert<IDS64, GROUPS>(p, i + 32 * u) : -1;
 }
 
-template <bool IDS64, int GROUPS>
-__device__ __forceinline__ void moe_route(const MoeRouteParams& p) {
-  static_assert(GROUPS > 0 && GROUPS <= ROUTE_THREADS, "the experts' scan holds one expert a thread");
-  extern __shared__ int route_smem[];
-  int* slots = route_smem;                            // [ROUTE_WARPS][GROUPS]: counts, then next rows
-  int* totals = route_smem + ROUTE_WARPS * GROUPS;    // [GROUPS]
-  int* warp_sums = totals + GROUPS;                   // [32]
-  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
-  const unsigned below = (1u << lane) - 1u;
+// This warp's run of this CTA's entries.
+struct WarpRun {
+  long long begin, end;
+};
+
+__device__ __forceinline__ WarpRun warp_run(const MoeRouteParams& p) {
   const long long entries = p.tokens * p.topk;
-  const long long chunk = (entries + ROUTE_THREADS - 1) / ROUTE_THREADS * 32;
-  const long long begin = min(entries, warp * chunk), end = min(entries, begin + chunk);
-  int* mine = slots + warp * GROUPS;
+  const long long cta_begin = min(entries, (long long)blockIdx.x * p.cta_entries);
+  const long long cta_end = min(entries, cta_begin + p.cta_entries);
+  const long long chunk = (cta_end - cta_begin + ROUTE_THREADS - 1) / ROUTE_THREADS * 32;
+  const long long begin = min(cta_end, cta_begin + int(threadIdx.x) / 32 * chunk);
+  return {begin, min(cta_end, begin + chunk)};
+}
+
+// Pass 1: mine[e] = this warp's entries of expert e.
+template <bool IDS64, int GROUPS>
+__device__ __forceinline__ void count_warp_entries(const MoeRouteParams& p, WarpRun run, int* mine) {
+  const int lane = int(threadIdx.x) % 32;
+  const unsigned below = (1u << lane) - 1u;
   for (int g = lane; g < GROUPS; g += 32) mine[g] = 0;
   __syncwarp();
-
-  // pass 1: this warp's entries per expert
-  for (long long base = begin; base < end; base += 32 * ROUTE_BATCH) {
+  for (long long base = run.begin; base < run.end; base += 32 * ROUTE_BATCH) {
     int e[ROUTE_BATCH];
-    load_experts<IDS64, GROUPS>(p, base + lane, end, e);
+    load_experts<IDS64, GROUPS>(p, base + lane, run.end, e);
 #pragma unroll
     for (int u = 0; u < ROUTE_BATCH; ++u) {
       const unsigned peers = __match_any_sync(0xFFFFFFFFu, e[u]);
@@ -69,17 +77,93 @@ __device__ __forceinline__ void moe_route(const MoeRouteParams& p) {
       __syncwarp();
     }
   }
+}
+
+// The first launch of a routing over several CTAs: this CTA's count per expert to the workspace.
+template <bool IDS64, int GROUPS>
+__device__ __forceinline__ void moe_route_count(const MoeRouteParams& p) {
+  extern __shared__ int route_smem[];
+  griddep_launch_dependents();  // the placement's pass 1 needs nothing from here: it may start
+  count_warp_entries<IDS64, GROUPS>(p, warp_run(p), route_smem + int(threadIdx.x) / 32 * GROUPS);
+  __syncthreads();
+  for (int g = int(threadIdx.x); g < GROUPS; g += ROUTE_THREADS) {
+    int total = 0;
+    for (int w = 0; w < ROUTE_WARPS; ++w) total += route_smem[w * GROUPS + g];
+    p.workspace[(long long)g * gridDim.x + blockIdx.x] = total;
+  }
+}
+
+// Lanes per expert when the workspace's columns are summed: a power of two, within a warp.
+template <int GROUPS>
+__host__ __device__ constexpr int lanes_per_expert() {
+  int l = 1;
+  while (l < 32 && 2 * l * GROUPS <= ROUTE_THREADS) l *= 2;
+  return l;
+}
+
+// Per expert, the rows of CTAs before this one (before[g]) and of all of them (totals[g]),
+// from the workspace; several lanes an expert, each summing every L-th CTA, then a butterfly.
+template <int GROUPS>
+__device__ __forceinline__ void sum_cta_counts(const MoeRouteParams& p, int* totals, int* before) {
+  constexpr int L = lanes_per_expert<GROUPS>();
+  for (int first = 0; first < GROUPS; first += ROUTE_THREADS / L) {
+    const int g = first + int(threadIdx.x) / L, j = int(threadIdx.x) % L;
+    int all = 0, earlier = 0;
+    if (g < GROUPS) {
+      const int* column = p.workspace + (long long)g * gridDim.x;
+#pragma unroll 8
+      for (int b = j; b < int(gridDim.x); b += L) {
+        const int c = column[b];
+        all += c;
+        earlier += b < int(blockIdx.x) ? c : 0;
+      }
+    }
+#pragma unroll
+    for (int o = 1; o < L; o *= 2) {
+      all += __shfl_xor_sync(0xFFFFFFFFu, all, o);
+      earlier += __shfl_xor_sync(0xFFFFFFFFu, earlier, o);
+    }
+    if (g < GROUPS && j == 0) {
+      totals[g] = all;
+      before[g] = earlier;
+    }
+  }
+}
+
+// The whole routing (one CTA, no workspace) or its second launch (every CTA, after
+// moe_route_count filled the workspace).
+template <bool IDS64, int GROUPS>
+__device__ __forceinline__ void moe_route(const MoeRouteParams& p) {
+  static_assert(GROUPS > 0 && GROUPS <= ROUTE_THREADS, "the experts' scan holds one expert a thread");
+  extern __shared__ int route_smem[];
+  int* slots = route_smem;                            // [ROUTE_WARPS][GROUPS]: counts, then next rows
+  int* totals = route_smem + ROUTE_WARPS * GROUPS;    // [GROUPS]
+  int* before = totals + GROUPS;                      // [GROUPS] rows of earlier CTAs
+  int* warp_sums = before + GROUPS;                   // [32]
+  const int warp = int(threadIdx.x) / 32, lane = int(threadIdx.x) % 32;
+  const unsigned below = (1u << lane) - 1u;
+  const long long entries = p.tokens * p.topk;
+  const WarpRun run = warp_run(p);
+  int* mine = slots + warp * GROUPS;
+  count_warp_entries<IDS64, GROUPS>(p, run, mine);
+  if (p.workspace) {
+    griddep_wait();  // moe_route_count's workspace is complete
+    sum_cta_counts<GROUPS>(p, totals, before);
+  }
   __syncthreads();
 
   // per expert, the warps' counts become their offsets within the expert (warp order)
   for (int g = int(threadIdx.x); g < GROUPS; g += ROUTE_THREADS) {
-    int run = 0;
+    int rows = 0;
     for (int w = 0; w < ROUTE_WARPS; ++w) {
       const int c = slots[w * GROUPS + g];
-      slots[w * GROUPS + g] = run;
-      run += c;
+      slots[w * GROUPS + g] = rows;
+      rows += c;
     }
-    totals[g] = run;
+    if (!p.workspace) {
+      totals[g] = rows;
+      before[g] = 0;
+    }
   }
   __syncthreads();
 
@@ -107,16 +191,19 @@ __device__ __forceinline__ void moe_route(const MoeRouteParams& p) {
   const int routed = warp_sums[31];
   if (g < GROUPS) {
     const int group_end = inclusive + (warp > 0 ? warp_sums[warp - 1] : 0);
-    p.group_ends[g] = group_end;
-    if (p.counts) p.counts[g] = count;
-    for (int w = 0; w < ROUTE_WARPS; ++w) slots[w * GROUPS + g] += group_end - count;
+    if (blockIdx.x == 0) {
+      p.group_ends[g] = group_end;
+      if (p.counts) p.counts[g] = count;
+    }
+    const int first_row = group_end - count + before[g];
+    for (int w = 0; w < ROUTE_WARPS; ++w) slots[w * GROUPS + g] += first_row;
   }
   __syncthreads();
 
   // pass 2: each entry to its warp's next row of its expert, plus its rank among its peers
-  for (long long base = begin; base < end; base += 32 * ROUTE_BATCH) {
+  for (long long base = run.begin; base < run.end; base += 32 * ROUTE_BATCH) {
     int e[ROUTE_BATCH];
-    load_experts<IDS64, GROUPS>(p, base + lane, end, e);
+    load_experts<IDS64, GROUPS>(p, base + lane, run.end, e);
 #pragma unroll
     for (int u = 0; u < ROUTE_BATCH; ++u) {
       const long long i = base + 32 * u + lane;
@@ -126,14 +213,16 @@ __device__ __forceinline__ void moe_route(const MoeRouteParams& p) {
         row = mine[e[u]] + __popc(peers & below);
         p.row_index[row] = int(i / p.topk);
       }
-      if (i < end && p.positions) p.positions[i] = row;
+      if (i < run.end && p.positions) p.positions[i] = row;
       __syncwarp();  // every lane has read mine[e] before its first peer moves it on
       if (e[u] >= 0 && (peers & below) == 0) mine[e[u]] += __popc(peers);
       __syncwarp();
     }
   }
   // rows past the routed ones (skipped entries) name no token
-  for (long long r = routed + (long long)threadIdx.x; r < entries; r += ROUTE_THREADS) p.row_index[r] = -1;
+  const long long stride = (long long)gridDim.x * ROUTE_THREADS;
+  for (long long r = routed + (long long)blockIdx.x * ROUTE_THREADS + threadIdx.x; r < entries; r += stride)
+    p.row_index[r] = -1;
 }
 
 template <int DTYPE>

@@ -16,6 +16,7 @@
 #include "common/router_ids.cuh"
 #include "common/row_plan.cuh"
 #include "common/scale_layout.cuh"
+#include "common/silu_bf16.cuh"
 #include "common/vector_io.cuh"
 
 namespace nvfp4k {
@@ -172,7 +173,9 @@ struct RowQuantizer {
   template <int B>
   static __device__ __forceinline__ void prologue(const RowQuantizeParams& p, const HeldBlocks<IN_DTYPE, B>& in, int at,
                                                   const Item& it, int j, long long r, long long kb, Values& v) {
-    if constexpr (PROLOGUE == ROW_SWIGLU) {
+    if constexpr (PROLOGUE == ROW_SWIGLU && IN_DTYPE == DTYPE_BF16) {
+      silu_mul_bf16<GROUP>(in.w[at], in.w[at + 1], v.w[j]);
+    } else if constexpr (PROLOGUE == ROW_SWIGLU) {
       float a[16], b[16], gate[16], up[16], h[16];
       in.get(at, a);
       in.get(at + 1, b);

@@ -408,10 +408,10 @@ TEST_SUITE("cli") {
           std::string::npos);
     CHECK(mixed.out.find("\"n\":512,\"k\":512,\"groups\":0,\"a_dtype\":\"bf16\",\"b_dtype\":\"nvfp4\",\"out_dtype\":\"fp32\"") !=
           std::string::npos);
-    // moe_route's capture hint (K = 16: no GEMM) builds the routing of its group count, both id types
+    // moe_route's capture hint (K = 16: no GEMM) builds the routing of its group count: both id types, one CTA or many
     const auto route = list("--shape 16,16,64");
     REQUIRE(route.code == 0);
-    CHECK(count(route.out, "\"op\":\"moe_route\",\"arch\":\"sm_90a\",\"n\":0,\"k\":0,\"groups\":64,") == 2);
+    CHECK(count(route.out, "\"op\":\"moe_route\",\"arch\":\"sm_90a\",\"n\":0,\"k\":0,\"groups\":64,") == 4);
     CHECK(count(route.out, "\"op\":\"gemm\"") == 0);
     // bad values are usage errors naming the flag or the manifest line
     auto r = list("--shape 256,512 --d-dtype fp8");

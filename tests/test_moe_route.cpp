@@ -170,6 +170,15 @@ TEST_SUITE("moe_route") {
     expect_error(b, route, Status::invalid_argument, "topk_ids = ");
     b = r, b.positions = reinterpret_cast<int32_t*>(reinterpret_cast<char*>(buf) + 2);
     expect_error(b, route, Status::invalid_argument, "positions = ");
+    b = r, b.workspace = buf, b.tokens = 600, b.topk = 8;  // 4800 entries: three CTAs, 3 * 8 counts
+    b.row_index = nullptr;
+    b.workspace_bytes = 95;
+    expect_error(b, [](const MoeRouteArgs& a) { moe_route(a, nullptr); }, Status::invalid_argument, "row_index is null");
+    b.row_index = buf;
+    expect_error(b, [](const MoeRouteArgs& a) { moe_route(a, nullptr); }, Status::invalid_argument,
+                 "workspace_bytes = 95 is less than the 96 bytes moe_route needs for 600 x 8 entries and 8 groups");
+    b.workspace = reinterpret_cast<char*>(buf) + 2, b.workspace_bytes = 96;
+    expect_error(b, [](const MoeRouteArgs& a) { moe_route(a, nullptr); }, Status::invalid_argument, "workspace = ");
     // the GPU entry point checks the same before it needs a device
     b = r, b.groups = 0;
     expect_error(b, [](const MoeRouteArgs& a) { moe_route(a, nullptr); }, Status::invalid_argument, "nvfp4::jit::moe_route: groups");
@@ -207,6 +216,29 @@ TEST_SUITE("moe_route") {
     expect_error(e, combine, Status::invalid_argument, "out = ");
   }
 
+  TEST_CASE("moe_route's workspace: none up to 4096 entries, then a count per CTA of 2048 and expert") {
+    MoeRouteArgs r;
+    r.topk = 8, r.groups = 256;
+    for (const auto& [tokens, bytes] : {std::pair<int64_t, int64_t>{0, 0}, {1, 0}, {512, 0}, {513, 3 * 256 * 4},
+                                        {4096, 16 * 256 * 4}, {16384, 64 * 256 * 4}}) {
+      r.tokens = tokens;
+      CHECK_MESSAGE(moe_route_workspace_bytes(r) == bytes, "tokens = " << tokens);
+    }
+    r.tokens = int64_t(1) << 31;
+    expect_error(r, [](const MoeRouteArgs& a) { moe_route_workspace_bytes(a); }, Status::invalid_argument,
+                 "nvfp4::jit::moe_route_workspace_bytes: tokens * topk");
+    nvfp4_moe_route_args c;
+    nvfp4_moe_route_args_init(&c);
+    CHECK(c.workspace == nullptr);
+    CHECK(c.workspace_bytes == 0);
+    c.tokens = 4096, c.topk = 8, c.groups = 128;
+    CHECK(nvfp4_jit_moe_route_workspace_bytes(&c) == 16 * 128 * 4);
+    c.groups = 0;
+    CHECK(nvfp4_jit_moe_route_workspace_bytes(&c) == -1);
+    CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4_jit_moe_route_workspace_bytes: groups = 0 must be positive") == 0);
+    CHECK(nvfp4_jit_moe_route_workspace_bytes(nullptr) == -1);
+  }
+
   TEST_CASE("the C API's moe_route and moe_combine check their arguments as the C++ ones do") {
     CHECK(nvfp4_jit_moe_route(nullptr, nullptr) == NVFP4_INVALID_ARGUMENT);
     CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4_jit_moe_route: args is null") != std::string::npos);
@@ -230,8 +262,8 @@ TEST_SUITE("moe_route") {
   TEST_CASE("prewarm of a grouped weight holds its routing and combine kernels; a dense weight's none") {
     const std::vector<KernelSpec> grouped = prewarm_specs({WeightShape{"experts", 1536, 2048, 128}}, {Arch::sm_90a}, 132);
     auto has = [&](const KernelSpec& spec) { return std::find(grouped.begin(), grouped.end(), spec) != grouped.end(); };
-    CHECK(has(moe_route_spec(Arch::sm_90a, 128, false)));
-    CHECK(has(moe_route_spec(Arch::sm_90a, 128, true)));
+    for (const bool ids64 : {false, true})
+      for (const bool count : {false, true}) CHECK(has(moe_route_spec(Arch::sm_90a, 128, ids64, count)));
     CHECK(has(moe_combine_spec(Arch::sm_90a, DType::bf16, DType::fp32, DType::bf16, 8)));
     for (const KernelSpec& spec : prewarm_specs({WeightShape{"dense", 1536, 2048, 1}}, {Arch::sm_90a}, 132))
       CHECK(spec.op != Op::moe_route);
@@ -240,7 +272,9 @@ TEST_SUITE("moe_route") {
   TEST_CASE("every moe_route and moe_combine kernel compiles (NVRTC, sm_90a and sm_120a)") {
     for (Arch arch : {Arch::sm_90a, Arch::sm_120a}) {
       std::vector<KernelSpec> specs = {moe_route_spec(arch, 1, false), moe_route_spec(arch, 256, true),
-                                       moe_route_spec(arch, kMoeRouteMaxGroups, false)};
+                                       moe_route_spec(arch, kMoeRouteMaxGroups, false),
+                                       moe_route_spec(arch, 1, false, true), moe_route_spec(arch, 256, true, true),
+                                       moe_route_spec(arch, kMoeRouteMaxGroups, false, true), moe_route_spec(arch, 72, false, true)};
       for (DType d : {DType::bf16, DType::fp16, DType::fp32})
         for (int vec : {1, 8}) specs.push_back(moe_combine_spec(arch, d, vec == 8 ? DType::fp32 : DType::bf16, d, vec));
       specs.push_back(moe_combine_spec(arch, DType::bf16, DType::fp32, DType::fp32, 8));

@@ -257,8 +257,12 @@ typedef struct nvfp4_moe_route_args {
   int32_t* group_ends;      /* [groups] */
   int32_t* row_index;       /* [tokens * topk]: token of each sorted row, -1 past the routed rows */
   int32_t* positions;       /* [tokens * topk]: sorted row of (t, j), -1 where skipped; or NULL */
+  void* workspace;          /* nvfp4_jit_moe_route_workspace_bytes() bytes, or NULL (stream-ordered) */
+  int64_t workspace_bytes;
 } nvfp4_moe_route_args;
 nvfp4_status nvfp4_jit_moe_route(const nvfp4_moe_route_args* args, CUstream stream);
+/* Workspace bytes nvfp4_jit_moe_route needs for `args` (0 up to 4096 entries; -1: bad input). */
+int64_t nvfp4_jit_moe_route_workspace_bytes(const nvfp4_moe_route_args* args);
 
 /* out[t, :] = sum_j weights[t, j] * d[positions[t * topk + j], :] in fp32, j in order; see
    nvfp4::jit::moe_combine (jit.hpp). */

@@ -298,8 +298,8 @@ void grouped_gemm(const GroupedGemmArgs& args, CUstream stream);
 int64_t grouped_gemm_workspace_bytes(const GroupedGemmArgs& args);
 
 // Mixture-of-experts routing on the device: the router's top-k ids sorted into grouped_gemm's
-// contiguous layout. No host synchronization and no allocation (CUDA-graph safe: the ids may
-// change between replays), and deterministic: the same ids give the same outputs, whatever
+// contiguous layout. No host synchronization, no allocation when a workspace is passed
+// (CUDA-graph safe either way: the ids may change between replays), and deterministic: the same ids give the same outputs, whatever
 // the timing. This rank holds experts [first_expert, first_expert + groups) (an expert-parallel
 // slice; every expert: first_expert = 0). An id outside the slice (another rank's expert, or a
 // padding token's id such as -1) is skipped: it gets no row and counts nowhere.
@@ -309,7 +309,8 @@ int64_t grouped_gemm_workspace_bytes(const GroupedGemmArgs& args);
 //   row_index[r]   the token of sorted row r, for r < group_ends[groups - 1]; -1 for the rows
 //                  after it (tokens * topk in all)
 //   positions[t * topk + j]  the sorted row of entry (t, j), -1 where skipped: moe_combine's input (optional)
-// One CTA; groups <= 512, tokens * topk < 2^31.
+// One CTA up to 4096 entries (tokens * topk); beyond, a CTA per 2048 entries in two launches
+// (counts per CTA into the workspace, then the placement). groups <= 512, tokens * topk < 2^31.
 struct MoeRouteArgs {
   const void* topk_ids = nullptr;  // [tokens, topk] of topk_ids_type, 4/8-byte aligned
   IndexType topk_ids_type = IndexType::int32;
@@ -320,8 +321,15 @@ struct MoeRouteArgs {
   int32_t* group_ends = nullptr;   // [groups]
   int32_t* row_index = nullptr;    // [tokens * topk]
   int32_t* positions = nullptr;    // [tokens * topk] or null
+  // moe_route_workspace_bytes(args) bytes, 4-byte aligned, for the sort over several CTAs
+  // (more than 4096 entries). Null: allocated and freed in stream order (cuMemAllocAsync;
+  // recordable in a CUDA graph).
+  void* workspace = nullptr;
+  int64_t workspace_bytes = 0;
 };
 void moe_route(const MoeRouteArgs& args, CUstream stream);
+// Bytes of workspace moe_route needs for `args` (0 up to 4096 entries).
+int64_t moe_route_workspace_bytes(const MoeRouteArgs& args);
 
 // The experts' outputs back to their tokens:
 //   out[t, c] = sum over j = 0..topk-1 of weights[t, j] * d[positions[t * topk + j], c]

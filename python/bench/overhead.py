@@ -2,14 +2,19 @@
 call: median of per-call host times, in batches of 250 calls with a synchronize between batches
 (so the launch queue never fills), on the legacy default stream, after a warm-up call.
 
-Shapes as bench core's: gemm M=16, N=K=4096 (BF16, linear scales); dequantize 64 x 4096.
-Prints one line per path and, given bench core's JSON (--core results.json), the difference
-to the C++ call. Writes --out JSON.
+Shapes as bench core's: gemm M=16, N=K=4096 (BF16, linear scales; W4A4 with a given
+workspace); dequantize 64 x 4096; quantize 16 x 4096 (no C++ baseline: its binding-only call
+is the reference). Each checked function is also timed on its Python checks alone ("before":
+the binding's checked fast path declined, as it was before the checks moved into the binding;
+that adds one declined call, about 0.1 us). Prints one line per path and, given bench core's
+JSON (--core results.json), the difference to the C++ call. Writes --out JSON.
 """
 import argparse
 import json
 import statistics
 import time
+
+import contextlib
 
 import torch
 
@@ -33,6 +38,17 @@ def host_us(call):
     return statistics.median(times)
 
 
+@contextlib.contextmanager
+def python_checks_only():
+    """The checked functions without the binding's fast path (the path before it existed)."""
+    saved = _C.gemm_checked, _C.quantize_checked
+    _C.gemm_checked = _C.quantize_checked = lambda *args: NotImplemented
+    try:
+        yield
+    finally:
+        _C.gemm_checked, _C.quantize_checked = saved
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--core", help="bench core's JSON (nvfp4-jit bench core --out ...)")
@@ -52,10 +68,25 @@ def main():
     ds = torch.randint(0x20, 0x48, (64, k // 16), dtype=torch.uint8, device=dev).view(torch.float8_e4m3fn)
     dy = torch.empty(64, k, dtype=torch.bfloat16, device=dev)
     dfields = (dq.data_ptr(), 0, ds.data_ptr(), 0, 1.0, 0, False, 64, k, dy.data_ptr(), 0, 0, 0, 0)
+    qa, qs, qg = nvfp4_jit.quantize(a)
+    ws = torch.empty(m * k * 2, dtype=torch.uint8, device=dev)
+    w4a4 = ops._gemm_fields(m, n, k, qa, qs, qg, 1.0, 0, w, s, None, 1.0, 0, False, None, 1.0, y, False, ws)
+    qq, qsc, qgo = torch.empty_like(qa), torch.empty_like(qs), torch.empty_like(qg)
+    qfields = (a.data_ptr(), 0, k, m, k, qq.data_ptr(), k // 2, qsc.data_ptr(), 0, 0, 0.5, 0, False, 0)
+    checked = {
+        "gemm: nvfp4_jit.gemm(..., out=y) (checked, static out)": lambda: nvfp4_jit.gemm(a, w, s, 1.0, out=y),
+        "gemm: nvfp4_jit.gemm(...) (checked, allocates)": lambda: nvfp4_jit.gemm(a, w, s, 1.0),
+        "gemm w4a4: nvfp4_jit.gemm(q, ..., out=y, workspace=ws) (checked)": lambda: nvfp4_jit.gemm(
+            qa, w, s, 1.0, a_scales=qs, a_global_scale=qg, out=y, workspace=ws),
+        "quantize: nvfp4_jit.quantize(x, 0.5, out=...) (checked, static out)": lambda: nvfp4_jit.quantize(
+            a, 0.5, out=qq, out_scales=qsc),
+        "quantize: nvfp4_jit.quantize(x) (checked, per-tensor scale computed, allocates)": lambda: nvfp4_jit.quantize(a),
+    }
     results = {
+        "gemm w4a4: binding only, _C.gemm(*ints)": host_us(lambda: _C.gemm(*w4a4, stream)),
+        "quantize: binding only, _C.quantize(*ints)": host_us(lambda: _C.quantize(*qfields, stream)),
+        **{name: host_us(call) for name, call in checked.items()},
         "gemm: binding only, _C.gemm(*ints)": host_us(lambda: _C.gemm(*fields, stream)),
-        "gemm: nvfp4_jit.gemm(..., out=y) (checked, static out)": host_us(lambda: nvfp4_jit.gemm(a, w, s, 1.0, out=y)),
-        "gemm: nvfp4_jit.gemm(...) (checked, allocates)": host_us(lambda: nvfp4_jit.gemm(a, w, s, 1.0)),
         "gemm: torch.ops.nvfp4_jit.gemm (dispatcher)": host_us(
             lambda: torch.ops.nvfp4_jit.gemm(a, None, None, 1.0, 0, w, s, None, 1.0, 0, False, n, k, None, 1.0,
                                              torch.bfloat16, False)),
@@ -64,6 +95,8 @@ def main():
         "dequantize: nvfp4_jit.dequantize(..., out=y)": host_us(lambda: nvfp4_jit.dequantize(dq, ds, 1.0, out=dy)),
         "torch.empty(16, 4096) alone (for scale)": host_us(lambda: torch.empty(m, n, dtype=torch.bfloat16, device=dev)),
     }
+    with python_checks_only():
+        results.update({f"{name} [before: Python checks]": host_us(call) for name, call in checked.items()})
     core = None
     if args.core:
         with open(args.core) as f:
@@ -72,12 +105,14 @@ def main():
     print(f"per-call host time, median of {BATCHES * PER_BATCH} calls (us)")
     for name, us in results.items():
         base = None
-        if core and name.startswith("gemm"):
+        if core and name.startswith("gemm w4a4"):
+            base = core.get("w4a4_gemm_dispatch_us_median")
+        elif core and name.startswith("gemm"):
             base = core.get("gemm_dispatch_us_median")
         elif core and name.startswith("dequantize"):
             base = core.get("dispatch_us_median")
         extra = f"   C++ {base:6.2f}, Python adds {us - base:+6.2f}" if base is not None else ""
-        print(f"  {name:62s} {us:7.2f}{extra}")
+        print(f"  {name:96s} {us:7.2f}{extra}")
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"python_us": results, "cpp_core": core}, f, indent=1)

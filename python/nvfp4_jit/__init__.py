@@ -18,5 +18,6 @@ __version__ = version()
 
 if HAS_TORCH:
     from .linear import Nvfp4Linear, from_modelopt, quantize_modelopt  # noqa: F401
-    from .ops import (convert_scales, dequantize, gemm, grouped_gemm, moe_stage, prepack, prewarm,  # noqa: F401
+    from .ops import (convert_scales, dequantize, gemm, grouped_gemm, mhc_rmsnorm_quantize, moe_combine, moe_route,  # noqa: F401
+                      moe_stage, prepack, prewarm,
                       quantize, rmsnorm_quantize, swiglu_quantize, tune)

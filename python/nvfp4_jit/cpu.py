@@ -136,22 +136,89 @@ def swiglu_quantize(x, global_scale=None, *, interleave=0, scale_layout="linear"
     return q, scales, (g_out if g_out is not None else global_scale)
 
 
-def moe_stage(tokens, topk_ids, topk_weights=None, global_scale=None, *, scale_layout="linear", in_dtype=None):
-    """MoE staging -> (q, scales, global scale, topk_ids copy, topk_weights copy or None)."""
-    x, dt = _input(tokens, in_dtype, "cpu.moe_stage", "tokens")
+_INDEX = {np.dtype(np.int32): 0, np.dtype(np.int64): 1}  # IndexType
+
+
+def moe_stage(tokens, topk_ids, topk_weights=None, global_scale=None, *, scale_layout="linear", in_dtype=None,
+              ids_dtype=None):
+    """MoE staging -> (q, scales, global scale, topk_ids copy, topk_weights copy or None). Ids
+    int32 or int64; the copy is ids_dtype (default the ids' own)."""
+    op = "cpu.moe_stage"
+    x, dt = _input(tokens, in_dtype, op, "tokens")
     rows, k = x.shape
-    ids = _matrix(topk_ids, "cpu.moe_stage", "topk_ids", [np.dtype(np.int32)])
+    ids = _matrix(topk_ids, op, "topk_ids", list(_INDEX))
     if ids.shape[0] != rows:
-        bad("cpu.moe_stage", f"topk_ids must have {rows} rows, got {ids.shape[0]}")
+        bad(op, f"topk_ids must have {rows} rows, got {ids.shape[0]}")
+    ids_out_dtype = ids.dtype if ids_dtype is None else np.dtype(ids_dtype)
+    if ids_out_dtype not in _INDEX:
+        bad(op, f"ids_dtype must be int32 or int64, got {ids_dtype}")
     topk = ids.shape[1]
     wts = None if topk_weights is None else np.ascontiguousarray(topk_weights, np.float32)
     if wts is not None and wts.shape != ids.shape:
-        bad("cpu.moe_stage", f"topk_weights must have shape {ids.shape}, got {wts.shape}")
-    q, scales, g_out, fields, keep = _output(rows, k, scale_layout, global_scale, "cpu.moe_stage")
-    ids_out = np.empty_like(ids)
+        bad(op, f"topk_weights must have shape {ids.shape}, got {wts.shape}")
+    q, scales, g_out, fields, keep = _output(rows, k, scale_layout, global_scale, op)
+    ids_out = np.empty(ids.shape, ids_out_dtype)
     w_out = None if wts is None else np.empty_like(wts)
-    _C.cpu_moe_stage(_addr(x), dt, 0, rows, k, *fields, topk, _addr(ids), _addr(wts), _addr(ids_out), _addr(w_out))
+    _C.cpu_moe_stage(_addr(x), dt, 0, rows, k, *fields, topk, _addr(ids), _addr(wts), _addr(ids_out), _addr(w_out),
+                     _INDEX[ids.dtype], _INDEX[ids_out.dtype])
     return q, scales, (g_out if g_out is not None else global_scale), ids_out, w_out
+
+
+def mhc_rmsnorm_quantize(x, mix, weight, eps=1e-6, global_scale=None, *, scale_layout="linear", in_dtype=None):
+    """mHC pre-block: h = RN(sum_i mix[r, i] * x[r, i, :]) then rmsnorm_quantize(h). x [rows, n_hc,
+    k]; mix float32 [rows, n_hc]; weight [k] in x's dtype, or float32.
+    -> (q, scales, global scale, h, normed, inv_rms)."""
+    op = "cpu.mhc_rmsnorm_quantize"
+    if not isinstance(x, np.ndarray) or x.ndim != 3:
+        bad(op, f"x must be a 3-D numpy array [rows, n_hc, k], got {getattr(x, 'shape', type(x).__name__)}")
+    rows, n_hc, k = x.shape
+    x2, dt = _input(np.ascontiguousarray(x).reshape(rows, n_hc * k), in_dtype, op)
+    mx = np.ascontiguousarray(mix, np.float32)
+    if mx.shape != (rows, n_hc):
+        bad(op, f"mix must have shape {(rows, n_hc)}, got {mx.shape}")
+    w = np.asarray(weight).reshape(-1)
+    w_fp32 = w.dtype == np.float32 and x2.dtype != np.float32
+    w = np.ascontiguousarray(w, np.float32 if w_fp32 else x2.dtype)
+    if w.size != k:
+        bad(op, f"weight must hold k = {k} values, got {w.size}")
+    q, scales, g_out, fields, keep = _output(rows, k, scale_layout, global_scale, op)
+    h, normed = np.empty((rows, k), x2.dtype), np.empty((rows, k), x2.dtype)
+    inv_rms = np.empty(rows, np.float32)
+    _C.cpu_mhc_rmsnorm_quantize(_addr(x2), dt, rows, n_hc, k, 0, 0, _addr(mx), 0, _addr(w), w_fp32, float(eps), *fields,
+                                _addr(h), 0, _addr(normed), 0, _addr(inv_rms))
+    return q, scales, (g_out if g_out is not None else global_scale), h, normed, inv_rms
+
+
+def moe_route(topk_ids, groups, *, first_expert=0):
+    """Router top-k ids [tokens, topk] (int32 or int64) sorted into grouped_gemm's contiguous
+    layout for experts [first_expert, first_expert + groups).
+    -> (group_ends [groups], row_index [tokens * topk], positions [tokens, topk], counts [groups]), int32."""
+    ids = _matrix(topk_ids, "cpu.moe_route", "topk_ids", list(_INDEX))
+    tokens, topk = ids.shape
+    ends, counts = np.empty(groups, np.int32), np.empty(groups, np.int32)
+    row_index, positions = np.empty(tokens * topk, np.int32), np.empty((tokens, topk), np.int32)
+    _C.cpu_moe_route(_addr(ids), _INDEX[ids.dtype], tokens, topk, int(groups), int(first_expert), _addr(counts),
+                     _addr(ends), _addr(row_index), _addr(positions), None, 0)
+    return ends, row_index, positions, counts
+
+
+def moe_combine(d, positions, weights, *, out_dtype="fp32", in_dtype=None, weights_dtype=None):
+    """out[t, :] = sum_j weights[t, j] * d[positions[t, j], :] (fp32, in the order of j) rounded
+    to out_dtype. d [d_rows, n]; positions int32 [tokens, topk]; weights float32, or BF16 bits
+    as uint16 with weights_dtype='bf16'."""
+    op = "cpu.moe_combine"
+    d, dt = _input(d, in_dtype, op, "d")
+    pos = _matrix(positions, op, "positions", [np.dtype(np.int32)])
+    tokens, topk = pos.shape
+    w = _matrix(weights, op, "weights")
+    if w.shape != pos.shape:
+        bad(op, f"weights must have shape {pos.shape}, got {w.shape}")
+    w, wdt = _input(w, weights_dtype, op, "weights")
+    np_out = {"fp32": np.float32, "fp16": np.float16, "bf16": np.uint16}
+    out = np.empty((tokens, d.shape[1]), np_out[out_dtype] if out_dtype in np_out else np.float32)
+    _C.cpu_moe_combine(_addr(d), dt, 0, d.shape[0], _addr(pos), _addr(w), wdt, tokens, topk, d.shape[1], _addr(out),
+                       enum_value(DTYPES, out_dtype, op, "out_dtype"), 0)
+    return out
 
 
 def convert_scales(scales, rows, k, *, src_layout="linear", dst_layout="swizzled128x4"):

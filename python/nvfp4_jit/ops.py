@@ -23,6 +23,15 @@ _ACT = {torch.bfloat16: DTYPES["bf16"], torch.float16: DTYPES["fp16"], torch.flo
 _FP4 = tuple(t for t in (torch.uint8, getattr(torch, "float4_e2m1fn_x2", None)) if t is not None)
 _E4M3 = (torch.uint8, torch.float8_e4m3fn)
 _NVFP4 = DTYPES["nvfp4"]
+_INDEX = {torch.int32: 0, torch.int64: 1}  # IndexType
+
+# The binding's checked eager fast path (gemm_checked, quantize_checked) reads tensors itself:
+# torch's objects handed over once. It answers NotImplemented for whatever its checks do not
+# accept, and the Python checks below then run (and name the wrong argument).
+if hasattr(torch._C, "_cuda_getCurrentRawStream"):
+    _C.bind_torch(torch.Tensor, (torch.bfloat16, torch.float16, torch.float32, torch.uint8, torch.int32, torch.int64,
+                                 torch.float8_e4m3fn, getattr(torch, "float4_e2m1fn_x2", None)),
+                  torch._C._cuda_getDevice, torch._C._cuda_getCurrentRawStream)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -131,8 +140,7 @@ def _launch(fn, index, *args):
                                  f"pass), or nvfp4_jit.prewarm(...) / Nvfp4Linear.prewarm(...) for a GEMM.") from None
 
 
-def _compiling():
-    return torch.compiler.is_compiling()
+_compiling = torch.compiler.is_compiling
 
 
 def _register(name, fn, fake, mutates=()):
@@ -231,6 +239,10 @@ def quantize(x, global_scale=None, *, scale_mode="per_tensor", scale_layout="lin
     are [rows, k/16] when linear, the flat padded buffer when 'swizzled128x4'. With out= (and
     out_scales=, plus out_global_scale= for a computed scale) the results go into those tensors.
     """
+    if not _compiling():
+        r = _C.quantize_checked(x, global_scale, scale_mode, scale_layout, out, out_scales, out_global_scale)
+        if r is not NotImplemented:
+            return r
     x = _tensor(x, "quantize", "x", tuple(_ACT))
     rows, k = x.shape
     mode = _mode("quantize", global_scale, scale_mode, (SCALE_MODES["per_tensor"], SCALE_MODES["per_row"]))
@@ -360,8 +372,8 @@ def swiglu_quantize(x, global_scale=None, *, interleave=0, scale_layout="linear"
 # moe_stage ------------------------------------------------------------------------------------
 
 
-def _moe_stage_alloc(x, ids, weights, layout, mode):
-    return (*_qout_alloc(x, x.shape[0], x.shape[1], layout, mode), torch.empty_like(ids),
+def _moe_stage_alloc(x, ids, weights, layout, mode, ids_out_dtype):
+    return (*_qout_alloc(x, x.shape[0], x.shape[1], layout, mode), ids.new_empty(list(ids.shape), dtype=ids_out_dtype),
             torch.empty_like(weights) if weights is not None else x.new_empty([0], dtype=torch.float32))
 
 
@@ -371,31 +383,38 @@ def _moe_stage_launch(q: Tensor, scales: Tensor, g_out: Tensor, ids_out: Tensor,
     rows, k = x.shape
     _launch(_C.moe_stage, x.get_device(), x.data_ptr(), _ACT[x.dtype], x.stride(0), rows, k,
             *_qout_fields(q, scales, layout, mode, gs, gs_value, g_out, rows), ids.shape[1], ids.data_ptr(),
-            _ptr(weights), ids_out.data_ptr(), weights_out.data_ptr() if weights is not None else 0)
+            _ptr(weights), ids_out.data_ptr(), weights_out.data_ptr() if weights is not None else 0,
+            _INDEX[ids.dtype], _INDEX[ids_out.dtype])
 
 
 def _moe_stage(x: Tensor, ids: Tensor, weights: Optional[Tensor], gs: Optional[Tensor], gs_value: float, layout: int,
-               mode: int) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    outs = _moe_stage_alloc(x, ids, weights, layout, mode)
+               mode: int, ids_out_dtype: torch.dtype) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    outs = _moe_stage_alloc(x, ids, weights, layout, mode, ids_out_dtype)
     _moe_stage_launch(*outs, x, ids, weights, gs, gs_value, layout, mode)
     return outs
 
 
-_register("moe_stage", _moe_stage, lambda x, ids, w, gs, gv, layout, mode: _moe_stage_alloc(x, ids, w, layout, mode))
+_register("moe_stage", _moe_stage,
+          lambda x, ids, w, gs, gv, layout, mode, idt: _moe_stage_alloc(x, ids, w, layout, mode, idt))
 _register("moe_stage_out", _moe_stage_launch, _none, ("q", "scales", "g_out", "ids_out", "weights_out"))
 
 
-def moe_stage(tokens, topk_ids, topk_weights=None, global_scale=None, *, scale_layout="linear", out=None,
-              out_scales=None, out_global_scale=None, out_topk_ids=None, out_topk_weights=None):
+def moe_stage(tokens, topk_ids, topk_weights=None, global_scale=None, *, scale_layout="linear", ids_dtype=None,
+              out=None, out_scales=None, out_global_scale=None, out_topk_ids=None, out_topk_weights=None):
     """MoE input staging in one launch: tokens [rows, k] quantized, the router's topk_ids (int32
-    [rows, topk]) and topk_weights (fp32, optional) copied. -> (q, scales, global scale,
-    topk_ids copy, topk_weights copy or None). The global scale is given or computed per row."""
+    or int64, DeepEP's convention, [rows, topk]) and topk_weights (fp32, optional) copied; the
+    ids copy is ids_dtype (int32 or int64; default topk_ids' dtype; an int64 id int32 cannot
+    hold becomes -1). -> (q, scales, global scale, topk_ids copy, topk_weights copy or None).
+    The global scale is given or computed per row."""
     op = "moe_stage"
     x = _tensor(tokens, op, "tokens", tuple(_ACT))
     rows, k = x.shape
-    ids = _tensor(topk_ids, op, "topk_ids", (torch.int32,), 2, x.get_device())
+    ids = _tensor(topk_ids, op, "topk_ids", tuple(_INDEX), 2, x.get_device())
     if ids.shape[0] != rows or not ids.is_contiguous():
         bad(op, f"topk_ids must be contiguous with {rows} rows, got shape {list(ids.shape)} strides {list(ids.stride())}")
+    ids_out_dtype = ids.dtype if ids_dtype is None else ids_dtype
+    if ids_out_dtype not in _INDEX:
+        bad(op, f"ids_dtype must be int32 or int64, got {ids_dtype}")
     if topk_weights is not None:
         _tensor(topk_weights, op, "topk_weights", (torch.float32,), 2, x.get_device())
         _shape(topk_weights, op, "topk_weights", list(ids.shape))
@@ -405,13 +424,16 @@ def moe_stage(tokens, topk_ids, topk_weights=None, global_scale=None, *, scale_l
     layout = enum_value(SCALE_LAYOUTS, scale_layout, op, "scale_layout")
     gs, gs_value = _gscale(global_scale, op, "global_scale", x.get_device(), rows)
     if out is None:
-        q, scales, g_out, ids_out, w_out = _pick(op, _moe_stage, x)(x, ids, topk_weights, gs, gs_value, layout, mode)
+        q, scales, g_out, ids_out, w_out = _pick(op, _moe_stage, x)(x, ids, topk_weights, gs, gs_value, layout, mode,
+                                                                 ids_out_dtype)
     else:
         q, scales, g_out = out, out_scales, _out_scale(op, global_scale, mode, x, rows, out_global_scale)
         _qout_check(op, q, scales, g_out, rows, k, layout, mode, x.get_device())
         ids_out = out_topk_ids
-        _tensor(ids_out, op, "out_topk_ids", (torch.int32,), 2, x.get_device())
+        _tensor(ids_out, op, "out_topk_ids", tuple(_INDEX), 2, x.get_device())
         _shape(ids_out, op, "out_topk_ids", list(ids.shape))
+        if not ids_out.is_contiguous():
+            bad(op, "out_topk_ids must be contiguous")
         w_out = out_topk_weights if topk_weights is not None else x.new_empty([0], dtype=torch.float32)
         if topk_weights is not None:
             _tensor(w_out, op, "out_topk_weights", (torch.float32,), 2, x.get_device())
@@ -587,7 +609,7 @@ _register("gemm", _gemm, lambda a, *r: a.new_empty([a.shape[0], r[10]], dtype=r[
 _register("gemm_out", _gemm_launch, _none, ("out", "workspace"))
 
 
-def _activations(op, a, a_scales, a_global_scale, a_scale_layout, rows_of_all, dim):
+def _activations(op, a, a_scales, a_global_scale, a_scale_layout, rows_of_all, dim, gs_rows=None):
     """A as BF16/FP16 (W4A16) or packed NVFP4 with its scales (W4A4) -> (k, a_gs, a_gs_value, a_layout)."""
     a = _tensor(a, op, "a", (torch.bfloat16, torch.float16) + _FP4, dim)
     a_layout = enum_value(SCALE_LAYOUTS, a_scale_layout, op, "a_scale_layout")
@@ -597,7 +619,7 @@ def _activations(op, a, a_scales, a_global_scale, a_scale_layout, rows_of_all, d
         k = 2 * a.shape[-1]
         rows = rows_of_all
         _scales(a_scales, op, "a_scales", rows, k, a_layout, a.get_device())
-        a_gs, a_gs_value = _gscale(a_global_scale, op, "a_global_scale", a.get_device(), rows)
+        a_gs, a_gs_value = _gscale(a_global_scale, op, "a_global_scale", a.get_device(), rows if gs_rows is None else gs_rows)
         return k, a_gs, a_gs_value, a_layout
     if a_scales is not None or a_global_scale is not None:
         bad(op, f"a is {str(a.dtype).replace('torch.', '')} (W4A16): a_scales and a_global_scale must be None")
@@ -652,6 +674,11 @@ def gemm(a, b, b_scales=None, b_global_scale=1.0, *, b_scale_layout="linear", b_
     with b_prepacked=True and n. out_dtype defaults to a's dtype (bf16 for W4A4). out=: a static
     [m, n] buffer. weights_static: see the C++ GemmArgs (programmatic dependent launch).
     """
+    if not _compiling():
+        y = _C.gemm_checked(a, b, b_scales, b_global_scale, b_scale_layout, b_prepacked, n, a_scales, a_global_scale,
+                            a_scale_layout, bias, alpha, out_dtype, out, workspace, weights_static)
+        if y is not NotImplemented:
+            return y
     op = "gemm"
     m = a.shape[0] if isinstance(a, Tensor) else 0
     k, a_gs, a_gs_value, a_layout = _activations(op, a, a_scales, a_global_scale, a_scale_layout, m, 2)
@@ -669,50 +696,67 @@ def gemm(a, b, b_scales=None, b_global_scale=1.0, *, b_scale_layout="linear", b_
     return out
 
 
-def _grouped_fields(g, layout, group_ends, masked_m, expected_m, gemm_fields):
-    return (*gemm_fields, g, layout, _ptr(group_ends), _ptr(masked_m), expected_m)
+def _grouped_fields(g, layout, group_ends, masked_m, expected_m, per_group, row_index, a_rows, gemm_fields):
+    if per_group:  # the device scales are per group, not per row (GroupedGemmArgs)
+        gemm_fields = gemm_fields[:_A_PER_ROW] + (False,) + gemm_fields[_A_PER_ROW + 1:]
+    return (*gemm_fields, g, layout, _ptr(group_ends), _ptr(masked_m), expected_m, per_group, _ptr(row_index), a_rows)
+
+
+_A_PER_ROW = 25  # GemmArgs' a_fp4.global_scale.per_row field
 
 
 def _grouped_gemm_launch(out: Tensor, workspace: Optional[Tensor], a: Tensor, a_scales: Optional[Tensor],
                          a_gs: Optional[Tensor], a_gs_value: float, a_layout: int, b: Tensor, b_scales: Optional[Tensor],
                          b_gs: Optional[Tensor], b_gs_value: float, b_layout: int, b_prepacked: bool, n: int, k: int,
                          bias: Optional[Tensor], alpha: float, weights_static: bool, groups: int, layout: int,
-                         group_ends: Optional[Tensor], masked_m: Optional[Tensor], expected_m: int) -> None:
+                         group_ends: Optional[Tensor], masked_m: Optional[Tensor], expected_m: int,
+                         a_gs_per_group: bool, row_index: Optional[Tensor]) -> None:
     m = out.shape[-2]
     fields = (m, n, k, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout, b_prepacked,
               bias, alpha, out, weights_static)
-    fields = _grouped_fields(groups, layout, group_ends, masked_m, expected_m, _gemm_fields(*fields, workspace))
+    fields = _grouped_fields(groups, layout, group_ends, masked_m, expected_m, a_gs_per_group, row_index,
+                             a.shape[0] if row_index is not None else 0, _gemm_fields(*fields, workspace))
     if a_scales is not None and workspace is None:
         fields = _with_workspace(fields, a.new_empty([_C.grouped_gemm_workspace_bytes(*fields)], dtype=torch.uint8))
     _launch(_C.grouped_gemm, a.get_device(), *fields)
+
+
+def _grouped_out_shape(a, n, row_index):
+    return [row_index.shape[0], n] if row_index is not None else list(a.shape[:-1]) + [n]
 
 
 def _grouped_gemm(a: Tensor, a_scales: Optional[Tensor], a_gs: Optional[Tensor], a_gs_value: float, a_layout: int,
                   b: Tensor, b_scales: Optional[Tensor], b_gs: Optional[Tensor], b_gs_value: float, b_layout: int,
                   b_prepacked: bool, n: int, k: int, bias: Optional[Tensor], alpha: float, out_dtype: torch.dtype,
                   weights_static: bool, groups: int, layout: int, group_ends: Optional[Tensor],
-                  masked_m: Optional[Tensor], expected_m: int) -> Tensor:
-    out = a.new_empty(list(a.shape[:-1]) + [n], dtype=out_dtype)
+                  masked_m: Optional[Tensor], expected_m: int, a_gs_per_group: bool,
+                  row_index: Optional[Tensor]) -> Tensor:
+    out = a.new_empty(_grouped_out_shape(a, n, row_index), dtype=out_dtype)
     _grouped_gemm_launch(out, None, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout,
-                         b_prepacked, n, k, bias, alpha, weights_static, groups, layout, group_ends, masked_m, expected_m)
+                         b_prepacked, n, k, bias, alpha, weights_static, groups, layout, group_ends, masked_m, expected_m,
+                         a_gs_per_group, row_index)
     return out
 
 
-_register("grouped_gemm", _grouped_gemm, lambda a, *r: a.new_empty(list(a.shape[:-1]) + [r[10]], dtype=r[14]))
+_register("grouped_gemm", _grouped_gemm,
+          lambda a, *r: a.new_empty(_grouped_out_shape(a, r[10], r[22]), dtype=r[14]))
 _register("grouped_gemm_out", _grouped_gemm_launch, _none, ("out", "workspace"))
 
 
 def grouped_gemm(a, b, b_scales=None, b_global_scale=1.0, *, group_ends=None, masked_m=None, expected_m=0,
                  b_scale_layout="linear", b_prepacked=False, n=None, a_scales=None, a_global_scale=None,
-                 a_scale_layout="linear", bias=None, alpha=1.0, out_dtype=None, out=None, workspace=None,
-                 weights_static=False):
+                 a_scale_layout="linear", a_global_scale_per_group=False, row_index=None, bias=None, alpha=1.0,
+                 out_dtype=None, out=None, workspace=None, weights_static=False):
     """A grouped GEMM (mixture of experts), one kernel for all groups.
 
     Contiguous layout (group_ends: int32 [G] cumulative row ends, on the device): a [m, k] sorted
     by group, out [m, n]. Masked layout (masked_m: int32 [G] rows per group): a [G, m, k], out
     [G, m, n]. b: [G, n, k/2] with b_scales [G, n, k/16] (or the flat swizzled buffers), or
     prepacked [G * prepacked_bytes(n, k)] with n. b_global_scale: float, or fp32 tensor of 1 or G
-    values (per expert). W4A4 as in gemm. Rows past the last group end are left alone.
+    values (per expert). W4A4 as in gemm; a_global_scale_per_group: a_global_scale holds G values
+    (ModelOpt's per-expert input_scale). row_index (contiguous W4A4; moe_route's, int32 [m]):
+    sorted row r is row row_index[r] of a [tokens, k/2] (a_scales the tokens' too), so the tokens
+    need no sorted copy; out [m, n]. Rows past the last group end are left alone.
     """
     op = "grouped_gemm"
     if (group_ends is None) == (masked_m is None):
@@ -729,19 +773,209 @@ def grouped_gemm(a, b, b_scales=None, b_global_scale=1.0, *, group_ends=None, ma
         if a.stride(0) != a.shape[1] * a.stride(1):
             bad(op, f"a's groups must follow one another (stride(0) = m * stride(1)), got strides {list(a.stride())}")
     rows_of_all = a.shape[0] * (a.shape[1] if dim == 3 else 1) if isinstance(a, Tensor) and a.dim() == dim else 0
-    k, a_gs, a_gs_value, a_layout = _activations(op, a, a_scales, a_global_scale, a_scale_layout, rows_of_all, dim)
+    if row_index is not None:
+        if group_ends is None or a_scales is None:
+            bad(op, "row_index needs the contiguous layout (group_ends) and W4A4 (a packed NVFP4 with a_scales)")
+        _tensor(row_index, op, "row_index", (torch.int32,), 1, dev)
+    if a_global_scale_per_group:
+        if not isinstance(a_global_scale, Tensor):
+            bad(op, f"a_global_scale_per_group needs a_global_scale as an fp32 tensor of {groups} values (one per group)")
+        _shape(a_global_scale, op, "a_global_scale", [groups])
+    elif row_index is not None and isinstance(a_global_scale, Tensor) and a_global_scale.numel() > 1:
+        bad(op, "with row_index a_global_scale is one value or one per group (a_global_scale_per_group=True), "
+                "not per row")
+    gs_rows = groups if a_global_scale_per_group else rows_of_all
+    k, a_gs, a_gs_value, a_layout = _activations(op, a, a_scales, a_global_scale, a_scale_layout, rows_of_all, dim, gs_rows)
     n, b_gs, b_gs_value, b_layout = _weight(op, b, b_scales, b_global_scale, b_scale_layout, b_prepacked, n, k, a.get_device(),
                                             groups)
     out_dtype = _epilogue(op, bias, out.dtype if out is not None else out_dtype, a, n)
     args = (a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout, bool(b_prepacked), int(n), k,
             bias, float(alpha))
-    grouped = (groups, layout, group_ends, masked_m, int(expected_m))
+    grouped = (groups, layout, group_ends, masked_m, int(expected_m), bool(a_global_scale_per_group), row_index)
     if out is None:
         return _pick(op, _grouped_gemm, a)(*args, out_dtype, bool(weights_static), *grouped)
     _tensor(out, op, "out", tuple(_ACT), dim, a.get_device())
-    _shape(out, op, "out", list(a.shape[:-1]) + [n])
+    _shape(out, op, "out", _grouped_out_shape(a, n, row_index))
     _pick(op + "_out", _grouped_gemm_launch, a)(out, workspace, *args, bool(weights_static), *grouped)
     return out
+
+
+# moe_route and moe_combine --------------------------------------------------------------------
+
+
+def _moe_route_alloc(ids, groups):
+    tokens, topk = ids.shape
+    i32 = torch.int32
+    return (ids.new_empty([groups], dtype=i32), ids.new_empty([tokens * topk], dtype=i32),
+            ids.new_empty([tokens, topk], dtype=i32), ids.new_empty([groups], dtype=i32))
+
+
+def _moe_route_launch(group_ends: Tensor, row_index: Tensor, positions: Tensor, counts: Tensor, ids: Tensor, groups: int,
+                      first_expert: int) -> None:
+    fields = [ids.data_ptr(), _INDEX[ids.dtype], ids.shape[0], ids.shape[1], groups, first_expert, counts.data_ptr(),
+              group_ends.data_ptr(), row_index.data_ptr(), positions.data_ptr()]
+    # the sort over several CTAs counts into a workspace: torch's allocator, as for every output
+    workspace_bytes = _C.moe_route_workspace_bytes(*fields, None, 0)
+    workspace = ids.new_empty([max(workspace_bytes, 1)], dtype=torch.uint8)
+    _launch(_C.moe_route, ids.get_device(), *fields, workspace.data_ptr(), workspace_bytes)
+
+
+def _moe_route(ids: Tensor, groups: int, first_expert: int) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    outs = _moe_route_alloc(ids, groups)
+    _moe_route_launch(*outs, ids, groups, first_expert)
+    return outs
+
+
+_register("moe_route", _moe_route, lambda ids, groups, first: _moe_route_alloc(ids, groups))
+_register("moe_route_out", _moe_route_launch, _none, ("group_ends", "row_index", "positions", "counts"))
+
+
+def moe_route(topk_ids, groups, *, first_expert=0, out=None):
+    """Router top-k ids [tokens, topk] (int32 or int64) sorted on the device into grouped_gemm's
+    contiguous layout, for this rank's experts [first_expert, first_expert + groups) (ids outside
+    are skipped). No host synchronization (CUDA-graph safe). -> int32 (group_ends [groups],
+    row_index [tokens * topk] (the token of each sorted row, -1 past the routed rows),
+    positions [tokens, topk] (each entry's sorted row, -1 where skipped: moe_combine's input),
+    counts [groups]). out=: those four tensors (static buffers)."""
+    op = "moe_route"
+    ids = _tensor(topk_ids, op, "topk_ids", tuple(_INDEX), 2)
+    if not ids.is_contiguous():
+        bad(op, f"topk_ids must be contiguous, got strides {list(ids.stride())}")
+    groups, first_expert = int(groups), int(first_expert)
+    if out is None:
+        return _pick(op, _moe_route, ids)(ids, groups, first_expert)
+    if not isinstance(out, (tuple, list)) or len(out) != 4:
+        bad(op, "out must be (group_ends, row_index, positions, counts)")
+    tokens, topk = ids.shape
+    for t, name, shape in zip(out, ("group_ends", "row_index", "positions", "counts"),
+                              ([groups], [tokens * topk], [tokens, topk], [groups])):
+        _tensor(t, op, f"out's {name}", (torch.int32,), len(shape), ids.get_device())
+        _shape(t, op, f"out's {name}", shape)
+        if not t.is_contiguous():
+            bad(op, f"out's {name} must be contiguous")
+    _pick(op + "_out", _moe_route_launch, ids)(*out, ids, groups, first_expert)
+    return tuple(out)
+
+
+def _moe_combine_launch(out: Tensor, d: Tensor, positions: Tensor, weights: Tensor) -> None:
+    tokens, topk = positions.shape
+    _launch(_C.moe_combine, d.get_device(), d.data_ptr(), _ACT[d.dtype], d.stride(0), d.shape[0], positions.data_ptr(),
+            weights.data_ptr(), _ACT[weights.dtype], tokens, topk, d.shape[1], out.data_ptr(), _ACT[out.dtype],
+            out.stride(0))
+
+
+def _moe_combine(d: Tensor, positions: Tensor, weights: Tensor, out_dtype: torch.dtype) -> Tensor:
+    out = d.new_empty([positions.shape[0], d.shape[1]], dtype=out_dtype)
+    _moe_combine_launch(out, d, positions, weights)
+    return out
+
+
+_register("moe_combine", _moe_combine, lambda d, p, w, dt: d.new_empty([p.shape[0], d.shape[1]], dtype=dt))
+_register("moe_combine_out", _moe_combine_launch, _none, ("out",))
+
+
+def moe_combine(d, positions, weights, *, out_dtype=None, out=None):
+    """The experts' outputs back to their tokens: out[t, :] = sum_j weights[t, j] *
+    d[positions[t, j], :] in fp32 (in the order of j), rounded once to out_dtype (default d's).
+    d [d_rows, n] (grouped_gemm's output); positions int32 [tokens, topk] (moe_route's; one
+    outside [0, d_rows) adds nothing); weights fp32 or bf16 [tokens, topk]."""
+    op = "moe_combine"
+    d = _tensor(d, op, "d", tuple(_ACT))
+    pos = _tensor(positions, op, "positions", (torch.int32,), 2, d.get_device())
+    w = _tensor(weights, op, "weights", (torch.float32, torch.bfloat16), 2, d.get_device())
+    _shape(w, op, "weights", list(pos.shape))
+    if not (pos.is_contiguous() and w.is_contiguous()):
+        bad(op, "positions and weights must be contiguous")
+    if out is None:
+        out_dtype = d.dtype if out_dtype is None else out_dtype
+        if out_dtype not in _ACT:
+            bad(op, f"out_dtype must be bfloat16, float16 or float32, got {out_dtype}")
+        return _pick(op, _moe_combine, d)(d, pos, w, out_dtype)
+    _tensor(out, op, "out", tuple(_ACT), 2, d.get_device())
+    _shape(out, op, "out", [pos.shape[0], d.shape[1]])
+    _pick(op + "_out", _moe_combine_launch, d)(out, d, pos, w)
+    return out
+
+
+# mhc_rmsnorm_quantize -------------------------------------------------------------------------
+
+
+def _mhc_alloc(x, layout, mode, want):
+    rows, k = x.shape[0], x.shape[2]
+    return (*_qout_alloc(x, rows, k, layout, mode),
+            *(x.new_empty([rows, k] if w else [0], dtype=x.dtype) for w in want[:2]),
+            x.new_empty([rows] if want[2] else [0], dtype=torch.float32))
+
+
+def _mhc_rmsnorm_quantize_launch(q: Tensor, scales: Tensor, g_out: Tensor, h: Tensor, normed: Tensor, inv_rms: Tensor,
+                                 x: Tensor, mix: Tensor, weight: Tensor, eps: float, gs: Optional[Tensor],
+                                 gs_value: float, layout: int, mode: int, want_h: bool, want_normed: bool,
+                                 want_inv_rms: bool) -> None:
+    rows, n_hc, k = x.shape
+    _launch(_C.mhc_rmsnorm_quantize, x.get_device(), x.data_ptr(), _ACT[x.dtype], rows, n_hc, k, x.stride(0),
+            x.stride(1), mix.data_ptr(), mix.stride(0), weight.data_ptr(), weight.dtype != x.dtype, eps,
+            *_qout_fields(q, scales, layout, mode, gs, gs_value, g_out, rows),
+            h.data_ptr() if want_h else 0, h.stride(0) if want_h else 0,
+            normed.data_ptr() if want_normed else 0, normed.stride(0) if want_normed else 0,
+            inv_rms.data_ptr() if want_inv_rms else 0)
+
+
+def _mhc_rmsnorm_quantize(x: Tensor, mix: Tensor, weight: Tensor, eps: float, gs: Optional[Tensor], gs_value: float,
+                          layout: int, mode: int, want_h: bool, want_normed: bool,
+                          want_inv_rms: bool) -> Tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]:
+    outs = _mhc_alloc(x, layout, mode, (want_h, want_normed, want_inv_rms))
+    _mhc_rmsnorm_quantize_launch(*outs, x, mix, weight, eps, gs, gs_value, layout, mode, want_h, want_normed, want_inv_rms)
+    return outs
+
+
+_register("mhc_rmsnorm_quantize", _mhc_rmsnorm_quantize,
+          lambda x, mix, w, eps, gs, gv, layout, mode, wh, wn, wi: _mhc_alloc(x, layout, mode, (wh, wn, wi)))
+_register("mhc_rmsnorm_quantize_out", _mhc_rmsnorm_quantize_launch, _none,
+          ("q", "scales", "g_out", "h", "normed", "inv_rms"))
+
+
+def mhc_rmsnorm_quantize(x, mix, weight, eps=1e-6, global_scale=None, *, scale_layout="linear", return_h=False,
+                         return_normed=False, return_inv_rms=False, out=None, out_scales=None, out_global_scale=None,
+                         out_h=None, out_normed=None, out_inv_rms=None):
+    """The pre-block of manifold-constrained hyper-connections (mHC) in one pass: x [rows, n_hc, k]
+    (n_hc <= 4 streams), mix fp32 [rows, n_hc]: h = RN(sum_i mix[r, i] * x[r, i, :]), then
+    rmsnorm_quantize(h, weight, eps) (weight [k] in x's dtype, or fp32). -> (q, scales, global
+    scale), plus (h, normed, inv_rms) when any return_* asks (None for those not asked). The
+    global scale is given or computed per row."""
+    op = "mhc_rmsnorm_quantize"
+    x = _tensor(x, op, "x", tuple(_ACT), 3)
+    rows, n_hc, k = x.shape
+    dev = x.get_device()
+    mix = _tensor(mix, op, "mix", (torch.float32,), 2, dev)
+    _shape(mix, op, "mix", [rows, n_hc])
+    weight = _tensor(weight, op, "weight", (x.dtype, torch.float32), 1, dev)
+    _shape(weight, op, "weight", [k])
+    mode = _mode(op, global_scale, "per_row", (SCALE_MODES["per_row"],))
+    layout = enum_value(SCALE_LAYOUTS, scale_layout, op, "scale_layout")
+    gs, gs_value = _gscale(global_scale, op, "global_scale", dev, rows)
+    want = (bool(return_h or out_h is not None), bool(return_normed or out_normed is not None),
+            bool(return_inv_rms or out_inv_rms is not None))
+    if out is None:
+        q, scales, g_out, h, normed, inv_rms = _pick(op, _mhc_rmsnorm_quantize, x)(x, mix, weight, float(eps), gs, gs_value,
+                                                                                layout, mode, *want)
+    else:
+        q, scales, g_out = out, out_scales, _out_scale(op, global_scale, mode, x, rows, out_global_scale)
+        _qout_check(op, q, scales, g_out, rows, k, layout, mode, dev)
+        extra = []
+        for t, w, name, dtype, shape in ((out_h, want[0], "out_h", x.dtype, [rows, k]),
+                                         (out_normed, want[1], "out_normed", x.dtype, [rows, k]),
+                                         (out_inv_rms, want[2], "out_inv_rms", torch.float32, [rows])):
+            if w:
+                _tensor(t, op, name, (dtype,), len(shape), dev)
+                _shape(t, op, name, shape)
+            extra.append(t if w else x.new_empty([0], dtype=dtype))
+        h, normed, inv_rms = extra
+        _pick(op + "_out", _mhc_rmsnorm_quantize_launch, x)(q, scales, g_out, h, normed, inv_rms, x, mix, weight,
+                                                         float(eps), gs, gs_value, layout, mode, *want)
+    result = _result(q, scales, g_out, mode, global_scale)
+    if not any(want):
+        return result
+    return (*result, *(t if w else None for t, w in zip((h, normed, inv_rms), want)))
 
 
 # tune and prewarm -----------------------------------------------------------------------------

@@ -156,6 +156,64 @@ def test_moe_stage_quantizes_tokens_and_copies_routing():
     assert_bytes_equal(w_out.view(np.uint32), wts.view(np.uint32), "topk_weights")
 
 
+@pytest.mark.parametrize("ids_dtype", [np.int32, np.int64])
+def test_moe_stage_converts_int64_ids(ids_dtype):
+    rows, k = 3, 64
+    ids = np.array([[1, 2 ** 40], [-5, 7], [2 ** 31 - 1, 0]], np.int64)
+    out = cpu.moe_stage(random_input(rows, k, specials=False), ids, ids_dtype=ids_dtype)[3]
+    want = ids if ids_dtype == np.int64 else np.array([[1, -1], [-5, 7], [2 ** 31 - 1, 0]], np.int32)
+    assert out.dtype == ids_dtype
+    assert_bytes_equal(out, want, f"ids copied to {np.dtype(ids_dtype)}")
+
+
+@pytest.mark.parametrize("ids_dtype", [np.int32, np.int64])
+def test_moe_route_sorts_by_expert_then_token_and_skips_other_experts(ids_dtype):
+    tokens, topk, groups, first = 23, 4, 6, 2
+    ids = RNG.integers(-1, groups + first + 2, (tokens, topk)).astype(ids_dtype)
+    ends, row_index, positions, counts = cpu.moe_route(ids, groups, first_expert=first)
+    # a plain model: the entries of this rank's experts, stably sorted by expert (then token, slot)
+    entries = sorted((int(ids[t, j]) - first, t, j) for t in range(tokens) for j in range(topk)
+                     if first <= ids[t, j] < first + groups)
+    want_counts = np.bincount([e for e, _, _ in entries], minlength=groups).astype(np.int32)
+    want_rows = np.full(tokens * topk, -1, np.int32)
+    want_pos = np.full((tokens, topk), -1, np.int32)
+    for r, (_, t, j) in enumerate(entries):
+        want_rows[r], want_pos[t, j] = t, r
+    assert_bytes_equal(counts, want_counts, "counts")
+    assert_bytes_equal(ends, np.cumsum(want_counts).astype(np.int32), "group_ends")
+    assert_bytes_equal(row_index, want_rows, "row_index")
+    assert_bytes_equal(positions, want_pos, "positions")
+
+
+def test_moe_combine_sums_the_weighted_rows_of_each_token():
+    tokens, topk, n, d_rows = 9, 3, 48, 20
+    d = RNG.standard_normal((d_rows, n)).astype(np.float32)
+    positions = RNG.integers(-1, d_rows + 2, (tokens, topk)).astype(np.int32)  # -1 and past the end add nothing
+    w = RNG.random((tokens, topk), dtype=np.float32)
+    out = cpu.moe_combine(d, positions, w)
+    want = np.zeros((tokens, n))
+    for t in range(tokens):
+        for j in range(topk):
+            if 0 <= positions[t, j] < d_rows:
+                want[t] += np.float64(w[t, j]) * d[positions[t, j]]
+    assert np.abs(out - want).max() <= 1e-5 * max(1.0, np.abs(want).max())
+
+
+def test_mhc_rmsnorm_quantize_equals_the_mix_then_rmsnorm_quantize():
+    rows, n_hc, k = 5, 3, 128
+    x = random_input(rows * n_hc, k, specials=False).reshape(rows, n_hc, k)
+    mix = RNG.random((rows, n_hc), dtype=np.float32)
+    w = (RNG.random(k) + 0.5).astype(np.float32)
+    q, s, g, h, normed, inv = cpu.mhc_rmsnorm_quantize(x, mix, w, 1e-5)
+    h_model = np.zeros((rows, k), np.float32)
+    for i in range(n_hc):  # fp32 products and sums, in the order of i
+        h_model = (h_model + mix[:, i:i + 1] * x[:, i]).astype(np.float32)
+    assert np.abs(h - h_model).max() <= 1e-6 * np.abs(h_model).max()
+    rq, rs, rg, rn, ri = cpu.rmsnorm_quantize(h, w, 1e-5)
+    for got, want, what in [(q, rq, "values"), (s, rs, "scales"), (normed, rn, "normed"), (inv, ri, "inv_rms")]:
+        assert_bytes_equal(np.asarray(got).view(np.uint8), np.asarray(want).view(np.uint8), f"mhc vs rmsnorm_quantize of h: {what}")
+
+
 def test_prepack_is_deterministic_and_depends_on_every_byte():
     n, k = 130, 288
     w = RNG.integers(0, 256, (n, k // 2), dtype=np.uint8)

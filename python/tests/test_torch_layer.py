@@ -21,7 +21,7 @@ def cuda_fakes(*shapes_dtypes):
 
 def test_every_op_is_registered_with_its_out_form():
     for name in ["gemm", "grouped_gemm", "quantize", "rmsnorm_quantize", "swiglu_quantize", "moe_stage", "dequantize",
-                 "convert_scales", "prepack"]:
+                 "convert_scales", "prepack", "moe_route", "moe_combine", "mhc_rmsnorm_quantize"]:
         assert hasattr(torch.ops.nvfp4_jit, name) and hasattr(torch.ops.nvfp4_jit, name + "_out"), name
 
 
@@ -102,3 +102,40 @@ def test_float4_and_float8_tensors_are_accepted_as_modelopt_stores_them():
         b = torch.empty(64, 128, dtype=torch.float4_e2m1fn_x2, device="cuda")
         s = torch.empty(64, 16, dtype=torch.float8_e4m3fn, device="cuda")
         assert nvfp4_jit.gemm(a, b, s, 2.0).shape == (3, 64)
+
+
+def test_fake_shapes_of_the_routing_ops_and_mhc():
+    with fake():
+        ids = torch.empty(6, 4, dtype=torch.int64, device="cuda")
+        ends, row_index, positions, counts = nvfp4_jit.moe_route(ids, 8)
+        assert (ends.shape, row_index.shape, positions.shape, counts.shape) == ((8,), (24,), (6, 4), (8,))
+        d = torch.empty(24, 96, dtype=torch.bfloat16, device="cuda")
+        y = nvfp4_jit.moe_combine(d, positions, torch.empty(6, 4, device="cuda"), out_dtype=torch.float32)
+        assert y.shape == (6, 96) and y.dtype == torch.float32
+        x = torch.empty(5, 3, 256, dtype=torch.bfloat16, device="cuda")
+        q, s, g, h, normed, inv = nvfp4_jit.mhc_rmsnorm_quantize(x, torch.empty(5, 3, device="cuda"),
+                                                                 torch.empty(256, dtype=torch.bfloat16, device="cuda"),
+                                                                 return_h=True, return_inv_rms=True)
+        assert q.shape == (5, 128) and h.shape == (5, 256) and normed is None and inv.shape == (5,)
+        out = nvfp4_jit.moe_stage(torch.empty(6, 256, dtype=torch.bfloat16, device="cuda"), ids, ids_dtype=torch.int32)
+        assert out[3].dtype == torch.int32 and out[3].shape == (6, 4)
+        a = torch.empty(6, 128, dtype=torch.uint8, device="cuda")
+        b3 = torch.empty(8, 96, 128, dtype=torch.uint8, device="cuda")
+        s3 = torch.empty(8, 96, 16, dtype=torch.float8_e4m3fn, device="cuda")
+        y = nvfp4_jit.grouped_gemm(a, b3, s3, 1.0, group_ends=ends, a_scales=torch.empty(6, 16, dtype=torch.float8_e4m3fn,
+                                   device="cuda"), a_global_scale=torch.empty(8, device="cuda"),
+                                   a_global_scale_per_group=True, row_index=row_index)
+        assert y.shape == (24, 96)
+
+
+def test_checks_of_the_routing_ops_name_the_argument():
+    with fake():
+        with pytest.raises(nvfp4_jit.InvalidArgument, match="topk_ids must be int32 or int64, got float32"):
+            nvfp4_jit.moe_route(torch.empty(6, 4, device="cuda"), 8)
+        d = torch.empty(24, 96, dtype=torch.bfloat16, device="cuda")
+        with pytest.raises(nvfp4_jit.InvalidArgument, match=r"weights must have shape \[6, 4\]"):
+            nvfp4_jit.moe_combine(d, torch.empty(6, 4, dtype=torch.int32, device="cuda"), torch.empty(6, 3, device="cuda"))
+        with pytest.raises(nvfp4_jit.InvalidArgument, match=r"mix must have shape \[5, 3\]"):
+            nvfp4_jit.mhc_rmsnorm_quantize(torch.empty(5, 3, 256, dtype=torch.bfloat16, device="cuda"),
+                                           torch.empty(5, 2, device="cuda"),
+                                           torch.empty(256, dtype=torch.bfloat16, device="cuda"))

@@ -223,6 +223,8 @@ nvfp4::jit::MoeRouteArgs to_cpp(const nvfp4_moe_route_args& c) {
   a.group_ends = c.group_ends;
   a.row_index = c.row_index;
   a.positions = c.positions;
+  a.workspace = c.workspace;
+  a.workspace_bytes = c.workspace_bytes;
   return a;
 }
 
@@ -337,6 +339,13 @@ int64_t nvfp4_jit_grouped_gemm_workspace_bytes(const nvfp4_grouped_gemm_args* ar
   });
 }
 
+int64_t nvfp4_jit_moe_route_workspace_bytes(const nvfp4_moe_route_args* args) {
+  return guarded_size("nvfp4_jit_moe_route_workspace_bytes", [&] {
+    require(args);
+    return nvfp4::jit::moe_route_workspace_bytes(to_cpp(*args));
+  });
+}
+
 nvfp4_status nvfp4_jit_prepack(const nvfp4_prepack_args* args, CUstream stream) {
   return run("nvfp4_jit_prepack", nvfp4::jit::prepack, args, stream);
 }
@@ -439,7 +448,8 @@ void nvfp4_moe_route_args_init(nvfp4_moe_route_args* args) {
   if (!args) return;
   const nvfp4::jit::MoeRouteArgs d;
   *args = {d.topk_ids, static_cast<nvfp4_index_type>(d.topk_ids_type), d.tokens,    d.topk,      d.groups,
-           d.first_expert, d.counts,             d.group_ends, d.row_index, d.positions};
+           d.first_expert, d.counts,             d.group_ends, d.row_index, d.positions, d.workspace,
+           d.workspace_bytes};
 }
 
 void nvfp4_moe_combine_args_init(nvfp4_moe_combine_args* args) {

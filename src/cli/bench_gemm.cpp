@@ -358,6 +358,9 @@ std::string bench_grouped(bool quick) {
       MoeRouteArgs route;
       route.topk_ids = d_ids.get(), route.tokens = tokens, route.topk = s.topk, route.groups = s.experts;
       route.group_ends = d_ends.as<int32_t>(), route.row_index = d_rows.as<int32_t>(), route.positions = d_positions.as<int32_t>();
+      route.workspace_bytes = moe_route_workspace_bytes(route);
+      DeviceBuffer d_route_workspace(size_t(std::max<int64_t>(4, route.workspace_bytes)));
+      route.workspace = d_route_workspace.get();
       moe_route(route, nullptr);
       MoeCombineArgs combine;
       combine.d = d.get(), combine.d_rows = rows, combine.positions = route.positions;

@@ -258,7 +258,7 @@ std::string bandwidth_bench(const char* title, bool quick, Make make) {
   std::string json = "[";
   std::printf("bench %s (median of %d runs, inputs rotated past L2)\n", title, runs);
   std::printf("  %6s %6s %10s %10s %10s %10s %8s\n", "M", "K", "bytes", "ours us", "GB/s", "copy GB/s", "ratio");
-  for (auto [rows, k] : {std::pair<int64_t, int64_t>{8192, 8192}, {16, 8192}, {4096, 4096}, {1, 4096}}) {
+  for (auto [rows, k] : {std::pair<int64_t, int64_t>{8192, 8192}, {4096, 8192}, {16, 8192}, {1, 8192}, {4096, 4096}, {1, 4096}}) {
     std::vector<std::unique_ptr<Workload>> sets;
     sets.push_back(make(rows, k, rng));
     const double bytes = sets[0]->bytes();

@@ -1,11 +1,13 @@
 #include "ops/moe_route_op.hpp"
 
+#include <algorithm>
 #include <climits>
 #include <vector>
 
 #include "common/params.cuh"
 #include "common/portable.cuh"
 #include "core/launcher.hpp"
+#include "core/stream_buffer.hpp"
 #include "core/op_registry.hpp"
 #include "ops/quantize_op.hpp"
 #include "ops/validate.hpp"
@@ -17,6 +19,21 @@ namespace {
 constexpr const char* kRouteWho = "nvfp4::jit::moe_route";
 constexpr const char* kCombineWho = "nvfp4::jit::moe_combine";
 constexpr int kCombineThreads = 128;
+
+// Up to kRouteOneCtaEntries one CTA sorts everything in one launch; beyond, two launches and a
+// CTA per kRouteCtaEntries, the sizes where each measured fastest (docs/perf-log.md).
+constexpr int64_t kRouteOneCtaEntries = 4096, kRouteCtaEntries = 2048;
+
+int64_t route_ctas(const MoeRouteArgs& a) {
+  const int64_t entries = a.tokens * a.topk;
+  return entries <= kRouteOneCtaEntries ? 1 : (entries + kRouteCtaEntries - 1) / kRouteCtaEntries;
+}
+
+// Shape only: called after the shape checks (or by moe_route_workspace_bytes, which makes them).
+int64_t route_workspace_bytes(const MoeRouteArgs& a) {
+  const int64_t ctas = route_ctas(a);
+  return ctas > 1 ? ctas * a.groups * 4 : 0;
+}
 
 void validate(const MoeRouteArgs& a) {
   const Check check(kRouteWho);
@@ -39,6 +56,14 @@ void validate(const MoeRouteArgs& a) {
     check.not_null("row_index", a.row_index);
     check.aligned("row_index", a.row_index, 4);
     check.aligned("positions", a.positions, 4);
+  }
+  if (a.workspace) {
+    check.aligned("workspace", a.workspace, 4);
+    const int64_t needed = route_workspace_bytes(a);
+    if (a.workspace_bytes < needed)
+      check.fail("workspace_bytes", fmt::format("workspace_bytes = {} is less than the {} bytes moe_route needs for "
+                                                "{} x {} entries and {} groups (moe_route_workspace_bytes)",
+                                                a.workspace_bytes, needed, a.tokens, a.topk, a.groups));
   }
 }
 
@@ -83,7 +108,8 @@ CombineShape validate(const MoeCombineArgs& a) {
 }
 
 std::string moe_route_kernel_name(const KernelSpec& spec) {
-  return fmt::format("nvfp4_moe_route_g{}_{}", spec.groups, spec.flags ? "i64" : "i32");
+  return fmt::format("nvfp4_moe_route_g{}_{}{}", spec.groups, spec.flags & kRouteIds64 ? "i64" : "i32",
+                     spec.flags & kRouteCount ? "_count" : "");
 }
 
 std::string moe_combine_kernel_name(const KernelSpec& spec) {
@@ -95,8 +121,8 @@ std::string moe_combine_kernel_name(const KernelSpec& spec) {
 std::vector<KernelSpec> moe_prewarm_specs(Arch arch, const WeightShape& shape, int) {
   std::vector<KernelSpec> specs;
   if (shape.groups <= 1 || shape.groups > kMoeRouteMaxGroups) return specs;
-  specs.push_back(moe_route_spec(arch, shape.groups, false));
-  specs.push_back(moe_route_spec(arch, shape.groups, true));
+  for (const bool ids64 : {false, true})
+    for (const bool count : {false, true}) specs.push_back(moe_route_spec(arch, shape.groups, ids64, count));
   specs.push_back(moe_combine_spec(arch, DType::bf16, DType::fp32, DType::bf16, 8));
   return specs;
 }
@@ -111,10 +137,10 @@ int64_t ids_at(const MoeRouteArgs& a, int64_t i) {
 
 }  // namespace
 
-KernelSpec moe_route_spec(Arch arch, int32_t groups, bool ids_int64) {
+KernelSpec moe_route_spec(Arch arch, int32_t groups, bool ids_int64, bool count) {
   KernelSpec spec = base_spec(Op::moe_route, arch, 0, uint16_t(nvfp4k::MOE_ROUTE_WARPS * 32));
   spec.groups = groups;
-  spec.flags = ids_int64 ? 1 : 0;
+  spec.flags = uint8_t((ids_int64 ? kRouteIds64 : 0) | (count ? kRouteCount : 0));
   return spec;
 }
 
@@ -129,7 +155,8 @@ KernelSpec moe_combine_spec(Arch arch, DType d, DType weights, DType out, int ve
 
 GeneratedKernel generate_moe_route(const KernelSpec& spec) {
   return entry_point(spec, moe_route_kernel_name(spec), "moe_route.cuh", "MoeRouteParams",
-                     fmt::format("nvfp4k::moe_route<{}, {}>(p)", spec.flags ? "true" : "false", spec.groups));
+                     fmt::format("nvfp4k::{}<{}, {}>(p)", spec.flags & kRouteCount ? "moe_route_count" : "moe_route",
+                                 spec.flags & kRouteIds64 ? "true" : "false", spec.groups));
 }
 
 GeneratedKernel generate_moe_combine(const KernelSpec& spec) {
@@ -147,21 +174,52 @@ using namespace detail;
 void moe_route(const MoeRouteArgs& args, CUstream stream) {
   validate(args);
   const DeviceInfo& device = current_device();
-  const KernelSpec spec = moe_route_spec(device.arch, args.groups, args.topk_ids_type == IndexType::int64);
-  // a count per warp and expert, the experts' totals, the scan's warp sums (templates/moe_route.cuh)
-  const unsigned shared = unsigned((nvfp4k::MOE_ROUTE_WARPS * args.groups + args.groups + 32) * 4);
-  const CUfunction function = kernel_for(device, spec, shared, stream, [&] {
-    // K = 16: no GEMM serves it, so only the routing and a few small kernels are compiled
+  const bool ids64 = args.topk_ids_type == IndexType::int64;
+  const int64_t ctas = route_ctas(args);
+  // a count per warp and expert, the experts' totals and earlier CTAs' rows, the scan's warp
+  // sums (templates/moe_route.cuh)
+  const unsigned shared = unsigned((nvfp4k::MOE_ROUTE_WARPS * args.groups + 2 * args.groups + 32) * 4);
+  auto hint = [&] {  // K = 16: no GEMM serves it, so the routing and a few small kernels are compiled
     return fmt::format("nvfp4-jit prewarm --shape 16,16,{} --arch {} (any grouped weight of {} groups prewarms its routing)",
                        args.groups, to_string(device.arch), args.groups);
-  });
-  nvfp4k::MoeRouteParams p{args.topk_ids, args.tokens,     args.topk,       args.first_expert,
-                           args.counts,   args.group_ends, args.row_index,  args.positions};
-  void* params[] = {&p};
+  };
+  // both kernels loaded before anything is enqueued: a capture error leaves the stream untouched
+  const CUfunction place = kernel_for(device, moe_route_spec(device.arch, args.groups, ids64, false), shared, stream, hint);
+  const CUfunction count =
+      ctas > 1 ? kernel_for(device, moe_route_spec(device.arch, args.groups, ids64, true), shared, stream, hint) : nullptr;
+  if (load_only()) return;
+
+  const int64_t entries = args.tokens * args.topk;
+  nvfp4k::MoeRouteParams p{args.topk_ids, args.tokens,    args.topk,     args.first_expert, args.counts,
+                           args.group_ends, args.row_index, args.positions, ctas > 1 ? kRouteCtaEntries : entries,
+                           nullptr};
   LaunchShape shape;
-  shape.block[0] = spec.tile.threads;
+  shape.grid[0] = unsigned(ctas);
+  shape.block[0] = unsigned(nvfp4k::MOE_ROUTE_WARPS * 32);
   shape.shared_bytes = shared;
-  launch(function, shape, stream, params);
+  void* params[] = {&p};
+  if (ctas == 1) return launch(place, shape, stream, params);
+
+  StreamBuffer owned;
+  p.workspace = static_cast<int*>(args.workspace);
+  if (!p.workspace) {
+    owned = StreamBuffer(size_t(route_workspace_bytes(args)), stream, "moe_route workspace");
+    p.workspace = static_cast<int*>(owned.get());
+  }
+  launch(count, shape, stream, params);
+  shape.programmatic = true;
+  launch(place, shape, stream, params);
+  owned.free();
+}
+
+int64_t moe_route_workspace_bytes(const MoeRouteArgs& args) {
+  const Check check("nvfp4::jit::moe_route_workspace_bytes");
+  check.not_negative("tokens", args.tokens);
+  check.positive("topk", args.topk);
+  check.positive("groups", args.groups);
+  if (args.tokens > INT32_MAX / args.topk)
+    check.fail("tokens", fmt::format("tokens * topk = {} * {} is more than {} rows", args.tokens, args.topk, INT32_MAX));
+  return route_workspace_bytes(args);
 }
 
 void moe_combine(const MoeCombineArgs& args, CUstream stream) {

@@ -37,20 +37,25 @@ struct RowShape {
 };
 
 // Whole rows: about two blocks of 16 per thread, enough loads in flight and few registers
-// (mHC too, whose sum of squares must add up in RMSNorm's order). SwiGLU, bound by its
-// arithmetic, spreads a row widest instead: one block per thread up to 1024 threads (H100,
-// 16 x 8192: 9.7 us against 14.0; RMSNorm the same way lost 15% at 8192 x 8192).
+// (mHC too, whose sum of squares must add up in RMSNorm's order: one block per thread would
+// have taken it from 64.5 to 62 us at 4096 x 4096 on the H100). RMSNorm is held to 48
+// registers (40 warps an SM): 76.8 against 79.1 us at 8192 x 8192 with 56. SwiGLU spreads a
+// row widest instead: one block per thread up to 1024 threads (H100, 16 x 8192: 9.7 us
+// against 14.0; RMSNorm the same way lost 15% at 8192 x 8192).
 // Slices: 128 threads with one (SwiGLU) or two blocks each, so that 16 rows of 8192 still make
-// 64 or 32 CTAs. SwiGLU's 16-bit slices are held to 40 registers (12 CTAs an SM): a block's
-// gate and up values fit without spilling (32 spill); on the H100 from 32 to 72 registers
-// timed the same (8192 x 8192), so its arithmetic, not occupancy, is what limits it.
+// 64 or 32 CTAs. SwiGLU's BF16 slices get up to 64 registers (8 CTAs an SM): its estimate
+// path (common/silu_bf16.cuh) then issues all four loads at once without spilling (40
+// spilled); its exact 16-bit path fits 40 registers (12 CTAs an SM).
 RowShape row_shape(const RowKernel& kernel) {
   const int64_t blocks = kernel.k / 16;
   const int64_t per_thread = kernel.op == Op::swiglu_quantize ? 1 : 2;
   auto threads_for = [&](int64_t most) { return int(std::clamp<int64_t>((blocks + 32 * per_thread - 1) / (32 * per_thread) * 32, 32, most)); };
-  if (kernel.whole_rows) return {threads_for(1024), blocks};
+  if (kernel.whole_rows) {
+    const int threads = threads_for(1024);
+    return {threads, blocks, kernel.op == Op::rmsnorm_quantize && threads >= 128 ? 1280 / threads : 0};
+  }
   const int threads = threads_for(128);
-  const int min_ctas = kernel.op == Op::swiglu_quantize && kernel.in != DType::fp32 ? 1536 / threads : 0;
+  const int min_ctas = kernel.op != Op::swiglu_quantize ? 0 : kernel.in == DType::bf16 ? 1024 / threads : kernel.in == DType::fp16 ? 1536 / threads : 0;
   return {threads, std::min<int64_t>(blocks, threads * per_thread), min_ctas};
 }
 

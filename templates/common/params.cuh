@@ -109,8 +109,9 @@ struct alignas(64) TmaDescriptor {
 enum BiasCode { BIAS_NONE = 0, BIAS_BF16 = 1, BIAS_FP32 = 2 };
 
 // MoE routing (templates/moe_route.cuh): top-k ids [tokens, topk] sorted by expert.
-// One CTA of MOE_ROUTE_WARPS warps; its dynamic shared memory: a count per warp and expert,
-// the experts' totals, the scan's warp sums (MOE_ROUTE_WARPS * groups + groups + 32 ints).
+// CTAs of MOE_ROUTE_WARPS warps; their dynamic shared memory: a count per warp and expert, the
+// experts' totals and earlier CTAs' rows, the scan's warp sums (MOE_ROUTE_WARPS * groups +
+// 2 * groups + 32 ints).
 constexpr int MOE_ROUTE_WARPS = 32;
 struct MoeRouteParams {
   const void* ids;              // [tokens, topk] int32 or int64 (compiled in)
@@ -120,6 +121,8 @@ struct MoeRouteParams {
   int* group_ends;              // [GROUPS] cumulative row ends
   int* row_index;               // [tokens * topk]: the token of each sorted row, -1 past the routed rows
   int* positions;               // optional [tokens * topk]: the row of entry (t, j), -1 when skipped
+  long long cta_entries;        // entries per CTA (all of them with one CTA)
+  int* workspace;               // [GROUPS][CTAs] counts per CTA (several CTAs), or null (one)
 };
 
 // MoE combine: out[t, :] = sum_j w[t, j] * d[positions[t * topk + j], :], fp32, j in order.

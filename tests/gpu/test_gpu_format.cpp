@@ -5,8 +5,9 @@
 
 #include "core/driver.hpp"
 #include "core/gpu_util.hpp"
-#include "core/nvrtc_compiler.hpp"
 #include "core/launcher.hpp"
+#include "core/nvrtc_compiler.hpp"
+#include "probe_kernel.hpp"
 
 using namespace nvfp4::jit::detail;
 
@@ -39,25 +40,10 @@ extern "C" __global__ void probe(const float* gscales, int n_g, unsigned long lo
 
 TEST_SUITE("gpu_format") {
   TEST_CASE("reciprocal-and-FMA division equals IEEE division on the device") {
-    const DeviceInfo& device = current_device();
-    const auto cubin = nvrtc_compile({"probe", kProbe}, device.arch);
-    const Driver& d = driver();
-    CUmodule module = nullptr;
-    CUfunction fn = nullptr;
-    check_cu(d.cuModuleLoadData(&module, cubin.data()), "cuModuleLoadData");
-    check_cu(d.cuModuleGetFunction(&fn, module, "probe"), "cuModuleGetFunction");
     const std::vector<float> gscales = {0.37f, 0.37f * 2, 0.37f * 3, 0.37f * 4, 1.0f / 2688, 3.3e-5f};
     DeviceBuffer g = to_device(gscales), counts(3 * sizeof(unsigned long long));
     counts.fill(0);
-    const float* gp = g.as<float>();
-    int n = int(gscales.size());
-    unsigned long long* cp = counts.as<unsigned long long>();
-    void* params[] = {&gp, &n, &cp};
-    LaunchShape shape;
-    shape.grid[0] = 0x10000 / 256;
-    shape.block[0] = 256;
-    launch(fn, shape, nullptr, params);
-    check_cu(d.cuCtxSynchronize(), "probe");
+    run_probe(load_probe(kProbe), 0x10000, g.as<float>(), int(gscales.size()), counts.as<unsigned long long>());
     unsigned long long got[3];
     counts.download(got, sizeof got);
     CHECK(got[0] == 0);

@@ -1,7 +1,7 @@
 // moe_route and moe_combine on the GPU: identical to their CPU references in every output, on
 // fresh random routings (uniform, skewed onto a few experts, an expert-parallel slice with ids
-// outside it, int32 and int64 ids, zero tokens, more entries than one pass of the CTA), outputs
-// poisoned first; a captured routing replayed with new ids; combine bit-identical on both of
+// outside it, int32 and int64 ids, zero tokens, one CTA and many, the workspace the caller's
+// (poisoned) or the library's), outputs poisoned first; a captured routing replayed with new ids; combine bit-identical on both of
 // its paths (16-byte vectors and one column a thread), every dtype, out-of-range positions.
 #include <doctest/doctest.h>
 
@@ -30,11 +30,12 @@ struct RouteCase {
   int64_t first;
   bool int64_ids;
   enum Ids { uniform, skewed, with_outsiders } ids;
+  bool caller_workspace = false;  // else null: the library allocates it in stream order
 };
 
 std::string describe(const RouteCase& c) {
-  return fmt::format("tokens={} topk={} experts={} groups={} first={} int64={} ids={}", c.tokens, c.topk, c.experts,
-                     c.groups, c.first, c.int64_ids, int(c.ids));
+  return fmt::format("tokens={} topk={} experts={} groups={} first={} int64={} ids={} caller_workspace={}", c.tokens,
+                     c.topk, c.experts, c.groups, c.first, c.int64_ids, int(c.ids), c.caller_workspace);
 }
 
 std::vector<int64_t> draw_ids(const RouteCase& c, std::mt19937& rng) {
@@ -60,7 +61,7 @@ int64_t first_difference(const std::vector<int32_t>& a, const std::vector<int32_
 }
 
 struct RouteBuffers {
-  DeviceBuffer ids, counts, ends, rows, positions;
+  DeviceBuffer ids, counts, ends, rows, positions, workspace;
   MoeRouteArgs args;
   RouteBuffers(const RouteCase& c) : ids(size_t(std::max<int64_t>(1, c.tokens * c.topk) * 8)), counts(size_t(c.groups) * 4),
                                      ends(size_t(c.groups) * 4), rows(size_t(std::max<int64_t>(1, c.tokens * c.topk) * 4)),
@@ -69,6 +70,11 @@ struct RouteBuffers {
     args.tokens = c.tokens, args.topk = c.topk, args.groups = c.groups, args.first_expert = c.first;
     args.counts = counts.as<int32_t>(), args.group_ends = ends.as<int32_t>();
     args.row_index = rows.as<int32_t>(), args.positions = positions.as<int32_t>();
+    if (c.caller_workspace) {
+      args.workspace_bytes = moe_route_workspace_bytes(args);
+      workspace = DeviceBuffer(size_t(std::max<int64_t>(4, args.workspace_bytes)));
+      args.workspace = workspace.get();
+    }
   }
   void upload(const RouteCase& c, const std::vector<int64_t>& ids64) {
     if (c.int64_ids) {
@@ -79,7 +85,8 @@ struct RouteBuffers {
     }
   }
   void poison() {
-    for (DeviceBuffer* b : {&counts, &ends, &rows, &positions}) b->fill(kPoison);
+    for (DeviceBuffer* b : {&counts, &ends, &rows, &positions, &workspace})
+      if (b->bytes()) b->fill(kPoison);
   }
 };
 
@@ -196,7 +203,11 @@ TEST_SUITE("gpu_moe_route") {
         {4096, 4, 128, 128, 0, true, RouteCase::uniform},
         {37, 6, 64, 16, 32, false, RouteCase::with_outsiders},     // a rank holding experts 32..47
         {500, 8, 256, 32, 224, true, RouteCase::with_outsiders},   // the last rank's slice, int64 ids beyond int32
-        {20000, 8, 512, 512, 0, false, RouteCase::uniform},        // 160000 entries: many passes per warp
+        {20000, 8, 512, 512, 0, false, RouteCase::uniform},        // 160000 entries: 79 CTAs
+        {512, 8, 256, 256, 0, false, RouteCase::uniform},          // 4096 entries: the most one CTA sorts
+        {1367, 3, 64, 64, 0, true, RouteCase::skewed},             // 4101: a third CTA of five entries
+        {4096, 8, 128, 128, 0, false, RouteCase::skewed, true},    // the caller's workspace, poisoned
+        {9000, 8, 256, 32, 96, true, RouteCase::with_outsiders, true},  // an EP slice over 36 CTAs
         {5, 1, 7, 7, 0, false, RouteCase::uniform},                // fewer entries than a warp
         {0, 8, 64, 64, 0, false, RouteCase::uniform},              // no tokens: every group empty
     };
@@ -205,7 +216,7 @@ TEST_SUITE("gpu_moe_route") {
 
   TEST_CASE("a captured moe_route replays with new ids: counts and row order follow them") {
     std::mt19937 rng(std::random_device{}());
-    const RouteCase c{300, 8, 128, 128, 0, false, RouteCase::uniform};
+    const RouteCase c{700, 8, 128, 128, 0, false, RouteCase::uniform};  // three CTAs, the workspace the library's
     RouteBuffers b(c);
     b.upload(c, draw_ids(c, rng));
     const Driver& drv = driver();
