@@ -247,6 +247,20 @@ TEST_SUITE("c_api") {
     CHECK(r.kernels == int64_t(d::prewarm_specs({d::parse_shape("8,64")}, {d::Arch::sm_90a}).size()));
     CHECK(r.compiled + r.cached == r.kernels);
     CHECK(r.failed == 0);
+    CHECK(p.variants == nullptr);
+    // variants as a manifest line's fields; these are a subset of the defaults, so all cached
+    const int64_t all = r.kernels;
+    p.variants = "b-layout=linear in-dtype=bf16";
+    REQUIRE(nvfp4_jit_prewarm(&p, &r) == NVFP4_OK);
+    d::PrewarmVariants v;
+    REQUIRE(d::set_prewarm_variants(v, p.variants).empty());
+    CHECK(r.kernels == int64_t(d::prewarm_specs({d::parse_shape("8,64", v)}, {d::Arch::sm_90a}).size()));
+    CHECK(r.kernels < all);
+    CHECK(r.compiled == 0);
+    p.variants = "bias=fp16";
+    CHECK(nvfp4_jit_prewarm(&p, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(starts_with(last_error(), "nvfp4_jit_prewarm: variants: bias: `fp16` is not one of none, bf16, fp32"));
+    p.variants = nullptr;
 
     const int64_t bad_k[] = {8, 64, 1, 8, 40, 1};
     p.shapes = bad_k, p.num_shapes = 2;

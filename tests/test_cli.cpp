@@ -10,6 +10,9 @@
 
 #include "core/prewarm.hpp"
 #include "core/tuning_table.hpp"
+#include "ops/dequantize_op.hpp"
+#include "ops/gemm/launch.hpp"
+#include "ops/gemm/tile_choice.hpp"
 #include "test_util.hpp"
 
 using testutil::cli;
@@ -231,7 +234,7 @@ TEST_SUITE("cli") {
     write("k 4096 4294967296\n");
     CHECK(prewarm("--manifest " + manifest).err.find(":1: K = 4294967296") != std::string::npos);
     write("n 4096 abc\n");
-    CHECK(prewarm("--manifest " + manifest).err.find(":1: expected `<name> <N> <K> [groups]`") != std::string::npos);
+    CHECK(prewarm("--manifest " + manifest).err.find(":1: expected `<name> <N> <K> [groups] [key=value...]`") != std::string::npos);
     r = prewarm("--shape 9223372036854775807,4096");
     CHECK(r.code == 2);
     CHECK(r.err.find("N = 9223372036854775807 must be 1 to 2147483647") != std::string::npos);
@@ -264,5 +267,174 @@ TEST_SUITE("cli") {
       CHECK(usage.find(trimmed) != std::string::npos);
       CHECK(help.find(trimmed) != std::string::npos);
     }
+  }
+}
+
+// The capture error's command, run with --list: what it would compile.
+namespace {
+
+using namespace nvfp4::jit;
+using namespace nvfp4::jit::detail;
+
+struct CallCase {
+  std::string what;
+  Arch arch;
+  GemmArgs g;
+  int32_t groups = 0;  // > 0: a grouped call
+  GroupedLayout layout = GroupedLayout::contiguous;
+};
+
+// Non-null, aligned stand-ins: the CPU tests validate and choose, they never launch.
+GemmArgs fake_args(int64_t m, int64_t n, int64_t k) {
+  alignas(256) static unsigned char buffer[256];
+  GemmArgs g;
+  g.m = m, g.n = n, g.k = k;
+  g.a = g.b.data = g.b.scales = g.d = buffer;
+  return g;
+}
+
+// The kernels the call loads, as gemm's dispatch chooses them on a device of `sms` SMs.
+std::vector<KernelSpec> call_kernels(const CallCase& c, int sms, GemmCall* out) {
+  GemmCall call;
+  if (c.groups) {
+    GroupedGemmArgs ga;
+    ga.gemm = c.g, ga.groups = c.groups, ga.layout = c.layout;
+    static const int32_t sizes[1] = {0};
+    ga.group_ends = ga.masked_m = sizes;
+    call = grouped_gemm_call(ga, "test");
+  } else {
+    call = gemm_call(c.g, "test");
+  }
+  *out = call;
+  const GemmBackend& backend = gemm_backend(c.arch, "test");
+  std::vector<KernelSpec> kernels;
+  GemmCall gemm = call;
+  if (c.g.a_dtype == DType::nvfp4 && !backend.native_fp4_activations()) {
+    gemm = gemm_call_on_decoded_a(call, c.g.d);
+    kernels.push_back(dequantize_spec(c.arch, c.g.k, DType::bf16, c.g.a_fp4.scale_layout));
+  }
+  const KernelSpec problem = gemm_problem(c.arch, gemm);
+  REQUIRE(backend.unsupported(problem).empty());
+  kernels.push_back(gemm_spec(problem, gemm_tile_choice(backend, problem, nullptr, gemm_tile_rows(gemm), sms)));
+  return kernels;
+}
+
+}  // namespace
+
+TEST_SUITE("cli") {
+  TEST_CASE("the capture error's prewarm command builds the kernels of the call's variant") {
+    std::vector<CallCase> cases;
+    auto add = [&](std::string what, Arch arch, int64_t m, auto&& set) {
+      CallCase c{std::move(what), arch, fake_args(m, 384, 512)};
+      set(c);
+      cases.push_back(c);
+    };
+    add("fp16 A, fp32 out, bf16 bias", Arch::sm_90a, 7, [](CallCase& c) {
+      c.g.a_dtype = DType::fp16, c.g.d_dtype = DType::fp32, c.g.bias = c.g.d, c.g.bias_dtype = DType::bf16;
+    });
+    add("fp16 out, fp32 bias, swizzled weight scales", Arch::sm_90a, 300, [](CallCase& c) {
+      c.g.d_dtype = DType::fp16, c.g.bias = c.g.d, c.g.bias_dtype = DType::fp32;
+      c.g.b.scale_layout = ScaleLayout::swizzled128x4;
+    });
+    add("prepacked weight, fp16 A", Arch::sm_90a, 4096, [](CallCase& c) { c.g.b_prepacked = true, c.g.a_dtype = DType::fp16; });
+    add("W4A4 on sm_90a (decoded A), linear A scales, fp32 out", Arch::sm_90a, 33, [](CallCase& c) {
+      c.g.a = nullptr, c.g.a_dtype = DType::nvfp4, c.g.a_fp4.data = c.g.a_fp4.scales = c.g.d, c.g.d_dtype = DType::fp32;
+    });
+    add("W4A4 on sm_120a, linear A scales, bf16 bias", Arch::sm_120a, 64, [](CallCase& c) {
+      c.g.a = nullptr, c.g.a_dtype = DType::nvfp4, c.g.a_fp4.data = c.g.a_fp4.scales = c.g.d;
+      c.g.bias = c.g.d, c.g.bias_dtype = DType::bf16;
+    });
+    add("masked grouped, fp16 A", Arch::sm_90a, 40, [](CallCase& c) {
+      c.groups = 8, c.layout = GroupedLayout::masked, c.g.a_dtype = DType::fp16;
+    });
+    testutil::TempDir dir;
+    for (const CallCase& c : cases)
+      for (int sms : {114, 132}) {
+        CAPTURE(c.what);
+        CAPTURE(sms);
+        DeviceInfo device;
+        device.arch = c.arch, device.sm_count = sms;
+        GemmCall call;
+        const std::vector<KernelSpec> kernels = call_kernels(c, sms, &call);
+        const std::string hint = gemm_prewarm_hint(call, device);
+        CAPTURE(hint);
+        REQUIRE(hint.rfind("nvfp4-jit prewarm ", 0) == 0);
+        const auto listed = run(with_cache(dir) + hint.substr(std::string("nvfp4-jit").size()) + " --list");
+        REQUIRE(listed.code == 0);
+        for (const KernelSpec& spec : kernels) {
+          CAPTURE(spec.describe());
+          CHECK(listed.out.find(spec.to_json()) != std::string::npos);
+        }
+        // the command of before (shape, arch and SM count only) did not build this call's GEMM
+        const std::string plain = hint.substr(0, hint.find(" --a-dtype"));
+        CHECK(run(with_cache(dir) + plain.substr(std::string("nvfp4-jit").size()) + " --list").out.find(kernels.back().to_json()) ==
+              std::string::npos);
+      }
+    CHECK(testutil::json_int(run(with_cache(dir) + " cache stats --json").out, "entries") == 0);  // --list compiles nothing
+  }
+
+  TEST_CASE("prewarm variants: flags and manifest fields choose the GEMMs and quantizers compiled") {
+    testutil::TempDir dir;
+    auto list = [&](const std::string& what) { return run(with_cache(dir) + " prewarm --arch sm_90a --list " + what); };
+    auto count = [](const std::string& out, const std::string& needle) {
+      size_t n = 0;
+      for (size_t at = out.find(needle); at != std::string::npos; at = out.find(needle, at + 1)) ++n;
+      return n;
+    };
+    const auto plain = list("--shape 256,512");
+    REQUIRE(plain.code == 0);
+    CHECK(count(plain.out, "\"op\":\"gemm\"") > 0);
+    CHECK(count(plain.out, "\"op\":\"gemm\",\"arch\":\"sm_90a\",\"n\":256,\"k\":512,\"groups\":0,\"a_dtype\":\"bf16\","
+                           "\"b_dtype\":\"nvfp4\",\"out_dtype\":\"fp32\"") == 0);  // BF16 out by default
+    // one weight layout, two output dtypes, with and without a bias: four problems of the same tiles
+    const auto four = list("--shape 256,512 --b-layout linear --d-dtype bf16,fp32 --bias none,fp32");
+    REQUIRE(four.code == 0);
+    const auto one = list("--shape 256,512 --b-layout linear");
+    const size_t tiles = count(one.out, "\"op\":\"gemm\"");
+    CHECK(tiles > 0);
+    CHECK(count(four.out, "\"op\":\"gemm\"") == 4 * tiles);
+    CHECK(count(four.out, "\"flags\":4,") == 2 * tiles);  // the fp32 bias
+    // the fp32-input quantizers only when asked for
+    CHECK(plain.out.find("nvfp4_quantize_k512_fp32") == std::string::npos);
+    CHECK(list("--shape 256,512 --in-dtype fp32").out.find("nvfp4_quantize_k512_fp32") != std::string::npos);
+    // a manifest line's own fields replace the flags' for that line only
+    const std::string manifest = dir.str() + "/model.txt";
+    std::ofstream(manifest) << "qkv 256 512 b-layout=linear d-dtype=fp16\no 512 512\n";
+    const auto mixed = list("--manifest " + manifest + " --d-dtype fp32");
+    REQUIRE(mixed.code == 0);
+    CHECK(mixed.out.find("\"n\":256,\"k\":512,\"groups\":0,\"a_dtype\":\"bf16\",\"b_dtype\":\"nvfp4\",\"out_dtype\":\"fp16\"") !=
+          std::string::npos);
+    CHECK(mixed.out.find("\"n\":256,\"k\":512,\"groups\":0,\"a_dtype\":\"bf16\",\"b_dtype\":\"nvfp4\",\"out_dtype\":\"fp32\"") ==
+          std::string::npos);
+    CHECK(mixed.out.find("\"n\":512,\"k\":512,\"groups\":0,\"a_dtype\":\"bf16\",\"b_dtype\":\"nvfp4\",\"out_dtype\":\"fp32\"") !=
+          std::string::npos);
+    // moe_route's capture hint (K = 16: no GEMM) builds the routing of its group count: both id types, one CTA or many
+    const auto route = list("--shape 16,16,64");
+    REQUIRE(route.code == 0);
+    CHECK(count(route.out, "\"op\":\"moe_route\",\"arch\":\"sm_90a\",\"n\":0,\"k\":0,\"groups\":64,") == 4);
+    CHECK(count(route.out, "\"op\":\"gemm\"") == 0);
+    // bad values are usage errors naming the flag or the manifest line
+    auto r = list("--shape 256,512 --d-dtype fp8");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("--d-dtype: `fp8` is not one of bf16, fp16, fp32") != std::string::npos);
+    CHECK(list("--shape 256,512 --bias bf16,bf16").err.find("--bias: `bf16` is given twice") != std::string::npos);
+    std::ofstream(manifest) << "qkv 256 512 colour=red\n";
+    r = list("--manifest " + manifest);
+    CHECK(r.code == 2);
+    CHECK(r.err.find("model.txt:1: `colour` is not a variant") != std::string::npos);
+  }
+
+  TEST_CASE("prewarm takes an SM count or a GPU's name") {
+    testutil::TempDir dir;
+    auto list = [&](const std::string& sms) {
+      return run(with_cache(dir) + " prewarm --arch sm_90a --shape 4096,4096 --b-layout linear --list --sms " + sms);
+    };
+    CHECK(list("h100-pcie").out == list("114").out);
+    CHECK(list("H100_SXM").out == list("132").out);
+    CHECK(list("h100-pcie").out != list("132").out);  // tiles chosen for 114 SMs differ
+    const auto r = list("h300");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("--sms `h300` is neither an SM count nor a GPU we know (h100-sxm (132), h100-pcie (114)") !=
+          std::string::npos);
   }
 }

@@ -3,6 +3,7 @@
 #include "core/manifest.hpp"
 #include "nvfp4/jit.hpp"
 
+using namespace nvfp4::jit;
 using namespace nvfp4::jit::detail;
 
 TEST_SUITE("manifest") {
@@ -29,5 +30,31 @@ TEST_SUITE("manifest") {
     CHECK_THROWS_WITH_AS(parse_manifest("x 10 40\n", "m"), doctest::Contains("m:1: K = 40"), nvfp4::jit::Error);
     CHECK_THROWS_AS(parse_shape("1,2,3,4"), nvfp4::jit::Error);
     CHECK(parse_shape("8,64,4").groups == 4);
+  }
+
+  TEST_CASE("a manifest line's variant fields replace the base variants for that line only") {
+    PrewarmVariants base;
+    REQUIRE(set_prewarm_variants(base, "d-dtype=fp32 in-dtype=fp16").empty());
+    const auto shapes = parse_manifest("qkv 6144 4096 bias=bf16,none a-dtype=fp16\nexperts 1536 2048 64 grouped=masked\n", "m", base);
+    REQUIRE(shapes.size() == 2);
+    CHECK(shapes[0].variants.biases == std::vector<uint8_t>{uint8_t(DType::bf16), kNoDType});
+    CHECK(shapes[0].variants.a_dtypes == std::vector<DType>{DType::fp16});
+    CHECK(shapes[0].variants.d_dtypes == std::vector<DType>{DType::fp32});  // the base's
+    CHECK(shapes[1].groups == 64);
+    CHECK(shapes[1].variants.grouped == std::vector<GroupedLayout>{GroupedLayout::masked});
+    CHECK(shapes[1].variants.a_dtypes == PrewarmVariants{}.a_dtypes);
+    CHECK(shapes[1].variants.in_dtypes == std::vector<DType>{DType::fp16});
+    CHECK(parse_shape("8,64", base).variants.d_dtypes == std::vector<DType>{DType::fp32});
+    CHECK_THROWS_WITH_AS(parse_manifest("q 10 32 bias=fp16\n", "m"), doctest::Contains("m:1: bias: `fp16` is not one of none, bf16, fp32"),
+                         nvfp4::jit::Error);
+    CHECK_THROWS_WITH_AS(parse_manifest("q 10 32 b-layout=\n", "m"), doctest::Contains("m:1: b-layout: `` is not one of"),
+                         nvfp4::jit::Error);
+    CHECK_THROWS_WITH_AS(parse_manifest("q 10 32 a-dtype=bf16 7\n", "m"), doctest::Contains("m:1: `7` is not `key=value"),
+                         nvfp4::jit::Error);
+    PrewarmVariants v;
+    CHECK(set_prewarm_variants(v, "a-dtype=nvfp4 a-scales=linear,swizzled").empty());
+    CHECK(v.a_scales.size() == 2);
+    CHECK(set_prewarm_variants(v, "a-dtype=fp32").find("a-dtype: `fp32` is not one of bf16, fp16, nvfp4") == 0);
+    CHECK(set_prewarm_variants(v, "grouped").find("`grouped` is not `key=value") == 0);
   }
 }

@@ -4,6 +4,7 @@
 // SwiGLU layouts, and argument validation. tests/gpu/ checks the kernels against it.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -11,7 +12,9 @@
 #include <fmt/format.h>
 
 #include "common/fused_math.cuh"
+#include "core/prewarm.hpp"
 #include "expect_error.hpp"
+#include "ops/row_quantize_op.hpp"
 #include "quantize_fixture.hpp"
 
 using namespace nvfp4::jit;
@@ -375,5 +378,30 @@ TEST_SUITE("row_quantize") {
     CHECK(std::string(nvfp4_jit_last_error()).find("topk_ids_out = 0x10004 is not 8-byte aligned") != std::string::npos);
     m.topk = 0, m.tokens = nullptr;
     expect_error(m, moe, Status::invalid_argument, "tokens is null");
+  }
+
+  TEST_CASE("a prewarm holds the fused quantizers of its input dtypes and, for a grouped weight, MoE staging") {
+    using namespace nvfp4::jit::detail;
+    auto has = [](const std::vector<KernelSpec>& specs, const KernelSpec& spec) {
+      return std::find(specs.begin(), specs.end(), spec) != specs.end();
+    };
+    PrewarmVariants fp16;
+    fp16.in_dtypes = {DType::fp16};
+    const auto dense = prewarm_specs({WeightShape{"o", 2048, 1536}}, {Arch::sm_90a});
+    const auto dense16 = prewarm_specs({WeightShape{"o", 2048, 1536, 1, fp16}}, {Arch::sm_90a});
+    const auto experts = prewarm_specs({WeightShape{"experts", 2048, 1536, 8}}, {Arch::sm_90a});
+    for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4}) {
+      CAPTURE(int(layout));
+      const KernelSpec rms16 = row_quantize_spec(Op::rmsnorm_quantize, Arch::sm_90a, 1536, DType::fp16, layout);
+      CHECK(has(dense16, rms16));
+      CHECK_FALSE(has(dense, rms16));
+      CHECK(has(dense, row_quantize_spec(Op::rmsnorm_quantize, Arch::sm_90a, 1536, DType::bf16, layout)));
+      for (bool whole_rows : {true, false}) {
+        RowKernel stage;
+        stage.op = Op::moe_stage, stage.k = 1536, stage.layout = layout, stage.whole_rows = whole_rows;
+        CHECK(has(experts, row_quantize_spec(Arch::sm_90a, stage)));
+        CHECK_FALSE(has(dense, row_quantize_spec(Arch::sm_90a, stage)));
+      }
+    }
   }
 }

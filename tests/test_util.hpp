@@ -63,7 +63,12 @@ inline Run run(const std::string& command) {
   return r;
 }
 
-inline std::string cli() { return NVFP4_JIT_CLI; }
+// The nvfp4-jit built with the tests; NVFP4_JIT_CLI in the environment names another (a build
+// copied to a GPU machine).
+inline std::string cli() {
+  const char* moved = std::getenv("NVFP4_JIT_CLI");
+  return moved && *moved ? moved : NVFP4_JIT_CLI;
+}
 
 // The integer value of "field": in a one-line JSON object.
 inline long json_int(const std::string& json, const std::string& field) {

@@ -329,6 +329,9 @@ typedef struct nvfp4_prewarm_args {
   const char* archs;     /* comma-separated, e.g. "sm_90a,sm_100a"; NULL or "": the current device's */
   int32_t sm_count;      /* GEMM tiles for this many SMs; 0: the current device's, else 132 */
   int32_t threads;       /* 0: one per core */
+  /* the variants a deployment runs, as a manifest line's fields (NULL: the defaults), e.g.
+   * "a-dtype=fp16 d-dtype=fp16,fp32 bias=bf16 b-layout=prepacked"; see nvfp4-jit prewarm --help */
+  const char* variants;
 } nvfp4_prewarm_args;
 typedef struct nvfp4_prewarm_result {
   int64_t kernels, compiled, cached, failed;

@@ -491,7 +491,7 @@ NVFP4_ENSURE_LOADED(moe_combine)
 void nvfp4_prewarm_args_init(nvfp4_prewarm_args* args) {
   if (!args) return;
   const nvfp4::jit::PrewarmOptions d;
-  *args = {nullptr, nullptr, 0, nullptr, d.sm_count, d.threads};
+  *args = {nullptr, nullptr, 0, nullptr, d.sm_count, d.threads, nullptr};
 }
 
 nvfp4_status nvfp4_jit_prewarm(const nvfp4_prewarm_args* args, nvfp4_prewarm_result* result) {
@@ -519,6 +519,7 @@ nvfp4_status nvfp4_jit_prewarm(const nvfp4_prewarm_args* args, nvfp4_prewarm_res
     }
     o.sm_count = args->sm_count;
     o.threads = args->threads;
+    if (args->variants) o.variants = args->variants;
     r = nvfp4::jit::prewarm(o);
   });
   if (result) *result = {r.kernels, r.compiled, r.cached, r.failed, r.not_stored, r.deferred, r.seconds};

@@ -38,13 +38,16 @@ void ensure_loaded(const MoeCombineArgs& args) { load_only_call(&moe_combine, ar
 PrewarmResult prewarm(const PrewarmOptions& options) {
   using namespace detail;
   const Check check("nvfp4::jit::prewarm");
+  PrewarmVariants variants;
+  if (const std::string why = set_prewarm_variants(variants, options.variants); !why.empty())
+    check.fail("variants", "variants: " + why);
   std::vector<WeightShape> shapes;
-  if (!options.manifest.empty()) shapes = load_manifest(options.manifest);
+  if (!options.manifest.empty()) shapes = load_manifest(options.manifest, variants);
   for (size_t i = 0; i < options.shapes.size(); ++i) {
     const PrewarmShape& s = options.shapes[i];
     if (const std::string why = weight_shape_problem(s.n, s.k, s.groups); !why.empty())
       check.fail("shapes", fmt::format("shapes[{}]: {}", i, why));
-    shapes.push_back({fmt::format("shapes[{}]", i), s.n, s.k, s.groups});
+    shapes.push_back({fmt::format("shapes[{}]", i), s.n, s.k, s.groups, variants});
   }
   if (shapes.empty()) check.fail("manifest", "no weight shapes: give a manifest or shapes");
   if (options.sm_count < 0 || options.sm_count > 1024)

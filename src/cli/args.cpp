@@ -96,13 +96,13 @@ std::string json_escape(const std::string& text) {
   return out;
 }
 
-std::vector<detail::WeightShape> shapes_from(const Args& args) {
+std::vector<detail::WeightShape> shapes_from(const Args& args, const detail::PrewarmVariants& variants) {
   std::vector<detail::WeightShape> shapes;
   for (const std::string& m : args.all("--manifest")) {
-    auto more = detail::load_manifest(m);
+    auto more = detail::load_manifest(m, variants);
     shapes.insert(shapes.end(), more.begin(), more.end());
   }
-  for (const std::string& s : args.all("--shape")) shapes.push_back(detail::parse_shape(s));
+  for (const std::string& s : args.all("--shape")) shapes.push_back(detail::parse_shape(s, variants));
   if (shapes.empty()) throw UsageError("give at least one --manifest or --shape");
   return shapes;
 }

@@ -35,7 +35,8 @@ class Args {
 
 std::vector<std::string> split(const std::string& text, char sep);
 // The weight shapes of every --manifest and --shape given (UsageError when there are none).
-std::vector<detail::WeightShape> shapes_from(const Args& args);
+// The shapes of every --manifest and --shape; a manifest line's own variant fields replace `variants`'.
+std::vector<detail::WeightShape> shapes_from(const Args& args, const detail::PrewarmVariants& variants = {});
 std::string json_escape(const std::string& text);
 
 int cmd_prewarm(const Args& args);

@@ -1,13 +1,17 @@
 // nvfp4-jit prewarm: compile the kernels of model shapes into the disk cache.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <thread>
+#include <utility>
 
 #include <fmt/format.h>
 
 #include "cli/cli.hpp"
 #include "core/codegen.hpp"
+#include "core/driver.hpp"
 #include "core/kernel_store.hpp"
 #include "core/op_registry.hpp"
 #include "core/prewarm.hpp"
@@ -29,6 +33,51 @@ std::vector<Arch> parse_archs(const std::string& list) {
   return archs;
 }
 
+// The variant flags (--a-dtype fp16,bf16 ...), over the defaults.
+PrewarmVariants variants_from(const Args& args) {
+  PrewarmVariants variants;
+  for (std::string_view key : kPrewarmVariantKeys) {
+    const std::string flag = "--" + std::string(key);
+    if (!args.has(flag)) continue;
+    if (std::string why = set_prewarm_variant(variants, key, args.get(flag, "")); !why.empty())
+      throw UsageError("--" + why);
+  }
+  return variants;
+}
+
+// This machine's first GPU, when there is one: its arch and SM count.
+std::optional<std::pair<Arch, int>> local_gpu() {
+  if (!driver_available()) return std::nullopt;
+  const Driver& d = driver();
+  int count = 0, major = 0, minor = 0, sms = 0;
+  CUdevice dev = 0;
+  if (d.cuDeviceGetCount(&count) != CUDA_SUCCESS || count < 1 || d.cuDeviceGet(&dev, 0) != CUDA_SUCCESS ||
+      d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev) != CUDA_SUCCESS ||
+      d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev) != CUDA_SUCCESS ||
+      d.cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev) != CUDA_SUCCESS)
+    return std::nullopt;
+  const auto arch = arch_for_compute_capability(major, minor);
+  if (!arch) return std::nullopt;
+  return std::pair{*arch, sms};
+}
+
+// GEMM tiles depend on the SM count of the GPU that will run them: --sms N or a GPU's name;
+// else this machine's GPU when its arch is prewarmed; else 132 (H100 SXM, H200).
+int sm_count_from(const Args& args, const std::vector<Arch>& archs) {
+  if (args.has("--sms")) {
+    const std::string value = args.get("--sms", "");
+    if (const auto known = known_gpu_sm_count(value)) return *known;
+    if (value.empty() || value.find_first_not_of("0123456789") != std::string::npos)
+      throw UsageError(fmt::format("--sms `{}` is neither an SM count nor a GPU we know ({})", value, known_gpu_names()));
+    const int sms = args.get_int("--sms", kDefaultSmCount);
+    if (sms < 1 || sms > 1024) throw UsageError(fmt::format("--sms {}: an SM count is 1 to 1024", sms));
+    return sms;
+  }
+  if (const auto gpu = local_gpu(); gpu && std::find(archs.begin(), archs.end(), gpu->first) != archs.end())
+    return gpu->second;
+  return kDefaultSmCount;
+}
+
 void draw_progress(const PrewarmSummary& s, size_t done) {
   constexpr int kWidth = 30;
   const int filled = s.total ? int(kWidth * done / s.total) : kWidth;
@@ -40,17 +89,22 @@ void draw_progress(const PrewarmSummary& s, size_t done) {
 }  // namespace
 
 int cmd_prewarm(const Args& args) {
-  args.allow_only({"--manifest", "--shape", "--arch", "--sms", "-j", "--json", "--quiet"});
+  std::vector<std::string> known = {"--manifest", "--shape", "--arch", "--sms", "-j", "--json", "--quiet", "--list"};
+  for (std::string_view key : kPrewarmVariantKeys) known.push_back("--" + std::string(key));
+  args.allow_only(known);
   if (!args.positional().empty()) throw UsageError(fmt::format("unexpected argument `{}`", args.positional()[0]));
-  const std::vector<WeightShape> shapes = shapes_from(args);
+  const std::vector<WeightShape> shapes = shapes_from(args, variants_from(args));
   const std::vector<Arch> archs = parse_archs(args.get("--arch", "sm_90a,sm_100a,sm_120a"));
   const int threads = args.get_int("-j", int(std::max(1u, std::thread::hardware_concurrency())));
   if (threads < 1) throw UsageError("-j must be at least 1");
 
-  // GEMM tiles depend on the SM count of the GPU that will run them (132: H100 SXM, H200)
-  const int sms = args.get_int("--sms", kDefaultSmCount);
-  if (sms < 1 || sms > 1024) throw UsageError(fmt::format("--sms {}: an SM count is 1 to 1024", sms));
+  const int sms = sm_count_from(args, archs);
   const std::vector<KernelSpec> specs = prewarm_specs(shapes, archs, sms);
+  if (args.has("--list")) {  // what a prewarm would visit, compiling nothing
+    for (const KernelSpec& spec : specs)
+      std::printf("%s\t%s\n", op_kernels(spec.op).kernel_name(spec).c_str(), spec.to_json().c_str());
+    return kOk;
+  }
   const bool json = args.has("--json"), quiet = args.has("--quiet");
   if (!quiet)
     for (const std::string& gap : prewarm_gaps(shapes, archs, specs)) std::fprintf(stderr, "nvfp4-jit prewarm: note: %s\n", gap.c_str());

@@ -33,18 +33,31 @@ exit codes: 0 success, 1 something failed (kernels, cache entries, GPU work),
 
 constexpr const char* kVerbHelp[][2] = {
     {"prewarm", R"(usage: nvfp4-jit prewarm [--manifest NAME|FILE]... [--shape N,K[,G]]...
-                        [--arch sm_90a,sm_100a,sm_120a] [--sms N] [-j N] [--json] [--quiet]
+                        [--arch sm_90a,sm_100a,sm_120a] [--sms N|GPU] [-j N] [--json] [--quiet] [--list]
+                        [--a-dtype ...] [--d-dtype ...] [--bias ...] [--b-layout ...]
+                        [--a-scales ...] [--grouped ...] [--in-dtype ...]
 
 Compiles every kernel the given weight shapes need, for every arch given, into the cache.
 Built-in manifests: llama-3.1-8b, llama-3.3-70b, deepseek-v3, qwen3-30b-a3b, gpt-oss-120b
 (see `nvfp4-jit info`).
 Kernels already in the cache are not compiled again; processes running at once share work.
   --arch    comma-separated targets (default sm_90a,sm_100a,sm_120a; also sm_103a, sm_121a)
-  --sms N   the SM count of the GPUs that will run the kernels: GEMM tiles are chosen for it
-            (default 132: H100 SXM, H200; an error names the right one for a running GPU)
+  --sms N   the SM count of the GPUs that will run the kernels: GEMM tiles are chosen for it;
+            or a GPU's name (h100-sxm, h100-pcie, h200, h20, b200, rtx-5090, ...). Default: this
+            machine's GPU when its arch is prewarmed, else 132 (H100 SXM, H200)
   -j N      compile threads (default: the number of cores)
   --json    print a JSON summary on stdout
   --quiet   no per-kernel lines or progress bar
+  --list    print the kernels it would visit (name, tab, spec as JSON), compile nothing
+The variants a deployment runs (comma-separated lists; every combination is compiled; a manifest
+line's own `key=value` fields, e.g. `qkv_proj 6144 4096 bias=bf16`, replace these for that line):
+  --a-dtype   GEMM activations: bf16, fp16, nvfp4 (W4A4)            (default bf16,nvfp4)
+  --d-dtype   GEMM output: bf16, fp16, fp32                          (default bf16)
+  --bias      none, bf16, fp32                                       (default none)
+  --b-layout  weight scales: linear, swizzled, prepacked             (default all three)
+  --a-scales  W4A4 activation scales: linear, swizzled               (default swizzled)
+  --grouped   a grouped weight's layout: contiguous, masked          (default contiguous)
+  --in-dtype  quantizer inputs: bf16, fp16, fp32    (default quantize bf16,fp16; fused bf16)
 )"},
     {"tune", R"(usage: nvfp4-jit tune [--manifest NAME|FILE]... [--shape N,K]... [--m M] [--runs R]
                      [--layout linear|swizzled128x4|prepacked] [--json]
@@ -137,7 +150,8 @@ int main(int argc, char** argv) {
     return kUsage;
   }
   try {
-    const Args args(rest, {"--manifest", "--shape", "--arch", "--sms", "-j", "--out", "--m", "--runs", "--layout", "--older-than"});
+    const Args args(rest, {"--manifest", "--shape", "--arch", "--sms", "-j", "--out", "--m", "--runs", "--layout", "--older-than",
+                           "--a-dtype", "--d-dtype", "--bias", "--b-layout", "--a-scales", "--grouped", "--in-dtype"});
     if (args.has("--help") || args.has("-h")) {
       std::fputs(verb_help(verb), stdout);
       return kOk;

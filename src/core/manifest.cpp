@@ -30,7 +30,7 @@ std::string weight_shape_problem(int64_t n, int64_t k, int64_t groups) {
   return {};
 }
 
-std::vector<WeightShape> parse_manifest(std::string_view text, std::string_view origin) {
+std::vector<WeightShape> parse_manifest(std::string_view text, std::string_view origin, const PrewarmVariants& base) {
   std::vector<WeightShape> shapes;
   std::istringstream in{std::string(text)};
   std::string line;
@@ -41,10 +41,18 @@ std::vector<WeightShape> parse_manifest(std::string_view text, std::string_view 
     for (std::string word; fields >> word;) f.push_back(word);
     if (f.empty()) continue;
     WeightShape s;
+    s.variants = base;
     int64_t groups = 1;
-    if (f.size() < 3 || f.size() > 4 || !parse_int(f[1], s.n) || !parse_int(f[2], s.k) ||
-        (f.size() == 4 && !parse_int(f[3], groups)))
-      fail(Status::invalid_argument, "{}:{}: expected `<name> <N> <K> [groups]`, got `{}`", origin, number, line);
+    // the numbers, then the variant fields (key=value)
+    size_t numbers = 1;
+    while (numbers < f.size() && f[numbers].find('=') == std::string::npos) ++numbers;
+    if (numbers < 3 || numbers > 4 || !parse_int(f[1], s.n) || !parse_int(f[2], s.k) ||
+        (numbers == 4 && !parse_int(f[3], groups)))
+      fail(Status::invalid_argument, "{}:{}: expected `<name> <N> <K> [groups] [key=value...]`, got `{}`", origin, number,
+           line);
+    for (size_t i = numbers; i < f.size(); ++i)
+      if (std::string why = set_prewarm_variants(s.variants, f[i]); !why.empty())
+        fail(Status::invalid_argument, "{}:{}: {}", origin, number, why);
     s.name = f[0];
     if (const std::string why = weight_shape_problem(s.n, s.k, groups); !why.empty())
       fail(Status::invalid_argument, "{}:{}: {}", origin, number, why);
@@ -63,9 +71,9 @@ std::vector<std::string> builtin_manifest_names() {
   return names;
 }
 
-std::vector<WeightShape> load_manifest(const std::string& name_or_path) {
+std::vector<WeightShape> load_manifest(const std::string& name_or_path, const PrewarmVariants& base) {
   for (const EmbeddedFile& f : embedded_manifests())
-    if (name_or_path + ".txt" == f.name) return parse_manifest(std::string_view(f.data, f.size), f.name);
+    if (name_or_path + ".txt" == f.name) return parse_manifest(std::string_view(f.data, f.size), f.name, base);
   std::ifstream file(name_or_path);
   if (!file) {
     std::string names;
@@ -74,12 +82,13 @@ std::vector<WeightShape> load_manifest(const std::string& name_or_path) {
   }
   std::stringstream text;
   text << file.rdbuf();
-  return parse_manifest(text.str(), name_or_path);
+  return parse_manifest(text.str(), name_or_path, base);
 }
 
-WeightShape parse_shape(std::string_view text) {
+WeightShape parse_shape(std::string_view text, const PrewarmVariants& base) {
   WeightShape s;
   s.name = std::string(text);
+  s.variants = base;
   std::vector<int64_t> v;
   for (size_t start = 0; start <= text.size();) {
     const size_t end = std::min(text.find(',', start), text.size());

@@ -1,11 +1,15 @@
-// Shape manifests: the weight shapes (N, K, groups) of a model, one per line.
+// Shape manifests: the weight shapes (N, K, groups) of a model, one per line, each with the
+// variants a deployment runs it in (core/prewarm_variants.hpp), which default to the prewarm's:
 //   # comment
-//   <name> <N> <K> [groups]
+//   <name> <N> <K> [groups] [key=value[,value...]]...
+//   qkv_proj 6144 4096 bias=bf16 d-dtype=bf16,fp32
 #pragma once
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
+
+#include "core/prewarm_variants.hpp"
 
 namespace nvfp4::jit::detail {
 
@@ -13,17 +17,19 @@ struct WeightShape {
   std::string name;
   int64_t n = 0, k = 0;
   int32_t groups = 1;
+  PrewarmVariants variants;
 };
 
 // Throws Error(invalid_argument) naming "<origin>:<line>".
-std::vector<WeightShape> parse_manifest(std::string_view text, std::string_view origin);
+// A line's variants start from `base` (the prewarm's flags); its own fields replace those keys.
+std::vector<WeightShape> parse_manifest(std::string_view text, std::string_view origin, const PrewarmVariants& base = {});
 // A built-in manifest ("llama-3.1-8b", ...) or a manifest file's path.
-std::vector<WeightShape> load_manifest(const std::string& name_or_path);
+std::vector<WeightShape> load_manifest(const std::string& name_or_path, const PrewarmVariants& base = {});
 std::vector<std::string> builtin_manifest_names();
 // Why (N, K, groups) is no weight shape ("" when it is): N and K 1 to 2^31 - 1, K a multiple of
 // 16, groups 1 to 65536.
 std::string weight_shape_problem(int64_t n, int64_t k, int64_t groups);
-// "N,K" or "N,K,G".
-WeightShape parse_shape(std::string_view text);
+// "N,K" or "N,K,G", in the variants `base`.
+WeightShape parse_shape(std::string_view text, const PrewarmVariants& base = {});
 
 }  // namespace nvfp4::jit::detail

@@ -1,6 +1,7 @@
 #include "core/prewarm.hpp"
 
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <mutex>
 #include <system_error>
@@ -27,6 +28,38 @@ std::vector<KernelSpec> prewarm_specs(const std::vector<WeightShape>& shapes, co
       for (PrewarmExpansion expand : expansions)
         for (const KernelSpec& spec : expand(arch, shape, sm_count)) add(spec);
   return specs;
+}
+
+namespace {
+
+struct KnownGpu {
+  const char* name;
+  int sm_count;
+};
+// Data-center and workstation parts that run sm_90a, sm_100a and sm_120a / sm_121a kernels.
+constexpr KnownGpu kKnownGpus[] = {{"h100-sxm", 132}, {"h100-pcie", 114}, {"h100-nvl", 132}, {"h200", 132},
+                                   {"h800", 132},     {"gh200", 132},     {"h20", 78},        {"b200", 148},
+                                   {"rtx-5090", 170}, {"rtx-pro-6000", 188}, {"gb10", 48}};
+
+std::string gpu_name_key(std::string_view name) {
+  std::string key;
+  for (char c : name) key += c == '_' || c == ' ' ? '-' : char(std::tolower(static_cast<unsigned char>(c)));
+  return key;
+}
+
+}  // namespace
+
+std::optional<int> known_gpu_sm_count(std::string_view name) {
+  const std::string key = gpu_name_key(name);
+  for (const KnownGpu& gpu : kKnownGpus)
+    if (key == gpu.name) return gpu.sm_count;
+  return std::nullopt;
+}
+
+std::string known_gpu_names() {
+  std::string names;
+  for (const KnownGpu& gpu : kKnownGpus) names += fmt::format("{}{} ({})", names.empty() ? "" : ", ", gpu.name, gpu.sm_count);
+  return names;
 }
 
 std::vector<std::string> prewarm_gaps(const std::vector<WeightShape>& shapes, const std::vector<Arch>& archs,

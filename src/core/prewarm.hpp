@@ -2,6 +2,8 @@
 // archs, in parallel threads. Processes racing on the same keys compile each one once.
 #pragma once
 #include <functional>
+#include <optional>
+#include <string_view>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,11 @@ namespace nvfp4::jit::detail {
 inline constexpr int kDefaultSmCount = 132;
 std::vector<KernelSpec> prewarm_specs(const std::vector<WeightShape>& shapes, const std::vector<Arch>& archs,
                                       int sm_count = kDefaultSmCount);
+
+// The SM count of a GPU named as `nvfp4-jit prewarm --sms` takes it ("h100-pcie", "b200", ...;
+// case and `-`/`_`/space do not matter), if it is one we know.
+std::optional<int> known_gpu_sm_count(std::string_view name);
+std::string known_gpu_names();  // "h100-sxm (132), h100-pcie (114), ..."
 
 // Shapes that get no GEMM kernels, and why: one line per arch without a GEMM backend, one per
 // shape whose K no GEMM serves (they still get their quantizers and dequantize).

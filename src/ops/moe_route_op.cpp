@@ -179,8 +179,8 @@ void moe_route(const MoeRouteArgs& args, CUstream stream) {
   // a count per warp and expert, the experts' totals and earlier CTAs' rows, the scan's warp
   // sums (templates/moe_route.cuh)
   const unsigned shared = unsigned((nvfp4k::MOE_ROUTE_WARPS * args.groups + 2 * args.groups + 32) * 4);
-  auto hint = [&] {
-    return fmt::format("nvfp4-jit prewarm --shape N,K,{} --arch {} (any grouped weight of {} groups prewarms its routing)",
+  auto hint = [&] {  // K = 16: no GEMM serves it, so the routing and a few small kernels are compiled
+    return fmt::format("nvfp4-jit prewarm --shape 16,16,{} --arch {} (any grouped weight of {} groups prewarms its routing)",
                        args.groups, to_string(device.arch), args.groups);
   };
   // both kernels loaded before anything is enqueued: a capture error leaves the stream untouched
@@ -228,7 +228,7 @@ void moe_combine(const MoeCombineArgs& args, CUstream stream) {
   const DeviceInfo& device = current_device();
   const KernelSpec spec = moe_combine_spec(device.arch, args.d_dtype, args.weights_dtype, args.out_dtype, s.vec);
   const CUfunction function = kernel_for(device, spec, 0, stream, [&] {
-    return fmt::format("nvfp4-jit prewarm --shape N,K,G --arch {} (a grouped weight's combine: BF16 d and out, FP32 "
+    return fmt::format("nvfp4-jit prewarm --shape 16,16,2 --arch {} (a grouped weight's combine: BF16 d and out, FP32 "
                        "weights; other dtypes: call once before capturing)", to_string(device.arch));
   });
   nvfp4k::MoeCombineParams p{args.d,        s.d_stride,   args.d_rows, args.positions, args.weights,

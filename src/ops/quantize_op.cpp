@@ -103,10 +103,10 @@ KernelSpec amax_finalize_spec(Arch arch) {
   return base_spec(Op::amax_finalize, arch, 0, 32);
 }
 
-std::vector<KernelSpec> quantize_prewarm_specs(Arch arch, int64_t k) {
+std::vector<KernelSpec> quantize_prewarm_specs(Arch arch, int64_t k, const std::vector<DType>& in_dtypes) {
   std::vector<KernelSpec> specs;
   if (k <= 0 || k % 16) return specs;
-  for (DType in : {DType::bf16, DType::fp16}) {
+  for (DType in : in_dtypes.empty() ? std::vector<DType>{DType::bf16, DType::fp16} : in_dtypes) {
     for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4}) specs.push_back(quantize_spec(arch, k, in, layout));
     for (bool per_row : {false, true}) specs.push_back(row_amax_spec(arch, k, in, per_row));
   }
@@ -131,7 +131,9 @@ const bool registered =
     register_op(Op::quantize, {generate_quantize, quantize_kernel_name}) &&
     register_op(Op::row_amax, {generate_amax, amax_kernel_name}) &&
     register_op(Op::amax_finalize, {generate_amax, amax_kernel_name}) &&
-    register_prewarm(30, [](Arch arch, const WeightShape& shape, int) { return quantize_prewarm_specs(arch, shape.k); });
+    register_prewarm(30, [](Arch arch, const WeightShape& shape, int) {
+      return quantize_prewarm_specs(arch, shape.k, shape.variants.in_dtypes);
+    });
 
 }  // namespace
 
@@ -179,7 +181,10 @@ void quantize(const QuantizeArgs& args, CUstream stream) {
   check.aligned("global_scale_out", args.global_scale_out, 4);
 
   const DeviceInfo& device = current_device();
-  auto hint = [&] { return fmt::format("nvfp4-jit prewarm --shape {},{} --arch {}", args.rows, args.k, to_string(device.arch)); };
+  auto hint = [&] {
+    return fmt::format("nvfp4-jit prewarm --shape {},{} --arch {} --in-dtype {}", std::max<int64_t>(args.rows, 1), args.k,
+                       to_string(device.arch), dtype_name(uint8_t(args.in_dtype)));
+  };
   // Every kernel is resolved before anything is enqueued, so a capture error leaves nothing behind.
   const KernelSpec qspec = quantize_spec(device.arch, args.k, args.in_dtype, args.scale_layout);
   const CUfunction quantize_fn = kernel_for(device, qspec, 0, stream, hint);

@@ -18,7 +18,8 @@ GeneratedKernel generate_amax(const KernelSpec& spec);  // row_amax and amax_fin
 float host_value(const void* base, DType dtype, int64_t index);
 // Stores `v` rounded to `dtype` (round to nearest even, as the kernels' conversions).
 void store_host_value(void* base, DType dtype, int64_t index, float v);
-// The kernels activations of reduction size `k` may need (BF16/FP16 in, both layouts, amax).
-std::vector<KernelSpec> quantize_prewarm_specs(Arch arch, int64_t k);
+// The kernels activations of reduction size `k` may need (inputs of `in_dtypes`, or BF16 and
+// FP16 when empty; both layouts; amax).
+std::vector<KernelSpec> quantize_prewarm_specs(Arch arch, int64_t k, const std::vector<DType>& in_dtypes = {});
 
 }  // namespace nvfp4::jit::detail

@@ -268,7 +268,9 @@ void run_on_gpu(const RowJob& j, CUstream stream) {
   const RowKernel kernel = j.kernel();
   const KernelSpec spec = row_quantize_spec(device.arch, kernel);
   const CUfunction fn = kernel_for(device, spec, 0, stream, [&] {
-    return fmt::format("nvfp4-jit prewarm --shape {},{} --arch {}", j.rows, j.k, to_string(device.arch));
+    // MoE staging is prewarmed with a grouped weight
+    return fmt::format("nvfp4-jit prewarm --shape {},{}{} --arch {} --in-dtype {}", std::max<int64_t>(j.rows, 1), j.k,
+                       j.op == Op::moe_stage ? ",2" : "", to_string(device.arch), dtype_name(uint8_t(j.in_dtype)));
   });
   nvfp4k::RowQuantizeParams p{};
   p.in = j.in;
@@ -441,7 +443,9 @@ const bool registered =
     register_op(Op::swiglu_quantize, {generate_row_quantize, row_quantize_kernel_name}) &&
     register_op(Op::moe_stage, {generate_row_quantize, row_quantize_kernel_name}) &&
     register_op(Op::mhc_rmsnorm_quantize, {generate_row_quantize, row_quantize_kernel_name}) &&
-    register_prewarm(40, [](Arch arch, const WeightShape& shape, int) { return row_quantize_prewarm_specs(arch, shape.k); });
+    register_prewarm(40, [](Arch arch, const WeightShape& shape, int) {
+      return row_quantize_prewarm_specs(arch, shape.k, shape.variants.in_dtypes, shape.groups > 1);
+    });
 
 }  // namespace
 
@@ -460,21 +464,27 @@ GeneratedKernel generate_row_quantize(const KernelSpec& spec) {
   return g;
 }
 
-std::vector<KernelSpec> row_quantize_prewarm_specs(Arch arch, int64_t k) {
+std::vector<KernelSpec> row_quantize_prewarm_specs(Arch arch, int64_t k, const std::vector<DType>& in_dtypes, bool moe) {
   std::vector<KernelSpec> specs;
   if (k <= 0 || k % 16 || k > kMaxK) return specs;
-  for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4}) {
-    RowKernel kernel;
-    kernel.k = k, kernel.layout = layout;
-    kernel.op = Op::rmsnorm_quantize;
-    specs.push_back(row_quantize_spec(arch, kernel));
-    kernel.op = Op::swiglu_quantize;
-    for (bool whole_rows : {true, false}) {
-      kernel.whole_rows = whole_rows;
+  for (DType in : in_dtypes.empty() ? std::vector<DType>{DType::bf16} : in_dtypes) {
+    if (in == DType::fp32 && k > kMaxKFp32) continue;
+    for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4}) {
+      RowKernel kernel;
+      kernel.k = k, kernel.layout = layout, kernel.in = in, kernel.weight = in;
+      kernel.op = Op::rmsnorm_quantize;
       specs.push_back(row_quantize_spec(arch, kernel));
+      for (Op op : {Op::swiglu_quantize, Op::moe_stage}) {
+        if (op == Op::moe_stage && !moe) continue;
+        kernel.op = op;
+        for (bool whole_rows : {true, false}) {
+          kernel.whole_rows = whole_rows;
+          specs.push_back(row_quantize_spec(arch, kernel));
+        }
+      }
+      kernel.op = Op::mhc_rmsnorm_quantize, kernel.n_hc = 4, kernel.weight = DType::fp32, kernel.whole_rows = true;
+      if (4 * k * element_bytes(in) <= kMaxMhcRowBytes) specs.push_back(row_quantize_spec(arch, kernel));
     }
-    kernel.op = Op::mhc_rmsnorm_quantize, kernel.n_hc = 4, kernel.weight = DType::fp32, kernel.whole_rows = true;
-    if (4 * k * 2 <= kMaxMhcRowBytes) specs.push_back(row_quantize_spec(arch, kernel));
   }
   return specs;
 }

@@ -5,7 +5,9 @@
 #include <cstring>
 
 #include "../dequantize_fixture.hpp"
+#include "../test_util.hpp"
 #include "core/gpu_util.hpp"
+#include "core/kernel_store.hpp"
 #include "core/launcher.hpp"
 
 using namespace nvfp4::jit;
@@ -80,6 +82,57 @@ TEST_SUITE("gpu_capture") {
     if (graph) d.cuGraphDestroy(graph);
     dequantize(a, stream);  // and outside the capture the same call works
     CHECK(d.cuStreamSynchronize(stream) == CUDA_SUCCESS);
+    d.cuStreamDestroy(stream);
+  }
+
+  TEST_CASE("a GEMM variant's capture error names a prewarm command that builds its kernels") {
+    // FP16 A, FP32 output and bias, swizzled weight scales: none of it in a default prewarm, on a
+    // shape no other test loads
+    std::mt19937 rng(std::random_device{}());
+    const int64_t m = 3, n = 320, k = 32 * 37;
+    testutil::HostNvfp4 w(n, k, ScaleLayout::swizzled128x4, rng);
+    DeviceBuffer w_packed = to_device(w.packed), w_scales = to_device(w.scales), a(m * k * 2), bias(n * 4), out(m * n * 4);
+    a.fill(0);
+    bias.fill(0);
+    GemmArgs g;
+    g.m = m, g.n = n, g.k = k, g.a = a.get(), g.a_dtype = DType::fp16;
+    g.b = {w_packed.get(), 0, w_scales.get(), ScaleLayout::swizzled128x4, {1.0f, nullptr, false}};
+    g.d = out.get(), g.d_dtype = DType::fp32, g.bias = bias.get(), g.bias_dtype = DType::fp32;
+    const Driver& d = driver();
+    CUstream stream = nullptr;
+    check_cu(d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    auto captured = [&] {  // gemm inside a capture: "" when it was captured, else the error
+      std::string error;
+      check_cu(d.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+      try {
+        gemm(g, stream);
+      } catch (const Error& e) {
+        CHECK(e.status() == Status::not_loaded_in_capture);
+        error = e.what();
+      }
+      CUgraph graph = nullptr;
+      CHECK(d.cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);
+      if (graph) d.cuGraphDestroy(graph);
+      return error;
+    };
+    const std::string error = captured();
+    const size_t from = error.find("(after `"), to = error.find('`', from + 8);
+    REQUIRE(from != std::string::npos);
+    const std::string command = error.substr(from + 8, to - from - 8);
+    CAPTURE(command);
+    REQUIRE(command.rfind("nvfp4-jit prewarm ", 0) == 0);
+    CHECK(command.find("--a-dtype fp16 --d-dtype fp32 --bias fp32 --b-layout swizzled") != std::string::npos);
+    // the command, in another process on this cache; then the call loads from disk, compiling nothing
+    const auto prewarm = testutil::run(testutil::cli() + command.substr(std::string("nvfp4-jit").size()) + " --quiet --json");
+    CAPTURE(prewarm.err);
+    REQUIRE(prewarm.code == 0);
+    const StoreStats before = KernelStore::instance().stats();
+    gemm(g, stream);
+    check_cu(d.cuStreamSynchronize(stream), "sync");
+    const StoreStats after = KernelStore::instance().stats();
+    CHECK(after.compiled == before.compiled);
+    CHECK(after.disk_hits > before.disk_hits);
+    CHECK(captured().empty());  // and now it is captured
     d.cuStreamDestroy(stream);
   }
 

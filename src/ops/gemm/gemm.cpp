@@ -25,7 +25,7 @@ void gemm_w4a4(const GemmCall& call, const DeviceInfo& device, CUstream stream) 
   GemmCall inner = gemm_call_on_decoded_a(call, args.workspace);
   const GemmKernel& kernel = gemm_dispatch(device, inner, stream);
   kernel_for(device, dequantize_spec(device.arch, args.k, DType::bf16, args.a_fp4.scale_layout), 0, stream,
-             [&] { return gemm_prewarm_hint(args, call.groups, device); });
+             [&] { return gemm_prewarm_hint(call, device); });
 
   CUdeviceptr owned = 0;
   if (!args.workspace && !load_only()) {

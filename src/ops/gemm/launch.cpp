@@ -4,11 +4,21 @@
 
 #include <fmt/format.h>
 
+#include "core/prewarm_variants.hpp"
+
 namespace nvfp4::jit::detail {
 
-std::string gemm_prewarm_hint(const GemmArgs& args, int32_t groups, const DeviceInfo& device) {
-  return fmt::format("nvfp4-jit prewarm --shape {},{}{} --arch {} --sms {}", args.n, args.k,
-                     groups > 1 ? fmt::format(",{}", groups) : "", to_string(device.arch), device.sm_count);
+std::string gemm_prewarm_hint(const GemmCall& call, const DeviceInfo& device) {
+  const GemmArgs& args = call.args;
+  GemmVariant v;
+  v.a = args.a_dtype, v.d = args.d_dtype, v.bias = args.bias ? uint8_t(args.bias_dtype) : kNoDType;
+  v.b = args.b_prepacked ? WeightLayout::prepacked
+        : args.b.scale_layout == ScaleLayout::swizzled128x4 ? WeightLayout::swizzled : WeightLayout::linear;
+  v.a_scales = args.a_fp4.scale_layout, v.grouped = call.layout;
+  const bool grouped = call.groups > 0;
+  return fmt::format("nvfp4-jit prewarm --shape {},{}{} --arch {} --sms {}{}", args.n, args.k,
+                     grouped ? fmt::format(",{}", call.groups) : "", to_string(device.arch), device.sm_count,
+                     prewarm_variant_flags(v, grouped));
 }
 
 GemmKernel load_gemm_kernel(const DeviceInfo& device, const GemmBackend& backend, const KernelSpec& spec, int64_t m,
@@ -17,7 +27,7 @@ GemmKernel load_gemm_kernel(const DeviceInfo& device, const GemmBackend& backend
   kernel.backend = &backend;
   kernel.spec = spec;
   kernel.function = kernel_for(device, spec, backend.shared_bytes(spec), stream,
-                               [&] { return gemm_prewarm_hint(call.args, call.groups, device); });
+                               [&] { return gemm_prewarm_hint(call, device); });
   kernel.plan = backend.plan(spec, m, device.sm_count);
   return kernel;
 }

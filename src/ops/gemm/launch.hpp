@@ -18,8 +18,9 @@ struct GemmKernel {
   GemmPlan plan;
 };
 
-// The command that builds a GEMM's kernels for `device` ahead of time, named in capture errors.
-std::string gemm_prewarm_hint(const GemmArgs& args, int32_t groups, const DeviceInfo& device);
+// The command that builds a GEMM call's kernels for `device` ahead of time (its shape, SM count
+// and variant: dtypes, bias, layouts), named in capture errors.
+std::string gemm_prewarm_hint(const GemmCall& call, const DeviceInfo& device);
 
 // The kernel of `spec` loaded in the device's context (from memory, disk or NVRTC; never while
 // `stream` is capturing) and planned for m rows.

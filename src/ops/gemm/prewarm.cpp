@@ -1,9 +1,10 @@
-// The GEMM's part of a prewarm: every tile any M of every bucket runs, for each weight layout
-// the arch's backend supports (BF16 activations and output: W4A16 and W4A4 alike; a backend with
-// an FP4 MMA, NVFP4 activations with swizzled scales and BF16 output); for a
-// grouped weight (groups > 1), the contiguous grouped GEMM's for every rows-per-group bucket.
+// The GEMM's part of a prewarm: every tile any M of every bucket runs, for every variant of the
+// shape (activation and output dtypes, bias, weight layout, W4A4 A's scale layout, grouped
+// layout) the arch's backend serves. W4A4 on a backend without an FP4 MMA runs the BF16 kernel on
+// decoded A (its decode is dequantize's, prewarmed there); a backend with one takes NVFP4 A.
 #include "core/op_registry.hpp"
 #include "ops/gemm/backend.hpp"
+#include "ops/gemm/call.hpp"
 #include "ops/gemm/m_buckets.hpp"
 #include "ops/gemm/tile_choice.hpp"
 
@@ -11,24 +12,41 @@ namespace nvfp4::jit::detail {
 
 namespace {
 
+// The problem one variant compiles in.
+KernelSpec variant_problem(Arch arch, const GemmBackend& backend, const WeightShape& shape, const GemmVariant& v) {
+  KernelSpec problem = gemm_problem(arch, shape.n, shape.k, v.a, v.d,
+                                    v.b == WeightLayout::swizzled ? ScaleLayout::swizzled128x4 : ScaleLayout::linear,
+                                    v.b == WeightLayout::prepacked, v.bias);
+  if (shape.groups > 1) {
+    problem.groups = shape.groups;
+    problem.flags |= v.grouped == GroupedLayout::masked ? kFlagGroupedMasked : kFlagGroupedContiguous;
+  }
+  if (v.a == DType::nvfp4 && backend.native_fp4_activations()) problem = gemm_fp4_problem(problem, v.a_scales);
+  return problem;
+}
+
 std::vector<KernelSpec> gemm_prewarm_specs(Arch arch, const WeightShape& shape, int sm_count) {
   std::vector<KernelSpec> specs;
   const GemmBackend* backend = find_gemm_backend(arch);
   if (!backend || shape.n <= 0 || shape.k <= 0 || shape.k % 32) return specs;
+  const PrewarmVariants& variants = shape.variants;
+  const std::vector<GroupedLayout> grouped =
+      shape.groups > 1 ? variants.grouped : std::vector<GroupedLayout>{GroupedLayout::contiguous};
+  std::vector<KernelSpec> problems;
+  for (DType a : variants.a_dtypes)
+    for (DType d : variants.d_dtypes)
+      for (uint8_t bias : variants.biases)
+        for (WeightLayout b : variants.b_layouts)
+          for (GroupedLayout g : grouped)
+            for (ScaleLayout a_scales : variants.a_scales) {
+              const KernelSpec problem = variant_problem(arch, *backend, shape, {a, d, bias, b, a_scales, g});
+              if (backend->unsupported(problem).empty()) problems.push_back(problem);
+              if (a != DType::nvfp4) break;  // A's scale layout is W4A4's only
+            }
   for (int bucket : kGemmMBuckets)
-    for (const auto& [layout, prepacked] : {std::pair{ScaleLayout::linear, false}, std::pair{ScaleLayout::swizzled128x4, false},
-                                            std::pair{ScaleLayout::linear, true}}) {
-      KernelSpec problem = gemm_problem(arch, shape.n, shape.k, DType::bf16, DType::bf16, layout, prepacked, kNoDType);
-      if (shape.groups > 1) {
-        problem.groups = shape.groups;
-        problem.flags |= kFlagGroupedContiguous;
-      }
-      // a backend with an FP4 MMA: NVFP4 activations as the quantizers write them (swizzled scales)
-      if (backend->native_fp4_activations()) problem = gemm_fp4_problem(problem, ScaleLayout::swizzled128x4);
-      if (!backend->unsupported(problem).empty()) continue;
+    for (const KernelSpec& problem : problems)
       for (const TileConfig& tile : gemm_bucket_tiles(*backend, problem, bucket, sm_count))
         specs.push_back(gemm_spec(problem, tile));
-    }
   return specs;
 }
 

@@ -1,0 +1,53 @@
+// What a deployment runs besides its weight shapes, for a prewarm to compile: the GEMM's
+// activation dtype (nvfp4: W4A4), output dtype, bias, the weight's scale layout (or prepacked),
+// W4A4 A's scale layout, the grouped layout, and the quantizers' input dtypes. Each is a list; a
+// prewarm compiles every combination the arch's backends run. One vocabulary everywhere: a CLI
+// flag `--a-dtype fp16,bf16` is the manifest field `a-dtype=fp16,bf16` and PrewarmOptions::variants.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/spec.hpp"
+#include "nvfp4/jit.hpp"
+
+namespace nvfp4::jit::detail {
+
+enum class WeightLayout : uint8_t { linear, swizzled, prepacked };
+
+struct PrewarmVariants {
+  std::vector<DType> a_dtypes{DType::bf16, DType::nvfp4};  // bf16, fp16, nvfp4 (W4A4)
+  std::vector<DType> d_dtypes{DType::bf16};                // bf16, fp16, fp32
+  std::vector<uint8_t> biases{kNoDType};                   // kNoDType (none), bf16, fp32
+  std::vector<WeightLayout> b_layouts{WeightLayout::linear, WeightLayout::swizzled, WeightLayout::prepacked};
+  std::vector<ScaleLayout> a_scales{ScaleLayout::swizzled128x4};  // of W4A4's A, as the quantizers write it
+  std::vector<GroupedLayout> grouped{GroupedLayout::contiguous};  // of a grouped weight (groups > 1)
+  // Input dtypes of the quantizers (bf16, fp16, fp32); empty: quantize and row amax for bf16 and
+  // fp16, the fused row quantizers (RMSNorm, SwiGLU, mHC) for bf16.
+  std::vector<DType> in_dtypes;
+};
+
+// The variant keys, in the order `prewarm_variant_flags` prints them.
+inline constexpr std::string_view kPrewarmVariantKeys[] = {"a-dtype", "d-dtype", "bias", "b-layout",
+                                                           "a-scales", "grouped", "in-dtype"};
+
+// Sets `key` (one of kPrewarmVariantKeys) to the comma-separated `values`, replacing what it held.
+// Returns why not ("" when done): an unknown key, an unknown or repeated value, an empty list.
+std::string set_prewarm_variant(PrewarmVariants& variants, std::string_view key, std::string_view values);
+// Applies space-separated `key=values` fields (PrewarmOptions::variants' syntax). Returns why not.
+std::string set_prewarm_variants(PrewarmVariants& variants, std::string_view fields);
+
+// The CLI flags that select exactly one call's variant: " --a-dtype fp16 --d-dtype fp32 ...".
+struct GemmVariant {
+  DType a = DType::bf16, d = DType::bf16;
+  uint8_t bias = kNoDType;
+  WeightLayout b = WeightLayout::linear;
+  ScaleLayout a_scales = ScaleLayout::swizzled128x4;
+  GroupedLayout grouped = GroupedLayout::contiguous;
+};
+std::string prewarm_variant_flags(const GemmVariant& v, bool grouped);
+
+std::string_view weight_layout_name(WeightLayout layout);
+
+}  // namespace nvfp4::jit::detail
