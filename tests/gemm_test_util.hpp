@@ -39,10 +39,17 @@ inline std::vector<sm90::Tile> sm90_bucket_tiles(int64_t n, int64_t k, int bucke
   return to_tiles(gemm_bucket_tiles(sm90_backend(), sm90_problem(n, k, prepacked), bucket, 132));
 }
 
-// The GEMM kernels a prewarm of one weight shape (of `groups` experts) compiles.
+// A weight shape prewarmed in every weight layout (the default is ModelOpt's linear one).
+inline WeightShape every_layout(int64_t n, int64_t k, int32_t groups = 1) {
+  WeightShape shape{"", n, k, groups, {}};
+  shape.variants.b_layouts = {WeightLayout::linear, WeightLayout::swizzled, WeightLayout::prepacked};
+  return shape;
+}
+
+// The GEMM kernels a prewarm of one weight shape (of `groups` experts) compiles, every layout.
 inline std::vector<KernelSpec> gemm_prewarm(Arch arch, int64_t n, int64_t k, int32_t groups = 1) {
   std::vector<KernelSpec> gemm;
-  for (const KernelSpec& s : prewarm_specs({WeightShape{"", n, k, groups}}, {arch}, 132))
+  for (const KernelSpec& s : prewarm_specs({every_layout(n, k, groups)}, {arch}, 132))
     if (s.op == Op::gemm) gemm.push_back(s);
   return gemm;
 }

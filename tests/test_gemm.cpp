@@ -202,7 +202,7 @@ TEST_SUITE("gemm") {
   }
 
   TEST_CASE("prewarm of a weight shape holds every kernel a W4A16 or W4A4 gemm of it loads") {
-    const std::vector<KernelSpec> specs = prewarm_specs({parse_shape("2880,4096")}, {Arch::sm_90a}, 132);
+    const std::vector<KernelSpec> specs = prewarm_specs({every_layout(2880, 4096)}, {Arch::sm_90a}, 132);
     auto has = [&](const KernelSpec& spec) { return std::find(specs.begin(), specs.end(), spec) != specs.end(); };
     CHECK(has(prepack_spec(Arch::sm_90a, 4096, ScaleLayout::linear)));
     for (bool prepacked : {false, true})
@@ -228,10 +228,20 @@ TEST_SUITE("gemm") {
         }
     CHECK(gemm_prewarm(Arch::sm_90a, 4096, 4096) == bucket_specs);
     CHECK(gemm_prewarm(Arch::sm_100a, 4096, 4096).empty());  // no backend serves it (yet)
+    // by default, ModelOpt's layout alone: the linear problem's tiles, nothing prepacked
+    std::vector<KernelSpec> linear_specs;
+    for (const KernelSpec& s : prewarm_specs({parse_shape("4096,4096")}, {Arch::sm_90a}, 132))
+      if (s.op == Op::gemm) linear_specs.push_back(s);
+    std::vector<KernelSpec> want;
+    const KernelSpec linear = sm90_problem(4096, 4096, false);
+    for (int bucket : kGemmMBuckets)
+      for (const TileConfig& t : gemm_bucket_tiles(sm90_backend(), linear, bucket, 132))
+        if (std::find(want.begin(), want.end(), gemm_spec(linear, t)) == want.end()) want.push_back(gemm_spec(linear, t));
+    CHECK(linear_specs == want);
   }
 
   TEST_CASE("prewarm of a grouped weight holds the grouped kernel of every rows-per-group bucket") {
-    const std::vector<KernelSpec> specs = prewarm_specs({WeightShape{"experts", 1536, 2048, 128}}, {Arch::sm_90a}, 132);
+    const std::vector<KernelSpec> specs = prewarm_specs({every_layout(1536, 2048, 128)}, {Arch::sm_90a}, 132);
     auto has = [&](const KernelSpec& spec) { return std::find(specs.begin(), specs.end(), spec) != specs.end(); };
     KernelSpec problem = sm90_problem(1536, 2048, true);
     problem.groups = 128;

@@ -20,7 +20,9 @@ struct PrewarmVariants {
   std::vector<DType> a_dtypes{DType::bf16, DType::nvfp4};  // bf16, fp16, nvfp4 (W4A4)
   std::vector<DType> d_dtypes{DType::bf16};                // bf16, fp16, fp32
   std::vector<uint8_t> biases{kNoDType};                   // kNoDType (none), bf16, fp32
-  std::vector<WeightLayout> b_layouts{WeightLayout::linear, WeightLayout::swizzled, WeightLayout::prepacked};
+  // ModelOpt's layout, the one every arch runs: a deployment runs one layout, and each more is
+  // another compile of every GEMM tile (prepacked, the faster sm_90a path: --b-layout prepacked).
+  std::vector<WeightLayout> b_layouts{WeightLayout::linear};
   std::vector<ScaleLayout> a_scales{ScaleLayout::swizzled128x4};  // of W4A4's A, as the quantizers write it
   std::vector<GroupedLayout> grouped{GroupedLayout::contiguous};  // of a grouped weight (groups > 1)
   // Input dtypes of the quantizers (bf16, fp16, fp32); empty: quantize and row amax for bf16 and
