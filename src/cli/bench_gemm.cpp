@@ -296,6 +296,69 @@ std::vector<int32_t> draw_routing(Routing routing, int64_t tokens, const MoeShap
   return ids;
 }
 
+// The batched layout (every token to every group: DeepSeek-V4's wo_a, "tgk,gnk->tgn") against our
+// dense gemm on the same work: [tokens, groups * n] from one weight of groups * n rows, which
+// has the same weight bytes and products (its A is one row per token instead of one per group).
+// A prepacked weight of groups x n rows (n a multiple of 128) is the same bytes as groups
+// prepacked weights of n rows, so both read the same buffers. Appends to `json`.
+std::string bench_batched(EventTimer& timer, int runs, double copy_bps, std::string json, std::mt19937& rng) {
+  constexpr int G = 8;
+  constexpr int64_t N = 1536, K = 8192;
+  std::printf("\nbench grouped, batched layout: wo_a, %d groups, A [tokens, %d, %lld] BF16, prepacked NVFP4 [%d, %lld, %lld],\n",
+              G, G, (long long)K, G, (long long)N, (long long)K);
+  std::printf("  D [tokens, %d, %lld] BF16; dense: our gemm [tokens, %lld] x [%lld, %lld] (same weight bytes and products)\n", G,
+              (long long)N, (long long)K, (long long)(G * N), (long long)K);
+  std::printf("  %-8s %6s %9s %9s %8s %9s %8s %9s\n", "shape", "tokens", "ours us", "floor us", "of floor", "dense us",
+              "vs dense", "TFLOP/s");
+  const int64_t w_bytes = prepacked_bytes(G * N, K);
+  constexpr int kCopies = 3;  // 3 x 53 MB: past the H100's 50 MB L2
+  std::vector<DeviceBuffer> weights;
+  {
+    DeviceBuffer packed = to_device(random_bytes(size_t(G * N * K / 2), rng)),
+                 scales = to_device(random_scales(size_t(G * N * K / 16), rng));
+    for (int i = 0; i < kCopies; ++i) {
+      weights.emplace_back(size_t(w_bytes));
+      PrepackArgs pre;
+      pre.weight.data = packed.get(), pre.weight.scales = scales.get();
+      pre.n = G * N, pre.k = K, pre.out = weights.back().get();
+      prepack(pre, nullptr);
+    }
+  }
+  for (int64_t tokens : {int64_t(1), int64_t(16), int64_t(512), int64_t(4096)}) {
+    DeviceBuffer a(size_t(tokens * G * K * 2)), d(size_t(tokens * G * N * 2));
+    a.fill(0x3C);  // a constant (the time does not depend on the values): no host copy of 512 MB
+    GroupedGemmArgs g;
+    g.groups = G;
+    g.layout = GroupedLayout::batched;
+    g.gemm.m = tokens, g.gemm.n = N, g.gemm.k = K;
+    g.gemm.a = a.get();
+    g.gemm.b.global_scale.value = 1.0f / 256;
+    g.gemm.b_prepacked = true;
+    g.gemm.weights_static = true;
+    g.gemm.d = d.get();
+    GemmArgs dense = g.gemm;
+    dense.n = G * N;
+    const std::vector<double> us = time_us(timer, runs,
+                                           {[&](int i) {
+                                              g.gemm.b.data = weights[size_t(i % kCopies)].get();
+                                              grouped_gemm(g, nullptr);
+                                            },
+                                            [&](int i) {
+                                              dense.b.data = weights[size_t(i % kCopies)].get();
+                                              gemm(dense, nullptr);
+                                            }});
+    const double bytes = double(w_bytes) + 2.0 * tokens * G * (K + N);
+    const double floor_us = bytes / copy_bps * 1e6, tflops = 2.0 * tokens * G * N * K / us[0] / 1e6;
+    std::printf("  %-8s %6lld %9.2f %9.2f %7.0f%% %9.2f %7.2fx %9.1f\n", "wo_a", (long long)tokens, us[0], floor_us,
+                100 * floor_us / us[0], us[1], us[1] / us[0], tflops);
+    std::fflush(stdout);
+    json += fmt::format(R"({}{{"shape":"wo_a batched","groups":{},"n":{},"k":{},"tokens":{},"us":{:.3f},"floor_us":{:.3f},)"
+                        R"("dense_us":{:.3f}}})",
+                        json.size() > 1 ? "," : "", G, N, K, tokens, us[0], floor_us, us[1]);
+  }
+  return json;
+}
+
 }  // namespace
 
 std::string bench_grouped(bool quick) {
@@ -406,7 +469,7 @@ std::string bench_grouped(bool quick) {
                           theirs, route_us, combine_us, combine_floor_us);
     }
   }
-  return json + "]";
+  return bench_batched(timer, runs, copy_bps, json, rng) + "]";
 }
 
 }  // namespace nvfp4::jit::cli
