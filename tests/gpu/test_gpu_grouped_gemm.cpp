@@ -97,6 +97,53 @@ std::vector<std::pair<int64_t, int64_t>> draw_groups(const GroupedCase& c, std::
   return rows;
 }
 
+// Runs grouped_gemm on its own stream into a poisoned D (0xFF bytes: NaN in every output type)
+// and returns D's bytes: directly, or (captured) by replaying a graph captured on the first run
+// (the kernels loaded before the capture), so later runs see only what the device holds.
+class GroupedRunner {
+ public:
+  explicit GroupedRunner(bool captured) : captured_(captured) {
+    check_cu(driver().cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  }
+  ~GroupedRunner() {
+    const Driver& drv = driver();
+    if (exec_) drv.cuGraphExecDestroy(exec_);
+    if (graph_) drv.cuGraphDestroy(graph_);
+    drv.cuStreamDestroy(stream_);
+  }
+  GroupedRunner(const GroupedRunner&) = delete;
+  GroupedRunner& operator=(const GroupedRunner&) = delete;
+
+  std::vector<uint8_t> run(const GroupedGemmArgs& g, DeviceBuffer& d_out) {
+    const Driver& drv = driver();
+    d_out.fill(0xFF);
+    if (!captured_) {
+      grouped_gemm(g, stream_);
+    } else {
+      if (!exec_) {
+        grouped_gemm(g, stream_);  // loads the kernels outside the capture
+        check_cu(drv.cuStreamSynchronize(stream_), "warm-up");
+        d_out.fill(0xFF);
+        check_cu(drv.cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+        grouped_gemm(g, stream_);
+        check_cu(drv.cuStreamEndCapture(stream_, &graph_), "cuStreamEndCapture");
+        check_cu(drv.cuGraphInstantiateWithFlags(&exec_, graph_, 0), "cuGraphInstantiate");
+      }
+      check_cu(drv.cuGraphLaunch(exec_, stream_), "cuGraphLaunch");
+    }
+    check_cu(drv.cuStreamSynchronize(stream_), "grouped_gemm");
+    std::vector<uint8_t> got(d_out.bytes());
+    d_out.download(got.data(), got.size());
+    return got;
+  }
+
+ private:
+  bool captured_;
+  CUstream stream_ = nullptr;
+  CUgraph graph_ = nullptr;
+  CUgraphExec exec_ = nullptr;
+};
+
 // Runs `c` and checks every row of D: a group's against float64, the others still poisoned.
 // `replays` > 0: captures the call into a CUDA graph and replays it with routing redrawn.
 void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
@@ -150,11 +197,7 @@ void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
   g.gemm.d = d_out.get(), g.gemm.d_dtype = c.d;
   (c.layout == GroupedLayout::masked ? g.masked_m : g.group_ends) = d_sizes.as<int32_t>();
 
-  const Driver& drv = driver();
-  CUstream stream = nullptr;
-  check_cu(drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-  CUgraphExec exec = nullptr;
-  CUgraph graph = nullptr;
+  GroupedRunner runner(replays > 0);
   for (int round = 0; round <= replays; ++round) {
     std::vector<int32_t> sizes;
     const auto group_rows = draw_groups(c, rng, sizes);
@@ -164,24 +207,7 @@ void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
     for (int64_t r = 0; r < rows; ++r)
       row_index[size_t(r)] = !c.gather ? int32_t(r) : r < group_rows.back().second ? int32_t(rng() % uint64_t(a_rows)) : -1;
     d_row_index.upload(row_index.data(), row_index.size() * 4);
-    d_out.fill(0xFF);  // NaN in every output type
-    if (replays == 0) {
-      grouped_gemm(g, stream);
-    } else {
-      if (!exec) {
-        grouped_gemm(g, stream);  // loads the kernels outside the capture
-        check_cu(drv.cuStreamSynchronize(stream), "warm-up");
-        d_out.fill(0xFF);
-        check_cu(drv.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
-        grouped_gemm(g, stream);
-        check_cu(drv.cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
-        check_cu(drv.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiate");
-      }
-      check_cu(drv.cuGraphLaunch(exec, stream), "cuGraphLaunch");
-    }
-    check_cu(drv.cuStreamSynchronize(stream), "grouped_gemm");
-    std::vector<uint8_t> got(d_out.bytes());
-    d_out.download(got.data(), got.size());
+    const std::vector<uint8_t> got = runner.run(g, d_out);
 
     std::vector<int> group_of(size_t(rows), -1);
     for (int gi = 0; gi < c.groups; ++gi)
@@ -224,9 +250,6 @@ void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
                               << ": relative error " << rel);
     CHECK(rel < bound);
   }
-  if (exec) drv.cuGraphExecDestroy(exec);
-  if (graph) drv.cuGraphDestroy(graph);
-  drv.cuStreamDestroy(stream);
 }
 
 // The batched layout: every row t of A goes to every group g, A [T, G, K] or [G, T, K] with
@@ -283,11 +306,7 @@ void run_batched(const BatchedCase& c, std::mt19937& rng, int replays = 0) {
                                                  : double(ga_row[size_t(t * G + gi)]);
   };
 
-  const Driver& drv = driver();
-  CUstream stream = nullptr;
-  check_cu(drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-  CUgraphExec exec = nullptr;
-  CUgraph graph = nullptr;
+  GroupedRunner runner(replays > 0);
   DeviceBuffer d_a(size_t(a_elems * 2)), d_a4(size_t(rows * c.k / 2)), d_a4s(size_t(rows * c.k / 16));
   for (int round = 0; round <= replays; ++round) {
     // fresh activations every round (a replay reads the new ones)
@@ -322,24 +341,7 @@ void run_batched(const BatchedCase& c, std::mt19937& rng, int replays = 0) {
     } else {
       g.gemm.a = d_a.get();
     }
-    d_out.fill(0xFF);
-    if (replays == 0) {
-      grouped_gemm(g, stream);
-    } else {
-      if (!exec) {
-        grouped_gemm(g, stream);  // loads the kernels outside the capture
-        check_cu(drv.cuStreamSynchronize(stream), "warm-up");
-        d_out.fill(0xFF);
-        check_cu(drv.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
-        grouped_gemm(g, stream);
-        check_cu(drv.cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
-        check_cu(drv.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiate");
-      }
-      check_cu(drv.cuGraphLaunch(exec, stream), "cuGraphLaunch");
-    }
-    check_cu(drv.cuStreamSynchronize(stream), "grouped_gemm (batched)");
-    std::vector<uint8_t> got(d_out.bytes());
-    d_out.download(got.data(), got.size());
+    const std::vector<uint8_t> got = runner.run(g, d_out);
     std::vector<bool> owned(size_t(d_elems), false);
     double err2 = 0, ref2 = 0;
     bool ok = true;
@@ -376,9 +378,6 @@ void run_batched(const BatchedCase& c, std::mt19937& rng, int replays = 0) {
                          << ": relative error " << rel);
     CHECK(rel < bound);
   }
-  if (exec) drv.cuGraphExecDestroy(exec);
-  if (graph) drv.cuGraphDestroy(graph);
-  drv.cuStreamDestroy(stream);
 }
 
 }  // namespace
