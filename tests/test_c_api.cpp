@@ -74,6 +74,14 @@ TEST_SUITE("c_api") {
     CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == 8 * 16 * 256 * 2);
     e.groups = -1;
     CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == -1);
+    // batched: the group strides reach the C++ call (an odd one is named)
+    e.groups = 8, e.layout = NVFP4_GROUPED_BATCHED, e.gemm.a_dtype = NVFP4_DTYPE_BF16, e.gemm.a = g.a;
+    e.a_group_stride = 12;
+    CHECK(nvfp4_jit_grouped_gemm(&e, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(std::string(nvfp4_jit_last_error()).find("a_group_stride = 12 must be a multiple of 8") != std::string::npos);
+    e.a_group_stride = 0, e.d_group_stride = 1;
+    CHECK(nvfp4_jit_grouped_gemm(&e, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(std::string(nvfp4_jit_last_error()).find("makes rows of D overlap") != std::string::npos);
   }
 
   TEST_CASE("the last error is per thread, and a success clears it") {
@@ -113,6 +121,8 @@ TEST_SUITE("c_api") {
     CHECK(e.groups == 0);
     CHECK(e.row_index == nullptr);
     CHECK(e.a_global_scale_per_group == 0);
+    CHECK(e.a_group_stride == 0);
+    CHECK(e.d_group_stride == 0);
     nvfp4_rmsnorm_quantize_args r;
     nvfp4_rmsnorm_quantize_args_init(&r);
     CHECK(r.eps == j::RmsNormQuantizeArgs{}.eps);

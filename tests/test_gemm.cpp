@@ -370,6 +370,56 @@ TEST_SUITE("gemm") {
     // W4A4's workspace counts every group's rows
     g = grouped(), g.layout = GroupedLayout::masked, g.masked_m = ends, g.gemm.a = nullptr, g.gemm.a_dtype = DType::nvfp4;
     CHECK(grouped_gemm_workspace_bytes(g) == 4 * g.gemm.m * g.gemm.k * 2);
+    // batched: every row to every group, strides in elements, no group sizes on the device
+    auto batched = [] {
+      GroupedGemmArgs b;
+      b.gemm = valid();
+      b.gemm.a_row_stride = b.gemm.d_row_stride = 0;
+      b.groups = 4;
+      b.layout = GroupedLayout::batched;
+      return b;
+    };
+    CHECK(error_of_grouped(batched()) == "");
+    g = batched(), g.a_group_stride = 12;
+    check_grouped(g, "a_group_stride = 12 must be a multiple of 8");
+    g = batched(), g.d_group_stride = -1;
+    check_grouped(g, "d_group_stride = -1 is negative");
+    g = batched(), g.d_group_stride = g.gemm.n, g.gemm.d_row_stride = g.gemm.n;
+    check_grouped(g, "makes rows of D overlap");
+    g = batched(), g.a_group_stride = g.gemm.m * g.gemm.k, g.gemm.a_row_stride = g.gemm.k;  // [groups, m, k]
+    g.d_group_stride = g.gemm.m * g.gemm.n, g.gemm.d_row_stride = g.gemm.n;
+    CHECK(error_of_grouped(g) == "");
+    g = grouped(), g.a_group_stride = 8;
+    check_grouped(g, "group strides are for the batched layout only");
+    g = batched(), g.gemm.a = nullptr, g.gemm.a_dtype = DType::nvfp4, g.a_group_stride = 8;
+    g.gemm.a_fp4 = {buffer, 0, buffer, ScaleLayout::linear, {0.5f, nullptr, false}};
+    check_grouped(g, "a_group_stride is for BF16/FP16 A");
+    g.a_group_stride = 0;
+    CHECK(error_of_grouped(g) == "");
+    CHECK(grouped_gemm_workspace_bytes(g) == 4 * g.gemm.m * g.gemm.k * 2);
+  }
+
+  TEST_CASE("batched tile schedule: every row of every group once, rows local to the group") {
+    std::mt19937 rng(11);
+    for (int trial = 0; trial < 200; ++trial) {
+      constexpr int G = 8, N_TILES = 3;
+      const int64_t m = 1 + int64_t(rng() % 600);
+      const int block_m = int(8 * (1 + rng() % 16));
+      const GemmGrid grid = gemm_grouped_grid(nvfp4k::GROUPED_BATCHED, G, m, 64 * N_TILES, block_m, 64);
+      std::vector<int> seen(size_t(G * m) * N_TILES, 0);
+      for (int cta = 0; cta < int(grid.clusters); ++cta) {
+        const nvfp4k::ScheduledTile t =
+            nvfp4k::schedule_grouped_tile<N_TILES, nvfp4k::GROUPED_BATCHED, G, 4>(grid.schedule, cta);
+        REQUIRE(t.m0 >= 0);
+        REQUIRE(t.m_end <= m);
+        REQUIRE(t.group < G);
+        CHECK(t.m_end - t.m0 <= block_m);
+        for (int64_t r = t.m0; r < t.m_end; ++r) ++seen[size_t(t.group * m + r) * N_TILES + t.n_tile];
+      }
+      CAPTURE(m);
+      CAPTURE(block_m);
+      CHECK(std::all_of(seen.begin(), seen.end(), [](int v) { return v == 1; }));
+    }
   }
 
   TEST_CASE("grouped tile schedule: every row of every group once, nothing outside A and D") {

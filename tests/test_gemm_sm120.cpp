@@ -302,6 +302,12 @@ TEST_SUITE("gemm_sm120") {
       CHECK(why.find("W4A16") != std::string::npos);
       CHECK(backend.unsupported(gemm_problem(arch, 100, 96, DType::bf16, DType::bf16, ScaleLayout::linear, true, kNoDType)) !=
             "");
+      KernelSpec batched = problem;
+      batched.groups = 8;
+      batched.flags |= kFlagGroupedBatched;
+      CHECK(backend.unsupported(batched).find("batched") != std::string::npos);
+      batched.flags = uint8_t((batched.flags & ~kFlagGroupedBatched) | kFlagGroupedContiguous);
+      CHECK(backend.unsupported(batched) == "");
     }
     // sm_90a's problems are unchanged: W4A4 there runs the BF16 kernel on decoded A
     CHECK(!gemm_backend(Arch::sm_90a, "test").native_fp4_activations());

@@ -92,6 +92,9 @@ TEST_SUITE("nvrtc") {
       grouped.groups = 8;
       grouped.flags |= prepacked ? kFlagGroupedMasked : kFlagGroupedContiguous;
       specs.push_back(grouped);
+      // batched (3-D TMA maps for A and D, per-row A scales indexed by group)
+      grouped.flags = (grouped.flags & ~(kFlagGroupedMasked | kFlagGroupedContiguous)) | kFlagGroupedBatched;
+      specs.push_back(grouped);
     }
     std::vector<std::string> failures(specs.size());
     std::vector<std::thread> threads;

@@ -228,7 +228,11 @@ int64_t nvfp4_jit_gemm_workspace_bytes(const nvfp4_gemm_args* args);
 
 /* A grouped GEMM (mixture of experts), as nvfp4::jit::grouped_gemm (jit.hpp says what each
    field means for the groups). */
-typedef enum nvfp4_grouped_layout { NVFP4_GROUPED_CONTIGUOUS = 1, NVFP4_GROUPED_MASKED = 2 } nvfp4_grouped_layout;
+typedef enum nvfp4_grouped_layout {
+  NVFP4_GROUPED_CONTIGUOUS = 1,
+  NVFP4_GROUPED_MASKED = 2,
+  NVFP4_GROUPED_BATCHED = 3
+} nvfp4_grouped_layout;
 typedef struct nvfp4_grouped_gemm_args {
   nvfp4_gemm_args gemm;
   int32_t groups;
@@ -239,6 +243,8 @@ typedef struct nvfp4_grouped_gemm_args {
   int a_global_scale_per_group; /* W4A4: gemm.a_fp4.global_scale.device_ptr holds [groups] scales */
   const int32_t* row_index;  /* contiguous W4A4: A's sorted row r is gemm.a_fp4's row row_index[r], or NULL */
   int64_t a_rows;            /* rows of gemm.a_fp4 with row_index */
+  int64_t a_group_stride;    /* batched: elements from group g's row of A to group g+1's; 0: k */
+  int64_t d_group_stride;    /* batched: the same in D; 0: n */
 } nvfp4_grouped_gemm_args;
 nvfp4_status nvfp4_jit_grouped_gemm(const nvfp4_grouped_gemm_args* args, CUstream stream);
 /* Workspace bytes nvfp4_jit_grouped_gemm needs for `args` (W4A4, else 0; -1: bad input). */

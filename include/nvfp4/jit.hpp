@@ -261,6 +261,7 @@ int64_t gemm_workspace_bytes(const GemmArgs& args);
 enum class GroupedLayout : uint8_t {
   contiguous = 1,  // A [m, k] sorted by group, group g's rows [group_ends[g-1], group_ends[g])
   masked = 2,      // A [groups, m, k], group g's first masked_m[g] rows
+  batched = 3,     // every row to every group: A [m, groups, k] and D [m, groups, n], strided
 };
 struct GroupedGemmArgs {
   // As for gemm, except:
@@ -292,6 +293,15 @@ struct GroupedGemmArgs {
   // per group (per row it would be the tokens', which the sorted rows do not follow).
   const int32_t* row_index = nullptr;  // [m] on the device, or null
   int64_t a_rows = 0;                  // rows of gemm.a_fp4 with row_index
+  // Batched (the einsum "tgk,gnk->tgn", DeepSeek-V4's wo_a): gemm.m is the rows every group takes
+  // (no group_ends or masked_m); row t of group g is at a + t * gemm.a_row_stride + g *
+  // a_group_stride and D's likewise, in elements (multiples of 8 for A, for TMA). Defaults: the
+  // groups side by side in each row, [m, groups, k] / [m, groups, n] (group strides k / n, row
+  // strides groups * k / groups * n); [groups, m, k] is a_group_stride = m * a_row_stride.
+  // W4A4: gemm.a_fp4 is [m * groups] rows (row t * groups + g), its global scale one, per group
+  // or per row of those; the decoded A in the workspace is [m, groups, k].
+  int64_t a_group_stride = 0;
+  int64_t d_group_stride = 0;
 };
 void grouped_gemm(const GroupedGemmArgs& args, CUstream stream);
 // Bytes of workspace grouped_gemm needs for `args` (W4A4: all groups' rows * k * 2; otherwise 0).

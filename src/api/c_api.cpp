@@ -103,6 +103,8 @@ nvfp4::jit::GroupedGemmArgs to_cpp(const nvfp4_grouped_gemm_args& g) {
   a.a_global_scale_per_group = g.a_global_scale_per_group != 0;
   a.row_index = g.row_index;
   a.a_rows = g.a_rows;
+  a.a_group_stride = g.a_group_stride;
+  a.d_group_stride = g.d_group_stride;
   return a;
 }
 
@@ -441,7 +443,7 @@ void nvfp4_grouped_gemm_args_init(nvfp4_grouped_gemm_args* args) {
   const nvfp4::jit::GroupedGemmArgs d;
   *args = {to_c(d.gemm),   d.groups,    static_cast<nvfp4_grouped_layout>(d.layout), d.group_ends,
            d.masked_m,     d.expected_m, d.a_global_scale_per_group ? 1 : 0,           d.row_index,
-           d.a_rows};
+           d.a_rows,       d.a_group_stride, d.d_group_stride};
 }
 
 void nvfp4_moe_route_args_init(nvfp4_moe_route_args* args) {

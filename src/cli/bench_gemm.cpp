@@ -36,6 +36,8 @@ class Cublas {
     if (!lib_) return;
     create_ = reinterpret_cast<int (*)(void**)>(dlsym(lib_, "cublasCreate_v2"));
     gemm_ex_ = reinterpret_cast<GemmEx>(dlsym(lib_, "cublasGemmEx"));
+    strided_ = reinterpret_cast<StridedEx>(dlsym(lib_, "cublasGemmStridedBatchedEx"));
+    grouped_ = reinterpret_cast<GroupedEx>(dlsym(lib_, "cublasGemmGroupedBatchedEx"));  // CUDA 12.5 and later
     if (!create_ || !gemm_ex_ || create_(&handle_) != 0) handle_ = nullptr;
   }
   bool ok() const { return handle_ != nullptr; }
@@ -47,10 +49,41 @@ class Cublas {
                  kDefaultAlgo) != 0)
       throw std::runtime_error("cublasGemmEx failed");
   }
+  // `batches` of gemm_bf16, A's, W's and D's rows `lda`, k and `ldd` apart and the batches
+  // `stride_a`, n * k and `stride_d` apart (the batched grouped layout).
+  void strided_bf16(int m, int n, int k, const void* a, int64_t lda, int64_t stride_a, const void* w, void* d, int64_t ldd,
+                    int64_t stride_d, int batches) const {
+    const float one = 1.0f, zero = 0.0f;
+    constexpr int kOpN = 0, kOpT = 1, kBf16 = 14, kCompute32F = 68, kDefaultAlgo = -1;
+    if (!strided_ || strided_(handle_, kOpT, kOpN, n, m, k, &one, w, kBf16, k, int64_t(n) * k, a, kBf16, int(lda), stride_a,
+                              &zero, d, kBf16, int(ldd), stride_d, batches, kCompute32F, kDefaultAlgo) != 0)
+      throw std::runtime_error("cublasGemmStridedBatchedEx failed");
+  }
+  bool has_grouped() const { return grouped_ != nullptr; }
+  // One gemm_bf16 per group (rows[g] x n x k), in one cublasGemmGroupedBatchedEx call: `a`, `w`
+  // and `d` are device arrays of the groups' pointers.
+  void grouped_bf16(const std::vector<int>& rows, int n, int k, const void* const* a, const void* const* w,
+                    void* const* d) const {
+    const int groups = int(rows.size());
+    const std::vector<int> op_t(size_t(groups), 1), op_n(size_t(groups), 0), ns(size_t(groups), n), ks(size_t(groups), k),
+        ones(size_t(groups), 1);
+    const std::vector<float> alpha(size_t(groups), 1.0f), beta(size_t(groups), 0.0f);
+    constexpr int kBf16 = 14, kCompute32F = 68;
+    if (grouped_(handle_, op_t.data(), op_n.data(), ns.data(), rows.data(), ks.data(), alpha.data(), w, kBf16, ks.data(), a,
+                 kBf16, ks.data(), beta.data(), d, kBf16, ns.data(), groups, ones.data(), kCompute32F) != 0)
+      throw std::runtime_error("cublasGemmGroupedBatchedEx failed");
+  }
 
  private:
   using GemmEx = int (*)(void*, int, int, int, int, int, const void*, const void*, int, int, const void*, int, int,
                          const void*, void*, int, int, int, int);
+  using StridedEx = int (*)(void*, int, int, int, int, int, const void*, const void*, int, int, long long, const void*, int,
+                            int, long long, const void*, void*, int, int, long long, int, int, int);
+  using GroupedEx = int (*)(void*, const int*, const int*, const int*, const int*, const int*, const void*,
+                            const void* const*, int, const int*, const void* const*, int, const int*, const void*,
+                            void* const*, int, const int*, int, const int*, int);
+  StridedEx strided_ = nullptr;
+  GroupedEx grouped_ = nullptr;
   void* lib_ = nullptr;
   void* handle_ = nullptr;
   int (*create_)(void**) = nullptr;
@@ -296,9 +329,81 @@ std::vector<int32_t> draw_routing(Routing routing, int64_t tokens, const MoeShap
   return ids;
 }
 
+// The batched layout (every token to every group: DeepSeek-V4's wo_a, "tgk,gnk->tgn") against our
+// dense gemm on the same work: [tokens, groups * n] from one weight of groups * n rows, which
+// has the same weight bytes and products (its A is one row per token instead of one per group).
+// A prepacked weight of groups x n rows (n a multiple of 128) is the same bytes as groups
+// prepacked weights of n rows, so both read the same buffers. Appends to `json`.
+std::string bench_batched(EventTimer& timer, int runs, double copy_bps, const Cublas& cublas, std::string json,
+                          std::mt19937& rng) {
+  constexpr int G = 8;
+  constexpr int64_t N = 1536, K = 8192;
+  std::printf("\nbench grouped, batched layout: wo_a, %d groups, A [tokens, %d, %lld] BF16, prepacked NVFP4 [%d, %lld, %lld],\n",
+              G, G, (long long)K, G, (long long)N, (long long)K);
+  std::printf("  D [tokens, %d, %lld] BF16; dense: our gemm [tokens, %lld] x [%lld, %lld] (same weight bytes and products)\n", G,
+              (long long)N, (long long)K, (long long)(G * N), (long long)K);
+  std::printf("  cuBLAS: cublasGemmStridedBatchedEx BF16 over the groups on the same strided A and D\n");
+  std::printf("  %-8s %6s %9s %9s %8s %9s %8s %9s %10s %8s\n", "shape", "tokens", "ours us", "floor us", "of floor", "dense us",
+              "vs dense", "TFLOP/s", "cuBLAS us", "speedup");
+  const int64_t w_bytes = prepacked_bytes(G * N, K);
+  constexpr int kCopies = 3;  // 3 x 53 MB: past the H100's 50 MB L2
+  std::vector<DeviceBuffer> weights;
+  {
+    DeviceBuffer packed = to_device(random_bytes(size_t(G * N * K / 2), rng)),
+                 scales = to_device(random_scales(size_t(G * N * K / 16), rng));
+    for (int i = 0; i < kCopies; ++i) {
+      weights.emplace_back(size_t(w_bytes));
+      PrepackArgs pre;
+      pre.weight.data = packed.get(), pre.weight.scales = scales.get();
+      pre.n = G * N, pre.k = K, pre.out = weights.back().get();
+      prepack(pre, nullptr);
+    }
+  }
+  DeviceBuffer bf16_weights(cublas.ok() ? size_t(G * N * K * 2) : 16);  // 201 MB: past L2 by itself
+  bf16_weights.fill(0x3C);
+  for (int64_t tokens : {int64_t(1), int64_t(16), int64_t(512), int64_t(4096)}) {
+    DeviceBuffer a(size_t(tokens * G * K * 2)), d(size_t(tokens * G * N * 2));
+    a.fill(0x3C);  // a constant (the time does not depend on the values): no host copy of 512 MB
+    GroupedGemmArgs g;
+    g.groups = G;
+    g.layout = GroupedLayout::batched;
+    g.gemm.m = tokens, g.gemm.n = N, g.gemm.k = K;
+    g.gemm.a = a.get();
+    g.gemm.b.global_scale.value = 1.0f / 256;
+    g.gemm.b_prepacked = true;
+    g.gemm.weights_static = true;
+    g.gemm.d = d.get();
+    GemmArgs dense = g.gemm;
+    dense.n = G * N;
+    std::vector<std::function<void(int)>> bodies{[&](int i) {
+                                                   g.gemm.b.data = weights[size_t(i % kCopies)].get();
+                                                   grouped_gemm(g, nullptr);
+                                                 },
+                                                 [&](int i) {
+                                                   dense.b.data = weights[size_t(i % kCopies)].get();
+                                                   gemm(dense, nullptr);
+                                                 }};
+    if (cublas.ok())
+      bodies.push_back([&](int) {
+        cublas.strided_bf16(int(tokens), int(N), int(K), a.get(), G * K, K, bf16_weights.get(), d.get(), G * N, N, G);
+      });
+    const std::vector<double> us = time_us(timer, runs, bodies);
+    const double theirs = cublas.ok() ? us[2] : 0;
+    const double bytes = double(w_bytes) + 2.0 * tokens * G * (K + N);
+    const double floor_us = bytes / copy_bps * 1e6, tflops = 2.0 * tokens * G * N * K / us[0] / 1e6;
+    std::printf("  %-8s %6lld %9.2f %9.2f %7.0f%% %9.2f %7.2fx %9.1f %10.2f %7.2fx\n", "wo_a", (long long)tokens, us[0],
+                floor_us, 100 * floor_us / us[0], us[1], us[1] / us[0], tflops, theirs, theirs > 0 ? theirs / us[0] : 0.0);
+    std::fflush(stdout);
+    json += fmt::format(R"({}{{"shape":"wo_a batched","groups":{},"n":{},"k":{},"tokens":{},"us":{:.3f},"floor_us":{:.3f},)"
+                        R"("dense_us":{:.3f},"cublas_us":{:.3f}}})",
+                        json.size() > 1 ? "," : "", G, N, K, tokens, us[0], floor_us, us[1], theirs);
+  }
+  return json;
+}
+
 }  // namespace
 
-std::string bench_grouped(bool quick) {
+std::string bench_grouped(bool quick, const std::vector<int64_t>& expected_ms) {
   std::mt19937 rng(std::random_device{}());
   EventTimer timer;
   Cublas cublas;
@@ -307,12 +412,18 @@ std::string bench_grouped(bool quick) {
   std::printf("bench grouped: contiguous grouped_gemm, BF16 activations, prepacked NVFP4 experts, BF16 out,\n");
   std::printf("  routing uniform or Zipf (s = 1.2), distinct experts per token, median of %d runs, columns timed in turns\n", runs);
   std::printf("  floor: the touched experts' NVFP4 bytes plus A and D at %.0f GB/s (copy); dense: our gemm on\n", copy_bps / 1e9);
-  std::printf("  all routed rows and one expert's weight; cuBLAS: BF16 GEMM per touched expert (a loop);\n");
+  std::printf("  all routed rows and one expert's weight; cuBLAS: BF16 GEMM per touched expert (a loop), and\n");
+  std::printf("  grouped: one cublasGemmGroupedBatchedEx call over the touched experts (where libcublas has it);\n");
   std::printf("  route: moe_route of the ids (the GEMM's group_ends); combine: moe_combine of the GEMM's output\n");
   std::printf("  (BF16, FP32 weights) and its floor (rows * n * 2 read + tokens * n * 2 written)\n");
-  std::printf("  %-14s %7s %6s %6s %8s %9s %9s %8s %9s %10s %9s %8s %10s %8s\n", "shape", "routing", "tokens", "rows",
-              "experts", "ours us", "floor us", "of floor", "dense us", "cuBLAS us", "speedup", "route us", "combine us",
-              "of floor");
+  std::printf("  %-14s %7s %6s %6s %8s %9s %9s %8s %9s %10s %9s %8s %10s %8s %10s %8s\n", "shape", "routing", "tokens",
+              "rows", "experts", "ours us", "floor us", "of floor", "dense us", "cuBLAS us", "speedup", "route us",
+              "combine us", "of floor", "grouped us", "speedup");
+  if (!expected_ms.empty()) {
+    std::printf("  then ours with expected_m =");
+    for (int64_t v : expected_ms) std::printf(" %lld", (long long)v);
+    std::printf(" (us), in the same turns\n");
+  }
   const std::vector<MoeShape> shapes = quick ? std::vector<MoeShape>{{"dsv3 gate_up", 4096, 7168, 256, 8},
                                                                       {"qwen3-30b", 1536, 2048, 128, 8}}
                                              : std::vector<MoeShape>{{"dsv3 gate_up", 4096, 7168, 256, 8},
@@ -379,6 +490,8 @@ std::string bench_grouped(bool quick) {
       GemmArgs dense = g.gemm;
       std::vector<std::function<void(int)>> bodies{[&](int) { grouped_gemm(g, nullptr); },
                                                    [&](int) { gemm(dense, nullptr); }};
+      std::vector<GroupedGemmArgs> hinted(expected_ms.size(), g);
+      for (size_t i = 0; i < expected_ms.size(); ++i) hinted[i].expected_m = expected_ms[i];
       if (cublas.ok())
         bodies.push_back([&](int) {
           int64_t row = 0;
@@ -390,26 +503,53 @@ std::string bench_grouped(bool quick) {
             row += r;
           }
         });
+      // the grouped peer's pointer arrays (device) and row counts, touched experts only
+      std::vector<int> peer_rows;
+      std::vector<const void*> peer_a, peer_w;
+      std::vector<void*> peer_d;
+      for (int64_t e = 0, row = 0; e < s.experts; row += counts[size_t(e)], ++e)
+        if (counts[size_t(e)]) {
+          peer_rows.push_back(counts[size_t(e)]);
+          peer_a.push_back(a.as<uint16_t>() + row * s.k);
+          peer_w.push_back(bf16_experts.as<uint16_t>() + e * s.n * s.k);
+          peer_d.push_back(d.as<uint16_t>() + row * s.n);
+        }
+      DeviceBuffer peer_a_d = to_device(peer_a), peer_w_d = to_device(peer_w), peer_d_d = to_device(peer_d);
+      const bool grouped_peer = cublas.ok() && cublas.has_grouped();
+      if (grouped_peer)
+        bodies.push_back([&](int) {
+          cublas.grouped_bf16(peer_rows, int(s.n), int(s.k), peer_a_d.as<const void*>(), peer_w_d.as<const void*>(),
+                              peer_d_d.as<void*>());
+        });
+      const size_t hinted_at = bodies.size();
+      for (const GroupedGemmArgs& h : hinted) bodies.push_back([&](int) { grouped_gemm(h, nullptr); });
       const std::vector<double> us = time_us(timer, runs, bodies);
+      const double grouped_us = grouped_peer ? us[hinted_at - 1] : 0;
       const double route_us = time_us(timer, runs, [&](int) { moe_route(route, nullptr); });
       const double combine_us = time_us(timer, runs, [&](int) { moe_combine(combine, nullptr); });
       const double bytes = double(touched) * s.n * s.k * (0.5 + 1.0 / 16) + 2.0 * rows * (s.k + s.n);
       const double floor_us = bytes / copy_bps * 1e6, theirs = cublas.ok() ? us[2] : 0;
       const double combine_floor_us = 2.0 * s.n * (rows + tokens) / copy_bps * 1e6;
       const char* routing_name = routing == Routing::zipf ? "zipf" : "uniform";
-      std::printf("  %-14s %7s %6lld %6lld %8lld %9.2f %9.2f %7.0f%% %9.2f %10.2f %8.2fx %8.2f %10.2f %7.0f%%\n", s.name,
-                  routing_name, (long long)tokens, (long long)rows, (long long)touched, us[0], floor_us,
+      std::printf("  %-14s %7s %6lld %6lld %8lld %9.2f %9.2f %7.0f%% %9.2f %10.2f %8.2fx %8.2f %10.2f %7.0f%% %10.2f %7.2fx\n",
+                  s.name, routing_name, (long long)tokens, (long long)rows, (long long)touched, us[0], floor_us,
                   100 * floor_us / us[0], us[1], theirs, theirs > 0 ? theirs / us[0] : 0.0, route_us, combine_us,
-                  100 * combine_floor_us / combine_us);
+                  100 * combine_floor_us / combine_us, grouped_us, grouped_us > 0 ? grouped_us / us[0] : 0.0);
+      std::string hinted_json;
+      for (size_t i = 0; i < hinted.size(); ++i) {
+        std::printf("      expected_m %lld: %.2f us (%.2fx the default's time)\n", (long long)expected_ms[i],
+                    us[hinted_at + i], us[hinted_at + i] / us[0]);
+        hinted_json += fmt::format(R"({}{{"expected_m":{},"us":{:.3f}}})", i ? "," : "", expected_ms[i], us[hinted_at + i]);
+      }
       std::fflush(stdout);
       json += fmt::format(R"({}{{"shape":"{}","routing":"{}","tokens":{},"rows":{},"experts_touched":{},"us":{:.3f},)"
                           R"("floor_us":{:.3f},"dense_us":{:.3f},"cublas_loop_us":{:.3f},"route_us":{:.3f},)"
-                          R"("combine_us":{:.3f},"combine_floor_us":{:.3f}}})",
+                          R"("combine_us":{:.3f},"combine_floor_us":{:.3f},"cublas_grouped_us":{:.3f},"hinted":[{}]}})",
                           json.size() > 1 ? "," : "", s.name, routing_name, tokens, rows, touched, us[0], floor_us, us[1],
-                          theirs, route_us, combine_us, combine_floor_us);
+                          theirs, route_us, combine_us, combine_floor_us, grouped_us, hinted_json);
     }
   }
-  return json + "]";
+  return bench_batched(timer, runs, copy_bps, cublas, json, rng) + "]";
 }
 
 }  // namespace nvfp4::jit::cli

@@ -292,7 +292,7 @@ std::string bandwidth_bench(const char* title, bool quick, Make make) {
 }  // namespace
 
 int cmd_bench(const Args& args) {
-  args.allow_only({"--out", "--quick", "--shape", "--m"});
+  args.allow_only({"--out", "--quick", "--shape", "--m", "--expected-m"});
   constexpr const char* kWhat = "core, dequantize, quantize, rmsnorm-quantize, swiglu-quantize, mhc-rmsnorm-quantize, gemm, grouped";
   if (args.positional().size() != 1) throw UsageError(fmt::format("expected one of: {}", kWhat));
   const std::string what = args.positional()[0];
@@ -303,17 +303,25 @@ int cmd_bench(const Args& args) {
   GemmBenchFilter only;
   if ((args.has("--shape") || args.has("--m")) && what != "gemm") throw UsageError("--shape and --m are for `bench gemm`");
   for (const std::string& shape : args.all("--shape")) only.weights.push_back(detail::parse_shape(shape));
-  for (const std::string& list : args.all("--m"))
-    for (const std::string& m : split(list, ',')) {
-      size_t used = 0;
-      long long v = 0;
-      try {
-        v = std::stoll(m, &used);
-      } catch (const std::exception&) {
+  // comma-separated positive integers, from every use of `flag`
+  auto positive_list = [&](const char* flag, const char* what_it_is) {
+    std::vector<int64_t> values;
+    for (const std::string& list : args.all(flag))
+      for (const std::string& m : split(list, ',')) {
+        size_t used = 0;
+        long long v = 0;
+        try {
+          v = std::stoll(m, &used);
+        } catch (const std::exception&) {
+        }
+        if (used != m.size() || v < 1) throw UsageError(fmt::format("{} {}: {} is a positive integer", flag, m, what_it_is));
+        values.push_back(v);
       }
-      if (used != m.size() || v < 1) throw UsageError(fmt::format("--m {}: M is a positive integer", m));
-      only.ms.push_back(v);
-    }
+    return values;
+  };
+  only.ms = positive_list("--m", "M");
+  if (args.has("--expected-m") && what != "grouped") throw UsageError("--expected-m is for `bench grouped`");
+  const std::vector<int64_t> expected_ms = positive_list("--expected-m", "expected_m");
   std::string why;
   if (!use_primary_context(0, &why)) {
     std::fprintf(stderr, "nvfp4-jit bench: needs a GPU: %s\n", why.c_str());
@@ -326,7 +334,7 @@ int cmd_bench(const Args& args) {
   } else if (what == "gemm") {
     json = bench_gemm(quick, only);
   } else if (what == "grouped") {
-    json = bench_grouped(quick);
+    json = bench_grouped(quick, expected_ms);
   } else if (what == "dequantize") {
     json = bandwidth_bench("dequantize: NVFP4 -> BF16, linear scales", quick, [](int64_t m, int64_t k, std::mt19937& rng) {
       return std::unique_ptr<Workload>(new DequantizeWorkload(m, k, rng));

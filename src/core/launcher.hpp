@@ -74,5 +74,10 @@ void launch(CUfunction function, const LaunchShape& shape, CUstream stream, void
 CUtensorMap make_tensor_map_2d(const void* base, CUtensorMapDataType type, uint64_t rows, uint64_t cols,
                                uint64_t row_stride_bytes, uint32_t box_rows, uint32_t box_cols,
                                CUtensorMapSwizzle swizzle);
+// A 3D one for [groups] row-major [rows, cols] tensors at any row and group strides (boxes of one
+// group's rows).
+CUtensorMap make_tensor_map_3d(const void* base, CUtensorMapDataType type, uint64_t groups, uint64_t rows,
+                               uint64_t cols, uint64_t row_stride_bytes, uint64_t group_stride_bytes, uint32_t box_rows,
+                               uint32_t box_cols, CUtensorMapSwizzle swizzle);
 
 }  // namespace nvfp4::jit::detail

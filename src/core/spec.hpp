@@ -37,6 +37,7 @@ enum SpecFlags : uint8_t {
   kFlagPerRow = 1, kFlagBiasBf16 = 2, kFlagBiasFp32 = 4,
   kFlagGroupedContiguous = 8, kFlagGroupedMasked = 16,  // a grouped GEMM of `groups` groups
   kFlagAScalesSwizzled = 32,  // a GEMM on NVFP4 activations (a_dtype nvfp4): their scales swizzled128x4
+  kFlagGroupedBatched = 64,   // a grouped GEMM of `groups` groups that every row goes to
 };
 
 // Fields are laid out without padding so a spec hashes and compares as raw bytes.

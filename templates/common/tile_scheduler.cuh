@@ -12,10 +12,11 @@ enum GroupedLayoutCode {
   GROUPED_NONE = 0,
   GROUPED_CONTIGUOUS = 1,  // group g's rows are [group_ends[g-1], group_ends[g]) of A and D
   GROUPED_MASKED = 2,      // group g's rows are [g * group_stride, + group_rows[g]) of A and D
+  GROUPED_BATCHED = 3,     // every group takes all m rows: group g's rows are [0, m) of its own A and D
 };
 
 struct TileSchedule {
-  long long m;         // rows of A and D (grouped: all groups', an upper bound for contiguous)
+  long long m;         // rows of A and D (grouped: all groups', an upper bound for contiguous; batched: each group's)
   long long m_step;    // rows per row tile: ceil(m / m_tiles), a multiple of 8 (grouped: the tile's rows)
   int m_tiles;         // row tiles (grouped: an upper bound; tiles past the groups' do nothing)
   int band_m_tiles;    // row tiles per band of the tile order
@@ -79,6 +80,17 @@ NVFP4_HD ScheduledTile unplaced_grouped_tile(int cta) {
   return t;
 }
 
+// A batched layout's tile (sizes known on the host: no device read): every group has the same
+// ceil(m / m_step) row tiles of rows local to the group; past the last group, no rows.
+NVFP4_HD ScheduledTile place_batched_tile(const TileSchedule& s, ScheduledTile t) {
+  const int per_group = int((s.m + s.m_step - 1) / s.m_step);
+  t.group = t.m_tile / per_group;
+  if (t.m_tile >= s.m_tiles) return t;
+  t.m0 = (long long)(t.m_tile % per_group) * s.m_step;
+  t.m_end = t.m0 + s.m_step < s.m ? t.m0 + s.m_step : s.m;
+  return t;
+}
+
 // A grouped layout's tile: row tiles of m_step rows are numbered group by group (a group of r
 // rows has ceil(r / m_step) of them), n tiles within a row tile. Past the groups' row tiles, an
 // empty range (m0 == m_end). The groups' sizes come from the device and are clamped: a
@@ -87,6 +99,7 @@ NVFP4_HD ScheduledTile unplaced_grouped_tile(int cta) {
 template <int N_TILES, int LAYOUT, int GROUPS, int KTILES>
 NVFP4_HD ScheduledTile schedule_grouped_tile(const TileSchedule& s, int cta) {
   ScheduledTile t = unplaced_grouped_tile<N_TILES, KTILES>(cta);
+  if (LAYOUT == GROUPED_BATCHED) return place_batched_tile(s, t);
   long long first_tile = 0, prev_end = 0;
   for (int g = 0; g < GROUPS; ++g) {
     long long begin, end;
@@ -121,6 +134,7 @@ template <int N_TILES, int LAYOUT, int GROUPS, int KTILES>
 __device__ __forceinline__ ScheduledTile schedule_grouped_tile_warp(const TileSchedule& s, int cta) {
   constexpr unsigned ALL = 0xFFFFFFFFu;
   ScheduledTile t = unplaced_grouped_tile<N_TILES, KTILES>(cta);
+  if (LAYOUT == GROUPED_BATCHED) return place_batched_tile(s, t);
   const int lane = threadIdx.x % 32;
   long long tiles_before = 0, end_before = 0;
 #pragma unroll 1

@@ -9,9 +9,9 @@ namespace nvfp4k {
 // D[m, n] = alpha * a_gscale[m] * w_gscale * sum_k A[m, k] * W[n, k] (+ bias[n]).
 // Passed as a __grid_constant__ parameter so the TMA descriptors stay in parameter space.
 struct GemmParams {
-  TmaDescriptor tma_a;            // activations [M, K], 16-bit
+  TmaDescriptor tma_a;            // activations [M, K], 16-bit (batched: 3D {K, M, groups}, strided)
   TmaDescriptor tma_w;            // packed weights [N, K/2] bytes (unused for a prepacked weight)
-  TmaDescriptor tma_d;            // D [M, N], boxes of m_step rows x 128 bytes (when d_tma)
+  TmaDescriptor tma_d;            // D [M, N], boxes of m_step rows x 128 bytes (when d_tma; batched: 3D)
   const unsigned char* w_scales;  // E4M3 [N, K/16], layout compiled in; or the prepacked weight
   const float* w_gscale_ptr;      // GSCALE_DEVICE: one device value; GSCALE_DEVICE_PER_ROW (grouped): one per group
   float w_gscale_value;           // GSCALE_HOST
@@ -26,6 +26,7 @@ struct GemmParams {
   TileSchedule schedule;
   int d_tma;                      // D is stored through tma_d (16-byte aligned rows)
   long long w_group_bytes;        // grouped: bytes from one group's w_scales to the next's
+  long long d_group_stride;       // batched: elements from one group's D to the next's
 };
 
 }  // namespace nvfp4k

@@ -256,7 +256,9 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   const int j0 = kslice * STEPS;                       // the k slice's first step
   constexpr int N_TILES = int((C::N + C::BN - 1) / C::BN);
   const unsigned rank = C::KSPLIT > 1 ? cluster_ctarank() : 0u;
-  if constexpr (C::GROUPED != GROUPED_NONE) griddep_wait();  // the groups' sizes may be the previous kernel's output
+  constexpr bool BATCHED = C::GROUPED == GROUPED_BATCHED;  // A and D are 3D maps {k or n, row, group}
+  // the groups' sizes may be the previous kernel's output (a batched layout's are the host's)
+  if constexpr (C::GROUPED != GROUPED_NONE && !BATCHED) griddep_wait();
   const ScheduledTile tile =
       C::GROUPED == GROUPED_NONE
           ? schedule_tile<N_TILES, C::KSPLIT, C::KTILES>(p.schedule, int(blockIdx.x), rank)
@@ -315,8 +317,12 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     auto load_activations = [&](int kt, int s) {
       if (ptid == 0) {
 #pragma unroll
-        for (int b = 0; b < C::A_BOXES; ++b)
-          tma_load_2d(stage(s) + b * C::A_BOX_BYTES, &p.tma_a, &full[s], kt * C::BK + 64 * b, int(m0));
+        for (int b = 0; b < C::A_BOXES; ++b) {
+          if constexpr (BATCHED)
+            tma_load_3d(stage(s) + b * C::A_BOX_BYTES, &p.tma_a, &full[s], kt * C::BK + 64 * b, int(m0), tile.group);
+          else
+            tma_load_2d(stage(s) + b * C::A_BOX_BYTES, &p.tma_a, &full[s], kt * C::BK + 64 * b, int(m0));
+        }
       }
     };
     if (!C::PREPACKED || ptid == 0) {
@@ -487,8 +493,8 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     float lane_scales[(C::BM + 31) / 32];  // rows lane + 32q
 #pragma unroll
     for (int q = 0; q < (C::BM + 31) / 32; ++q) {
-      const long long m = m0 + lane + 32 * q;
-      lane_scales[q] = m < m_end ? p.a_gscale_ptr[m] : 0.0f;
+      const long long m = m0 + lane + 32 * q;  // batched: A's rows are (m, group), m-major
+      lane_scales[q] = m < m_end ? p.a_gscale_ptr[BATCHED ? m * C::GROUPS + tile.group : m] : 0.0f;
     }
 #pragma unroll
     for (int j = 0; j < C::BM / 8; ++j)
@@ -508,8 +514,9 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   // stores below write four rows' 16 bytes per warp instruction, which costs at large M.
   constexpr int D_BYTES = C::ODT == DTYPE_FP32 ? 4 : 2, SLAB_COLS = 128 / D_BYTES;
   if constexpr (C::BM % 16 == 0 && C::WG * 64 * C::BM * D_BYTES <= C::STAGES * C::STAGE_BYTES) {
-    // a grouped tile whose rows end before its box (the next group's rows follow) stores by element
-    if (p.d_tma && (C::GROUPED == GROUPED_NONE || m_end - m0 == p.schedule.m_step)) {
+    // a grouped tile whose rows end before its box (the next group's rows follow) stores by element;
+    // a batched group's rows end where its D's do, which the 3D map clips
+    if (p.d_tma && (C::GROUPED == GROUPED_NONE || BATCHED || m_end - m0 == p.schedule.m_step)) {
       named_barrier(2, 128 * C::WG);  // every consumer is done with the stages (and partial sums)
       unsigned char* slabs = smem + cw * 64 * C::BM * D_BYTES;  // this warpgroup's
       // D's element (m_local, column c of the warpgroup's 64) in the swizzled slabs
@@ -545,8 +552,12 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
       named_barrier(2, 128 * C::WG);
       if (tid == 0) {
 #pragma unroll
-        for (int s = 0; s < 64 / SLAB_COLS; ++s)
-          tma_store_2d(&p.tma_d, slabs + s * C::BM * 128, n0 + cw * 64 + s * SLAB_COLS, int(m0));
+        for (int s = 0; s < 64 / SLAB_COLS; ++s) {
+          if constexpr (BATCHED)
+            tma_store_3d(&p.tma_d, slabs + s * C::BM * 128, n0 + cw * 64 + s * SLAB_COLS, int(m0), tile.group);
+          else
+            tma_store_2d(&p.tma_d, slabs + s * C::BM * 128, n0 + cw * 64 + s * SLAB_COLS, int(m0));
+        }
         bulk_commit();
         bulk_wait_read();  // the shared memory stays until the store has read it
       }
@@ -562,7 +573,9 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const long long m = m0 + 8 * j + 2 * t + e;
-        if (m < m_end) store_element<C::ODT>(p.d, m * p.d_stride + n, acc[4 * j + 2 * h + e]);
+        if (m < m_end)
+          store_element<C::ODT>(p.d, (BATCHED ? tile.group * p.d_group_stride : 0) + m * p.d_stride + n,
+                                acc[4 * j + 2 * h + e]);
       }
     }
   }

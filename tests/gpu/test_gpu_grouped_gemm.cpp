@@ -97,6 +97,53 @@ std::vector<std::pair<int64_t, int64_t>> draw_groups(const GroupedCase& c, std::
   return rows;
 }
 
+// Runs grouped_gemm on its own stream into a poisoned D (0xFF bytes: NaN in every output type)
+// and returns D's bytes: directly, or (captured) by replaying a graph captured on the first run
+// (the kernels loaded before the capture), so later runs see only what the device holds.
+class GroupedRunner {
+ public:
+  explicit GroupedRunner(bool captured) : captured_(captured) {
+    check_cu(driver().cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  }
+  ~GroupedRunner() {
+    const Driver& drv = driver();
+    if (exec_) drv.cuGraphExecDestroy(exec_);
+    if (graph_) drv.cuGraphDestroy(graph_);
+    drv.cuStreamDestroy(stream_);
+  }
+  GroupedRunner(const GroupedRunner&) = delete;
+  GroupedRunner& operator=(const GroupedRunner&) = delete;
+
+  std::vector<uint8_t> run(const GroupedGemmArgs& g, DeviceBuffer& d_out) {
+    const Driver& drv = driver();
+    d_out.fill(0xFF);
+    if (!captured_) {
+      grouped_gemm(g, stream_);
+    } else {
+      if (!exec_) {
+        grouped_gemm(g, stream_);  // loads the kernels outside the capture
+        check_cu(drv.cuStreamSynchronize(stream_), "warm-up");
+        d_out.fill(0xFF);
+        check_cu(drv.cuStreamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+        grouped_gemm(g, stream_);
+        check_cu(drv.cuStreamEndCapture(stream_, &graph_), "cuStreamEndCapture");
+        check_cu(drv.cuGraphInstantiateWithFlags(&exec_, graph_, 0), "cuGraphInstantiate");
+      }
+      check_cu(drv.cuGraphLaunch(exec_, stream_), "cuGraphLaunch");
+    }
+    check_cu(drv.cuStreamSynchronize(stream_), "grouped_gemm");
+    std::vector<uint8_t> got(d_out.bytes());
+    d_out.download(got.data(), got.size());
+    return got;
+  }
+
+ private:
+  bool captured_;
+  CUstream stream_ = nullptr;
+  CUgraph graph_ = nullptr;
+  CUgraphExec exec_ = nullptr;
+};
+
 // Runs `c` and checks every row of D: a group's against float64, the others still poisoned.
 // `replays` > 0: captures the call into a CUDA graph and replays it with routing redrawn.
 void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
@@ -150,11 +197,7 @@ void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
   g.gemm.d = d_out.get(), g.gemm.d_dtype = c.d;
   (c.layout == GroupedLayout::masked ? g.masked_m : g.group_ends) = d_sizes.as<int32_t>();
 
-  const Driver& drv = driver();
-  CUstream stream = nullptr;
-  check_cu(drv.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-  CUgraphExec exec = nullptr;
-  CUgraph graph = nullptr;
+  GroupedRunner runner(replays > 0);
   for (int round = 0; round <= replays; ++round) {
     std::vector<int32_t> sizes;
     const auto group_rows = draw_groups(c, rng, sizes);
@@ -164,24 +207,7 @@ void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
     for (int64_t r = 0; r < rows; ++r)
       row_index[size_t(r)] = !c.gather ? int32_t(r) : r < group_rows.back().second ? int32_t(rng() % uint64_t(a_rows)) : -1;
     d_row_index.upload(row_index.data(), row_index.size() * 4);
-    d_out.fill(0xFF);  // NaN in every output type
-    if (replays == 0) {
-      grouped_gemm(g, stream);
-    } else {
-      if (!exec) {
-        grouped_gemm(g, stream);  // loads the kernels outside the capture
-        check_cu(drv.cuStreamSynchronize(stream), "warm-up");
-        d_out.fill(0xFF);
-        check_cu(drv.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
-        grouped_gemm(g, stream);
-        check_cu(drv.cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
-        check_cu(drv.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiate");
-      }
-      check_cu(drv.cuGraphLaunch(exec, stream), "cuGraphLaunch");
-    }
-    check_cu(drv.cuStreamSynchronize(stream), "grouped_gemm");
-    std::vector<uint8_t> got(d_out.bytes());
-    d_out.download(got.data(), got.size());
+    const std::vector<uint8_t> got = runner.run(g, d_out);
 
     std::vector<int> group_of(size_t(rows), -1);
     for (int gi = 0; gi < c.groups; ++gi)
@@ -224,9 +250,134 @@ void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
                               << ": relative error " << rel);
     CHECK(rel < bound);
   }
-  if (exec) drv.cuGraphExecDestroy(exec);
-  if (graph) drv.cuGraphDestroy(graph);
-  drv.cuStreamDestroy(stream);
+}
+
+// The batched layout: every row t of A goes to every group g, A [T, G, K] or [G, T, K] with
+// padded strides, D likewise; D's padding and every element is poisoned first, so a stray or
+// missing write shows. W4A4: A is [T * G] NVFP4 rows, its global scale one, per group or per row.
+struct BatchedCase {
+  int groups = 8;
+  int64_t t = 16, n = 200, k = 256;
+  bool groups_outer = false;  // [G, T, K] / [G, T, N] instead of [T, G, K] / [T, G, N]
+  int64_t pad = 0;            // elements after each row (a multiple of 8)
+  ScaleLayout scales = ScaleLayout::linear;
+  DType a = DType::bf16, d = DType::fp32;
+  bool prepacked = false;
+  enum AScale { one, per_group, per_row } a_scale = one;  // W4A4
+};
+
+void run_batched(const BatchedCase& c, std::mt19937& rng, int replays = 0) {
+  CAPTURE(c.groups);
+  CAPTURE(c.t);
+  CAPTURE(c.n);
+  CAPTURE(c.k);
+  CAPTURE(c.groups_outer);
+  CAPTURE(c.pad);
+  GroupedCase wc;
+  wc.groups = c.groups, wc.n = c.n, wc.k = c.k, wc.scales = c.scales, wc.prepacked = c.prepacked;
+  const GroupWeights weights(wc, rng);
+  const bool w4a4 = c.a == DType::nvfp4;
+  const int64_t G = c.groups, rows = c.t * G;
+  // element (t, g, 0) of A (BF16/FP16) and D at these offsets
+  const int64_t a_row = c.groups_outer ? c.k + c.pad : G * (c.k + c.pad), a_grp = c.groups_outer ? c.t * a_row : c.k + c.pad;
+  const int64_t d_row = c.groups_outer ? c.n + c.pad : G * (c.n + c.pad), d_grp = c.groups_outer ? c.t * d_row : c.n + c.pad;
+  const int64_t a_elems = std::max(c.t * a_row, G * a_grp), d_elems = std::max(c.t * d_row, G * d_grp);
+  const int esize = c.d == DType::fp32 ? 4 : 2;
+  std::vector<float> ga_row(static_cast<size_t>(rows)), ga_group(static_cast<size_t>(G));
+  for (int64_t r = 0; r < rows; ++r) ga_row[size_t(r)] = std::ldexp(1.0f, int(r % 5) - 2);
+  for (int64_t g = 0; g < G; ++g) ga_group[size_t(g)] = std::ldexp(0.75f, int(g % 3) - 1);
+  DeviceBuffer d_out(size_t(d_elems * esize)), d_ga_row = to_device(ga_row), d_ga_group = to_device(ga_group);
+  const float ga = 0.375f;
+
+  GroupedGemmArgs g;
+  g.groups = c.groups;
+  g.layout = GroupedLayout::batched;
+  g.gemm.m = c.t, g.gemm.n = c.n, g.gemm.k = c.k;
+  g.gemm.a_dtype = c.a;
+  if (!w4a4) g.gemm.a_row_stride = a_row, g.a_group_stride = a_grp;
+  g.gemm.d_row_stride = d_row, g.d_group_stride = d_grp;
+  g.gemm.b = {weights.data.get(), 0, weights.scales.get(), c.scales, {1.0f, weights.gscales.as<float>(), true}};
+  g.gemm.b_prepacked = c.prepacked;
+  g.gemm.d = d_out.get(), g.gemm.d_dtype = c.d;
+  auto a_factor = [&](int64_t t, int64_t gi) {
+    return !w4a4                                ? 1.0
+           : c.a_scale == BatchedCase::one       ? double(ga)
+           : c.a_scale == BatchedCase::per_group ? double(ga_group[size_t(gi)])
+                                                 : double(ga_row[size_t(t * G + gi)]);
+  };
+
+  GroupedRunner runner(replays > 0);
+  DeviceBuffer d_a(size_t(a_elems * 2)), d_a4(size_t(rows * c.k / 2)), d_a4s(size_t(rows * c.k / 16));
+  for (int round = 0; round <= replays; ++round) {
+    // fresh activations every round (a replay reads the new ones)
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    std::vector<uint16_t> a(size_t(a_elems), 0xFFFF);  // padding NaN: never read
+    std::vector<double> ad(size_t(rows * c.k));       // [t * G + g, k]
+    testutil::HostNvfp4 a4(w4a4 ? rows : 0, c.k, ScaleLayout::linear, rng);
+    for (int64_t t = 0; t < c.t; ++t)
+      for (int64_t gi = 0; gi < G; ++gi)
+        for (int64_t k = 0; k < c.k; ++k) {
+          const size_t at = size_t((t * G + gi) * c.k + k);
+          if (w4a4) {
+            ad[at] = a4.value(t * G + gi, k);
+            continue;
+          }
+          const uint16_t bits =
+              c.a == DType::bf16 ? nvfp4k::float_to_bf16_bits(normal(rng)) : nvfp4k::float_to_fp16_bits(normal(rng));
+          a[size_t(t * a_row + gi * a_grp + k)] = bits;
+          ad[at] = testutil::half_bits_to_double(c.a, bits);
+        }
+    d_a.upload(a.data(), a.size() * 2);
+    if (w4a4) {
+      d_a4.upload(a4.packed.data(), a4.packed.size());
+      d_a4s.upload(a4.scales.data(), a4.scales.size());
+      g.gemm.a_fp4 = {d_a4.get(), 0, d_a4s.get(), ScaleLayout::linear, {ga, nullptr, false}};
+      if (c.a_scale == BatchedCase::per_group) {
+        g.gemm.a_fp4.global_scale = {1.0f, d_ga_group.as<float>(), false};
+        g.a_global_scale_per_group = true;
+      } else if (c.a_scale == BatchedCase::per_row) {
+        g.gemm.a_fp4.global_scale = {1.0f, d_ga_row.as<float>(), true};
+      }
+    } else {
+      g.gemm.a = d_a.get();
+    }
+    const std::vector<uint8_t> got = runner.run(g, d_out);
+    std::vector<bool> owned(size_t(d_elems), false);
+    double err2 = 0, ref2 = 0;
+    bool ok = true;
+    for (int64_t t = 0; t < c.t && ok; ++t)
+      for (int64_t gi = 0; gi < G && ok; ++gi)
+        for (int64_t n = 0; n < c.n; ++n) {
+          const int64_t e = t * d_row + gi * d_grp + n;
+          owned[size_t(e)] = true;
+          const double v = testutil::output_value(c.d, &got[size_t(e * esize)]);
+          const testutil::HostNvfp4& w = weights.w[size_t(gi)];
+          double s = 0;
+          for (int64_t k = 0; k < c.k; ++k) s += ad[size_t((t * G + gi) * c.k + k)] * w.value(n, k);
+          const double ref = s * weights.gscale[size_t(gi)] * a_factor(t, gi);
+          if (!std::isfinite(v)) {
+            FAIL_CHECK("round " << round << ": first unwritten or non-finite element (t " << t << ", group " << gi << ", n "
+                                << n << ") = " << v << ", expected " << ref);
+            ok = false;
+            break;
+          }
+          err2 += (v - ref) * (v - ref);
+          ref2 += ref * ref;
+        }
+    for (int64_t e = 0; e < d_elems && ok; ++e)
+      if (!owned[size_t(e)] &&
+          !std::all_of(&got[size_t(e * esize)], &got[size_t(e * esize)] + esize, [](uint8_t b) { return b == 0xFF; })) {
+        FAIL_CHECK("round " << round << ": D's padding element " << e << " (no (t, group, n) of D) was written");
+        ok = false;
+      }
+    if (!ok) break;
+    const double rel = std::sqrt(err2 / std::max(ref2, 1e-300));
+    const double bound = c.d == DType::fp32 ? 1e-5 : c.d == DType::bf16 ? 4e-3 : 1e-3;
+    MESSAGE("batched G=" << c.groups << " T=" << c.t << " n=" << c.n << " k=" << c.k << " groups_outer=" << c.groups_outer
+                         << " pad=" << c.pad << " a=" << int(c.a) << " a_scale=" << int(c.a_scale) << " round " << round
+                         << ": relative error " << rel);
+    CHECK(rel < bound);
+  }
 }
 
 }  // namespace
@@ -284,5 +435,28 @@ TEST_SUITE("gpu_grouped_gemm") {
     std::mt19937 rng(std::random_device{}());
     run_grouped({GroupedLayout::contiguous, 32, 128, 256, 256}, rng, 3);
     run_grouped({GroupedLayout::masked, 8, 32, 128, 256}, rng, 2);
+  }
+
+  TEST_CASE("batched: every row to every group (wo_a), strided A and D, T in {1, 16, 517}") {
+    std::mt19937 rng(std::random_device{}());
+    run_batched({8, 1, 200, 256}, rng);
+    run_batched({8, 16, 256, 512, true, 8, ScaleLayout::swizzled128x4, DType::bf16, DType::bf16}, rng);
+    run_batched({8, 517, 136, 320, false, 8, ScaleLayout::linear, DType::fp16, DType::fp16}, rng);  // ragged T, padded rows
+    run_batched({4, 300, 256, 1024, true, 0, ScaleLayout::linear, DType::bf16, DType::fp32, true}, rng);  // prepacked
+    run_batched({3, 70, 196, 256, false, 0, ScaleLayout::linear, DType::bf16, DType::bf16}, rng);  // D by element (rows of 392 bytes)
+  }
+
+  TEST_CASE("batched W4A4: A's global scale one, per group and per row; both scale layouts") {
+    std::mt19937 rng(std::random_device{}());
+    using B = BatchedCase;
+    run_batched({8, 16, 200, 256, false, 0, ScaleLayout::linear, DType::nvfp4, DType::fp32, false, B::one}, rng);
+    run_batched({8, 520, 256, 512, false, 0, ScaleLayout::swizzled128x4, DType::nvfp4, DType::bf16, false, B::per_group}, rng);
+    run_batched({5, 33, 136, 256, true, 8, ScaleLayout::linear, DType::nvfp4, DType::fp32, false, B::per_row}, rng);
+  }
+
+  TEST_CASE("a captured batched gemm replays with fresh activations") {
+    std::mt19937 rng(std::random_device{}());
+    run_batched({8, 16, 256, 512, false, 0, ScaleLayout::swizzled128x4, DType::bf16, DType::bf16}, rng, 2);
+    run_batched({8, 40, 200, 256, false, 0, ScaleLayout::linear, DType::nvfp4, DType::fp32, false, BatchedCase::per_row}, rng, 2);
   }
 }

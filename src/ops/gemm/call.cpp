@@ -108,6 +108,30 @@ void check_row_gather(const Check& check, const GroupedGemmArgs& ga, GemmCall& c
   call.a_rows = ga.a_rows;
 }
 
+// The batched layout's strides (every group takes all m rows): defaults, the groups side by side
+// in each row, filled into `g`'s row strides; D's (t, g) rows must not overlap.
+void resolve_batched_strides(const Check& check, const GroupedGemmArgs& ga, GemmArgs& g, GemmCall& call) {
+  check.not_negative("a_group_stride", ga.a_group_stride);
+  check.not_negative("d_group_stride", ga.d_group_stride);
+  const bool fp4 = g.a_dtype == DType::nvfp4;
+  if (fp4 && ga.a_group_stride)
+    check.fail("a_group_stride", "a_group_stride is for BF16/FP16 A: W4A4's gemm.a_fp4 is [m * groups] rows, row t * groups + g",
+               Status::unsupported);
+  call.a_group_stride = fp4 ? g.k : ga.a_group_stride ? ga.a_group_stride : g.k;
+  call.d_group_stride = ga.d_group_stride ? ga.d_group_stride : g.n;
+  if (!fp4 && !g.a_row_stride) g.a_row_stride = ga.groups * call.a_group_stride;
+  if (!g.d_row_stride) g.d_row_stride = ga.groups * call.d_group_stride;
+  if (call.a_group_stride % 8)
+    check.fail("a_group_stride",
+               fmt::format("a_group_stride = {} must be a multiple of 8 elements (16 bytes, for TMA)", call.a_group_stride));
+  const int64_t n = g.n, rs = g.d_row_stride, gs = call.d_group_stride;
+  const bool rows_hold_groups = gs >= n && rs >= ga.groups * gs, groups_hold_rows = rs >= n && gs >= g.m * rs;
+  if (!rows_hold_groups && !groups_hold_rows)
+    check.fail("d_group_stride", fmt::format("d_group_stride = {} with gemm.d_row_stride = {} makes rows of D overlap (n = {}, "
+                                             "{} groups of {} rows): give [m, groups, n] or [groups, m, n] strides",
+                                             gs, rs, n, ga.groups, g.m));
+}
+
 }  // namespace
 
 GemmCall gemm_call(const GemmArgs& g, const char* who) {
@@ -120,11 +144,14 @@ GemmCall gemm_call(const GemmArgs& g, const char* who) {
 
 GemmCall grouped_gemm_call(const GroupedGemmArgs& ga, const char* who) {
   const Check check(who);
-  const GemmArgs& g = ga.gemm;
+  GemmArgs g = ga.gemm;  // batched: with the default row strides filled in
   check.positive("groups", ga.groups);
-  if (ga.layout != GroupedLayout::contiguous && ga.layout != GroupedLayout::masked)
-    check.fail("layout", fmt::format("layout = {} is not a GroupedLayout (contiguous or masked)", int(ga.layout)));
+  if (ga.layout != GroupedLayout::contiguous && ga.layout != GroupedLayout::masked && ga.layout != GroupedLayout::batched)
+    check.fail("layout", fmt::format("layout = {} is not a GroupedLayout (contiguous, masked or batched)", int(ga.layout)));
   check.not_negative("gemm.m", g.m);
+  const bool batched = ga.layout == GroupedLayout::batched;
+  if (!batched && (ga.a_group_stride || ga.d_group_stride))
+    check.fail(ga.a_group_stride ? "a_group_stride" : "d_group_stride", "group strides are for the batched layout only");
   check.not_negative("expected_m", ga.expected_m);
   GemmCall call;
   call.groups = ga.groups;
@@ -132,19 +159,28 @@ GemmCall grouped_gemm_call(const GroupedGemmArgs& ga, const char* who) {
   call.group_ends = ga.group_ends;
   call.masked_m = ga.masked_m;
   const bool masked = ga.layout == GroupedLayout::masked;
-  if (masked && g.m > INT32_MAX / ga.groups)
+  if ((masked || batched) && g.m > INT32_MAX / ga.groups)
     check.fail("gemm.m", fmt::format("gemm.m = {} rows in each of {} groups is more than {} rows", g.m, ga.groups, INT32_MAX));
-  call.rows = masked ? g.m * ga.groups : g.m;
+  call.rows = masked || batched ? g.m * ga.groups : g.m;
   // Derived from m, the tile is chosen for a quarter more than the mean rows per group: with
   // routing's spread, a tile of the mean leaves many groups a second, nearly empty row tile
   // that streams the group's whole weight again.
-  call.expected_m = ga.expected_m ? ga.expected_m : masked ? g.m : std::max<int64_t>(1, (g.m + g.m / 4) / ga.groups);
+  call.expected_m = ga.expected_m   ? ga.expected_m
+                    : masked || batched ? g.m
+                                        : std::max<int64_t>(1, (g.m + g.m / 4) / ga.groups);
+  if (batched) {
+    check.positive("gemm.n", g.n);
+    check.positive_multiple("gemm.k", g.k, 32, "two NVFP4 blocks, the packed row granule the kernels load");
+    resolve_batched_strides(check, ga, g, call);
+  }
   check_gemm_args(check, g, call);
   if (g.m > 0) {
-    const int32_t* sizes = masked ? ga.masked_m : ga.group_ends;
-    const char* name = masked ? "masked_m" : "group_ends";
-    check.not_null(name, sizes);
-    check.aligned(name, sizes, 4);
+    if (!batched) {  // a batched layout's sizes are m
+      const int32_t* sizes = masked ? ga.masked_m : ga.group_ends;
+      const char* name = masked ? "masked_m" : "group_ends";
+      check.not_null(name, sizes);
+      check.aligned(name, sizes, 4);
+    }
     if (g.b.global_scale.per_row) check.not_null("gemm.b.global_scale.device_ptr", g.b.global_scale.device_ptr);
   }
   if (ga.a_global_scale_per_group) {
@@ -165,8 +201,9 @@ GemmCall gemm_call_on_decoded_a(const GemmCall& call, const void* decoded_a) {
   GemmCall inner = call;
   inner.args.a = decoded_a;
   inner.args.a_dtype = DType::bf16;
-  inner.args.a_row_stride = call.args.k;
-  inner.a_stride = call.args.k;
+  // batched: the decoded rows are (t, g), the groups side by side
+  inner.a_stride = call.layout == GroupedLayout::batched ? call.groups * call.args.k : call.args.k;
+  inner.args.a_row_stride = inner.a_stride;
   return inner;
 }
 
@@ -188,7 +225,9 @@ KernelSpec gemm_problem(Arch arch, const GemmCall& call) {
                                  g.bias ? uint8_t(g.bias_dtype) : kNoDType);
   if (call.groups) {
     spec.groups = call.groups;
-    spec.flags |= call.layout == GroupedLayout::masked ? kFlagGroupedMasked : kFlagGroupedContiguous;
+    spec.flags |= call.layout == GroupedLayout::masked    ? kFlagGroupedMasked
+                  : call.layout == GroupedLayout::batched ? kFlagGroupedBatched
+                                                          : kFlagGroupedContiguous;
   }
   // (the W4A4 GEMM on decoded A sees a_dtype bf16 here: nvfp4 reaches only native backends)
   return g.a_dtype == DType::nvfp4 ? gemm_fp4_problem(spec, g.a_fp4.scale_layout) : spec;
@@ -208,7 +247,8 @@ KernelSpec gemm_problem(Arch arch, const GemmProblem& p) {
 bool gemm_problem_prepacked(const KernelSpec& problem) { return problem.scale_layout == nvfp4k::SCALES_PREPACKED; }
 
 int gemm_problem_grouped(const KernelSpec& problem) {
-  return problem.flags & kFlagGroupedMasked       ? nvfp4k::GROUPED_MASKED
+  return problem.flags & kFlagGroupedBatched      ? nvfp4k::GROUPED_BATCHED
+         : problem.flags & kFlagGroupedMasked     ? nvfp4k::GROUPED_MASKED
          : problem.flags & kFlagGroupedContiguous ? nvfp4k::GROUPED_CONTIGUOUS
                                                   : nvfp4k::GROUPED_NONE;
 }

@@ -10,7 +10,7 @@ namespace nvfp4::jit::detail {
 
 struct GemmCall {
   GemmArgs args;  // W4A4's GEMM: a is the decoded BF16 A, a_dtype bf16
-  int64_t rows = 0;  // of A and D: m, or groups * m (masked)
+  int64_t rows = 0;  // of A and D: m, or groups * m (masked, batched)
   // grouped layouts (groups > 0)
   int32_t groups = 0;
   GroupedLayout layout = GroupedLayout::contiguous;
@@ -18,6 +18,7 @@ struct GemmCall {
   const int32_t* masked_m = nullptr;
   const int32_t* row_index = nullptr;  // contiguous W4A4: A's rows gathered when it is decoded
   int64_t a_rows = 0;                  // rows of a_fp4 with row_index
+  int64_t a_group_stride = 0, d_group_stride = 0;  // batched: elements from one group's rows to the next's
   int64_t expected_m = 0;  // rows per group the tile is chosen for
   int64_t a_stride = 0, b_stride = 0, d_stride = 0;
   int b_gscale_mode = 0;  // GlobalScaleCode of b.global_scale

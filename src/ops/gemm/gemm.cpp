@@ -97,7 +97,7 @@ int64_t grouped_gemm_workspace_bytes(const GroupedGemmArgs& args) {
   check.not_negative("gemm.m", args.gemm.m);
   check.positive("groups", args.groups);
   check.positive_multiple("gemm.k", args.gemm.k, 32, "two NVFP4 blocks, the packed row granule the kernels load");
-  const int64_t groups = args.layout == GroupedLayout::masked ? args.groups : 1;
+  const int64_t groups = args.layout == GroupedLayout::contiguous ? 1 : args.groups;
   return args.gemm.a_dtype == DType::nvfp4 ? check.bytes("workspace (rows * k * 2)", {args.gemm.m, groups, args.gemm.k, 2}) : 0;
 }
 

@@ -41,10 +41,11 @@ GemmGrid gemm_grid(int64_t m, int64_t n, int64_t k, int block_m, int block_n, in
 GemmGrid gemm_grouped_grid(int layout, int groups, int64_t m, int64_t n, int block_m, int block_n) {
   GemmGrid g;
   nvfp4k::TileSchedule& s = g.schedule;
-  s.m_step = block_m;
-  const int64_t tiles_per_m = (m + block_m - 1) / block_m;
+  // batched: every group's m rows, shared evenly by its row tiles as a dense GEMM's
+  s.m_step = layout == nvfp4k::GROUPED_BATCHED ? gemm_row_step(m, block_m) : block_m;
+  const int64_t tiles_per_m = (m + s.m_step - 1) / s.m_step;
   // contiguous: each group holding rows adds at most one partial row tile to m's
-  const int64_t m_tiles = layout == nvfp4k::GROUPED_MASKED ? groups * tiles_per_m : tiles_per_m + std::min<int64_t>(groups, m);
+  const int64_t m_tiles = layout == nvfp4k::GROUPED_CONTIGUOUS ? tiles_per_m + std::min<int64_t>(groups, m) : groups * tiles_per_m;
   const int64_t n_tiles = (n + block_n - 1) / block_n;
   if (m_tiles * n_tiles > INT32_MAX)
     fail(Status::invalid_argument, "nvfp4::jit::grouped_gemm: m = {} in {} groups at n = {} is more tiles than one launch covers",

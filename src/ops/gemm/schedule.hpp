@@ -18,7 +18,7 @@ GemmGrid gemm_grid(int64_t m, int64_t n, int64_t k, int block_m, int block_n, in
 
 // The grid of a grouped layout (nvfp4k::GroupedLayoutCode) of `groups` groups, unsplit, on row
 // tiles of block_m rows: contiguous, m rows in all (an upper bound of the groups' ends); masked,
-// m rows a group. Sized for the most row tiles the groups' sizes on the device can make; the
+// m rows a group; batched, every group's m rows (its row tiles share them evenly). Sized for the most row tiles the groups' sizes on the device can make; the
 // device pointers of the sizes are the caller's to set.
 GemmGrid gemm_grouped_grid(int layout, int groups, int64_t m, int64_t n, int block_m, int block_n);
 

@@ -14,6 +14,15 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const void* tensor_map, u
       "l"(tensor_map), "r"(smem_u32(bar)), "r"(x), "r"(y)
       : "memory");
 }
+// 3D tensor tile -> shared memory (the batched grouped layout's {k, row, group}).
+__device__ __forceinline__ void tma_load_3d(void* dst, const void* tensor_map, unsigned long long* bar, int x, int y,
+                                            int z) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5}], [%2];" ::"r"(
+          smem_u32(dst)),
+      "l"(tensor_map), "r"(smem_u32(bar)), "r"(x), "r"(y), "r"(z)
+      : "memory");
+}
 // `bytes` contiguous bytes (a multiple of 16, both addresses 16-byte aligned) -> shared
 // memory; completion is counted in bytes on `bar`.
 __device__ __forceinline__ void bulk_load(void* dst, const void* src, unsigned bytes, unsigned long long* bar) {
@@ -31,6 +40,11 @@ __device__ __forceinline__ void prefetch_tensor_map(const void* tensor_map) {
 __device__ __forceinline__ void tma_store_2d(const void* tensor_map, const void* src, int x, int y) {
   asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];" ::"l"(tensor_map),
                "r"(smem_u32(src)), "r"(x), "r"(y)
+               : "memory");
+}
+__device__ __forceinline__ void tma_store_3d(const void* tensor_map, const void* src, int x, int y, int z) {
+  asm volatile("cp.async.bulk.tensor.3d.global.shared::cta.bulk_group [%0, {%2, %3, %4}], [%1];" ::"l"(tensor_map),
+               "r"(smem_u32(src)), "r"(x), "r"(y), "r"(z)
                : "memory");
 }
 __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }

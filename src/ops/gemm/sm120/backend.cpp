@@ -59,6 +59,8 @@ class Sm120Backend final : public GemmBackend {
                          dtype_name(problem.a_dtype));
     if (gemm_problem_prepacked(problem))
       return "a prepacked weight (sm_90a's layout) does not run on sm_120a / sm_121a: pass the weight as ModelOpt stores it";
+    if (gemm_problem_grouped(problem) == nvfp4k::GROUPED_BATCHED)
+      return "the batched grouped layout is not implemented on sm_120a / sm_121a yet (contiguous and masked are)";
     return {};
   }
 

@@ -88,6 +88,7 @@ class Sm90Backend final : public GemmBackend {
     return fmt::format("nvfp4_gemm_w4a16_{}n{}_k{}_{}_{}_{}{}_bm{}_bk{}_wg{}{}_s{}_ks{}",
                        grouped == nvfp4k::GROUPED_NONE       ? ""
                        : grouped == nvfp4k::GROUPED_MASKED ? fmt::format("masked{}_", spec.groups)
+                       : grouped == nvfp4k::GROUPED_BATCHED ? fmt::format("batched{}_", spec.groups)
                                                             : fmt::format("grouped{}_", spec.groups),
                        spec.n, spec.k,
                        dtype_name(spec.a_dtype), dtype_name(spec.out_dtype), layout,
@@ -138,11 +139,16 @@ class Sm90Backend final : public GemmBackend {
     auto& p = *static_cast<nvfp4k::GemmParams*>(params);
     const int64_t m_step = p.schedule.m_step;
     const int64_t groups = std::max(1, spec.groups);  // weights one after the other
-    copy_map(p.tma_a, make_tensor_map_2d(args.a,
-                                         args.a_dtype == DType::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                                                     : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                                         uint64_t(call.rows), uint64_t(args.k), uint64_t(call.a_stride) * 2,
-                                         uint32_t(t.block_m), 64, CU_TENSOR_MAP_SWIZZLE_128B));
+    const bool batched = gemm_problem_grouped(spec) == nvfp4k::GROUPED_BATCHED;  // A and D: {k or n, m, group}
+    const CUtensorMapDataType a_type =
+        args.a_dtype == DType::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    copy_map(p.tma_a, batched ? make_tensor_map_3d(args.a, a_type, uint64_t(groups), uint64_t(args.m), uint64_t(args.k),
+                                                   uint64_t(call.a_stride) * 2, uint64_t(call.a_group_stride) * 2,
+                                                   uint32_t(t.block_m), 64, CU_TENSOR_MAP_SWIZZLE_128B)
+                              : make_tensor_map_2d(args.a, a_type, uint64_t(call.rows), uint64_t(args.k),
+                                                   uint64_t(call.a_stride) * 2, uint32_t(t.block_m), 64,
+                                                   CU_TENSOR_MAP_SWIZZLE_128B));
+    p.d_group_stride = call.d_group_stride;
     p.schedule.group_ends = call.group_ends;
     p.schedule.group_rows = call.masked_m;
     if (args.b_prepacked) {
@@ -161,14 +167,18 @@ class Sm90Backend final : public GemmBackend {
     // its stages and TMA can address D's rows (16-byte aligned); else element by element.
     const int db = d_bytes(spec);
     // (A grouped tile stores through TMA only where its rows fill the box.)
-    p.d_tma = stores_through_tma(t, db) && reinterpret_cast<uintptr_t>(args.d) % 16 == 0 && call.d_stride * db % 16 == 0;
+    p.d_tma = stores_through_tma(t, db) && reinterpret_cast<uintptr_t>(args.d) % 16 == 0 && call.d_stride * db % 16 == 0 &&
+              (!batched || call.d_group_stride * db % 16 == 0);
+    const CUtensorMapDataType d_type = db == 4                           ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+                                       : args.d_dtype == DType::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                                         : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
     if (p.d_tma)
-      copy_map(p.tma_d, make_tensor_map_2d(args.d,
-                                           db == 4                           ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
-                                           : args.d_dtype == DType::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                                                             : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16,
-                                           uint64_t(call.rows), uint64_t(args.n), uint64_t(call.d_stride) * db,
-                                           uint32_t(m_step), uint32_t(128 / db), CU_TENSOR_MAP_SWIZZLE_128B));
+      copy_map(p.tma_d, batched ? make_tensor_map_3d(args.d, d_type, uint64_t(groups), uint64_t(args.m), uint64_t(args.n),
+                                                     uint64_t(call.d_stride) * db, uint64_t(call.d_group_stride) * db,
+                                                     uint32_t(m_step), uint32_t(128 / db), CU_TENSOR_MAP_SWIZZLE_128B)
+                                : make_tensor_map_2d(args.d, d_type, uint64_t(call.rows), uint64_t(args.n),
+                                                     uint64_t(call.d_stride) * db, uint32_t(m_step), uint32_t(128 / db),
+                                                     CU_TENSOR_MAP_SWIZZLE_128B));
   }
 };
 
