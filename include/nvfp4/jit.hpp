@@ -361,8 +361,9 @@ struct MoeCombineArgs {
 };
 void moe_combine(const MoeCombineArgs& args, CUstream stream);
 
-// What a GEMM kernel is specialized on, besides M: the tuner's unit of work. (W4A4 runs the
-// BF16 kernel, so a_dtype = nvfp4 tunes the same kernels as bf16.)
+// What a GEMM kernel is specialized on, besides M: the tuner's unit of work. (On sm_90a W4A4
+// runs the BF16 kernel, so a_dtype = nvfp4 tunes the same kernels as bf16; sm_120a's kernels
+// read NVFP4 activations, in a_scale_layout.)
 struct GemmProblem {
   int64_t n = 0, k = 0;
   DType a_dtype = DType::bf16, d_dtype = DType::bf16;
@@ -370,6 +371,7 @@ struct GemmProblem {
   bool has_bias = false;
   DType bias_dtype = DType::bf16;
   bool b_prepacked = false;
+  ScaleLayout a_scale_layout = ScaleLayout::swizzled128x4;  // W4A4's activation scales, as the quantizers write them
 };
 
 struct TuneOptions {

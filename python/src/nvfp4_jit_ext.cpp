@@ -304,6 +304,7 @@ void read(Reader& r, GemmProblem& p) {
   p.has_bias = r.flag();
   p.bias_dtype = r.enumeration<DType>();
   p.b_prepacked = r.flag();
+  p.a_scale_layout = r.enumeration<ScaleLayout>();
 }
 void read(Reader& r, TuneOptions& o) {
   o.m = r.i64();

@@ -2,6 +2,9 @@
 the C++ GPU suite shows equal to the kernels), the GEMMs against float64, the out= forms,
 torch.compile(fullgraph=True), CUDA graph capture and replay, Nvfp4Linear. Fresh random data
 each run; outputs poisoned before out= calls."""
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -352,6 +355,13 @@ def test_tune_records_a_winner_for_one_bucket():
     assert len(result) == 1 and result[0]["winner"] and result[0]["winner_us"] > 0, result
     with pytest.raises(nvfp4_jit.InvalidArgument, match=r"\bk\b"):
         nvfp4_jit.tune(256, 500)
+
+
+def test_tune_is_a_process_first_cuda_call():
+    """No tensor made before it: tune itself makes torch's CUDA context current."""
+    code = "import nvfp4_jit; r = nvfp4_jit.tune(256, 512, m=1, runs=2); assert r[0]['winner_us'] > 0; print('ok')"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-2000:]
 
 
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="one GPU here: each device's own kernels need two")

@@ -14,12 +14,15 @@ namespace nvfp4::jit::cli {
 using namespace detail;
 
 int cmd_tune(const Args& args) {
-  args.allow_only({"--manifest", "--shape", "--m", "--runs", "--layout", "--json"});
+  args.allow_only({"--manifest", "--shape", "--m", "--runs", "--layout", "--a-dtype", "--a-scales", "--json"});
   if (!args.positional().empty()) throw UsageError(fmt::format("unexpected argument `{}`", args.positional()[0]));
   const std::vector<WeightShape> shapes = shapes_from(args);
   const std::string layout = args.get("--layout", "linear");
   if (layout != "linear" && layout != "swizzled128x4" && layout != "prepacked")
     throw UsageError("--layout is linear, swizzled128x4 or prepacked");
+  const std::string a_dtype = args.get("--a-dtype", "bf16"), a_scales = args.get("--a-scales", "swizzled");
+  if (a_dtype != "bf16" && a_dtype != "fp16" && a_dtype != "nvfp4") throw UsageError("--a-dtype is bf16, fp16 or nvfp4");
+  if (a_scales != "linear" && a_scales != "swizzled") throw UsageError("--a-scales is linear or swizzled");
   TuneOptions options;
   options.m = args.get_int("--m", 0);
   options.runs = args.get_int("--runs", options.runs);
@@ -40,6 +43,8 @@ int cmd_tune(const Args& args) {
     problem.n = shapes[i].n, problem.k = shapes[i].k;
     problem.scale_layout = layout == "swizzled128x4" ? ScaleLayout::swizzled128x4 : ScaleLayout::linear;
     problem.b_prepacked = layout == "prepacked";
+    problem.a_dtype = a_dtype == "nvfp4" ? DType::nvfp4 : a_dtype == "fp16" ? DType::fp16 : DType::bf16;
+    problem.a_scale_layout = a_scales == "linear" ? ScaleLayout::linear : ScaleLayout::swizzled128x4;
     const auto t = std::chrono::steady_clock::now();
     const std::vector<TunedBucket> buckets = tune(problem, options);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();

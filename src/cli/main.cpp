@@ -60,7 +60,8 @@ line's own `key=value` fields, e.g. `qkv_proj 6144 4096 bias=bf16`, replace thes
   --in-dtype  quantizer inputs: bf16, fp16, fp32    (default quantize bf16,fp16; fused bf16)
 )"},
     {"tune", R"(usage: nvfp4-jit tune [--manifest NAME|FILE]... [--shape N,K]... [--m M] [--runs R]
-                     [--layout linear|swizzled128x4|prepacked] [--json]
+                     [--layout linear|swizzled128x4|prepacked] [--a-dtype bf16|fp16|nvfp4]
+                     [--a-scales linear|swizzled] [--json]
 
 For each weight shape and M bucket (<=8, 16, ..., 2048, >2048), times every candidate
 GEMM tile on this GPU (scratch buffers, weights rotated past L2, median of R runs), keeps the
@@ -70,6 +71,8 @@ Candidates compile in parallel (cached ones load from disk). Needs a GPU (exit 3
   --m M     tune only the bucket holding M
   --runs R  timed launches per candidate (default 10)
   --layout  the weights' layout: scale layout as stored, or prepacked (default linear)
+  --a-dtype the activations (default bf16; sm_120a / sm_121a run nvfp4 only: W4A4)
+  --a-scales W4A4's activation scales, linear or swizzled (default swizzled, as quantized)
 )"},
     {"cache", R"(usage: nvfp4-jit cache stats|ls|verify|prune|clear|export FILE|import FILE [--json]
 

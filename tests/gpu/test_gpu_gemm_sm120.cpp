@@ -10,6 +10,7 @@
 #include "gemm_case.hpp"
 #include "on_sm120_backend.hpp"
 #include "core/error.hpp"
+#include "ops/gemm/dispatch.hpp"
 #include "ops/gemm/sm120/tiles.hpp"
 
 namespace {
@@ -128,6 +129,34 @@ TEST_SUITE("gpu_gemm_sm120") {
     d.cuGraphExecDestroy(exec);
     d.cuGraphDestroy(graph);
     d.cuStreamDestroy(stream);
+  }
+
+  TEST_CASE("tune a W4A4 problem on this backend: the winner is recorded and the next gemm runs it, correctly") {
+    const OnSm120Backend on;
+    if (!on.ready()) return;
+    std::mt19937 rng(std::random_device{}());
+    GemmProblem problem;
+    problem.n = 1000, problem.k = 4096;
+    problem.a_dtype = fp4, problem.d_dtype = fp32, problem.a_scale_layout = sw;
+    TuneOptions options;
+    options.m = 5;
+    options.runs = 5;
+    const std::vector<TunedBucket> tuned = tune(problem, options);
+    REQUIRE(tuned.size() == 1);
+    CHECK(tuned[0].m_bucket == 8);
+    CHECK(tuned[0].candidates > 1);
+    CHECK(tuned[0].winner_us <= tuned[0].heuristic_us);
+    MESSAGE("tuned W4A4 M<=8 of 1000x4096: heuristic " << tuned[0].heuristic << " " << tuned[0].heuristic_us
+                                                       << " us, winner " << tuned[0].winner << " " << tuned[0].winner_us << " us");
+    // gemm's warm path now picks the winner (the pointers only pass validation: nothing is launched)
+    alignas(16) static unsigned char dummy[16];
+    GemmArgs probe;
+    probe.m = 5, probe.n = problem.n, probe.k = problem.k, probe.a_dtype = fp4, probe.d_dtype = fp32;
+    probe.a_fp4.data = probe.a_fp4.scales = probe.b.data = probe.b.scales = probe.d = dummy;
+    probe.a_fp4.scale_layout = sw;
+    const GemmBackend& backend = gemm_backend(current_device().arch, "test");
+    CHECK(backend.describe(gemm_dispatch(current_device(), gemm_call(probe, "test"), nullptr).spec.tile) == tuned[0].winner);
+    run_case({5, 1000, 4096, fp4, fp32, sw}, rng);
   }
 
   TEST_CASE("sm_120a gemm refuses BF16 activations, naming the arch and the dtype") {

@@ -23,11 +23,12 @@ constexpr const char* kWho = "nvfp4::jit::tune";
 // A winner must beat the heuristic by this much: timing noise never replaces it.
 constexpr double kMinGain = 0.02;
 
-// Scratch inputs for timing: random activations, `copies` weights at different addresses (L2
-// keys on addresses, so rotating through them keeps every read cold), an output buffer. A
-// prepacked problem's weights are prepacked here from random ModelOpt ones.
+// Scratch inputs for timing: random activations (16-bit, or NVFP4 with finite scales in the
+// problem's A layout), `copies` weights at different addresses (L2 keys on addresses, so
+// rotating through them keeps every read cold), an output buffer. A prepacked problem's
+// weights are prepacked here from random ModelOpt ones.
 struct Scratch {
-  DeviceBuffer a, d, bias;
+  DeviceBuffer a, a_scales, d, bias;
   std::vector<DeviceBuffer> weights, scales;
   Scratch(const KernelSpec& p, int64_t m, int copies, CUstream stream) {
     std::mt19937_64 rng(0x9e3779b97f4a7c15ull);
@@ -36,8 +37,11 @@ struct Scratch {
       for (auto& x : v) x = (rng() & mask) + add;
       return v;
     };
-    // activations: 16-bit values in [2^-7, 2) (BF16 and FP16 alike: exponent bits kept small)
+    // activations: 16-bit values in [2^-7, 2) (BF16 and FP16 alike: exponent bits kept small);
+    // as NVFP4, the same bytes are e2m1 codes (every one finite)
     a = to_device(random(size_t(m * p.k * 2), 0x03FF03FF03FF03FFull, 0x3C003C003C003C00ull));
+    if (p.a_dtype == uint8_t(DType::nvfp4))
+      a_scales = to_device(random(size_t(scale_bytes(a_scale_layout(p), m, p.k)), 0x3F3F3F3F3F3F3F3Full, 0));
     d = DeviceBuffer(size_t(m * p.n * 4));
     bias = DeviceBuffer(size_t(p.n * 4));
     bias.fill(0);
@@ -62,10 +66,18 @@ struct Scratch {
     check_cu(driver().cuStreamSynchronize(stream), "cuStreamSynchronize");
   }
 
+  static ScaleLayout a_scale_layout(const KernelSpec& p) {
+    return p.flags & kFlagAScalesSwizzled ? ScaleLayout::swizzled128x4 : ScaleLayout::linear;
+  }
+
   GemmCall call(const KernelSpec& p, int64_t m, int copy) const {
     GemmArgs g;
     g.m = m, g.n = p.n, g.k = p.k;
-    g.a = a.get(), g.a_dtype = DType(p.a_dtype);
+    g.a_dtype = DType(p.a_dtype);
+    if (g.a_dtype == DType::nvfp4)
+      g.a_fp4.data = a.get(), g.a_fp4.scales = a_scales.get(), g.a_fp4.scale_layout = a_scale_layout(p);
+    else
+      g.a = a.get();
     g.b.data = weights[size_t(copy)].get();
     g.b.scales = scales[size_t(copy)].get();
     g.b_prepacked = gemm_problem_prepacked(p);
@@ -93,9 +105,6 @@ std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const KernelSpec& p
   const GemmBackend& backend = gemm_backend(device.arch, kWho);
   if (std::string why = backend.unsupported(problem); !why.empty())
     fail(Status::unsupported, "{}: {} on {}", kWho, why, to_string(device.arch));
-  // The scratch buffers hold BF16 activations: a backend's own NVFP4 ones are not tuned yet.
-  if (problem.a_dtype == uint8_t(DType::nvfp4))
-    fail(Status::unsupported, "{}: NVFP4 activations on the {} backend are not tuned yet", kWho, backend.name());
   // Every candidate of every bucket compiles first, in parallel (most come from the cache).
   std::vector<std::vector<TileConfig>> candidates;
   std::vector<KernelSpec> specs;
@@ -181,6 +190,7 @@ std::vector<TunedBucket> tune(const GemmProblem& problem, const TuneOptions& opt
   probe.b.scale_layout = problem.scale_layout;
   probe.b_prepacked = problem.b_prepacked;
   probe.bias_dtype = problem.bias_dtype;
+  probe.a_fp4.scale_layout = problem.a_scale_layout;
   gemm_call(probe, "nvfp4::jit::gemm");
   if (options.runs < 1) fail(Status::invalid_argument, "{}: runs = {} must be at least 1", kWho, options.runs);
   if (options.m < 0) fail(Status::invalid_argument, "{}: m = {} must be 0 (every bucket) or positive", kWho, options.m);
@@ -188,7 +198,11 @@ std::vector<TunedBucket> tune(const GemmProblem& problem, const TuneOptions& opt
   std::vector<int> buckets;
   if (options.m > 0) buckets.push_back(gemm_m_bucket(options.m));
   else buckets.assign(std::begin(kGemmMBuckets), std::end(kGemmMBuckets));
-  return tune_gemm(device, gemm_problem(device.arch, problem), buckets, options.runs);  // W4A4: the BF16 kernel's
+  // W4A4: the BF16 kernel's problem, unless the arch's kernels read NVFP4 activations
+  KernelSpec spec = gemm_problem(device.arch, problem);
+  if (problem.a_dtype == DType::nvfp4 && gemm_backend(device.arch, kWho).native_fp4_activations())
+    spec = gemm_fp4_problem(spec, problem.a_scale_layout);
+  return tune_gemm(device, spec, buckets, options.runs);
 }
 
 }  // namespace nvfp4::jit
