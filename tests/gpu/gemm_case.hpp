@@ -243,4 +243,21 @@ void run_case(const Case& c, std::mt19937& rng) {
   CHECK_MESSAGE(rel <= bound, "m=" << c.m << " n=" << c.n << " k=" << c.k << ": relative error " << rel << " (bound " << bound << ")");
 }
 
+// Tunes the bucket of M = 5 (M <= 8) with 5 runs a candidate: one result, more than one
+// candidate, a winner no slower than the heuristic's tile; said in the log.
+TunedBucket tune_bucket_of_m5(const GemmProblem& problem) {
+  TuneOptions options;
+  options.m = 5;
+  options.runs = 5;
+  const std::vector<TunedBucket> tuned = tune(problem, options);
+  REQUIRE(tuned.size() == 1);
+  CHECK(tuned[0].m_bucket == 8);
+  CHECK(tuned[0].candidates > 1);
+  CHECK(tuned[0].winner_us <= tuned[0].heuristic_us);
+  MESSAGE("tuned M<=8 of " << problem.n << "x" << problem.k << " (a " << dtype_name(uint8_t(problem.a_dtype)) << "): heuristic "
+                           << tuned[0].heuristic << " " << tuned[0].heuristic_us << " us, winner " << tuned[0].winner << " "
+                           << tuned[0].winner_us << " us");
+  return tuned[0];
+}
+
 }  // namespace

@@ -138,16 +138,7 @@ TEST_SUITE("gpu_gemm_sm120") {
     GemmProblem problem;
     problem.n = 1000, problem.k = 4096;
     problem.a_dtype = fp4, problem.d_dtype = fp32, problem.a_scale_layout = sw;
-    TuneOptions options;
-    options.m = 5;
-    options.runs = 5;
-    const std::vector<TunedBucket> tuned = tune(problem, options);
-    REQUIRE(tuned.size() == 1);
-    CHECK(tuned[0].m_bucket == 8);
-    CHECK(tuned[0].candidates > 1);
-    CHECK(tuned[0].winner_us <= tuned[0].heuristic_us);
-    MESSAGE("tuned W4A4 M<=8 of 1000x4096: heuristic " << tuned[0].heuristic << " " << tuned[0].heuristic_us
-                                                       << " us, winner " << tuned[0].winner << " " << tuned[0].winner_us << " us");
+    const TunedBucket tuned = tune_bucket_of_m5(problem);
     // gemm's warm path now picks the winner (the pointers only pass validation: nothing is launched)
     alignas(16) static unsigned char dummy[16];
     GemmArgs probe;
@@ -155,7 +146,7 @@ TEST_SUITE("gpu_gemm_sm120") {
     probe.a_fp4.data = probe.a_fp4.scales = probe.b.data = probe.b.scales = probe.d = dummy;
     probe.a_fp4.scale_layout = sw;
     const GemmBackend& backend = gemm_backend(current_device().arch, "test");
-    CHECK(backend.describe(gemm_dispatch(current_device(), gemm_call(probe, "test"), nullptr).spec.tile) == tuned[0].winner);
+    CHECK(backend.describe(gemm_dispatch(current_device(), gemm_call(probe, "test"), nullptr).spec.tile) == tuned.winner);
     run_case({5, 1000, 4096, fp4, fp32, sw}, rng);
   }
 
