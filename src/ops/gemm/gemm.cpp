@@ -2,8 +2,8 @@
 // without an FP4 MMA decodes A first.
 #include "ops/gemm/gemm.hpp"
 
-#include "core/driver.hpp"
 #include "core/error.hpp"
+#include "core/stream_buffer.hpp"
 #include "ops/dequantize_op.hpp"
 #include "ops/gemm/dispatch.hpp"
 #include "ops/validate.hpp"
@@ -27,10 +27,10 @@ void gemm_w4a4(const GemmCall& call, const DeviceInfo& device, CUstream stream) 
   kernel_for(device, dequantize_spec(device.arch, args.k, DType::bf16, args.a_fp4.scale_layout), 0, stream,
              [&] { return gemm_prewarm_hint(call, device); });
 
-  CUdeviceptr owned = 0;
+  StreamBuffer owned;
   if (!args.workspace && !load_only()) {
-    check_cu(driver().cuMemAllocAsync(&owned, size_t(rows * args.k * 2), stream), "cuMemAllocAsync(W4A4 workspace)");
-    inner = gemm_call_on_decoded_a(call, reinterpret_cast<void*>(owned));
+    owned = StreamBuffer(size_t(rows * args.k * 2), stream, "W4A4 workspace");
+    inner = gemm_call_on_decoded_a(call, owned.get());
   }
   DequantizeArgs decode;
   decode.src = args.a_fp4;
@@ -41,14 +41,9 @@ void gemm_w4a4(const GemmCall& call, const DeviceInfo& device, CUstream stream) 
   decode.k = args.k;
   decode.out = const_cast<void*>(inner.args.a);
   decode.out_dtype = DType::bf16;
-  try {
-    dequantize(decode, stream);
-    launch_gemm(kernel, inner, stream);
-  } catch (...) {
-    if (owned) driver().cuMemFreeAsync(owned, stream);
-    throw;
-  }
-  if (owned) check_cu(driver().cuMemFreeAsync(owned, stream), "cuMemFreeAsync(W4A4 workspace)");
+  dequantize(decode, stream);
+  launch_gemm(kernel, inner, stream);
+  owned.free();
 }
 
 // A validated call (dense or grouped): W4A4 through its decode, else the warm kernel.
