@@ -315,7 +315,7 @@ std::vector<KernelSpec> call_kernels(const CallCase& c, int sms, GemmCall* out) 
   }
   const KernelSpec problem = gemm_problem(c.arch, gemm);
   REQUIRE(backend.unsupported(problem).empty());
-  kernels.push_back(gemm_spec(problem, gemm_tile_choice(backend, problem, nullptr, gemm_tile_rows(gemm), sms)));
+  kernels.push_back(gemm_kernel_spec(backend, problem, gemm_tile_choice(backend, problem, nullptr, gemm_tile_rows(gemm), sms)));
   return kernels;
 }
 

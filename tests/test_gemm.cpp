@@ -210,7 +210,7 @@ TEST_SUITE("gemm") {
         if (!prepacked) CHECK(has(dequantize_spec(Arch::sm_90a, 4096, DType::bf16, layout)));  // W4A4's decode of A
         const KernelSpec problem = sm90_problem(2880, 4096, prepacked, DType::bf16, DType::bf16, layout);
         for (int64_t m = 1; m <= 17000; m += m < 3000 ? 1 : 13)
-          if (!has(gemm_spec(problem, gemm_tile_choice(sm90_backend(), problem, nullptr, m, 132)))) {
+          if (!has(gemm_kernel_spec(sm90_backend(), problem, gemm_tile_choice(sm90_backend(), problem, nullptr, m, 132)))) {
             FAIL_CHECK(fmt::format("m = {} prepacked = {}: its kernel is not prewarmed", m, prepacked));
             break;
           }
@@ -223,8 +223,9 @@ TEST_SUITE("gemm") {
           if (prepacked && layout != ScaleLayout::linear) continue;
           const KernelSpec problem = sm90_problem(4096, 4096, prepacked, DType::bf16, DType::bf16, layout);
           for (const TileConfig& t : gemm_bucket_tiles(sm90_backend(), problem, bucket, 132))
-            if (std::find(bucket_specs.begin(), bucket_specs.end(), gemm_spec(problem, t)) == bucket_specs.end())
-              bucket_specs.push_back(gemm_spec(problem, t));
+            if (const KernelSpec s = gemm_kernel_spec(sm90_backend(), problem, t);
+                std::find(bucket_specs.begin(), bucket_specs.end(), s) == bucket_specs.end())
+              bucket_specs.push_back(s);
         }
     CHECK(gemm_prewarm(Arch::sm_90a, 4096, 4096) == bucket_specs);
     CHECK(gemm_prewarm(Arch::sm_100a, 4096, 4096).empty());  // no backend serves it (yet)
@@ -236,8 +237,33 @@ TEST_SUITE("gemm") {
     const KernelSpec linear = sm90_problem(4096, 4096, false);
     for (int bucket : kGemmMBuckets)
       for (const TileConfig& t : gemm_bucket_tiles(sm90_backend(), linear, bucket, 132))
-        if (std::find(want.begin(), want.end(), gemm_spec(linear, t)) == want.end()) want.push_back(gemm_spec(linear, t));
+        if (const KernelSpec s = gemm_kernel_spec(sm90_backend(), linear, t); std::find(want.begin(), want.end(), s) == want.end())
+          want.push_back(s);
     CHECK(linear_specs == want);
+  }
+
+  TEST_CASE("sm_90a shapes share their kernels: a prewarm of two holds every kernel either loads, each once") {
+    const std::vector<std::pair<int64_t, int64_t>> shapes{{4096, 4096}, {4096, 14336}, {28672, 4096}};
+    std::vector<WeightShape> weights;
+    for (auto [n, k] : shapes) weights.push_back(WeightShape{"", n, k, 1, {}});
+    std::vector<KernelSpec> gemm, separately;
+    for (const KernelSpec& s : prewarm_specs(weights, {Arch::sm_90a}, 132))
+      if (s.op == Op::gemm) gemm.push_back(s);
+    for (auto [n, k] : shapes)
+      for (const KernelSpec& s : prewarm_specs({WeightShape{"", n, k, 1, {}}}, {Arch::sm_90a}, 132))
+        if (s.op == Op::gemm) separately.push_back(s);
+    CHECK(gemm.size() < separately.size());  // tiles the shapes share are compiled once
+    for (const KernelSpec& s : separately) CHECK(std::find(gemm.begin(), gemm.end(), s) != gemm.end());
+    for (auto [n, k] : shapes) {
+      const KernelSpec problem = sm90_problem(n, k, false);
+      for (int64_t m = 1; m <= 17000; m += m < 3000 ? 1 : 13)
+        if (std::find(gemm.begin(), gemm.end(),
+                      gemm_kernel_spec(sm90_backend(), problem, gemm_tile_choice(sm90_backend(), problem, nullptr, m, 132))) ==
+            gemm.end()) {
+          FAIL_CHECK(fmt::format("{} x {}, m = {}: its kernel is not prewarmed", n, k, m));
+          break;
+        }
+    }
   }
 
   TEST_CASE("prewarm of a grouped weight holds the grouped kernel of every rows-per-group bucket") {
@@ -247,7 +273,8 @@ TEST_SUITE("gemm") {
     problem.groups = 128;
     problem.flags |= kFlagGroupedContiguous;
     for (int64_t rows_per_group = 1; rows_per_group <= 3000; ++rows_per_group) {
-      const KernelSpec spec = gemm_spec(problem, gemm_tile_choice(sm90_backend(), problem, nullptr, rows_per_group, 132));
+      const KernelSpec spec =
+          gemm_kernel_spec(sm90_backend(), problem, gemm_tile_choice(sm90_backend(), problem, nullptr, rows_per_group, 132));
       CHECK(spec.tile.split_k == 1);
       if (!has(spec)) {
         FAIL_CHECK(fmt::format("{} rows per group: its kernel is not prewarmed", rows_per_group));

@@ -64,9 +64,11 @@ std::string known_gpu_names() {
 
 std::vector<std::string> prewarm_gaps(const std::vector<WeightShape>& shapes, const std::vector<Arch>& archs,
                                       const std::vector<KernelSpec>& specs) {
+  // (a GEMM kernel that takes N and K as arguments, n = k = 0 in its spec, serves every shape)
   auto has_gemm = [&](Arch arch, const WeightShape* shape) {
     for (const KernelSpec& s : specs)
-      if (s.op == Op::gemm && s.arch == arch && (!shape || (s.n == shape->n && s.k == shape->k))) return true;
+      if (s.op == Op::gemm && s.arch == arch && (!shape || (s.n == shape->n && s.k == shape->k) || (s.n == 0 && s.k == 0)))
+        return true;
     return false;
   };
   std::vector<std::string> gaps;

@@ -48,35 +48,40 @@ NVFP4_HD void row_range(const TileSchedule& s, int m_tile, long long& m0, long l
 // while the band's activations stay in L2. With KSPLIT > 1 the first whole_clusters clusters
 // take KSPLIT whole tiles each and the later ones split one tile's K among their CTAs: the
 // split tiles run last, as a split tail.
-template <int N_TILES, int KSPLIT, int KTILES>
-NVFP4_HD ScheduledTile schedule_tile(const TileSchedule& s, int cluster, unsigned rank) {
+// n_tiles and ktiles as run-time values: for a kernel that takes N and K as arguments.
+template <int KSPLIT>
+NVFP4_HD ScheduledTile schedule_tile(const TileSchedule& s, int cluster, unsigned rank, int n_tiles, int ktiles) {
   ScheduledTile t;
   t.group = 0;
   t.split = KSPLIT > 1 && cluster >= s.whole_clusters;
   const int tile = KSPLIT == 1 ? cluster
                    : t.split   ? KSPLIT * s.whole_clusters + (cluster - s.whole_clusters)
                                : KSPLIT * cluster + int(rank);
-  const int band = tile / (s.band_m_tiles * N_TILES), in_band = tile % (s.band_m_tiles * N_TILES);
+  const int band = tile / (s.band_m_tiles * n_tiles), in_band = tile % (s.band_m_tiles * n_tiles);
   const int left = s.m_tiles - band * s.band_m_tiles, band_rows = s.band_m_tiles < left ? s.band_m_tiles : left;
   t.n_tile = in_band / band_rows;
   t.m_tile = band * s.band_m_tiles + in_band % band_rows;
   row_range(s, t.m_tile, t.m0, t.m_end);
-  t.kt_begin = t.split ? int(rank * KTILES / KSPLIT) : 0;
-  t.kt_end = t.split ? int((rank + 1) * KTILES / KSPLIT) : KTILES;
+  t.kt_begin = t.split ? int(rank * ktiles / KSPLIT) : 0;
+  t.kt_end = t.split ? int((rank + 1) * ktiles / KSPLIT) : ktiles;
   return t;
 }
 
+template <int N_TILES, int KSPLIT, int KTILES>
+NVFP4_HD ScheduledTile schedule_tile(const TileSchedule& s, int cluster, unsigned rank) {
+  return schedule_tile<KSPLIT>(s, cluster, rank, N_TILES, KTILES);
+}
+
 // CTA `cta`'s row and n tile in a grouped layout's numbering, not yet placed in a group: no rows.
-template <int N_TILES, int KTILES>
-NVFP4_HD ScheduledTile unplaced_grouped_tile(int cta) {
+NVFP4_HD ScheduledTile unplaced_grouped_tile(int cta, int n_tiles, int ktiles) {
   ScheduledTile t;
   t.group = 0;
-  t.m_tile = cta / N_TILES;
-  t.n_tile = cta % N_TILES;
+  t.m_tile = cta / n_tiles;
+  t.n_tile = cta % n_tiles;
   t.m0 = t.m_end = 0;
   t.split = false;
   t.kt_begin = 0;
-  t.kt_end = KTILES;
+  t.kt_end = ktiles;
   return t;
 }
 
@@ -98,7 +103,7 @@ NVFP4_HD ScheduledTile place_batched_tile(const TileSchedule& s, ScheduledTile t
 // count outside [0, group_stride] is clamped to it. So no tile reaches rows outside A and D.
 template <int N_TILES, int LAYOUT, int GROUPS, int KTILES>
 NVFP4_HD ScheduledTile schedule_grouped_tile(const TileSchedule& s, int cta) {
-  ScheduledTile t = unplaced_grouped_tile<N_TILES, KTILES>(cta);
+  ScheduledTile t = unplaced_grouped_tile(cta, N_TILES, KTILES);
   if (LAYOUT == GROUPED_BATCHED) return place_batched_tile(s, t);
   long long first_tile = 0, prev_end = 0;
   for (int g = 0; g < GROUPS; ++g) {
@@ -130,10 +135,10 @@ NVFP4_HD ScheduledTile schedule_grouped_tile(const TileSchedule& s, int cta) {
 // finds it on its own: no shared memory, no barrier): a contiguous layout's clamped ends are a
 // running maximum of the ends (clamped to m), the groups' first row tiles a prefix sum, the
 // tile's group the first lane whose row tiles hold it.
-template <int N_TILES, int LAYOUT, int GROUPS, int KTILES>
-__device__ __forceinline__ ScheduledTile schedule_grouped_tile_warp(const TileSchedule& s, int cta) {
+template <int LAYOUT, int GROUPS>
+__device__ __forceinline__ ScheduledTile schedule_grouped_tile_warp(const TileSchedule& s, int cta, int n_tiles, int ktiles) {
   constexpr unsigned ALL = 0xFFFFFFFFu;
-  ScheduledTile t = unplaced_grouped_tile<N_TILES, KTILES>(cta);
+  ScheduledTile t = unplaced_grouped_tile(cta, n_tiles, ktiles);
   if (LAYOUT == GROUPED_BATCHED) return place_batched_tile(s, t);
   const int lane = threadIdx.x % 32;
   long long tiles_before = 0, end_before = 0;
@@ -178,6 +183,11 @@ __device__ __forceinline__ ScheduledTile schedule_grouped_tile_warp(const TileSc
     tiles_before += __shfl_sync(ALL, upto, 31);
   }
   return t;
+}
+
+template <int N_TILES, int LAYOUT, int GROUPS, int KTILES>
+__device__ __forceinline__ ScheduledTile schedule_grouped_tile_warp(const TileSchedule& s, int cta) {
+  return schedule_grouped_tile_warp<LAYOUT, GROUPS>(s, cta, N_TILES, KTILES);
 }
 #endif
 

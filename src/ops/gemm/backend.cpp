@@ -68,4 +68,8 @@ const GemmBackend& gemm_backend(Arch arch, const char* who) {
   fail(Status::unsupported, "{}: the NVFP4 GEMM has no kernels for {} yet", who, to_string(arch));
 }
 
+KernelSpec gemm_kernel_spec(const GemmBackend& backend, const KernelSpec& problem, const TileConfig& tile) {
+  return backend.kernel_spec(gemm_spec(problem, tile));
+}
+
 }  // namespace nvfp4::jit::detail

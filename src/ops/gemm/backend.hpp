@@ -46,6 +46,10 @@ class GemmBackend {
   virtual std::string tile_problem(const KernelSpec& spec) const = 0;
   // A tile in messages and tuning reports ("bm128 bk128 wg2 s4 ks1").
   virtual std::string describe(const TileConfig& tile) const = 0;
+  // The spec of the kernel that runs `spec` (a problem with its tile): `spec` with the fields its
+  // kernel takes as run-time arguments cleared, so problems differing only there share one
+  // kernel. plan and bind take `spec` itself; kernel_name, generate and the cache this one.
+  virtual KernelSpec kernel_spec(const KernelSpec& spec) const { return spec; }
   virtual std::string kernel_name(const KernelSpec& spec) const = 0;
   virtual GeneratedKernel generate(const KernelSpec& spec) const = 0;
   // Dynamic shared memory the kernel of `spec` needs.
@@ -65,5 +69,7 @@ void unregister_gemm_backend(const GemmBackend* backend);
 const GemmBackend* find_gemm_backend(Arch arch);
 // Throws Error(unsupported) naming `who` and the arch where none serves it.
 const GemmBackend& gemm_backend(Arch arch, const char* who);
+// The kernel `problem` runs on `tile`: backend.kernel_spec(gemm_spec(problem, tile)).
+KernelSpec gemm_kernel_spec(const GemmBackend& backend, const KernelSpec& problem, const TileConfig& tile);
 
 }  // namespace nvfp4::jit::detail

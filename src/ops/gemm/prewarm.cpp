@@ -1,4 +1,5 @@
-// The GEMM's part of a prewarm: every tile any M of every bucket runs, for every variant of the
+// The GEMM's part of a prewarm: every kernel (GemmBackend::kernel_spec: shapes may share one)
+// of every tile any M of every bucket runs, for every variant of the
 // shape (activation and output dtypes, bias, weight layout, W4A4 A's scale layout, grouped
 // layout) the arch's backend serves. W4A4 on a backend without an FP4 MMA runs the BF16 kernel on
 // decoded A (its decode is dequantize's, prewarmed there); a backend with one takes NVFP4 A.
@@ -46,7 +47,7 @@ std::vector<KernelSpec> gemm_prewarm_specs(Arch arch, const WeightShape& shape, 
   for (int bucket : kGemmMBuckets)
     for (const KernelSpec& problem : problems)
       for (const TileConfig& tile : gemm_bucket_tiles(*backend, problem, bucket, sm_count))
-        specs.push_back(gemm_spec(problem, tile));
+        specs.push_back(gemm_kernel_spec(*backend, problem, tile));
   return specs;
 }
 

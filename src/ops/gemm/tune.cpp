@@ -110,7 +110,7 @@ std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const KernelSpec& p
   std::vector<KernelSpec> specs;
   for (int bucket : buckets) {
     candidates.push_back(backend.candidates(problem, bucket, device.sm_count));
-    for (const TileConfig& t : candidates.back()) specs.push_back(gemm_spec(problem, t));
+    for (const TileConfig& t : candidates.back()) specs.push_back(gemm_kernel_spec(backend, problem, t));
   }
   compile_all(specs);
 
@@ -168,7 +168,7 @@ std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const KernelSpec& p
     e.heuristic_us = us[0];
     entries.push_back(e);
     if (best != 0)
-      for (const TileConfig& t : gemm_tuned_tiles(tiles[best], buckets[b])) winners_trimmed.push_back(gemm_spec(problem, t));
+      for (const TileConfig& t : gemm_tuned_tiles(tiles[best], buckets[b])) winners_trimmed.push_back(gemm_kernel_spec(backend, problem, t));
   }
   compile_all(winners_trimmed);
   if (std::string why = gemm_tuning_table(device).record(entries); !why.empty())
