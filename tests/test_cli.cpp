@@ -384,7 +384,8 @@ TEST_SUITE("cli") {
     const auto plain = list("--shape 256,512");
     REQUIRE(plain.code == 0);
     CHECK(count(plain.out, "\"op\":\"gemm\"") > 0);
-    CHECK(count(plain.out, "\"op\":\"gemm\",\"arch\":\"sm_90a\",\"n\":256,\"k\":512,\"groups\":0,\"a_dtype\":\"bf16\","
+    // (an sm_90a GEMM kernel takes N as an argument: n is 0 in its spec)
+    CHECK(count(plain.out, "\"op\":\"gemm\",\"arch\":\"sm_90a\",\"n\":0,\"k\":512,\"groups\":0,\"a_dtype\":\"bf16\","
                            "\"b_dtype\":\"nvfp4\",\"out_dtype\":\"fp32\"") == 0);  // BF16 out by default
     // one weight layout, two output dtypes, with and without a bias: four problems of the same tiles
     const auto four = list("--shape 256,512 --b-layout linear --d-dtype bf16,fp32 --bias none,fp32");
@@ -399,14 +400,14 @@ TEST_SUITE("cli") {
     CHECK(list("--shape 256,512 --in-dtype fp32").out.find("nvfp4_quantize_k512_fp32") != std::string::npos);
     // a manifest line's own fields replace the flags' for that line only
     const std::string manifest = dir.str() + "/model.txt";
-    std::ofstream(manifest) << "qkv 256 512 b-layout=linear d-dtype=fp16\no 512 512\n";
+    std::ofstream(manifest) << "qkv 256 512 b-layout=linear d-dtype=fp16\no 512 1024\n";  // told apart by K
     const auto mixed = list("--manifest " + manifest + " --d-dtype fp32");
     REQUIRE(mixed.code == 0);
-    CHECK(mixed.out.find("\"n\":256,\"k\":512,\"groups\":0,\"a_dtype\":\"bf16\",\"b_dtype\":\"nvfp4\",\"out_dtype\":\"fp16\"") !=
+    CHECK(mixed.out.find("\"n\":0,\"k\":512,\"groups\":0,\"a_dtype\":\"bf16\",\"b_dtype\":\"nvfp4\",\"out_dtype\":\"fp16\"") !=
           std::string::npos);
-    CHECK(mixed.out.find("\"n\":256,\"k\":512,\"groups\":0,\"a_dtype\":\"bf16\",\"b_dtype\":\"nvfp4\",\"out_dtype\":\"fp32\"") ==
+    CHECK(mixed.out.find("\"n\":0,\"k\":512,\"groups\":0,\"a_dtype\":\"bf16\",\"b_dtype\":\"nvfp4\",\"out_dtype\":\"fp32\"") ==
           std::string::npos);
-    CHECK(mixed.out.find("\"n\":512,\"k\":512,\"groups\":0,\"a_dtype\":\"bf16\",\"b_dtype\":\"nvfp4\",\"out_dtype\":\"fp32\"") !=
+    CHECK(mixed.out.find("\"n\":0,\"k\":1024,\"groups\":0,\"a_dtype\":\"bf16\",\"b_dtype\":\"nvfp4\",\"out_dtype\":\"fp32\"") !=
           std::string::npos);
     // moe_route's capture hint (K = 16: no GEMM) builds the routing of its group count: both id types, one CTA or many
     const auto route = list("--shape 16,16,64");

@@ -172,23 +172,25 @@ TEST_SUITE("gemm_sm90") {
   }
 
 
-  TEST_CASE("generated source: one wgmma for the bucket's N; named after the tile; sm_90a only; N and K arguments") {
+  TEST_CASE("generated source: one wgmma for the bucket's N; named after the tile; sm_90a only; N an argument") {
     const sm90::Tile t = sm90::bucket_tile(2880, 2880, 16, 132);
     const KernelSpec spec =
         sm90_spec(sm90_problem(2880, 2880, false, DType::bf16, DType::fp32, ScaleLayout::swizzled128x4, uint8_t(DType::bf16)), t);
     const GeneratedKernel g = generate(spec);
     CHECK(g.source.find("wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16") != std::string::npos);
     CHECK(g.source.find("#include \"sm90/gemm_w4a16.cuh\"") != std::string::npos);
-    CHECK(g.name.find("nvfp4_gemm_w4a16_bf16_fp32_sw128x4_biasbf16_bm16") == 0);
+    CHECK(g.name.find("nvfp4_gemm_w4a16_k2880_bf16_fp32_sw128x4_biasbf16_bm16") == 0);
     CHECK(g.name == sm90_backend().kernel_name(spec));
-    // N and K are run-time arguments: every weight shape of the tile and variant shares one kernel
+    // N is a run-time argument: every N of the K, tile and variant shares one kernel
     const KernelSpec kernel = sm90_backend().kernel_spec(spec);
     CHECK(kernel.n == 0);
-    CHECK(kernel.k == 0);
-    KernelSpec other_shape = spec;
-    other_shape.n = 4096, other_shape.k = 14336;
-    CHECK(sm90_backend().kernel_spec(other_shape) == kernel);
-    CHECK(generate(kernel).source.find("2880") == std::string::npos);  // neither N nor K compiled in
+    CHECK(kernel.k == 2880);
+    KernelSpec other_n = spec, other_k = spec;
+    other_n.n = 4096;
+    other_k.k = 4096;
+    CHECK(sm90_backend().kernel_spec(other_n) == kernel);
+    CHECK(!(sm90_backend().kernel_spec(other_k) == kernel));
+    CHECK(generate(kernel).source.find("2880LL") != std::string::npos);  // K compiled in
     KernelSpec other_tile = spec;
     other_tile.tile.stages = uint8_t(spec.tile.stages + 1);
     CHECK(!(sm90_backend().kernel_spec(other_tile) == kernel));
@@ -197,7 +199,7 @@ TEST_SUITE("gemm_sm90") {
     KernelSpec other_arch = spec;
     other_arch.arch = Arch::sm_100a;  // no backend serves it (yet)
     CHECK_THROWS_AS(generate(other_arch), Error);
-    CHECK(generate(sm90_spec(sm90_problem(2880, 2880, true), t)).name.find("nvfp4_gemm_w4a16_bf16_bf16_prepacked_bm16") == 0);
+    CHECK(generate(sm90_spec(sm90_problem(2880, 2880, true), t)).name.find("nvfp4_gemm_w4a16_k2880_bf16_bf16_prepacked_bm16") == 0);
     // two k slices: named, and recovered from the spec (its thread count) for either producer
     sm90::Tile sliced = t;
     sliced.k_slices = 2;

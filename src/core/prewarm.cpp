@@ -64,10 +64,10 @@ std::string known_gpu_names() {
 
 std::vector<std::string> prewarm_gaps(const std::vector<WeightShape>& shapes, const std::vector<Arch>& archs,
                                       const std::vector<KernelSpec>& specs) {
-  // (a GEMM kernel that takes N and K as arguments, n = k = 0 in its spec, serves every shape)
+  // (a GEMM kernel that takes N as an argument, n = 0 in its spec, serves every N of its K)
   auto has_gemm = [&](Arch arch, const WeightShape* shape) {
     for (const KernelSpec& s : specs)
-      if (s.op == Op::gemm && s.arch == arch && (!shape || (s.n == shape->n && s.k == shape->k) || (s.n == 0 && s.k == 0)))
+      if (s.op == Op::gemm && s.arch == arch && (!shape || ((s.n == shape->n || s.n == 0) && s.k == shape->k)))
         return true;
     return false;
   };

@@ -27,7 +27,7 @@ struct GemmParams {
   int d_tma;                      // D is stored through tma_d (16-byte aligned rows)
   long long w_group_bytes;        // grouped: bytes from one group's w_scales to the next's
   long long d_group_stride;       // batched: elements from one group's D to the next's
-  long long n, k;                 // the weight's shape (one group's)
+  long long n;                    // the weight's rows (one group's)
 };
 
 }  // namespace nvfp4k

@@ -35,11 +35,13 @@
 
 namespace nvfp4k::sm90 {
 
-// N and K are run-time values (GemmParams::n, k): one kernel serves every weight shape of a tile.
-template <int ADT_, int ODT_, int BIAS_, int LAYOUT_, int WG_, int BM_, int BK_, int STAGES_, int KSPLIT_,
+// N is a run-time value (GemmParams::n): one kernel serves every N of a K and tile. K stays a
+// constant: its loops' trip counts shape the main loop's code (a run-time K was 2-5% slower).
+template <int ADT_, int ODT_, int BIAS_, long long K_, int LAYOUT_, int WG_, int BM_, int BK_, int STAGES_, int KSPLIT_,
           int KSLICES_ = 1, int GROUPED_ = GROUPED_NONE, int GROUPS_ = 0>
 struct GemmConfig {
   static constexpr int ADT = ADT_, ODT = ODT_, BIAS = BIAS_, LAYOUT = LAYOUT_;
+  static constexpr long long K = K_;
   static constexpr int WG = WG_, BM = BM_, STAGES = STAGES_, KSPLIT = KSPLIT_;
   // Consumer warpgroups per 64 weight rows, each decoding its share of every stage's k steps
   // (more warps per SM to hide latency at small M, without more CTAs to fill and reduce).
@@ -52,6 +54,9 @@ struct GemmConfig {
   static constexpr int A_BOXES = BK / 64; // 64-column activation boxes per stage
   static constexpr int W_ROW = BK / 2;    // packed bytes per weight row and stage (64 or 128: the TMA swizzle span)
   static constexpr int BN = 64 * WG;
+  static constexpr long long KB = K / 16;                    // scale blocks per weight row
+  static constexpr long long KB_PADDED = (KB + 3) / 4 * 4;   // swizzled layout: KB rounded up to 4
+  static constexpr int KTILES = int((K + BK - 1) / BK);
   static constexpr int A_BOX_BYTES = BM * 128;  // BM rows x 64 columns, 128-byte swizzle
   static constexpr int W_BYTES = BN * W_ROW;    // BN rows, swizzled over W_ROW bytes
   static constexpr int SCALE_BYTES = (WG == 3 ? 16 : 8) * BK;  // BN rows x BK/16 E4M3 scales, padded to keep alignment
@@ -75,7 +80,7 @@ struct GemmConfig {
   static constexpr int CHUNKS = BK / prepacked::CHUNK_K;                  // prepacked chunks per warpgroup and stage
   static constexpr int CHUNK_RUN = CHUNKS * prepacked::CHUNK_BYTES;       // their bytes, contiguous in global memory
   static_assert(!PREPACKED || WG * CHUNK_RUN <= W_BYTES + SCALE_BYTES, "prepacked chunks fit where the stage's weights go");
-  static_assert(BM % 8 == 0 && BM <= 256 && (BK == 128 || BK == 256));
+  static_assert(K % 32 == 0 && BM % 8 == 0 && BM <= 256 && (BK == 128 || BK == 256));
   // three consumers only on a prepacked weight: the ModelOpt layout's scale staging has one
   // producer thread per weight row, 128 of them
   static_assert(WG == 1 || WG == 2 || (WG == 3 && PREPACKED), "1 or 2 consumer warpgroups (3 on a prepacked weight)");
@@ -86,27 +91,26 @@ struct GemmConfig {
 };
 
 // Stages the BK/16 scale bytes of weight row `row` for k-tile `kt` at `dst` and arrives on
-// `bar` when they have landed; zeros past K and N. Asynchronous (cp.async, 4-byte pieces of
-// 4 blocks) whenever the rows allow it, else plain loads.
-// KB: scale blocks per weight row (K / 16), of n rows.
+// `bar` when they have landed; zeros past K and the weight's n rows. Asynchronous (cp.async,
+// 4-byte pieces of 4 blocks) whenever the rows allow it, else plain loads.
 template <class C>
 __device__ __forceinline__ void stage_tile_scales(unsigned* dst, const unsigned char* scales, long long row, int kt,
-                                                  unsigned long long* bar, long long n, long long KB) {
+                                                  unsigned long long* bar, long long n) {
   constexpr int PIECES = C::BK / 64;
   const long long kb0 = (long long)(C::BK / 16) * kt;
   const bool in_rows = row < n;
   const long long r = in_rows ? row : 0;
-  if (C::LAYOUT == SCALES_SWIZZLED128X4 || KB % 4 == 0) {
+  if constexpr (C::LAYOUT == SCALES_SWIZZLED128X4 || C::KB % 4 == 0) {
 #pragma unroll
     for (int i = 0; i < PIECES; ++i) {
       const long long kb = kb0 + 4 * i;
       if constexpr (C::LAYOUT == SCALES_SWIZZLED128X4) {
         // 4 consecutive blocks of a row are one aligned word; the padding up to KB_PADDED is zero
-        const bool in = in_rows && kb < (KB + 3) / 4 * 4;
-        cp_async<4>(dst + i, scales + scale_offset_swizzled128x4(r, in ? kb : 0, KB), in ? 4u : 0u);
+        const bool in = in_rows && kb < C::KB_PADDED;
+        cp_async<4>(dst + i, scales + scale_offset_swizzled128x4(r, in ? kb : 0, C::KB), in ? 4u : 0u);
       } else {
-        const long long left = in_rows ? KB - kb : 0;  // K tail: the last tile may be short
-        cp_async<4>(dst + i, scales + r * KB + (left > 0 ? kb : 0), unsigned(left <= 0 ? 0 : left < 4 ? left : 4));
+        const long long left = in_rows ? C::KB - kb : 0;  // K tail: the last tile may be short
+        cp_async<4>(dst + i, scales + r * C::KB + (left > 0 ? kb : 0), unsigned(left <= 0 ? 0 : left < 4 ? left : 4));
       }
     }
     cp_async_arrive(bar);
@@ -118,7 +122,7 @@ __device__ __forceinline__ void stage_tile_scales(unsigned* dst, const unsigned 
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const long long kb = kb0 + 4 * i + 2 * e;
-        if (in_rows && kb < KB) h[e] = __ldg(reinterpret_cast<const unsigned short*>(scales + r * KB + kb));
+        if (in_rows && kb < C::KB) h[e] = __ldg(reinterpret_cast<const unsigned short*>(scales + r * C::KB + kb));
       }
       dst[i] = h[0] | (unsigned(h[1]) << 16);
     }
@@ -251,8 +255,8 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   const int kslice = warp / 4 / C::WG;                 // consumer's k slice
   constexpr int STEPS = C::KSTEPS / C::KSLICES;        // k16 steps per stage and k slice
   const int j0 = kslice * STEPS;                       // the k slice's first step
-  const long long N = p.n, K = p.k;
-  const int n_tiles = int((N + C::BN - 1) / C::BN), ktiles = int((K + C::BK - 1) / C::BK);
+  const long long N = p.n;
+  const int n_tiles = int((N + C::BN - 1) / C::BN);
   const long long prepacked_row_blocks = (N + 127) / 128 * 2;  // 64-row blocks of a prepacked weight
   const unsigned rank = C::KSPLIT > 1 ? cluster_ctarank() : 0u;
   constexpr bool BATCHED = C::GROUPED == GROUPED_BATCHED;  // A and D are 3D maps {k or n, row, group}
@@ -260,8 +264,8 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   if constexpr (C::GROUPED != GROUPED_NONE && !BATCHED) griddep_wait();
   const ScheduledTile tile =
       C::GROUPED == GROUPED_NONE
-          ? schedule_tile<C::KSPLIT>(p.schedule, int(blockIdx.x), rank, n_tiles, ktiles)
-          : schedule_grouped_tile_warp<C::GROUPED, C::GROUPS>(p.schedule, int(blockIdx.x), n_tiles, ktiles);
+          ? schedule_tile<C::KSPLIT>(p.schedule, int(blockIdx.x), rank, n_tiles, C::KTILES)
+          : schedule_grouped_tile_warp<C::GROUPED, C::GROUPS>(p.schedule, int(blockIdx.x), n_tiles, C::KTILES);
   if (C::GROUPED != GROUPED_NONE && tile.m0 >= tile.m_end) return;  // past the groups' tiles: the whole CTA
   // the tile's weight: its group's, rows n0.. of the group's N
   const unsigned char* w_scales = p.w_scales + tile.group * p.w_group_bytes;
@@ -301,7 +305,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
           for (int g = 0; g < C::WG; ++g)
             if (g < row_blocks)
               bulk_load(stage(s) + C::W_AT + g * C::CHUNK_RUN,
-                        w_scales + prepacked::chunk_offset(n0 / 64 + g, (long long)kt * C::CHUNKS, K), C::CHUNK_RUN,
+                        w_scales + prepacked::chunk_offset(n0 / 64 + g, (long long)kt * C::CHUNKS, C::K), C::CHUNK_RUN,
                         &full[s]);
         } else {
           tma_load_2d(stage(s) + C::W_AT, &p.tma_w, &full[s], kt * C::W_ROW, w_row0 + n0);
@@ -310,7 +314,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
       if constexpr (!C::PREPACKED) {
         if (ptid < C::BN)
           stage_tile_scales<C>(reinterpret_cast<unsigned*>(stage(s) + C::SCALE_AT) + ptid * (C::BK / 64), w_scales,
-                               n0 + ptid, kt, &full[s], N, K / 16);
+                               n0 + ptid, kt, &full[s], N);
       }
     };
     auto load_activations = [&](int kt, int s) {
@@ -362,7 +366,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
       w_swizzle[h] = ((w_row[h] >> 7) & (C::W_ROW / 16 - 1)) << 4;
     }
     if constexpr (C::PREPACKED) {  // read now, used after the loop: the latency hides behind it
-      const unsigned char* nan_rows = w_scales + prepacked::nan_rows_offset(N, K) + n0 + row0;
+      const unsigned char* nan_rows = w_scales + prepacked::nan_rows_offset(N, C::K) + n0 + row0;
       const bool in_rows = n0 + row0 < 64 * prepacked_row_blocks;  // row0 + 8: the same 64-row block
       nan_scale[0] = in_rows && nan_rows[0] != 0;
       nan_scale[1] = in_rows && nan_rows[8] != 0;

@@ -78,12 +78,11 @@ class Sm90Backend final : public GemmBackend {
 
   std::string describe(const TileConfig& tile) const override { return sm90::describe(from_config(tile)); }
 
-  // N and K are the kernel's arguments (GemmParams::n, k): every weight shape of a variant and tile
-  // runs one kernel (a third of a prewarm's sm_90a GEMMs; docs/perf-log.md).
+  // N is the kernel's argument (GemmParams::n): the weight shapes of one K, variant and tile run
+  // one kernel (a quarter of a Llama prewarm's sm_90a GEMMs; docs/perf-log.md).
   KernelSpec kernel_spec(const KernelSpec& spec) const override {
     KernelSpec kernel = spec;
     kernel.n = 0;
-    kernel.k = 0;
     return kernel;
   }
 
@@ -94,12 +93,12 @@ class Sm90Backend final : public GemmBackend {
                          : spec.scale_layout == nvfp4k::SCALES_SWIZZLED128X4 ? "sw128x4"
                                                                               : "linear";
     const int grouped = gemm_problem_grouped(spec);
-    return fmt::format("nvfp4_gemm_w4a16_{}{}_{}_{}{}_bm{}_bk{}_wg{}{}_s{}_ks{}",
+    return fmt::format("nvfp4_gemm_w4a16_{}k{}_{}_{}_{}{}_bm{}_bk{}_wg{}{}_s{}_ks{}",
                        grouped == nvfp4k::GROUPED_NONE       ? ""
                        : grouped == nvfp4k::GROUPED_MASKED ? fmt::format("masked{}_", spec.groups)
                        : grouped == nvfp4k::GROUPED_BATCHED ? fmt::format("batched{}_", spec.groups)
                                                             : fmt::format("grouped{}_", spec.groups),
-                       dtype_name(spec.a_dtype), dtype_name(spec.out_dtype), layout,
+                       spec.k, dtype_name(spec.a_dtype), dtype_name(spec.out_dtype), layout,
                        bias == nvfp4k::BIAS_BF16 ? "_biasbf16" : bias == nvfp4k::BIAS_FP32 ? "_biasfp32" : "", t.block_m,
                        t.block_k, t.consumers, t.k_slices > 1 ? fmt::format("x{}", t.k_slices) : "", t.stages, t.split_k);
   }
@@ -108,9 +107,9 @@ class Sm90Backend final : public GemmBackend {
     const Tile t = from_config(spec.tile);
     const int grouped = gemm_problem_grouped(spec);
     return entry_point(spec, kernel_name(spec), "sm90/gemm_w4a16.cuh", "GemmParams",
-                       fmt::format("nvfp4k::sm90::gemm_w4a16<nvfp4k::sm90::GemmConfig<{}, {}, {}, {}, {}, {}, "
+                       fmt::format("nvfp4k::sm90::gemm_w4a16<nvfp4k::sm90::GemmConfig<{}, {}, {}, {}LL, {}, {}, {}, "
                                    "{}, {}, {}, {}{}>, Mma>(p)",
-                                   spec.a_dtype, spec.out_dtype, bias_code(spec), spec.scale_layout,
+                                   spec.a_dtype, spec.out_dtype, bias_code(spec), spec.k, spec.scale_layout,
                                    t.consumers, t.block_m, t.block_k, t.stages, t.split_k, t.k_slices,
                                    grouped ? fmt::format(", {}, {}", grouped, spec.groups) : ""),
                        wgmma_prelude(t.block_m, spec.a_dtype == uint8_t(DType::fp16)));
@@ -127,7 +126,6 @@ class Sm90Backend final : public GemmBackend {
     auto& p = *reinterpret_cast<nvfp4k::GemmParams*>(plan.params);
     p.schedule = grid.schedule;
     p.n = spec.n;
-    p.k = spec.k;
     plan.shape.grid[0] = grid.clusters;
     plan.shape.grid[2] = unsigned(t.split_k);
     plan.shape.block[0] = unsigned(threads(t));
