@@ -227,7 +227,8 @@ TEST_SUITE("gemm") {
               bucket_specs.push_back(gemm_spec(problem, t));
         }
     CHECK(gemm_prewarm(Arch::sm_90a, 4096, 4096) == bucket_specs);
-    CHECK(gemm_prewarm(Arch::sm_100a, 4096, 4096).empty());  // no backend serves it (yet)
+    for (const KernelSpec& s : gemm_prewarm(Arch::sm_100a, 4096, 4096))
+      CHECK(s.a_dtype == uint8_t(DType::nvfp4));  // its backend takes W4A4 only
     // by default, ModelOpt's layout alone: the linear problem's tiles, nothing prepacked
     std::vector<KernelSpec> linear_specs;
     for (const KernelSpec& s : prewarm_specs({parse_shape("4096,4096")}, {Arch::sm_90a}, 132))
@@ -480,7 +481,8 @@ TEST_SUITE("gemm") {
   }
 
   TEST_CASE("a backend is one registration: prewarm, codegen and tile choice find it") {
-    // A backend for an arch nothing serves here, with one tile and a trivial kernel.
+    // A backend for sm_100a, with one tile and a trivial kernel: registered later than the real
+    // one, it takes precedence until it is unregistered.
     struct FakeBackend final : GemmBackend {
       std::string_view name() const override { return "fake"; }
       bool serves(Arch arch) const override { return arch == Arch::sm_100a; }
@@ -505,11 +507,13 @@ TEST_SUITE("gemm") {
       GemmPlan plan(const KernelSpec&, int64_t, int) const override { return {}; }
       void bind(const KernelSpec&, const GemmCall&, void*) const override {}
     } fake;
-    REQUIRE(find_gemm_backend(Arch::sm_100a) == nullptr);
+    const GemmBackend* real = find_gemm_backend(Arch::sm_100a);
+    REQUIRE(real);
     register_gemm_backend(&fake);
+    CHECK(find_gemm_backend(Arch::sm_100a) == &fake);
     const std::vector<KernelSpec> specs = gemm_prewarm(Arch::sm_100a, 1024, 2048);
     unregister_gemm_backend(&fake);
-    CHECK(find_gemm_backend(Arch::sm_100a) == nullptr);
+    CHECK(find_gemm_backend(Arch::sm_100a) == real);
     // two layouts as stored (it refuses the prepacked one), two tiles (64 and 128 rows) each
     REQUIRE(specs.size() == 4);
     register_gemm_backend(&fake);

@@ -24,7 +24,15 @@ Backends& backends() {
   return *b;
 }
 
-GeneratedKernel generate_gemm(const KernelSpec& spec) { return gemm_backend(spec.arch, "codegen").generate(spec); }
+// A spec its arch's backend cannot build (a tile of another backend's, say) is refused here,
+// before it becomes a kernel.
+GeneratedKernel generate_gemm(const KernelSpec& spec) {
+  const GemmBackend& backend = gemm_backend(spec.arch, "codegen");
+  std::string why = backend.unsupported(spec);
+  if (why.empty()) why = backend.tile_problem(spec);
+  if (!why.empty()) fail(Status::unsupported, "codegen: {} on {}: {}", spec.describe(), to_string(spec.arch), why);
+  return backend.generate(spec);
+}
 std::string gemm_kernel_name(const KernelSpec& spec) { return gemm_backend(spec.arch, "codegen").kernel_name(spec); }
 
 std::string gemm_tuned_tile_problem(const KernelSpec& problem, int m_bucket, const TileConfig& tile) {

@@ -1,0 +1,162 @@
+// The sm_100a / sm_103a GEMM backend on the CPU: its tiles within the arch's limits, the
+// front's routing (W4A4 kept, what is refused named, the emulation switch), prewarm, and the
+// SASS of the prewarm kernels (the block-scaled UMMA, no local memory).
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/kernel_store.hpp"
+#include "gemm_test_util.hpp"
+#include "ops/gemm/backend.hpp"
+#include "ops/gemm/call.hpp"
+#include "ops/gemm/m_buckets.hpp"
+#include "ops/gemm/sm100/tiles.hpp"
+#include "sass_util.hpp"
+#include "sm100/gemm_tile.cuh"
+
+using namespace nvfp4::jit;
+using namespace nvfp4::jit::detail;
+
+namespace {
+
+KernelSpec fp4_problem(Arch arch, int64_t n, int64_t k) {
+  return gemm_fp4_problem(gemm_problem(arch, n, k, DType::bf16, DType::bf16, ScaleLayout::linear, false, kNoDType),
+                          ScaleLayout::swizzled128x4);
+}
+
+}  // namespace
+
+TEST_SUITE("gemm_sm100") {
+  TEST_CASE("tiles: the heuristic per bucket and SM count, candidates within shared and tensor memory") {
+    for (int sms : {148, 132, 160})
+      for (int64_t n : {8, 1000, 4096, 14336})
+        for (int bucket : kGemmMBuckets) {
+          CAPTURE(sms);
+          CAPTURE(n);
+          CAPTURE(bucket);
+          const sm100::Tile h = sm100::heuristic_tile(n, gemm_bucket_m(bucket), sms);
+          CHECK(sm100::tile_problem(h) == "");
+          const std::vector<sm100::Tile> tiles = sm100::candidate_tiles(n, bucket, sms);
+          REQUIRE(!tiles.empty());
+          CHECK(tiles.front() == h);
+          for (const sm100::Tile& t : tiles) {
+            CHECK(sm100::tile_problem(t) == "");
+            CHECK(sm100::shared_bytes(t) <= nvfp4k::sm100::GEMM_MAX_SHARED);
+            CHECK(nvfp4k::sm100::gemm_tmem_columns_used(t.block_n, t.stages) <= 512);
+          }
+        }
+    // the most stages that fit: 4 of 54 KB at 256 weight rows, 6 of 36 KB at 128, 8 of 28 KB at 64
+    CHECK(sm100::heuristic_tile(14336, 4096, 148).block_n == 256);
+    CHECK(sm100::heuristic_tile(14336, 4096, 148).stages == 4);
+    CHECK(sm100::heuristic_tile(4096, 1, 148).block_n == 64);  // 64 CTAs at most: the most of them
+    CHECK(sm100::heuristic_tile(4096, 1, 148).stages == 8);
+    CHECK(sm100::heuristic_tile(4096, 4096, 148).block_n == 256);  // 32 x 16 CTAs fill 148 SMs
+    CHECK(sm100::heuristic_tile(4096, 1024, 148).block_n == 128);  // 8 x 16 do not, 8 x 32 do
+    CHECK(sm100::tile_problem({256, 5}) != "");  // 5 x 54 KB
+    CHECK(sm100::tile_problem({96, 4}) != "");
+    CHECK(sm100::tile_problem({128, 1}) != "");
+    for (int sms : {148, 132}) {
+      std::string line;
+      for (int bucket : kGemmMBuckets)
+        line += fmt::format(" {}:{}", gemm_bucket_m(bucket), sm100::describe(sm100::heuristic_tile(4096, gemm_bucket_m(bucket), sms)));
+      MESSAGE(sms << " SMs, N = 4096, M: tile" << line);
+    }
+  }
+
+  TEST_CASE("the front: W4A4 problems keep NVFP4 activations; W4A16, grouped, prepacked and K % 64 refused by name") {
+    for (Arch arch : {Arch::sm_100a, Arch::sm_103a}) {
+      const GemmBackend& backend = gemm_backend(arch, "test");
+      CHECK(backend.name() == "sm100");
+      CHECK(backend.native_fp4_activations());
+      const KernelSpec problem = fp4_problem(arch, 1000, 4096);
+      CHECK(backend.unsupported(problem) == "");
+      const std::string w4a16 =
+          backend.unsupported(gemm_problem(arch, 1000, 4096, DType::bf16, DType::bf16, ScaleLayout::linear, false, kNoDType));
+      CHECK(w4a16.find("sm_100a") != std::string::npos);
+      CHECK(w4a16.find("W4A16") != std::string::npos);
+      CHECK(backend.unsupported(fp4_problem(arch, 1000, 4064)).find("64") != std::string::npos);
+      KernelSpec grouped = problem;
+      grouped.groups = 8;
+      grouped.flags |= kFlagGroupedContiguous;
+      CHECK(backend.unsupported(grouped).find("grouped") != std::string::npos);
+      CHECK(backend.unsupported(gemm_problem(arch, 1000, 4096, DType::bf16, DType::bf16, ScaleLayout::linear, true, kNoDType)) !=
+            "");
+    }
+  }
+
+  TEST_CASE("the emulation switch routes sm_90a through this backend, with kernels of their own") {
+    CHECK(find_gemm_backend(Arch::sm_90a)->name() == "sm90");
+    ::setenv("NVFP4_JIT_EMULATE_ARCH", "sm_100a", 1);
+    const GemmBackend* emulated = find_gemm_backend(Arch::sm_90a);
+    ::unsetenv("NVFP4_JIT_EMULATE_ARCH");
+    REQUIRE(emulated);
+    CHECK(emulated->name() == "sm100");
+    const KernelSpec p100 = fp4_problem(Arch::sm_100a, 4096, 4096);
+    KernelSpec p90 = p100;
+    p90.arch = Arch::sm_90a;
+    const TileConfig tile = emulated->heuristic(p100, 64, 148);
+    const GeneratedKernel real = emulated->generate(gemm_spec(p100, tile)), emu = emulated->generate(gemm_spec(p90, tile));
+    CHECK(real.name != emu.name);
+    CHECK(emu.name.find("sm100emu") != std::string::npos);
+    CHECK(real.source.find(", false>>(p)") != std::string::npos);
+    CHECK(emu.source.find(", true>>(p)") != std::string::npos);
+  }
+
+  TEST_CASE("prewarm for sm_100a and sm_103a: the W4A4 GEMM kernels, a few per weight shape") {
+    for (Arch arch : {Arch::sm_100a, Arch::sm_103a}) {
+      const std::vector<KernelSpec> gemm = test::gemm_prewarm(arch, 4096, 14336);
+      CHECK(!gemm.empty());
+      CHECK(gemm.size() <= 8);
+      for (const KernelSpec& s : gemm) {
+        CHECK(s.a_dtype == uint8_t(DType::nvfp4));
+        CHECK(gemm_backend(arch, "test").tile_problem(s) == "");
+      }
+      MESSAGE(to_string(arch) << ": " << gemm.size() << " GEMM kernels for a 4096 x 14336 weight");
+    }
+  }
+
+  TEST_CASE("SASS of the prewarm GEMM kernels for sm_100a and sm_103a: the block-scaled UMMA, no local memory, within limits") {
+    const std::string nvdisasm = test::find_nvdisasm();
+    if (nvdisasm.empty()) {
+      MESSAGE("skipped: no nvdisasm (install it with: python3 -m pip install nvidia-cuda-nvdisasm, or set NVFP4_JIT_NVDISASM)");
+      return;
+    }
+    const std::string dir = fmt::format("/tmp/nvfp4-sm100-sass-{}", ::getpid());
+    REQUIRE(std::system(("mkdir -p " + dir).c_str()) == 0);
+    int kernels = 0;
+    for (Arch arch : {Arch::sm_100a, Arch::sm_103a}) {
+      const GemmBackend& backend = gemm_backend(arch, "test");
+      for (const KernelSpec& spec : test::gemm_prewarm(arch, 4096, 4096)) {
+        const auto compiled = KernelStore::instance().get(spec);
+        const std::string name = compiled->kernel.name;
+        CAPTURE(name);
+        const std::string text =
+            test::disassemble(nvdisasm, std::string(compiled->cubin.data(), compiled->cubin.size()), dir + "/k.cubin");
+        REQUIRE(!text.empty());
+        const test::Sass s = test::parse_sass(text, name, "UTCOMMA");
+        const test::Sass copies = test::parse_sass(text, name, "UTCCP");
+        const unsigned dynamic = backend.shared_bytes(spec);
+        const int threads = spec.tile.threads;
+        MESSAGE(fmt::format("{} {}: UTCOMMA x{}, UTCCP x{}, {} registers x {} threads, {} B dynamic + {} B static shared, "
+                            "{} local accesses, {} B frame",
+                            to_string(arch), name, s.block_scaled_mmas, copies.block_scaled_mmas, s.registers, threads,
+                            dynamic, s.static_shared, s.local_accesses, s.frame_bytes));
+        CHECK(s.block_scaled_mmas > 0);
+        CHECK(copies.block_scaled_mmas > 0);
+        CHECK(s.local_accesses == 0);
+        CHECK(s.frame_bytes == 0);
+        CHECK((s.registers > 0 && s.registers <= 255 && s.registers * threads <= 65536));
+        CHECK(dynamic <= nvfp4k::sm100::GEMM_MAX_SHARED);
+        CHECK(s.static_shared <= 1024);
+        ++kernels;
+      }
+    }
+    CHECK(kernels > 0);
+    std::system(("rm -rf " + dir).c_str());
+  }
+}
