@@ -105,6 +105,14 @@ TEST_SUITE("gemm_sm100") {
     CHECK(emu.name.find("sm100emu") != std::string::npos);
     CHECK(real.source.find(", false>>(p)") != std::string::npos);
     CHECK(emu.source.find(", true>>(p)") != std::string::npos);
+    // and NVRTC builds the emulation for sm_90a, every weight tile width
+    ::setenv("NVFP4_JIT_EMULATE_ARCH", "sm_100a", 1);
+    for (int block_n : {64, 128, 256}) {
+      const KernelSpec spec = gemm_spec(p90, sm100::to_config({block_n, 2}));
+      CAPTURE(block_n);
+      CHECK(!KernelStore::instance().get(spec)->cubin.empty());
+    }
+    ::unsetenv("NVFP4_JIT_EMULATE_ARCH");
   }
 
   TEST_CASE("prewarm for sm_100a and sm_103a: the W4A4 GEMM kernels, a few per weight shape") {

@@ -46,6 +46,8 @@ struct Case {
   sm90::Tile tile{};
   // W4A4: bytes of padding after each packed row of A (4: rows not 16-byte aligned)
   int64_t a_fp4_pad = 16;
+  // a tile of another backend's to run instead of the heuristic's (block_m 0: none)
+  TileConfig backend_tile{};
 };
 
 void run_gemm(const Case& c, const GemmArgs& g) {
@@ -53,7 +55,9 @@ void run_gemm(const Case& c, const GemmArgs& g) {
   // three consumers run on a prepacked weight only; the weight as stored takes two, which
   // give the same bits (each output's k order does not depend on the consumer count)
   if (tile.consumers == 3 && !g.b_prepacked) tile.consumers = 2;
-  if (tile.block_m)
+  if (c.backend_tile.block_m)
+    gemm_with_tile(g, c.backend_tile, nullptr);
+  else if (tile.block_m)
     gemm_with_tile(g, sm90::to_config(tile), nullptr);
   else
     gemm(g, nullptr);
@@ -239,6 +243,9 @@ void run_case(const Case& c, std::mt19937& rng) {
   const double bound = c.d == DType::fp32 ? 1e-5 : c.d == DType::bf16 ? 4e-3 : 1e-3;
   MESSAGE("gemm m=" << c.m << " n=" << c.n << " k=" << c.k << " a=" << int(c.a) << " d=" << int(c.d)
                     << " layout=" << int(c.layout) << (c.tile.block_m ? " tile " + sm90::describe(c.tile) : std::string())
+                    << (c.backend_tile.block_m ? " tile bn" + std::to_string(c.backend_tile.block_n) + " s" +
+                                                     std::to_string(c.backend_tile.stages)
+                                               : std::string())
                     << ": relative Frobenius error " << rel);
   CHECK_MESSAGE(rel <= bound, "m=" << c.m << " n=" << c.n << " k=" << c.k << ": relative error " << rel << " (bound " << bound << ")");
 }

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "gemm_case.hpp"
-#include "on_sm120_backend.hpp"
+#include "on_blackwell_backend.hpp"
 #include "core/error.hpp"
 #include "ops/gemm/dispatch.hpp"
 #include "ops/gemm/sm120/tiles.hpp"

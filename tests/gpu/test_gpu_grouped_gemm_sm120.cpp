@@ -1,5 +1,5 @@
 // grouped_gemm (W4A4) on the sm_120a / sm_121a backend: natively there, exactly emulated on
-// sm_90a (on_sm120_backend.hpp). Against a float64 reference per expert: fresh random NVFP4
+// sm_90a (on_blackwell_backend.hpp). Against a float64 reference per expert: fresh random NVFP4
 // activations and per-expert weights whose global scales lie 2^10 apart, group sizes with
 // empty and one-row experts, D poisoned so that every row of an expert must be written and
 // every other row (and D's padding) left alone. Both layouts, both scale layouts on each
@@ -17,7 +17,7 @@
 
 #include "../dequantize_fixture.hpp"
 #include "gemm_output.hpp"
-#include "on_sm120_backend.hpp"
+#include "on_blackwell_backend.hpp"
 #include "core/driver.hpp"
 #include "core/gpu_util.hpp"
 
