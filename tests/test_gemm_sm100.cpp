@@ -17,6 +17,7 @@
 #include "ops/gemm/m_buckets.hpp"
 #include "ops/gemm/sm100/tiles.hpp"
 #include "sass_util.hpp"
+#include "common/tile_scheduler.cuh"
 #include "sm100/gemm_tile.cuh"
 
 using namespace nvfp4::jit;
@@ -68,7 +69,7 @@ TEST_SUITE("gemm_sm100") {
     }
   }
 
-  TEST_CASE("the front: W4A4 problems keep NVFP4 activations; W4A16, grouped, prepacked and K % 64 refused by name") {
+  TEST_CASE("the front: W4A4 problems keep NVFP4 activations; W4A16, batched, prepacked and K % 64 refused by name") {
     for (Arch arch : {Arch::sm_100a, Arch::sm_103a}) {
       const GemmBackend& backend = gemm_backend(arch, "test");
       CHECK(backend.name() == "sm100");
@@ -83,7 +84,10 @@ TEST_SUITE("gemm_sm100") {
       KernelSpec grouped = problem;
       grouped.groups = 8;
       grouped.flags |= kFlagGroupedContiguous;
-      CHECK(backend.unsupported(grouped).find("grouped") != std::string::npos);
+      CHECK(backend.unsupported(grouped) == "");
+      CHECK(backend.kernel_name(gemm_spec(grouped, backend.heuristic(grouped, 4, 148))).find("grouped8_") != std::string::npos);
+      grouped.flags = uint8_t((grouped.flags & ~kFlagGroupedContiguous) | kFlagGroupedBatched);
+      CHECK(backend.unsupported(grouped).find("batched") != std::string::npos);
       CHECK(backend.unsupported(gemm_problem(arch, 1000, 4096, DType::bf16, DType::bf16, ScaleLayout::linear, true, kNoDType)) !=
             "");
     }
@@ -125,6 +129,14 @@ TEST_SUITE("gemm_sm100") {
         CHECK(gemm_backend(arch, "test").tile_problem(s) == "");
       }
       MESSAGE(to_string(arch) << ": " << gemm.size() << " GEMM kernels for a 4096 x 14336 weight");
+      const std::vector<KernelSpec> grouped = test::gemm_prewarm(arch, 2880, 2880, 128);
+      CHECK(!grouped.empty());
+      for (const KernelSpec& s : grouped) {
+        CHECK(s.groups == 128);
+        CHECK(gemm_problem_grouped(s) == nvfp4k::GROUPED_CONTIGUOUS);
+        CHECK(gemm_backend(arch, "test").tile_problem(s) == "");
+      }
+      MESSAGE(to_string(arch) << ": " << grouped.size() << " grouped GEMM kernels for 128 experts of 2880 x 2880");
     }
   }
 
@@ -139,7 +151,9 @@ TEST_SUITE("gemm_sm100") {
     int kernels = 0;
     for (Arch arch : {Arch::sm_100a, Arch::sm_103a}) {
       const GemmBackend& backend = gemm_backend(arch, "test");
-      for (const KernelSpec& spec : test::gemm_prewarm(arch, 4096, 4096)) {
+      std::vector<KernelSpec> specs = test::gemm_prewarm(arch, 4096, 4096);
+      for (const KernelSpec& s : test::gemm_prewarm(arch, 2880, 2880, 128)) specs.push_back(s);  // grouped, 128 experts
+      for (const KernelSpec& spec : specs) {
         const auto compiled = KernelStore::instance().get(spec);
         const std::string name = compiled->kernel.name;
         CAPTURE(name);

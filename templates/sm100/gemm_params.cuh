@@ -27,6 +27,7 @@ struct GemmSm100Params {
   void* d;                        // [M, N] with d_stride elements per row
   long long d_stride;
   TileSchedule schedule;
+  long long w_group_bytes;        // grouped: bytes from one group's w_scales to the next's
 };
 
 }  // namespace nvfp4k

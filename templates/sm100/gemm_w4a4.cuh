@@ -13,6 +13,11 @@
 //              biased and stored; then acc_empty lets the next tile's MMAs in.
 // K must be a multiple of 64 (whole MMAs; no block scales past K to mask).
 //
+// Grouped (mixture of experts, contiguous or masked): the tile scheduler places a tile's rows
+// in its group, whose weight rows (group g's are rows [g N, (g + 1) N) of W) and scales it then
+// reads; tiles past the groups' rows are skipped by every warp alike. A tile's TMA box may take
+// rows past its group's (another group's, or past M: zeros): computed, never stored.
+//
 // With EMULATE the same kernel runs on sm_90a with the tcgen05 instructions replaced by their
 // exact emulation (sm100/tcgen05_emulated.cuh): the test facility that checks everything but
 // those instructions on Hopper.
@@ -29,9 +34,11 @@
 
 namespace nvfp4k::sm100 {
 
-template <int ODT_, int BIAS_, long long N_, long long K_, int A_LAYOUT_, int W_LAYOUT_, int BN_, int STAGES_, bool EMULATE_>
+template <int ODT_, int BIAS_, long long N_, long long K_, int A_LAYOUT_, int W_LAYOUT_, int BN_, int STAGES_, bool EMULATE_,
+          int GROUPED_ = GROUPED_NONE, int GROUPS_ = 0>
 struct GemmConfig {
   static constexpr int ODT = ODT_, BIAS = BIAS_, A_LAYOUT = A_LAYOUT_, W_LAYOUT = W_LAYOUT_;
+  static constexpr int GROUPED = GROUPED_, GROUPS = GROUPS_;  // a GroupedLayoutCode of GROUPS groups
   static constexpr long long N = N_, K = K_;
   static constexpr int BN = BN_, STAGES = STAGES_;
   static constexpr bool EMULATE = EMULATE_;
@@ -49,7 +56,19 @@ struct GemmConfig {
   static_assert(STAGE_BYTES % 1024 == 0, "stages keep the 128-byte swizzle's 1024-byte alignment");
   static_assert(gemm_tmem_columns_used(BN, STAGES) <= int(GEMM_TMEM_COLUMNS), "512 columns of tensor memory");
   static_assert(gemm_shared_bytes(BN, STAGES) <= GEMM_MAX_SHARED, "227 KB of shared memory");
+  static_assert(GROUPED == GROUPED_NONE || ((GROUPED == GROUPED_CONTIGUOUS || GROUPED == GROUPED_MASKED) && GROUPS > 0),
+                "the contiguous and masked grouped layouts");
 };
+
+// Tile t of the grid's order: every lane of the calling warp gets it (a grouped layout's is
+// found by the whole warp). No rows (m0 == m_end): past the groups' row tiles.
+template <class C>
+__device__ __forceinline__ ScheduledTile gemm_tile(const GemmSm100Params& p, int t) {
+  if constexpr (C::GROUPED == GROUPED_NONE)
+    return schedule_tile<C::N_TILES, 1, C::KTILES>(p.schedule, t, 0);
+  else
+    return schedule_grouped_tile_warp<C::N_TILES, C::GROUPED, C::GROUPS, C::KTILES>(p.schedule, t);
+}
 
 // One word of 4 block scales (kb a multiple of 4) of `row`, or 0 outside the rows.
 template <int LAYOUT, long long KB>
@@ -96,16 +115,20 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
     if (lane == 0) {
       prefetch_tensor_map(&p.tma_a);
       prefetch_tensor_map(&p.tma_w);
-      int it = 0;
-      for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const ScheduledTile tile = schedule_tile<C::N_TILES, 1, C::KTILES>(p.schedule, t, 0);
-        for (int kt = 0; kt < C::KTILES; ++kt, ++it) {
-          const int s = it % C::STAGES;
+    }
+    int it = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      const ScheduledTile tile = gemm_tile<C>(p, t);
+      if (tile.m0 >= tile.m_end) continue;
+      const int w_row = int(tile.group * C::N) + tile.n_tile * C::BN;
+      for (int kt = 0; kt < C::KTILES; ++kt, ++it) {
+        const int s = it % C::STAGES;
+        if (lane == 0) {
           mbar_wait(&empty[s], ((it / C::STAGES) & 1) ^ 1, 1000);
           unsigned char* st = smem + s * C::STAGE_BYTES;
           mbar_arrive_expect_tx(&full[s], gemm_a_bytes() + gemm_w_bytes(C::BN));
           tma_load_2d(st + C::A_AT, &p.tma_a, &full[s], kt * 128, int(tile.m0));
-          tma_load_2d(st + C::W_AT, &p.tma_w, &full[s], kt * 128, tile.n_tile * C::BN);
+          tma_load_2d(st + C::W_AT, &p.tma_w, &full[s], kt * 128, w_row);
         }
       }
     }
@@ -114,8 +137,10 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
     const int i = int(threadIdx.x) - (GEMM_THREADS - GEMM_SCALE_THREADS);
     int it = 0;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-      const ScheduledTile tile = schedule_tile<C::N_TILES, 1, C::KTILES>(p.schedule, t, 0);
+      const ScheduledTile tile = gemm_tile<C>(p, t);
+      if (tile.m0 >= tile.m_end) continue;
       const long long n0 = (long long)tile.n_tile * C::BN;
+      const unsigned char* w_scales = p.w_scales + tile.group * p.w_group_bytes;
       for (int kt = 0; kt < C::KTILES; ++kt, ++it) {
         const int s = it % C::STAGES;
         mbar_wait(&empty[s], ((it / C::STAGES) & 1) ^ 1);
@@ -133,7 +158,7 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
             const int wr = r - GEMM_BM;
             const long long row = n0 + wr;
             *reinterpret_cast<unsigned*>(st + C::SW_AT + (step * C::W_ATOMS + wr / 128) * 512 + in_atom) =
-                scale_word<C::W_LAYOUT, C::KB>(p.w_scales, row, row < C::N && kb < C::KB, kb, p.w_scale_words != 0);
+                scale_word<C::W_LAYOUT, C::KB>(w_scales, row, row < C::N && kb < C::KB, kb, p.w_scale_words != 0);
           }
         }
         fence_proxy_async_shared();  // the atoms, visible to tcgen05.cp
@@ -143,7 +168,11 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
   } else if (warp == 1) {
     const unsigned idesc = instr_descriptor_mxf4nvf4(GEMM_BM, C::BN);
     int it = 0, done = 0;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x, ++done) {
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      if (C::GROUPED != GROUPED_NONE) {
+        const ScheduledTile tile = gemm_tile<C>(p, t);
+        if (tile.m0 >= tile.m_end) continue;
+      }
       mbar_wait(acc_empty, (done & 1) ^ 1);  // the epilogue has read the last tile's accumulator
       tcgen05_fence_after_sync<C::EMULATE>();
       for (int kt = 0; kt < C::KTILES; ++kt, ++it) {
@@ -167,17 +196,20 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
         tcgen05_commit<C::EMULATE>(&empty[s]);  // the stage is free once these MMAs are done
       }
       tcgen05_commit<C::EMULATE>(acc_full);
+      ++done;
     }
   } else {
     // the epilogue: warp w reads lanes 32 (w % 4) .. of the accumulator, one row of D a thread
+    // (a per-group scale, W's or A's, is the tile's group's: the one-per-row read at its group)
     const int quarter = warp % 4, r = 32 * quarter + lane;
     const bool a_per_row = p.a_gscale_mode == GSCALE_DEVICE_PER_ROW;
-    const float scale = p.alpha * global_scale(p.w_gscale_mode, p.w_gscale_value, p.w_gscale_ptr, 0) *
-                        (a_per_row ? 1.0f : global_scale(p.a_gscale_mode, p.a_gscale_value, p.a_gscale_ptr, 0));
     int done = 0;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x, ++done) {
-      const ScheduledTile tile = schedule_tile<C::N_TILES, 1, C::KTILES>(p.schedule, t, 0);
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      const ScheduledTile tile = gemm_tile<C>(p, t);
+      if (tile.m0 >= tile.m_end) continue;
       const long long m = tile.m0 + r, n0 = (long long)tile.n_tile * C::BN;
+      const float scale = p.alpha * global_scale(p.w_gscale_mode, p.w_gscale_value, p.w_gscale_ptr, tile.group) *
+                          (a_per_row ? 1.0f : global_scale(p.a_gscale_mode, p.a_gscale_value, p.a_gscale_ptr, tile.group));
       mbar_wait(acc_full, done & 1);
       tcgen05_fence_after_sync<C::EMULATE>();
       const float row_scale = a_per_row && m < tile.m_end ? scale * p.a_gscale_ptr[m] : scale;
@@ -195,6 +227,7 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
       }
       tcgen05_fence_before_sync<C::EMULATE>();
       mbar_arrive(acc_empty);
+      ++done;
     }
   }
 

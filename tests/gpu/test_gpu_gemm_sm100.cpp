@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "ops/gemm/dispatch.hpp"
 #include "gemm_case.hpp"
 #include "on_blackwell_backend.hpp"
 #include "ops/gemm/sm100/tiles.hpp"
@@ -136,6 +137,24 @@ TEST_SUITE("gpu_gemm_sm100") {
     d.cuGraphExecDestroy(exec);
     d.cuGraphDestroy(graph);
     d.cuStreamDestroy(stream);
+  }
+
+  TEST_CASE("tune a W4A4 problem on this backend: the winner is recorded and the next gemm runs it, correctly") {
+    const OnSm100Backend on;
+    if (!on.ready()) return;
+    std::mt19937 rng(std::random_device{}());
+    GemmProblem problem;
+    problem.n = 1000, problem.k = 4096;
+    problem.a_dtype = fp4, problem.d_dtype = fp32, problem.a_scale_layout = sw;
+    const TunedBucket tuned = tune_bucket_of_m5(problem);
+    alignas(16) static unsigned char dummy[16];
+    GemmArgs probe;
+    probe.m = 5, probe.n = problem.n, probe.k = problem.k, probe.a_dtype = fp4, probe.d_dtype = fp32;
+    probe.a_fp4.data = probe.a_fp4.scales = probe.b.data = probe.b.scales = probe.d = dummy;
+    probe.a_fp4.scale_layout = sw;
+    const GemmBackend& backend = gemm_backend(current_device().arch, "test");
+    CHECK(backend.describe(gemm_dispatch(current_device(), gemm_call(probe, "test"), nullptr).spec.tile) == tuned.winner);
+    run_case({5, 1000, 4096, fp4, fp32, sw}, rng);
   }
 
   TEST_CASE("sm_100a gemm refuses BF16 activations, K not a multiple of 64 and A rows TMA cannot read, by name") {

@@ -1,6 +1,6 @@
 // The sm_100a / sm_103a GEMM backend: NVFP4 activations x an NVFP4 weight through the
 // block-scaled tcgen05 MMA with accumulators in tensor memory (templates/sm100/gemm_w4a4.cuh),
-// either scale layout for each; dense, persistent.
+// either scale layout for each; dense or grouped (contiguous or masked), persistent.
 //
 // The same backend, as a test facility, runs its kernels on an sm_90a device: with
 // NVFP4_JIT_EMULATE_ARCH=sm_100a (or sm_103a) in the environment it takes the GEMM calls of an
@@ -59,8 +59,8 @@ class Sm100Backend final : public GemmBackend {
                          dtype_name(problem.a_dtype));
     if (gemm_problem_prepacked(problem))
       return "a prepacked weight (sm_90a's layout) does not run on sm_100a / sm_103a: pass the weight as ModelOpt stores it";
-    if (gemm_problem_grouped(problem))
-      return "grouped GEMMs are not implemented on sm_100a / sm_103a yet (the dense GEMM is)";
+    if (gemm_problem_grouped(problem) == nvfp4k::GROUPED_BATCHED)
+      return "the batched grouped layout is not implemented on sm_100a / sm_103a yet (contiguous and masked are)";
     if (problem.k % nvfp4k::sm100::GEMM_MMA_K)
       return fmt::format("k = {}: the sm_100a / sm_103a GEMM takes K in whole MMAs of 64", problem.k);
     return {};
@@ -87,7 +87,12 @@ class Sm100Backend final : public GemmBackend {
   std::string kernel_name(const KernelSpec& spec) const override {
     const Tile t = from_config(spec.tile);
     const uint8_t bias = bias_code(spec);
-    return fmt::format("nvfp4_gemm_w4a4_{}n{}_k{}_{}_a{}_w{}{}_bn{}_s{}", emulated(spec) ? "sm100emu_" : "sm100_", spec.n,
+    const int grouped = gemm_problem_grouped(spec);
+    return fmt::format("nvfp4_gemm_w4a4_{}{}n{}_k{}_{}_a{}_w{}{}_bn{}_s{}", emulated(spec) ? "sm100emu_" : "sm100_",
+                       grouped == nvfp4k::GROUPED_NONE     ? ""
+                       : grouped == nvfp4k::GROUPED_MASKED ? fmt::format("masked{}_", spec.groups)
+                                                           : fmt::format("grouped{}_", spec.groups),
+                       spec.n,
                        spec.k, dtype_name(spec.out_dtype), layout_name(a_layout(spec)), layout_name(spec.scale_layout),
                        bias == nvfp4k::BIAS_BF16 ? "_biasbf16" : bias == nvfp4k::BIAS_FP32 ? "_biasfp32" : "", t.block_n,
                        t.stages);
@@ -95,18 +100,22 @@ class Sm100Backend final : public GemmBackend {
 
   GeneratedKernel generate(const KernelSpec& spec) const override {
     const Tile t = from_config(spec.tile);
+    const int grouped = gemm_problem_grouped(spec);
     return entry_point(spec, kernel_name(spec), "sm100/gemm_w4a4.cuh", "GemmSm100Params",
                        fmt::format("nvfp4k::sm100::gemm_w4a4<nvfp4k::sm100::GemmConfig<{}, {}, {}LL, {}LL, {}, {}, {}, {}, "
-                                   "{}>>(p)",
+                                   "{}{}>>(p)",
                                    spec.out_dtype, bias_code(spec), spec.n, spec.k, a_layout(spec), spec.scale_layout,
-                                   t.block_n, t.stages, emulated(spec) ? "true" : "false"));
+                                   t.block_n, t.stages, emulated(spec) ? "true" : "false",
+                                   grouped ? fmt::format(", {}, {}", grouped, spec.groups) : ""));
   }
 
   unsigned shared_bytes(const KernelSpec& spec) const override { return sm100::shared_bytes(from_config(spec.tile)); }
 
   GemmPlan plan(const KernelSpec& spec, int64_t m, int sm_count) const override {
     const Tile t = from_config(spec.tile);
-    const GemmGrid grid = gemm_grid(m, spec.n, spec.k, nvfp4k::sm100::GEMM_BM, t.block_n, 1, sm_count);
+    const int grouped = gemm_problem_grouped(spec);
+    const GemmGrid grid = grouped ? gemm_grouped_grid(grouped, spec.groups, m, spec.n, nvfp4k::sm100::GEMM_BM, t.block_n)
+                                  : gemm_grid(m, spec.n, spec.k, nvfp4k::sm100::GEMM_BM, t.block_n, 1, sm_count);
     GemmPlan plan;
     auto& p = *reinterpret_cast<nvfp4k::GemmSm100Params*>(plan.params);
     p.schedule = grid.schedule;
@@ -122,6 +131,10 @@ class Sm100Backend final : public GemmBackend {
     const Tile t = from_config(spec.tile);
     const GemmArgs& args = call.args;
     auto& p = *static_cast<nvfp4k::GemmSm100Params*>(params);
+    if (call.row_index)
+      fail(Status::unsupported,
+           "row_index: gathering A's rows is not implemented on sm_100a / sm_103a yet (TMA reads them in order); "
+           "gather them with moe_stage first");
     const int64_t a_stride = args.a_fp4.row_stride_bytes ? args.a_fp4.row_stride_bytes : args.k / 2;
     // TMA reads A's rows: 16-byte aligned (W's are, by the front's checks)
     if (reinterpret_cast<uintptr_t>(args.a_fp4.data) % 16 || a_stride % 16)
@@ -132,12 +145,17 @@ class Sm100Backend final : public GemmBackend {
     copy_map(p.tma_a, make_tensor_map_2d(args.a_fp4.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(call.rows),
                                          uint64_t(args.k / 2), uint64_t(a_stride), uint32_t(nvfp4k::sm100::GEMM_BM), 128,
                                          CU_TENSOR_MAP_SWIZZLE_128B));
-    copy_map(p.tma_w, make_tensor_map_2d(args.b.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(args.n), uint64_t(args.k / 2),
+    const int64_t groups = std::max(1, spec.groups);  // the groups' weights one after the other
+    copy_map(p.tma_w, make_tensor_map_2d(args.b.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(groups * args.n),
+                                         uint64_t(args.k / 2),
                                          uint64_t(call.b_stride), uint32_t(t.block_n), 128, CU_TENSOR_MAP_SWIZZLE_128B));
     p.a_scales = static_cast<const unsigned char*>(args.a_fp4.scales);
     p.w_scales = static_cast<const unsigned char*>(args.b.scales);
     p.a_scale_words = reinterpret_cast<uintptr_t>(p.a_scales) % 4 == 0;
     p.w_scale_words = reinterpret_cast<uintptr_t>(p.w_scales) % 4 == 0;
+    p.w_group_bytes = scale_bytes(args.b.scale_layout, args.n, args.k);
+    p.schedule.group_ends = call.group_ends;
+    p.schedule.group_rows = call.masked_m;
     bind_epilogue(p, call);
   }
 
