@@ -2,7 +2,7 @@
 // for the kernel, its emulation and the host's tests. Written from the PTX ISA (9.0):
 //   9.7.16.1.1  Tensor Memory addressing: lane in bits 31-16, column in bits 15-0
 //   9.7.16.4.1  Shared memory descriptor (Table 40) and the swizzle's repeating pattern (Table 41)
-//   9.7.16.4.2  Instruction descriptor for .kind::mxf4nvf4 (Table 47)
+//   9.7.16.4.2  Instruction descriptor for .kind::mxf4nvf4 (Table 44 in ISA 9.0, 47 in later versions)
 //   9.7.16.3.3  Canonical layouts: K-major, 128-byte swizzle: Swizzle<3,4,3> o ((8,m),(T,2k)):((8T,SBO),(1,T))
 // The kernel's operands (A and W tiles, K-major, as TMA's 128-byte swizzle writes them) and its
 // scale factors (the 128 x 4 atoms of 512 bytes, unswizzled) are described by the functions at
@@ -46,7 +46,7 @@ NVFP4_HD constexpr SmemDescriptorFields smem_descriptor_fields(unsigned long lon
           unsigned(d >> 53 & 0xFFu),           unsigned(d >> 61 & 7u)};
 }
 
-// Table 47, .kind::mxf4nvf4: dense (bit 2: 0), matrix B scale factor id 0 (4-5), atype E2M1 = 1
+// The instruction descriptor table, .kind::mxf4nvf4 column: dense (bit 2: 0), matrix B scale factor id 0 (4-5), atype E2M1 = 1
 // (7-9), btype E2M1 = 1 (10-11), no negation (13, 14), K-major A and B (15, 16: no transpose),
 // N >> 3 (17-22), scale type UE4M3 = 0 (23), M >> 7 (27-28), matrix A scale factor id 0 (29-30),
 // K = 64 (31: 0).

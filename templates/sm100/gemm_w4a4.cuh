@@ -87,7 +87,8 @@ __device__ __forceinline__ unsigned scale_word(const unsigned char* scales, long
 template <class C>
 __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
   extern __shared__ unsigned char smem_raw[];
-  unsigned char* smem = reinterpret_cast<unsigned char*>((reinterpret_cast<unsigned long long>(smem_raw) + 1023) & ~1023ull);
+  // the stages 1024-byte aligned in the shared window (the 128-byte swizzle's pattern, base offset 0)
+  unsigned char* smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + C::STAGES * C::STAGE_BYTES);
   unsigned long long* empty = full + C::STAGES;
   unsigned long long* acc_full = empty + C::STAGES;

@@ -1,6 +1,7 @@
 #include "ops/gemm/backend.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <iterator>
 #include <mutex>
 
@@ -74,6 +75,14 @@ const GemmBackend* find_gemm_backend(Arch arch) {
 const GemmBackend& gemm_backend(Arch arch, const char* who) {
   if (const GemmBackend* backend = find_gemm_backend(arch)) return *backend;
   fail(Status::unsupported, "{}: the NVFP4 GEMM has no kernels for {} yet", who, to_string(arch));
+}
+
+bool emulation_requested(std::initializer_list<Arch> archs) {
+  const char* v = std::getenv("NVFP4_JIT_EMULATE_ARCH");
+  if (!v) return false;
+  for (Arch a : archs)
+    if (to_string(a) == v) return true;
+  return false;
 }
 
 }  // namespace nvfp4::jit::detail

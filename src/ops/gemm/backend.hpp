@@ -4,6 +4,7 @@
 // backend interprets.
 #pragma once
 #include <cstddef>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,6 +64,8 @@ bool register_gemm_backend(const GemmBackend* backend);
 void unregister_gemm_backend(const GemmBackend* backend);
 // The backend that serves `arch`, or null.
 const GemmBackend* find_gemm_backend(Arch arch);
+// Whether NVFP4_JIT_EMULATE_ARCH names one of `archs` (a backend's emulates()).
+bool emulation_requested(std::initializer_list<Arch> archs);
 // Throws Error(unsupported) naming `who` and the arch where none serves it.
 const GemmBackend& gemm_backend(Arch arch, const char* who);
 

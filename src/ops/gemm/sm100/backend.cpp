@@ -8,8 +8,6 @@
 // exactly (the spec's arch is the device's, so their keys, names and sources differ from the
 // real kernels').
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include <fmt/format.h>
@@ -18,6 +16,7 @@
 #include "core/error.hpp"
 #include "ops/gemm/backend.hpp"
 #include "ops/gemm/schedule.hpp"
+#include "ops/gemm/spec_codes.hpp"
 #include "ops/gemm/sm100/tiles.hpp"
 #include "sm100/gemm_params.cuh"
 #include "sm100/gemm_tile.cuh"
@@ -28,29 +27,12 @@ namespace {
 
 static_assert(sizeof(nvfp4k::GemmSm100Params) <= GemmPlan::kMaxParamBytes);
 
-uint8_t bias_code(const KernelSpec& spec) {
-  return spec.flags & kFlagBiasBf16 ? nvfp4k::BIAS_BF16 : spec.flags & kFlagBiasFp32 ? nvfp4k::BIAS_FP32 : nvfp4k::BIAS_NONE;
-}
-
-int a_layout(const KernelSpec& spec) {
-  return spec.flags & kFlagAScalesSwizzled ? nvfp4k::SCALES_SWIZZLED128X4 : nvfp4k::SCALES_LINEAR;
-}
-
-const char* layout_name(int layout) { return layout == nvfp4k::SCALES_SWIZZLED128X4 ? "sw128x4" : "linear"; }
-
-bool emulation_requested() {
-  const char* v = std::getenv("NVFP4_JIT_EMULATE_ARCH");
-  return v && (std::strcmp(v, "sm_100a") == 0 || std::strcmp(v, "sm_103a") == 0);
-}
-
-void copy_map(nvfp4k::TmaDescriptor& to, const CUtensorMap& map) { std::memcpy(&to, &map, sizeof map); }
-
 class Sm100Backend final : public GemmBackend {
  public:
   std::string_view name() const override { return "sm100"; }
   bool serves(Arch arch) const override { return arch == Arch::sm_100a || arch == Arch::sm_103a; }
   bool native_fp4_activations() const override { return true; }
-  bool emulates(Arch arch) const override { return arch == Arch::sm_90a && emulation_requested(); }
+  bool emulates(Arch arch) const override { return arch == Arch::sm_90a && emulation_requested({Arch::sm_100a, Arch::sm_103a}); }
 
   std::string unsupported(const KernelSpec& problem) const override {
     if (problem.a_dtype != uint8_t(DType::nvfp4))
@@ -86,16 +68,10 @@ class Sm100Backend final : public GemmBackend {
 
   std::string kernel_name(const KernelSpec& spec) const override {
     const Tile t = from_config(spec.tile);
-    const uint8_t bias = bias_code(spec);
-    const int grouped = gemm_problem_grouped(spec);
     return fmt::format("nvfp4_gemm_w4a4_{}{}n{}_k{}_{}_a{}_w{}{}_bn{}_s{}", emulated(spec) ? "sm100emu_" : "sm100_",
-                       grouped == nvfp4k::GROUPED_NONE     ? ""
-                       : grouped == nvfp4k::GROUPED_MASKED ? fmt::format("masked{}_", spec.groups)
-                                                           : fmt::format("grouped{}_", spec.groups),
-                       spec.n,
-                       spec.k, dtype_name(spec.out_dtype), layout_name(a_layout(spec)), layout_name(spec.scale_layout),
-                       bias == nvfp4k::BIAS_BF16 ? "_biasbf16" : bias == nvfp4k::BIAS_FP32 ? "_biasfp32" : "", t.block_n,
-                       t.stages);
+                       grouped_name(spec), spec.n, spec.k, dtype_name(spec.out_dtype),
+                       scale_layout_name(gemm_a_scale_layout(spec)), scale_layout_name(spec.scale_layout), bias_name(spec),
+                       t.block_n, t.stages);
   }
 
   GeneratedKernel generate(const KernelSpec& spec) const override {
@@ -104,7 +80,7 @@ class Sm100Backend final : public GemmBackend {
     return entry_point(spec, kernel_name(spec), "sm100/gemm_w4a4.cuh", "GemmSm100Params",
                        fmt::format("nvfp4k::sm100::gemm_w4a4<nvfp4k::sm100::GemmConfig<{}, {}, {}LL, {}LL, {}, {}, {}, {}, "
                                    "{}{}>>(p)",
-                                   spec.out_dtype, bias_code(spec), spec.n, spec.k, a_layout(spec), spec.scale_layout,
+                                   spec.out_dtype, gemm_bias_code(spec), spec.n, spec.k, gemm_a_scale_layout(spec), spec.scale_layout,
                                    t.block_n, t.stages, emulated(spec) ? "true" : "false",
                                    grouped ? fmt::format(", {}, {}", grouped, spec.groups) : ""));
   }
@@ -142,11 +118,11 @@ class Sm100Backend final : public GemmBackend {
            "a_fp4.data / a_fp4.row_stride_bytes: the sm_100a / sm_103a GEMM reads A's rows through TMA, which needs them "
            "16-byte aligned (data % 16 = {}, row_stride_bytes = {})",
            reinterpret_cast<uintptr_t>(args.a_fp4.data) % 16, a_stride);
-    copy_map(p.tma_a, make_tensor_map_2d(args.a_fp4.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(call.rows),
+    copy_tensor_map(p.tma_a, make_tensor_map_2d(args.a_fp4.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(call.rows),
                                          uint64_t(args.k / 2), uint64_t(a_stride), uint32_t(nvfp4k::sm100::GEMM_BM), 128,
                                          CU_TENSOR_MAP_SWIZZLE_128B));
     const int64_t groups = std::max(1, spec.groups);  // the groups' weights one after the other
-    copy_map(p.tma_w, make_tensor_map_2d(args.b.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(groups * args.n),
+    copy_tensor_map(p.tma_w, make_tensor_map_2d(args.b.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(groups * args.n),
                                          uint64_t(args.k / 2),
                                          uint64_t(call.b_stride), uint32_t(t.block_n), 128, CU_TENSOR_MAP_SWIZZLE_128B));
     p.a_scales = static_cast<const unsigned char*>(args.a_fp4.scales);
