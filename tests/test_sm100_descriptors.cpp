@@ -275,7 +275,7 @@ std::string name_of(const Tile& t) { return nvfp4::jit::detail::sm100::describe(
 
 // One field: names the place, the field and both values.
 #define CHECK_FIELD(where, field, got, want)                                                              \
-  CHECK_MESSAGE((got) == (want), where << " field " << field << ": backend " << (got) << ", ISA/CUTLASS " \
+  CHECK_MESSAGE((got) == (want), (where) << " field " << field << ": backend " << (got) << ", ISA/CUTLASS " \
                                        << (want))
 
 void check_smem_fields(const std::string& where, uint64_t backend_word, const SmemDesc& want) {
@@ -456,6 +456,14 @@ TEST_SUITE("sm100_descriptors") {
       for (int s = 0; s < t.stages; ++s) {
         const unsigned sfa = kernel_sfa_column(t.block_n, s), sfw = kernel_sfw_column(t.block_n, s);
         for (int step = 0; step < kSteps; ++step) {
+          // the MMA's scale addresses (lane 0): CUTLASS derives the scale ids from their bits
+          // 30-31 (mma_sm100_desc.hpp:606-609), which must agree with the descriptor's 0 ids
+          const uint32_t mma_sfa = tmem_address(0, sfa + 4u * unsigned(step)),
+                         mma_sfw = tmem_address(0, sfw + 4u * unsigned(step * w_atoms));
+          CHECK_FIELD(name_of(t) + " stage " + std::to_string(s) + " step " + std::to_string(step), "A scale id",
+                      mma_sfa >> 30, got.a_sf_id);
+          CHECK_FIELD(name_of(t) + " stage " + std::to_string(s) + " step " + std::to_string(step), "B scale id",
+                      mma_sfw >> 30, got.b_sf_id);
           std::vector<unsigned> copies{sfa + 4u * unsigned(step)};
           for (int a = 0; a < w_atoms; ++a) copies.push_back(sfw + 4u * unsigned(step * w_atoms + a));
           for (unsigned column : copies)
