@@ -9,6 +9,13 @@
 #include <string>
 #include <vector>
 
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include "core/kernel_store.hpp"
+#include "ops/gemm/backend.hpp"
+
 namespace nvfp4::jit::detail::test {
 
 // nvdisasm: $NVFP4_JIT_NVDISASM, on PATH, in the CUDA toolkit, or from the pip package
@@ -86,6 +93,47 @@ inline std::string disassemble(const std::string& nvdisasm, const std::string& c
     if (pclose(f) != 0) text.clear();
   }
   return text;
+}
+
+// Compiles and disassembles every GEMM kernel of `specs` (each of its arch) and checks it: at
+// least one instruction containing each of `required` (the block-scaled MMA, say), no local
+// memory and no stack frame, registers within the SM's file, dynamic shared memory within
+// `max_shared` and static shared memory the system's 1 KB at most. Skipped, with a message,
+// where no nvdisasm is found.
+inline void check_gemm_sass(const std::vector<KernelSpec>& specs, const std::vector<std::string>& required,
+                            unsigned max_shared) {
+  const std::string nvdisasm = find_nvdisasm();
+  if (nvdisasm.empty()) {
+    MESSAGE("skipped: no nvdisasm (install it with: python3 -m pip install nvidia-cuda-nvdisasm, or set NVFP4_JIT_NVDISASM)");
+    return;
+  }
+  const std::string cubin = fmt::format("/tmp/nvfp4-sass-{}.cubin", ::getpid());
+  REQUIRE(!specs.empty());
+  for (const KernelSpec& spec : specs) {
+    const auto compiled = KernelStore::instance().get(spec);
+    const std::string name = compiled->kernel.name;
+    CAPTURE(name);
+    const std::string text = disassemble(nvdisasm, std::string(compiled->cubin.data(), compiled->cubin.size()), cubin);
+    REQUIRE(!text.empty());
+    const unsigned dynamic = gemm_backend(spec.arch, "test").shared_bytes(spec);
+    const int threads = spec.tile.threads;
+    std::string found;
+    Sass s;
+    for (const std::string& mnemonic : required) {
+      s = parse_sass(text, name, mnemonic);
+      found += fmt::format("{} x{}, ", mnemonic, s.block_scaled_mmas);
+      CHECK_MESSAGE(s.block_scaled_mmas > 0, "no " << mnemonic);
+    }
+    MESSAGE(fmt::format("{} {}: {}{} registers x {} threads, {} B dynamic + {} B static shared, {} local accesses, {} B frame",
+                        to_string(spec.arch), name, found, s.registers, threads, dynamic, s.static_shared, s.local_accesses,
+                        s.frame_bytes));
+    CHECK(s.local_accesses == 0);
+    CHECK(s.frame_bytes == 0);
+    CHECK((s.registers > 0 && s.registers <= 255 && s.registers * threads <= 65536));
+    CHECK(dynamic <= max_shared);
+    CHECK(s.static_shared <= 1024);  // the 1 KB every kernel reserves for the system, nothing of ours
+  }
+  std::remove(cubin.c_str());
 }
 
 }  // namespace nvfp4::jit::detail::test

@@ -5,7 +5,6 @@
 
 #include <cstdlib>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 #include <fmt/format.h>
@@ -141,44 +140,11 @@ TEST_SUITE("gemm_sm100") {
   }
 
   TEST_CASE("SASS of the prewarm GEMM kernels for sm_100a and sm_103a: the block-scaled UMMA, no local memory, within limits") {
-    const std::string nvdisasm = test::find_nvdisasm();
-    if (nvdisasm.empty()) {
-      MESSAGE("skipped: no nvdisasm (install it with: python3 -m pip install nvidia-cuda-nvdisasm, or set NVFP4_JIT_NVDISASM)");
-      return;
-    }
-    const std::string dir = fmt::format("/tmp/nvfp4-sm100-sass-{}", ::getpid());
-    REQUIRE(std::system(("mkdir -p " + dir).c_str()) == 0);
-    int kernels = 0;
+    std::vector<KernelSpec> specs;
     for (Arch arch : {Arch::sm_100a, Arch::sm_103a}) {
-      const GemmBackend& backend = gemm_backend(arch, "test");
-      std::vector<KernelSpec> specs = test::gemm_prewarm(arch, 4096, 4096);
+      for (const KernelSpec& s : test::gemm_prewarm(arch, 4096, 4096)) specs.push_back(s);
       for (const KernelSpec& s : test::gemm_prewarm(arch, 2880, 2880, 128)) specs.push_back(s);  // grouped, 128 experts
-      for (const KernelSpec& spec : specs) {
-        const auto compiled = KernelStore::instance().get(spec);
-        const std::string name = compiled->kernel.name;
-        CAPTURE(name);
-        const std::string text =
-            test::disassemble(nvdisasm, std::string(compiled->cubin.data(), compiled->cubin.size()), dir + "/k.cubin");
-        REQUIRE(!text.empty());
-        const test::Sass s = test::parse_sass(text, name, "UTCOMMA");
-        const test::Sass copies = test::parse_sass(text, name, "UTCCP");
-        const unsigned dynamic = backend.shared_bytes(spec);
-        const int threads = spec.tile.threads;
-        MESSAGE(fmt::format("{} {}: UTCOMMA x{}, UTCCP x{}, {} registers x {} threads, {} B dynamic + {} B static shared, "
-                            "{} local accesses, {} B frame",
-                            to_string(arch), name, s.block_scaled_mmas, copies.block_scaled_mmas, s.registers, threads,
-                            dynamic, s.static_shared, s.local_accesses, s.frame_bytes));
-        CHECK(s.block_scaled_mmas > 0);
-        CHECK(copies.block_scaled_mmas > 0);
-        CHECK(s.local_accesses == 0);
-        CHECK(s.frame_bytes == 0);
-        CHECK((s.registers > 0 && s.registers <= 255 && s.registers * threads <= 65536));
-        CHECK(dynamic <= nvfp4k::sm100::GEMM_MAX_SHARED);
-        CHECK(s.static_shared <= 1024);
-        ++kernels;
-      }
     }
-    CHECK(kernels > 0);
-    std::system(("rm -rf " + dir).c_str());
+    test::check_gemm_sass(specs, {"UTCCP", "UTCOMMA"}, nvfp4k::sm100::GEMM_MAX_SHARED);
   }
 }

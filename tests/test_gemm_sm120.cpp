@@ -8,12 +8,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <unistd.h>
 #include <random>
-#include <regex>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -367,42 +363,11 @@ TEST_SUITE("gemm_sm120") {
 
 TEST_SUITE("gemm_sm120") {
   TEST_CASE("SASS of the prewarm GEMM kernels for sm_120a and sm_121a: the block-scaled MMA, no local memory, within limits") {
-    const std::string nvdisasm = test::find_nvdisasm();
-    if (nvdisasm.empty()) {
-      MESSAGE("skipped: no nvdisasm (install it with: python3 -m pip install nvidia-cuda-nvdisasm, or set NVFP4_JIT_NVDISASM)");
-      return;
-    }
-    const std::string dir = fmt::format("/tmp/nvfp4-sm120-sass-{}", ::getpid());
-    REQUIRE(std::system(("mkdir -p " + dir).c_str()) == 0);
-    int kernels = 0;
+    std::vector<KernelSpec> specs;
     for (Arch arch : {Arch::sm_120a, Arch::sm_121a}) {
-      const GemmBackend& backend = gemm_backend(arch, "test");
-      std::vector<KernelSpec> specs = test::gemm_prewarm(arch, 4096, 4096);
+      for (const KernelSpec& s : test::gemm_prewarm(arch, 4096, 4096)) specs.push_back(s);
       for (const KernelSpec& s : test::gemm_prewarm(arch, 2880, 2880, 128)) specs.push_back(s);  // grouped, 128 experts
-      for (const KernelSpec& spec : specs) {
-        const auto compiled = KernelStore::instance().get(spec);
-        const std::string name = compiled->kernel.name;
-        CAPTURE(name);
-        const std::string text =
-            test::disassemble(nvdisasm, std::string(compiled->cubin.data(), compiled->cubin.size()), dir + "/k.cubin");
-        REQUIRE(!text.empty());
-        const test::Sass s = test::parse_sass(text, name, "OMMA.SF");
-        const unsigned dynamic = backend.shared_bytes(spec);
-        const int threads = spec.tile.threads;
-        MESSAGE(fmt::format("{} {}: OMMA.SF x{}, {} registers x {} threads, {} B dynamic + {} B static shared, "
-                            "{} local accesses, {} B frame",
-                            to_string(arch), name, s.block_scaled_mmas, s.registers, threads, dynamic, s.static_shared,
-                            s.local_accesses, s.frame_bytes));
-        CHECK(s.block_scaled_mmas > 0);
-        CHECK(s.local_accesses == 0);
-        CHECK(s.frame_bytes == 0);
-        CHECK((s.registers > 0 && s.registers <= 255 && s.registers * threads <= 65536));
-        CHECK(dynamic <= nvfp4k::sm120::GEMM_MAX_SHARED);
-        CHECK(s.static_shared <= 1024);  // the 1 KB every kernel reserves for the system, nothing of ours
-        ++kernels;
-      }
     }
-    CHECK(kernels > 0);
-    std::system(("rm -rf " + dir).c_str());
+    test::check_gemm_sass(specs, {"OMMA.SF"}, nvfp4k::sm120::GEMM_MAX_SHARED);
   }
 }
