@@ -266,8 +266,12 @@ StageLayout stage_layout(int bn) {
 // the word of row r's 4 block scales inside its atom (gemm_w4a4.cuh, the scale threads)
 unsigned kernel_in_atom(int r) { return unsigned((r % 32) * 16 + (r % 128 / 32) * 4); }
 // the tensor memory columns (from the allocation's column 0) of stage s's scales
-unsigned kernel_sfa_column(int bn, int s) { return unsigned(bn + s * backend::gemm_scale_columns(bn)); }
-unsigned kernel_sfw_column(int bn, int s) { return kernel_sfa_column(bn, s) + 4 * kSteps; }
+// (after the accumulators: two of BN columns where two fit beside the stages' scales, else one)
+int kernel_accumulators(int bn, int stages) { return 2 * bn + stages * backend::gemm_scale_columns(bn) <= 512 ? 2 : 1; }
+unsigned kernel_sfa_column(int bn, int stages, int s) {
+  return unsigned(kernel_accumulators(bn, stages) * bn + s * backend::gemm_scale_columns(bn));
+}
+unsigned kernel_sfw_column(int bn, int stages, int s) { return kernel_sfa_column(bn, stages, s) + 4 * kSteps; }
 
 // ---- comparison ------------------------------------------------------------------------------
 
@@ -440,7 +444,8 @@ TEST_SUITE("sm100_descriptors") {
       // the allocation a power of 2 in [32, 512] that holds them
       const int w_atoms = (t.block_n + 127) / 128;
       const int scale_columns = kSteps * 4 * (1 + w_atoms);
-      const int used = t.block_n + t.stages * scale_columns;
+      const int accumulators = kernel_accumulators(t.block_n, t.stages);
+      const int used = accumulators * t.block_n + t.stages * scale_columns;
       CHECK_FIELD(name_of(t), "tensor memory columns a stage's scales take", backend::gemm_scale_columns(t.block_n),
                   scale_columns);
       CHECK_FIELD(name_of(t), "tensor memory columns used", backend::gemm_tmem_columns_used(t.block_n, t.stages), used);
@@ -452,9 +457,9 @@ TEST_SUITE("sm100_descriptors") {
       // the copies' columns and the MMAs' scale columns: inside the allocation, clear of the
       // accumulator and of every other stage
       std::vector<int> owner(alloc, -1);
-      for (int c = 0; c < t.block_n; ++c) owner[c] = 1000;
+      for (int c = 0; c < accumulators * t.block_n; ++c) owner[c] = 1000;
       for (int s = 0; s < t.stages; ++s) {
-        const unsigned sfa = kernel_sfa_column(t.block_n, s), sfw = kernel_sfw_column(t.block_n, s);
+        const unsigned sfa = kernel_sfa_column(t.block_n, t.stages, s), sfw = kernel_sfw_column(t.block_n, t.stages, s);
         for (int step = 0; step < kSteps; ++step) {
           // the MMA's scale addresses (lane 0): CUTLASS derives the scale ids from their bits
           // 30-31 (mma_sm100_desc.hpp:606-609), which must agree with the descriptor's 0 ids

@@ -26,6 +26,7 @@ struct GemmSm100Params {
   const void* bias;               // [N], type compiled in
   void* d;                        // [M, N] with d_stride elements per row
   long long d_stride;
+  int d_vec;                      // D's rows 16-byte aligned: stored 16 bytes at a time
   TileSchedule schedule;
   long long w_group_bytes;        // grouped: bytes from one group's w_scales to the next's
 };

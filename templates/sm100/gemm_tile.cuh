@@ -7,9 +7,10 @@
 // 128-byte swizzle writes them), then the scale atoms of its 4 MMA steps: A's one per step,
 // W's one per step and 128 rows (sm100/descriptors.cuh).
 //
-// Tensor memory: the accumulator's BN columns, then per stage the scale factors' columns (4 a
-// step for A, 4 a step and 128 rows for W), so a stage's copies never overwrite scales an MMA
-// of another stage may still read.
+// Tensor memory: the accumulators' BN columns each, then per stage the scale factors' columns
+// (4 a step for A, 4 a step and 128 rows for W), so a stage's copies never overwrite scales an
+// MMA of another stage may still read. Two accumulators where they fit (a tile's epilogue then
+// overlaps the next tile's MMAs), else one.
 #pragma once
 #include "common/portable.cuh"
 
@@ -32,13 +33,19 @@ NVFP4_HD constexpr unsigned gemm_w_bytes(int bn) { return unsigned(bn) * 128u; }
 NVFP4_HD constexpr unsigned gemm_stage_bytes(int bn) {
   return gemm_a_bytes() + gemm_w_bytes(bn) + GEMM_STEPS * 512u * unsigned(1 + gemm_w_scale_atoms(bn));
 }
-// the stages, 1024 bytes to align them, the barriers and the tensor memory address
+// the stages, 1024 bytes to align them, the barriers (2 a stage, 4 for the accumulators) and
+// the tensor memory address
 NVFP4_HD constexpr unsigned gemm_shared_bytes(int bn, int stages) {
-  return unsigned(stages) * gemm_stage_bytes(bn) + 1024u + 16u * unsigned(stages + 2);
+  return unsigned(stages) * gemm_stage_bytes(bn) + 1024u + 8u * unsigned(2 * stages + 4) + 16u;
 }
 // tensor memory columns a stage's scale factors take
 NVFP4_HD constexpr int gemm_scale_columns(int bn) { return 4 * GEMM_STEPS * (1 + gemm_w_scale_atoms(bn)); }
-NVFP4_HD constexpr int gemm_tmem_columns_used(int bn, int stages) { return bn + stages * gemm_scale_columns(bn); }
+NVFP4_HD constexpr int gemm_accumulators(int bn, int stages) {
+  return 2 * bn + stages * gemm_scale_columns(bn) <= int(GEMM_TMEM_COLUMNS) ? 2 : 1;
+}
+NVFP4_HD constexpr int gemm_tmem_columns_used(int bn, int stages) {
+  return gemm_accumulators(bn, stages) * bn + stages * gemm_scale_columns(bn);
+}
 // the allocation: a power of 2 of at least 32 columns
 NVFP4_HD constexpr unsigned gemm_tmem_allocation(int bn, int stages) {
   unsigned c = 32;

@@ -7,10 +7,12 @@
 //   warp 0     TMA: A's and W's k-tiles into a STAGES-deep ring (full / empty mbarriers);
 //   warps 6-7  the k-tiles' block scales into their 128 x 4 atoms (the ring's same stages);
 //   warp 1     allocates the tensor memory; per k-tile copies the scales to it (tcgen05.cp),
-//              issues 4 block-scaled MMAs of K 64 into the accumulator in tensor memory and
-//              commits them to the stage's empty barrier; a tile's last commit fills acc_full;
+//              issues 4 block-scaled MMAs of K 64 into an accumulator in tensor memory and
+//              commits them to the stage's empty barrier; a tile's last commit fills its
+//              accumulator's acc_full (two accumulators, used in turn, where they fit);
 //   warps 2-5  the epilogue: the accumulator's rows (tcgen05.ld, a warp its 32 lanes) scaled,
-//              biased and stored; then acc_empty lets the next tile's MMAs in.
+//              biased and stored (16 bytes at a time where D allows); then the accumulator's
+//              acc_empty lets a later tile's MMAs in.
 // K must be a multiple of 64 (whole MMAs; no block scales past K to mask).
 //
 // Grouped (mixture of experts, contiguous or masked): the tile scheduler places a tile's rows
@@ -51,6 +53,7 @@ struct GemmConfig {
                             SW_AT = SA_AT + GEMM_STEPS * 512u;
   static constexpr unsigned TMEM_COLUMNS = gemm_tmem_allocation(BN, STAGES);
   static constexpr unsigned SCALE_COLUMNS = gemm_scale_columns(BN);
+  static constexpr int ACCUMULATORS = gemm_accumulators(BN, STAGES);
   static_assert(K % GEMM_MMA_K == 0, "whole MMAs of K 64");
   static_assert(BN % 32 == 0 && BN >= 32 && BN <= 256, "the MMA's N, read back 32 columns at a time");
   static_assert(STAGE_BYTES % 1024 == 0, "stages keep the 128-byte swizzle's 1024-byte alignment");
@@ -91,9 +94,9 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
   unsigned char* smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
   unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + C::STAGES * C::STAGE_BYTES);
   unsigned long long* empty = full + C::STAGES;
-  unsigned long long* acc_full = empty + C::STAGES;
-  unsigned long long* acc_empty = acc_full + 1;
-  unsigned* tmem_slot = reinterpret_cast<unsigned*>(acc_empty + 1);
+  unsigned long long* acc_full = empty + C::STAGES;  // [2]
+  unsigned long long* acc_empty = acc_full + 2;      // [2]
+  unsigned* tmem_slot = reinterpret_cast<unsigned*>(acc_empty + 2);
   const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
   const int tiles = p.schedule.m_tiles * C::N_TILES;
 
@@ -102,8 +105,10 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
       mbar_init(&full[s], 1 + GEMM_SCALE_THREADS);  // the TMA thread's bytes, the scale threads
       mbar_init(&empty[s], 1);                      // the MMAs' commit
     }
-    mbar_init(acc_full, 1);
-    mbar_init(acc_empty, 128);  // every epilogue thread
+    for (int a = 0; a < 2; ++a) {
+      mbar_init(&acc_full[a], 1);
+      mbar_init(&acc_empty[a], 128);  // every epilogue thread
+    }
     fence_barrier_init();
   }
   if (warp == 1) tmem_alloc<C::EMULATE>(tmem_slot, C::TMEM_COLUMNS);
@@ -174,14 +179,16 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
         const ScheduledTile tile = gemm_tile<C>(p, t);
         if (tile.m0 >= tile.m_end) continue;
       }
-      mbar_wait(acc_empty, (done & 1) ^ 1);  // the epilogue has read the last tile's accumulator
+      // the epilogue has read what this accumulator held before
+      const int acc = done % C::ACCUMULATORS;
+      mbar_wait(&acc_empty[acc], ((done / C::ACCUMULATORS) & 1) ^ 1);
       tcgen05_fence_after_sync<C::EMULATE>();
       for (int kt = 0; kt < C::KTILES; ++kt, ++it) {
         const int s = it % C::STAGES;
         mbar_wait(&full[s], (it / C::STAGES) & 1);
         tcgen05_fence_after_sync<C::EMULATE>();
         const unsigned st = smem_u32(smem + s * C::STAGE_BYTES);
-        const unsigned sfa = tmem + C::BN + s * C::SCALE_COLUMNS, sfw = sfa + 4 * GEMM_STEPS;
+        const unsigned sfa = tmem + C::ACCUMULATORS * C::BN + s * C::SCALE_COLUMNS, sfw = sfa + 4 * GEMM_STEPS;
         const int steps = int((C::K - (long long)kt * GEMM_BK) / GEMM_MMA_K) < GEMM_STEPS
                               ? int((C::K - (long long)kt * GEMM_BK) / GEMM_MMA_K)
                               : GEMM_STEPS;
@@ -192,11 +199,11 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
                                                  scale_descriptor(st + C::SW_AT + (step * C::W_ATOMS + a) * 512));
         }
         for (int step = 0; step < steps; ++step)
-          mma_mxf4nvf4<C::EMULATE>(tmem, operand_descriptor(st + C::A_AT, step), operand_descriptor(st + C::W_AT, step),
+          mma_mxf4nvf4<C::EMULATE>(tmem + acc * C::BN, operand_descriptor(st + C::A_AT, step), operand_descriptor(st + C::W_AT, step),
                                    idesc, sfa + 4 * step, sfw + 4 * step * C::W_ATOMS, kt > 0 || step > 0);
         tcgen05_commit<C::EMULATE>(&empty[s]);  // the stage is free once these MMAs are done
       }
-      tcgen05_commit<C::EMULATE>(acc_full);
+      tcgen05_commit<C::EMULATE>(&acc_full[acc]);
       ++done;
     }
   } else {
@@ -211,23 +218,37 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
       const long long m = tile.m0 + r, n0 = (long long)tile.n_tile * C::BN;
       const float scale = p.alpha * global_scale(p.w_gscale_mode, p.w_gscale_value, p.w_gscale_ptr, tile.group) *
                           (a_per_row ? 1.0f : global_scale(p.a_gscale_mode, p.a_gscale_value, p.a_gscale_ptr, tile.group));
-      mbar_wait(acc_full, done & 1);
+      const int acc = done % C::ACCUMULATORS;
+      mbar_wait(&acc_full[acc], (done / C::ACCUMULATORS) & 1);
       tcgen05_fence_after_sync<C::EMULATE>();
       const float row_scale = a_per_row && m < tile.m_end ? scale * p.a_gscale_ptr[m] : scale;
 #pragma unroll 1
       for (int c = 0; c < C::BN; c += 32) {
         float v[32];
-        tmem_load_32x32b_x32<C::EMULATE>(tmem + (unsigned(32 * quarter) << 16) + unsigned(c), v);
-        if (m < tile.m_end) {
+        tmem_load_32x32b_x32<C::EMULATE>(tmem + (unsigned(32 * quarter) << 16) + unsigned(acc * C::BN + c), v);
+        if (m >= tile.m_end) continue;
 #pragma unroll
-          for (int j = 0; j < 32; ++j) {
-            const long long n = n0 + c + j;
-            if (n < C::N) store_element<C::ODT>(p.d, m * p.d_stride + n, v[j] * row_scale + load_bias<C::BIAS>(p.bias, n));
+        for (int j = 0; j < 32; ++j) v[j] = v[j] * row_scale + load_bias<C::BIAS>(p.bias, n0 + c + j);
+        if (p.d_vec && n0 + c + 32 <= C::N) {  // the thread's 32 columns of its row, 16 bytes at a time
+          if constexpr (C::ODT == DTYPE_FP32) {
+            float4* to = reinterpret_cast<float4*>(static_cast<float*>(p.d) + m * p.d_stride + n0 + c);
+#pragma unroll
+            for (int q = 0; q < 8; ++q) to[q] = make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+          } else {
+            uint4* to = reinterpret_cast<uint4*>(static_cast<unsigned short*>(p.d) + m * p.d_stride + n0 + c);
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+              to[q] = make_uint4(pack_pair<C::ODT>(v[8 * q], v[8 * q + 1]), pack_pair<C::ODT>(v[8 * q + 2], v[8 * q + 3]),
+                                 pack_pair<C::ODT>(v[8 * q + 4], v[8 * q + 5]), pack_pair<C::ODT>(v[8 * q + 6], v[8 * q + 7]));
           }
+        } else {
+#pragma unroll
+          for (int j = 0; j < 32; ++j)
+            if (n0 + c + j < C::N) store_element<C::ODT>(p.d, m * p.d_stride + n0 + c + j, v[j]);
         }
       }
       tcgen05_fence_before_sync<C::EMULATE>();
-      mbar_arrive(acc_empty);
+      mbar_arrive(&acc_empty[acc]);
       ++done;
     }
   }

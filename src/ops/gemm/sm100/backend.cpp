@@ -133,6 +133,8 @@ class Sm100Backend final : public GemmBackend {
     p.schedule.group_ends = call.group_ends;
     p.schedule.group_rows = call.masked_m;
     bind_epilogue(p, call);
+    const int64_t d_bytes = spec.out_dtype == uint8_t(DType::fp32) ? 4 : 2;
+    p.d_vec = reinterpret_cast<uintptr_t>(args.d) % 16 == 0 && call.d_stride * d_bytes % 16 == 0;
   }
 
  private:
