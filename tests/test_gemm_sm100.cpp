@@ -15,6 +15,7 @@
 #include "ops/gemm/call.hpp"
 #include "ops/gemm/m_buckets.hpp"
 #include "ops/gemm/sm100/tiles.hpp"
+#include "ops/gemm/tile_choice.hpp"
 #include "sass_util.hpp"
 #include "common/tile_scheduler.cuh"
 #include "sm100/gemm_tile.cuh"
@@ -57,6 +58,11 @@ TEST_SUITE("gemm_sm100") {
     CHECK(sm100::heuristic_tile(4096, 1, 148).stages == 8);
     CHECK(sm100::heuristic_tile(4096, 4096, 148).block_n == 256);  // 32 x 16 CTAs fill 148 SMs
     CHECK(sm100::heuristic_tile(4096, 1024, 148).block_n == 128);  // 8 x 16 do not, 8 x 32 do
+    // a tuned tile runs as it won, whatever M (one row height: nothing to trim)
+    const GemmBackend& backend = gemm_backend(Arch::sm_100a, "test");
+    const TileConfig won = sm100::to_config({128, 3});
+    for (int64_t m : {1, 5, 40, 129, 700}) CHECK(backend.for_rows(won, m) == won);
+    CHECK(gemm_tuned_tiles(backend, won, 64) == std::vector<TileConfig>{won});
     CHECK(sm100::tile_problem({256, 5}) != "");  // 5 x 54 KB
     CHECK(sm100::tile_problem({96, 4}) != "");
     CHECK(sm100::tile_problem({128, 1}) != "");

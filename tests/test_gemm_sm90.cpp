@@ -144,7 +144,7 @@ TEST_SUITE("gemm_sm90") {
     sm90::Tile trimmed = winner;
     trimmed.block_m = 208;  // four tiles of 200 rows
     CHECK(sm90_choice(&winner, 8192, 8192, 769, true) == trimmed);
-    const std::vector<sm90::Tile> forms = to_tiles(gemm_tuned_tiles(sm90::to_config(winner), 1024));
+    const std::vector<sm90::Tile> forms = to_tiles(gemm_tuned_tiles(sm90_backend(), sm90::to_config(winner), 1024));
     CHECK(forms.front() == winner);
     for (int64_t m = 769; m <= 1024; ++m) {
       const sm90::Tile t = sm90_choice(&winner, 8192, 8192, m, true);

@@ -228,7 +228,8 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
         tmem_load_32x32b_x32<C::EMULATE>(tmem + (unsigned(32 * quarter) << 16) + unsigned(acc * C::BN + c), v);
         if (m >= tile.m_end) continue;
 #pragma unroll
-        for (int j = 0; j < 32; ++j) v[j] = v[j] * row_scale + load_bias<C::BIAS>(p.bias, n0 + c + j);
+        for (int j = 0; j < 32; ++j)
+          v[j] = v[j] * row_scale + (n0 + c + j < C::N ? load_bias<C::BIAS>(p.bias, n0 + c + j) : 0.0f);
         if (p.d_vec && n0 + c + 32 <= C::N) {  // the thread's 32 columns of its row, 16 bytes at a time
           if constexpr (C::ODT == DTYPE_FP32) {
             float4* to = reinterpret_cast<float4*>(static_cast<float*>(p.d) + m * p.d_stride + n0 + c);

@@ -41,6 +41,9 @@ class GemmBackend {
   virtual std::string unsupported(const KernelSpec& problem) const = 0;
   // The tile an untuned call with m rows runs (m is the bucket's largest for the bucket's tile).
   virtual TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count) const = 0;
+  // The tile a call with m rows runs where `tile` won m's bucket in the tuner: `tile` itself, or
+  // one the backend fits to m's rows (sm_90a trims its row height).
+  virtual TileConfig for_rows(const TileConfig& tile, int64_t /*m*/) const { return tile; }
   // The tuner's search space for a bucket, the heuristic's tile first.
   virtual std::vector<TileConfig> candidates(const KernelSpec& problem, int bucket, int sm_count) const = 0;
   // Why `spec`'s tile cannot be built or launched here; empty when it can.

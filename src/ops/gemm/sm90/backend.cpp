@@ -8,6 +8,7 @@
 
 #include "common/scale_layout.cuh"
 #include "ops/gemm/backend.hpp"
+#include "ops/gemm/m_buckets.hpp"
 #include "ops/gemm/schedule.hpp"
 #include "ops/gemm/spec_codes.hpp"
 #include "ops/gemm/sm90/tiles.hpp"
@@ -54,6 +55,9 @@ class Sm90Backend final : public GemmBackend {
     if (gemm_problem_grouped(problem)) t.split_k = 1;  // the groups' tiles fill the grid
     return to_config(t);
   }
+
+  // its row height trimmed to m's rows (every height of 16 rows builds)
+  TileConfig for_rows(const TileConfig& tile, int64_t m) const override { return gemm_trimmed_to_rows(tile, m); }
 
   std::vector<TileConfig> candidates(const KernelSpec& problem, int bucket, int sm_count) const override {
     std::vector<TileConfig> configs;
