@@ -70,11 +70,7 @@ extern "C" __global__ void probe(unsigned long long* counts) {
 
 TEST_SUITE("gpu_silu_bf16") {
   TEST_CASE("the BF16 SwiGLU path equals the exact definition on every gate and up pair") {
-    DeviceBuffer counts(4 * sizeof(unsigned long long));
-    counts.fill(0);
-    run_probe(load_probe(kProbe), 1u << 28, counts.as<unsigned long long>());
-    unsigned long long got[4];
-    counts.download(got, sizeof got);
+    const auto got = run_counting_probe(kProbe, 1u << 28);
     MESSAGE("exact path taken for " << got[1] << " of 2^32 pairs (" << double(got[1]) / 4294967296.0 * 100
                                     << "%); estimate within " << got[3] << " units of the last place");
     CHECK(got[3] < nvfp4k::kSiluBf16Window);
