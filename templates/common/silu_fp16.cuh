@@ -40,10 +40,12 @@ __device__ __forceinline__ unsigned silu_fp16_gate_flush(unsigned gates) {
 // The FP16 roundings of y0 and y1 shrunk and grown by the bracket, two per word as pack_fp16x2:
 // where a value's two agree, every value between rounds to them, the exact one included. The
 // bracket never collapses where FP16 could tell its ends apart: y below 2^-126 rounds to a
-// signed zero whatever its neighbours.
+// signed zero whatever its neighbours. Products, not y +- y * eps: those make -0 + 0 = +0 out
+// of y = -0 (a tenth of the values where gates reach -512), and two different ends.
 __device__ __forceinline__ void silu_fp16_bracket(float y0, float y1, unsigned& low, unsigned& high) {
-  low = pack_fp16x2(__fmaf_rn(y0, -kSiluFp16Bracket, y0), __fmaf_rn(y1, -kSiluFp16Bracket, y1));
-  high = pack_fp16x2(__fmaf_rn(y0, kSiluFp16Bracket, y0), __fmaf_rn(y1, kSiluFp16Bracket, y1));
+  constexpr float kShrink = 1.0f - kSiluFp16Bracket, kGrow = 1.0f + kSiluFp16Bracket;
+  low = pack_fp16x2(__fmul_rn(y0, kShrink), __fmul_rn(y1, kShrink));
+  high = pack_fp16x2(__fmul_rn(y0, kGrow), __fmul_rn(y1, kGrow));
 }
 
 __device__ __forceinline__ bool silu_fp16_in_range(float g) {
