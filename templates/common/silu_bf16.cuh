@@ -59,6 +59,10 @@ __device__ __forceinline__ bool silu_bf16_needs_exact(float g, float y) {
   return !silu_bf16_in_range(g) || (silu_bf16_near_midpoint(__float_as_uint(y) & 0xFFFFu) & 0xFFFFu) != 2 * kSiluBf16Window;
 }
 
+// round_to<BF16>(silu_mul(g, u)) as bits, out of line: the rare values that need it call one
+// copy instead of sixteen inlined ones between the block's estimates and its quantizer.
+__device__ __noinline__ unsigned silu_mul_bf16_exact(float g, float u) { return float_to_bf16_bits(silu_mul(g, u)); }
+
 // Value i (0..31) of the 32 BF16 values two blocks of 16 hold, two per word.
 __device__ __forceinline__ float bf16_of(const unsigned (&a)[8], const unsigned (&b)[8], int i) {
   const unsigned word = i < 16 ? a[i % 16 / 2] : b[i % 16 / 2];
@@ -92,7 +96,7 @@ __device__ __forceinline__ void silu_mul_bf16(const unsigned (&a)[8], const unsi
 #pragma unroll
     for (int i = 0; i < 16; ++i)
       if (exact >> (i % 2 * 16 + 7 - i / 2) & 1u) {
-        const unsigned h = float_to_bf16_bits(silu_mul(gate(i), up(i)));
+        const unsigned h = silu_mul_bf16_exact(gate(i), up(i));
         w[i / 2] = i % 2 ? (w[i / 2] & 0xFFFFu) | h << 16 : (w[i / 2] & 0xFFFF0000u) | h;
       }
   }

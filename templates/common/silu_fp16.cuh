@@ -59,6 +59,9 @@ __device__ __forceinline__ bool silu_fp16_needs_exact(float g, float y) {
   return !silu_fp16_in_range(g) || low != high;
 }
 
+// round_to<FP16>(silu_mul(g, u)) as bits, out of line as silu_mul_bf16_exact.
+__device__ __noinline__ unsigned silu_mul_fp16_exact(float g, float u) { return float_to_fp16_bits(silu_mul(g, u)); }
+
 // The 16 values round_to<FP16>(silu_mul(gate, up)) of one output block, from the 32 FP16 inputs
 // a | b (laid out as for silu_mul_bf16), as FP16 bits two per word. The agreeing brackets are
 // the results; the values that need it are recomputed exactly and put in their halves.
@@ -85,7 +88,7 @@ __device__ __forceinline__ void silu_mul_fp16(const unsigned (&a)[8], const unsi
 #pragma unroll
     for (int i = 0; i < 16; ++i)
       if (exact >> (i % 2 * 16 + 7 - i / 2) & 1u) {
-        const unsigned h = float_to_fp16_bits(silu_mul(gate(i), up(i)));
+        const unsigned h = silu_mul_fp16_exact(gate(i), up(i));
         w[i / 2] = i % 2 ? (w[i / 2] & 0xFFFFu) | h << 16 : (w[i / 2] & 0xFFFF0000u) | h;
       }
   }
