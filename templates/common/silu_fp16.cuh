@@ -5,7 +5,7 @@
 // gates near -88 (where the estimate's reciprocal is flushed), take the exact path.
 // tests/gpu/test_gpu_silu_fp16.cpp compares the two on every pair of FP16 values.
 #pragma once
-#include "common/fused_math.cuh"
+#include "common/silu_estimate.cuh"
 
 namespace nvfp4k {
 
@@ -16,21 +16,6 @@ constexpr float kSiluFp16Bracket = 0x1p-20f;
 constexpr unsigned kSiluFp16MaxUlps = 7;
 
 #if defined(__CUDA_ARCH__)
-// The estimate for an FP16 gate g, the form of silu_mul_estimate (silu_bf16.cuh) with 11
-// significant bits in c = min(g, 128) and 13 in log2e_hi, so t = -c log2e_hi is exact and
-// x = -c (log2e - log2e_hi) ln 2 reaches 2^-7.9 where e^-g is finite and not 0: e^x is taken
-// as 1 + x + x^2 / 2 (the omitted x^3 / 6 is below 2^-26).
-__device__ __forceinline__ float silu_mul_estimate_fp16(float g, float u) {
-  constexpr float kLog2eHi = 0x1.715p+0f, kLog2eLoLn2 = 0x1.8be626p-15f;
-  const float c = fminf(g, 128.0f);
-  float s, r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(s) : "f"(__fmul_rn(c, -kLog2eHi)));
-  const float x = __fmul_rn(c, -kLog2eLoLn2);
-  s = __fmaf_rn(s, __fmaf_rn(x, __fmul_rn(c, -0.5f * kLog2eLoLn2), x), s);
-  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(__fadd_rn(1.0f, s)));
-  return __fmul_rn(__fmul_rn(g, r), u);
-}
-
 // Per 16-bit half of two FP16 gates: 25 if the gate is outside [-88.75, -87.25] (FP16 bits
 // 0xD574 to 0xD58C), less if inside, where the reciprocal is flushed while g sigmoid(g) is not.
 __device__ __forceinline__ unsigned silu_fp16_gate_flush(unsigned gates) {
@@ -59,9 +44,6 @@ __device__ __forceinline__ bool silu_fp16_needs_exact(float g, float y) {
   return !silu_fp16_in_range(g) || low != high;
 }
 
-// round_to<FP16>(silu_mul(g, u)) as bits, out of line as silu_mul_bf16_exact.
-__device__ __noinline__ unsigned silu_mul_fp16_exact(float g, float u) { return float_to_fp16_bits(silu_mul(g, u)); }
-
 // The 16 values round_to<FP16>(silu_mul(gate, up)) of one output block, from the 32 FP16 inputs
 // a | b (laid out as for silu_mul_bf16), as FP16 bits two per word. The agreeing brackets are
 // the results; the values that need it are recomputed exactly and put in their halves.
@@ -71,10 +53,10 @@ __device__ __forceinline__ void silu_mul_fp16(const unsigned (&a)[8], const unsi
   auto half = [&](int k) { return (k < 16 ? a[k % 16 / 2] : b[k % 16 / 2]) >> (k % 2 * 16) & 0xFFFFu; };
   auto gate = [&](int i) { return fp16_bits_to_float(half(index(i, false))); };
   auto up = [&](int i) { return fp16_bits_to_float(half(index(i, true))); };
-  unsigned exact = 0;  // as in silu_mul_bf16: bit 7 - j for value 2j, bit 23 - j for value 2j + 1
+  unsigned exact = 0;  // bit 7 - j for value 2j, bit 23 - j for value 2j + 1 (silu_put_exact)
 #pragma unroll
   for (int i = 0; i < 16; i += 2) {
-    const float y0 = silu_mul_estimate_fp16(gate(i), up(i)), y1 = silu_mul_estimate_fp16(gate(i + 1), up(i + 1));
+    const float y0 = silu_mul_estimate<DTYPE_FP16>(gate(i), up(i)), y1 = silu_mul_estimate<DTYPE_FP16>(gate(i + 1), up(i + 1));
     const unsigned gates = GROUP >= 16 ? a[i / 2] : half(index(i, false)) | half(index(i + 1, false)) << 16;
     unsigned low, high, bad;
     silu_fp16_bracket(y0, y1, low, high);
@@ -84,14 +66,7 @@ __device__ __forceinline__ void silu_mul_fp16(const unsigned (&a)[8], const unsi
     exact = exact * 2 + bad;
     w[i / 2] = low;
   }
-  if (exact) {
-#pragma unroll
-    for (int i = 0; i < 16; ++i)
-      if (exact >> (i % 2 * 16 + 7 - i / 2) & 1u) {
-        const unsigned h = silu_mul_fp16_exact(gate(i), up(i));
-        w[i / 2] = i % 2 ? (w[i / 2] & 0xFFFFu) | h << 16 : (w[i / 2] & 0xFFFF0000u) | h;
-      }
-  }
+  silu_put_exact<DTYPE_FP16>(exact, gate, up, w);
 }
 #endif
 

@@ -1,76 +1,22 @@
 // SwiGLU's FP16 path as the GPU compiles it (templates/common/silu_fp16.cuh: an estimate from
 // the hardware's approximations, the exact path where a bracket around it straddles a rounding
-// midpoint) against the CPU reference's definition, round_to<FP16>(silu_mul(g, u)), on the same
-// device: every pair of FP16 gate and up values, 2^32 of them, in both gate / up layouts the
-// kernels use.
-#include <doctest/doctest.h>
+// midpoint and for gates near -88) against round_to<FP16>(silu_mul(g, u)) on every pair of FP16
+// values (silu_probe.hpp).
+#include "silu_probe.hpp"
 
-#include <fmt/format.h>
-
-#include "probe_kernel.hpp"
 #include "common/silu_fp16.cuh"
-
-namespace {
-
-// Thread t takes gate g = t >> 12 and the 16 ups 16 * (t & 4095) + i; counts[0] the outputs
-// whose bits differ (any NaN equals any NaN), counts[1] the values that took the exact path,
-// counts[2] the first mismatch as g << 16 | u (+1; 0: none), counts[3] the largest distance in
-// fp32 bits between the estimate and the exact value where the estimate may decide and the
-// exact value is a normal fp32 value.
-const char* kProbe = R"(
-#include "common/silu_fp16.cuh"
-extern "C" __global__ void probe(unsigned long long* counts) {
-  const unsigned t = blockIdx.x * blockDim.x + threadIdx.x, g = t >> 12, u0 = (t & 4095u) * 16;
-  unsigned gates[8], ups[8], interleaved_a[8], interleaved_b[8], w[8], wi[8];
-  for (int j = 0; j < 8; ++j) {
-    gates[j] = g * 0x10001u;
-    ups[j] = (u0 + 2 * j) | (u0 + 2 * j + 1) << 16;
-  }
-  for (int j = 0; j < 8; ++j) {  // GROUP 1: gate, up alternate
-    interleaved_a[j] = g | (u0 + j) << 16;
-    interleaved_b[j] = g | (u0 + 8 + j) << 16;
-  }
-  nvfp4k::silu_mul_fp16<16>(gates, ups, w);
-  nvfp4k::silu_mul_fp16<1>(interleaved_a, interleaved_b, wi);
-  unsigned long long bad = 0, exact = 0, first = 0;
-  unsigned distance = 0;
-  const float gf = nvfp4k::fp16_bits_to_float(g);
-  for (int i = 0; i < 16; ++i) {
-    const unsigned u = u0 + i;
-    const float uf = nvfp4k::fp16_bits_to_float(u);
-    const unsigned want = nvfp4k::float_to_fp16_bits(nvfp4k::silu_mul(gf, uf));
-    const bool want_nan = (want & 0x7FFFu) > 0x7C00u;
-    const unsigned both[2] = {(w[i / 2] >> (i % 2 * 16)) & 0xFFFFu, (wi[i / 2] >> (i % 2 * 16)) & 0xFFFFu};
-    for (unsigned got : both) {
-      const bool same = want_nan ? (got & 0x7FFFu) > 0x7C00u : got == want;
-      if (!same) {
-        ++bad;
-        if (!first) first = (static_cast<unsigned long long>(g) << 16 | u) + 1;
-      }
-    }
-    const float y = nvfp4k::silu_mul_estimate_fp16(gf, uf), c = nvfp4k::silu_mul(gf, uf);
-    exact += nvfp4k::silu_fp16_needs_exact(gf, y);
-    if (nvfp4k::silu_fp16_in_range(gf) && fabsf(c) >= 1.17549435e-38f && fabsf(c) <= 3.4e38f) {
-      const int dy = int(__float_as_uint(y) & 0x7FFFFFFFu), dc = int(__float_as_uint(c) & 0x7FFFFFFFu);
-      distance = max(distance, unsigned(dy > dc ? dy - dc : dc - dy));
-    }
-  }
-  atomicMax(&counts[3], (unsigned long long)distance);
-  atomicAdd(&counts[0], bad);
-  atomicAdd(&counts[1], exact);
-  if (first) atomicCAS(&counts[2], 0ull, first);
-}
-)";
-
-}  // namespace
 
 TEST_SUITE("gpu_silu_fp16") {
   TEST_CASE("the FP16 SwiGLU path equals the exact definition on every gate and up pair") {
-    const auto got = run_counting_probe(kProbe, 1u << 28);
-    MESSAGE("exact path taken for " << got[1] << " of 2^32 pairs (" << double(got[1]) / 4294967296.0 * 100
-                                    << "%); estimate within " << got[3] << " units of the last place");
-    CHECK(got[3] <= nvfp4k::kSiluFp16MaxUlps);
-    CHECK_MESSAGE(got[0] == 0, fmt::format("{} outputs differ, the first at gate bits {:#06x} up bits {:#06x}", got[0],
-                                           (got[2] - 1) >> 16, (got[2] - 1) & 0xFFFF));
+    check_silu_exhaustively({"FP16", R"(
+#include "common/silu_fp16.cuh"
+#define DTYPE nvfp4k::DTYPE_FP16
+#define SILU nvfp4k::silu_mul_fp16
+#define NEEDS_EXACT nvfp4k::silu_fp16_needs_exact
+#define IN_RANGE nvfp4k::silu_fp16_in_range
+#define TO_FLOAT(h) nvfp4k::fp16_bits_to_float(h)
+#define TO_BITS nvfp4k::float_to_fp16_bits
+#define INF_BITS 0x7C00u
+)", nvfp4k::kSiluFp16MaxUlps});
   }
 }
