@@ -9,10 +9,10 @@
 
 namespace nvfp4k {
 
-// Units of the last place between silu_mul_estimate<BF16> and a BF16 rounding midpoint below which
-// the exact path decides: the estimate lies within 4 of the exact value on every BF16 pair
-// (tests/gpu/test_gpu_silu_bf16.cpp measures it on the device), so 8 leaves a margin of two; a
-// 2^-12 chance per value.
+// Units of the last place between silu_mul_estimate<BF16> and a BF16 rounding midpoint below
+// which the exact path decides: the estimate lies within 4 of the exact value on every BF16
+// pair (tests/gpu/test_gpu_silu_bf16.cpp measures it on the device), so 8 leaves a margin of
+// two; a 2^-12 chance per value.
 constexpr unsigned kSiluBf16Window = 8;
 
 #if defined(__CUDA_ARCH__)
