@@ -63,7 +63,9 @@ __device__ __forceinline__ void silu_mul_bf16(const unsigned (&a)[8], const unsi
     const unsigned gates = GROUP >= 16 ? a[i / 2] : __byte_perm(__float_as_uint(gate(i)), __float_as_uint(gate(i + 1)), 0x7632);
     const unsigned far = silu_bf16_near_midpoint(__byte_perm(__float_as_uint(y0), __float_as_uint(y1), 0x5410));
     unsigned bad;  // per half: (far ^ 2W) | (flush ^ 3), nonzero where the exact path decides
-    asm("lop3.b32 %0, %1, %2, %3, 0xF6;" : "=r"(bad) : "r"(far ^ 2 * kSiluBf16Window * 0x10001u), "r"(silu_bf16_gate_flush(gates)), "r"(0x00030003u));
+    asm("lop3.b32 %0, %1, %2, %3, 0xF6;"
+        : "=r"(bad)
+        : "r"(far ^ 2 * kSiluBf16Window * 0x10001u), "r"(silu_bf16_gate_flush(gates)), "r"(0x00030003u));
     asm("min.u16x2 %0, %0, %1;" : "+r"(bad) : "r"(0x00010001u));  // 1 per half that needs it
     exact = exact * 2 + bad;
     w[i / 2] = pack_bf16x2(y0, y1);

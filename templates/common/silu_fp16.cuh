@@ -49,7 +49,9 @@ __device__ __forceinline__ bool silu_fp16_needs_exact(float g, float y) {
 // the results; the values that need it are recomputed exactly and put in their halves.
 template <long long GROUP>
 __device__ __forceinline__ void silu_mul_fp16(const unsigned (&a)[8], const unsigned (&b)[8], unsigned (&w)[8]) {
-  auto index = [](int i, bool is_up) { return GROUP >= 16 ? i + (is_up ? 16 : 0) : int(i / GROUP * 2 * GROUP + i % GROUP + (is_up ? GROUP : 0)); };
+  auto index = [](int i, bool is_up) {  // of gate or up value i in a | b
+    return GROUP >= 16 ? i + (is_up ? 16 : 0) : int(i / GROUP * 2 * GROUP + i % GROUP + (is_up ? GROUP : 0));
+  };
   auto half = [&](int k) { return (k < 16 ? a[k % 16 / 2] : b[k % 16 / 2]) >> (k % 2 * 16) & 0xFFFFu; };
   auto gate = [&](int i) { return fp16_bits_to_float(half(index(i, false))); };
   auto up = [&](int i) { return fp16_bits_to_float(half(index(i, true))); };
