@@ -29,6 +29,12 @@ struct GemmSm100Params {
   int d_vec;                      // D's rows 16-byte aligned: stored 16 bytes at a time
   TileSchedule schedule;
   long long w_group_bytes;        // grouped: bytes from one group's w_scales to the next's
+  // contiguous, or null: row m of A is row row_index[m] of a ([a_rows, K/2], a_stride bytes a
+  // row), copied by the kernel instead of TMA
+  const int* row_index;
+  const unsigned char* a;
+  long long a_stride;
+  long long a_rows;
 };
 
 }  // namespace nvfp4k

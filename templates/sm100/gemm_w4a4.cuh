@@ -18,7 +18,10 @@
 // Grouped (mixture of experts, contiguous or masked): the tile scheduler places a tile's rows
 // in its group, whose weight rows (group g's are rows [g N, (g + 1) N) of W) and scales it then
 // reads; tiles past the groups' rows are skipped by every warp alike. A tile's TMA box may take
-// rows past its group's (another group's, or past M: zeros): computed, never stored.
+// rows past its group's (another group's, or past M: zeros): computed, never stored. A
+// contiguous call's row_index gathers A's rows: warp 0 copies them (cp.async, 16 bytes, into
+// the places TMA's 128-byte swizzle would) instead of TMA; an index outside [0, a_rows) reads
+// zeros under NaN block scales, the NaN row the API promises.
 //
 // With EMULATE the same kernel runs on sm_90a with the tcgen05 instructions replaced by their
 // exact emulation (sm100/tcgen05_emulated.cuh): the test facility that checks everything but
@@ -102,7 +105,7 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::STAGES; ++s) {
-      mbar_init(&full[s], 1 + GEMM_SCALE_THREADS);  // the TMA thread's bytes, the scale threads
+      mbar_init(&full[s], 32 + GEMM_SCALE_THREADS);  // warp 0 (the TMA bytes, gathered rows), the scale threads
       mbar_init(&empty[s], 1);                      // the MMAs' commit
     }
     for (int a = 0; a < 2; ++a) {
@@ -117,6 +120,15 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
   tcgen05_fence_after_sync<C::EMULATE>();
   const unsigned tmem = *tmem_slot;
 
+  // A's row of tile row r where a contiguous call gathers them: -1 past the tile's rows, -2 for
+  // an index outside A (a NaN row)
+  const bool gathered = C::GROUPED == GROUPED_CONTIGUOUS && p.row_index != nullptr;
+  auto gathered_row = [&](const ScheduledTile& tile, int r) -> long long {
+    if (tile.m0 + r >= tile.m_end) return -1;
+    const long long i = p.row_index[tile.m0 + r];
+    return i >= 0 && i < p.a_rows ? i : -2;
+  };
+
   if (warp == 0) {
     if (lane == 0) {
       prefetch_tensor_map(&p.tma_a);
@@ -129,13 +141,27 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
       const int w_row = int(tile.group * C::N) + tile.n_tile * C::BN;
       for (int kt = 0; kt < C::KTILES; ++kt, ++it) {
         const int s = it % C::STAGES;
+        mbar_wait(&empty[s], ((it / C::STAGES) & 1) ^ 1, 1000);
+        unsigned char* st = smem + s * C::STAGE_BYTES;
         if (lane == 0) {
-          mbar_wait(&empty[s], ((it / C::STAGES) & 1) ^ 1, 1000);
-          unsigned char* st = smem + s * C::STAGE_BYTES;
-          mbar_arrive_expect_tx(&full[s], gemm_a_bytes() + gemm_w_bytes(C::BN));
-          tma_load_2d(st + C::A_AT, &p.tma_a, &full[s], kt * 128, int(tile.m0));
+          mbar_expect_tx(&full[s], (gathered ? 0u : gemm_a_bytes()) + gemm_w_bytes(C::BN));
+          if (!gathered) tma_load_2d(st + C::A_AT, &p.tma_a, &full[s], kt * 128, int(tile.m0));
           tma_load_2d(st + C::W_AT, &p.tma_w, &full[s], kt * 128, w_row);
         }
+        if (gathered) {
+#pragma unroll 1
+          for (int c = lane; c < GEMM_BM * 8; c += 32) {
+            const int r = c / 8, chunk = c % 8;
+            const long long row = gathered_row(tile, r), byte = (long long)kt * 128 + 16 * chunk;
+            const bool in = row >= 0 && byte < C::K / 2;
+            cp_async_16(st + C::A_AT + (r / 8) * OPERAND_GROUP_BYTES + (r % 8) * OPERAND_ROW_BYTES + 16 * (chunk ^ (r % 8)),
+                        in ? p.a + row * p.a_stride + byte : p.a, in ? 16u : 0u);
+          }
+          cp_async_commit();
+          cp_async_wait<0>();
+          fence_proxy_async_shared();  // the rows, visible to tcgen05.mma
+        }
+        mbar_arrive(&full[s]);
       }
     }
   } else if (warp >= 6) {
@@ -157,9 +183,10 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
           const long long kb = (long long)kt * (GEMM_BK / 16) + 4 * step;
           const int in_atom = (r % 32) * 16 + (r % 128 / 32) * 4;  // row r % 128 of its atom (W's too: 128 = 0 mod 128)
           if (r < GEMM_BM) {
-            const long long row = tile.m0 + r;
+            const long long row = gathered ? gathered_row(tile, r) : tile.m0 + r < tile.m_end ? tile.m0 + r : -1;
             *reinterpret_cast<unsigned*>(st + C::SA_AT + step * 512 + in_atom) =
-                scale_word<C::A_LAYOUT, C::KB>(p.a_scales, row, row < tile.m_end && kb < C::KB, kb, p.a_scale_words != 0);
+                row == -2 ? 0x7F7F7F7Fu  // an index outside A: NaN block scales
+                          : scale_word<C::A_LAYOUT, C::KB>(p.a_scales, row, row >= 0 && kb < C::KB, kb, p.a_scale_words != 0);
           } else {
             const int wr = r - GEMM_BM;
             const long long row = n0 + wr;

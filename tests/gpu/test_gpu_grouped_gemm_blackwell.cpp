@@ -332,11 +332,10 @@ TEST_SUITE("gpu_grouped_gemm_sm120") {
   }
 }
 
-// The sm_100a backend takes A's rows in order (TMA) and K in whole MMAs of 64: the same matrix
-// without gathered rows (so without moe_route's expert-parallel slices, which gather), K a
-// multiple of 64.
+// The sm_100a backend takes K in whole MMAs of 64 and A's rows 16-byte aligned: the same matrix
+// with K a multiple of 64 and A's rows unpadded.
 TEST_SUITE("gpu_grouped_gemm_sm100") {
-  TEST_CASE("sm_100a grouped W4A4 against a float64 reference: layouts, scale kinds, G 1 to 128") {
+  TEST_CASE("sm_100a grouped W4A4 against a float64 reference: layouts, scale kinds, gathered rows, G 1 to 128") {
     const test::OnSm100Backend on;
     if (!on.ready()) return;
     std::mt19937 rng(std::random_device{}());
@@ -344,13 +343,14 @@ TEST_SUITE("gpu_grouped_gemm_sm100") {
         {contiguous, 1, 300, 200, 512, lin, fp32, AScale::host},
         {contiguous, 8, 256, 2880, 1024, sw, bf16, AScale::device, false, false, 1},
         {contiguous, 8, 200, 200, 192, lin, fp32, AScale::per_row, false, false, 0, -2.0f, 5},
-        {contiguous, 8, 160, 1000, 320, lin, fp32, AScale::per_group, false, false, 2},
-        {contiguous, 128, 600, 256, 512, sw, bf16, AScale::per_group},
-        {contiguous, 8, 1000, 512, 2048, sw, fp32, AScale::host},
+        {contiguous, 8, 160, 1000, 320, lin, fp32, AScale::per_group, true, false, 2},
+        {contiguous, 128, 600, 256, 512, sw, bf16, AScale::per_group, true},
+        {contiguous, 8, 1000, 512, 2048, sw, fp32, AScale::host, true},
         {masked, 8, 40, 200, 256, sw, fp32, AScale::per_row},
         {masked, 128, 12, 136, 256, lin, bf16, AScale::per_group},
         {masked, 1, 700, 72, 2048, sw, fp16, AScale::host, false, false, 0, 1.0f / 256},
-        {contiguous, 128, 2400, 72, 256, sw, fp32, AScale::device, false, false, 2},
+        {contiguous, 8, 600, 256, 512, lin, bf16, AScale::per_group, false, true},   // EP slice via moe_route
+        {contiguous, 128, 2400, 72, 256, sw, fp32, AScale::device, false, true, 2},  // EP slice, 128 of 512 experts
     };
     for (const Experts& c : cases) run_experts(c, rng);
     for (const auto& [d, e] : worst_error()) MESSAGE("worst relative error so far, " << dtype_label(DType(d)) << ": " << e);
@@ -361,8 +361,9 @@ TEST_SUITE("gpu_grouped_gemm_sm100") {
     if (!on.ready()) return;
     std::mt19937 rng(std::random_device{}());
     const Experts cases[] = {
-        {contiguous, 8, 40, 72, 192, sw, fp32, AScale::per_group},
+        {contiguous, 8, 40, 72, 192, sw, fp32, AScale::per_group, true},
         {masked, 3, 9, 64, 320, sw, bf16, AScale::per_row},
+        {contiguous, 4, 50, 136, 256, lin, fp32, AScale::host, true, false, 1},
     };
     for (const Experts& c : cases) run_experts(c, rng);
   }
@@ -371,20 +372,7 @@ TEST_SUITE("gpu_grouped_gemm_sm100") {
     const test::OnSm100Backend on;
     if (!on.ready()) return;
     std::mt19937 rng(std::random_device{}());
-    run_experts({contiguous, 8, 128, 200, 256, sw, fp32, AScale::per_group}, rng, 3);
+    run_experts({contiguous, 8, 128, 200, 256, sw, fp32, AScale::per_group, true}, rng, 3);
     run_experts({masked, 8, 32, 128, 256, lin, bf16, AScale::per_group}, rng, 2);
-  }
-
-  TEST_CASE("sm_100a grouped gemm refuses gathered rows, naming row_index") {
-    const test::OnSm100Backend on;
-    if (!on.ready()) return;
-    std::mt19937 rng(std::random_device{}());
-    try {
-      run_experts({contiguous, 8, 40, 72, 192, sw, fp32, AScale::host, true}, rng);
-      FAIL("a gathered grouped gemm ran on the sm_100a backend");
-    } catch (const Error& e) {
-      CHECK(e.status() == Status::unsupported);
-      CHECK(std::string(e.what()).find("row_index") != std::string::npos);
-    }
   }
 }

@@ -1,6 +1,7 @@
 // The sm_100a / sm_103a GEMM backend: NVFP4 activations x an NVFP4 weight through the
 // block-scaled tcgen05 MMA with accumulators in tensor memory (templates/sm100/gemm_w4a4.cuh),
-// either scale layout for each; dense or grouped (contiguous or masked), persistent.
+// either scale layout for each; dense or grouped (contiguous, A's rows optionally gathered, or
+// masked), persistent.
 //
 // The same backend, as a test facility, runs its kernels on an sm_90a device: with
 // NVFP4_JIT_EMULATE_ARCH=sm_100a (or sm_103a) in the environment it takes the GEMM calls of an
@@ -107,10 +108,6 @@ class Sm100Backend final : public GemmBackend {
     const Tile t = from_config(spec.tile);
     const GemmArgs& args = call.args;
     auto& p = *static_cast<nvfp4k::GemmSm100Params*>(params);
-    if (call.row_index)
-      fail(Status::unsupported,
-           "row_index: gathering A's rows is not implemented on sm_100a / sm_103a yet (TMA reads them in order); "
-           "gather them with moe_stage first");
     const int64_t a_stride = args.a_fp4.row_stride_bytes ? args.a_fp4.row_stride_bytes : args.k / 2;
     // TMA reads A's rows: 16-byte aligned (W's are, by the front's checks)
     if (reinterpret_cast<uintptr_t>(args.a_fp4.data) % 16 || a_stride % 16)
@@ -118,9 +115,11 @@ class Sm100Backend final : public GemmBackend {
            "a_fp4.data / a_fp4.row_stride_bytes: the sm_100a / sm_103a GEMM reads A's rows through TMA, which needs them "
            "16-byte aligned (data % 16 = {}, row_stride_bytes = {})",
            reinterpret_cast<uintptr_t>(args.a_fp4.data) % 16, a_stride);
-    copy_tensor_map(p.tma_a, make_tensor_map_2d(args.a_fp4.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(call.rows),
-                                         uint64_t(args.k / 2), uint64_t(a_stride), uint32_t(nvfp4k::sm100::GEMM_BM), 128,
-                                         CU_TENSOR_MAP_SWIZZLE_128B));
+    // (gathered rows are copied by the kernel: the map then spans A's a_rows rows, unread)
+    const int64_t a_rows = std::max<int64_t>(1, call.row_index ? call.a_rows : call.rows);
+    copy_tensor_map(p.tma_a, make_tensor_map_2d(args.a_fp4.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(a_rows),
+                                                uint64_t(args.k / 2), uint64_t(a_stride), uint32_t(nvfp4k::sm100::GEMM_BM),
+                                                128, CU_TENSOR_MAP_SWIZZLE_128B));
     const int64_t groups = std::max(1, spec.groups);  // the groups' weights one after the other
     copy_tensor_map(p.tma_w, make_tensor_map_2d(args.b.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(groups * args.n),
                                          uint64_t(args.k / 2),
@@ -132,6 +131,10 @@ class Sm100Backend final : public GemmBackend {
     p.w_group_bytes = scale_bytes(args.b.scale_layout, args.n, args.k);
     p.schedule.group_ends = call.group_ends;
     p.schedule.group_rows = call.masked_m;
+    p.row_index = call.row_index;
+    p.a = static_cast<const unsigned char*>(args.a_fp4.data);
+    p.a_stride = a_stride;
+    p.a_rows = call.a_rows;
     bind_epilogue(p, call);
     const int64_t d_bytes = spec.out_dtype == uint8_t(DType::fp32) ? 4 : 2;
     p.d_vec = reinterpret_cast<uintptr_t>(args.d) % 16 == 0 && call.d_stride * d_bytes % 16 == 0;
