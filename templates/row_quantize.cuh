@@ -17,6 +17,7 @@
 #include "common/row_plan.cuh"
 #include "common/scale_layout.cuh"
 #include "common/silu_bf16.cuh"
+#include "common/silu_fp16.cuh"
 #include "common/vector_io.cuh"
 
 namespace nvfp4k {
@@ -133,8 +134,8 @@ struct RowQuantizer {
   static __device__ __forceinline__ long long chunk_offset(const RowQuantizeParams& p, long long kb, int c) {
     if constexpr (PROLOGUE == ROW_SWIGLU) {
       if constexpr (GROUP >= 16) {
-        const long long e = kb * 16;
-        return e / GROUP * 2 * GROUP + e % GROUP + c * GROUP;
+        const unsigned long long e = kb * 16, group = GROUP;  // kb >= 0: unsigned / and % are shifts for a power of two
+        return (long long)(e / group * 2 * group + e % group) + c * GROUP;
       } else {
         return kb * 32 + c * 16;  // GROUP divides 16: the block's inputs are 32 contiguous values
       }
@@ -175,6 +176,8 @@ struct RowQuantizer {
                                                   const Item& it, int j, long long r, long long kb, Values& v) {
     if constexpr (PROLOGUE == ROW_SWIGLU && IN_DTYPE == DTYPE_BF16) {
       silu_mul_bf16<GROUP>(in.w[at], in.w[at + 1], v.w[j]);
+    } else if constexpr (PROLOGUE == ROW_SWIGLU && IN_DTYPE == DTYPE_FP16) {
+      silu_mul_fp16<GROUP>(in.w[at], in.w[at + 1], v.w[j]);
     } else if constexpr (PROLOGUE == ROW_SWIGLU) {
       float a[16], b[16], gate[16], up[16], h[16];
       in.get(at, a);

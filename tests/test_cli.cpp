@@ -216,6 +216,13 @@ TEST_SUITE("cli") {
     r = run(cli() + " bench quantize --m 16");
     CHECK(r.code == 2);
     CHECK(r.err.find("--shape and --m are for `bench gemm`") != std::string::npos);
+    r = run(cli() + " bench quantize --in-dtype fp16");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("--in-dtype is for `bench swiglu-quantize`") != std::string::npos);
+    r = run(cli() + " bench swiglu-quantize --in-dtype fp32");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("--in-dtype fp32: bf16 or fp16") != std::string::npos);
+    CHECK(run(cli() + " bench swiglu-quantize --in-dtype fp16").code == 3);
   }
 
   TEST_CASE("shapes out of range stop early, naming the manifest's file and line") {

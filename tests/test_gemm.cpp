@@ -132,18 +132,6 @@ TEST_SUITE("gemm") {
     check_error(g, "b.data = ");
   }
 
-  TEST_CASE("a given tile runs BF16 or FP16 activations only") {
-    GemmArgs w4a4 = valid();
-    w4a4.a = nullptr, w4a4.a_dtype = DType::nvfp4;
-    w4a4.a_fp4 = {buffer, 0, buffer, ScaleLayout::linear, {}};
-    try {
-      gemm_with_tile(w4a4, sm90::to_config({128, 2, 4, 1, 128}), nullptr);
-      FAIL("no error");
-    } catch (const Error& e) {
-      CHECK(std::string(e.what()).find("a_dtype") != std::string::npos);
-    }
-  }
-
   TEST_CASE("M buckets") {
     CHECK(gemm_m_bucket(1) == 8);
     CHECK(gemm_m_bucket(8) == 8);
@@ -228,7 +216,8 @@ TEST_SUITE("gemm") {
               bucket_specs.push_back(s);
         }
     CHECK(gemm_prewarm(Arch::sm_90a, 4096, 4096) == bucket_specs);
-    CHECK(gemm_prewarm(Arch::sm_100a, 4096, 4096).empty());  // no backend serves it (yet)
+    for (const KernelSpec& s : gemm_prewarm(Arch::sm_100a, 4096, 4096))
+      CHECK(s.a_dtype == uint8_t(DType::nvfp4));  // its backend takes W4A4 only
     // by default, ModelOpt's layout alone: the linear problem's tiles, nothing prepacked
     std::vector<KernelSpec> linear_specs;
     for (const KernelSpec& s : prewarm_specs({parse_shape("4096,4096")}, {Arch::sm_90a}, 132))
@@ -507,7 +496,8 @@ TEST_SUITE("gemm") {
   }
 
   TEST_CASE("a backend is one registration: prewarm, codegen and tile choice find it") {
-    // A backend for an arch nothing serves here, with one tile and a trivial kernel.
+    // A backend for sm_100a, with one tile and a trivial kernel: registered later than the real
+    // one, it takes precedence until it is unregistered.
     struct FakeBackend final : GemmBackend {
       std::string_view name() const override { return "fake"; }
       bool serves(Arch arch) const override { return arch == Arch::sm_100a; }
@@ -532,11 +522,13 @@ TEST_SUITE("gemm") {
       GemmPlan plan(const KernelSpec&, int64_t, int) const override { return {}; }
       void bind(const KernelSpec&, const GemmCall&, void*) const override {}
     } fake;
-    REQUIRE(find_gemm_backend(Arch::sm_100a) == nullptr);
+    const GemmBackend* real = find_gemm_backend(Arch::sm_100a);
+    REQUIRE(real);
     register_gemm_backend(&fake);
+    CHECK(find_gemm_backend(Arch::sm_100a) == &fake);
     const std::vector<KernelSpec> specs = gemm_prewarm(Arch::sm_100a, 1024, 2048);
     unregister_gemm_backend(&fake);
-    CHECK(find_gemm_backend(Arch::sm_100a) == nullptr);
+    CHECK(find_gemm_backend(Arch::sm_100a) == real);
     // two layouts as stored (it refuses the prepacked one), two tiles (64 and 128 rows) each
     REQUIRE(specs.size() == 4);
     register_gemm_backend(&fake);

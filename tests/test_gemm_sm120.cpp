@@ -8,12 +8,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
-#include <unistd.h>
 #include <random>
-#include <regex>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -24,6 +20,7 @@
 #include "core/kernel_store.hpp"
 #include "core/prewarm.hpp"
 #include "gemm_test_util.hpp"
+#include "sass_util.hpp"
 #include "ops/gemm/backend.hpp"
 #include "ops/gemm/call.hpp"
 #include "ops/gemm/m_buckets.hpp"
@@ -364,116 +361,13 @@ TEST_SUITE("gemm_sm120") {
   }
 }
 
-namespace {
-
-// nvdisasm: $NVFP4_JIT_NVDISASM, on PATH, in the CUDA toolkit, or from the pip package
-// nvidia-cuda-nvdisasm; empty when none is found.
-std::string find_nvdisasm() {
-  auto runs = [](const std::string& path) { return !path.empty() && std::system((path + " --version >/dev/null 2>&1").c_str()) == 0; };
-  std::vector<std::string> paths;
-  if (const char* v = std::getenv("NVFP4_JIT_NVDISASM")) paths.push_back(v);
-  paths.push_back("nvdisasm");
-  paths.push_back("/usr/local/cuda/bin/nvdisasm");
-  if (FILE* f = popen("python3 -c 'import nvidia; print(list(nvidia.__path__)[0])' 2>/dev/null", "r")) {
-    char line[4096] = {};
-    if (std::fgets(line, sizeof line, f)) {
-      std::string dir(line);
-      while (!dir.empty() && (dir.back() == '\n' || dir.back() == '\r')) dir.pop_back();
-      for (const char* cu : {"/cu13/bin/nvdisasm", "/cu12/bin/nvdisasm", "/cuda_nvdisasm/bin/nvdisasm"}) paths.push_back(dir + cu);
-    }
-    pclose(f);
-  }
-  for (const std::string& p : paths)
-    if (runs(p)) return p;
-  return {};
-}
-
-// What the disassembly of one kernel shows.
-struct Sass {
-  int block_scaled_mmas = 0, local_accesses = 0, registers = -1, frame_bytes = -1, static_shared = -1;
-};
-
-// Parses nvdisasm's output: the kernel's code section, and its EIATTR_REGCOUNT /
-// EIATTR_FRAME_SIZE attributes and static shared memory section.
-Sass parse_sass(const std::string& text, const std::string& kernel) {
-  Sass s;
-  std::istringstream in(text);
-  std::string line, attribute, section;
-  const std::regex word(R"(\.word\s+(0x[0-9a-fA-F]+))"), zero(R"(\.zero\s+(\d+))"), local(R"(\b(LDL|STL)\b)"),
-      header(R"(^//-+ (\S+) +-+$)");
-  bool ours = false;  // the attribute under way names this kernel
-  while (std::getline(in, line)) {
-    std::smatch m;
-    if (std::regex_search(line, m, header)) {  // "//----- .text.name -----"
-      section = m[1];
-      attribute.clear();
-      continue;
-    }
-    if (section == ".text." + kernel) {
-      if (line.find("OMMA.SF") != std::string::npos) ++s.block_scaled_mmas;
-      if (std::regex_search(line, local)) ++s.local_accesses;
-      continue;
-    }
-    if (section == ".nv.shared." + kernel && std::regex_search(line, m, zero)) s.static_shared = std::stoi(m[1]);
-    if (const size_t at = line.find("nvinfo : "); at != std::string::npos) {
-      attribute = line.substr(at + 9);
-      ours = false;
-    } else if (line.find("index@(") != std::string::npos) {
-      ours = line.find("index@(" + kernel + ")") != std::string::npos;
-    } else if (ours && std::regex_search(line, m, word)) {
-      const int v = int(std::stoul(m[1], nullptr, 16));
-      if (attribute == "EIATTR_REGCOUNT") s.registers = v;
-      if (attribute == "EIATTR_FRAME_SIZE") s.frame_bytes = v;
-      ours = false;
-    }
-  }
-  return s;
-}
-
-}  // namespace
-
 TEST_SUITE("gemm_sm120") {
   TEST_CASE("SASS of the prewarm GEMM kernels for sm_120a and sm_121a: the block-scaled MMA, no local memory, within limits") {
-    const std::string nvdisasm = find_nvdisasm();
-    if (nvdisasm.empty()) {
-      MESSAGE("skipped: no nvdisasm (install it with: python3 -m pip install nvidia-cuda-nvdisasm, or set NVFP4_JIT_NVDISASM)");
-      return;
-    }
-    const std::string dir = fmt::format("/tmp/nvfp4-sm120-sass-{}", ::getpid());
-    REQUIRE(std::system(("mkdir -p " + dir).c_str()) == 0);
-    int kernels = 0;
+    std::vector<KernelSpec> specs;
     for (Arch arch : {Arch::sm_120a, Arch::sm_121a}) {
-      const GemmBackend& backend = gemm_backend(arch, "test");
-      std::vector<KernelSpec> specs = test::gemm_prewarm(arch, 4096, 4096);
+      for (const KernelSpec& s : test::gemm_prewarm(arch, 4096, 4096)) specs.push_back(s);
       for (const KernelSpec& s : test::gemm_prewarm(arch, 2880, 2880, 128)) specs.push_back(s);  // grouped, 128 experts
-      for (const KernelSpec& spec : specs) {
-        const auto compiled = KernelStore::instance().get(spec);
-        const std::string name = compiled->kernel.name, cubin = dir + "/k.cubin";
-        CAPTURE(name);
-        std::ofstream(cubin, std::ios::binary).write(compiled->cubin.data(), std::streamsize(compiled->cubin.size()));
-        std::string text;
-        if (FILE* f = popen((nvdisasm + " " + cubin + " 2>&1").c_str(), "r")) {
-          char buf[65536];
-          for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
-          REQUIRE(pclose(f) == 0);
-        }
-        const Sass s = parse_sass(text, name);
-        const unsigned dynamic = backend.shared_bytes(spec);
-        const int threads = spec.tile.threads;
-        MESSAGE(fmt::format("{} {}: OMMA.SF x{}, {} registers x {} threads, {} B dynamic + {} B static shared, "
-                            "{} local accesses, {} B frame",
-                            to_string(arch), name, s.block_scaled_mmas, s.registers, threads, dynamic, s.static_shared,
-                            s.local_accesses, s.frame_bytes));
-        CHECK(s.block_scaled_mmas > 0);
-        CHECK(s.local_accesses == 0);
-        CHECK(s.frame_bytes == 0);
-        CHECK((s.registers > 0 && s.registers <= 255 && s.registers * threads <= 65536));
-        CHECK(dynamic <= nvfp4k::sm120::GEMM_MAX_SHARED);
-        CHECK(s.static_shared <= 1024);  // the 1 KB every kernel reserves for the system, nothing of ours
-        ++kernels;
-      }
     }
-    CHECK(kernels > 0);
-    std::system(("rm -rf " + dir).c_str());
+    test::check_gemm_sass(specs, {"OMMA.SF"}, nvfp4k::sm120::GEMM_MAX_SHARED);
   }
 }

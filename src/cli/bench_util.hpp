@@ -34,10 +34,17 @@ inline std::vector<uint8_t> random_scales(size_t n, std::mt19937& rng) {
   return v;
 }
 
-// BF16 values with |x| in [2^-7, 2), random sign.
+// BF16 values with |x| in [2^-7, 2^9), random sign.
 inline std::vector<uint16_t> random_bf16(size_t n, std::mt19937& rng) {
   std::vector<uint16_t> v(n);
   for (auto& x : v) x = uint16_t(0x3C00 + rng() % 0x0800) | uint16_t((rng() & 1) << 15);
+  return v;
+}
+
+// FP16 values over the same binades as random_bf16.
+inline std::vector<uint16_t> random_fp16(size_t n, std::mt19937& rng) {
+  std::vector<uint16_t> v(n);
+  for (auto& x : v) x = uint16_t(0x2000 + rng() % 0x4000) | uint16_t((rng() & 1) << 15);
   return v;
 }
 

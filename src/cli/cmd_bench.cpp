@@ -206,12 +206,16 @@ struct RmsNormQuantizeWorkload : QuantizeWorkload {
 // of a [rows, 2k] BF16 tensor in, k values per row out.
 struct SwigluQuantizeWorkload : Workload {
   int64_t rows, k;
+  DType dtype;
   DeviceBuffer in, packed, scales;
-  SwigluQuantizeWorkload(int64_t rows_, int64_t k_, std::mt19937& rng)
-      : rows(rows_), k(k_), in(to_device(random_bf16(rows_ * 2 * k_, rng))), packed(rows_ * k_ / 2), scales(rows_ * k_ / 16) {}
+  SwigluQuantizeWorkload(int64_t rows_, int64_t k_, DType dtype_, std::mt19937& rng)
+      : rows(rows_), k(k_), dtype(dtype_),
+        in(to_device(dtype_ == DType::fp16 ? random_fp16(rows_ * 2 * k_, rng) : random_bf16(rows_ * 2 * k_, rng))),
+        packed(rows_ * k_ / 2), scales(rows_ * k_ / 16) {}
   void run() const override {
     SwigluQuantizeArgs a;
     a.in = in.get();
+    a.in_dtype = dtype;
     a.rows = rows;
     a.k = k;
     a.out.data = packed.get();
@@ -292,7 +296,7 @@ std::string bandwidth_bench(const char* title, bool quick, Make make) {
 }  // namespace
 
 int cmd_bench(const Args& args) {
-  args.allow_only({"--out", "--quick", "--shape", "--m", "--expected-m"});
+  args.allow_only({"--out", "--quick", "--shape", "--m", "--expected-m", "--in-dtype"});
   constexpr const char* kWhat = "core, dequantize, quantize, rmsnorm-quantize, swiglu-quantize, mhc-rmsnorm-quantize, gemm, grouped";
   if (args.positional().size() != 1) throw UsageError(fmt::format("expected one of: {}", kWhat));
   const std::string what = args.positional()[0];
@@ -322,6 +326,10 @@ int cmd_bench(const Args& args) {
   only.ms = positive_list("--m", "M");
   if (args.has("--expected-m") && what != "grouped") throw UsageError("--expected-m is for `bench grouped`");
   const std::vector<int64_t> expected_ms = positive_list("--expected-m", "expected_m");
+  if (args.has("--in-dtype") && what != "swiglu-quantize") throw UsageError("--in-dtype is for `bench swiglu-quantize`");
+  const std::string in_dtype = args.has("--in-dtype") ? args.get("--in-dtype") : "bf16";
+  if (in_dtype != "bf16" && in_dtype != "fp16") throw UsageError(fmt::format("--in-dtype {}: bf16 or fp16", in_dtype));
+  const DType swiglu_dtype = in_dtype == "fp16" ? DType::fp16 : DType::bf16;
   std::string why;
   if (!use_primary_context(0, &why)) {
     std::fprintf(stderr, "nvfp4-jit bench: needs a GPU: %s\n", why.c_str());
@@ -340,10 +348,12 @@ int cmd_bench(const Args& args) {
       return std::unique_ptr<Workload>(new DequantizeWorkload(m, k, rng));
     });
   } else if (what == "swiglu-quantize") {
-    json = bandwidth_bench("swiglu-quantize: BF16 gate | up -> silu(gate) * up -> NVFP4, linear scales, given global scale",
-                           quick, [](int64_t m, int64_t k, std::mt19937& rng) {
-                             return std::unique_ptr<Workload>(new SwigluQuantizeWorkload(m, k, rng));
-                           });
+    const std::string title = fmt::format(
+        "swiglu-quantize: {} gate | up -> silu(gate) * up -> NVFP4, linear scales, given global scale",
+        swiglu_dtype == DType::fp16 ? "FP16" : "BF16");
+    json = bandwidth_bench(title.c_str(), quick, [&](int64_t m, int64_t k, std::mt19937& rng) {
+      return std::unique_ptr<Workload>(new SwigluQuantizeWorkload(m, k, swiglu_dtype, rng));
+    });
   } else if (what == "mhc-rmsnorm-quantize") {
     json = bandwidth_bench("mhc-rmsnorm-quantize: BF16 [M, 4, K] mixed by fp32 [M, 4] -> RMSNorm (fp32 weight) -> NVFP4, linear "
                            "scales, given global scale",

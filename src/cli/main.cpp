@@ -96,7 +96,7 @@ Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in m
 )"},
     {"bench", R"(usage: nvfp4-jit bench core|dequantize|quantize|rmsnorm-quantize|swiglu-quantize|mhc-rmsnorm-quantize|gemm|grouped
                         [--out FILE.json] [--quick]
-                        [--shape N,K]... [--m M[,M...]] [--expected-m E[,E...]]
+                        [--shape N,K]... [--m M[,M...]] [--expected-m E[,E...]] [--in-dtype bf16|fp16]
 
   core        cold NVRTC compile per kernel, disk-cache hit (load to first launch),
               warm dispatch host time per call
@@ -105,7 +105,8 @@ Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in m
   rmsnorm-quantize
               BF16 -> RMSNorm -> NVFP4 in one pass, against the same copy
   swiglu-quantize
-              BF16 gate and up (two halves) -> silu(gate) * up -> NVFP4, against the same copy
+              BF16 gate and up (two halves) -> silu(gate) * up -> NVFP4, against the same copy;
+              --in-dtype fp16 times FP16 gate and up
   mhc-rmsnorm-quantize
               BF16 [M, 4, K] mixed per row (mHC), RMSNorm, NVFP4 in one pass, against the same copy
   gemm        W4A16 GEMM against cuBLAS BF16 (dlopened) on decode, M=128, prefill and an M

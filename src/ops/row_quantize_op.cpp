@@ -43,9 +43,10 @@ struct RowShape {
 // row widest instead: one block per thread up to 1024 threads (H100, 16 x 8192: 9.7 us
 // against 14.0; RMSNorm the same way lost 15% at 8192 x 8192).
 // Slices: 128 threads with one (SwiGLU) or two blocks each, so that 16 rows of 8192 still make
-// 64 or 32 CTAs. SwiGLU's BF16 slices get up to 64 registers (8 CTAs an SM): its estimate
-// path (common/silu_bf16.cuh) then issues all four loads at once without spilling (40
-// spilled); its exact 16-bit path fits 40 registers (12 CTAs an SM).
+// 64 or 32 CTAs (two SwiGLU blocks a thread: 171 against 136 us at 8192 x 8192 on the H100).
+// SwiGLU's 16-bit slices get up to 64 registers (8 CTAs an SM): their estimate paths
+// (common/silu_bf16.cuh, silu_fp16.cuh) then issue all four loads at once without spilling
+// (40 spilled).
 RowShape row_shape(const RowKernel& kernel) {
   const int64_t blocks = kernel.k / 16;
   const int64_t per_thread = kernel.op == Op::swiglu_quantize ? 1 : 2;
@@ -55,7 +56,7 @@ RowShape row_shape(const RowKernel& kernel) {
     return {threads, blocks, kernel.op == Op::rmsnorm_quantize && threads >= 128 ? 1280 / threads : 0};
   }
   const int threads = threads_for(128);
-  const int min_ctas = kernel.op != Op::swiglu_quantize ? 0 : kernel.in == DType::bf16 ? 1024 / threads : kernel.in == DType::fp16 ? 1536 / threads : 0;
+  const int min_ctas = kernel.op == Op::swiglu_quantize && kernel.in != DType::fp32 ? 1024 / threads : 0;
   return {threads, std::min<int64_t>(blocks, threads * per_thread), min_ctas};
 }
 

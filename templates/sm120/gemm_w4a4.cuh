@@ -30,7 +30,6 @@
 #include "sm120/gemm_params.cuh"
 #include "sm120/gemm_tile.cuh"
 #include "sm120/mma_mxf4nvf4.cuh"
-#include "sm120/ptx.cuh"
 
 namespace nvfp4k::sm120 {
 

@@ -16,6 +16,7 @@
 #include "common/nvfp4_format.cuh"
 #include "core/gpu_util.hpp"
 #include "core/launcher.hpp"
+#include "ops/gemm/dispatch.hpp"
 #include "ops/gemm/gemm.hpp"
 #include "ops/gemm/sm90/tiles.hpp"
 
@@ -46,6 +47,8 @@ struct Case {
   sm90::Tile tile{};
   // W4A4: bytes of padding after each packed row of A (4: rows not 16-byte aligned)
   int64_t a_fp4_pad = 16;
+  // a tile of another backend's to run instead of the heuristic's (block_m 0: none)
+  TileConfig backend_tile{};
 };
 
 void run_gemm(const Case& c, const GemmArgs& g) {
@@ -53,7 +56,9 @@ void run_gemm(const Case& c, const GemmArgs& g) {
   // three consumers run on a prepacked weight only; the weight as stored takes two, which
   // give the same bits (each output's k order does not depend on the consumer count)
   if (tile.consumers == 3 && !g.b_prepacked) tile.consumers = 2;
-  if (tile.block_m)
+  if (c.backend_tile.block_m)
+    gemm_with_tile(g, c.backend_tile, nullptr);
+  else if (tile.block_m)
     gemm_with_tile(g, sm90::to_config(tile), nullptr);
   else
     gemm(g, nullptr);
@@ -239,6 +244,9 @@ void run_case(const Case& c, std::mt19937& rng) {
   const double bound = c.d == DType::fp32 ? 1e-5 : c.d == DType::bf16 ? 4e-3 : 1e-3;
   MESSAGE("gemm m=" << c.m << " n=" << c.n << " k=" << c.k << " a=" << int(c.a) << " d=" << int(c.d)
                     << " layout=" << int(c.layout) << (c.tile.block_m ? " tile " + sm90::describe(c.tile) : std::string())
+                    << (c.backend_tile.block_m ? " tile bn" + std::to_string(c.backend_tile.block_n) + " s" +
+                                                     std::to_string(c.backend_tile.stages)
+                                               : std::string())
                     << ": relative Frobenius error " << rel);
   CHECK_MESSAGE(rel <= bound, "m=" << c.m << " n=" << c.n << " k=" << c.k << ": relative error " << rel << " (bound " << bound << ")");
 }
@@ -258,6 +266,75 @@ TunedBucket tune_bucket_of_m5(const GemmProblem& problem) {
                            << tuned[0].heuristic << " " << tuned[0].heuristic_us << " us, winner " << tuned[0].winner << " "
                            << tuned[0].winner_us << " us");
   return tuned[0];
+}
+
+// A W4A4 gemm (40 x 200 x 1024, W's global scale on the device) captured in a CUDA graph, then
+// replayed `replays` times with that scale changed: each replay's D is the eager call's, scaled.
+void check_w4a4_graph_replays(int replays) {
+  constexpr DType fp4 = DType::nvfp4, fp32 = DType::fp32;
+  constexpr ScaleLayout lin = ScaleLayout::linear, sw = ScaleLayout::swizzled128x4;
+  std::mt19937 rng(std::random_device{}());
+  const int64_t m = 40, n = 200, k = 1024;
+  testutil::HostNvfp4 a(m, k, sw, rng), w(n, k, lin, rng);
+  DeviceBuffer a_packed = to_device(a.packed), a_scales = to_device(a.scales), w_packed = to_device(w.packed),
+               w_scales = to_device(w.scales), gw = to_device(std::vector<float>{1.0f / 64}), eager(m * n * 4),
+               replayed(m * n * 4);
+  GemmArgs g;
+  g.m = m, g.n = n, g.k = k, g.a_dtype = fp4, g.d_dtype = fp32;
+  g.a_fp4 = {a_packed.get(), 0, a_scales.get(), sw, {0.25f, nullptr, false}};
+  g.b = {w_packed.get(), 0, w_scales.get(), lin, {1.0f, gw.as<float>(), false}};
+  g.d = eager.get();
+  const Driver& d = driver();
+  CUstream stream = nullptr;
+  check_cu(d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  gemm(g, stream);  // eager: loads the kernel
+  check_cu(d.cuStreamSynchronize(stream), "sync");
+  g.d = replayed.get();
+  CUgraph graph = nullptr;
+  CUgraphExec exec = nullptr;
+  check_cu(d.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+  gemm(g, stream);
+  check_cu(d.cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
+  check_cu(d.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiate");
+  const float quarter = 1.0f / 256;  // a power of two times the eager scale: the results scale exactly
+  gw.upload(&quarter, sizeof quarter);
+  for (int replay = 0; replay < replays; ++replay) {
+    replayed.fill(0xFF);
+    check_cu(d.cuGraphLaunch(exec, stream), "cuGraphLaunch");
+    check_cu(d.cuStreamSynchronize(stream), "sync");
+    std::vector<float> want(size_t(m * n)), got(size_t(m * n));
+    eager.download(want.data(), want.size() * 4);
+    replayed.download(got.data(), got.size() * 4);
+    for (int64_t i = 0; i < m * n; ++i)
+      if (!(got[size_t(i)] == want[size_t(i)] / 4)) {
+        FAIL_CHECK("m=40 n=200 k=1024, replay " << replay << ": element (" << i / n << ", " << i % n
+                                                << ") = " << got[size_t(i)] << ", expected " << want[size_t(i)] / 4);
+        break;
+      }
+  }
+  d.cuGraphExecDestroy(exec);
+  d.cuGraphDestroy(graph);
+  d.cuStreamDestroy(stream);
+}
+
+// Tunes a W4A4 problem (1000 x 4096, M <= 8) on the device's backend: gemm's warm path then
+// picks the winner, and a gemm on it is correct.
+void check_w4a4_tune_then_gemm() {
+  constexpr DType fp4 = DType::nvfp4, fp32 = DType::fp32;
+  constexpr ScaleLayout sw = ScaleLayout::swizzled128x4;
+  std::mt19937 rng(std::random_device{}());
+  GemmProblem problem;
+  problem.n = 1000, problem.k = 4096;
+  problem.a_dtype = fp4, problem.d_dtype = fp32, problem.a_scale_layout = sw;
+  const TunedBucket tuned = tune_bucket_of_m5(problem);
+  alignas(16) static unsigned char dummy[16];
+  GemmArgs probe;
+  probe.m = 5, probe.n = problem.n, probe.k = problem.k, probe.a_dtype = fp4, probe.d_dtype = fp32;
+  probe.a_fp4.data = probe.a_fp4.scales = probe.b.data = probe.b.scales = probe.d = dummy;
+  probe.a_fp4.scale_layout = sw;
+  const GemmBackend& backend = gemm_backend(current_device().arch, "test");
+  CHECK(backend.describe(gemm_dispatch(current_device(), gemm_call(probe, "test"), nullptr).spec.tile) == tuned.winner);
+  run_case({5, 1000, 4096, fp4, fp32, sw}, rng);
 }
 
 }  // namespace

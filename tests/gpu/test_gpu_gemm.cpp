@@ -339,3 +339,23 @@ TEST_SUITE("gpu_gemm") {
     }
   }
 }
+
+TEST_SUITE("gpu_gemm") {
+  TEST_CASE("a given tile with NVFP4 activations: refused where W4A4 decodes A first, naming a_dtype and the arch") {
+    const Arch arch = current_device().arch;
+    if (gemm_backend(arch, "test").native_fp4_activations()) return;  // there the tile is the FP4 kernel's
+    alignas(16) static unsigned char buffer[1 << 16];
+    GemmArgs w4a4;
+    w4a4.m = 4, w4a4.n = 64, w4a4.k = 64, w4a4.a_dtype = DType::nvfp4;
+    w4a4.a_fp4 = {buffer, 0, buffer, ScaleLayout::linear, {}};
+    w4a4.b.data = w4a4.b.scales = w4a4.d = buffer;
+    try {
+      gemm_with_tile(w4a4, sm90::to_config({128, 2, 4, 1, 128}), nullptr);
+      FAIL("no error");
+    } catch (const Error& e) {
+      CHECK(e.status() == Status::unsupported);
+      CHECK(std::string(e.what()).find("a_dtype") != std::string::npos);
+      CHECK(std::string(e.what()).find(to_string(arch)) != std::string::npos);
+    }
+  }
+}

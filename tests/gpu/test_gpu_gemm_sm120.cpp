@@ -8,7 +8,7 @@
 #include <string>
 
 #include "gemm_case.hpp"
-#include "on_sm120_backend.hpp"
+#include "on_blackwell_backend.hpp"
 #include "core/error.hpp"
 #include "ops/gemm/dispatch.hpp"
 #include "ops/gemm/sm120/tiles.hpp"
@@ -89,65 +89,13 @@ TEST_SUITE("gpu_gemm_sm120") {
   TEST_CASE("sm_120a gemm is captured in a graph and replays with a new device global scale") {
     const OnSm120Backend on;
     if (!on.ready()) return;
-    std::mt19937 rng(std::random_device{}());
-    const int64_t m = 40, n = 200, k = 1024;
-    testutil::HostNvfp4 a(m, k, sw, rng), w(n, k, lin, rng);
-    DeviceBuffer a_packed = to_device(a.packed), a_scales = to_device(a.scales), w_packed = to_device(w.packed),
-                 w_scales = to_device(w.scales), gw = to_device(std::vector<float>{1.0f / 64}), eager(m * n * 4),
-                 replayed(m * n * 4);
-    GemmArgs g;
-    g.m = m, g.n = n, g.k = k, g.a_dtype = fp4, g.d_dtype = fp32;
-    g.a_fp4 = {a_packed.get(), 0, a_scales.get(), sw, {0.25f, nullptr, false}};
-    g.b = {w_packed.get(), 0, w_scales.get(), lin, {1.0f, gw.as<float>(), false}};
-    g.d = eager.get();
-    const Driver& d = driver();
-    CUstream stream = nullptr;
-    check_cu(d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-    gemm(g, stream);  // eager: loads the kernel
-    check_cu(d.cuStreamSynchronize(stream), "sync");
-    g.d = replayed.get();
-    CUgraph graph = nullptr;
-    CUgraphExec exec = nullptr;
-    check_cu(d.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
-    gemm(g, stream);
-    check_cu(d.cuStreamEndCapture(stream, &graph), "cuStreamEndCapture");
-    check_cu(d.cuGraphInstantiateWithFlags(&exec, graph, 0), "cuGraphInstantiate");
-    const float quarter = 1.0f / 256;  // a power of two times the eager scale: the results scale exactly
-    gw.upload(&quarter, sizeof quarter);
-    replayed.fill(0xFF);
-    check_cu(d.cuGraphLaunch(exec, stream), "cuGraphLaunch");
-    check_cu(d.cuStreamSynchronize(stream), "sync");
-    std::vector<float> want(size_t(m * n)), got(size_t(m * n));
-    eager.download(want.data(), want.size() * 4);
-    replayed.download(got.data(), got.size() * 4);
-    for (int64_t i = 0; i < m * n; ++i)
-      if (!(got[size_t(i)] == want[size_t(i)] / 4)) {
-        FAIL_CHECK("m=40 n=200 k=1024: replayed element (" << i / n << ", " << i % n << ") = " << got[size_t(i)]
-                                                          << ", expected " << want[size_t(i)] / 4);
-        break;
-      }
-    d.cuGraphExecDestroy(exec);
-    d.cuGraphDestroy(graph);
-    d.cuStreamDestroy(stream);
+    check_w4a4_graph_replays(1);
   }
 
   TEST_CASE("tune a W4A4 problem on this backend: the winner is recorded and the next gemm runs it, correctly") {
     const OnSm120Backend on;
     if (!on.ready()) return;
-    std::mt19937 rng(std::random_device{}());
-    GemmProblem problem;
-    problem.n = 1000, problem.k = 4096;
-    problem.a_dtype = fp4, problem.d_dtype = fp32, problem.a_scale_layout = sw;
-    const TunedBucket tuned = tune_bucket_of_m5(problem);
-    // gemm's warm path now picks the winner (the pointers only pass validation: nothing is launched)
-    alignas(16) static unsigned char dummy[16];
-    GemmArgs probe;
-    probe.m = 5, probe.n = problem.n, probe.k = problem.k, probe.a_dtype = fp4, probe.d_dtype = fp32;
-    probe.a_fp4.data = probe.a_fp4.scales = probe.b.data = probe.b.scales = probe.d = dummy;
-    probe.a_fp4.scale_layout = sw;
-    const GemmBackend& backend = gemm_backend(current_device().arch, "test");
-    CHECK(backend.describe(gemm_dispatch(current_device(), gemm_call(probe, "test"), nullptr).spec.tile) == tuned.winner);
-    run_case({5, 1000, 4096, fp4, fp32, sw}, rng);
+    check_w4a4_tune_then_gemm();
   }
 
   TEST_CASE("sm_120a gemm refuses BF16 activations, naming the arch and the dtype") {

@@ -1,6 +1,7 @@
 #include "ops/gemm/backend.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <iterator>
 #include <mutex>
 
@@ -24,7 +25,15 @@ Backends& backends() {
   return *b;
 }
 
-GeneratedKernel generate_gemm(const KernelSpec& spec) { return gemm_backend(spec.arch, "codegen").generate(spec); }
+// A spec its arch's backend cannot build (a tile of another backend's, say) is refused here,
+// before it becomes a kernel.
+GeneratedKernel generate_gemm(const KernelSpec& spec) {
+  const GemmBackend& backend = gemm_backend(spec.arch, "codegen");
+  std::string why = backend.unsupported(spec);
+  if (why.empty()) why = backend.tile_problem(spec);
+  if (!why.empty()) fail(Status::unsupported, "codegen: {} on {}: {}", spec.describe(), to_string(spec.arch), why);
+  return backend.generate(spec);
+}
 std::string gemm_kernel_name(const KernelSpec& spec) { return gemm_backend(spec.arch, "codegen").kernel_name(spec); }
 
 std::string gemm_tuned_tile_problem(const KernelSpec& problem, int m_bucket, const TileConfig& tile) {
@@ -66,6 +75,14 @@ const GemmBackend* find_gemm_backend(Arch arch) {
 const GemmBackend& gemm_backend(Arch arch, const char* who) {
   if (const GemmBackend* backend = find_gemm_backend(arch)) return *backend;
   fail(Status::unsupported, "{}: the NVFP4 GEMM has no kernels for {} yet", who, to_string(arch));
+}
+
+bool emulation_requested(std::initializer_list<Arch> archs) {
+  const char* v = std::getenv("NVFP4_JIT_EMULATE_ARCH");
+  if (!v) return false;
+  for (Arch a : archs)
+    if (to_string(a) == v) return true;
+  return false;
 }
 
 KernelSpec gemm_kernel_spec(const GemmBackend& backend, const KernelSpec& problem, const TileConfig& tile) {

@@ -4,6 +4,7 @@
 // backend interprets.
 #pragma once
 #include <cstddef>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -40,6 +41,9 @@ class GemmBackend {
   virtual std::string unsupported(const KernelSpec& problem) const = 0;
   // The tile an untuned call with m rows runs (m is the bucket's largest for the bucket's tile).
   virtual TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count) const = 0;
+  // The tile a call with m rows runs where `tile` won m's bucket in the tuner: `tile` itself, or
+  // one the backend fits to m's rows (sm_90a trims its row height).
+  virtual TileConfig for_rows(const TileConfig& tile, int64_t /*m*/) const { return tile; }
   // The tuner's search space for a bucket, the heuristic's tile first.
   virtual std::vector<TileConfig> candidates(const KernelSpec& problem, int bucket, int sm_count) const = 0;
   // Why `spec`'s tile cannot be built or launched here; empty when it can.
@@ -67,6 +71,8 @@ bool register_gemm_backend(const GemmBackend* backend);
 void unregister_gemm_backend(const GemmBackend* backend);
 // The backend that serves `arch`, or null.
 const GemmBackend* find_gemm_backend(Arch arch);
+// Whether NVFP4_JIT_EMULATE_ARCH names one of `archs` (a backend's emulates()).
+bool emulation_requested(std::initializer_list<Arch> archs);
 // Throws Error(unsupported) naming `who` and the arch where none serves it.
 const GemmBackend& gemm_backend(Arch arch, const char* who);
 // The kernel `problem` runs on `tile`: backend.kernel_spec(gemm_spec(problem, tile)).

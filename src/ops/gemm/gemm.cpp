@@ -59,11 +59,15 @@ void run_gemm(const GemmCall& call, CUstream stream) {
 
 void gemm_with_tile(const GemmArgs& args, const TileConfig& tile, CUstream stream) {
   const GemmCall call = gemm_call(args, kWho);
-  if (args.a_dtype == DType::nvfp4)  // W4A4 runs the BF16 kernel on decoded A, with gemm's own tile
-    Check(kWho).fail("a_dtype", "a_dtype = nvfp4: a given tile runs BF16 or FP16 activations only", Status::unsupported);
   if (args.m == 0) return;
   const DeviceInfo& device = current_device();
   const GemmBackend& backend = gemm_backend(device.arch, kWho);
+  if (args.a_dtype == DType::nvfp4 && !backend.native_fp4_activations())  // W4A4 runs the BF16 kernel on decoded A
+    Check(kWho).fail("a_dtype",
+                     fmt::format("a_dtype = nvfp4: a given tile runs BF16 or FP16 activations only on {} (its W4A4 "
+                                 "decodes A and runs gemm's own tile)",
+                                 to_string(device.arch)),
+                     Status::unsupported);
   const KernelSpec spec = gemm_spec(gemm_problem(device.arch, call), tile);
   if (std::string why = backend.tile_problem(spec); !why.empty())
     fail(Status::unsupported, "{}: tile {}: {}", kWho, backend.describe(tile), why);

@@ -20,8 +20,8 @@ TileConfig gemm_tile_choice(const GemmBackend& backend, const KernelSpec& proble
                             int sm_count) {
   const int64_t bucket_m = gemm_bucket_m(gemm_m_bucket(m));
   // a table written before tiles were trimmed to their rows holds the heuristic's untrimmed
-  if (tuned && gemm_trimmed_to_rows(*tuned, bucket_m) != backend.heuristic(problem, bucket_m, sm_count))
-    return m > kGemmLargestTrimmedM ? *tuned : gemm_trimmed_to_rows(*tuned, m);
+  if (tuned && backend.for_rows(*tuned, bucket_m) != backend.heuristic(problem, bucket_m, sm_count))
+    return m > kGemmLargestTrimmedM ? *tuned : backend.for_rows(*tuned, m);
   return backend.heuristic(problem, m, sm_count);
 }
 
@@ -33,10 +33,10 @@ std::vector<TileConfig> gemm_bucket_tiles(const GemmBackend& backend, const Kern
   return tiles;
 }
 
-std::vector<TileConfig> gemm_tuned_tiles(const TileConfig& tuned, int bucket) {
+std::vector<TileConfig> gemm_tuned_tiles(const GemmBackend& backend, const TileConfig& tuned, int bucket) {
   std::vector<TileConfig> tiles{tuned};
   const auto [first, last] = gemm_bucket_rows(bucket);
-  for (int64_t m = first; m <= last; ++m) add_once(tiles, gemm_trimmed_to_rows(tuned, m));
+  for (int64_t m = first; m <= last; ++m) add_once(tiles, backend.for_rows(tuned, m));
   return tiles;
 }
 

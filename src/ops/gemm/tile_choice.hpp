@@ -23,7 +23,7 @@ std::vector<TileConfig> gemm_bucket_tiles(const GemmBackend& backend, const Kern
                                           int sm_count);
 // Every tile gemm_tile_choice runs for an M of `bucket` where `tuned` won it (`tuned` first):
 // what `tune` compiles before it records the winner.
-std::vector<TileConfig> gemm_tuned_tiles(const TileConfig& tuned, int bucket);
+std::vector<TileConfig> gemm_tuned_tiles(const GemmBackend& backend, const TileConfig& tuned, int bucket);
 
 // The tuning table of `device` (loaded once per device and process).
 TuningTable& gemm_tuning_table(const DeviceInfo& device);

@@ -168,7 +168,8 @@ std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const KernelSpec& p
     e.heuristic_us = us[0];
     entries.push_back(e);
     if (best != 0)
-      for (const TileConfig& t : gemm_tuned_tiles(tiles[best], buckets[b])) winners_trimmed.push_back(gemm_kernel_spec(backend, problem, t));
+      for (const TileConfig& t : gemm_tuned_tiles(backend, tiles[best], buckets[b]))
+        winners_trimmed.push_back(gemm_kernel_spec(backend, problem, t));
   }
   compile_all(winners_trimmed);
   if (std::string why = gemm_tuning_table(device).record(entries); !why.empty())

@@ -57,6 +57,16 @@ __device__ __forceinline__ void cp_async(void* dst, const void* src, unsigned sr
   asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;" ::"r"(smem_u32(dst)), "l"(src), "n"(BYTES), "r"(src_bytes)
                : "memory");
 }
+// 16 bytes global -> shared (both 16-byte aligned), bypassing L1; bytes past `src_bytes` are zero-filled.
+__device__ __forceinline__ void cp_async_16(void* dst, const void* src, unsigned src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(smem_u32(dst)), "l"(src), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+// Waits until at most PENDING of this thread's committed groups are still in flight.
+template <int PENDING>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(PENDING) : "memory");
+}
 // Arrives on `bar` once this thread's earlier cp.async copies have landed (counted in the
 // barrier's expected arrivals).
 __device__ __forceinline__ void cp_async_arrive(unsigned long long* bar) {

@@ -6,8 +6,6 @@
 // NVFP4_JIT_EMULATE_ARCH=sm_120a (or sm_121a) in the environment it takes the GEMM calls of an
 // sm_90a device, and compiles its kernels for sm_90a with the MMA emulated exactly (the spec's
 // arch is the device's, so their keys, names and sources differ from the real kernels').
-#include <cstdlib>
-#include <cstring>
 #include <string>
 
 #include <fmt/format.h>
@@ -15,6 +13,7 @@
 #include "common/scale_layout.cuh"
 #include "ops/gemm/backend.hpp"
 #include "ops/gemm/schedule.hpp"
+#include "ops/gemm/spec_codes.hpp"
 #include "ops/gemm/sm120/tiles.hpp"
 #include "sm120/gemm_params.cuh"
 
@@ -24,33 +23,15 @@ namespace {
 
 static_assert(sizeof(nvfp4k::GemmW4A4Params) <= GemmPlan::kMaxParamBytes);
 
-uint8_t bias_code(const KernelSpec& spec) {
-  return spec.flags & kFlagBiasBf16 ? nvfp4k::BIAS_BF16 : spec.flags & kFlagBiasFp32 ? nvfp4k::BIAS_FP32 : nvfp4k::BIAS_NONE;
-}
-
-int a_layout(const KernelSpec& spec) {
-  return spec.flags & kFlagAScalesSwizzled ? nvfp4k::SCALES_SWIZZLED128X4 : nvfp4k::SCALES_LINEAR;
-}
-
-const char* layout_name(int layout) {
-  return layout == nvfp4k::SCALES_SWIZZLED128X4 ? "sw128x4" : layout == nvfp4k::SCALES_PREPACKED ? "prepacked" : "linear";
-}
-
 // The tiles' groups argument: 0 for a dense problem.
 int groups(const KernelSpec& problem) { return gemm_problem_grouped(problem) ? problem.groups : 0; }
-
-// The arch NVFP4_JIT_EMULATE_ARCH names, if it names one this backend serves.
-bool emulation_requested() {
-  const char* v = std::getenv("NVFP4_JIT_EMULATE_ARCH");
-  return v && (std::strcmp(v, "sm_120a") == 0 || std::strcmp(v, "sm_121a") == 0);
-}
 
 class Sm120Backend final : public GemmBackend {
  public:
   std::string_view name() const override { return "sm120"; }
   bool serves(Arch arch) const override { return arch == Arch::sm_120a || arch == Arch::sm_121a; }
   bool native_fp4_activations() const override { return true; }
-  bool emulates(Arch arch) const override { return arch == Arch::sm_90a && emulation_requested(); }
+  bool emulates(Arch arch) const override { return arch == Arch::sm_90a && emulation_requested({Arch::sm_120a, Arch::sm_121a}); }
 
   std::string unsupported(const KernelSpec& problem) const override {
     if (problem.a_dtype != uint8_t(DType::nvfp4))
@@ -86,16 +67,10 @@ class Sm120Backend final : public GemmBackend {
 
   std::string kernel_name(const KernelSpec& spec) const override {
     const Tile t = from_config(spec.tile);
-    const uint8_t bias = bias_code(spec);
-    const int grouped = gemm_problem_grouped(spec);
     return fmt::format("nvfp4_gemm_w4a4_{}{}n{}_k{}_{}_a{}_w{}{}_bm{}_bn{}_s{}{}", emulated(spec) ? "sm120emu_" : "",
-                       grouped == nvfp4k::GROUPED_NONE     ? ""
-                       : grouped == nvfp4k::GROUPED_MASKED ? fmt::format("masked{}_", spec.groups)
-                                                           : fmt::format("grouped{}_", spec.groups),
-                       spec.n,
-                       spec.k, dtype_name(spec.out_dtype), layout_name(a_layout(spec)), layout_name(spec.scale_layout),
-                       bias == nvfp4k::BIAS_BF16 ? "_biasbf16" : bias == nvfp4k::BIAS_FP32 ? "_biasfp32" : "", t.block_m,
-                       t.block_n, t.stages, t.split_k > 1 ? fmt::format("_ks{}", t.split_k) : "");
+                       grouped_name(spec), spec.n, spec.k, dtype_name(spec.out_dtype),
+                       scale_layout_name(gemm_a_scale_layout(spec)), scale_layout_name(spec.scale_layout), bias_name(spec),
+                       t.block_m, t.block_n, t.stages, t.split_k > 1 ? fmt::format("_ks{}", t.split_k) : "");
   }
 
   GeneratedKernel generate(const KernelSpec& spec) const override {
@@ -104,7 +79,7 @@ class Sm120Backend final : public GemmBackend {
     return entry_point(spec, kernel_name(spec), "sm120/gemm_w4a4.cuh", "GemmW4A4Params",
                        fmt::format("nvfp4k::sm120::gemm_w4a4<nvfp4k::sm120::GemmConfig<{}, {}, {}LL, {}LL, {}, {}, {}, {}, "
                                    "{}, {}, {}{}>>(p)",
-                                   spec.out_dtype, bias_code(spec), spec.n, spec.k, a_layout(spec), spec.scale_layout,
+                                   spec.out_dtype, gemm_bias_code(spec), spec.n, spec.k, gemm_a_scale_layout(spec), spec.scale_layout,
                                    t.block_m, t.block_n, t.stages, emulated(spec) ? "true" : "false", t.split_k,
                                    grouped ? fmt::format(", {}, {}", grouped, spec.groups) : ""));
   }
@@ -140,7 +115,7 @@ class Sm120Backend final : public GemmBackend {
     p.a_scales = static_cast<const unsigned char*>(args.a_fp4.scales);
     p.a_rows_16b = reinterpret_cast<uintptr_t>(p.a) % 16 == 0 && p.a_stride % 16 == 0;
     p.a_scale_words = reinterpret_cast<uintptr_t>(p.a_scales) % 4 == 0 &&
-                      (a_layout(spec) == nvfp4k::SCALES_SWIZZLED128X4 || (args.k / 16) % 4 == 0);
+                      (gemm_a_scale_layout(spec) == nvfp4k::SCALES_SWIZZLED128X4 || (args.k / 16) % 4 == 0);
     p.w = static_cast<const unsigned char*>(args.b.data);
     p.w_stride = call.b_stride;
     p.w_scales = static_cast<const unsigned char*>(args.b.scales);

@@ -8,7 +8,9 @@
 
 #include "common/scale_layout.cuh"
 #include "ops/gemm/backend.hpp"
+#include "ops/gemm/m_buckets.hpp"
 #include "ops/gemm/schedule.hpp"
+#include "ops/gemm/spec_codes.hpp"
 #include "ops/gemm/sm90/tiles.hpp"
 #include "sm90/gemm_params.cuh"
 
@@ -40,13 +42,7 @@ std::string wgmma_prelude(int bm, bool fp16) {
       bm / 2, bm, fp16 ? "f16" : "bf16", acc, a0, a0 + 4, a0 + 5, a0 + 1, a0 + 2, a0 + 3, outs);
 }
 
-uint8_t bias_code(const KernelSpec& spec) {
-  return spec.flags & kFlagBiasBf16 ? nvfp4k::BIAS_BF16 : spec.flags & kFlagBiasFp32 ? nvfp4k::BIAS_FP32 : nvfp4k::BIAS_NONE;
-}
-
 int d_bytes(const KernelSpec& spec) { return spec.out_dtype == uint8_t(DType::fp32) ? 4 : 2; }
-
-void copy_map(nvfp4k::TmaDescriptor& to, const CUtensorMap& map) { std::memcpy(&to, &map, sizeof map); }
 
 class Sm90Backend final : public GemmBackend {
  public:
@@ -59,6 +55,9 @@ class Sm90Backend final : public GemmBackend {
     if (gemm_problem_grouped(problem)) t.split_k = 1;  // the groups' tiles fill the grid
     return to_config(t);
   }
+
+  // its row height trimmed to m's rows (every height of 16 rows builds)
+  TileConfig for_rows(const TileConfig& tile, int64_t m) const override { return gemm_trimmed_to_rows(tile, m); }
 
   std::vector<TileConfig> candidates(const KernelSpec& problem, int bucket, int sm_count) const override {
     std::vector<TileConfig> configs;
@@ -88,18 +87,9 @@ class Sm90Backend final : public GemmBackend {
 
   std::string kernel_name(const KernelSpec& spec) const override {
     const Tile t = from_config(spec.tile);
-    const uint8_t bias = bias_code(spec);
-    const char* layout = spec.scale_layout == nvfp4k::SCALES_PREPACKED       ? "prepacked"
-                         : spec.scale_layout == nvfp4k::SCALES_SWIZZLED128X4 ? "sw128x4"
-                                                                              : "linear";
-    const int grouped = gemm_problem_grouped(spec);
-    return fmt::format("nvfp4_gemm_w4a16_{}k{}_{}_{}_{}{}_bm{}_bk{}_wg{}{}_s{}_ks{}",
-                       grouped == nvfp4k::GROUPED_NONE       ? ""
-                       : grouped == nvfp4k::GROUPED_MASKED ? fmt::format("masked{}_", spec.groups)
-                       : grouped == nvfp4k::GROUPED_BATCHED ? fmt::format("batched{}_", spec.groups)
-                                                            : fmt::format("grouped{}_", spec.groups),
-                       spec.k, dtype_name(spec.a_dtype), dtype_name(spec.out_dtype), layout,
-                       bias == nvfp4k::BIAS_BF16 ? "_biasbf16" : bias == nvfp4k::BIAS_FP32 ? "_biasfp32" : "", t.block_m,
+    return fmt::format("nvfp4_gemm_w4a16_{}k{}_{}_{}_{}{}_bm{}_bk{}_wg{}{}_s{}_ks{}", grouped_name(spec), spec.k,
+                       dtype_name(spec.a_dtype), dtype_name(spec.out_dtype), scale_layout_name(spec.scale_layout),
+                       bias_name(spec), t.block_m,
                        t.block_k, t.consumers, t.k_slices > 1 ? fmt::format("x{}", t.k_slices) : "", t.stages, t.split_k);
   }
 
@@ -109,7 +99,7 @@ class Sm90Backend final : public GemmBackend {
     return entry_point(spec, kernel_name(spec), "sm90/gemm_w4a16.cuh", "GemmParams",
                        fmt::format("nvfp4k::sm90::gemm_w4a16<nvfp4k::sm90::GemmConfig<{}, {}, {}, {}LL, {}, {}, {}, "
                                    "{}, {}, {}, {}{}>, Mma>(p)",
-                                   spec.a_dtype, spec.out_dtype, bias_code(spec), spec.k, spec.scale_layout,
+                                   spec.a_dtype, spec.out_dtype, gemm_bias_code(spec), spec.k, spec.scale_layout,
                                    t.consumers, t.block_m, t.block_k, t.stages, t.split_k, t.k_slices,
                                    grouped ? fmt::format(", {}, {}", grouped, spec.groups) : ""),
                        wgmma_prelude(t.block_m, spec.a_dtype == uint8_t(DType::fp16)));
@@ -150,7 +140,7 @@ class Sm90Backend final : public GemmBackend {
     const bool batched = gemm_problem_grouped(spec) == nvfp4k::GROUPED_BATCHED;  // A and D: {k or n, m, group}
     const CUtensorMapDataType a_type =
         args.a_dtype == DType::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    copy_map(p.tma_a, batched ? make_tensor_map_3d(args.a, a_type, uint64_t(groups), uint64_t(args.m), uint64_t(args.k),
+    copy_tensor_map(p.tma_a, batched ? make_tensor_map_3d(args.a, a_type, uint64_t(groups), uint64_t(args.m), uint64_t(args.k),
                                                    uint64_t(call.a_stride) * 2, uint64_t(call.a_group_stride) * 2,
                                                    uint32_t(t.block_m), 64, CU_TENSOR_MAP_SWIZZLE_128B)
                               : make_tensor_map_2d(args.a, a_type, uint64_t(call.rows), uint64_t(args.k),
@@ -164,7 +154,7 @@ class Sm90Backend final : public GemmBackend {
       p.w_group_bytes = prepacked_bytes(args.n, args.k);
     } else {
       p.w_group_bytes = scale_bytes(args.b.scale_layout, args.n, args.k);
-      copy_map(p.tma_w, make_tensor_map_2d(args.b.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(groups * args.n),
+      copy_tensor_map(p.tma_w, make_tensor_map_2d(args.b.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(groups * args.n),
                                            uint64_t(args.k / 2), uint64_t(call.b_stride), uint32_t(64 * t.consumers),
                                            uint32_t(t.block_k / 2),
                                            t.block_k == 256 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B));
@@ -181,7 +171,7 @@ class Sm90Backend final : public GemmBackend {
                                        : args.d_dtype == DType::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                                                          : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
     if (p.d_tma)
-      copy_map(p.tma_d, batched ? make_tensor_map_3d(args.d, d_type, uint64_t(groups), uint64_t(args.m), uint64_t(args.n),
+      copy_tensor_map(p.tma_d, batched ? make_tensor_map_3d(args.d, d_type, uint64_t(groups), uint64_t(args.m), uint64_t(args.n),
                                                      uint64_t(call.d_stride) * db, uint64_t(call.d_group_stride) * db,
                                                      uint32_t(m_step), uint32_t(128 / db), CU_TENSOR_MAP_SWIZZLE_128B)
                                 : make_tensor_map_2d(args.d, d_type, uint64_t(call.rows), uint64_t(args.n),

@@ -1,5 +1,5 @@
-// grouped_gemm (W4A4) on the sm_120a / sm_121a backend: natively there, exactly emulated on
-// sm_90a (on_sm120_backend.hpp). Against a float64 reference per expert: fresh random NVFP4
+// grouped_gemm (W4A4) on the Blackwell backends, sm_120a / sm_121a and sm_100a / sm_103a:
+// natively there, exactly emulated on sm_90a (on_blackwell_backend.hpp). Against a float64 reference per expert: fresh random NVFP4
 // activations and per-expert weights whose global scales lie 2^10 apart, group sizes with
 // empty and one-row experts, D poisoned so that every row of an expert must be written and
 // every other row (and D's padding) left alone. Both layouts, both scale layouts on each
@@ -17,7 +17,7 @@
 
 #include "../dequantize_fixture.hpp"
 #include "gemm_output.hpp"
-#include "on_sm120_backend.hpp"
+#include "on_blackwell_backend.hpp"
 #include "core/driver.hpp"
 #include "core/gpu_util.hpp"
 
@@ -329,5 +329,50 @@ TEST_SUITE("gpu_grouped_gemm_sm120") {
     run_experts({contiguous, 8, 128, 200, 256, sw, fp32, AScale::per_group, true}, rng, 3);
     run_experts({masked, 8, 32, 128, 256, lin, bf16, AScale::per_group}, rng, 2);
     for (const auto& [d, e] : worst_error()) MESSAGE("worst relative error, " << dtype_label(DType(d)) << ": " << e);
+  }
+}
+
+// The sm_100a backend takes K in whole MMAs of 64 and A's rows 16-byte aligned: the same matrix
+// with K a multiple of 64 and A's rows unpadded.
+TEST_SUITE("gpu_grouped_gemm_sm100") {
+  TEST_CASE("sm_100a grouped W4A4 against a float64 reference: layouts, scale kinds, gathered rows, G 1 to 128") {
+    const test::OnSm100Backend on;
+    if (!on.ready()) return;
+    std::mt19937 rng(std::random_device{}());
+    const Experts cases[] = {
+        {contiguous, 1, 300, 200, 512, lin, fp32, AScale::host},
+        {contiguous, 8, 256, 2880, 1024, sw, bf16, AScale::device, false, false, 1},
+        {contiguous, 8, 200, 200, 192, lin, fp32, AScale::per_row, false, false, 0, -2.0f, 5},
+        {contiguous, 8, 160, 1000, 320, lin, fp32, AScale::per_group, true, false, 2},
+        {contiguous, 128, 600, 256, 512, sw, bf16, AScale::per_group, true},
+        {contiguous, 8, 1000, 512, 2048, sw, fp32, AScale::host, true},
+        {masked, 8, 40, 200, 256, sw, fp32, AScale::per_row},
+        {masked, 128, 12, 136, 256, lin, bf16, AScale::per_group},
+        {masked, 1, 700, 72, 2048, sw, fp16, AScale::host, false, false, 0, 1.0f / 256},
+        {contiguous, 8, 600, 256, 512, lin, bf16, AScale::per_group, false, true},   // EP slice via moe_route
+        {contiguous, 128, 2400, 72, 256, sw, fp32, AScale::device, false, true, 2},  // EP slice, 128 of 512 experts
+    };
+    for (const Experts& c : cases) run_experts(c, rng);
+    for (const auto& [d, e] : worst_error()) MESSAGE("worst relative error so far, " << dtype_label(DType(d)) << ": " << e);
+  }
+
+  TEST_CASE("sm_100a grouped small shapes for the sanitizers") {
+    const test::OnSm100Backend on;
+    if (!on.ready()) return;
+    std::mt19937 rng(std::random_device{}());
+    const Experts cases[] = {
+        {contiguous, 8, 40, 72, 192, sw, fp32, AScale::per_group, true},
+        {masked, 3, 9, 64, 320, sw, bf16, AScale::per_row},
+        {contiguous, 4, 50, 136, 256, lin, fp32, AScale::host, true, false, 1},
+    };
+    for (const Experts& c : cases) run_experts(c, rng);
+  }
+
+  TEST_CASE("sm_100a grouped gemm captured in a graph replays with the routing and A's scales changed") {
+    const test::OnSm100Backend on;
+    if (!on.ready()) return;
+    std::mt19937 rng(std::random_device{}());
+    run_experts({contiguous, 8, 128, 200, 256, sw, fp32, AScale::per_group, true}, rng, 3);
+    run_experts({masked, 8, 32, 128, 256, lin, bf16, AScale::per_group}, rng, 2);
   }
 }

@@ -1,0 +1,44 @@
+#include "ops/gemm/spec_codes.hpp"
+
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "common/scale_layout.cuh"
+#include "common/tile_scheduler.cuh"
+#include "ops/gemm/call.hpp"
+
+namespace nvfp4::jit::detail {
+
+uint8_t gemm_bias_code(const KernelSpec& spec) {
+  return spec.flags & kFlagBiasBf16 ? nvfp4k::BIAS_BF16 : spec.flags & kFlagBiasFp32 ? nvfp4k::BIAS_FP32 : nvfp4k::BIAS_NONE;
+}
+
+int gemm_a_scale_layout(const KernelSpec& spec) {
+  return spec.flags & kFlagAScalesSwizzled ? nvfp4k::SCALES_SWIZZLED128X4 : nvfp4k::SCALES_LINEAR;
+}
+
+const char* scale_layout_name(int code) {
+  return code == nvfp4k::SCALES_SWIZZLED128X4 ? "sw128x4" : code == nvfp4k::SCALES_PREPACKED ? "prepacked" : "linear";
+}
+
+const char* bias_name(const KernelSpec& spec) {
+  const uint8_t bias = gemm_bias_code(spec);
+  return bias == nvfp4k::BIAS_BF16 ? "_biasbf16" : bias == nvfp4k::BIAS_FP32 ? "_biasfp32" : "";
+}
+
+std::string grouped_name(const KernelSpec& spec) {
+  switch (gemm_problem_grouped(spec)) {
+    case nvfp4k::GROUPED_NONE: return "";
+    case nvfp4k::GROUPED_MASKED: return fmt::format("masked{}_", spec.groups);
+    case nvfp4k::GROUPED_BATCHED: return fmt::format("batched{}_", spec.groups);
+    default: return fmt::format("grouped{}_", spec.groups);
+  }
+}
+
+void copy_tensor_map(nvfp4k::TmaDescriptor& to, const CUtensorMap& map) {
+  static_assert(sizeof to == sizeof map);
+  std::memcpy(&to, &map, sizeof map);
+}
+
+}  // namespace nvfp4::jit::detail

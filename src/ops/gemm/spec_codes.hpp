@@ -1,0 +1,27 @@
+// What a GEMM kernel spec compiles in, as the kernels' parameter codes and the parts of kernel
+// names every backend spells alike; and the TMA descriptors' copy into a parameter block.
+#pragma once
+#include <cuda.h>
+
+#include <cstdint>
+#include <string>
+
+#include "common/params.cuh"
+#include "core/spec.hpp"
+
+namespace nvfp4::jit::detail {
+
+// nvfp4k::BiasCode of the spec's bias.
+uint8_t gemm_bias_code(const KernelSpec& spec);
+// nvfp4k::ScaleLayoutCode of A's scales (W4A4 problems).
+int gemm_a_scale_layout(const KernelSpec& spec);
+// "linear", "sw128x4" or "prepacked" for a ScaleLayoutCode.
+const char* scale_layout_name(int code);
+// The bias's part of a kernel name: "", "_biasbf16" or "_biasfp32".
+const char* bias_name(const KernelSpec& spec);
+// The grouped layout's part of a kernel name: "", "grouped<G>_", "masked<G>_" or "batched<G>_".
+std::string grouped_name(const KernelSpec& spec);
+// `map` into a parameter block's opaque descriptor.
+void copy_tensor_map(nvfp4k::TmaDescriptor& to, const CUtensorMap& map);
+
+}  // namespace nvfp4::jit::detail

@@ -1,0 +1,292 @@
+// NVFP4 x NVFP4 GEMM for sm_100a / sm_103a (B200, GB200, B300):
+// D[M, N] = alpha * ga[m] * gw * A[M, K] . W[N, K]^T (+ bias[N]), A the activations as our
+// quantizers write them, W the weight as ModelOpt stores it, either scale layout for each.
+//
+// Persistent and warp-specialized (sm100/gemm_tile.cuh): each CTA walks the tiles
+// blockIdx.x, + gridDim.x, ... in the front's tile order (common/tile_scheduler.cuh).
+//   warp 0     TMA: A's and W's k-tiles into a STAGES-deep ring (full / empty mbarriers);
+//   warps 6-7  the k-tiles' block scales into their 128 x 4 atoms (the ring's same stages);
+//   warp 1     allocates the tensor memory; per k-tile copies the scales to it (tcgen05.cp),
+//              issues 4 block-scaled MMAs of K 64 into an accumulator in tensor memory and
+//              commits them to the stage's empty barrier; a tile's last commit fills its
+//              accumulator's acc_full (two accumulators, used in turn, where they fit);
+//   warps 2-5  the epilogue: the accumulator's rows (tcgen05.ld, a warp its 32 lanes) scaled,
+//              biased and stored (16 bytes at a time where D allows); then the accumulator's
+//              acc_empty lets a later tile's MMAs in.
+// K must be a multiple of 64 (whole MMAs; no block scales past K to mask).
+//
+// Grouped (mixture of experts, contiguous or masked): the tile scheduler places a tile's rows
+// in its group, whose weight rows (group g's are rows [g N, (g + 1) N) of W) and scales it then
+// reads; tiles past the groups' rows are skipped by every warp alike. A tile's TMA box may take
+// rows past its group's (another group's, or past M: zeros): computed, never stored. A
+// contiguous call's row_index gathers A's rows: warp 0 copies them (cp.async, 16 bytes, into
+// the places TMA's 128-byte swizzle would) instead of TMA; an index outside [0, a_rows) reads
+// zeros under NaN block scales, the NaN row the API promises.
+//
+// With EMULATE the same kernel runs on sm_90a with the tcgen05 instructions replaced by their
+// exact emulation (sm100/tcgen05_emulated.cuh): the test facility that checks everything but
+// those instructions on Hopper.
+#pragma once
+#include "common/gemm_epilogue.cuh"
+#include "common/global_scale.cuh"
+#include "common/ptx/barrier.cuh"
+#include "common/ptx/copy.cuh"
+#include "common/scale_layout.cuh"
+#include "common/tile_scheduler.cuh"
+#include "sm100/gemm_params.cuh"
+#include "sm100/gemm_tile.cuh"
+#include "sm100/tcgen05.cuh"
+
+namespace nvfp4k::sm100 {
+
+template <int ODT_, int BIAS_, long long N_, long long K_, int A_LAYOUT_, int W_LAYOUT_, int BN_, int STAGES_, bool EMULATE_,
+          int GROUPED_ = GROUPED_NONE, int GROUPS_ = 0>
+struct GemmConfig {
+  static constexpr int ODT = ODT_, BIAS = BIAS_, A_LAYOUT = A_LAYOUT_, W_LAYOUT = W_LAYOUT_;
+  static constexpr int GROUPED = GROUPED_, GROUPS = GROUPS_;  // a GroupedLayoutCode of GROUPS groups
+  static constexpr long long N = N_, K = K_;
+  static constexpr int BN = BN_, STAGES = STAGES_;
+  static constexpr bool EMULATE = EMULATE_;
+  static constexpr int KTILES = int((K + GEMM_BK - 1) / GEMM_BK);
+  static constexpr long long KB = K / 16;
+  static constexpr int N_TILES = int((N + BN - 1) / BN);
+  static constexpr int W_ATOMS = gemm_w_scale_atoms(BN);
+  static constexpr unsigned STAGE_BYTES = gemm_stage_bytes(BN);
+  static constexpr unsigned A_AT = 0, W_AT = gemm_a_bytes(), SA_AT = W_AT + gemm_w_bytes(BN),
+                            SW_AT = SA_AT + GEMM_STEPS * 512u;
+  static constexpr unsigned TMEM_COLUMNS = gemm_tmem_allocation(BN, STAGES);
+  static constexpr unsigned SCALE_COLUMNS = gemm_scale_columns(BN);
+  static constexpr int ACCUMULATORS = gemm_accumulators(BN, STAGES);
+  static_assert(K % GEMM_MMA_K == 0, "whole MMAs of K 64");
+  static_assert(BN % 32 == 0 && BN >= 32 && BN <= 256, "the MMA's N, read back 32 columns at a time");
+  static_assert(STAGE_BYTES % 1024 == 0, "stages keep the 128-byte swizzle's 1024-byte alignment");
+  static_assert(gemm_tmem_columns_used(BN, STAGES) <= int(GEMM_TMEM_COLUMNS), "512 columns of tensor memory");
+  static_assert(gemm_shared_bytes(BN, STAGES) <= GEMM_MAX_SHARED, "227 KB of shared memory");
+  static_assert(GROUPED == GROUPED_NONE || ((GROUPED == GROUPED_CONTIGUOUS || GROUPED == GROUPED_MASKED) && GROUPS > 0),
+                "the contiguous and masked grouped layouts");
+};
+
+// Tile t of the grid's order: every lane of the calling warp gets it (a grouped layout's is
+// found by the whole warp). No rows (m0 == m_end): past the groups' row tiles.
+template <class C>
+__device__ __forceinline__ ScheduledTile gemm_tile(const GemmSm100Params& p, int t) {
+  if constexpr (C::GROUPED == GROUPED_NONE)
+    return schedule_tile<C::N_TILES, 1, C::KTILES>(p.schedule, t, 0);
+  else
+    return schedule_grouped_tile_warp<C::N_TILES, C::GROUPED, C::GROUPS, C::KTILES>(p.schedule, t);
+}
+
+// One word of 4 block scales (kb a multiple of 4) of `row`, or 0 outside the rows.
+template <int LAYOUT, long long KB>
+__device__ __forceinline__ unsigned scale_word(const unsigned char* scales, long long row, bool in_rows, long long kb,
+                                               bool words) {
+  if (!in_rows) return 0u;
+  if (words)
+    return *reinterpret_cast<const unsigned*>(scales + (LAYOUT == SCALES_SWIZZLED128X4 ? scale_offset_swizzled128x4(row, kb, KB)
+                                                                                       : row * KB + kb));
+  unsigned word = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) word |= unsigned(scales[scale_offset<LAYOUT>(row, kb + j, KB)]) << (8 * j);
+  return word;
+}
+
+template <class C>
+__device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
+  extern __shared__ unsigned char smem_raw[];
+  // the stages 1024-byte aligned in the shared window (the 128-byte swizzle's pattern, base offset 0)
+  unsigned char* smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + C::STAGES * C::STAGE_BYTES);
+  unsigned long long* empty = full + C::STAGES;
+  unsigned long long* acc_full = empty + C::STAGES;  // [2]
+  unsigned long long* acc_empty = acc_full + 2;      // [2]
+  unsigned* tmem_slot = reinterpret_cast<unsigned*>(acc_empty + 2);
+  const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
+  const int tiles = p.schedule.m_tiles * C::N_TILES;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < C::STAGES; ++s) {
+      mbar_init(&full[s], 32 + GEMM_SCALE_THREADS);  // warp 0 (the TMA bytes, gathered rows), the scale threads
+      mbar_init(&empty[s], 1);                      // the MMAs' commit
+    }
+    for (int a = 0; a < 2; ++a) {
+      mbar_init(&acc_full[a], 1);
+      mbar_init(&acc_empty[a], 128);  // every epilogue thread
+    }
+    fence_barrier_init();
+  }
+  if (warp == 1) tmem_alloc<C::EMULATE>(tmem_slot, C::TMEM_COLUMNS);
+  tcgen05_fence_before_sync<C::EMULATE>();
+  __syncthreads();
+  tcgen05_fence_after_sync<C::EMULATE>();
+  const unsigned tmem = *tmem_slot;
+
+  // A's row of tile row r where a contiguous call gathers them: -1 past the tile's rows, -2 for
+  // an index outside A (a NaN row)
+  const bool gathered = C::GROUPED == GROUPED_CONTIGUOUS && p.row_index != nullptr;
+  auto gathered_row = [&](const ScheduledTile& tile, int r) -> long long {
+    if (tile.m0 + r >= tile.m_end) return -1;
+    const long long i = p.row_index[tile.m0 + r];
+    return i >= 0 && i < p.a_rows ? i : -2;
+  };
+
+  if (warp == 0) {
+    if (lane == 0) {
+      prefetch_tensor_map(&p.tma_a);
+      prefetch_tensor_map(&p.tma_w);
+    }
+    int it = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      const ScheduledTile tile = gemm_tile<C>(p, t);
+      if (tile.m0 >= tile.m_end) continue;
+      const int w_row = int(tile.group * C::N) + tile.n_tile * C::BN;
+      for (int kt = 0; kt < C::KTILES; ++kt, ++it) {
+        const int s = it % C::STAGES;
+        mbar_wait(&empty[s], ((it / C::STAGES) & 1) ^ 1, 1000);
+        unsigned char* st = smem + s * C::STAGE_BYTES;
+        if (lane == 0) {
+          mbar_expect_tx(&full[s], (gathered ? 0u : gemm_a_bytes()) + gemm_w_bytes(C::BN));
+          if (!gathered) tma_load_2d(st + C::A_AT, &p.tma_a, &full[s], kt * 128, int(tile.m0));
+          tma_load_2d(st + C::W_AT, &p.tma_w, &full[s], kt * 128, w_row);
+        }
+        if (gathered) {
+#pragma unroll 1
+          for (int c = lane; c < GEMM_BM * 8; c += 32) {
+            const int r = c / 8, chunk = c % 8;
+            const long long row = gathered_row(tile, r), byte = (long long)kt * 128 + 16 * chunk;
+            const bool in = row >= 0 && byte < C::K / 2;
+            cp_async_16(st + C::A_AT + (r / 8) * OPERAND_GROUP_BYTES + (r % 8) * OPERAND_ROW_BYTES + 16 * (chunk ^ (r % 8)),
+                        in ? p.a + row * p.a_stride + byte : p.a, in ? 16u : 0u);
+          }
+          cp_async_commit();
+          cp_async_wait<0>();
+          fence_proxy_async_shared();  // the rows, visible to tcgen05.mma
+        }
+        mbar_arrive(&full[s]);
+      }
+    }
+  } else if (warp >= 6) {
+    // the scale threads: word (row, step) of A's atoms and W's, 4 block scales each
+    const int i = int(threadIdx.x) - (GEMM_THREADS - GEMM_SCALE_THREADS);
+    int it = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      const ScheduledTile tile = gemm_tile<C>(p, t);
+      if (tile.m0 >= tile.m_end) continue;
+      const long long n0 = (long long)tile.n_tile * C::BN;
+      const unsigned char* w_scales = p.w_scales + tile.group * p.w_group_bytes;
+      for (int kt = 0; kt < C::KTILES; ++kt, ++it) {
+        const int s = it % C::STAGES;
+        mbar_wait(&empty[s], ((it / C::STAGES) & 1) ^ 1);
+        unsigned char* st = smem + s * C::STAGE_BYTES;
+#pragma unroll 1
+        for (int w = i; w < (GEMM_BM + C::BN) * GEMM_STEPS; w += GEMM_SCALE_THREADS) {
+          const int r = w / GEMM_STEPS, step = w % GEMM_STEPS;
+          const long long kb = (long long)kt * (GEMM_BK / 16) + 4 * step;
+          const int in_atom = (r % 32) * 16 + (r % 128 / 32) * 4;  // row r % 128 of its atom (W's too: 128 = 0 mod 128)
+          if (r < GEMM_BM) {
+            const long long row = gathered ? gathered_row(tile, r) : tile.m0 + r < tile.m_end ? tile.m0 + r : -1;
+            *reinterpret_cast<unsigned*>(st + C::SA_AT + step * 512 + in_atom) =
+                row == -2 ? 0x7F7F7F7Fu  // an index outside A: NaN block scales
+                          : scale_word<C::A_LAYOUT, C::KB>(p.a_scales, row, row >= 0 && kb < C::KB, kb, p.a_scale_words != 0);
+          } else {
+            const int wr = r - GEMM_BM;
+            const long long row = n0 + wr;
+            *reinterpret_cast<unsigned*>(st + C::SW_AT + (step * C::W_ATOMS + wr / 128) * 512 + in_atom) =
+                scale_word<C::W_LAYOUT, C::KB>(w_scales, row, row < C::N && kb < C::KB, kb, p.w_scale_words != 0);
+          }
+        }
+        fence_proxy_async_shared();  // the atoms, visible to tcgen05.cp
+        mbar_arrive(&full[s]);
+      }
+    }
+  } else if (warp == 1) {
+    const unsigned idesc = instr_descriptor_mxf4nvf4(GEMM_BM, C::BN);
+    int it = 0, done = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      if (C::GROUPED != GROUPED_NONE) {
+        const ScheduledTile tile = gemm_tile<C>(p, t);
+        if (tile.m0 >= tile.m_end) continue;
+      }
+      // the epilogue has read what this accumulator held before
+      const int acc = done % C::ACCUMULATORS;
+      mbar_wait(&acc_empty[acc], ((done / C::ACCUMULATORS) & 1) ^ 1);
+      tcgen05_fence_after_sync<C::EMULATE>();
+      for (int kt = 0; kt < C::KTILES; ++kt, ++it) {
+        const int s = it % C::STAGES;
+        mbar_wait(&full[s], (it / C::STAGES) & 1);
+        tcgen05_fence_after_sync<C::EMULATE>();
+        const unsigned st = smem_u32(smem + s * C::STAGE_BYTES);
+        const unsigned sfa = tmem + C::ACCUMULATORS * C::BN + s * C::SCALE_COLUMNS, sfw = sfa + 4 * GEMM_STEPS;
+        const int steps = int((C::K - (long long)kt * GEMM_BK) / GEMM_MMA_K) < GEMM_STEPS
+                              ? int((C::K - (long long)kt * GEMM_BK) / GEMM_MMA_K)
+                              : GEMM_STEPS;
+        for (int step = 0; step < steps; ++step) {
+          tmem_copy_32x128b_warpx4<C::EMULATE>(sfa + 4 * step, scale_descriptor(st + C::SA_AT + step * 512));
+          for (int a = 0; a < C::W_ATOMS; ++a)
+            tmem_copy_32x128b_warpx4<C::EMULATE>(sfw + 4 * (step * C::W_ATOMS + a),
+                                                 scale_descriptor(st + C::SW_AT + (step * C::W_ATOMS + a) * 512));
+        }
+        for (int step = 0; step < steps; ++step)
+          mma_mxf4nvf4<C::EMULATE>(tmem + acc * C::BN, operand_descriptor(st + C::A_AT, step), operand_descriptor(st + C::W_AT, step),
+                                   idesc, sfa + 4 * step, sfw + 4 * step * C::W_ATOMS, kt > 0 || step > 0);
+        tcgen05_commit<C::EMULATE>(&empty[s]);  // the stage is free once these MMAs are done
+      }
+      tcgen05_commit<C::EMULATE>(&acc_full[acc]);
+      ++done;
+    }
+  } else {
+    // the epilogue: warp w reads lanes 32 (w % 4) .. of the accumulator, one row of D a thread
+    // (a per-group scale, W's or A's, is the tile's group's: the one-per-row read at its group)
+    const int quarter = warp % 4, r = 32 * quarter + lane;
+    const bool a_per_row = p.a_gscale_mode == GSCALE_DEVICE_PER_ROW;
+    int done = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+      const ScheduledTile tile = gemm_tile<C>(p, t);
+      if (tile.m0 >= tile.m_end) continue;
+      const long long m = tile.m0 + r, n0 = (long long)tile.n_tile * C::BN;
+      const float scale = p.alpha * global_scale(p.w_gscale_mode, p.w_gscale_value, p.w_gscale_ptr, tile.group) *
+                          (a_per_row ? 1.0f : global_scale(p.a_gscale_mode, p.a_gscale_value, p.a_gscale_ptr, tile.group));
+      const int acc = done % C::ACCUMULATORS;
+      mbar_wait(&acc_full[acc], (done / C::ACCUMULATORS) & 1);
+      tcgen05_fence_after_sync<C::EMULATE>();
+      const float row_scale = a_per_row && m < tile.m_end ? scale * p.a_gscale_ptr[m] : scale;
+#pragma unroll 1
+      for (int c = 0; c < C::BN; c += 32) {
+        float v[32];
+        tmem_load_32x32b_x32<C::EMULATE>(tmem + (unsigned(32 * quarter) << 16) + unsigned(acc * C::BN + c), v);
+        if (m >= tile.m_end) continue;
+#pragma unroll
+        for (int j = 0; j < 32; ++j)
+          v[j] = v[j] * row_scale + (n0 + c + j < C::N ? load_bias<C::BIAS>(p.bias, n0 + c + j) : 0.0f);
+        if (p.d_vec && n0 + c + 32 <= C::N) {  // the thread's 32 columns of its row, 16 bytes at a time
+          if constexpr (C::ODT == DTYPE_FP32) {
+            float4* to = reinterpret_cast<float4*>(static_cast<float*>(p.d) + m * p.d_stride + n0 + c);
+#pragma unroll
+            for (int q = 0; q < 8; ++q) to[q] = make_float4(v[4 * q], v[4 * q + 1], v[4 * q + 2], v[4 * q + 3]);
+          } else {
+            uint4* to = reinterpret_cast<uint4*>(static_cast<unsigned short*>(p.d) + m * p.d_stride + n0 + c);
+#pragma unroll
+            for (int q = 0; q < 4; ++q)
+              to[q] = make_uint4(pack_pair<C::ODT>(v[8 * q], v[8 * q + 1]), pack_pair<C::ODT>(v[8 * q + 2], v[8 * q + 3]),
+                                 pack_pair<C::ODT>(v[8 * q + 4], v[8 * q + 5]), pack_pair<C::ODT>(v[8 * q + 6], v[8 * q + 7]));
+          }
+        } else {
+#pragma unroll
+          for (int j = 0; j < 32; ++j)
+            if (n0 + c + j < C::N) store_element<C::ODT>(p.d, m * p.d_stride + n0 + c + j, v[j]);
+        }
+      }
+      tcgen05_fence_before_sync<C::EMULATE>();
+      mbar_arrive(&acc_empty[acc]);
+      ++done;
+    }
+  }
+
+  tcgen05_fence_before_sync<C::EMULATE>();
+  __syncthreads();
+  if (warp == 1) {
+    tcgen05_fence_after_sync<C::EMULATE>();
+    tmem_dealloc<C::EMULATE>(tmem, C::TMEM_COLUMNS);
+  }
+}
+
+}  // namespace nvfp4k::sm100

@@ -1,0 +1,156 @@
+// The sm_100a / sm_103a GEMM backend on the CPU: its tiles within the arch's limits, the
+// front's routing (W4A4 kept, what is refused named, the emulation switch), prewarm, and the
+// SASS of the prewarm kernels (the block-scaled UMMA, no local memory).
+#include <doctest/doctest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "core/kernel_store.hpp"
+#include "gemm_test_util.hpp"
+#include "ops/gemm/backend.hpp"
+#include "ops/gemm/call.hpp"
+#include "ops/gemm/m_buckets.hpp"
+#include "ops/gemm/sm100/tiles.hpp"
+#include "ops/gemm/tile_choice.hpp"
+#include "sass_util.hpp"
+#include "common/tile_scheduler.cuh"
+#include "sm100/gemm_tile.cuh"
+
+using namespace nvfp4::jit;
+using namespace nvfp4::jit::detail;
+
+namespace {
+
+KernelSpec fp4_problem(Arch arch, int64_t n, int64_t k) {
+  return gemm_fp4_problem(gemm_problem(arch, n, k, DType::bf16, DType::bf16, ScaleLayout::linear, false, kNoDType),
+                          ScaleLayout::swizzled128x4);
+}
+
+}  // namespace
+
+TEST_SUITE("gemm_sm100") {
+  TEST_CASE("tiles: the heuristic per bucket and SM count, candidates within shared and tensor memory") {
+    for (int sms : {148, 132, 160})
+      for (int64_t n : {8, 1000, 4096, 14336})
+        for (int bucket : kGemmMBuckets) {
+          CAPTURE(sms);
+          CAPTURE(n);
+          CAPTURE(bucket);
+          const sm100::Tile h = sm100::heuristic_tile(n, gemm_bucket_m(bucket), sms);
+          CHECK(sm100::tile_problem(h) == "");
+          const std::vector<sm100::Tile> tiles = sm100::candidate_tiles(n, bucket, sms);
+          REQUIRE(!tiles.empty());
+          CHECK(tiles.front() == h);
+          for (const sm100::Tile& t : tiles) {
+            CHECK(sm100::tile_problem(t) == "");
+            CHECK(sm100::shared_bytes(t) <= nvfp4k::sm100::GEMM_MAX_SHARED);
+            CHECK(nvfp4k::sm100::gemm_tmem_columns_used(t.block_n, t.stages) <= 512);
+          }
+        }
+    // the most stages that fit: 4 of 54 KB at 256 weight rows, 6 of 36 KB at 128, 8 of 28 KB at 64
+    CHECK(sm100::heuristic_tile(14336, 4096, 148).block_n == 256);
+    CHECK(sm100::heuristic_tile(14336, 4096, 148).stages == 4);
+    CHECK(sm100::heuristic_tile(4096, 1, 148).block_n == 64);  // 64 CTAs at most: the most of them
+    CHECK(sm100::heuristic_tile(4096, 1, 148).stages == 8);
+    CHECK(sm100::heuristic_tile(4096, 4096, 148).block_n == 256);  // 32 x 16 CTAs fill 148 SMs
+    CHECK(sm100::heuristic_tile(4096, 1024, 148).block_n == 128);  // 8 x 16 do not, 8 x 32 do
+    // a tuned tile runs as it won, whatever M (one row height: nothing to trim)
+    const GemmBackend& backend = gemm_backend(Arch::sm_100a, "test");
+    const TileConfig won = sm100::to_config({128, 3});
+    for (int64_t m : {1, 5, 40, 129, 700}) CHECK(backend.for_rows(won, m) == won);
+    CHECK(gemm_tuned_tiles(backend, won, 64) == std::vector<TileConfig>{won});
+    CHECK(sm100::tile_problem({256, 5}) != "");  // 5 x 54 KB
+    CHECK(sm100::tile_problem({96, 4}) != "");
+    CHECK(sm100::tile_problem({128, 1}) != "");
+    for (int sms : {148, 132}) {
+      std::string line;
+      for (int bucket : kGemmMBuckets)
+        line += fmt::format(" {}:{}", gemm_bucket_m(bucket), sm100::describe(sm100::heuristic_tile(4096, gemm_bucket_m(bucket), sms)));
+      MESSAGE(sms << " SMs, N = 4096, M: tile" << line);
+    }
+  }
+
+  TEST_CASE("the front: W4A4 problems keep NVFP4 activations; W4A16, batched, prepacked and K % 64 refused by name") {
+    for (Arch arch : {Arch::sm_100a, Arch::sm_103a}) {
+      const GemmBackend& backend = gemm_backend(arch, "test");
+      CHECK(backend.name() == "sm100");
+      CHECK(backend.native_fp4_activations());
+      const KernelSpec problem = fp4_problem(arch, 1000, 4096);
+      CHECK(backend.unsupported(problem) == "");
+      const std::string w4a16 =
+          backend.unsupported(gemm_problem(arch, 1000, 4096, DType::bf16, DType::bf16, ScaleLayout::linear, false, kNoDType));
+      CHECK(w4a16.find("sm_100a") != std::string::npos);
+      CHECK(w4a16.find("W4A16") != std::string::npos);
+      CHECK(backend.unsupported(fp4_problem(arch, 1000, 4064)).find("64") != std::string::npos);
+      KernelSpec grouped = problem;
+      grouped.groups = 8;
+      grouped.flags |= kFlagGroupedContiguous;
+      CHECK(backend.unsupported(grouped) == "");
+      CHECK(backend.kernel_name(gemm_spec(grouped, backend.heuristic(grouped, 4, 148))).find("grouped8_") != std::string::npos);
+      grouped.flags = uint8_t((grouped.flags & ~kFlagGroupedContiguous) | kFlagGroupedBatched);
+      CHECK(backend.unsupported(grouped).find("batched") != std::string::npos);
+      CHECK(backend.unsupported(gemm_problem(arch, 1000, 4096, DType::bf16, DType::bf16, ScaleLayout::linear, true, kNoDType)) !=
+            "");
+    }
+  }
+
+  TEST_CASE("the emulation switch routes sm_90a through this backend, with kernels of their own") {
+    CHECK(find_gemm_backend(Arch::sm_90a)->name() == "sm90");
+    ::setenv("NVFP4_JIT_EMULATE_ARCH", "sm_100a", 1);
+    const GemmBackend* emulated = find_gemm_backend(Arch::sm_90a);
+    ::unsetenv("NVFP4_JIT_EMULATE_ARCH");
+    REQUIRE(emulated);
+    CHECK(emulated->name() == "sm100");
+    const KernelSpec p100 = fp4_problem(Arch::sm_100a, 4096, 4096);
+    KernelSpec p90 = p100;
+    p90.arch = Arch::sm_90a;
+    const TileConfig tile = emulated->heuristic(p100, 64, 148);
+    const GeneratedKernel real = emulated->generate(gemm_spec(p100, tile)), emu = emulated->generate(gemm_spec(p90, tile));
+    CHECK(real.name != emu.name);
+    CHECK(emu.name.find("sm100emu") != std::string::npos);
+    CHECK(real.source.find(", false>>(p)") != std::string::npos);
+    CHECK(emu.source.find(", true>>(p)") != std::string::npos);
+    // and NVRTC builds the emulation for sm_90a, every weight tile width
+    ::setenv("NVFP4_JIT_EMULATE_ARCH", "sm_100a", 1);
+    for (int block_n : {64, 128, 256}) {
+      const KernelSpec spec = gemm_spec(p90, sm100::to_config({block_n, 2}));
+      CAPTURE(block_n);
+      CHECK(!KernelStore::instance().get(spec)->cubin.empty());
+    }
+    ::unsetenv("NVFP4_JIT_EMULATE_ARCH");
+  }
+
+  TEST_CASE("prewarm for sm_100a and sm_103a: the W4A4 GEMM kernels, a few per weight shape") {
+    for (Arch arch : {Arch::sm_100a, Arch::sm_103a}) {
+      const std::vector<KernelSpec> gemm = test::gemm_prewarm(arch, 4096, 14336);
+      CHECK(!gemm.empty());
+      CHECK(gemm.size() <= 8);
+      for (const KernelSpec& s : gemm) {
+        CHECK(s.a_dtype == uint8_t(DType::nvfp4));
+        CHECK(gemm_backend(arch, "test").tile_problem(s) == "");
+      }
+      MESSAGE(to_string(arch) << ": " << gemm.size() << " GEMM kernels for a 4096 x 14336 weight");
+      const std::vector<KernelSpec> grouped = test::gemm_prewarm(arch, 2880, 2880, 128);
+      CHECK(!grouped.empty());
+      for (const KernelSpec& s : grouped) {
+        CHECK(s.groups == 128);
+        CHECK(gemm_problem_grouped(s) == nvfp4k::GROUPED_CONTIGUOUS);
+        CHECK(gemm_backend(arch, "test").tile_problem(s) == "");
+      }
+      MESSAGE(to_string(arch) << ": " << grouped.size() << " grouped GEMM kernels for 128 experts of 2880 x 2880");
+    }
+  }
+
+  TEST_CASE("SASS of the prewarm GEMM kernels for sm_100a and sm_103a: the block-scaled UMMA, no local memory, within limits") {
+    std::vector<KernelSpec> specs;
+    for (Arch arch : {Arch::sm_100a, Arch::sm_103a}) {
+      for (const KernelSpec& s : test::gemm_prewarm(arch, 4096, 4096)) specs.push_back(s);
+      for (const KernelSpec& s : test::gemm_prewarm(arch, 2880, 2880, 128)) specs.push_back(s);  // grouped, 128 experts
+    }
+    test::check_gemm_sass(specs, {"UTCCP", "UTCOMMA"}, nvfp4k::sm100::GEMM_MAX_SHARED);
+  }
+}
