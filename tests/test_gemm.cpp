@@ -152,6 +152,24 @@ TEST_SUITE("gemm") {
     }
   }
 
+  TEST_CASE("grouped default expected_m: 1.25 x the mean rows per group, from 16 a power of two up to 256") {
+    CHECK(grouped_default_expected_m(8, 256) == 1);          // decode: fewer rows than groups
+    CHECK(grouped_default_expected_m(128, 256) == 1);
+    CHECK(grouped_default_expected_m(1024, 128) == 10);      // under 16: as it is
+    CHECK(grouped_default_expected_m(4096, 256) == 32);      // mean 16: 20 -> 32
+    CHECK(grouped_default_expected_m(4096, 128) == 64);      // mean 32: 40 -> 64
+    CHECK(grouped_default_expected_m(32768, 256) == 256);    // mean 128: 160 -> 256
+    CHECK(grouped_default_expected_m(32768, 128) == 256);    // mean 256: 320, at most 256
+    CHECK(grouped_default_expected_m(int64_t(1) << 40, 1) == 256);
+    for (int64_t m = 1; m < 5000; m += 7) {
+      const int64_t e = grouped_default_expected_m(m, 64);
+      CAPTURE(m);
+      CHECK(e >= 1);
+      CHECK(e <= 256);
+      CHECK((e < 16 || (e & (e - 1)) == 0));
+    }
+  }
+
   TEST_CASE("split-K grids split a last wave's tiles where split they fit one wave; else all") {
     CHECK(gemm_split_tiles(448, 1, 132) == 0);
     CHECK(gemm_split_tiles(448, 2, 132) == 52);    // 3 whole waves, then 104 CTAs of half the k-tiles

@@ -134,6 +134,18 @@ void resolve_batched_strides(const Check& check, const GroupedGemmArgs& ga, Gemm
 
 }  // namespace
 
+int64_t grouped_default_expected_m(int64_t m, int32_t groups) {
+  // A quarter more than the mean rows per group: with routing's spread, a tile of the mean
+  // leaves many groups a second, nearly empty row tile that decodes the group's whole weight
+  // again. From 16 rows on, the power of two at or above that (at most 256): taller tiles cut
+  // the hot groups of a skewed routing into fewer tiles (docs/perf-log.md, the expected_m sweep).
+  const int64_t rows = std::max<int64_t>(1, (m + m / 4) / groups);
+  if (rows < 16) return rows;
+  int64_t p = 16;
+  while (p < rows && p < 256) p *= 2;
+  return p;
+}
+
 GemmCall gemm_call(const GemmArgs& g, const char* who) {
   GemmCall call;
   call.rows = g.m;
@@ -162,12 +174,9 @@ GemmCall grouped_gemm_call(const GroupedGemmArgs& ga, const char* who) {
   if ((masked || batched) && g.m > INT32_MAX / ga.groups)
     check.fail("gemm.m", fmt::format("gemm.m = {} rows in each of {} groups is more than {} rows", g.m, ga.groups, INT32_MAX));
   call.rows = masked || batched ? g.m * ga.groups : g.m;
-  // Derived from m, the tile is chosen for a quarter more than the mean rows per group: with
-  // routing's spread, a tile of the mean leaves many groups a second, nearly empty row tile
-  // that streams the group's whole weight again.
   call.expected_m = ga.expected_m   ? ga.expected_m
                     : masked || batched ? g.m
-                                        : std::max<int64_t>(1, (g.m + g.m / 4) / ga.groups);
+                                        : grouped_default_expected_m(g.m, ga.groups);
   if (batched) {
     check.positive("gemm.n", g.n);
     check.positive_multiple("gemm.k", g.k, 32, "two NVFP4 blocks, the packed row granule the kernels load");
