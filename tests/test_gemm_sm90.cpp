@@ -172,6 +172,23 @@ TEST_SUITE("gemm_sm90") {
   }
 
 
+  TEST_CASE("generated source: a contiguous or masked grouped tile's wgmma also in its quarters' widths") {
+    const sm90::Tile t{256, 2, 3, 1, 128};
+    KernelSpec problem = sm90_problem(4096, 7168, true, DType::bf16, DType::bf16);
+    const std::string dense = generate(sm90_spec(problem, t)).source;
+    problem.groups = 256;
+    problem.flags |= kFlagGroupedContiguous;
+    const std::string grouped = generate(sm90_spec(problem, t)).source;
+    for (int w : {64, 128, 192, 256}) {
+      const std::string mma = fmt::format("wgmma.mma_async.sync.aligned.m64n{}k16.f32.bf16.bf16", w);
+      CAPTURE(mma);
+      CHECK(grouped.find(mma) != std::string::npos);
+      CHECK((dense.find(mma) != std::string::npos) == (w == 256));
+    }
+    problem.flags = (problem.flags & ~kFlagGroupedContiguous) | kFlagGroupedBatched;  // a batched tile is always full
+    CHECK(generate(sm90_spec(problem, t)).source.find("m64n192k16") == std::string::npos);
+  }
+
   TEST_CASE("generated source: one wgmma for the bucket's N; named after the tile; sm_90a only; N an argument") {
     const sm90::Tile t = sm90::bucket_tile(2880, 2880, 16, 132);
     const KernelSpec spec =

@@ -37,6 +37,12 @@ namespace nvfp4k::sm90 {
 
 // N is a run-time value (GemmParams::n): one kernel serves every N of a K and tile. K stays a
 // constant: its loops' trip counts shape the main loop's code (a run-time K was 2-5% slower).
+// A k loop's MMA width (wgmma's N) as a type, to instantiate the loop per width.
+template <int W>
+struct MmaWidth {
+  static constexpr int value = W;
+};
+
 template <int ADT_, int ODT_, int BIAS_, long long K_, int LAYOUT_, int WG_, int BM_, int BK_, int STAGES_, int KSPLIT_,
           int KSLICES_ = 1, int GROUPED_ = GROUPED_NONE, int GROUPS_ = 0>
 struct GemmConfig {
@@ -49,6 +55,12 @@ struct GemmConfig {
   static constexpr int CONSUMERS = WG * KSLICES;  // consumer warpgroups
   // A grouped layout (GroupedLayoutCode) of GROUPS groups, each with its own weight.
   static constexpr int GROUPED = GROUPED_, GROUPS = GROUPS_;
+  // Contiguous and masked groups end inside a tile: from 64 rows on, the MMA narrows to their
+  // rows, in quarters of BM rounded up to 8 (wgmma's N granule). The prelude's Mma has those
+  // widths (sm90/backend.cpp, mma_widths).
+  static constexpr bool NARROW_MMA = (GROUPED == GROUPED_CONTIGUOUS || GROUPED == GROUPED_MASKED) && BM >= 64;
+  static constexpr int NARROW_W1 = (BM / 4 + 7) / 8 * 8, NARROW_W2 = (BM / 2 + 7) / 8 * 8,
+                       NARROW_W3 = (3 * BM / 4 + 7) / 8 * 8;
   static constexpr int BK = BK_;          // K per stage: 128 or 256
   static constexpr int KSTEPS = BK / 16;  // wgmma k16 steps per stage
   static constexpr int A_BOXES = BK / 64; // 64-column activation boxes per stage
@@ -236,6 +248,67 @@ __device__ __forceinline__ void decode_prepacked(const unsigned char* chunks, in
   }
 }
 
+// What a consumer thread's k loop reads besides the weight rows it decodes: the stages and their
+// barriers, its k slice's first step and its place in the tile.
+struct ConsumerStage {
+  unsigned char* smem;
+  unsigned long long *full, *empty;
+  int j0, cw, tid, lane, row0;
+  unsigned byte_t;
+};
+
+// A consumer warpgroup's k loop over k-tiles [kt_begin, kt_end): decode its weight rows of each
+// stage and issue the products with W columns of D (wgmma's N, at most BM). Steps go to the tensor
+// cores in commits of COMMIT_STEPS (see gemm_w4a16); fragments alternate between two sets where
+// a k-tile holds an even number of commits (CARRY).
+template <class C, class Mma, int STEPS, int COMMIT_STEPS, int W, int FRAGS>
+__device__ __forceinline__ void consumer_k_loop(const ConsumerStage& st, int kt_begin, int kt_end, const int (&w_row)[2],
+                                                const int (&w_swizzle)[2], bool (&nan_scale)[2], unsigned (&a)[FRAGS][4],
+                                                float (&acc)[C::BM / 2]) {
+  using Op = Fp4Operand<C::ADT>;
+  constexpr bool CARRY = STEPS % (2 * COMMIT_STEPS) == 0;
+  const int j0 = st.j0, cw = st.cw, tid = st.tid, row0 = st.row0;
+  const unsigned byte_t = st.byte_t;
+  auto stage = [&](int s) { return st.smem + s * C::STAGE_BYTES; };
+  // Predicated, not branched (a branch in flight makes ptxas serialize the wgmmas); after an
+  // aligned wgmma wait the warp is converged and its reads of the stage are done.
+  auto release = [&](int stage_index) {
+    mbar_arrive_if(&st.empty[stage_index < 0 ? 0 : stage_index], st.lane == 0 && stage_index >= 0);
+  };
+  unsigned long long* full = st.full;
+  int held = -1;  // the previous tile's stage, while its last commit may be in flight
+  for (int kt = kt_begin, i = 0; kt < kt_end; ++kt, ++i) {
+    const int s = i % C::STAGES;
+    mbar_wait(&full[s], (i / C::STAGES) & 1);
+    // Local step j's activations start (j / 4) boxes and (j % 4) * 32 bytes after the k slice's.
+    const unsigned desc_lo = sw128_desc_lo(stage(s) + j0 / 4 * C::A_BOX_BYTES);
+    // Step j's A fragment is in a[j % FRAGS]; at a commit's end, its wgmmas.
+    auto issue = [&](int j) {
+      if (j % COMMIT_STEPS != COMMIT_STEPS - 1) return;
+      wgmma_fence();
+#pragma unroll
+      for (int jj = j + 1 - COMMIT_STEPS; jj <= j; ++jj)
+        Mma::template mma<W>(acc, a[jj % FRAGS], sw128_desc(desc_lo + unsigned(((jj / 4) * C::A_BOX_BYTES + (jj % 4) * 32) >> 4)));
+      wgmma_commit();
+      wgmma_wait<1>();
+      if (CARRY && j == COMMIT_STEPS - 1) release(held);
+    };
+    if constexpr (C::PREPACKED)
+      decode_prepacked<C, Op, STEPS, FRAGS>(stage(s) + C::W_AT + cw * C::CHUNK_RUN + j0 / 4 * prepacked::CHUNK_BYTES,
+                                            tid, a, issue);
+    else
+      decode_modelopt<C, Op, STEPS, COMMIT_STEPS, FRAGS>(stage(s) + C::W_AT, stage(s) + C::SCALE_AT, row0, j0, byte_t, w_row,
+                                                  w_swizzle, nan_scale, a, issue);
+    if constexpr (CARRY) {
+      held = s;
+    } else {
+      wgmma_wait<0>();
+      release(s);
+    }
+  }
+  wgmma_wait<0>();
+}
+
 template <class C, class Mma>
 __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   using Op = Fp4Operand<C::ADT>;
@@ -387,42 +460,21 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     constexpr bool CARRY = STEPS % (2 * COMMIT_STEPS) == 0;
     constexpr int FRAGS = CARRY ? 2 * COMMIT_STEPS : COMMIT_STEPS;
     unsigned a[FRAGS][4];
-    // Predicated, not branched (a branch in flight makes ptxas serialize the wgmmas); after an
-    // aligned wgmma wait the warp is converged and its reads of the stage are done.
-    auto release = [&](int stage_index) {
-      mbar_arrive_if(&empty[stage_index < 0 ? 0 : stage_index], lane == 0 && stage_index >= 0);
-    };
-    int held = -1;  // the previous tile's stage, while its last commit may be in flight
-    for (int kt = kt_begin, i = 0; kt < kt_end; ++kt, ++i) {
-      const int s = i % C::STAGES;
-      mbar_wait(&full[s], (i / C::STAGES) & 1);
-      // Local step j's activations start (j / 4) boxes and (j % 4) * 32 bytes after the k slice's.
-      const unsigned desc_lo = sw128_desc_lo(stage(s) + j0 / 4 * C::A_BOX_BYTES);
-      // Step j's A fragment is in a[j % FRAGS]; at a commit's end, its wgmmas.
-      auto issue = [&](int j) {
-        if (j % COMMIT_STEPS != COMMIT_STEPS - 1) return;
-        wgmma_fence();
-#pragma unroll
-        for (int jj = j + 1 - COMMIT_STEPS; jj <= j; ++jj)
-          Mma::mma(acc, a[jj % FRAGS], sw128_desc(desc_lo + unsigned(((jj / 4) * C::A_BOX_BYTES + (jj % 4) * 32) >> 4)));
-        wgmma_commit();
-        wgmma_wait<1>();
-        if (CARRY && j == COMMIT_STEPS - 1) release(held);
-      };
-      if constexpr (C::PREPACKED)
-        decode_prepacked<C, Op, STEPS, FRAGS>(stage(s) + C::W_AT + cw * C::CHUNK_RUN + j0 / 4 * prepacked::CHUNK_BYTES,
-                                              tid, a, issue);
-      else
-        decode_modelopt<C, Op, STEPS, COMMIT_STEPS, FRAGS>(stage(s) + C::W_AT, stage(s) + C::SCALE_AT, row0, j0, byte_t, w_row,
-                                                    w_swizzle, nan_scale, a, issue);
-      if constexpr (CARRY) {
-        held = s;
-      } else {
-        wgmma_wait<0>();
-        release(s);
-      }
+    const ConsumerStage st{smem, full, empty, j0, cw, tid, lane, row0, byte_t};
+    // The MMA's width (wgmma's N: rows of D) follows a grouped tile's rows in quarters of BM: a
+    // group holding fewer rows than the tile issues no products for rows that are not there
+    // (the accumulators past the width stay zero and are not stored).
+    // One k loop per width, chosen once per tile (uniform over the CTA): a branch inside the
+    // loop would have ptxas serialize the wgmmas.
+    if constexpr (C::NARROW_MMA) {
+      const long long rows = m_end - m0;
+      if (rows <= C::NARROW_W1) consumer_k_loop<C, Mma, STEPS, COMMIT_STEPS, C::NARROW_W1>(st, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
+      else if (rows <= C::NARROW_W2) consumer_k_loop<C, Mma, STEPS, COMMIT_STEPS, C::NARROW_W2>(st, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
+      else if (rows <= C::NARROW_W3) consumer_k_loop<C, Mma, STEPS, COMMIT_STEPS, C::NARROW_W3>(st, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
+      else consumer_k_loop<C, Mma, STEPS, COMMIT_STEPS, C::BM>(st, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
+    } else {
+      consumer_k_loop<C, Mma, STEPS, COMMIT_STEPS, C::BM>(st, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
     }
-    wgmma_wait<0>();
     // acc[4j + 2h + e] belongs to row row0 + 8h
 #pragma unroll
     for (int i = 0; i < C::BM / 2; ++i)

@@ -31,6 +31,7 @@ struct GroupedCase {
   enum Sizes { random, one_group, out_of_range } sizes = random;
   bool a_scale_per_group = false;  // W4A4: A's global scale one per group
   bool gather = false;             // contiguous W4A4: A's rows read through row_index from fewer token rows
+  int64_t expected_m = 0;          // the tile's rows per group (0: grouped_gemm's default)
 };
 
 // All groups' weights, one after the other, and what the kernels read of them.
@@ -181,6 +182,7 @@ void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
   g.gemm.m = c.m, g.gemm.n = c.n, g.gemm.k = c.k;
   g.gemm.a = w4a4 ? nullptr : d_a.get();
   g.gemm.a_dtype = c.a;
+  g.expected_m = c.expected_m;
   // per group: ga times 1/2, 1 or 2 (a_scale_factor), exact in the reference
   std::vector<float> ga_group(size_t(c.groups));
   for (int gi = 0; gi < c.groups; ++gi) ga_group[size_t(gi)] = ga * std::ldexp(1.0f, gi % 3 - 1);
@@ -391,6 +393,18 @@ TEST_SUITE("gpu_grouped_gemm") {
                  GroupedCase::one_group},
                 rng);
     run_grouped({GroupedLayout::contiguous, 256, 16, 128, 256}, rng);  // decode: more groups than rows
+  }
+
+  TEST_CASE("tall tiles narrow their MMA to a group's rows: every quarter of the tile, against float64") {
+    std::mt19937 rng(std::random_device{}());
+    GroupedCase c{GroupedLayout::contiguous, 8, 1500, 200, 256};  // groups of 0, 1 and up to 281 rows
+    c.expected_m = 256;
+    run_grouped(c, rng);
+    c.prepacked = true, c.d = DType::bf16;
+    run_grouped(c, rng);
+    GroupedCase masked{GroupedLayout::masked, 8, 150, 136, 512, ScaleLayout::swizzled128x4};  // 160-row tiles
+    masked.expected_m = 150;
+    run_grouped(masked, rng);
   }
 
   TEST_CASE("masked groups, prepacked weights and W4A4 against a float64 reference") {
