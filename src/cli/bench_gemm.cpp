@@ -403,7 +403,7 @@ std::string bench_batched(EventTimer& timer, int runs, double copy_bps, const Cu
 
 }  // namespace
 
-std::string bench_grouped(bool quick, const std::vector<int64_t>& expected_ms) {
+std::string bench_grouped(bool quick, const std::vector<int64_t>& expected_ms, const std::vector<int64_t>& tokens) {
   std::mt19937 rng(std::random_device{}());
   EventTimer timer;
   Cublas cublas;
@@ -430,8 +430,9 @@ std::string bench_grouped(bool quick, const std::vector<int64_t>& expected_ms) {
                                                                      {"dsv3 down", 7168, 2048, 256, 8},
                                                                      {"qwen3-30b", 1536, 2048, 128, 8},
                                                                      {"gpt-oss-120b", 5760, 2880, 128, 4}};
-  const std::vector<int64_t> token_counts = quick ? std::vector<int64_t>{1, 16, 512, 4096}
-                                                  : std::vector<int64_t>{1, 16, 128, 512, 4096, 16384};
+  const std::vector<int64_t> token_counts = !tokens.empty() ? tokens
+                                            : quick          ? std::vector<int64_t>{1, 16, 512, 4096}
+                                                             : std::vector<int64_t>{1, 16, 128, 512, 4096, 16384};
   std::string json = "[";
   for (const MoeShape& s : shapes) {
     // every expert's weight: one random weight prepacked into each slot (distinct addresses, so

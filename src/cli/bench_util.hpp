@@ -56,7 +56,7 @@ struct GemmBenchFilter {
 std::string bench_gemm(bool quick, const GemmBenchFilter& only);
 // grouped_gemm on MoE expert shapes, beside the byte floor, our dense gemm and a cuBLAS loop.
 // expected_ms: grouped_gemm also timed with each of these expected_m hints (the tile's rows per
-// expert), in turns with the default.
-std::string bench_grouped(bool quick, const std::vector<int64_t>& expected_ms = {});
+// expert), in turns with the default. tokens: only these token counts (empty: the default set).
+std::string bench_grouped(bool quick, const std::vector<int64_t>& expected_ms = {}, const std::vector<int64_t>& tokens = {});
 
 }  // namespace nvfp4::jit::cli

@@ -326,6 +326,8 @@ int cmd_bench(const Args& args) {
   only.ms = positive_list("--m", "M");
   if (args.has("--expected-m") && what != "grouped") throw UsageError("--expected-m is for `bench grouped`");
   const std::vector<int64_t> expected_ms = positive_list("--expected-m", "expected_m");
+  if (args.has("--tokens") && what != "grouped") throw UsageError("--tokens is for `bench grouped`");
+  const std::vector<int64_t> grouped_tokens = positive_list("--tokens", "a token count");
   if (args.has("--in-dtype") && what != "swiglu-quantize") throw UsageError("--in-dtype is for `bench swiglu-quantize`");
   const std::string in_dtype = args.has("--in-dtype") ? args.get("--in-dtype") : "bf16";
   if (in_dtype != "bf16" && in_dtype != "fp16") throw UsageError(fmt::format("--in-dtype {}: bf16 or fp16", in_dtype));
@@ -342,7 +344,7 @@ int cmd_bench(const Args& args) {
   } else if (what == "gemm") {
     json = bench_gemm(quick, only);
   } else if (what == "grouped") {
-    json = bench_grouped(quick, expected_ms);
+    json = bench_grouped(quick, expected_ms, grouped_tokens);
   } else if (what == "dequantize") {
     json = bandwidth_bench("dequantize: NVFP4 -> BF16, linear scales", quick, [](int64_t m, int64_t k, std::mt19937& rng) {
       return std::unique_ptr<Workload>(new DequantizeWorkload(m, k, rng));

@@ -96,7 +96,8 @@ Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in m
 )"},
     {"bench", R"(usage: nvfp4-jit bench core|dequantize|quantize|rmsnorm-quantize|swiglu-quantize|mhc-rmsnorm-quantize|gemm|grouped
                         [--out FILE.json] [--quick]
-                        [--shape N,K]... [--m M[,M...]] [--expected-m E[,E...]] [--in-dtype bf16|fp16]
+                        [--shape N,K]... [--m M[,M...]] [--expected-m E[,E...]] [--tokens T[,T...]]
+                        [--in-dtype bf16|fp16]
 
   core        cold NVRTC compile per kernel, disk-cache hit (load to first launch),
               warm dispatch host time per call
@@ -119,7 +120,8 @@ Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in m
               gpt-oss-120b expert shapes, 1 to 16384 tokens routed uniformly and Zipf, against the
               touched experts' byte floor, our dense gemm on the same rows, a per-expert
               cuBLAS BF16 loop and cublasGemmGroupedBatchedEx; --expected-m also times
-              each of those expected_m hints (the tile's rows per expert). Then the batched
+              each of those expected_m hints (the tile's rows per expert); --tokens
+              times only those token counts. Then the batched
               layout (wo_a: 8 groups, 1536 x 8192) against our dense gemm and
               cublasGemmStridedBatchedEx
 Times are GPU time (the host's launch costs are not in them: see bench core).
@@ -159,7 +161,7 @@ int main(int argc, char** argv) {
   try {
     const Args args(rest, {"--manifest", "--shape", "--arch", "--sms", "-j", "--out", "--m", "--runs", "--layout", "--older-than",
                            "--a-dtype", "--d-dtype", "--bias", "--b-layout", "--a-scales", "--grouped", "--in-dtype",
-                           "--expected-m"});
+                           "--expected-m", "--tokens"});
     if (args.has("--help") || args.has("-h")) {
       std::fputs(verb_help(verb), stdout);
       return kOk;
