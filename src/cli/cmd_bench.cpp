@@ -296,7 +296,7 @@ std::string bandwidth_bench(const char* title, bool quick, Make make) {
 }  // namespace
 
 int cmd_bench(const Args& args) {
-  args.allow_only({"--out", "--quick", "--shape", "--m", "--expected-m", "--in-dtype"});
+  args.allow_only({"--out", "--quick", "--shape", "--m", "--expected-m", "--tokens", "--in-dtype"});
   constexpr const char* kWhat = "core, dequantize, quantize, rmsnorm-quantize, swiglu-quantize, mhc-rmsnorm-quantize, gemm, grouped";
   if (args.positional().size() != 1) throw UsageError(fmt::format("expected one of: {}", kWhat));
   const std::string what = args.positional()[0];
