@@ -239,7 +239,7 @@ typedef struct nvfp4_grouped_gemm_args {
   nvfp4_grouped_layout layout;
   const int32_t* group_ends; /* contiguous: [groups] cumulative row ends, on the device */
   const int32_t* masked_m;   /* masked: [groups] rows of each group, on the device */
-  int64_t expected_m;        /* rows per group the kernel is chosen for; 0: derived from m */
+  int64_t expected_m;        /* rows per group the kernel is chosen for; 0: derived from m (as nvfp4::jit's) */
   int a_global_scale_per_group; /* W4A4: gemm.a_fp4.global_scale.device_ptr holds [groups] scales */
   const int32_t* row_index;  /* contiguous W4A4: A's sorted row r is gemm.a_fp4's row row_index[r], or NULL */
   int64_t a_rows;            /* rows of gemm.a_fp4 with row_index */
