@@ -14,6 +14,7 @@ while torch.compile traces, and the same functions directly otherwise.
 from typing import Optional, Tuple
 
 import torch
+import torch.utils.dlpack
 from torch import Tensor
 
 from . import _C
@@ -28,10 +29,14 @@ _INDEX = {torch.int32: 0, torch.int64: 1}  # IndexType
 # The binding's checked eager fast path (gemm_checked, quantize_checked) reads tensors itself:
 # torch's objects handed over once. It answers NotImplemented for whatever its checks do not
 # accept, and the Python checks below then run (and name the wrong argument).
+# Tensors are read through DLPack (one call a tensor), its dtype codes learnt from a sample of
+# each dtype.
 if hasattr(torch._C, "_cuda_getCurrentRawStream"):
-    _C.bind_torch(torch.Tensor, (torch.bfloat16, torch.float16, torch.float32, torch.uint8, torch.int32, torch.int64,
-                                 torch.float8_e4m3fn, getattr(torch, "float4_e2m1fn_x2", None)),
-                  torch._C._cuda_getDevice, torch._C._cuda_getCurrentRawStream)
+    _FAST_DTYPES = (torch.bfloat16, torch.float16, torch.float32, torch.uint8, torch.int32, torch.int64,
+                    torch.float8_e4m3fn, getattr(torch, "float4_e2m1fn_x2", None))
+    _C.bind_torch(torch.Tensor, _FAST_DTYPES, torch._C._cuda_getDevice, torch._C._cuda_getCurrentRawStream,
+                  torch.utils.dlpack.to_dlpack, tuple(None if d is None else torch.empty(2, 3, dtype=d)
+                                                      for d in _FAST_DTYPES))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -87,6 +92,8 @@ def _scales(t, op, name, rows, k, layout, device, groups=None):
     lead = [groups] if groups else []
     if layout == SCALE_LAYOUTS["linear"]:
         _shape(t, op, name, lead + [rows, k // 16])
+        if not t.is_contiguous():  # the library takes the scales' address alone
+            bad(op, f"{name} must be contiguous (linear scales have no row stride), got strides {list(t.stride())}")
         return
     sh = _swizzled_shape(rows, k)
     if not t.is_contiguous() or t.numel() != sh[0] * sh[1] * (groups or 1):

@@ -469,11 +469,11 @@ bool layout_of(PyObject* o, ScaleLayout& layout) {
 int64_t padded_rows(int64_t rows) { return (rows + 127) / 128 * 128; }
 int64_t padded_cols(int64_t k) { return (k / 16 + 3) / 4 * 4; }
 
-// _scales(): E4M3 block scales of [rows, k] on `device`: [rows, k/16] when linear, a contiguous
-// tensor of the swizzled buffer's size when swizzled.
+// _scales(): E4M3 block scales of [rows, k] on `device`, contiguous: [rows, k/16] when linear,
+// the swizzled buffer's size when swizzled.
 bool scales(PyObject* o, Tensor& t, int64_t rows, int64_t k, ScaleLayout layout, long device) {
   if (!arg(o, t, tt::kE4m3Bytes, -1, device)) return false;
-  if (layout == ScaleLayout::linear) return t.has_shape({rows, k / 16});
+  if (layout == ScaleLayout::linear) return t.contiguous() && t.has_shape({rows, k / 16});
   return t.contiguous() && t.numel() == padded_rows(rows) * padded_cols(k);
 }
 
@@ -726,6 +726,7 @@ PyMethodDef g_methods[] = {
     {"tune", FASTCALL(py_tune), "tune(GemmProblem fields..., m, runs)"},
     {"version", py_version, METH_NOARGS, "the library's version"},
     {"bind_torch", FASTCALL(nvfp4_py::bind_torch), "bind_torch(Tensor, dtypes, current_device, current_stream): once, from nvfp4_jit.ops"},
+    {"dlpack_dtypes", nvfp4_py::dlpack_dtypes, METH_NOARGS, "the bound dtypes the fast path reads through DLPack"},
     {"gemm_checked", FASTCALL(checked::gemm_checked), "nvfp4_jit.gemm's eager fast path (NotImplemented: not taken)"},
     {"quantize_checked", FASTCALL(checked::quantize_checked), "nvfp4_jit.quantize's eager fast path"},
     {nullptr, nullptr, 0, nullptr}};

@@ -2,9 +2,14 @@
 // fast path of the binding.
 //
 // The Python layer hands torch's objects over once (bind_torch): the Tensor type, the dtypes,
-// and the functions giving the current device and its current stream. Attribute names are
-// interned once and dtypes are compared by identity, so reading a tensor costs a handful of
-// attribute lookups and method calls. What the fast path does not take (a subclass such as a
+// the functions giving the current device and its current stream, and optionally
+// torch.utils.dlpack.to_dlpack with one small CPU tensor per dtype. A tensor is then read with
+// one to_dlpack call (device, dtype, shape, strides and address in one DLPack struct, about a
+// quarter of the five attribute reads it replaces); the DLPack dtype codes are learnt from the
+// sample tensors rather than written here, and a dtype whose sample did not export as plain
+// row-major is read through its attributes. Without to_dlpack (the CI stand-ins) every tensor
+// is read through dtype, shape, stride(), data_ptr() and get_device(), with interned names and
+// dtypes compared by identity. What the fast path does not take (a subclass such as a
 // FakeTensor, a tensor not on a CUDA device, more than 4 dimensions) reads as "not here" with
 // no Python error set, and the caller leaves the call to the Python layer.
 #pragma once
@@ -25,8 +30,28 @@ constexpr unsigned kHalf = bit(kBf16) | bit(kFp16);
 constexpr unsigned kFp4 = bit(kU8) | bit(kFp4x2);      // packed E2M1 as ModelOpt stores it
 constexpr unsigned kE4m3Bytes = bit(kU8) | bit(kE4m3);  // E4M3 block scales
 
+// DLPack's C structs (dlpack.h, DLPack 0.5-1.x, unversioned "dltensor" capsule): what
+// to_dlpack hands over. Only the fields read here; the layout is the ABI DLPack fixes.
+struct DLDataType {
+  uint8_t code, bits;
+  uint16_t lanes;
+};
+struct DLTensor {
+  void* data;
+  int32_t device_type, device_id;
+  int32_t ndim;
+  DLDataType dtype;
+  int64_t* shape;
+  int64_t* strides;  // null: compact row-major
+  uint64_t byte_offset;
+};
+constexpr int32_t kDLCUDA = 2;
+inline uint32_t dl_code(DLDataType d) { return d.code | d.bits << 8 | uint32_t(d.lanes) << 16; }
+
 struct Torch {
   PyObject* tensor_type = nullptr;
+  PyObject* to_dlpack = nullptr;          // torch.utils.dlpack.to_dlpack, or null
+  uint32_t dl_dtypes[kDtCount] = {};      // each Dt's DLPack dtype (dl_code), 0: read its attributes
   PyObject* dtypes[kDtCount] = {};
   PyObject* dtype_kwargs[kDtCount] = {};  // {"dtype": dtype}, for new_empty
   PyObject* current_device = nullptr;     // torch._C._cuda_getDevice
@@ -93,11 +118,46 @@ inline bool read_tuple(PyObject* o, int64_t* out, int& n) {
 }
 }  // namespace detail
 
+// The DLPack view of `o` (a torch.Tensor) in t: 1 read, 0 not a plain CUDA tensor of at most 4
+// dimensions, -1 not read this way (to_dlpack failed, or a dtype whose codes are unknown).
+inline int read_dlpack(PyObject* o, Tensor& t) {
+  const Torch& T = g_torch;
+  PyObject* capsule = PyObject_CallFunctionObjArgs(T.to_dlpack, o, nullptr);
+  const auto* dl = capsule ? static_cast<const DLTensor*>(PyCapsule_GetPointer(capsule, "dltensor")) : nullptr;
+  int read = -1;
+  if (dl) {
+    t.dt = -1;
+    for (int i = 0; i < kDtCount; ++i)
+      if (T.dl_dtypes[i] && T.dl_dtypes[i] == dl_code(dl->dtype)) t.dt = i;
+    if (dl->device_type != kDLCUDA || dl->ndim > 4) {
+      read = 0;
+    } else if (t.dt >= 0) {
+      t.device = dl->device_id;
+      t.ndim = dl->ndim;
+      int64_t step = 1;
+      for (int i = t.ndim - 1; i >= 0; --i) {
+        t.shape[i] = dl->shape[i];
+        t.stride[i] = dl->strides ? dl->strides[i] : step;
+        step *= t.shape[i];
+      }
+      t.ptr = reinterpret_cast<uintptr_t>(dl->data) + dl->byte_offset;
+      read = 1;
+    }
+  }
+  Py_XDECREF(capsule);  // the capsule's destructor hands the DLPack struct back to torch
+  if (PyErr_Occurred()) PyErr_Clear();
+  return read;
+}
+
 // Reads a plain CUDA tensor of at most 4 dimensions; false (no Python error set) otherwise.
 inline bool read_tensor(PyObject* o, Tensor& t) {
   const Torch& T = g_torch;
   if (!o || reinterpret_cast<PyObject*>(Py_TYPE(o)) != T.tensor_type) return false;
   t.obj = o;
+  if (T.to_dlpack) {
+    const int read = read_dlpack(o, t);
+    if (read >= 0) return read == 1;
+  }
   // get_device(): the CUDA device's index, -1 for any other device (read first: it decides)
   PyObject* d = PyObject_CallMethodObjArgs(o, T.s_get_device, nullptr);
   t.device = d ? PyLong_AsLong(d) : -1;
@@ -165,11 +225,27 @@ inline bool current_stream_of(long device, uintptr_t& stream) {
   return ok;
 }
 
+// The DLPack dtype of `sample` (a [2, 3] CPU tensor) when it exports as plain row-major; 0
+// otherwise (its tensors are then read through their attributes).
+inline uint32_t learn_dl_dtype(PyObject* to_dlpack, PyObject* sample) {
+  PyObject* capsule = PyObject_CallFunctionObjArgs(to_dlpack, sample, nullptr);
+  const auto* dl = capsule ? static_cast<const DLTensor*>(PyCapsule_GetPointer(capsule, "dltensor")) : nullptr;
+  const bool plain = dl && dl->ndim == 2 && dl->shape[0] == 2 && dl->shape[1] == 3 &&
+                     (!dl->strides || (dl->strides[0] == 3 && dl->strides[1] == 1));
+  const uint32_t code = plain ? dl_code(dl->dtype) : 0;
+  Py_XDECREF(capsule);
+  if (PyErr_Occurred()) PyErr_Clear();
+  return code;
+}
+
 // bind_torch(Tensor, dtypes (in Dt order; None for one this torch lacks), current_device,
-// current_stream): called once by nvfp4_jit.ops at import.
+// current_stream[, to_dlpack, samples (a [2, 3] CPU tensor per dtype, or None)]): called once
+// by nvfp4_jit.ops at import.
 inline PyObject* bind_torch(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  if (n != 4 || !PyTuple_Check(args[1]) || PyTuple_Size(args[1]) != kDtCount) {
-    PyErr_SetString(PyExc_TypeError, "bind_torch(Tensor, dtypes[8], current_device, current_stream)");
+  if ((n != 4 && n != 6) || !PyTuple_Check(args[1]) || PyTuple_Size(args[1]) != kDtCount ||
+      (n == 6 && (!PyTuple_Check(args[5]) || PyTuple_Size(args[5]) != kDtCount))) {
+    PyErr_SetString(PyExc_TypeError,
+                    "bind_torch(Tensor, dtypes[8], current_device, current_stream[, to_dlpack, samples[8]])");
     return nullptr;
   }
   Torch T;
@@ -185,12 +261,41 @@ inline PyObject* bind_torch(PyObject*, PyObject* const* args, Py_ssize_t n) {
     T.dtype_kwargs[i] = Py_BuildValue("{s:O}", "dtype", dt);
     if (!T.dtype_kwargs[i]) return nullptr;
   }
+  if (n == 6 && args[4] != Py_None) {
+    uint32_t learnt[kDtCount] = {};
+    for (int i = 0; i < kDtCount; ++i) {
+      PyObject* sample = PyTuple_GetItem(args[5], i);
+      if (T.dtypes[i] && sample != Py_None) learnt[i] = learn_dl_dtype(args[4], sample);
+    }
+    bool any = false;
+    for (int i = 0; i < kDtCount; ++i) {
+      T.dl_dtypes[i] = learnt[i];
+      for (int j = 0; j < kDtCount; ++j)  // two dtypes with one code: neither is told apart by it
+        if (j != i && learnt[j] == learnt[i]) T.dl_dtypes[i] = 0;
+      any = any || T.dl_dtypes[i] != 0;
+    }
+    if (any) {
+      Py_INCREF(args[4]);
+      T.to_dlpack = args[4];
+    }
+  }
   for (int i : {0, 2, 3}) Py_INCREF(args[i]);
   T.tensor_type = args[0];
   T.current_device = args[2];
   T.current_stream = args[3];
   g_torch = T;  // bound once per process; the references are kept for its life
   Py_RETURN_NONE;
+}
+
+// dlpack_dtypes() -> a bool per bound dtype (Dt order): read through DLPack.
+inline PyObject* dlpack_dtypes(PyObject*, PyObject*) {
+  PyObject* out = PyTuple_New(kDtCount);
+  for (int i = 0; out && i < kDtCount; ++i) {
+    PyObject* b = g_torch.to_dlpack && g_torch.dl_dtypes[i] ? Py_True : Py_False;
+    Py_INCREF(b);
+    PyTuple_SetItem(out, i, b);
+  }
+  return out;
 }
 
 }  // namespace nvfp4_py

@@ -54,6 +54,29 @@ def test_gemm_fast_path_is_taken_and_equals_the_python_path(monkeypatch):
         assert_same_bits(out, want, f"{name}: fast path, out=")
 
 
+def test_tensors_are_read_through_dlpack_and_views_keep_their_offsets_and_strides(monkeypatch):
+    # torch >= 2.4 exports these dtypes as plain DLPack; fp8 / fp4 may fall back to attributes
+    read = dict(zip("bf16 fp16 fp32 u8 i32 i64 e4m3 fp4x2".split(), _C.dlpack_dtypes()))
+    assert all(read[d] for d in "bf16 fp16 fp32 u8 i32 i64".split()), f"not read through DLPack: {read}"
+    w_big, s_big = nvfp4_weight(N + 5, K + 64)
+    w, s = w_big[3:3 + N, 16:16 + K // 2], s_big[2:2 + N, :K // 16].contiguous()  # w: offset, padded rows
+    x = (activations(9, K + 32) / 8)[2:, 32:]
+    q, qs, qg = nvfp4_jit.quantize(activations(6, K))
+    q_big = torch.zeros(8, K // 2 + 48, dtype=torch.uint8, device=DEV)
+    q_big[1:7, 48:] = q
+    cases = [("views", (x, w, s, 0.004), {}),
+             ("views, w4a4", (q_big[1:7, 48:], w, s, 0.004), dict(a_scales=qs, a_global_scale=qg))]
+    out_big = torch.empty(10, N + 40, dtype=torch.bfloat16, device=DEV)
+    fast = []
+    for name, args, kw in cases:
+        out = poisoned_like(out_big)[1:1 + args[0].shape[0], 40:]
+        assert gemm_fast(*args, **kw, out=out) is out, f"{name}: the fast path declined a valid call"
+        fast.append(out)
+    monkeypatch.setattr(_C, "gemm_checked", lambda *a: NotImplemented)
+    for (name, args, kw), out in zip(cases, fast):
+        assert_same_bits(out, host(nvfp4_jit.gemm(*args, **kw)), f"{name}: fast path")
+
+
 def test_quantize_fast_path_is_taken_and_equals_the_python_path(monkeypatch):
     x = activations(37, K, nan=True)
     cases = [("per_tensor", (x,), {}), ("per_row swizzled", (x,), dict(scale_mode="per_row", scale_layout="swizzled128x4")),
@@ -90,6 +113,7 @@ def test_the_fast_path_declines_what_the_python_checks_reject():
         ("a must be contiguous along its last dimension", (x.t().contiguous().t(), w, s), {}),
         (r"b must have shape \[192, 256\]", (x, w[:, :100], s), {}),
         (r"b_scales must have shape \[192, 32\]", (x, w, s[:, :16]), {}),
+        ("b_scales must be contiguous", (x, w, torch.cat([s, s], 1)[:, 32:]), {}),
         ("b_global_scale must be positive", (x, w, s, -1.0), {}),
         ("b_global_scale must be positive", (x, w, s, float("nan")), {}),
         ("a_scales and a_global_scale must be None", (x, w, s), dict(a_global_scale=1.0)),
