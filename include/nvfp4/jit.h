@@ -241,8 +241,8 @@ typedef struct nvfp4_grouped_gemm_args {
   const int32_t* masked_m;   /* masked: [groups] rows of each group, on the device */
   int64_t expected_m;        /* rows per group the kernel is chosen for; 0: derived from m (as nvfp4::jit's) */
   int a_global_scale_per_group; /* W4A4: gemm.a_fp4.global_scale.device_ptr holds [groups] scales */
-  const int32_t* row_index;  /* contiguous W4A4: A's sorted row r is gemm.a_fp4's row row_index[r], or NULL */
-  int64_t a_rows;            /* rows of gemm.a_fp4 with row_index */
+  const int32_t* row_index;  /* contiguous: A's sorted row r is A's row row_index[r] (gemm.a or gemm.a_fp4), or NULL */
+  int64_t a_rows;            /* rows of A with row_index */
   int64_t a_group_stride;    /* batched: elements from group g's row of A to group g+1's; 0: k */
   int64_t d_group_stride;    /* batched: the same in D; 0: n */
 } nvfp4_grouped_gemm_args;

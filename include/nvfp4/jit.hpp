@@ -287,13 +287,14 @@ struct GroupedGemmArgs {
   // W4A4: gemm.a_fp4.global_scale.device_ptr holds one scale per group ([groups] values, e.g.
   // ModelOpt's per-expert input_scale) instead of one, or one per row (then per_row is false).
   bool a_global_scale_per_group = false;
-  // Contiguous W4A4: A's rows read through row_index (moe_route's), so the tokens need no
-  // sorted copy: sorted row r is row row_index[r] of gemm.a_fp4 [a_rows, k]. On sm_90a the
-  // gather is part of the pass that decodes A into the workspace. An index outside [0, a_rows)
-  // (moe_route's -1 past the routed rows) gives a NaN row of A. A's global scale then is one or
-  // per group (per row it would be the tokens', which the sorted rows do not follow).
+  // Contiguous: A's rows read through row_index (moe_route's), so the tokens need no sorted
+  // copy: sorted row r is row row_index[r] of A [a_rows, k] (gemm.a, or gemm.a_fp4 for W4A4).
+  // W4A16's kernel gathers the rows as it loads them; W4A4 on sm_90a gathers them in the pass
+  // that decodes A into the workspace. An index outside [0, a_rows) (moe_route's -1 past the
+  // routed rows) gives a NaN row of A. W4A4's global scale of A then is one or per group (per
+  // row it would be the tokens', which the sorted rows do not follow).
   const int32_t* row_index = nullptr;  // [m] on the device, or null
-  int64_t a_rows = 0;                  // rows of gemm.a_fp4 with row_index
+  int64_t a_rows = 0;                  // rows of A with row_index
   // Batched (the einsum "tgk,gnk->tgn", DeepSeek-V4's wo_a): gemm.m is the rows every group takes
   // (no group_ends or masked_m); row t of group g is at a + t * gemm.a_row_stride + g *
   // a_group_stride and D's likewise, in elements (multiples of 8 for A, for TMA). Defaults: the

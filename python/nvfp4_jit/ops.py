@@ -761,9 +761,10 @@ def grouped_gemm(a, b, b_scales=None, b_global_scale=1.0, *, group_ends=None, ma
     [G, m, n]. b: [G, n, k/2] with b_scales [G, n, k/16] (or the flat swizzled buffers), or
     prepacked [G * prepacked_bytes(n, k)] with n. b_global_scale: float, or fp32 tensor of 1 or G
     values (per expert). W4A4 as in gemm; a_global_scale_per_group: a_global_scale holds G values
-    (ModelOpt's per-expert input_scale). row_index (contiguous W4A4; moe_route's, int32 [m]):
-    sorted row r is row row_index[r] of a [tokens, k/2] (a_scales the tokens' too), so the tokens
-    need no sorted copy; out [m, n]. Rows past the last group end are left alone.
+    (ModelOpt's per-expert input_scale). row_index (contiguous layout; moe_route's, int32 [m]):
+    sorted row r is row row_index[r] of a [tokens, k] (W4A4: [tokens, k/2], a_scales the tokens'
+    too), so the tokens need no sorted copy; out [m, n]. Rows past the last group end are left
+    alone.
     """
     op = "grouped_gemm"
     if (group_ends is None) == (masked_m is None):
@@ -781,8 +782,8 @@ def grouped_gemm(a, b, b_scales=None, b_global_scale=1.0, *, group_ends=None, ma
             bad(op, f"a's groups must follow one another (stride(0) = m * stride(1)), got strides {list(a.stride())}")
     rows_of_all = a.shape[0] * (a.shape[1] if dim == 3 else 1) if isinstance(a, Tensor) and a.dim() == dim else 0
     if row_index is not None:
-        if group_ends is None or a_scales is None:
-            bad(op, "row_index needs the contiguous layout (group_ends) and W4A4 (a packed NVFP4 with a_scales)")
+        if group_ends is None:
+            bad(op, "row_index needs the contiguous layout (group_ends)")
         _tensor(row_index, op, "row_index", (torch.int32,), 1, dev)
     if a_global_scale_per_group:
         if not isinstance(a_global_scale, Tensor):

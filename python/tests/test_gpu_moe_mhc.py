@@ -134,6 +134,26 @@ def test_grouped_gemm_gathers_rows_through_row_index(per_group):
     assert_same_bits(y[:int(ends_h[-1])], host(out[:int(ends_h[-1])]), "allocated vs out=")
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_grouped_gemm_w4a16_gathers_rows_through_row_index(dtype):
+    """Contiguous W4A16 with row_index: the kernel reads the tokens' rows in sorted order as it
+    loads them (no sorted copy), bit for bit the grouped GEMM of the sorted copy."""
+    tokens, topk, groups, n, k = 37, 4, 8, 192, 512
+    ids = torch.randint(0, groups, (tokens, topk), dtype=torch.int32, device=DEV)
+    ends, row_index, positions, counts = nvfp4_jit.moe_route(ids, groups)
+    x = activations(tokens, k).to(dtype)
+    w = torch.randint(0, 256, (groups, n, k // 2), dtype=torch.uint8, device=DEV)
+    s = torch.randint(0x20, 0x48, (groups, n, k // 16), dtype=torch.uint8, device=DEV).view(torch.float8_e4m3fn)
+    g_b = torch.rand(groups, device=DEV) * 0.01 + 0.001
+    m, routed = tokens * topk, int(host(ends)[-1])
+    out = torch.full((m, n), float("nan"), dtype=dtype, device=DEV)
+    nvfp4_jit.grouped_gemm(x, w, s, g_b, group_ends=ends, row_index=row_index, out=out)
+    sorted_x = x[row_index[:routed].long()]
+    want = nvfp4_jit.grouped_gemm(sorted_x, w, s, g_b, group_ends=ends.clamp(max=routed))
+    assert_same_bits(out[:routed], host(want), f"{dtype} gathered vs sorted copy")
+    assert torch.isnan(out[routed:]).all(), "rows past the routed ones were written"
+
+
 def test_new_ops_trace_with_fake_tensors_under_compile():
     tokens, topk, groups, n, k = 8, 2, 4, 128, 256
 

@@ -522,10 +522,17 @@ std::string bench_grouped(bool quick, const std::vector<int64_t>& expected_ms, c
           cublas.grouped_bf16(peer_rows, int(s.n), int(s.k), peer_a_d.as<const void*>(), peer_w_d.as<const void*>(),
                               peer_d_d.as<void*>());
         });
+      // the same call reading the tokens' rows through moe_route's row_index (no sorted copy of A)
+      DeviceBuffer tokens_a = to_device(random_bf16(size_t(tokens * s.k), rng));
+      GroupedGemmArgs gathered = g;
+      gathered.gemm.a = tokens_a.get();
+      gathered.row_index = route.row_index, gathered.a_rows = tokens;
+      const size_t gathered_at = bodies.size();
+      bodies.push_back([&](int) { grouped_gemm(gathered, nullptr); });
       const size_t hinted_at = bodies.size();
       for (const GroupedGemmArgs& h : hinted) bodies.push_back([&](int) { grouped_gemm(h, nullptr); });
       const std::vector<double> us = time_us(timer, runs, bodies);
-      const double grouped_us = grouped_peer ? us[hinted_at - 1] : 0;
+      const double grouped_us = grouped_peer ? us[gathered_at - 1] : 0, gathered_us = us[gathered_at];
       const double route_us = time_us(timer, runs, [&](int) { moe_route(route, nullptr); });
       const double combine_us = time_us(timer, runs, [&](int) { moe_combine(combine, nullptr); });
       const double bytes = double(touched) * s.n * s.k * (0.5 + 1.0 / 16) + 2.0 * rows * (s.k + s.n);
@@ -536,6 +543,8 @@ std::string bench_grouped(bool quick, const std::vector<int64_t>& expected_ms, c
                   s.name, routing_name, (long long)tokens, (long long)rows, (long long)touched, us[0], floor_us,
                   100 * floor_us / us[0], us[1], theirs, theirs > 0 ? theirs / us[0] : 0.0, route_us, combine_us,
                   100 * combine_floor_us / combine_us, grouped_us, grouped_us > 0 ? grouped_us / us[0] : 0.0);
+      std::printf("      rows gathered through row_index: %.2f us (%.2fx the sorted rows' time)\n", gathered_us,
+                  gathered_us / us[0]);
       std::string hinted_json;
       for (size_t i = 0; i < hinted.size(); ++i) {
         std::printf("      expected_m %lld: %.2f us (%.2fx the default's time)\n", (long long)expected_ms[i],
@@ -545,9 +554,9 @@ std::string bench_grouped(bool quick, const std::vector<int64_t>& expected_ms, c
       std::fflush(stdout);
       json += fmt::format(R"({}{{"shape":"{}","routing":"{}","tokens":{},"rows":{},"experts_touched":{},"us":{:.3f},)"
                           R"("floor_us":{:.3f},"dense_us":{:.3f},"cublas_loop_us":{:.3f},"route_us":{:.3f},)"
-                          R"("combine_us":{:.3f},"combine_floor_us":{:.3f},"cublas_grouped_us":{:.3f},"hinted":[{}]}})",
+                          R"("combine_us":{:.3f},"combine_floor_us":{:.3f},"cublas_grouped_us":{:.3f},"gathered_us":{:.3f},"hinted":[{}]}})",
                           json.size() > 1 ? "," : "", s.name, routing_name, tokens, rows, touched, us[0], floor_us, us[1],
-                          theirs, route_us, combine_us, combine_floor_us, grouped_us, hinted_json);
+                          theirs, route_us, combine_us, combine_floor_us, grouped_us, gathered_us, hinted_json);
     }
   }
   return bench_batched(timer, runs, copy_bps, cublas, json, rng) + "]";

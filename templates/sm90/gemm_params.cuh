@@ -28,6 +28,11 @@ struct GemmParams {
   long long w_group_bytes;        // grouped: bytes from one group's w_scales to the next's
   long long d_group_stride;       // batched: elements from one group's D to the next's
   long long n;                    // the weight's rows (one group's)
+  // Contiguous groups read through row_index (moe_route's): sorted row r is row row_index[r] of
+  // A [a_rows, K] at a (a_stride bytes per row), gathered by the producers instead of tma_a.
+  const int* row_index;           // or null
+  const unsigned char* a;
+  long long a_stride, a_rows;
 };
 
 }  // namespace nvfp4k

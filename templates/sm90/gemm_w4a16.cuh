@@ -9,7 +9,9 @@
 //
 // Warpgroups 0..WG-1 consume, 64 weight rows each; the threads after them produce: one issues
 // the TMA loads of a STAGES-deep ring guarded by mbarriers, and for the ModelOpt layout a
-// warpgroup of them stages the tiles' block scales (cp.async). A prepacked weight
+// warpgroup of them stages the tiles' block scales (cp.async); contiguous groups read through
+// GemmParams::row_index have that warpgroup gather A's rows too (cp.async into the places TMA's
+// 128-byte swizzle gives them; an index outside A, a NaN row). A prepacked weight
 // (LAYOUT == SCALES_PREPACKED, sm90/prepacked_weight.cuh) holds its scales and comes in as
 // one contiguous bulk copy per consumer warpgroup and stage. With KSLICES = 2 two consumer
 // warpgroups share each 64 rows, each decoding half of every stage's k steps (twice the warps
@@ -348,9 +350,11 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   const long long m0 = tile.m0, m_end = tile.m_end;  // box rows past the tile are not stored
   const int kt_begin = tile.kt_begin, kt_end = tile.kt_end;
 
+  const bool gathered = C::GROUPED == GROUPED_CONTIGUOUS && p.row_index != nullptr;
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::STAGES; ++s) {
-      mbar_init(&full[s], C::PREPACKED ? 1 : 1 + C::BN);  // the TMA thread (+ one per scale row)
+      // the TMA thread (+ one per scale row) (+ each producer thread, gathering A's rows)
+      mbar_init(&full[s], (C::PREPACKED ? 1 : 1 + C::BN) + (gathered ? 128 : 0));
       mbar_init(&empty[s], 4 * C::CONSUMERS);
     }
     fence_barrier_init();
@@ -372,7 +376,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
         // CTA's last 64 rows may lie past them, and are neither loaded nor stored.
         const int row_blocks = C::PREPACKED && C::WG == 3 && n0 / 64 + C::WG > prepacked_row_blocks
                                    ? int(prepacked_row_blocks - n0 / 64) : C::WG;
-        mbar_arrive_expect_tx(&full[s], C::W_AT + (C::PREPACKED ? row_blocks * C::CHUNK_RUN : C::W_BYTES));
+        mbar_arrive_expect_tx(&full[s], (gathered ? 0 : C::W_AT) + (C::PREPACKED ? row_blocks * C::CHUNK_RUN : C::W_BYTES));
         if constexpr (C::PREPACKED) {
 #pragma unroll
           for (int g = 0; g < C::WG; ++g)
@@ -390,8 +394,35 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
                                n0 + ptid, kt, &full[s], N);
       }
     };
+    // A's row of tile row r, gathered: -1 past the tile's rows (zeros), -2 an index outside A
+    auto gathered_row = [&](int r) -> long long {
+      if (m0 + r >= m_end) return -1;
+      const long long i = p.row_index[m0 + r];
+      return i >= 0 && i < p.a_rows ? i : -2;
+    };
+    auto gather_activations = [&](int kt, int s) {
+      constexpr unsigned NAN_PAIR = C::ADT == DTYPE_FP16 ? 0x7E007E00u : 0x7FC07FC0u;
+#pragma unroll 1
+      for (int c = ptid; c < C::A_BOXES * C::BM * 8; c += 128) {  // 16-byte pieces: 8 a box row
+        const int b = c / (C::BM * 8), r = c / 8 % C::BM, piece = c % 8;
+        unsigned char* dst = stage(s) + b * C::A_BOX_BYTES + r * 128 + 16 * (piece ^ (r % 8));
+        const long long row = gathered_row(r), col = (long long)kt * C::BK + 64 * b + 8 * piece;
+        if (row == -2) {
+          *reinterpret_cast<uint4*>(dst) = make_uint4(NAN_PAIR, NAN_PAIR, NAN_PAIR, NAN_PAIR);
+        } else {
+          const bool in = row >= 0 && col < C::K;
+          cp_async_16(dst, in ? p.a + row * p.a_stride + 2 * col : p.a, in ? 16u : 0u);
+        }
+      }
+      cp_async_commit();
+      cp_async_wait<0>();
+      fence_proxy_async_shared();  // the rows, visible to wgmma
+      mbar_arrive(&full[s]);
+    };
     auto load_activations = [&](int kt, int s) {
-      if (ptid == 0) {
+      if (gathered) {
+        gather_activations(kt, s);
+      } else if (ptid == 0) {
 #pragma unroll
         for (int b = 0; b < C::A_BOXES; ++b) {
           if constexpr (BATCHED)
@@ -401,7 +432,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
         }
       }
     };
-    if (!C::PREPACKED || ptid == 0) {
+    if (!C::PREPACKED || ptid == 0 || gathered) {
       if (ptid == 0) {
         prefetch_tensor_map(&p.tma_a);
         if constexpr (!C::PREPACKED) prefetch_tensor_map(&p.tma_w);

@@ -30,7 +30,7 @@ struct GroupedCase {
   bool prepacked = false;
   enum Sizes { random, one_group, out_of_range } sizes = random;
   bool a_scale_per_group = false;  // W4A4: A's global scale one per group
-  bool gather = false;             // contiguous W4A4: A's rows read through row_index from fewer token rows
+  bool gather = false;             // contiguous: A's rows read through row_index from fewer token rows
   int64_t expected_m = 0;          // the tile's rows per group (0: grouped_gemm's default)
 };
 
@@ -432,6 +432,19 @@ TEST_SUITE("gpu_grouped_gemm") {
     run_grouped(c, rng);
     c = {GroupedLayout::contiguous, 64, 300, 256, 512, ScaleLayout::swizzled128x4, DType::nvfp4, DType::bf16, true};
     c.gather = true, c.a_scale_per_group = true;
+    run_grouped(c, rng, 2);  // captured, routing and row order redrawn between replays
+  }
+
+  TEST_CASE("contiguous W4A16 gathers A's rows through row_index as it loads them (tokens unsorted)") {
+    std::mt19937 rng(std::random_device{}());
+    GroupedCase c{GroupedLayout::contiguous, 8, 96, 200, 256, ScaleLayout::linear, DType::bf16, DType::fp32};
+    c.gather = true;
+    run_grouped(c, rng);
+    c = {GroupedLayout::contiguous, 8, 1500, 136, 320, ScaleLayout::swizzled128x4, DType::fp16, DType::fp16, true};
+    c.gather = true, c.expected_m = 256;  // tall tiles narrowing their MMA, a prepacked weight, K past a box
+    run_grouped(c, rng);
+    c = {GroupedLayout::contiguous, 64, 300, 256, 512, ScaleLayout::linear, DType::bf16, DType::bf16};
+    c.gather = true;
     run_grouped(c, rng, 2);  // captured, routing and row order redrawn between replays
   }
 

@@ -88,16 +88,11 @@ void check_gemm_args(const Check& check, const GemmArgs& g, GemmCall& call) {
   }
 }
 
-// A grouped call's A read through row_index: contiguous W4A4 only, where the pass that decodes A
-// gathers it (the W4A16 kernel loads A in TMA boxes, which gather no rows).
+// A grouped call's A read through row_index (contiguous layout): W4A16's kernel gathers the rows
+// as it loads them, W4A4's the pass that decodes A.
 void check_row_gather(const Check& check, const GroupedGemmArgs& ga, GemmCall& call) {
   if (ga.layout != GroupedLayout::contiguous)
     check.fail("row_index", "row_index is for the contiguous layout (a masked group's rows are its own)");
-  if (ga.gemm.a_dtype != DType::nvfp4)
-    check.fail("row_index",
-               "row_index gathers W4A4's A (a_dtype = nvfp4) only: the W4A16 kernel loads A in TMA boxes, which "
-               "gather no rows; gather BF16 rows with dequantize's row_indices, or pass NVFP4 A",
-               Status::unsupported);
   check.positive("a_rows", ga.a_rows);
   if (ga.gemm.a_fp4.global_scale.per_row)
     check.fail("gemm.a_fp4.global_scale",
@@ -210,6 +205,8 @@ GemmCall gemm_call_on_decoded_a(const GemmCall& call, const void* decoded_a) {
   GemmCall inner = call;
   inner.args.a = decoded_a;
   inner.args.a_dtype = DType::bf16;
+  inner.row_index = nullptr;  // the decode gathered the rows
+  inner.a_rows = 0;
   // batched: the decoded rows are (t, g), the groups side by side
   inner.a_stride = call.layout == GroupedLayout::batched ? call.groups * call.args.k : call.args.k;
   inner.args.a_row_stride = inner.a_stride;

@@ -16,8 +16,8 @@ struct GemmCall {
   GroupedLayout layout = GroupedLayout::contiguous;
   const int32_t* group_ends = nullptr;
   const int32_t* masked_m = nullptr;
-  const int32_t* row_index = nullptr;  // contiguous W4A4: A's rows gathered when it is decoded
-  int64_t a_rows = 0;                  // rows of a_fp4 with row_index
+  const int32_t* row_index = nullptr;  // contiguous: A's rows gathered (W4A4: when A is decoded)
+  int64_t a_rows = 0;                  // rows of A with row_index
   int64_t a_group_stride = 0, d_group_stride = 0;  // batched: elements from one group's rows to the next's
   int64_t expected_m = 0;  // rows per group the tile is chosen for
   int64_t a_stride = 0, b_stride = 0, d_stride = 0;

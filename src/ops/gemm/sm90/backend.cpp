@@ -160,10 +160,14 @@ class Sm90Backend final : public GemmBackend {
     copy_tensor_map(p.tma_a, batched ? make_tensor_map_3d(args.a, a_type, uint64_t(groups), uint64_t(args.m), uint64_t(args.k),
                                                    uint64_t(call.a_stride) * 2, uint64_t(call.a_group_stride) * 2,
                                                    uint32_t(t.block_m), 64, CU_TENSOR_MAP_SWIZZLE_128B)
-                              : make_tensor_map_2d(args.a, a_type, uint64_t(call.rows), uint64_t(args.k),
+                              : make_tensor_map_2d(args.a, a_type, uint64_t(call.row_index ? call.a_rows : call.rows), uint64_t(args.k),
                                                    uint64_t(call.a_stride) * 2, uint32_t(t.block_m), 64,
                                                    CU_TENSOR_MAP_SWIZZLE_128B));
     p.d_group_stride = call.d_group_stride;
+    p.row_index = call.row_index;
+    p.a = static_cast<const unsigned char*>(args.a);
+    p.a_stride = call.a_stride * 2;
+    p.a_rows = call.a_rows;
     p.schedule.group_ends = call.group_ends;
     p.schedule.group_rows = call.masked_m;
     if (args.b_prepacked) {
