@@ -118,12 +118,30 @@ inline bool read_tuple(PyObject* o, int64_t* out, int& n) {
 }
 }  // namespace detail
 
+// to_dlpack(o)'s DLTensor, held while in scope (the capsule's destructor then hands it back to
+// torch); null where the call failed, with no Python error left set.
+class DlpackView {
+ public:
+  DlpackView(PyObject* to_dlpack, PyObject* o) : capsule_(PyObject_CallFunctionObjArgs(to_dlpack, o, nullptr)) {
+    if (capsule_) dl_ = static_cast<const DLTensor*>(PyCapsule_GetPointer(capsule_, "dltensor"));
+    if (PyErr_Occurred()) PyErr_Clear();
+  }
+  ~DlpackView() { Py_XDECREF(capsule_); }
+  DlpackView(const DlpackView&) = delete;
+  DlpackView& operator=(const DlpackView&) = delete;
+  const DLTensor* get() const { return dl_; }
+
+ private:
+  PyObject* capsule_;
+  const DLTensor* dl_ = nullptr;
+};
+
 // The DLPack view of `o` (a torch.Tensor) in t: 1 read, 0 not a plain CUDA tensor of at most 4
 // dimensions, -1 not read this way (to_dlpack failed, or a dtype whose codes are unknown).
 inline int read_dlpack(PyObject* o, Tensor& t) {
   const Torch& T = g_torch;
-  PyObject* capsule = PyObject_CallFunctionObjArgs(T.to_dlpack, o, nullptr);
-  const auto* dl = capsule ? static_cast<const DLTensor*>(PyCapsule_GetPointer(capsule, "dltensor")) : nullptr;
+  const DlpackView view(T.to_dlpack, o);
+  const DLTensor* dl = view.get();
   int read = -1;
   if (dl) {
     t.dt = -1;
@@ -144,8 +162,6 @@ inline int read_dlpack(PyObject* o, Tensor& t) {
       read = 1;
     }
   }
-  Py_XDECREF(capsule);  // the capsule's destructor hands the DLPack struct back to torch
-  if (PyErr_Occurred()) PyErr_Clear();
   return read;
 }
 
@@ -228,14 +244,11 @@ inline bool current_stream_of(long device, uintptr_t& stream) {
 // The DLPack dtype of `sample` (a [2, 3] CPU tensor) when it exports as plain row-major; 0
 // otherwise (its tensors are then read through their attributes).
 inline uint32_t learn_dl_dtype(PyObject* to_dlpack, PyObject* sample) {
-  PyObject* capsule = PyObject_CallFunctionObjArgs(to_dlpack, sample, nullptr);
-  const auto* dl = capsule ? static_cast<const DLTensor*>(PyCapsule_GetPointer(capsule, "dltensor")) : nullptr;
+  const DlpackView view(to_dlpack, sample);
+  const DLTensor* dl = view.get();
   const bool plain = dl && dl->ndim == 2 && dl->shape[0] == 2 && dl->shape[1] == 3 &&
                      (!dl->strides || (dl->strides[0] == 3 && dl->strides[1] == 1));
-  const uint32_t code = plain ? dl_code(dl->dtype) : 0;
-  Py_XDECREF(capsule);
-  if (PyErr_Occurred()) PyErr_Clear();
-  return code;
+  return plain ? dl_code(dl->dtype) : 0;
 }
 
 // bind_torch(Tensor, dtypes (in Dt order; None for one this torch lacks), current_device,
