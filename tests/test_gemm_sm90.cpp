@@ -189,6 +189,57 @@ TEST_SUITE("gemm_sm90") {
     CHECK(generate(sm90_spec(problem, t)).source.find("m64n192k16") == std::string::npos);
   }
 
+  TEST_CASE("grouped tiles of up to 64 rows run a persistent grid: the CTAs the SMs hold, the deepest ring, D by element") {
+    const GemmBackend& backend = sm90_backend();
+    KernelSpec problem = sm90_problem(7168, 2048, true);
+    problem.groups = 256;
+    problem.flags |= kFlagGroupedContiguous;
+    const TileConfig decode = backend.heuristic(problem, 1, 132);  // 1-row experts
+    const KernelSpec spec = gemm_spec(problem, decode);
+    CAPTURE(backend.describe(decode));
+    CHECK(decode.block_m <= 16);
+    // two CTAs an SM (a prepacked weight): 14 or 18 KiB stages, seven or five of them beside the
+    // k slices' sums in 113 KiB
+    CHECK(decode.stages == (decode.block_m == 8 ? 7 : 5));
+    CHECK(backend.tile_problem(spec).empty());
+    CHECK(backend.shared_bytes(spec) <= 227u * 1024);
+    CHECK(backend.kernel_name(spec).find("_persistent") != std::string::npos);
+    CHECK(generate(spec).source.find(", 2, 1, 256, 1>, Mma>(p)") != std::string::npos);  // k slices, layout, groups, persistent
+    CHECK(generate(spec).source.find("__launch_bounds__(384, 2)") != std::string::npos);
+    // 8 rows in 8 experts: 9 row tiles x 112 n tiles, run by two CTAs an SM; few tiles, one CTA each
+    CHECK(backend.plan(spec, 8, 132).shape.grid[0] == 264u);
+    KernelSpec narrow = spec;
+    narrow.n = 512;
+    CHECK(backend.plan(narrow, 8, 132).shape.grid[0] == 9u * 8u);
+    // the masked layout too; not a dense, batched or taller grouped tile
+    KernelSpec masked = spec;
+    masked.flags = uint8_t((masked.flags & ~kFlagGroupedContiguous) | kFlagGroupedMasked);
+    CHECK(backend.kernel_name(masked).find("_persistent") != std::string::npos);
+    // 64 rows: one CTA an SM, as many stages as fit (42 KiB: four beside 16 KiB of sums)
+    const TileConfig taller = backend.heuristic(problem, 64, 132);
+    CHECK(taller.block_m == 64);
+    CHECK(taller.stages == 4);
+    CHECK(backend.plan(gemm_spec(problem, taller), 4096, 132).shape.grid[0] == 132u);
+    CHECK(generate(gemm_spec(problem, taller)).source.find("__launch_bounds__(384)") != std::string::npos);
+    // a 16-row tile of the ModelOpt layout: one CTA an SM (two would spill its registers)
+    KernelSpec modelopt = sm90_problem(7168, 2048);
+    modelopt.groups = 256;
+    modelopt.flags |= kFlagGroupedContiguous;
+    const KernelSpec sixteen = gemm_spec(modelopt, backend.for_rows(backend.heuristic(modelopt, 16, 132), 16));
+    CAPTURE(backend.kernel_name(sixteen));
+    CHECK(sixteen.tile.block_m == 16);
+    CHECK(backend.plan(sixteen, 4096, 132).shape.grid[0] == 132u);
+    CHECK(generate(sixteen).source.find("__launch_bounds__(384)") != std::string::npos);
+    KernelSpec batched = spec;
+    batched.flags = uint8_t((batched.flags & ~kFlagGroupedContiguous) | kFlagGroupedBatched);
+    const TileConfig tall = backend.heuristic(problem, 256, 132);
+    CHECK(tall.block_m > 64);
+    for (const KernelSpec& s : {gemm_spec(sm90_problem(7168, 2048, true), decode), batched, gemm_spec(problem, tall)}) {
+      CAPTURE(backend.kernel_name(s));
+      CHECK(backend.kernel_name(s).find("_persistent") == std::string::npos);
+    }
+  }
+
   TEST_CASE("generated source: one wgmma for the bucket's N; named after the tile; sm_90a only; N an argument") {
     const sm90::Tile t = sm90::bucket_tile(2880, 2880, 16, 132);
     const KernelSpec spec =

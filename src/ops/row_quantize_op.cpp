@@ -452,17 +452,12 @@ const bool registered =
 
 GeneratedKernel generate_row_quantize(const KernelSpec& spec) {
   const int weight = spec.b_dtype != kNoDType ? spec.b_dtype : spec.a_dtype;
-  GeneratedKernel g = entry_point(spec, row_quantize_kernel_name(spec), "row_quantize.cuh", "RowQuantizeParams",
-                                  fmt::format("nvfp4k::row_quantize<{}, {}, {}, {}LL, {}LL, {}, {}, {}, {}LL>(p)", prologue_of(spec.op),
-                                              spec.a_dtype, weight, spec.k, std::max<int64_t>(spec.n, 1), spec.groups,
-                                              spec.scale_layout, spec.tile.threads, spec.tile.block_k));
-  if (spec.tile.stages) {  // the CTAs an SM must hold at once, as the launch bounds' second value
-    const std::string bounds = fmt::format("__launch_bounds__({})", spec.tile.threads);
-    const size_t at = g.source.find(bounds);
-    if (at == std::string::npos) throw Error(Status::internal, "row_quantize: no launch bounds in the generated entry point");
-    g.source.replace(at, bounds.size(), fmt::format("__launch_bounds__({}, {})", spec.tile.threads, spec.tile.stages));
-  }
-  return g;
+  // spec.tile.stages: the CTAs an SM must hold at once, as the launch bounds' second value
+  return entry_point(spec, row_quantize_kernel_name(spec), "row_quantize.cuh", "RowQuantizeParams",
+                     fmt::format("nvfp4k::row_quantize<{}, {}, {}, {}LL, {}LL, {}, {}, {}, {}LL>(p)", prologue_of(spec.op),
+                                 spec.a_dtype, weight, spec.k, std::max<int64_t>(spec.n, 1), spec.groups,
+                                 spec.scale_layout, spec.tile.threads, spec.tile.block_k),
+                     {}, spec.tile.stages);
 }
 
 std::vector<KernelSpec> row_quantize_prewarm_specs(Arch arch, int64_t k, const std::vector<DType>& in_dtypes, bool moe) {

@@ -131,21 +131,27 @@ NVFP4_HD ScheduledTile schedule_grouped_tile(const TileSchedule& s, int cta) {
 }
 
 #if defined(__CUDA_ARCH__)
-// schedule_grouped_tile's tile, found by one warp 32 groups at a time (every warp of the CTA
+// schedule_grouped_tile's placement, found by one warp 32 groups at a time (every warp of the CTA
 // finds it on its own: no shared memory, no barrier): a contiguous layout's clamped ends are a
 // running maximum of the ends (clamped to m), the groups' first row tiles a prefix sum, the
-// tile's group the first lane whose row tiles hold it.
+// tile's group the first lane whose row tiles hold it. A chunk of 32 groups stays in the lanes'
+// registers until a later row tile is asked for, so a CTA that takes its tiles in increasing
+// order (a persistent grid) reads and sums each group's size once.
 template <int LAYOUT, int GROUPS>
-__device__ __forceinline__ ScheduledTile schedule_grouped_tile_warp(const TileSchedule& s, int cta, int n_tiles, int ktiles) {
-  constexpr unsigned ALL = 0xFFFFFFFFu;
-  ScheduledTile t = unplaced_grouped_tile(cta, n_tiles, ktiles);
-  if (LAYOUT == GROUPED_BATCHED) return place_batched_tile(s, t);
-  const int lane = threadIdx.x % 32;
-  long long tiles_before = 0, end_before = 0;
-#pragma unroll 1
-  for (int base = 0; base < GROUPS; base += 32) {
+struct GroupedTileCursor {
+  int base = -32;                               // the chunk's first group (-32: none read yet)
+  long long tiles_before = 0, end_before = 0;   // row tiles and clamped end of the groups before it
+  long long chunk_tiles = 0, chunk_end = 0;     // the same of the chunk's groups
+  long long begin = 0, end = 0, first = 0, tiles = 0;  // the lane's group: rows, first row tile, row tiles
+
+  // Reads the next 32 groups.
+  __device__ __forceinline__ void advance(const TileSchedule& s) {
+    constexpr unsigned ALL = 0xFFFFFFFFu;
+    const int lane = threadIdx.x % 32;
+    tiles_before += chunk_tiles;
+    end_before = chunk_end;
+    base += 32;
     const int g = base + lane;
-    long long begin, end;
     if (LAYOUT == GROUPED_CONTIGUOUS) {
       long long e = g < GROUPS ? s.group_ends[g] : 0;
       e = e > end_before ? e : end_before;
@@ -157,20 +163,31 @@ __device__ __forceinline__ ScheduledTile schedule_grouped_tile_warp(const TileSc
       end = e < s.m ? e : s.m;
       const long long previous = __shfl_up_sync(ALL, end, 1);
       begin = lane == 0 ? end_before : previous;
-      end_before = __shfl_sync(ALL, end, 31);
+      chunk_end = __shfl_sync(ALL, end, 31);
     } else {
       const long long r = g < GROUPS ? s.group_rows[g] : 0;
       begin = (long long)g * s.group_stride;
       end = begin + (r < 0 ? 0 : r > s.group_stride ? s.group_stride : r);
     }
-    const long long tiles = g < GROUPS ? (end - begin + s.m_step - 1) / s.m_step : 0;
+    tiles = g < GROUPS ? (end - begin + s.m_step - 1) / s.m_step : 0;
     long long upto = tiles;  // inclusive prefix sum
 #pragma unroll
     for (int d = 1; d < 32; d *= 2) {
       const long long o = __shfl_up_sync(ALL, upto, d);
       if (lane >= d) upto += o;
     }
-    const long long first = tiles_before + upto - tiles;
+    first = tiles_before + upto - tiles;
+    chunk_tiles = __shfl_sync(ALL, upto, 31);
+  }
+
+  // `t` placed in its group; no rows past the groups' row tiles. Row tiles asked for in
+  // increasing order (an earlier chunk's is not found again).
+  __device__ __forceinline__ ScheduledTile place(const TileSchedule& s, ScheduledTile t) {
+    constexpr unsigned ALL = 0xFFFFFFFFu;
+    if (LAYOUT == GROUPED_BATCHED) return place_batched_tile(s, t);
+    if (base < 0) advance(s);
+#pragma unroll 1
+    while (t.m_tile >= tiles_before + chunk_tiles && base + 32 < GROUPS) advance(s);
     const unsigned hit = __ballot_sync(ALL, t.m_tile >= first && t.m_tile < first + tiles);
     if (hit) {
       const int src = __ffs(hit) - 1;
@@ -178,11 +195,15 @@ __device__ __forceinline__ ScheduledTile schedule_grouped_tile_warp(const TileSc
       t.group = base + src;
       t.m0 = b + (t.m_tile - f) * s.m_step;
       t.m_end = t.m0 + s.m_step < e ? t.m0 + s.m_step : e;
-      return t;
     }
-    tiles_before += __shfl_sync(ALL, upto, 31);
+    return t;
   }
-  return t;
+};
+
+template <int LAYOUT, int GROUPS>
+__device__ __forceinline__ ScheduledTile schedule_grouped_tile_warp(const TileSchedule& s, int cta, int n_tiles, int ktiles) {
+  GroupedTileCursor<LAYOUT, GROUPS> cursor;
+  return cursor.place(s, unplaced_grouped_tile(cta, n_tiles, ktiles));
 }
 
 template <int N_TILES, int LAYOUT, int GROUPS, int KTILES>

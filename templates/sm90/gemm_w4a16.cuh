@@ -46,7 +46,7 @@ struct MmaWidth {
 };
 
 template <int ADT_, int ODT_, int BIAS_, long long K_, int LAYOUT_, int WG_, int BM_, int BK_, int STAGES_, int KSPLIT_,
-          int KSLICES_ = 1, int GROUPED_ = GROUPED_NONE, int GROUPS_ = 0>
+          int KSLICES_ = 1, int GROUPED_ = GROUPED_NONE, int GROUPS_ = 0, int PERSISTENT_ = 0>
 struct GemmConfig {
   static constexpr int ADT = ADT_, ODT = ODT_, BIAS = BIAS_, LAYOUT = LAYOUT_;
   static constexpr long long K = K_;
@@ -57,6 +57,10 @@ struct GemmConfig {
   static constexpr int CONSUMERS = WG * KSLICES;  // consumer warpgroups
   // A grouped layout (GroupedLayoutCode) of GROUPS groups, each with its own weight.
   static constexpr int GROUPED = GROUPED_, GROUPS = GROUPS_;
+  // A persistent grid (contiguous and masked groups): a CTA takes every gridDim.x-th tile, its
+  // producers running into the next tile's stages while the consumers finish one. D is stored by
+  // element and k slices add up in a region of their own: the stages are never idle.
+  static constexpr bool PERSISTENT = PERSISTENT_;
   // Contiguous and masked groups end inside a tile: from 64 rows on, the MMA narrows to their
   // rows, in quarters of BM rounded up to 8 (wgmma's N granule). The prelude's Mma has those
   // widths (sm90/backend.cpp, mma_widths).
@@ -77,7 +81,9 @@ struct GemmConfig {
   static constexpr int STAGE_BYTES = A_BOXES * A_BOX_BYTES + W_BYTES + SCALE_BYTES;
   static constexpr int W_AT = A_BOXES * A_BOX_BYTES;   // offset of the weights in a stage
   static constexpr int SCALE_AT = W_AT + W_BYTES;       // offset of the scales in a stage
-  static constexpr int SMEM_BYTES = 1024 + STAGES * STAGE_BYTES + 2 * STAGES * 8;
+  static constexpr int PARTIAL_AT = STAGES * STAGE_BYTES + 2 * STAGES * 8;  // after the stages and their barriers
+  static constexpr int PARTIAL_BYTES = PERSISTENT && KSLICES > 1 ? BM * 64 * WG * 4 : 0;
+  static constexpr int SMEM_BYTES = 1024 + PARTIAL_AT + PARTIAL_BYTES;
   static constexpr bool PREPACKED = LAYOUT == SCALES_PREPACKED;
   // After the consumer warpgroups, a producer warpgroup: its thread 0 issues the copies, and
   // for the ModelOpt layout every thread stages a weight row's scales. (A producer warp alone
@@ -100,6 +106,7 @@ struct GemmConfig {
   static_assert(WG == 1 || WG == 2 || (WG == 3 && PREPACKED), "1 or 2 consumer warpgroups (3 on a prepacked weight)");
   static_assert(KSLICES == 1 || (KSLICES == 2 && BM <= 64), "k slices: register budget of the larger CTA");
   static_assert(GROUPED == GROUPED_NONE || (KSPLIT == 1 && GROUPS > 0), "grouped layouts run unsplit");
+  static_assert(!PERSISTENT || GROUPED == GROUPED_CONTIGUOUS || GROUPED == GROUPED_MASKED, "persistent: contiguous or masked groups");
   static_assert(STAGE_BYTES % 1024 == 0, "stages must keep the 1024-byte swizzle alignment");
   static_assert(KSPLIT * KSLICES == 1 || BN * BM * 4 <= STAGES * STAGE_BYTES, "partial tiles reuse the stage memory");
 };
@@ -255,16 +262,17 @@ __device__ __forceinline__ void decode_prepacked(const unsigned char* chunks, in
 struct ConsumerStage {
   unsigned char* smem;
   unsigned long long *full, *empty;
-  int j0, cw, tid, lane, row0;
+  int j0, cw, tid, row0;
   unsigned byte_t;
 };
 
-// A consumer warpgroup's k loop over k-tiles [kt_begin, kt_end): decode its weight rows of each
-// stage and issue the products with W columns of D (wgmma's N, at most BM). Steps go to the tensor
+// A consumer warpgroup's k loop over k-tiles [kt_begin, kt_end), the CTA's k-tiles from `ring`
+// on (its place in the stages' ring): decode its weight rows of each stage and issue the
+// products with W columns of D (wgmma's N, at most BM). Steps go to the tensor
 // cores in commits of COMMIT_STEPS (see gemm_w4a16); fragments alternate between two sets where
 // a k-tile holds an even number of commits (CARRY).
 template <class C, class Mma, int STEPS, int COMMIT_STEPS, int W, int FRAGS>
-__device__ __forceinline__ void consumer_k_loop(const ConsumerStage& st, int kt_begin, int kt_end, const int (&w_row)[2],
+__device__ __forceinline__ void consumer_k_loop(const ConsumerStage& st, int ring, int kt_begin, int kt_end, const int (&w_row)[2],
                                                 const int (&w_swizzle)[2], bool (&nan_scale)[2], unsigned (&a)[FRAGS][4],
                                                 float (&acc)[C::BM / 2]) {
   using Op = Fp4Operand<C::ADT>;
@@ -272,14 +280,15 @@ __device__ __forceinline__ void consumer_k_loop(const ConsumerStage& st, int kt_
   const int j0 = st.j0, cw = st.cw, tid = st.tid, row0 = st.row0;
   const unsigned byte_t = st.byte_t;
   auto stage = [&](int s) { return st.smem + s * C::STAGE_BYTES; };
-  // Predicated, not branched (a branch in flight makes ptxas serialize the wgmmas); after an
-  // aligned wgmma wait the warp is converged and its reads of the stage are done.
+  // Every thread arrives: an arrive releases its own thread's reads of the stage only (PTX
+  // memory model), so one lane's would leave the others' unordered before the refill.
+  // Predicated, not branched (a branch in flight makes ptxas serialize the wgmmas).
   auto release = [&](int stage_index) {
-    mbar_arrive_if(&st.empty[stage_index < 0 ? 0 : stage_index], st.lane == 0 && stage_index >= 0);
+    mbar_arrive_if(&st.empty[stage_index < 0 ? 0 : stage_index], stage_index >= 0);
   };
   unsigned long long* full = st.full;
   int held = -1;  // the previous tile's stage, while its last commit may be in flight
-  for (int kt = kt_begin, i = 0; kt < kt_end; ++kt, ++i) {
+  for (int kt = kt_begin, i = ring; kt < kt_end; ++kt, ++i) {
     const int s = i % C::STAGES;
     mbar_wait(&full[s], (i / C::STAGES) & 1);
     // Local step j's activations start (j / 4) boxes and (j % 4) * 32 bytes after the k slice's.
@@ -309,219 +318,19 @@ __device__ __forceinline__ void consumer_k_loop(const ConsumerStage& st, int kt_
     }
   }
   wgmma_wait<0>();
+  release(held);  // the last stage (a persistent CTA's producers refill it)
 }
 
-template <class C, class Mma>
-__device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
+// A consumer thread's share of a finished tile: k slices and split-K partial sums added, the
+// global scales, alpha and bias applied, D stored.
+template <class C>
+__device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledTile& tile, float (&acc)[C::BM / 2],
+                                           unsigned char* smem, int cw, int kslice, unsigned rank) {
   using Op = Fp4Operand<C::ADT>;
-  extern __shared__ unsigned char smem_raw[];
-  // 1024-byte aligned for the swizzles; derived from smem_raw so loads stay ld.shared
-  unsigned char* smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
-  unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + C::STAGES * C::STAGE_BYTES);
-  unsigned long long* empty = full + C::STAGES;
-  auto stage = [&](int s) { return smem + s * C::STAGE_BYTES; };
-
-  // The warp index broadcast from lane 0: provably warp-uniform, so the branches on it stay
-  // convergent and ptxas keeps stage addresses and wgmma descriptors in uniform registers.
-  const int warp = __shfl_sync(0xFFFFFFFFu, int(threadIdx.x / 32), 0);
-  const bool producer = warp >= 4 * C::CONSUMERS;
-  const int ptid = threadIdx.x - 128 * C::CONSUMERS;  // producer thread
-  const int cw = warp / 4 % C::WG;                     // consumer's row tile (64 weight rows)
-  const int kslice = warp / 4 / C::WG;                 // consumer's k slice
-  constexpr int STEPS = C::KSTEPS / C::KSLICES;        // k16 steps per stage and k slice
-  const int j0 = kslice * STEPS;                       // the k slice's first step
-  const long long N = p.n;
-  const int n_tiles = int((N + C::BN - 1) / C::BN);
-  const long long prepacked_row_blocks = (N + 127) / 128 * 2;  // 64-row blocks of a prepacked weight
-  const unsigned rank = C::KSPLIT > 1 ? cluster_ctarank() : 0u;
-  constexpr bool BATCHED = C::GROUPED == GROUPED_BATCHED;  // A and D are 3D maps {k or n, row, group}
-  // the groups' sizes may be the previous kernel's output (a batched layout's are the host's)
-  if constexpr (C::GROUPED != GROUPED_NONE && !BATCHED) griddep_wait();
-  const ScheduledTile tile =
-      C::GROUPED == GROUPED_NONE
-          ? schedule_tile<C::KSPLIT>(p.schedule, int(blockIdx.x), rank, n_tiles, C::KTILES)
-          : schedule_grouped_tile_warp<C::GROUPED, C::GROUPS>(p.schedule, int(blockIdx.x), n_tiles, C::KTILES);
-  if (C::GROUPED != GROUPED_NONE && tile.m0 >= tile.m_end) return;  // past the groups' tiles: the whole CTA
-  // the tile's weight: its group's, rows n0.. of the group's N
-  const unsigned char* w_scales = p.w_scales + tile.group * p.w_group_bytes;
-  const int w_row0 = tile.group * int(N);
-  const bool split = tile.split;
-  const int n0 = tile.n_tile * C::BN;
-  const long long m0 = tile.m0, m_end = tile.m_end;  // box rows past the tile are not stored
-  const int kt_begin = tile.kt_begin, kt_end = tile.kt_end;
-
-  const bool gathered = C::GROUPED == GROUPED_CONTIGUOUS && p.row_index != nullptr;
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < C::STAGES; ++s) {
-      // the TMA thread (+ one per scale row) (+ each producer thread, gathering A's rows)
-      mbar_init(&full[s], (C::PREPACKED ? 1 : 1 + C::BN) + (gathered ? 128 : 0));
-      mbar_init(&empty[s], 4 * C::CONSUMERS);
-    }
-    fence_barrier_init();
-  }
-  __syncthreads();
-  if constexpr (C::REALLOCATE) {
-    if (producer) setmaxnreg_dec<C::PRODUCER_REGS>();
-    else setmaxnreg_inc<C::CONSUMER_REGS>();
-  }
-
-  float acc[C::BM / 2];
-  if (producer) {
-    // Thread 0 issues the TMA loads; thread r < BN stages weight row r's 8 scales of the tile,
-    // so scales arrive STAGES tiles ahead like the rest (a prepacked weight brings its own).
-    // One stage is the weights' part (and the expected bytes of both) then the activations'.
-    auto load_weights = [&](int kt, int s) {
-      if (ptid == 0) {
-        // A prepacked weight's rows are padded to 128 only: with three consumers the last
-        // CTA's last 64 rows may lie past them, and are neither loaded nor stored.
-        const int row_blocks = C::PREPACKED && C::WG == 3 && n0 / 64 + C::WG > prepacked_row_blocks
-                                   ? int(prepacked_row_blocks - n0 / 64) : C::WG;
-        mbar_arrive_expect_tx(&full[s], (gathered ? 0 : C::W_AT) + (C::PREPACKED ? row_blocks * C::CHUNK_RUN : C::W_BYTES));
-        if constexpr (C::PREPACKED) {
-#pragma unroll
-          for (int g = 0; g < C::WG; ++g)
-            if (g < row_blocks)
-              bulk_load(stage(s) + C::W_AT + g * C::CHUNK_RUN,
-                        w_scales + prepacked::chunk_offset(n0 / 64 + g, (long long)kt * C::CHUNKS, C::K), C::CHUNK_RUN,
-                        &full[s]);
-        } else {
-          tma_load_2d(stage(s) + C::W_AT, &p.tma_w, &full[s], kt * C::W_ROW, w_row0 + n0);
-        }
-      }
-      if constexpr (!C::PREPACKED) {
-        if (ptid < C::BN)
-          stage_tile_scales<C>(reinterpret_cast<unsigned*>(stage(s) + C::SCALE_AT) + ptid * (C::BK / 64), w_scales,
-                               n0 + ptid, kt, &full[s], N);
-      }
-    };
-    // A's row of tile row r, gathered: -1 past the tile's rows (zeros), -2 an index outside A
-    auto gathered_row = [&](int r) -> long long {
-      if (m0 + r >= m_end) return -1;
-      const long long i = p.row_index[m0 + r];
-      return i >= 0 && i < p.a_rows ? i : -2;
-    };
-    auto gather_activations = [&](int kt, int s) {
-      constexpr unsigned NAN_PAIR = C::ADT == DTYPE_FP16 ? 0x7E007E00u : 0x7FC07FC0u;
-#pragma unroll 1
-      for (int c = ptid; c < C::A_BOXES * C::BM * 8; c += 128) {  // 16-byte pieces: 8 a box row
-        const int b = c / (C::BM * 8), r = c / 8 % C::BM, piece = c % 8;
-        unsigned char* dst = stage(s) + b * C::A_BOX_BYTES + r * 128 + 16 * (piece ^ (r % 8));
-        const long long row = gathered_row(r), col = (long long)kt * C::BK + 64 * b + 8 * piece;
-        if (row == -2) {
-          *reinterpret_cast<uint4*>(dst) = make_uint4(NAN_PAIR, NAN_PAIR, NAN_PAIR, NAN_PAIR);
-        } else {
-          const bool in = row >= 0 && col < C::K;
-          cp_async_16(dst, in ? p.a + row * p.a_stride + 2 * col : p.a, in ? 16u : 0u);
-        }
-      }
-      cp_async_commit();
-      cp_async_wait<0>();
-      fence_proxy_async_shared();  // the rows, visible to wgmma
-      mbar_arrive(&full[s]);
-    };
-    auto load_activations = [&](int kt, int s) {
-      if (gathered) {
-        gather_activations(kt, s);
-      } else if (ptid == 0) {
-#pragma unroll
-        for (int b = 0; b < C::A_BOXES; ++b) {
-          if constexpr (BATCHED)
-            tma_load_3d(stage(s) + b * C::A_BOX_BYTES, &p.tma_a, &full[s], kt * C::BK + 64 * b, int(m0), tile.group);
-          else
-            tma_load_2d(stage(s) + b * C::A_BOX_BYTES, &p.tma_a, &full[s], kt * C::BK + 64 * b, int(m0));
-        }
-      }
-    };
-    if (!C::PREPACKED || ptid == 0 || gathered) {
-      if (ptid == 0) {
-        prefetch_tensor_map(&p.tma_a);
-        if constexpr (!C::PREPACKED) prefetch_tensor_map(&p.tma_w);
-      }
-      // The weights are no previous kernel's output (GemmArgs::weights_static): the first
-      // stages' weights are requested before waiting for that kernel, the activations after.
-      // Three stages, not the whole ring: the activations queue behind every request made
-      // before them, and with the whole ring ahead the consumers start late (docs/perf.md).
-      const int tiles = kt_end - kt_begin, early = min(min(tiles, C::STAGES), 3);
-      for (int i = 0; i < early; ++i) load_weights(kt_begin + i, i);
-      griddep_wait();
-      for (int i = 0; i < early; ++i) load_activations(kt_begin + i, i);
-      for (int i = early; i < tiles; ++i) {
-        const int s = i % C::STAGES;
-        mbar_wait(&empty[s], ((i / C::STAGES) & 1) ^ 1, 1000);
-        load_weights(kt_begin + i, s);
-        load_activations(kt_begin + i, s);
-      }
-    }
-    griddep_launch_dependents();
-    // The producers' work ends here: the code below is the consumers' alone, so ptxas may give
-    // it the consumers' registers (code both reach would get the producers' few).
-    return;
-  } else {
-    const int tid = threadIdx.x % 128, lane = tid % 32, t = lane % 4;
-    const int row0 = cw * 64 + (tid / 32) * 16 + lane / 4;  // this thread's rows: row0, row0 + 8
-    const unsigned byte_t = 0x4440u | unsigned(t);                // byte t of a word, zeros above
-    // Where this thread's rows start in a stage's weights, and their TMA swizzle: the 16-byte
-    // chunk index is XORed with address bits 7.. (64-byte span: (r/2)%4, 128-byte: r%8).
-    int w_row[2], w_swizzle[2];
-    bool nan_scale[2] = {false, false};  // a NaN block scale makes the row's outputs NaN
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      w_row[h] = (row0 + 8 * h) * C::W_ROW;
-      w_swizzle[h] = ((w_row[h] >> 7) & (C::W_ROW / 16 - 1)) << 4;
-    }
-    if constexpr (C::PREPACKED) {  // read now, used after the loop: the latency hides behind it
-      const unsigned char* nan_rows = w_scales + prepacked::nan_rows_offset(N, C::K) + n0 + row0;
-      const bool in_rows = n0 + row0 < 64 * prepacked_row_blocks;  // row0 + 8: the same 64-row block
-      nan_scale[0] = in_rows && nan_rows[0] != 0;
-      nan_scale[1] = in_rows && nan_rows[8] != 0;
-    }
-#pragma unroll
-    for (int i = 0; i < C::BM / 2; ++i) acc[i] = 0.0f;
-
-    // Steps go to the tensor cores in commits of COMMIT_STEPS, and wait<1> keeps one commit in
-    // flight while the next is decoded: four steps (one 64-k chunk) for small BM, else two (more
-    // wgmma work queued), or one where the accumulators leave too few registers (two consumers
-    // above 192 rows) or two measured slower (docs/perf.md).
-    // Fragments alternate between two sets of COMMIT_STEPS where a k-tile holds an even number of
-    // commits: its last commit then stays in flight into the next tile, whose first commit writes
-    // the other set, and its stage is released once that first commit is issued (wait<1>:
-    // every earlier commit complete). Otherwise a tile drains before the next one's decode
-    // rewrites the fragments.
-    constexpr int COMMIT_STEPS = C::BM <= 64 ? 4 : C::WG == 1 || (C::WG == 2 && C::BM <= 192) || (C::WG == 3 && C::BM <= 128) ? 2 : 1;
-    constexpr bool CARRY = STEPS % (2 * COMMIT_STEPS) == 0;
-    constexpr int FRAGS = CARRY ? 2 * COMMIT_STEPS : COMMIT_STEPS;
-    unsigned a[FRAGS][4];
-    const ConsumerStage st{smem, full, empty, j0, cw, tid, lane, row0, byte_t};
-    // The MMA's width (wgmma's N: rows of D) follows a grouped tile's rows in quarters of BM: a
-    // group holding fewer rows than the tile issues no products for rows that are not there
-    // (the accumulators past the width stay zero and are not stored).
-    // One k loop per width, chosen once per tile (uniform over the CTA): a branch inside the
-    // loop would have ptxas serialize the wgmmas.
-    if constexpr (C::NARROW_MMA) {
-      const long long rows = m_end - m0;
-      if (rows <= C::NARROW_W1) consumer_k_loop<C, Mma, STEPS, COMMIT_STEPS, C::NARROW_W1>(st, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
-      else if (rows <= C::NARROW_W2) consumer_k_loop<C, Mma, STEPS, COMMIT_STEPS, C::NARROW_W2>(st, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
-      else if (rows <= C::NARROW_W3) consumer_k_loop<C, Mma, STEPS, COMMIT_STEPS, C::NARROW_W3>(st, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
-      else consumer_k_loop<C, Mma, STEPS, COMMIT_STEPS, C::BM>(st, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
-    } else {
-      consumer_k_loop<C, Mma, STEPS, COMMIT_STEPS, C::BM>(st, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
-    }
-    // acc[4j + 2h + e] belongs to row row0 + 8h
-#pragma unroll
-    for (int i = 0; i < C::BM / 2; ++i)
-      if (nan_scale[(i / 2) % 2]) acc[i] = __int_as_float(0x7FC00000);
-    // The next kernel on the stream may launch once every CTA is this far (when it allows it):
-    // its CTAs then stream their weights while this one finishes.
-    griddep_launch_dependents();
-    // the epilogue reads the global scales and bias and writes D, which the previous kernel
-    // may write or read
-    griddep_wait();
-  }
-
-  // Partial tiles go to this CTA's (now idle) stage memory, 4 bytes per consumer thread of k
-  // group 0 and accumulator, which (in order) adds those of k slice 1 and then, on rank 0, those
+  // Partial tiles go to this CTA's (now idle) stage memory (a persistent CTA's to a region of
+  // their own: its stages hold the next tile), 4 bytes per consumer thread of k group 0 and accumulator, which (in order) adds those of k slice 1 and then, on rank 0, those
   // of the cluster's other CTAs in rank order: deterministic, no workspace.
-  float* partial = reinterpret_cast<float*>(smem);
+  float* partial = reinterpret_cast<float*>(smem + (C::PERSISTENT ? C::PARTIAL_AT : 0));
   const int ctid = threadIdx.x % (128 * C::WG);
   const bool summing = kslice == 0;  // holds the sums in the end
   if constexpr (C::KSLICES > 1) {
@@ -536,7 +345,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
       for (int i = 0; i < C::BM / 2; ++i) acc[i] += partial[i * 128 * C::WG + ctid];
     }
   }
-  if (C::KSPLIT > 1 && split) {  // uniform over the cluster
+  if (C::KSPLIT > 1 && tile.split) {  // uniform over the cluster
     named_barrier(1, 128 * C::CONSUMERS);  // every consumer is done reading the stages
     if (summing && rank != 0) {
 #pragma unroll
@@ -557,6 +366,9 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   // acc[4j + 2h + e] is D^T[row0 + 8h, 8j + 2t + e], i.e. D[m0 + 8j + 2t + e, n0 + row0 + 8h]
   const int tid = threadIdx.x % 128, lane = tid % 32, t = lane % 4;
   const int row0 = cw * 64 + (tid / 32) * 16 + lane / 4;
+  const long long N = p.n, m0 = tile.m0, m_end = tile.m_end;
+  const int n0 = tile.n_tile * C::BN;
+  constexpr bool BATCHED = C::GROUPED == GROUPED_BATCHED;
   // A's global scale (W4A4) is per row of D when a device vector; otherwise (one, or the tile's
   // group's) folded in here.
   const bool a_per_row = p.a_gscale_mode == GSCALE_DEVICE_PER_ROW;
@@ -599,7 +411,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   // columns as slabs of 128-byte rows (128-byte swizzle), one TMA store a slab. The element
   // stores below write four rows' 16 bytes per warp instruction, which costs at large M.
   constexpr int D_BYTES = C::ODT == DTYPE_FP32 ? 4 : 2, SLAB_COLS = 128 / D_BYTES;
-  if constexpr (C::BM % 16 == 0 && C::WG * 64 * C::BM * D_BYTES <= C::STAGES * C::STAGE_BYTES) {
+  if constexpr (!C::PERSISTENT && C::BM % 16 == 0 && C::WG * 64 * C::BM * D_BYTES <= C::STAGES * C::STAGE_BYTES) {
     // a grouped tile whose rows end before its box (the next group's rows follow) stores by element;
     // a batched group's rows end where its D's do, which the 3D map clips
     if (p.d_tma && (C::GROUPED == GROUPED_NONE || BATCHED || m_end - m0 == p.schedule.m_step)) {
@@ -665,6 +477,241 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
       }
     }
   }
+}
+
+template <class C, class Mma>
+__device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
+  extern __shared__ unsigned char smem_raw[];
+  // 1024-byte aligned for the swizzles; derived from smem_raw so loads stay ld.shared
+  unsigned char* smem = smem_raw + ((1024u - (smem_u32(smem_raw) & 1023u)) & 1023u);
+  unsigned long long* full = reinterpret_cast<unsigned long long*>(smem + C::STAGES * C::STAGE_BYTES);
+  unsigned long long* empty = full + C::STAGES;
+  auto stage = [&](int s) { return smem + s * C::STAGE_BYTES; };
+
+  // The warp index broadcast from lane 0: provably warp-uniform, so the branches on it stay
+  // convergent and ptxas keeps stage addresses and wgmma descriptors in uniform registers.
+  const int warp = __shfl_sync(0xFFFFFFFFu, int(threadIdx.x / 32), 0);
+  const bool producer = warp >= 4 * C::CONSUMERS;
+  const int ptid = threadIdx.x - 128 * C::CONSUMERS;  // producer thread
+  const int cw = warp / 4 % C::WG;                     // consumer's row tile (64 weight rows)
+  const int kslice = warp / 4 / C::WG;                 // consumer's k slice
+  constexpr int STEPS = C::KSTEPS / C::KSLICES;        // k16 steps per stage and k slice
+  const int j0 = kslice * STEPS;                       // the k slice's first step
+  const long long N = p.n;
+  const int n_tiles = int((N + C::BN - 1) / C::BN);
+  const long long prepacked_row_blocks = (N + 127) / 128 * 2;  // 64-row blocks of a prepacked weight
+  const unsigned rank = C::KSPLIT > 1 ? cluster_ctarank() : 0u;
+  constexpr bool BATCHED = C::GROUPED == GROUPED_BATCHED;  // A and D are 3D maps {k or n, row, group}
+  // the groups' sizes may be the previous kernel's output (a batched layout's are the host's)
+  if constexpr (C::GROUPED != GROUPED_NONE && !BATCHED) griddep_wait();
+  // The CTA's tiles: tile blockIdx.x, and with PERSISTENT every gridDim.x-th after it up to the
+  // groups' last (every warp walks them, in increasing order, with its own cursor).
+  GroupedTileCursor<C::GROUPED == GROUPED_NONE ? GROUPED_CONTIGUOUS : C::GROUPED, C::GROUPS> cursor;
+  auto tile_at = [&](int index) {
+    if constexpr (C::GROUPED == GROUPED_NONE)
+      return schedule_tile<C::KSPLIT>(p.schedule, index, rank, n_tiles, C::KTILES);
+    else
+      return cursor.place(p.schedule, unplaced_grouped_tile(index, n_tiles, C::KTILES));
+  };
+  const ScheduledTile first = tile_at(int(blockIdx.x));
+  if (C::GROUPED != GROUPED_NONE && first.m0 >= first.m_end) return;  // past the groups' tiles: the whole CTA
+  const int tile_indices = C::PERSISTENT ? p.schedule.m_tiles * n_tiles : 0;
+  // After tile `index` of the CTA's, the next one: false past its last.
+  auto next_tile = [&](int& index, ScheduledTile& tile) {
+    index += int(gridDim.x);
+    if (!C::PERSISTENT || index >= tile_indices) return false;
+    tile = tile_at(index);
+    return tile.m0 < tile.m_end;
+  };
+
+  const bool gathered = C::GROUPED == GROUPED_CONTIGUOUS && p.row_index != nullptr;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < C::STAGES; ++s) {
+      // the TMA thread (+ one per scale row) (+ each producer thread, gathering A's rows)
+      mbar_init(&full[s], (C::PREPACKED ? 1 : 1 + C::BN) + (gathered ? 128 : 0));
+      mbar_init(&empty[s], 128 * C::CONSUMERS);
+    }
+    fence_barrier_init();
+  }
+  __syncthreads();
+  if constexpr (C::REALLOCATE) {
+    if (producer) setmaxnreg_dec<C::PRODUCER_REGS>();
+    else setmaxnreg_inc<C::CONSUMER_REGS>();
+  }
+
+  if (producer) {
+    // Thread 0 issues the TMA loads; thread r < BN stages weight row r's 8 scales of the tile,
+    // so scales arrive STAGES tiles ahead like the rest (a prepacked weight brings its own).
+    // One stage is the weights' part (and the expected bytes of both) then the activations'.
+    auto load_weights = [&](const ScheduledTile& tile, int kt, int s) {
+      // the tile's weight: its group's, rows n0.. of the group's N
+      const unsigned char* w_scales = p.w_scales + tile.group * p.w_group_bytes;
+      const int n0 = tile.n_tile * C::BN;
+      if (ptid == 0) {
+        // A prepacked weight's rows are padded to 128 only: with three consumers the last
+        // CTA's last 64 rows may lie past them, and are neither loaded nor stored.
+        const int row_blocks = C::PREPACKED && C::WG == 3 && n0 / 64 + C::WG > prepacked_row_blocks
+                                   ? int(prepacked_row_blocks - n0 / 64) : C::WG;
+        mbar_arrive_expect_tx(&full[s], (gathered ? 0 : C::W_AT) + (C::PREPACKED ? row_blocks * C::CHUNK_RUN : C::W_BYTES));
+        if constexpr (C::PREPACKED) {
+#pragma unroll
+          for (int g = 0; g < C::WG; ++g)
+            if (g < row_blocks)
+              bulk_load(stage(s) + C::W_AT + g * C::CHUNK_RUN,
+                        w_scales + prepacked::chunk_offset(n0 / 64 + g, (long long)kt * C::CHUNKS, C::K), C::CHUNK_RUN,
+                        &full[s]);
+        } else {
+          tma_load_2d(stage(s) + C::W_AT, &p.tma_w, &full[s], kt * C::W_ROW, tile.group * int(N) + n0);
+        }
+      }
+      if constexpr (!C::PREPACKED) {
+        if (ptid < C::BN)
+          stage_tile_scales<C>(reinterpret_cast<unsigned*>(stage(s) + C::SCALE_AT) + ptid * (C::BK / 64), w_scales,
+                               n0 + ptid, kt, &full[s], N);
+      }
+    };
+    auto gather_activations = [&](const ScheduledTile& tile, int kt, int s) {
+      constexpr unsigned NAN_PAIR = C::ADT == DTYPE_FP16 ? 0x7E007E00u : 0x7FC07FC0u;
+      // A's row of tile row r, gathered: -1 past the tile's rows (zeros), -2 an index outside A
+      auto gathered_row = [&](int r) -> long long {
+        if (tile.m0 + r >= tile.m_end) return -1;
+        const long long i = p.row_index[tile.m0 + r];
+        return i >= 0 && i < p.a_rows ? i : -2;
+      };
+#pragma unroll 1
+      for (int c = ptid; c < C::A_BOXES * C::BM * 8; c += 128) {  // 16-byte pieces: 8 a box row
+        const int b = c / (C::BM * 8), r = c / 8 % C::BM, piece = c % 8;
+        unsigned char* dst = stage(s) + b * C::A_BOX_BYTES + r * 128 + 16 * (piece ^ (r % 8));
+        const long long row = gathered_row(r), col = (long long)kt * C::BK + 64 * b + 8 * piece;
+        if (row == -2) {
+          *reinterpret_cast<uint4*>(dst) = make_uint4(NAN_PAIR, NAN_PAIR, NAN_PAIR, NAN_PAIR);
+        } else {
+          const bool in = row >= 0 && col < C::K;
+          cp_async_16(dst, in ? p.a + row * p.a_stride + 2 * col : p.a, in ? 16u : 0u);
+        }
+      }
+      cp_async_commit();
+      cp_async_wait<0>();
+      fence_proxy_async_shared();  // the rows, visible to wgmma
+      mbar_arrive(&full[s]);
+    };
+    auto load_activations = [&](const ScheduledTile& tile, int kt, int s) {
+      if (gathered) {
+        gather_activations(tile, kt, s);
+      } else if (ptid == 0) {
+#pragma unroll
+        for (int b = 0; b < C::A_BOXES; ++b) {
+          if constexpr (BATCHED)
+            tma_load_3d(stage(s) + b * C::A_BOX_BYTES, &p.tma_a, &full[s], kt * C::BK + 64 * b, int(tile.m0), tile.group);
+          else
+            tma_load_2d(stage(s) + b * C::A_BOX_BYTES, &p.tma_a, &full[s], kt * C::BK + 64 * b, int(tile.m0));
+        }
+      }
+    };
+    // A prepacked weight's stages are the TMA thread's alone: its warp walks the tiles
+    // (the cursor takes a whole warp).
+    if (!C::PREPACKED || ptid < 32 || gathered) {
+      if (ptid == 0) {
+        prefetch_tensor_map(&p.tma_a);
+        if constexpr (!C::PREPACKED) prefetch_tensor_map(&p.tma_w);
+      }
+      int ring = 0;  // k-tiles this CTA has loaded: the next one's place in the ring
+      ScheduledTile tile = first;
+      int index = int(blockIdx.x);
+      do {
+        const bool first_tile = index == int(blockIdx.x);
+        // The weights are no previous kernel's output (GemmArgs::weights_static): the first
+        // stages' weights are requested before waiting for that kernel, the activations after.
+        // Three stages, not the whole ring: the activations queue behind every request made
+        // before them, and with the whole ring ahead the consumers start late (docs/perf.md).
+        const int tiles = tile.kt_end - tile.kt_begin, early = first_tile ? min(min(tiles, C::STAGES), 3) : 0;
+        for (int i = 0; i < early; ++i) load_weights(tile, tile.kt_begin + i, i);
+        if (first_tile) griddep_wait();
+        for (int i = 0; i < early; ++i) load_activations(tile, tile.kt_begin + i, i);
+        for (int i = early; i < tiles; ++i) {
+          const int r = ring + i, s = r % C::STAGES;
+          if (r >= C::STAGES) mbar_wait(&empty[s], ((r / C::STAGES) & 1) ^ 1, 1000);
+          load_weights(tile, tile.kt_begin + i, s);
+          load_activations(tile, tile.kt_begin + i, s);
+        }
+        ring += tiles;
+      } while (next_tile(index, tile));
+    }
+    griddep_launch_dependents();
+    // The producers' work ends here: the code below is the consumers' alone, so ptxas may give
+    // it the consumers' registers (code both reach would get the producers' few).
+    return;
+  }
+
+  const int tid = threadIdx.x % 128, lane = tid % 32, t = lane % 4;
+  const int row0 = cw * 64 + (tid / 32) * 16 + lane / 4;  // this thread's rows: row0, row0 + 8
+  const unsigned byte_t = 0x4440u | unsigned(t);                // byte t of a word, zeros above
+  // Where this thread's rows start in a stage's weights, and their TMA swizzle: the 16-byte
+  // chunk index is XORed with address bits 7.. (64-byte span: (r/2)%4, 128-byte: r%8).
+  int w_row[2], w_swizzle[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    w_row[h] = (row0 + 8 * h) * C::W_ROW;
+    w_swizzle[h] = ((w_row[h] >> 7) & (C::W_ROW / 16 - 1)) << 4;
+  }
+  // Steps go to the tensor cores in commits of COMMIT_STEPS, and wait<1> keeps one commit in
+  // flight while the next is decoded: four steps (one 64-k chunk) for small BM, else two (more
+  // wgmma work queued), or one where the accumulators leave too few registers (two consumers
+  // above 192 rows) or two measured slower (docs/perf.md).
+  // Fragments alternate between two sets of COMMIT_STEPS where a k-tile holds an even number of
+  // commits: its last commit then stays in flight into the next tile, whose first commit writes
+  // the other set, and its stage is released once that first commit is issued (wait<1>:
+  // every earlier commit complete). Otherwise a tile drains before the next one's decode
+  // rewrites the fragments.
+  constexpr int COMMIT_STEPS = C::BM <= 64 ? 4 : C::WG == 1 || (C::WG == 2 && C::BM <= 192) || (C::WG == 3 && C::BM <= 128) ? 2 : 1;
+  constexpr bool CARRY = STEPS % (2 * COMMIT_STEPS) == 0;
+  constexpr int FRAGS = CARRY ? 2 * COMMIT_STEPS : COMMIT_STEPS;
+  unsigned a[FRAGS][4];
+  const ConsumerStage st{smem, full, empty, j0, cw, tid, row0, byte_t};
+  int ring = 0;  // k-tiles this CTA has consumed
+  ScheduledTile tile = first;
+  int index = int(blockIdx.x);
+  do {
+    const int n0 = tile.n_tile * C::BN;
+    bool nan_scale[2] = {false, false};  // a NaN block scale makes the row's outputs NaN
+    if constexpr (C::PREPACKED) {  // read now, used after the loop: the latency hides behind it
+      const unsigned char* nan_rows =
+          p.w_scales + tile.group * p.w_group_bytes + prepacked::nan_rows_offset(N, C::K) + n0 + row0;
+      const bool in_rows = n0 + row0 < 64 * prepacked_row_blocks;  // row0 + 8: the same 64-row block
+      nan_scale[0] = in_rows && nan_rows[0] != 0;
+      nan_scale[1] = in_rows && nan_rows[8] != 0;
+    }
+    float acc[C::BM / 2];
+#pragma unroll
+    for (int i = 0; i < C::BM / 2; ++i) acc[i] = 0.0f;
+    // The MMA's width (wgmma's N: rows of D) follows a grouped tile's rows in quarters of BM: a
+    // group holding fewer rows than the tile issues no products for rows that are not there
+    // (the accumulators past the width stay zero and are not stored).
+    // One k loop per width, chosen once per tile (uniform over the CTA): a branch inside the
+    // loop would have ptxas serialize the wgmmas.
+    const int kt_begin = tile.kt_begin, kt_end = tile.kt_end;
+    if constexpr (C::NARROW_MMA) {
+      const long long rows = tile.m_end - tile.m0;
+      if (rows <= C::NARROW_W1) consumer_k_loop<C, Mma, STEPS, COMMIT_STEPS, C::NARROW_W1>(st, ring, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
+      else if (rows <= C::NARROW_W2) consumer_k_loop<C, Mma, STEPS, COMMIT_STEPS, C::NARROW_W2>(st, ring, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
+      else if (rows <= C::NARROW_W3) consumer_k_loop<C, Mma, STEPS, COMMIT_STEPS, C::NARROW_W3>(st, ring, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
+      else consumer_k_loop<C, Mma, STEPS, COMMIT_STEPS, C::BM>(st, ring, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
+    } else {
+      consumer_k_loop<C, Mma, STEPS, COMMIT_STEPS, C::BM>(st, ring, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
+    }
+    ring += kt_end - kt_begin;
+    // acc[4j + 2h + e] belongs to row row0 + 8h
+#pragma unroll
+    for (int i = 0; i < C::BM / 2; ++i)
+      if (nan_scale[(i / 2) % 2]) acc[i] = __int_as_float(0x7FC00000);
+    // The next kernel on the stream may launch once every CTA is this far (when it allows it):
+    // its CTAs then stream their weights while this one finishes.
+    griddep_launch_dependents();
+    // the epilogue reads the global scales and bias and writes D, which the previous kernel
+    // may write or read
+    griddep_wait();
+    store_tile<C>(p, tile, acc, smem, cw, kslice, rank);
+  } while (next_tile(index, tile));
 }
 
 }  // namespace nvfp4k::sm90

@@ -407,6 +407,27 @@ TEST_SUITE("gpu_grouped_gemm") {
     run_grouped(masked, rng);
   }
 
+  TEST_CASE("persistent grids: each CTA runs many tiles, the stages' ring wrapping from tile to tile") {
+    std::mt19937 rng(std::random_device{}());
+    // tiles of up to 64 rows: about 10 tiles of 4-5 k-tiles a CTA (132 SMs), ModelOpt and prepacked
+    // weights, contiguous (sorted and gathered rows) and masked groups
+    run_grouped({GroupedLayout::contiguous, 64, 1024, 1024, 1024}, rng);
+    run_grouped({GroupedLayout::contiguous, 64, 1024, 1000, 1088, ScaleLayout::swizzled128x4, DType::fp16, DType::bf16, true}, rng);
+    GroupedCase gathered{GroupedLayout::contiguous, 48, 768, 1024, 1024, ScaleLayout::linear, DType::bf16, DType::bf16, true};
+    gathered.gather = true;
+    run_grouped(gathered, rng, 1);  // captured, routing and row order redrawn
+    run_grouped({GroupedLayout::masked, 24, 48, 1024, 1024, ScaleLayout::swizzled128x4, DType::bf16, DType::fp32}, rng, 1);
+  }
+
+  TEST_CASE("grouped small shapes for the sanitizers: persistent CTAs whose ring wraps, rows gathered") {
+    std::mt19937 rng(std::random_device{}());
+    run_grouped({GroupedLayout::contiguous, 128, 1024, 256, 1024, ScaleLayout::linear, DType::bf16, DType::bf16, true}, rng);
+    run_grouped({GroupedLayout::masked, 48, 16, 512, 1024, ScaleLayout::swizzled128x4, DType::bf16, DType::fp32}, rng);
+    GroupedCase gathered{GroupedLayout::contiguous, 32, 256, 1024, 1024, ScaleLayout::linear, DType::bf16, DType::bf16};
+    gathered.gather = true;
+    run_grouped(gathered, rng);
+  }
+
   TEST_CASE("masked groups, prepacked weights and W4A4 against a float64 reference") {
     std::mt19937 rng(std::random_device{}());
     run_grouped({GroupedLayout::masked, 4, 40, 200, 256}, rng);

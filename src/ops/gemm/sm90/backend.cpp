@@ -61,6 +61,13 @@ std::vector<int> mma_widths(const KernelSpec& spec, int bm) {
 
 int d_bytes(const KernelSpec& spec) { return spec.out_dtype == uint8_t(DType::fp32) ? 4 : 2; }
 
+// The tile `spec` runs: its TileConfig, persistent where its grouped layout and height say so.
+Tile tile_of(const KernelSpec& spec) {
+  Tile t = from_config(spec.tile);
+  t.persistent = grouped_persistent_ctas(gemm_problem_grouped(spec), t, gemm_problem_prepacked(spec));
+  return t;
+}
+
 class Sm90Backend final : public GemmBackend {
  public:
   std::string_view name() const override { return "sm90"; }
@@ -70,6 +77,8 @@ class Sm90Backend final : public GemmBackend {
   TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count) const override {
     Tile t = heuristic_tile(problem.n, problem.k, m, sm_count, gemm_problem_prepacked(problem));
     if (gemm_problem_grouped(problem)) t.split_k = 1;  // the groups' tiles fill the grid
+    if (int ctas = grouped_persistent_ctas(gemm_problem_grouped(problem), t, gemm_problem_prepacked(problem)))
+      t = persistent_tile(t, ctas);
     return to_config(t);
   }
 
@@ -84,7 +93,7 @@ class Sm90Backend final : public GemmBackend {
   }
 
   std::string tile_problem(const KernelSpec& spec) const override {
-    const Tile t = from_config(spec.tile);
+    const Tile t = tile_of(spec);
     if (to_config(t) != spec.tile) return "a tile this backend does not describe";
     if (t.consumers == 3 && !gemm_problem_prepacked(spec))
       return "a tile of 3 consumer warpgroups runs on a prepacked weight only";
@@ -103,29 +112,31 @@ class Sm90Backend final : public GemmBackend {
   }
 
   std::string kernel_name(const KernelSpec& spec) const override {
-    const Tile t = from_config(spec.tile);
-    return fmt::format("nvfp4_gemm_w4a16_{}k{}_{}_{}_{}{}_bm{}_bk{}_wg{}{}_s{}_ks{}", grouped_name(spec), spec.k,
+    const Tile t = tile_of(spec);
+    return fmt::format("nvfp4_gemm_w4a16_{}k{}_{}_{}_{}{}_bm{}_bk{}_wg{}{}_s{}_ks{}{}", grouped_name(spec), spec.k,
                        dtype_name(spec.a_dtype), dtype_name(spec.out_dtype), scale_layout_name(spec.scale_layout),
                        bias_name(spec), t.block_m,
-                       t.block_k, t.consumers, t.k_slices > 1 ? fmt::format("x{}", t.k_slices) : "", t.stages, t.split_k);
+                       t.block_k, t.consumers, t.k_slices > 1 ? fmt::format("x{}", t.k_slices) : "", t.stages, t.split_k,
+                       t.persistent > 0 ? "_persistent" : "");
   }
 
   GeneratedKernel generate(const KernelSpec& spec) const override {
-    const Tile t = from_config(spec.tile);
+    const Tile t = tile_of(spec);
     const int grouped = gemm_problem_grouped(spec);
     return entry_point(spec, kernel_name(spec), "sm90/gemm_w4a16.cuh", "GemmParams",
                        fmt::format("nvfp4k::sm90::gemm_w4a16<nvfp4k::sm90::GemmConfig<{}, {}, {}, {}LL, {}, {}, {}, "
                                    "{}, {}, {}, {}{}>, Mma>(p)",
                                    spec.a_dtype, spec.out_dtype, gemm_bias_code(spec), spec.k, spec.scale_layout,
                                    t.consumers, t.block_m, t.block_k, t.stages, t.split_k, t.k_slices,
-                                   grouped ? fmt::format(", {}, {}", grouped, spec.groups) : ""),
-                       wgmma_prelude(t.block_m, mma_widths(spec, t.block_m), spec.a_dtype == uint8_t(DType::fp16)));
+                                   grouped ? fmt::format(", {}, {}, {}", grouped, spec.groups, t.persistent > 0 ? 1 : 0) : ""),
+                       wgmma_prelude(t.block_m, mma_widths(spec, t.block_m), spec.a_dtype == uint8_t(DType::fp16)),
+                       ctas_per_sm(t) > 1 ? ctas_per_sm(t) : 0);
   }
 
-  unsigned shared_bytes(const KernelSpec& spec) const override { return sm90::shared_bytes(from_config(spec.tile)); }
+  unsigned shared_bytes(const KernelSpec& spec) const override { return sm90::shared_bytes(tile_of(spec)); }
 
   GemmPlan plan(const KernelSpec& spec, int64_t m, int sm_count) const override {
-    const Tile t = from_config(spec.tile);
+    const Tile t = tile_of(spec);
     const int grouped = gemm_problem_grouped(spec);
     const GemmGrid grid = grouped ? gemm_grouped_grid(grouped, spec.groups, m, spec.n, t.block_m, 64 * t.consumers)
                                   : gemm_grid(m, spec.n, spec.k, t.block_m, 64 * t.consumers, t.split_k, sm_count);
@@ -133,7 +144,8 @@ class Sm90Backend final : public GemmBackend {
     auto& p = *reinterpret_cast<nvfp4k::GemmParams*>(plan.params);
     p.schedule = grid.schedule;
     p.n = spec.n;
-    plan.shape.grid[0] = grid.clusters;
+    // a persistent grid: the CTAs the SMs hold at once, each taking every gridDim.x-th tile
+    plan.shape.grid[0] = t.persistent > 0 ? std::min(grid.clusters, unsigned(sm_count * ctas_per_sm(t))) : grid.clusters;
     plan.shape.grid[2] = unsigned(t.split_k);
     plan.shape.block[0] = unsigned(threads(t));
     plan.shape.shared_bytes = sm90::shared_bytes(t);
@@ -149,7 +161,7 @@ class Sm90Backend final : public GemmBackend {
   }
 
   void bind(const KernelSpec& spec, const GemmCall& call, void* params) const override {
-    const Tile t = from_config(spec.tile);
+    const Tile t = tile_of(spec);
     const GemmArgs& args = call.args;
     auto& p = *static_cast<nvfp4k::GemmParams*>(params);
     const int64_t m_step = p.schedule.m_step;

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "common/tile_scheduler.cuh"
 #include "ops/gemm/m_buckets.hpp"
 #include "ops/gemm/schedule.hpp"
 
@@ -13,11 +14,18 @@ namespace nvfp4::jit::detail::sm90 {
 
 namespace {
 constexpr unsigned kSm90SharedBytes = 227 * 1024;  // opt-in maximum per block
+// each of two CTAs on an SM: 228 KiB an SM, of which the system takes 1 KiB a CTA
+constexpr unsigned kSm90SharedBytesOfTwo = 228 * 1024 / 2 - 1024;
 // activation boxes, packed weights, block scales: the template's STAGE_BYTES
 unsigned stage_bytes(const Tile& t) {
   return unsigned(t.block_k / 64 * t.block_m * 128 + 64 * t.consumers * t.block_k / 2 + (t.consumers == 3 ? 16 : 8) * t.block_k);
 }
-unsigned max_stages(const Tile& t) { return std::min(8u, (kSm90SharedBytes - 1024 - 128) / stage_bytes(t)); }
+// a persistent kernel's k slices add up in a region after the stages (GemmConfig::PARTIAL_BYTES)
+unsigned partial_bytes(const Tile& t) { return t.persistent > 0 && t.k_slices > 1 ? unsigned(t.block_m * 64 * t.consumers * 4) : 0u; }
+unsigned shared_budget(const Tile& t) { return ctas_per_sm(t) == 2 ? kSm90SharedBytesOfTwo : kSm90SharedBytes; }
+unsigned max_stages(const Tile& t) {
+  return std::min(8u, (shared_budget(t) - 1024 - 128 - partial_bytes(t)) / stage_bytes(t));
+}
 // Three consumers: on a prepacked weight only (the ModelOpt layout stages scales with 128
 // producer threads), at most 192 rows (ptxas fits each wgmma in the 128 registers a thread of
 // 16 warps starts with: 96 accumulators fit, 112 do not); tile_problem rules out split-K
@@ -28,11 +36,22 @@ bool three_consumers_fit(const Tile& t, bool prepacked) { return t.consumers != 
 int threads(const Tile& tile) { return 128 * (tile.consumers * tile.k_slices + 1); }
 
 unsigned shared_bytes(const Tile& tile) {
-  return 1024 + unsigned(tile.stages) * stage_bytes(tile) + 16u * unsigned(tile.stages);
+  return 1024 + unsigned(tile.stages) * stage_bytes(tile) + 16u * unsigned(tile.stages) + partial_bytes(tile);
+}
+
+int grouped_persistent_ctas(int layout, const Tile& tile, bool prepacked) {
+  if ((layout != nvfp4k::GROUPED_CONTIGUOUS && layout != nvfp4k::GROUPED_MASKED) || tile.block_m > 64) return 0;
+  return tile.block_m <= (prepacked ? 16 : 8) ? 2 : 1;
+}
+
+Tile persistent_tile(Tile tile, int ctas) {
+  tile.persistent = ctas;
+  tile.stages = int(max_stages(tile));
+  return tile;
 }
 
 bool stores_through_tma(const Tile& tile, int d_bytes) {
-  return tile.block_m % 16 == 0 &&
+  return tile.persistent == 0 && tile.block_m % 16 == 0 &&
          unsigned(64 * tile.consumers * tile.block_m * d_bytes) <= unsigned(tile.stages) * stage_bytes(tile);
 }
 
@@ -166,8 +185,9 @@ std::string tile_problem(const Tile& t, int64_t k) {
   if (t.stages < 2) return fmt::format("{} stages (at least 2)", t.stages);
   if (t.split_k != 1 && t.split_k != 2 && t.split_k != 4 && t.split_k != 8)
     return fmt::format("split_k {} (1, 2, 4 or 8: a portable cluster)", t.split_k);
-  if (shared_bytes(t) > kSm90SharedBytes)
-    return fmt::format("{} bytes of shared memory (at most {})", shared_bytes(t), kSm90SharedBytes);
+  if (shared_bytes(t) > shared_budget(t))
+    return fmt::format("{} bytes of shared memory (at most {}{})", shared_bytes(t), shared_budget(t),
+                       ctas_per_sm(t) > 1 ? " for each of two CTAs an SM" : "");
   if (t.split_k * t.k_slices > 1 && unsigned(64 * t.consumers * t.block_m * 4) > unsigned(t.stages) * stage_bytes(t))
     return "the partial tile does not fit in the stages";
   if (t.split_k > 1 && (k + t.block_k - 1) / t.block_k < 2 * t.split_k) return fmt::format("split_k {} leaves a split under 2 k-tiles", t.split_k);

@@ -16,6 +16,9 @@ struct Tile {
   int split_k = 1;    // CTAs of a cluster splitting K
   int block_k = 128;  // K per stage: 128 or 256 (longer contiguous weight reads per row)
   int k_slices = 1;   // consumer warpgroups per 64 weight rows, each taking a slice of every stage's k steps
+  // A persistent grid's CTAs an SM (grouped_persistent_ctas), 0: a CTA a tile. Not a TileConfig
+  // field: the backend's choice per spec.
+  int persistent = 0;
   bool operator==(const Tile&) const = default;
 };
 
@@ -45,6 +48,19 @@ Tile bucket_tile(int64_t n, int64_t k, int bucket, int sm_count, bool prepacked 
 // consumers and k slices, block_k 128 / 256, 4 stages or as many as fit, split-K 1 / 2 / 4 / 8
 // (and above M = 128 row tiles of 128, 192 and 256 too); only tiles tile_problem accepts.
 std::vector<Tile> candidate_tiles(int64_t n, int64_t k, int bucket, int sm_count, bool prepacked);
+
+// The CTAs an SM of the persistent grid a grouped kernel of `layout` (nvfp4k::GroupedLayoutCode)
+// on `tile` runs, or 0 (a CTA a tile). Contiguous and masked groups on tiles of up to 64 rows
+// (decode and small experts), whose short k loops would otherwise each start and drain a
+// pipeline of their own: two CTAs an SM up to 8 rows (16 on a prepacked weight), whose decode
+// wants the warps of two and whose registers fit them (a 16-row tile of the ModelOpt layout
+// spills), else one.
+int grouped_persistent_ctas(int layout, const Tile& tile, bool prepacked);
+// `tile` as a persistent grid of `ctas` CTAs an SM runs it: as many stages as fit, up to 8 (the
+// ring runs on from tile to tile, so depth costs no fill).
+Tile persistent_tile(Tile tile, int ctas);
+// CTAs an SM holds at once: a persistent grid's, else one.
+inline int ctas_per_sm(const Tile& tile) { return tile.persistent > 1 ? tile.persistent : 1; }
 
 // "bm8 bk256 wg1 s4 ks2" ("... wg1x2 s4 ..." with two k slices).
 std::string describe(const Tile& tile);
