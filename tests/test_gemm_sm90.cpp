@@ -206,11 +206,14 @@ TEST_SUITE("gemm_sm90") {
     CHECK(backend.kernel_name(spec).find("_persistent") != std::string::npos);
     CHECK(generate(spec).source.find(", 2, 1, 256, 1>, Mma>(p)") != std::string::npos);  // k slices, layout, groups, persistent
     CHECK(generate(spec).source.find("__launch_bounds__(384, 2)") != std::string::npos);
-    // 8 rows in 8 experts: 9 row tiles x 112 n tiles, run by two CTAs an SM; few tiles, one CTA each
+    // 8 rows in 8 experts: 9 row tiles x 112 n tiles, run by two CTAs an SM; up to two tiles a
+    // CTA, a CTA a tile
     CHECK(backend.plan(spec, 8, 132).shape.grid[0] == 264u);
     KernelSpec narrow = spec;
-    narrow.n = 512;
-    CHECK(backend.plan(narrow, 8, 132).shape.grid[0] == 9u * 8u);
+    narrow.n = 3712;  // 58 n tiles: 522 tiles
+    CHECK(backend.plan(narrow, 8, 132).shape.grid[0] == 9u * 58u);
+    narrow.n = 3776;  // 59: 531
+    CHECK(backend.plan(narrow, 8, 132).shape.grid[0] == 264u);
     // the masked layout too; not a dense, batched or taller grouped tile
     KernelSpec masked = spec;
     masked.flags = uint8_t((masked.flags & ~kFlagGroupedContiguous) | kFlagGroupedMasked);

@@ -144,8 +144,11 @@ class Sm90Backend final : public GemmBackend {
     auto& p = *reinterpret_cast<nvfp4k::GemmParams*>(plan.params);
     p.schedule = grid.schedule;
     p.n = spec.n;
-    // a persistent grid: the CTAs the SMs hold at once, each taking every gridDim.x-th tile
-    plan.shape.grid[0] = t.persistent > 0 ? std::min(grid.clusters, unsigned(sm_count * ctas_per_sm(t))) : grid.clusters;
+    // A persistent grid: the CTAs the SMs hold at once, each taking every gridDim.x-th tile. Its
+    // loop pays from three tiles a CTA; with fewer, a CTA a tile (gpt-oss-120b's experts at one
+    // token: 10% faster so, docs/perf-log.md).
+    const unsigned resident = unsigned(sm_count * ctas_per_sm(t));
+    plan.shape.grid[0] = t.persistent > 0 && grid.clusters > 2 * resident ? resident : grid.clusters;
     plan.shape.grid[2] = unsigned(t.split_k);
     plan.shape.block[0] = unsigned(threads(t));
     plan.shape.shared_bytes = sm90::shared_bytes(t);
