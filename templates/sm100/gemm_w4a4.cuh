@@ -66,14 +66,19 @@ struct GemmConfig {
                 "the contiguous and masked grouped layouts");
 };
 
-// Tile t of the grid's order: every lane of the calling warp gets it (a grouped layout's is
-// found by the whole warp). No rows (m0 == m_end): past the groups' row tiles.
+// A warp's walk over a grouped layout's tiles (unused by a dense kernel).
 template <class C>
-__device__ __forceinline__ ScheduledTile gemm_tile(const GemmSm100Params& p, int t) {
+using GemmTileCursor = GroupedTileCursor<C::GROUPED == GROUPED_NONE ? GROUPED_CONTIGUOUS : C::GROUPED, C::GROUPS>;
+
+// Tile t of the grid's order, t increasing from call to call: every lane of the calling warp
+// gets it (a grouped layout's is found by the whole warp, its cursor reading each group's size
+// once). No rows (m0 == m_end): past the groups' row tiles, and so is every later one.
+template <class C>
+__device__ __forceinline__ ScheduledTile gemm_tile(const GemmSm100Params& p, int t, GemmTileCursor<C>& cursor) {
   if constexpr (C::GROUPED == GROUPED_NONE)
     return schedule_tile<C::N_TILES, 1, C::KTILES>(p.schedule, t, 0);
   else
-    return schedule_grouped_tile_warp<C::N_TILES, C::GROUPED, C::GROUPS, C::KTILES>(p.schedule, t);
+    return cursor.place(p.schedule, unplaced_grouped_tile(t, C::N_TILES, C::KTILES));
 }
 
 // One word of 4 block scales (kb a multiple of 4) of `row`, or 0 outside the rows.
@@ -135,9 +140,10 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
       prefetch_tensor_map(&p.tma_w);
     }
     int it = 0;
+    GemmTileCursor<C> cursor;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-      const ScheduledTile tile = gemm_tile<C>(p, t);
-      if (tile.m0 >= tile.m_end) continue;
+      const ScheduledTile tile = gemm_tile<C>(p, t, cursor);
+      if (tile.m0 >= tile.m_end) break;
       const int w_row = int(tile.group * C::N) + tile.n_tile * C::BN;
       for (int kt = 0; kt < C::KTILES; ++kt, ++it) {
         const int s = it % C::STAGES;
@@ -168,9 +174,10 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
     // the scale threads: word (row, step) of A's atoms and W's, 4 block scales each
     const int i = int(threadIdx.x) - (GEMM_THREADS - GEMM_SCALE_THREADS);
     int it = 0;
+    GemmTileCursor<C> cursor;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-      const ScheduledTile tile = gemm_tile<C>(p, t);
-      if (tile.m0 >= tile.m_end) continue;
+      const ScheduledTile tile = gemm_tile<C>(p, t, cursor);
+      if (tile.m0 >= tile.m_end) break;
       const long long n0 = (long long)tile.n_tile * C::BN;
       const unsigned char* w_scales = p.w_scales + tile.group * p.w_group_bytes;
       for (int kt = 0; kt < C::KTILES; ++kt, ++it) {
@@ -201,10 +208,11 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
   } else if (warp == 1) {
     const unsigned idesc = instr_descriptor_mxf4nvf4(GEMM_BM, C::BN);
     int it = 0, done = 0;
+    GemmTileCursor<C> cursor;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
       if (C::GROUPED != GROUPED_NONE) {
-        const ScheduledTile tile = gemm_tile<C>(p, t);
-        if (tile.m0 >= tile.m_end) continue;
+        const ScheduledTile tile = gemm_tile<C>(p, t, cursor);
+        if (tile.m0 >= tile.m_end) break;
       }
       // the epilogue has read what this accumulator held before
       const int acc = done % C::ACCUMULATORS;
@@ -239,9 +247,10 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
     const int quarter = warp % 4, r = 32 * quarter + lane;
     const bool a_per_row = p.a_gscale_mode == GSCALE_DEVICE_PER_ROW;
     int done = 0;
+    GemmTileCursor<C> cursor;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-      const ScheduledTile tile = gemm_tile<C>(p, t);
-      if (tile.m0 >= tile.m_end) continue;
+      const ScheduledTile tile = gemm_tile<C>(p, t, cursor);
+      if (tile.m0 >= tile.m_end) break;
       const long long m = tile.m0 + r, n0 = (long long)tile.n_tile * C::BN;
       const float scale = p.alpha * global_scale(p.w_gscale_mode, p.w_gscale_value, p.w_gscale_ptr, tile.group) *
                           (a_per_row ? 1.0f : global_scale(p.a_gscale_mode, p.a_gscale_value, p.a_gscale_ptr, tile.group));
