@@ -200,6 +200,10 @@ struct GroupedTileCursor {
   }
 };
 
+// The cursor a kernel of any layout holds (a dense kernel's is never used).
+template <int LAYOUT, int GROUPS>
+using KernelTileCursor = GroupedTileCursor<LAYOUT == GROUPED_NONE ? GROUPED_CONTIGUOUS : LAYOUT, GROUPS>;
+
 template <int LAYOUT, int GROUPS>
 __device__ __forceinline__ ScheduledTile schedule_grouped_tile_warp(const TileSchedule& s, int cta, int n_tiles, int ktiles) {
   GroupedTileCursor<LAYOUT, GROUPS> cursor;

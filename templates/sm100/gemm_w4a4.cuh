@@ -66,15 +66,11 @@ struct GemmConfig {
                 "the contiguous and masked grouped layouts");
 };
 
-// A warp's walk over a grouped layout's tiles (unused by a dense kernel).
-template <class C>
-using GemmTileCursor = GroupedTileCursor<C::GROUPED == GROUPED_NONE ? GROUPED_CONTIGUOUS : C::GROUPED, C::GROUPS>;
-
 // Tile t of the grid's order, t increasing from call to call: every lane of the calling warp
 // gets it (a grouped layout's is found by the whole warp, its cursor reading each group's size
 // once). No rows (m0 == m_end): past the groups' row tiles, and so is every later one.
 template <class C>
-__device__ __forceinline__ ScheduledTile gemm_tile(const GemmSm100Params& p, int t, GemmTileCursor<C>& cursor) {
+__device__ __forceinline__ ScheduledTile gemm_tile(const GemmSm100Params& p, int t, KernelTileCursor<C::GROUPED, C::GROUPS>& cursor) {
   if constexpr (C::GROUPED == GROUPED_NONE)
     return schedule_tile<C::N_TILES, 1, C::KTILES>(p.schedule, t, 0);
   else
@@ -140,7 +136,7 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
       prefetch_tensor_map(&p.tma_w);
     }
     int it = 0;
-    GemmTileCursor<C> cursor;
+    KernelTileCursor<C::GROUPED, C::GROUPS> cursor;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
       const ScheduledTile tile = gemm_tile<C>(p, t, cursor);
       if (tile.m0 >= tile.m_end) break;
@@ -174,7 +170,7 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
     // the scale threads: word (row, step) of A's atoms and W's, 4 block scales each
     const int i = int(threadIdx.x) - (GEMM_THREADS - GEMM_SCALE_THREADS);
     int it = 0;
-    GemmTileCursor<C> cursor;
+    KernelTileCursor<C::GROUPED, C::GROUPS> cursor;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
       const ScheduledTile tile = gemm_tile<C>(p, t, cursor);
       if (tile.m0 >= tile.m_end) break;
@@ -208,7 +204,7 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
   } else if (warp == 1) {
     const unsigned idesc = instr_descriptor_mxf4nvf4(GEMM_BM, C::BN);
     int it = 0, done = 0;
-    GemmTileCursor<C> cursor;
+    KernelTileCursor<C::GROUPED, C::GROUPS> cursor;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
       if (C::GROUPED != GROUPED_NONE) {
         const ScheduledTile tile = gemm_tile<C>(p, t, cursor);
@@ -247,7 +243,7 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
     const int quarter = warp % 4, r = 32 * quarter + lane;
     const bool a_per_row = p.a_gscale_mode == GSCALE_DEVICE_PER_ROW;
     int done = 0;
-    GemmTileCursor<C> cursor;
+    KernelTileCursor<C::GROUPED, C::GROUPS> cursor;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
       const ScheduledTile tile = gemm_tile<C>(p, t, cursor);
       if (tile.m0 >= tile.m_end) break;

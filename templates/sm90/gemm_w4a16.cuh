@@ -506,7 +506,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   if constexpr (C::GROUPED != GROUPED_NONE && !BATCHED) griddep_wait();
   // The CTA's tiles: tile blockIdx.x, and with PERSISTENT every gridDim.x-th after it up to the
   // groups' last (every warp walks them, in increasing order, with its own cursor).
-  GroupedTileCursor<C::GROUPED == GROUPED_NONE ? GROUPED_CONTIGUOUS : C::GROUPED, C::GROUPS> cursor;
+  KernelTileCursor<C::GROUPED, C::GROUPS> cursor;
   auto tile_at = [&](int index) {
     if constexpr (C::GROUPED == GROUPED_NONE)
       return schedule_tile<C::KSPLIT>(p.schedule, index, rank, n_tiles, C::KTILES);
