@@ -518,8 +518,8 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   const int tile_indices = C::PERSISTENT ? p.schedule.m_tiles * n_tiles : 0;
   // After tile `index` of the CTA's, the next one: false past its last.
   auto next_tile = [&](int& index, ScheduledTile& tile) {
+    if (!C::PERSISTENT || index >= tile_indices - int(gridDim.x)) return false;  // (no int overflow)
     index += int(gridDim.x);
-    if (!C::PERSISTENT || index >= tile_indices) return false;
     tile = tile_at(index);
     return tile.m0 < tile.m_end;
   };
