@@ -328,8 +328,9 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledT
                                            unsigned char* smem, int cw, int kslice, unsigned rank) {
   using Op = Fp4Operand<C::ADT>;
   // Partial tiles go to this CTA's (now idle) stage memory (a persistent CTA's to a region of
-  // their own: its stages hold the next tile), 4 bytes per consumer thread of k group 0 and accumulator, which (in order) adds those of k slice 1 and then, on rank 0, those
-  // of the cluster's other CTAs in rank order: deterministic, no workspace.
+  // their own: its stages hold the next tile), 4 bytes per consumer thread of k group 0 and
+  // accumulator, which (in order) adds those of k slice 1 and then, on rank 0, those of the
+  // cluster's other CTAs in rank order: deterministic, no workspace.
   float* partial = reinterpret_cast<float*>(smem + (C::PERSISTENT ? C::PARTIAL_AT : 0));
   const int ctid = threadIdx.x % (128 * C::WG);
   const bool summing = kslice == 0;  // holds the sums in the end
