@@ -55,7 +55,7 @@ TEST_SUITE("cli") {
 
   TEST_CASE("prewarm picks GEMM tiles for the SM count it is given") {
     testutil::TempDir dir;
-    const auto r = run(with_cache(dir) + " prewarm --shape 8,256 --arch sm_90a --sms 78 --json");
+    const auto r = run(with_cache(dir) + " prewarm --shape 8,256 --arch sm_90a --sms 78 -j2 --json");  // make's -jN too
     REQUIRE(r.code == 0);
     const long n = long(nvfp4::jit::detail::prewarm_specs({nvfp4::jit::detail::parse_shape("8,256")},
                                                           {nvfp4::jit::detail::Arch::sm_90a}, 78)
@@ -405,6 +405,13 @@ TEST_SUITE("cli") {
     // the fp32-input quantizers only when asked for
     CHECK(plain.out.find("nvfp4_quantize_k512_fp32") == std::string::npos);
     CHECK(list("--shape 256,512 --in-dtype fp32").out.find("nvfp4_quantize_k512_fp32") != std::string::npos);
+    // the quantizers of the ops that write the activations, and only those
+    const auto swiglu = list("--shape 256,512 --a-from swiglu");
+    REQUIRE(swiglu.code == 0);
+    CHECK(swiglu.out.find("nvfp4_swiglu_quantize_k512") != std::string::npos);
+    CHECK(swiglu.out.find("nvfp4_rmsnorm_quantize_k512") == std::string::npos);
+    CHECK(plain.out.find("nvfp4_rmsnorm_quantize_k512") != std::string::npos);
+    CHECK(run(cli() + " prewarm --shape 256,512 --a-from gelu --list").code == 2);
     // a manifest line's own fields replace the flags' for that line only
     const std::string manifest = dir.str() + "/model.txt";
     std::ofstream(manifest) << "qkv 256 512 b-layout=linear d-dtype=fp16\no 512 1024\n";  // told apart by K

@@ -15,6 +15,9 @@ TEST_SUITE("manifest") {
     CHECK(llama[3].name == "down_proj");
     CHECK(llama[3].n == 4096);
     CHECK(llama[3].k == 14336);
+    // what writes each weight's activations: Llama's down_proj reads SwiGLU's rows
+    CHECK(llama[3].variants.a_from == std::vector<AFrom>{AFrom::swiglu, AFrom::quantize});
+    CHECK(llama[1].variants.a_from == std::vector<AFrom>{AFrom::quantize});
     const auto ds = load_manifest("deepseek-v3");
     CHECK(ds.back().groups == 256);
     for (const auto& n : names) CHECK(!load_manifest(n).empty());
@@ -46,6 +49,9 @@ TEST_SUITE("manifest") {
     CHECK(shapes[1].variants.in_dtypes == std::vector<DType>{DType::fp16});
     CHECK(parse_shape("8,64", base).variants.d_dtypes == std::vector<DType>{DType::fp32});
     CHECK_THROWS_WITH_AS(parse_manifest("q 10 32 bias=fp16\n", "m"), doctest::Contains("m:1: bias: `fp16` is not one of none, bf16, fp32"),
+                         nvfp4::jit::Error);
+    CHECK_THROWS_WITH_AS(parse_manifest("q 10 32 a-from=gelu\n", "m"),
+                         doctest::Contains("m:1: a-from: `gelu` is not one of quantize, rmsnorm, swiglu, mhc, stage"),
                          nvfp4::jit::Error);
     CHECK_THROWS_WITH_AS(parse_manifest("q 10 32 b-layout=\n", "m"), doctest::Contains("m:1: b-layout: `` is not one of"),
                          nvfp4::jit::Error);

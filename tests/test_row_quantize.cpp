@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -403,5 +404,30 @@ TEST_SUITE("row_quantize") {
         CHECK_FALSE(has(dense, row_quantize_spec(Arch::sm_90a, stage)));
       }
     }
+  }
+
+  TEST_CASE("a prewarm holds the quantizers of the ops a weight's a-from names, and only those") {
+    using namespace nvfp4::jit::detail;
+    auto ops_of = [](const std::string& a_from, int32_t groups) {
+      PrewarmVariants v;
+      if (!a_from.empty()) REQUIRE(set_prewarm_variant(v, "a-from", a_from).empty());
+      std::set<Op> ops;
+      for (const KernelSpec& s : prewarm_specs({WeightShape{"w", 2048, 1536, groups, v}}, {Arch::sm_90a}))
+        if (s.k == 1536) ops.insert(s.op);
+      return ops;
+    };
+    auto has = [](const std::set<Op>& ops, Op op) { return ops.count(op) == 1; };
+    const std::set<Op> swiglu = ops_of("swiglu", 1);
+    CHECK(has(swiglu, Op::swiglu_quantize));
+    for (Op op : {Op::quantize, Op::row_amax, Op::rmsnorm_quantize, Op::mhc_rmsnorm_quantize, Op::moe_stage})
+      CHECK_FALSE(has(swiglu, op));
+    CHECK(has(swiglu, Op::dequantize));  // not a writer of activations: every K keeps it
+    const std::set<Op> norm = ops_of("quantize,rmsnorm", 1);
+    CHECK((has(norm, Op::quantize) && has(norm, Op::row_amax) && has(norm, Op::rmsnorm_quantize)));
+    CHECK_FALSE(has(norm, Op::swiglu_quantize));
+    CHECK(has(ops_of("mhc", 1), Op::mhc_rmsnorm_quantize));
+    CHECK_FALSE(has(ops_of("stage", 1), Op::moe_stage));  // staging is for a grouped weight
+    CHECK(has(ops_of("stage", 8), Op::moe_stage));
+    CHECK(ops_of("quantize,rmsnorm,swiglu,mhc,stage", 8) == ops_of("", 8));  // the default: every one
   }
 }

@@ -14,6 +14,9 @@ Args::Args(std::vector<std::string> argv, const std::vector<std::string>& valued
       if (const size_t eq = a.find('='); eq != std::string::npos) {
         flag = a.substr(0, eq);
         value = a.substr(eq + 1);
+      } else if (a.size() > 2 && a[1] != '-' && valued(a.substr(0, 2))) {  // make's `-j2`
+        flag = a.substr(0, 2);
+        value = a.substr(2);
       } else if (valued(flag)) {
         if (i + 1 >= argv.size()) throw UsageError(fmt::format("{} needs a value", flag));
         value = argv[++i];

@@ -35,7 +35,7 @@ constexpr const char* kVerbHelp[][2] = {
     {"prewarm", R"(usage: nvfp4-jit prewarm [--manifest NAME|FILE]... [--shape N,K[,G]]...
                         [--arch sm_90a,sm_100a,sm_120a] [--sms N|GPU] [-j N] [--json] [--quiet] [--list]
                         [--a-dtype ...] [--d-dtype ...] [--bias ...] [--b-layout ...]
-                        [--a-scales ...] [--grouped ...] [--in-dtype ...]
+                        [--a-scales ...] [--grouped ...] [--in-dtype ...] [--a-from ...]
 
 Compiles every kernel the given weight shapes need, for every arch given, into the cache.
 Built-in manifests: llama-3.1-8b, llama-3.3-70b, deepseek-v3, qwen3-30b-a3b, gpt-oss-120b
@@ -58,6 +58,9 @@ line's own `key=value` fields, e.g. `qkv_proj 6144 4096 bias=bf16`, replace thes
   --a-scales  W4A4 activation scales: linear, swizzled               (default swizzled)
   --grouped   a grouped weight's layout: contiguous, masked          (default contiguous)
   --in-dtype  quantizer inputs: bf16, fp16, fp32    (default quantize bf16,fp16; fused bf16)
+  --a-from    the ops that write the activations: quantize, rmsnorm, swiglu, mhc, stage
+              (their quantizers are compiled at each weight's K; default all, stage for a
+              grouped weight; the built-in manifests name each line's)
 )"},
     {"tune", R"(usage: nvfp4-jit tune [--manifest NAME|FILE]... [--shape N,K]... [--m M] [--runs R]
                      [--layout linear|swizzled128x4|prepacked] [--a-dtype bf16|fp16|nvfp4]
@@ -161,7 +164,7 @@ int main(int argc, char** argv) {
   try {
     const Args args(rest, {"--manifest", "--shape", "--arch", "--sms", "-j", "--out", "--m", "--runs", "--layout", "--older-than",
                            "--a-dtype", "--d-dtype", "--bias", "--b-layout", "--a-scales", "--grouped", "--in-dtype",
-                           "--expected-m", "--tokens"});
+                           "--a-from", "--expected-m", "--tokens"});
     if (args.has("--help") || args.has("-h")) {
       std::fputs(verb_help(verb), stdout);
       return kOk;

@@ -18,6 +18,8 @@ const Names<WeightLayout> kWeightLayouts = {
     {"linear", WeightLayout::linear}, {"swizzled", WeightLayout::swizzled}, {"prepacked", WeightLayout::prepacked}};
 const Names<ScaleLayout> kScaleLayouts = {{"linear", ScaleLayout::linear}, {"swizzled", ScaleLayout::swizzled128x4}};
 const Names<GroupedLayout> kGroupedLayouts = {{"contiguous", GroupedLayout::contiguous}, {"masked", GroupedLayout::masked}};
+const Names<AFrom> kAFrom = {{"quantize", AFrom::quantize}, {"rmsnorm", AFrom::rmsnorm}, {"swiglu", AFrom::swiglu},
+                             {"mhc", AFrom::mhc},           {"stage", AFrom::stage}};
 
 template <class T>
 std::string_view name_of(const Names<T>& names, T value) {
@@ -52,6 +54,8 @@ std::string parse_list(std::string_view key, std::string_view values, const Name
 
 std::string_view weight_layout_name(WeightLayout layout) { return name_of(kWeightLayouts, layout); }
 
+bool PrewarmVariants::writes_a(AFrom op) const { return std::find(a_from.begin(), a_from.end(), op) != a_from.end(); }
+
 std::string set_prewarm_variant(PrewarmVariants& v, std::string_view key, std::string_view values) {
   if (key == "a-dtype") return parse_list(key, values, kDTypes, {"bf16", "fp16", "nvfp4"}, v.a_dtypes);
   if (key == "d-dtype") return parse_list(key, values, kDTypes, {"bf16", "fp16", "fp32"}, v.d_dtypes);
@@ -60,6 +64,7 @@ std::string set_prewarm_variant(PrewarmVariants& v, std::string_view key, std::s
   if (key == "a-scales") return parse_list(key, values, kScaleLayouts, {"linear", "swizzled"}, v.a_scales);
   if (key == "grouped") return parse_list(key, values, kGroupedLayouts, {"contiguous", "masked"}, v.grouped);
   if (key == "in-dtype") return parse_list(key, values, kDTypes, {"bf16", "fp16", "fp32"}, v.in_dtypes);
+  if (key == "a-from") return parse_list(key, values, kAFrom, {"quantize", "rmsnorm", "swiglu", "mhc", "stage"}, v.a_from);
   std::string keys;
   for (std::string_view k : kPrewarmVariantKeys) keys += fmt::format("{}{}", keys.empty() ? "" : ", ", k);
   return fmt::format("`{}` is not a variant ({})", key, keys);

@@ -1,6 +1,7 @@
 // What a deployment runs besides its weight shapes, for a prewarm to compile: the GEMM's
 // activation dtype (nvfp4: W4A4), output dtype, bias, the weight's scale layout (or prepacked),
-// W4A4 A's scale layout, the grouped layout, and the quantizers' input dtypes. Each is a list; a
+// W4A4 A's scale layout, the grouped layout, the quantizers' input dtypes and which quantizers
+// write the weight's activations. Each is a list; a
 // prewarm compiles every combination the arch's backends run. One vocabulary everywhere: a CLI
 // flag `--a-dtype fp16,bf16` is the manifest field `a-dtype=fp16,bf16` and PrewarmOptions::variants.
 #pragma once
@@ -15,6 +16,9 @@
 namespace nvfp4::jit::detail {
 
 enum class WeightLayout : uint8_t { linear, swizzled, prepacked };
+// The ops that write a weight's activations (its K-wide rows): each prewarms its quantizer at
+// the weight's K. `stage` (moe_stage) only for a grouped weight.
+enum class AFrom : uint8_t { quantize, rmsnorm, swiglu, mhc, stage };
 
 struct PrewarmVariants {
   std::vector<DType> a_dtypes{DType::bf16, DType::nvfp4};  // bf16, fp16, nvfp4 (W4A4)
@@ -28,11 +32,16 @@ struct PrewarmVariants {
   // Input dtypes of the quantizers (bf16, fp16, fp32); empty: quantize and row amax for bf16 and
   // fp16, the fused row quantizers (RMSNorm, SwiGLU, mHC) for bf16.
   std::vector<DType> in_dtypes;
+  // Every quantizer by default: a manifest that knows its model names the few it runs (Llama's
+  // down_proj reads SwiGLU's output, never an RMSNorm's).
+  std::vector<AFrom> a_from{AFrom::quantize, AFrom::rmsnorm, AFrom::swiglu, AFrom::mhc, AFrom::stage};
+
+  bool writes_a(AFrom op) const;
 };
 
 // The variant keys, in the order `prewarm_variant_flags` prints them.
 inline constexpr std::string_view kPrewarmVariantKeys[] = {"a-dtype", "d-dtype", "bias", "b-layout",
-                                                           "a-scales", "grouped", "in-dtype"};
+                                                           "a-scales", "grouped", "in-dtype", "a-from"};
 
 // Sets `key` (one of kPrewarmVariantKeys) to the comma-separated `values`, replacing what it held.
 // Returns why not ("" when done): an unknown key, an unknown or repeated value, an empty list.

@@ -132,6 +132,7 @@ const bool registered =
     register_op(Op::row_amax, {generate_amax, amax_kernel_name}) &&
     register_op(Op::amax_finalize, {generate_amax, amax_kernel_name}) &&
     register_prewarm(30, [](Arch arch, const WeightShape& shape, int) {
+      if (!shape.variants.writes_a(AFrom::quantize)) return std::vector<KernelSpec>{};
       return quantize_prewarm_specs(arch, shape.k, shape.variants.in_dtypes);
     });
 

@@ -444,9 +444,7 @@ const bool registered =
     register_op(Op::swiglu_quantize, {generate_row_quantize, row_quantize_kernel_name}) &&
     register_op(Op::moe_stage, {generate_row_quantize, row_quantize_kernel_name}) &&
     register_op(Op::mhc_rmsnorm_quantize, {generate_row_quantize, row_quantize_kernel_name}) &&
-    register_prewarm(40, [](Arch arch, const WeightShape& shape, int) {
-      return row_quantize_prewarm_specs(arch, shape.k, shape.variants.in_dtypes, shape.groups > 1);
-    });
+    register_prewarm(40, [](Arch arch, const WeightShape& shape, int) { return row_quantize_prewarm_specs(arch, shape); });
 
 }  // namespace
 
@@ -460,18 +458,20 @@ GeneratedKernel generate_row_quantize(const KernelSpec& spec) {
                      {}, spec.tile.stages);
 }
 
-std::vector<KernelSpec> row_quantize_prewarm_specs(Arch arch, int64_t k, const std::vector<DType>& in_dtypes, bool moe) {
+std::vector<KernelSpec> row_quantize_prewarm_specs(Arch arch, const WeightShape& shape) {
   std::vector<KernelSpec> specs;
+  const int64_t k = shape.k;
   if (k <= 0 || k % 16 || k > kMaxK) return specs;
-  for (DType in : in_dtypes.empty() ? std::vector<DType>{DType::bf16} : in_dtypes) {
+  const PrewarmVariants& v = shape.variants;
+  for (DType in : v.in_dtypes.empty() ? std::vector<DType>{DType::bf16} : v.in_dtypes) {
     if (in == DType::fp32 && k > kMaxKFp32) continue;
     for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4}) {
       RowKernel kernel;
       kernel.k = k, kernel.layout = layout, kernel.in = in, kernel.weight = in;
       kernel.op = Op::rmsnorm_quantize;
-      specs.push_back(row_quantize_spec(arch, kernel));
-      for (Op op : {Op::swiglu_quantize, Op::moe_stage}) {
-        if (op == Op::moe_stage && !moe) continue;
+      if (v.writes_a(AFrom::rmsnorm)) specs.push_back(row_quantize_spec(arch, kernel));
+      for (auto [op, from] : {std::pair{Op::swiglu_quantize, AFrom::swiglu}, std::pair{Op::moe_stage, AFrom::stage}}) {
+        if (!v.writes_a(from) || (op == Op::moe_stage && shape.groups <= 1)) continue;
         kernel.op = op;
         for (bool whole_rows : {true, false}) {
           kernel.whole_rows = whole_rows;
@@ -479,7 +479,7 @@ std::vector<KernelSpec> row_quantize_prewarm_specs(Arch arch, int64_t k, const s
         }
       }
       kernel.op = Op::mhc_rmsnorm_quantize, kernel.n_hc = 4, kernel.weight = DType::fp32, kernel.whole_rows = true;
-      if (4 * k * element_bytes(in) <= kMaxMhcRowBytes) specs.push_back(row_quantize_spec(arch, kernel));
+      if (v.writes_a(AFrom::mhc) && 4 * k * element_bytes(in) <= kMaxMhcRowBytes) specs.push_back(row_quantize_spec(arch, kernel));
     }
   }
   return specs;

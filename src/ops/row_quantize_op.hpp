@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/codegen.hpp"
+#include "core/manifest.hpp"
 #include "core/spec.hpp"
 #include "nvfp4/jit.hpp"
 
@@ -25,11 +26,11 @@ KernelSpec row_quantize_spec(Arch arch, const RowKernel& kernel);
 // Whole rows of bf16 weights, as before the slices existed.
 KernelSpec row_quantize_spec(Op op, Arch arch, int64_t k, DType in, ScaleLayout layout, int64_t group = 0);
 GeneratedKernel generate_row_quantize(const KernelSpec& spec);
-// The fused quantizers of rows of `k` a model runs, inputs of `in_dtypes` (empty: BF16), both
-// scale layouts: RMSNorm (its weight in the input's dtype), SwiGLU (two halves; sliced for a
-// given global scale, whole rows for a computed one), mHC of four streams with an fp32 weight;
-// with `moe`, the MoE staging of tokens (sliced and whole rows).
-std::vector<KernelSpec> row_quantize_prewarm_specs(Arch arch, int64_t k, const std::vector<DType>& in_dtypes = {},
-                                                   bool moe = false);
+// The fused quantizers that write a weight's activations (`shape.variants.a_from`), rows of its
+// K, inputs of `in_dtypes` (empty: BF16), both scale layouts: RMSNorm (its weight in the input's
+// dtype), SwiGLU (two halves; sliced for a given global scale, whole rows for a computed one),
+// mHC of four streams with an fp32 weight; for a grouped weight, the MoE staging of tokens
+// (sliced and whole rows).
+std::vector<KernelSpec> row_quantize_prewarm_specs(Arch arch, const WeightShape& shape);
 
 }  // namespace nvfp4::jit::detail
