@@ -37,6 +37,11 @@
 
 namespace nvfp4k::sm90 {
 
+// 16 bytes of NaN pairs (BF16, FP16): what a gathered row whose index lies outside A is copied
+// from, by cp.async like every other row, so one arrival covers all of a thread's pieces.
+__device__ __align__(16) const unsigned kNanPiece[2][4] = {{0x7FC07FC0u, 0x7FC07FC0u, 0x7FC07FC0u, 0x7FC07FC0u},
+                                                          {0x7E007E00u, 0x7E007E00u, 0x7E007E00u, 0x7E007E00u}};
+
 // N is a run-time value (GemmParams::n): one kernel serves every N of a K and tile. K stays a
 // constant: its loops' trip counts shape the main loop's code (a run-time K was 2-5% slower).
 // A k loop's MMA width (wgmma's N) as a type, to instantiate the loop per width.
@@ -264,6 +269,7 @@ struct ConsumerStage {
   unsigned long long *full, *empty;
   int j0, cw, tid, row0;
   unsigned byte_t;
+  bool a_gathered;  // A's rows came by the producers' cp.async (generic proxy), not TMA
 };
 
 // A consumer warpgroup's k loop over k-tiles [kt_begin, kt_end), the CTA's k-tiles from `ring`
@@ -291,6 +297,7 @@ __device__ __forceinline__ void consumer_k_loop(const ConsumerStage& st, int rin
   for (int kt = kt_begin, i = ring; kt < kt_end; ++kt, ++i) {
     const int s = i % C::STAGES;
     mbar_wait(&full[s], (i / C::STAGES) & 1);
+    fence_proxy_async_shared_if(st.a_gathered);  // gathered rows, visible to wgmma's reads
     // Local step j's activations start (j / 4) boxes and (j % 4) * 32 bytes after the k slice's.
     const unsigned desc_lo = sw128_desc_lo(stage(s) + j0 / 4 * C::A_BOX_BYTES);
     // Step j's A fragment is in a[j % FRAGS]; at a commit's end, its wgmmas.
@@ -572,29 +579,25 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
       }
     };
     auto gather_activations = [&](const ScheduledTile& tile, int kt, int s) {
-      constexpr unsigned NAN_PAIR = C::ADT == DTYPE_FP16 ? 0x7E007E00u : 0x7FC07FC0u;
-      // A's row of tile row r, gathered: -1 past the tile's rows (zeros), -2 an index outside A
-      auto gathered_row = [&](int r) -> long long {
-        if (tile.m0 + r >= tile.m_end) return -1;
-        const long long i = p.row_index[tile.m0 + r];
-        return i >= 0 && i < p.a_rows ? i : -2;
-      };
+      // Each thread copies 16-byte piece `piece` of rows ptid / 8, + 16, ... of every 64-column
+      // box, and arrives once its copies land: the producers go on to the next stages meanwhile.
+      const int piece = ptid % 8;
 #pragma unroll 1
-      for (int c = ptid; c < C::A_BOXES * C::BM * 8; c += 128) {  // 16-byte pieces: 8 a box row
-        const int b = c / (C::BM * 8), r = c / 8 % C::BM, piece = c % 8;
-        unsigned char* dst = stage(s) + b * C::A_BOX_BYTES + r * 128 + 16 * (piece ^ (r % 8));
-        const long long row = gathered_row(r), col = (long long)kt * C::BK + 64 * b + 8 * piece;
-        if (row == -2) {
-          *reinterpret_cast<uint4*>(dst) = make_uint4(NAN_PAIR, NAN_PAIR, NAN_PAIR, NAN_PAIR);
-        } else {
-          const bool in = row >= 0 && col < C::K;
-          cp_async_16(dst, in ? p.a + row * p.a_stride + 2 * col : p.a, in ? 16u : 0u);
+      for (int r = ptid / 8; r < C::BM; r += 16) {
+        // past the tile's rows: zeros; an index outside A: NaN
+        const long long i = tile.m0 + r < tile.m_end ? p.row_index[tile.m0 + r] : -1;
+        const bool bad = tile.m0 + r < tile.m_end && (i < 0 || i >= p.a_rows);
+        const unsigned char* row = p.a + (i < 0 || bad ? 0 : i) * p.a_stride;
+        unsigned char* dst = stage(s) + r * 128 + 16 * (piece ^ (r % 8));
+#pragma unroll
+        for (int b = 0; b < C::A_BOXES; ++b) {
+          const long long col = (long long)kt * C::BK + 64 * b + 8 * piece;
+          const bool in = i >= 0 && !bad && col < C::K;
+          const void* src = bad ? static_cast<const void*>(kNanPiece[C::ADT == DTYPE_FP16]) : in ? row + 2 * col : p.a;
+          cp_async_16(dst + b * C::A_BOX_BYTES, src, bad || in ? 16u : 0u);
         }
       }
-      cp_async_commit();
-      cp_async_wait<0>();
-      fence_proxy_async_shared();  // the rows, visible to wgmma
-      mbar_arrive(&full[s]);
+      cp_async_arrive(&full[s]);
     };
     auto load_activations = [&](const ScheduledTile& tile, int kt, int s) {
       if (gathered) {
@@ -668,7 +671,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   constexpr bool CARRY = STEPS % (2 * COMMIT_STEPS) == 0;
   constexpr int FRAGS = CARRY ? 2 * COMMIT_STEPS : COMMIT_STEPS;
   unsigned a[FRAGS][4];
-  const ConsumerStage st{smem, full, empty, j0, cw, tid, row0, byte_t};
+  const ConsumerStage st{smem, full, empty, j0, cw, tid, row0, byte_t, gathered};
   int ring = 0;  // k-tiles this CTA has consumed
   ScheduledTile tile = first;
   int index = int(blockIdx.x);

@@ -31,6 +31,7 @@ struct GroupedCase {
   enum Sizes { random, one_group, out_of_range } sizes = random;
   bool a_scale_per_group = false;  // W4A4: A's global scale one per group
   bool gather = false;             // contiguous: A's rows read through row_index from fewer token rows
+  bool bad_indices = false;        // gathered: some routed rows' indices outside A (their D rows NaN)
   int64_t expected_m = 0;          // the tile's rows per group (0: grouped_gemm's default)
 };
 
@@ -208,6 +209,8 @@ void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
     std::vector<int32_t> row_index(static_cast<size_t>(rows));
     for (int64_t r = 0; r < rows; ++r)
       row_index[size_t(r)] = !c.gather ? int32_t(r) : r < group_rows.back().second ? int32_t(rng() % uint64_t(a_rows)) : -1;
+    if (c.bad_indices)
+      for (int64_t r = 3; r < group_rows.back().second; r += 7) row_index[size_t(r)] = r % 2 ? int32_t(a_rows + r) : -5;
     d_row_index.upload(row_index.data(), row_index.size() * 4);
     const std::vector<uint8_t> got = runner.run(g, d_out);
 
@@ -233,6 +236,15 @@ void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
         const testutil::HostNvfp4& w = weights.w[size_t(gi)];
         double s = 0;
         const int64_t src = row_index[size_t(r)];
+        if (src < 0 || src >= a_rows) {  // an index outside A: the row is NaN, nothing else is read
+          if (!std::isnan(v)) {
+            FAIL_CHECK("round " << round << ": row " << r << " has index " << src << " outside A's " << a_rows
+                                << " rows, but element (" << r << ", " << n << ") = " << v << ", expected NaN");
+            ok = false;
+            break;
+          }
+          continue;
+        }
         for (int64_t k = 0; k < c.k; ++k) s += ad[size_t(src * c.k + k)] * w.value(n, k);
         const double ref = s * weights.gscale[size_t(gi)] * a_scale_factor(gi);
         if (!std::isfinite(v)) {
@@ -467,6 +479,12 @@ TEST_SUITE("gpu_grouped_gemm") {
     c = {GroupedLayout::contiguous, 64, 300, 256, 512, ScaleLayout::linear, DType::bf16, DType::bf16};
     c.gather = true;
     run_grouped(c, rng, 2);  // captured, routing and row order redrawn between replays
+    for (int64_t expected_m : {8, 256}) {  // persistent and tall tiles: every 7th routed row's index outside A
+      CAPTURE(expected_m);
+      c = {GroupedLayout::contiguous, 8, 700, 136, 768, ScaleLayout::linear, DType::fp16, DType::fp32};
+      c.gather = true, c.bad_indices = true, c.expected_m = expected_m;
+      run_grouped(c, rng);
+    }
   }
 
   TEST_CASE("group sizes out of range are clamped: no row outside A and D is written") {

@@ -51,6 +51,12 @@ __device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.comm
 __device__ __forceinline__ void bulk_wait_read() { asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory"); }
 // This thread's shared-memory writes, visible to the async proxy (TMA) after a barrier.
 __device__ __forceinline__ void fence_proxy_async_shared() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
+// The same where `pred` holds, predicated rather than branched (no branch among wgmmas in flight).
+// Before a wgmma (volatile asm, kept in order) that reads what another thread wrote: no memory
+// clobber, so the compiler may still move this thread's shared-memory loads across it.
+__device__ __forceinline__ void fence_proxy_async_shared_if(bool pred) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %0, 0;\n@p fence.proxy.async.shared::cta;\n}" ::"r"(int(pred)));
+}
 // Asynchronous 4- or 8-byte copy global -> shared; bytes past `src_bytes` are zero-filled.
 template <int BYTES>
 __device__ __forceinline__ void cp_async(void* dst, const void* src, unsigned src_bytes) {
