@@ -297,7 +297,7 @@ __device__ __forceinline__ void consumer_k_loop(const ConsumerStage& st, int rin
   for (int kt = kt_begin, i = ring; kt < kt_end; ++kt, ++i) {
     const int s = i % C::STAGES;
     mbar_wait(&full[s], (i / C::STAGES) & 1);
-    fence_proxy_async_shared_if(st.a_gathered);  // gathered rows, visible to wgmma's reads
+    if constexpr (C::GROUPED == GROUPED_CONTIGUOUS) fence_proxy_async_shared_if(st.a_gathered);  // gathered rows, to wgmma
     // Local step j's activations start (j / 4) boxes and (j % 4) * 32 bytes after the k slice's.
     const unsigned desc_lo = sw128_desc_lo(stage(s) + j0 / 4 * C::A_BOX_BYTES);
     // Step j's A fragment is in a[j % FRAGS]; at a commit's end, its wgmmas.
