@@ -472,8 +472,8 @@ struct PrewarmOptions {
   int threads = 0;                   // compiling threads; 0: one per core
   // The variants a deployment runs, as a manifest line's fields; every shape without its own
   // takes them. Empty: the defaults (BF16 and W4A4 activations, BF16 out, no bias, ModelOpt's
-  // linear weight scales, every quantizer). E.g. "a-dtype=fp16 d-dtype=fp16,fp32 bias=bf16 b-layout=prepacked"; the keys and
-  // values are `nvfp4-jit prewarm --help`'s.
+  // linear weight scales, every quantizer). E.g. "a-dtype=fp16 d-dtype=fp16,fp32 bias=bf16
+  // b-layout=prepacked a-from=swiglu"; the keys and values are `nvfp4-jit prewarm --help`'s.
   std::string variants;
 };
 struct PrewarmResult {

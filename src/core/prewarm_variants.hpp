@@ -1,9 +1,9 @@
 // What a deployment runs besides its weight shapes, for a prewarm to compile: the GEMM's
 // activation dtype (nvfp4: W4A4), output dtype, bias, the weight's scale layout (or prepacked),
 // W4A4 A's scale layout, the grouped layout, the quantizers' input dtypes and which quantizers
-// write the weight's activations. Each is a list; a
-// prewarm compiles every combination the arch's backends run. One vocabulary everywhere: a CLI
-// flag `--a-dtype fp16,bf16` is the manifest field `a-dtype=fp16,bf16` and PrewarmOptions::variants.
+// write the weight's activations. Each is a list; a prewarm compiles every combination the
+// arch's backends run. One vocabulary everywhere: a CLI flag `--a-dtype fp16,bf16` is the
+// manifest field `a-dtype=fp16,bf16` and PrewarmOptions::variants.
 #pragma once
 #include <cstdint>
 #include <string>
