@@ -183,6 +183,9 @@ TEST_SUITE("cli") {
     CHECK(run(cli() + " frobnicate").code == 2);
     CHECK(run(cli() + " cache").code == 2);
     CHECK(run(cli() + " prewarm --bogus").code == 2);
+    r = run(cli() + " tune --shape 4096,7168,256 --grouped batched");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("--grouped is contiguous or masked") != std::string::npos);
   }
 
   TEST_CASE("--help on every verb, info and --version work without a GPU") {

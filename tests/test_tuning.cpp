@@ -148,5 +148,13 @@ TEST_SUITE("tuning") {
     CHECK(status_of(bad, {}) == Status::unsupported);
     CHECK(status_of(p, {0, 0}) == Status::invalid_argument);   // runs
     CHECK(status_of(p, {-1, 5}) == Status::invalid_argument);  // m
+    // grouped: an expert count in range, contiguous or masked, at most 512 rows per expert
+    GemmProblem grouped = p;
+    grouped.groups = -1;
+    CHECK_THROWS_WITH_AS(tune(grouped), doctest::Contains("groups = -1 must be 0 (a dense weight) to 65536"), Error);
+    grouped.groups = 8, grouped.grouped_layout = GroupedLayout::batched;
+    CHECK_THROWS_WITH_AS(tune(grouped), doctest::Contains("grouped_layout = 3 is not contiguous or masked"), Error);
+    grouped.grouped_layout = GroupedLayout::masked;
+    CHECK_THROWS_WITH_AS(tune(grouped, {513, 5}), doctest::Contains("m = 513 rows per expert is more than the 512"), Error);
   }
 }

@@ -374,10 +374,14 @@ struct GemmProblem {
   DType bias_dtype = DType::bf16;
   bool b_prepacked = false;
   ScaleLayout a_scale_layout = ScaleLayout::swizzled128x4;  // W4A4's activation scales, as the quantizers write them
+  // A grouped weight (grouped_gemm) of this many experts, contiguous or masked; 0: a dense one.
+  // Its M buckets are rows per expert (GroupedGemmArgs::expected_m).
+  int32_t groups = 0;
+  GroupedLayout grouped_layout = GroupedLayout::contiguous;
 };
 
 struct TuneOptions {
-  int64_t m = 0;  // 0: every M bucket; else only the bucket holding this M
+  int64_t m = 0;  // 0: every M bucket (a grouped problem's up to 512 rows per expert); else only M's
   int runs = 10;  // timed launches per candidate (median)
 };
 
@@ -393,6 +397,10 @@ struct TunedBucket {
 // scratch buffers (no user data is read or written), keeps the fastest (the heuristic's
 // unless another is at least 2% faster) and records it in the cache root's tuning table
 // (v1/tuning/<arch>-<device>-<SMs>.json), where every later gemm() of this problem finds it.
+// A grouped problem is timed at expected_m = options.m rows per expert (every bucket: each
+// one's largest) on 0.8 x that many rows an expert routed uniformly at random (at most 32768):
+// tune it at the rows per expert it serves. Every later grouped_gemm() whose expected_m falls
+// in the bucket runs the winner.
 // Compiles the candidates first (in parallel; cached ones load from disk). Not during a
 // CUDA graph capture. With NVFP4_JIT_AUTOTUNE=1, gemm() tunes an untuned bucket on first use.
 std::vector<TunedBucket> tune(const GemmProblem& problem, const TuneOptions& options = {});

@@ -998,15 +998,17 @@ def _dtype_code(op, name, dtype):
 
 
 def tune(n, k, *, a_dtype=torch.bfloat16, out_dtype=torch.bfloat16, scale_layout="linear", bias_dtype=None,
-         b_prepacked=False, m=0, runs=10, a_scale_layout="swizzled128x4"):
+         b_prepacked=False, m=0, runs=10, a_scale_layout="swizzled128x4", groups=0, grouped_layout="contiguous"):
     """Times gemm's candidate tiles for the weight shape [n, k] on the current GPU per M bucket
     (or only m's bucket) and records the fastest in the cache root's tuning table, where every
     later gemm of that problem finds it. a_dtype "nvfp4" (W4A4) with a_scale_layout, the
-    activation scales' layout (sm_120a's kernels read them). -> one dict per bucket (winner,
-    heuristic, times)."""
+    activation scales' layout (sm_120a's kernels read them). groups > 0: a grouped weight of that
+    many experts (grouped_layout "contiguous" or "masked"), whose buckets are rows per expert
+    (grouped_gemm's expected_m), up to 512. -> one dict per bucket (winner, heuristic, times)."""
     op = "tune"
     layout = enum_value(SCALE_LAYOUTS, scale_layout, op, "scale_layout")
     a_layout = enum_value(SCALE_LAYOUTS, a_scale_layout, op, "a_scale_layout")
+    g_layout = enum_value(GROUPED_LAYOUTS, grouped_layout, op, "grouped_layout")
     bias_code = _dtype_code(op, "bias_dtype", bias_dtype) if bias_dtype is not None else 0
     device = torch.cuda.current_device()
     # the library tunes in the thread's current CUDA context: a synchronize creates torch's
@@ -1014,7 +1016,8 @@ def tune(n, k, *, a_dtype=torch.bfloat16, out_dtype=torch.bfloat16, scale_layout
     torch.cuda.synchronize(device)
     with torch.cuda.device(device):
         return _C.tune(int(n), int(k), _dtype_code(op, "a_dtype", a_dtype), _dtype_code(op, "out_dtype", out_dtype), layout,
-                       bias_dtype is not None, bias_code, bool(b_prepacked), a_layout, int(m), int(runs))
+                       bias_dtype is not None, bias_code, bool(b_prepacked), a_layout, int(groups), g_layout, int(m),
+                       int(runs))
 
 
 def prewarm(n, k, ms=(1,), *, a_dtype=torch.bfloat16, out_dtype=None, scale_layout="linear", b_prepacked=False,

@@ -305,6 +305,8 @@ void read(Reader& r, GemmProblem& p) {
   p.bias_dtype = r.enumeration<DType>();
   p.b_prepacked = r.flag();
   p.a_scale_layout = r.enumeration<ScaleLayout>();
+  p.groups = static_cast<int32_t>(r.i64());
+  p.grouped_layout = r.enumeration<GroupedLayout>();
 }
 void read(Reader& r, TuneOptions& o) {
   o.m = r.i64();

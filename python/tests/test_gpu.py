@@ -357,6 +357,15 @@ def test_tune_records_a_winner_for_one_bucket():
         nvfp4_jit.tune(256, 500)
 
 
+def test_tune_a_grouped_weight_per_rows_per_expert():
+    result = nvfp4_jit.tune(256, 512, m=8, runs=2, groups=4, grouped_layout="masked")
+    assert len(result) == 1 and result[0]["m_bucket"] == 8 and result[0]["winner_us"] > 0, result
+    with pytest.raises(nvfp4_jit.InvalidArgument, match="rows per expert"):
+        nvfp4_jit.tune(256, 512, m=600, groups=4)
+    with pytest.raises(nvfp4_jit.InvalidArgument, match="grouped_layout"):
+        nvfp4_jit.tune(256, 512, groups=4, grouped_layout="batched")
+
+
 def test_tune_is_a_process_first_cuda_call():
     """No tensor made before it: tune itself makes torch's CUDA context current."""
     code = "import nvfp4_jit; r = nvfp4_jit.tune(256, 512, m=1, runs=2); assert r[0]['winner_us'] > 0; print('ok')"

@@ -14,7 +14,7 @@ namespace nvfp4::jit::cli {
 using namespace detail;
 
 int cmd_tune(const Args& args) {
-  args.allow_only({"--manifest", "--shape", "--m", "--runs", "--layout", "--a-dtype", "--a-scales", "--json"});
+  args.allow_only({"--manifest", "--shape", "--m", "--runs", "--layout", "--a-dtype", "--a-scales", "--grouped", "--json"});
   if (!args.positional().empty()) throw UsageError(fmt::format("unexpected argument `{}`", args.positional()[0]));
   const std::vector<WeightShape> shapes = shapes_from(args);
   const std::string layout = args.get("--layout", "linear");
@@ -23,6 +23,8 @@ int cmd_tune(const Args& args) {
   const std::string a_dtype = args.get("--a-dtype", "bf16"), a_scales = args.get("--a-scales", "swizzled");
   if (a_dtype != "bf16" && a_dtype != "fp16" && a_dtype != "nvfp4") throw UsageError("--a-dtype is bf16, fp16 or nvfp4");
   if (a_scales != "linear" && a_scales != "swizzled") throw UsageError("--a-scales is linear or swizzled");
+  const std::string grouped = args.get("--grouped", "contiguous");
+  if (grouped != "contiguous" && grouped != "masked") throw UsageError("--grouped is contiguous or masked");
   TuneOptions options;
   options.m = args.get_int("--m", 0);
   options.runs = args.get_int("--runs", options.runs);
@@ -45,22 +47,28 @@ int cmd_tune(const Args& args) {
     problem.b_prepacked = layout == "prepacked";
     problem.a_dtype = a_dtype == "nvfp4" ? DType::nvfp4 : a_dtype == "fp16" ? DType::fp16 : DType::bf16;
     problem.a_scale_layout = a_scales == "linear" ? ScaleLayout::linear : ScaleLayout::swizzled128x4;
+    if (shapes[i].groups > 1) {  // its M buckets are rows per expert
+      problem.groups = shapes[i].groups;
+      problem.grouped_layout = grouped == "masked" ? GroupedLayout::masked : GroupedLayout::contiguous;
+    }
     const auto t = std::chrono::steady_clock::now();
     const std::vector<TunedBucket> buckets = tune(problem, options);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
     for (const TunedBucket& b : buckets) {
       const std::string bucket = b.m_bucket ? fmt::format("<={}", b.m_bucket) : ">2048";
       if (json)
-        out += fmt::format(R"({}{{"shape":"{}","n":{},"k":{},"m_bucket":{},"heuristic":"{}","heuristic_us":{:.3f},)"
+        out += fmt::format(R"({}{{"shape":"{}","n":{},"k":{},"groups":{},"m_bucket":{},"heuristic":"{}","heuristic_us":{:.3f},)"
                            R"("tuned":"{}","tuned_us":{:.3f},"candidates":{}}})",
-                           out.size() > 1 ? "," : "", json_escape(shapes[i].name), problem.n, problem.k, b.m_bucket,
-                           b.heuristic, b.heuristic_us, b.winner, b.winner_us, b.candidates);
+                           out.size() > 1 ? "," : "", json_escape(shapes[i].name), problem.n, problem.k, problem.groups,
+                           b.m_bucket, b.heuristic, b.heuristic_us, b.winner, b.winner_us, b.candidates);
       else
         std::printf("%-14s %6lld %6lld %8s  %-24s %10.2f  %-24s %10.2f %6.1f%%\n", shapes[i].name.c_str(),
                     (long long)problem.n, (long long)problem.k, bucket.c_str(), b.heuristic.c_str(), b.heuristic_us,
                     b.winner.c_str(), b.winner_us, 100 * (b.heuristic_us / b.winner_us - 1));
     }
-    if (!json) std::printf("  (%zu buckets in %.1f s)\n", buckets.size(), seconds);
+    if (!json)
+      std::printf("  (%zu buckets in %.1f s%s)\n", buckets.size(), seconds,
+                  problem.groups ? fmt::format(", {} experts: M is rows per expert", problem.groups).c_str() : "");
     std::fflush(stdout);
   }
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

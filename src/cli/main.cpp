@@ -62,9 +62,9 @@ line's own `key=value` fields, e.g. `qkv_proj 6144 4096 bias=bf16`, replace thes
               (their quantizers are compiled at each weight's K; default all, stage for a
               grouped weight; the built-in manifests name each line's)
 )"},
-    {"tune", R"(usage: nvfp4-jit tune [--manifest NAME|FILE]... [--shape N,K]... [--m M] [--runs R]
+    {"tune", R"(usage: nvfp4-jit tune [--manifest NAME|FILE]... [--shape N,K[,G]]... [--m M] [--runs R]
                      [--layout linear|swizzled128x4|prepacked] [--a-dtype bf16|fp16|nvfp4]
-                     [--a-scales linear|swizzled] [--json]
+                     [--a-scales linear|swizzled] [--grouped contiguous|masked] [--json]
 
 For each weight shape and M bucket (<=8, 16, ..., 2048, >2048), times every candidate
 GEMM tile on this GPU (scratch buffers, weights rotated past L2, median of R runs), keeps the
@@ -76,6 +76,9 @@ Candidates compile in parallel (cached ones load from disk). Needs a GPU (exit 3
   --layout  the weights' layout: scale layout as stored, or prepacked (default linear)
   --a-dtype the activations (default bf16; sm_120a / sm_121a run nvfp4 only: W4A4)
   --a-scales W4A4's activation scales, linear or swizzled (default swizzled, as quantized)
+  --grouped  a grouped weight's (G experts) layout (default contiguous); its M buckets are rows
+             per expert (grouped_gemm's expected_m), up to 512, timed at --m (each bucket's
+             largest without it) on a uniform routing: tune at the rows per expert you serve
 )"},
     {"cache", R"(usage: nvfp4-jit cache stats|ls|verify|prune|clear|export FILE|import FILE [--json]
 

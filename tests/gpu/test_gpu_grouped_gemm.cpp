@@ -14,6 +14,9 @@
 #include "gemm_output.hpp"
 #include "common/nvfp4_format.cuh"
 #include "core/gpu_util.hpp"
+#include "ops/gemm/call.hpp"
+#include "ops/gemm/dispatch.hpp"
+#include "ops/gemm/sm90/tiles.hpp"
 
 using namespace nvfp4::jit;
 using namespace nvfp4::jit::detail;
@@ -495,6 +498,43 @@ TEST_SUITE("gpu_grouped_gemm") {
     run_grouped({GroupedLayout::masked, 6, 24, 128, 256, ScaleLayout::linear, DType::bf16, DType::fp32, false,
                  GroupedCase::out_of_range},
                 rng);
+  }
+
+  TEST_CASE("tune a grouped problem per expected_m bucket: the winner is recorded and grouped_gemm runs it, correctly") {
+    std::mt19937 rng(std::random_device{}());
+    GemmProblem problem;
+    problem.n = 256, problem.k = 512, problem.d_dtype = DType::fp32, problem.groups = 8;
+    TuneOptions options;
+    options.m = 5, options.runs = 3;  // rows per expert: the bucket <= 8
+    const std::vector<TunedBucket> tuned = tune(problem, options);
+    REQUIRE(tuned.size() == 1);
+    CHECK(tuned[0].m_bucket == 8);
+    CHECK(tuned[0].candidates > 1);
+    CHECK(tuned[0].winner_us <= tuned[0].heuristic_us);
+    MESSAGE("tuned 8 experts of 256x512, expected_m <= 8: heuristic " << tuned[0].heuristic << " " << tuned[0].heuristic_us
+                                                                      << " us, winner " << tuned[0].winner << " "
+                                                                      << tuned[0].winner_us << " us");
+    // the tile grouped_gemm's warm path now runs (the pointers only pass validation: nothing is launched)
+    alignas(16) static unsigned char dummy[64];
+    GroupedGemmArgs probe;
+    probe.gemm.m = 40, probe.gemm.n = problem.n, probe.gemm.k = problem.k, probe.gemm.d_dtype = DType::fp32;
+    probe.gemm.a = probe.gemm.b.data = probe.gemm.b.scales = probe.gemm.d = dummy;
+    probe.groups = 8, probe.group_ends = reinterpret_cast<const int32_t*>(dummy), probe.expected_m = 5;
+    auto tile_of = [&](const GroupedGemmArgs& g) {
+      return sm90::from_config(gemm_dispatch(current_device(), grouped_gemm_call(g, "test"), nullptr).spec.tile);
+    };
+    CHECK(sm90::describe(tile_of(probe)) == tuned[0].winner);
+    GroupedCase c{GroupedLayout::contiguous, 8, 40, 256, 512, ScaleLayout::linear, DType::bf16, DType::fp32};
+    c.expected_m = 5;
+    run_grouped(c, rng);
+    // a masked problem of the same shape is another problem: still the heuristic's tile
+    probe.layout = GroupedLayout::masked, probe.group_ends = nullptr, probe.masked_m = reinterpret_cast<const int32_t*>(dummy);
+    probe.gemm.m = 5;
+    KernelSpec masked = gemm_problem(current_device().arch, grouped_gemm_call(probe, "test"));
+    CHECK(tile_of(probe) == sm90::from_config(gemm_backend(Arch::sm_90a, "test").heuristic(masked, 5, current_device().sm_count)));
+    // past 512 rows per expert a grouped problem is not tuned
+    options.m = 600;
+    CHECK_THROWS_WITH_AS(tune(problem, options), doctest::Contains("more than the 512 a grouped problem is tuned for"), Error);
   }
 
   TEST_CASE("a captured grouped gemm replays with the routing changed between replays") {

@@ -225,16 +225,26 @@ KernelSpec gemm_problem(Arch arch, int64_t n, int64_t k, DType a, DType d, Scale
   return spec;
 }
 
+namespace {
+
+// `spec` as a grouped weight's of `groups` experts in `layout` (none for 0 groups)
+KernelSpec with_groups(KernelSpec spec, int32_t groups, GroupedLayout layout) {
+  if (groups) {
+    spec.groups = groups;
+    spec.flags |= layout == GroupedLayout::masked    ? kFlagGroupedMasked
+                  : layout == GroupedLayout::batched ? kFlagGroupedBatched
+                                                     : kFlagGroupedContiguous;
+  }
+  return spec;
+}
+
+}  // namespace
+
 KernelSpec gemm_problem(Arch arch, const GemmCall& call) {
   const GemmArgs& g = call.args;
-  KernelSpec spec = gemm_problem(arch, g.n, g.k, g.a_dtype, g.d_dtype, g.b.scale_layout, g.b_prepacked,
-                                 g.bias ? uint8_t(g.bias_dtype) : kNoDType);
-  if (call.groups) {
-    spec.groups = call.groups;
-    spec.flags |= call.layout == GroupedLayout::masked    ? kFlagGroupedMasked
-                  : call.layout == GroupedLayout::batched ? kFlagGroupedBatched
-                                                          : kFlagGroupedContiguous;
-  }
+  const KernelSpec spec = with_groups(gemm_problem(arch, g.n, g.k, g.a_dtype, g.d_dtype, g.b.scale_layout, g.b_prepacked,
+                                                   g.bias ? uint8_t(g.bias_dtype) : kNoDType),
+                                      call.groups, call.layout);
   // (the W4A4 GEMM on decoded A sees a_dtype bf16 here: nvfp4 reaches only native backends)
   return g.a_dtype == DType::nvfp4 ? gemm_fp4_problem(spec, g.a_fp4.scale_layout) : spec;
 }
@@ -246,8 +256,9 @@ KernelSpec gemm_fp4_problem(KernelSpec problem, ScaleLayout a_layout) {
 }
 
 KernelSpec gemm_problem(Arch arch, const GemmProblem& p) {
-  return gemm_problem(arch, p.n, p.k, p.a_dtype, p.d_dtype, p.scale_layout, p.b_prepacked,
-                      p.has_bias ? uint8_t(p.bias_dtype) : kNoDType);
+  return with_groups(gemm_problem(arch, p.n, p.k, p.a_dtype, p.d_dtype, p.scale_layout, p.b_prepacked,
+                                  p.has_bias ? uint8_t(p.bias_dtype) : kNoDType),
+                     p.groups, p.grouped_layout);
 }
 
 bool gemm_problem_prepacked(const KernelSpec& problem) { return problem.scale_layout == nvfp4k::SCALES_PREPACKED; }

@@ -58,8 +58,9 @@ GemmKernel choose_and_load(const DeviceInfo& device, const KernelSpec& problem, 
   const int64_t m = gemm_tile_rows(call);
   const int bucket = gemm_m_bucket(m);
   std::optional<TileConfig> tuned = gemm_tuned_tile(device, problem, bucket);
-  // (NVFP4 activations that a backend takes as they are have no tuner yet: its heuristic runs;
-  // nor have grouped problems, whose tile follows expected_m: the tuner's scratch calls are dense)
+  // (NVFP4 activations that a backend takes as they are have no tuner yet: its heuristic runs.
+  // A grouped problem is not tuned on first use: its scratch holds every expert's weight; `tune`
+  // it ahead, per expected_m bucket.)
   if (!tuned && autotune_enabled() && !capturing(stream) && !load_only() &&
       problem.a_dtype != uint8_t(DType::nvfp4) && !call.groups) {
     tune_gemm(device, problem, {bucket}, 10);

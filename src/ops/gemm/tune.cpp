@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "common/params.cuh"
+#include "common/tile_scheduler.cuh"
 #include "core/driver.hpp"
 #include "core/error.hpp"
 #include "core/gpu_util.hpp"
@@ -20,6 +21,10 @@ namespace nvfp4::jit::detail {
 namespace {
 
 constexpr const char* kWho = "nvfp4::jit::tune";
+// A grouped problem's buckets stop at 512 rows per expert: past that its scratch rows (every
+// expert's) would take gigabytes, and the tile is the dense one's for as many rows.
+constexpr int64_t kMaxTunedGroupedM = 512;
+constexpr int32_t kMaxTunedGroups = 65536;
 // A winner must beat the heuristic by this much: timing noise never replaces it.
 constexpr double kMinGain = 0.02;
 
@@ -27,9 +32,17 @@ constexpr double kMinGain = 0.02;
 // problem's A layout), `copies` weights at different addresses (L2 keys on addresses, so
 // rotating through them keeps every read cold), an output buffer. A prepacked problem's
 // weights are prepacked here from random ModelOpt ones.
+// A grouped problem's M is rows per expert (expected_m). Its gigabytes of weights and
+// activations are filled with one finite byte each rather than random ones: the kernels' time
+// does not depend on them.
 struct Scratch {
-  DeviceBuffer a, a_scales, d, bias;
+  static constexpr int64_t kMaxGroupedRows = 32768;
+  DeviceBuffer a, a_scales, d, bias, group_sizes;
   std::vector<DeviceBuffer> weights, scales;
+  int32_t groups = 0, max_rows = 0;
+  GroupedLayout layout = GroupedLayout::contiguous;
+  int64_t rows = 0;  // of A and D (a masked problem's: every group's m)
+
   Scratch(const KernelSpec& p, int64_t m, int copies, CUstream stream) {
     std::mt19937_64 rng(0x9e3779b97f4a7c15ull);
     auto random = [&](size_t bytes, uint64_t mask, uint64_t add) {  // 8 bytes at a time
@@ -37,32 +50,61 @@ struct Scratch {
       for (auto& x : v) x = (rng() & mask) + add;
       return v;
     };
-    // activations: 16-bit values in [2^-7, 2) (BF16 and FP16 alike: exponent bits kept small);
-    // as NVFP4, the same bytes are e2m1 codes (every one finite)
-    a = to_device(random(size_t(m * p.k * 2), 0x03FF03FF03FF03FFull, 0x3C003C003C003C00ull));
-    if (p.a_dtype == uint8_t(DType::nvfp4))
-      a_scales = to_device(random(size_t(scale_bytes(a_scale_layout(p), m, p.k)), 0x3F3F3F3F3F3F3F3Full, 0));
-    d = DeviceBuffer(size_t(m * p.n * 4));
-    bias = DeviceBuffer(size_t(p.n * 4));
-    bias.fill(0);
     const bool prepacked = gemm_problem_prepacked(p);
-    const ScaleLayout layout = prepacked ? ScaleLayout::linear : ScaleLayout(p.scale_layout);
-    const auto w = random(size_t(p.n * p.k / 2), ~0ull, 0);
-    const auto s = random(size_t(scale_bytes(layout, p.n, p.k)), 0x3F3F3F3F3F3F3F3Full, 0);  // finite scales
-    for (int i = 0; i < copies; ++i) {
-      weights.push_back(to_device(w));
-      scales.push_back(to_device(s));
-      if (prepacked) {
-        DeviceBuffer packed(size_t(prepacked_bytes(p.n, p.k)));
-        PrepackArgs pre;
-        pre.weight.data = weights.back().get();
-        pre.weight.scales = scales.back().get();
-        pre.weight.scale_layout = layout;
-        pre.n = p.n, pre.k = p.k, pre.out = packed.get();
-        prepack(pre, stream);
-        weights.back() = std::move(packed);
+    const ScaleLayout layout_b = prepacked ? ScaleLayout::linear : ScaleLayout(p.scale_layout);
+    if (gemm_problem_grouped(p)) {
+      groups = std::max(1, p.groups);
+      layout = gemm_problem_grouped(p) == nvfp4k::GROUPED_MASKED ? GroupedLayout::masked : GroupedLayout::contiguous;
+      // Routed rows: a uniform routing's 0.8 m rows per expert on average (grouped_gemm's
+      // default expected_m for them is m), each row to a random expert, as tokens' top-k ids
+      // land; at most kMaxGroupedRows in all.
+      const int64_t routed = std::clamp<int64_t>(groups * m * 4 / 5, 1, kMaxGroupedRows);
+      std::vector<int32_t> counts(static_cast<size_t>(groups));
+      for (int64_t r = 0; r < routed; ++r) ++counts[size_t(rng() % uint64_t(groups))];
+      max_rows = *std::max_element(counts.begin(), counts.end());
+      rows = layout == GroupedLayout::masked ? groups * max_rows : routed;
+      std::vector<int32_t> sizes = counts;  // masked: rows per group; contiguous: cumulative ends
+      if (layout == GroupedLayout::contiguous)
+        for (size_t g = 1; g < sizes.size(); ++g) sizes[g] += sizes[g - 1];
+      group_sizes = to_device(sizes);
+      a = DeviceBuffer(size_t(rows * p.k * 2));
+      a.fill(0x3C);  // BF16 / FP16 values near 1
+      const int64_t weight_bytes = prepacked ? prepacked_bytes(p.n, p.k) : p.n * p.k / 2;
+      for (int i = 0; i < copies; ++i) {
+        weights.emplace_back(size_t(groups * weight_bytes));
+        weights.back().fill(0x38);  // E2M1 codes 3 and 8; prepacked, E4M3 scales of 1
+        if (!prepacked) {
+          scales.emplace_back(size_t(groups * scale_bytes(layout_b, p.n, p.k)));
+          scales.back().fill(0x38);  // E4M3 1.0
+        }
+      }
+    } else {
+      rows = m;
+      // activations: 16-bit values in [2^-7, 2) (BF16 and FP16 alike: exponent bits kept small);
+      // as NVFP4, the same bytes are e2m1 codes (every one finite)
+      a = to_device(random(size_t(m * p.k * 2), 0x03FF03FF03FF03FFull, 0x3C003C003C003C00ull));
+      if (p.a_dtype == uint8_t(DType::nvfp4))
+        a_scales = to_device(random(size_t(scale_bytes(a_scale_layout(p), m, p.k)), 0x3F3F3F3F3F3F3F3Full, 0));
+      const auto w = random(size_t(p.n * p.k / 2), ~0ull, 0);
+      const auto s = random(size_t(scale_bytes(layout_b, p.n, p.k)), 0x3F3F3F3F3F3F3F3Full, 0);  // finite scales
+      for (int i = 0; i < copies; ++i) {
+        weights.push_back(to_device(w));
+        scales.push_back(to_device(s));
+        if (prepacked) {
+          DeviceBuffer packed(size_t(prepacked_bytes(p.n, p.k)));
+          PrepackArgs pre;
+          pre.weight.data = weights.back().get();
+          pre.weight.scales = scales.back().get();
+          pre.weight.scale_layout = layout_b;
+          pre.n = p.n, pre.k = p.k, pre.out = packed.get();
+          prepack(pre, stream);
+          weights.back() = std::move(packed);
+        }
       }
     }
+    d = DeviceBuffer(size_t(rows * p.n * 4));
+    bias = DeviceBuffer(size_t(p.n * 4));
+    bias.fill(0);
     check_cu(driver().cuStreamSynchronize(stream), "cuStreamSynchronize");
   }
 
@@ -72,21 +114,26 @@ struct Scratch {
 
   GemmCall call(const KernelSpec& p, int64_t m, int copy) const {
     GemmArgs g;
-    g.m = m, g.n = p.n, g.k = p.k;
+    g.m = !groups ? m : layout == GroupedLayout::contiguous ? rows : max_rows;
+    g.n = p.n, g.k = p.k;
     g.a_dtype = DType(p.a_dtype);
     if (g.a_dtype == DType::nvfp4)
       g.a_fp4.data = a.get(), g.a_fp4.scales = a_scales.get(), g.a_fp4.scale_layout = a_scale_layout(p);
     else
       g.a = a.get();
     g.b.data = weights[size_t(copy)].get();
-    g.b.scales = scales[size_t(copy)].get();
     g.b_prepacked = gemm_problem_prepacked(p);
+    g.b.scales = g.b_prepacked ? nullptr : scales[size_t(copy)].get();
     g.b.scale_layout = g.b_prepacked ? ScaleLayout::linear : ScaleLayout(p.scale_layout);
     g.b.global_scale.value = 1.0f / 256;
     g.d = d.get(), g.d_dtype = DType(p.out_dtype);
     if (p.flags & (kFlagBiasBf16 | kFlagBiasFp32))
       g.bias = bias.get(), g.bias_dtype = p.flags & kFlagBiasBf16 ? DType::bf16 : DType::fp32;
-    return gemm_call(g, kWho);
+    if (!groups) return gemm_call(g, kWho);
+    GroupedGemmArgs ga;
+    ga.gemm = g, ga.groups = groups, ga.layout = layout, ga.expected_m = m;
+    (layout == GroupedLayout::masked ? ga.masked_m : ga.group_ends) = group_sizes.as<int32_t>();
+    return grouped_gemm_call(ga, kWho);
   }
 };
 
@@ -101,7 +148,7 @@ void compile_all(const std::vector<KernelSpec>& specs) {
 }  // namespace
 
 std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const KernelSpec& problem, const std::vector<int>& buckets,
-                                   int runs) {
+                                   int runs, int64_t grouped_m) {
   const GemmBackend& backend = gemm_backend(device.arch, kWho);
   if (std::string why = backend.unsupported(problem); !why.empty())
     fail(Status::unsupported, "{}: {} on {}", kWho, why, to_string(device.arch));
@@ -122,19 +169,21 @@ std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const KernelSpec& p
   } guard{stream};
   int l2_bytes = 0;
   driver().cuDeviceGetAttribute(&l2_bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device.device);
-  const double weight_bytes = double(problem.n) * problem.k * (0.5 + 1.0 / 16);
-  const int copies = int(std::clamp(2.0 * l2_bytes / weight_bytes + 1, 2.0, 16.0));
+  const bool grouped = gemm_problem_grouped(problem);
+  const double weight_bytes = double(problem.n) * problem.k * (0.5 + 1.0 / 16) * (grouped ? problem.groups : 1);
+  const int copies = int(std::clamp(2.0 * l2_bytes / weight_bytes + 1, grouped ? 1.0 : 2.0, 16.0));
   EventTimer timer;
 
   std::vector<TunedBucket> results;
   std::vector<TuningEntry> entries;
   std::vector<KernelSpec> winners_trimmed;  // a winner runs trimmed to each M's rows: compiled before it is recorded
   for (size_t b = 0; b < buckets.size(); ++b) {
-    const int64_t m = gemm_bucket_m(buckets[b]);
+    const int64_t m = grouped && grouped_m > 0 ? grouped_m : gemm_bucket_m(buckets[b]);
     const Scratch scratch(problem, m, copies, stream);
     int turn = 0;
     auto time_us = [&](const TileConfig& tile) {
-      const GemmKernel kernel = load_gemm_kernel(device, backend, gemm_spec(problem, tile), m, stream, scratch.call(problem, m, 0));
+      const GemmCall first = scratch.call(problem, m, 0);
+      const GemmKernel kernel = load_gemm_kernel(device, backend, gemm_spec(problem, tile), first.args.m, stream, first);
       std::vector<double> us;
       for (int i = 0; i < runs + 2; ++i) {
         const GemmCall call = scratch.call(problem, m, turn++ % copies);
@@ -195,15 +244,25 @@ std::vector<TunedBucket> tune(const GemmProblem& problem, const TuneOptions& opt
   gemm_call(probe, "nvfp4::jit::gemm");
   if (options.runs < 1) fail(Status::invalid_argument, "{}: runs = {} must be at least 1", kWho, options.runs);
   if (options.m < 0) fail(Status::invalid_argument, "{}: m = {} must be 0 (every bucket) or positive", kWho, options.m);
+  if (problem.groups < 0 || problem.groups > kMaxTunedGroups)
+    fail(Status::invalid_argument, "{}: groups = {} must be 0 (a dense weight) to {}", kWho, problem.groups, kMaxTunedGroups);
+  if (problem.groups && problem.grouped_layout != GroupedLayout::contiguous && problem.grouped_layout != GroupedLayout::masked)
+    fail(Status::invalid_argument, "{}: grouped_layout = {} is not contiguous or masked (a batched weight's tile follows its "
+         "rows: it has no expected_m to tune for)", kWho, int(problem.grouped_layout));
+  if (problem.groups && options.m > kMaxTunedGroupedM)
+    fail(Status::invalid_argument, "{}: m = {} rows per expert is more than the {} a grouped problem is tuned for", kWho,
+         options.m, kMaxTunedGroupedM);
   const DeviceInfo& device = current_device();
   std::vector<int> buckets;
   if (options.m > 0) buckets.push_back(gemm_m_bucket(options.m));
-  else buckets.assign(std::begin(kGemmMBuckets), std::end(kGemmMBuckets));
+  else
+    for (int b : kGemmMBuckets)
+      if (!problem.groups || b <= kMaxTunedGroupedM) buckets.push_back(b);
   // W4A4: the BF16 kernel's problem, unless the arch's kernels read NVFP4 activations
   KernelSpec spec = gemm_problem(device.arch, problem);
   if (problem.a_dtype == DType::nvfp4 && gemm_backend(device.arch, kWho).native_fp4_activations())
     spec = gemm_fp4_problem(spec, problem.a_scale_layout);
-  return tune_gemm(device, spec, buckets, options.runs);
+  return tune_gemm(device, spec, buckets, options.runs, problem.groups ? options.m : 0);
 }
 
 }  // namespace nvfp4::jit

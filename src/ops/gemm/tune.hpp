@@ -9,8 +9,9 @@
 
 namespace nvfp4::jit::detail {
 
-// `problem`: gemm_problem() of the kernels to tune (BF16 or FP16 activations).
+// `problem`: gemm_problem() of the kernels to tune (BF16 or FP16 activations). Each bucket is
+// timed at its largest M, or a grouped problem's at `grouped_m` rows per expert where given.
 std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const KernelSpec& problem, const std::vector<int>& buckets,
-                                   int runs);
+                                   int runs, int64_t grouped_m = 0);
 
 }  // namespace nvfp4::jit::detail

@@ -68,6 +68,14 @@ Tile tile_of(const KernelSpec& spec) {
   return t;
 }
 
+// `t` as a grouped problem runs it: a persistent grid's tile holds the deepest ring its CTAs an
+// SM leave room for.
+Tile as_grouped(const KernelSpec& problem, Tile t) {
+  if (int ctas = grouped_persistent_ctas(gemm_problem_grouped(problem), t, gemm_problem_prepacked(problem)))
+    t = persistent_tile(t, ctas);
+  return t;
+}
+
 class Sm90Backend final : public GemmBackend {
  public:
   std::string_view name() const override { return "sm90"; }
@@ -77,18 +85,22 @@ class Sm90Backend final : public GemmBackend {
   TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count) const override {
     Tile t = heuristic_tile(problem.n, problem.k, m, sm_count, gemm_problem_prepacked(problem));
     if (gemm_problem_grouped(problem)) t.split_k = 1;  // the groups' tiles fill the grid
-    if (int ctas = grouped_persistent_ctas(gemm_problem_grouped(problem), t, gemm_problem_prepacked(problem)))
-      t = persistent_tile(t, ctas);
-    return to_config(t);
+    return to_config(as_grouped(problem, t));
   }
 
   // its row height trimmed to m's rows (every height of 16 rows builds)
   TileConfig for_rows(const TileConfig& tile, int64_t m) const override { return gemm_trimmed_to_rows(tile, m); }
 
+  // A grouped problem's: the heuristic's first, then the unsplit candidates, each with the ring a
+  // persistent grid of its height holds.
   std::vector<TileConfig> candidates(const KernelSpec& problem, int bucket, int sm_count) const override {
+    const bool grouped = gemm_problem_grouped(problem);
     std::vector<TileConfig> configs;
-    for (const Tile& t : candidate_tiles(problem.n, problem.k, bucket, sm_count, gemm_problem_prepacked(problem)))
-      if (!gemm_problem_grouped(problem) || t.split_k == 1) configs.push_back(to_config(t));
+    if (grouped) configs.push_back(heuristic(problem, gemm_bucket_m(bucket), sm_count));
+    for (const Tile& t : candidate_tiles(problem.n, problem.k, bucket, sm_count, gemm_problem_prepacked(problem))) {
+      const TileConfig c = to_config(as_grouped(problem, t));
+      if ((!grouped || t.split_k == 1) && std::find(configs.begin(), configs.end(), c) == configs.end()) configs.push_back(c);
+    }
     return configs;
   }
 
