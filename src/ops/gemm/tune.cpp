@@ -123,7 +123,7 @@ struct Scratch {
       g.a = a.get();
     g.b.data = weights[size_t(copy)].get();
     g.b_prepacked = gemm_problem_prepacked(p);
-    g.b.scales = g.b_prepacked ? nullptr : scales[size_t(copy)].get();
+    g.b.scales = scales.empty() ? nullptr : scales[size_t(copy)].get();  // (a grouped prepacked weight holds its own)
     g.b.scale_layout = g.b_prepacked ? ScaleLayout::linear : ScaleLayout(p.scale_layout);
     g.b.global_scale.value = 1.0f / 256;
     g.d = d.get(), g.d_dtype = DType(p.out_dtype);
