@@ -151,7 +151,7 @@ TEST_SUITE("tuning") {
     // grouped: an expert count in range, contiguous or masked, at most 512 rows per expert
     GemmProblem grouped = p;
     grouped.groups = -1;
-    CHECK_THROWS_WITH_AS(tune(grouped), doctest::Contains("groups = -1 must be 0 (a dense weight) to 65536"), Error);
+    CHECK_THROWS_WITH_AS(tune(grouped), doctest::Contains("groups = -1 must be 1 to 65536"), Error);
     grouped.groups = 8, grouped.grouped_layout = GroupedLayout::batched;
     CHECK_THROWS_WITH_AS(tune(grouped), doctest::Contains("grouped_layout = 3 is not contiguous or masked"), Error);
     grouped.grouped_layout = GroupedLayout::masked;

@@ -9,6 +9,7 @@
 #include "core/driver.hpp"
 #include "core/error.hpp"
 #include "core/gpu_util.hpp"
+#include "core/manifest.hpp"
 #include "core/prewarm.hpp"
 #include "core/tuning_table.hpp"
 #include "ops/gemm/dispatch.hpp"
@@ -24,7 +25,6 @@ constexpr const char* kWho = "nvfp4::jit::tune";
 // A grouped problem's buckets stop at 512 rows per expert: past that its scratch rows (every
 // expert's) would take gigabytes, and the tile is the dense one's for as many rows.
 constexpr int64_t kMaxTunedGroupedM = 512;
-constexpr int32_t kMaxTunedGroups = 65536;
 // A winner must beat the heuristic by this much: timing noise never replaces it.
 constexpr double kMinGain = 0.02;
 
@@ -244,8 +244,9 @@ std::vector<TunedBucket> tune(const GemmProblem& problem, const TuneOptions& opt
   gemm_call(probe, "nvfp4::jit::gemm");
   if (options.runs < 1) fail(Status::invalid_argument, "{}: runs = {} must be at least 1", kWho, options.runs);
   if (options.m < 0) fail(Status::invalid_argument, "{}: m = {} must be 0 (every bucket) or positive", kWho, options.m);
-  if (problem.groups < 0 || problem.groups > kMaxTunedGroups)
-    fail(Status::invalid_argument, "{}: groups = {} must be 0 (a dense weight) to {}", kWho, problem.groups, kMaxTunedGroups);
+  if (problem.groups)  // (0: a dense weight)
+    if (const std::string why = weight_shape_problem(problem.n, problem.k, problem.groups); !why.empty())
+      fail(Status::invalid_argument, "{}: {}", kWho, why);
   if (problem.groups && problem.grouped_layout != GroupedLayout::contiguous && problem.grouped_layout != GroupedLayout::masked)
     fail(Status::invalid_argument, "{}: grouped_layout = {} is not contiguous or masked (a batched weight's tile follows its "
          "rows: it has no expected_m to tune for)", kWho, int(problem.grouped_layout));
