@@ -218,12 +218,13 @@ TEST_SUITE("gemm_sm90") {
     KernelSpec masked = spec;
     masked.flags = uint8_t((masked.flags & ~kFlagGroupedContiguous) | kFlagGroupedMasked);
     CHECK(backend.kernel_name(masked).find("_persistent") != std::string::npos);
-    // 64 rows: one CTA an SM, as many stages as fit (42 KiB: four beside 16 KiB of sums)
+    // 64 rows: three consumers, one CTA an SM, as many 256-deep stages as fit (three)
     const TileConfig taller = backend.heuristic(problem, 64, 132);
+    CAPTURE(backend.describe(taller));
     CHECK(taller.block_m == 64);
-    CHECK(taller.stages == 4);
+    CHECK(taller.stages == 3);
     CHECK(backend.plan(gemm_spec(problem, taller), 4096, 132).shape.grid[0] == 132u);
-    CHECK(generate(gemm_spec(problem, taller)).source.find("__launch_bounds__(384)") != std::string::npos);
+    CHECK(generate(gemm_spec(problem, taller)).source.find("__launch_bounds__(512)") != std::string::npos);
     // a 16-row tile of the ModelOpt layout: one CTA an SM (two would spill its registers)
     KernelSpec modelopt = sm90_problem(7168, 2048);
     modelopt.groups = 256;
@@ -292,6 +293,31 @@ TEST_SUITE("gemm_sm90") {
     CHECK(sm90::bucket_tile(8192, 8192, 576, 132, false).consumers == 2);
     CHECK(sm90::bucket_tile(8192, 8192, 576, 132, true).block_m == 192);
   }
+  TEST_CASE("grouped heuristic: the groups fill the grid, so past 16 rows per group the widest tiles, at most 128 high") {
+    // the expert shapes of `bench grouped`: 256 or 128 experts
+    for (auto [n, k, groups] : {std::tuple{4096, 7168, 256}, {7168, 2048, 256}, {1536, 2048, 128}, {5760, 2880, 128}})
+      for (bool prepacked : {true, false}) {
+        std::string line = fmt::format("N {} K {} G {} {}:", n, k, groups, prepacked ? "prepacked" : "linear");
+        for (int bucket : {8, 16, 32, 64, 128, 256, 512}) {
+          const sm90::Tile t = sm90::bucket_tile(n, k, bucket, 132, prepacked, groups);
+          CAPTURE(line);
+          CAPTURE(bucket);
+          line += fmt::format(" {}:{}", bucket, sm90::describe(t));
+          CHECK(sm90::tile_problem(t, k) == "");
+          if (bucket <= 16) CHECK(t == sm90::bucket_tile(n, k, bucket, 132, prepacked));  // decode: as dense
+          if (bucket > 16) {
+            CHECK(t.split_k == 1);
+            CHECK(t.consumers == (prepacked ? 3 : 2));
+            CHECK(t.block_m == std::min(bucket, 128));
+          }
+          if (bucket > 16 && bucket <= 64) CHECK(t.k_slices == (prepacked ? 1 : 2));
+        }
+        MESSAGE(line);
+      }
+    // few groups leave SMs idle: the dense choice (the batched wo_a: 8 groups of 1536 rows)
+    CHECK(sm90::bucket_tile(1536, 8192, 32, 132, true, 8) == sm90::bucket_tile(1536, 8192, 32, 132, true));
+  }
+
   TEST_CASE("candidates: the heuristic's tile first, every candidate buildable, no duplicates") {
     for (int bucket : kGemmMBuckets)
       for (int64_t n : {8, 2880, 8192, 28672})

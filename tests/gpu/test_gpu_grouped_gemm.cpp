@@ -434,6 +434,24 @@ TEST_SUITE("gpu_grouped_gemm") {
     run_grouped({GroupedLayout::masked, 24, 48, 1024, 1024, ScaleLayout::swizzled128x4, DType::bf16, DType::fp32}, rng, 1);
   }
 
+  TEST_CASE("the widest grouped tiles (17-128 rows per group, groups filling the grid) against float64") {
+    std::mt19937 rng(std::random_device{}());
+    // 128 groups of 1000 weight rows: three consumer warpgroups on a prepacked weight, two with
+    // two k slices (up to 64 rows) on ModelOpt's; a persistent grid up to 64 rows, then a CTA a tile
+    for (int64_t expected_m : {32, 64, 128})
+      for (bool prepacked : {false, true}) {
+        CAPTURE(expected_m);
+        CAPTURE(prepacked);
+        GroupedCase c{GroupedLayout::contiguous, 128, 1024, 1000, 768, ScaleLayout::linear, DType::bf16, DType::bf16, prepacked};
+        c.expected_m = expected_m;
+        c.gather = expected_m == 64;
+        run_grouped(c, rng);
+      }
+    GroupedCase masked{GroupedLayout::masked, 128, 24, 1000, 512, ScaleLayout::swizzled128x4, DType::bf16, DType::fp32, true};
+    masked.expected_m = 32;
+    run_grouped(masked, rng, 1);  // captured, the groups' rows redrawn
+  }
+
   TEST_CASE("grouped small shapes for the sanitizers: persistent CTAs whose ring wraps, rows gathered") {
     std::mt19937 rng(std::random_device{}());
     run_grouped({GroupedLayout::contiguous, 128, 1024, 256, 1024, ScaleLayout::linear, DType::bf16, DType::bf16, true}, rng);

@@ -270,6 +270,8 @@ int gemm_problem_grouped(const KernelSpec& problem) {
                                                   : nvfp4k::GROUPED_NONE;
 }
 
+int gemm_problem_groups(const KernelSpec& problem) { return gemm_problem_grouped(problem) ? problem.groups : 0; }
+
 KernelSpec gemm_spec(const KernelSpec& problem, const TileConfig& tile) {
   KernelSpec spec = problem;
   spec.tile = tile;

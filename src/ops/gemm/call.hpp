@@ -71,6 +71,8 @@ KernelSpec gemm_fp4_problem(KernelSpec problem, ScaleLayout a_layout);
 bool gemm_problem_prepacked(const KernelSpec& problem);
 // nvfp4k::GroupedLayoutCode of a problem (GROUPED_NONE for a dense one).
 int gemm_problem_grouped(const KernelSpec& problem);
+// Its groups, 0 for a dense problem (the backends' tile heuristics take them so).
+int gemm_problem_groups(const KernelSpec& problem);
 // The problem with `tile`: a kernel spec.
 KernelSpec gemm_spec(const KernelSpec& problem, const TileConfig& tile);
 

@@ -1,8 +1,12 @@
 #include "ops/gemm/tune.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <thread>
+
+#include <fmt/format.h>
 
 #include "common/params.cuh"
 #include "common/tile_scheduler.cuh"
@@ -27,6 +31,15 @@ constexpr const char* kWho = "nvfp4::jit::tune";
 constexpr int64_t kMaxTunedGroupedM = 512;
 // A winner must beat the heuristic by this much: timing noise never replaces it.
 constexpr double kMinGain = 0.02;
+
+// NVFP4_JIT_TUNE_LOG=1: every candidate's time on stderr, for the heuristic's next revision.
+bool log_candidates() {
+  static const bool on = [] {
+    const char* v = std::getenv("NVFP4_JIT_TUNE_LOG");
+    return v && std::string(v) == "1";
+  }();
+  return on;
+}
 
 // Scratch inputs for timing: random activations (16-bit, or NVFP4 with finite scales in the
 // problem's A layout), `copies` weights at different addresses (L2 keys on addresses, so
@@ -197,7 +210,12 @@ std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const KernelSpec& p
     };
     const std::vector<TileConfig>& tiles = candidates[b];
     std::vector<double> us;
-    for (const TileConfig& t : tiles) us.push_back(time_us(t));
+    for (const TileConfig& t : tiles) {
+      us.push_back(time_us(t));
+      if (log_candidates())
+        std::fprintf(stderr, "tune: N %lld K %lld%s M %lld: %-28s %10.2f us\n", (long long)problem.n, (long long)problem.k,
+                     grouped ? fmt::format(" G {}", problem.groups).c_str() : "", (long long)m, backend.describe(t).c_str(), us.back());
+    }
     size_t best = size_t(std::min_element(us.begin(), us.end()) - us.begin());
     if (us[0] <= us[best] * (1 + kMinGain)) best = 0;  // tiles[0] is the heuristic's
 

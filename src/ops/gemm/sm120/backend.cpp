@@ -23,9 +23,6 @@ namespace {
 
 static_assert(sizeof(nvfp4k::GemmW4A4Params) <= GemmPlan::kMaxParamBytes);
 
-// The tiles' groups argument: 0 for a dense problem.
-int groups(const KernelSpec& problem) { return gemm_problem_grouped(problem) ? problem.groups : 0; }
-
 class Sm120Backend final : public GemmBackend {
  public:
   std::string_view name() const override { return "sm120"; }
@@ -46,12 +43,12 @@ class Sm120Backend final : public GemmBackend {
   }
 
   TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count) const override {
-    return to_config(heuristic_tile(problem.n, problem.k, m, sm_count, groups(problem)));
+    return to_config(heuristic_tile(problem.n, problem.k, m, sm_count, gemm_problem_groups(problem)));
   }
 
   std::vector<TileConfig> candidates(const KernelSpec& problem, int bucket, int sm_count) const override {
     std::vector<TileConfig> configs;
-    for (const Tile& t : candidate_tiles(problem.n, problem.k, bucket, sm_count, groups(problem)))
+    for (const Tile& t : candidate_tiles(problem.n, problem.k, bucket, sm_count, gemm_problem_groups(problem)))
       configs.push_back(to_config(t));
     return configs;
   }

@@ -83,8 +83,8 @@ class Sm90Backend final : public GemmBackend {
   std::string unsupported(const KernelSpec&) const override { return {}; }
 
   TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count) const override {
-    Tile t = heuristic_tile(problem.n, problem.k, m, sm_count, gemm_problem_prepacked(problem));
-    if (gemm_problem_grouped(problem)) t.split_k = 1;  // the groups' tiles fill the grid
+    Tile t = heuristic_tile(problem.n, problem.k, m, sm_count, gemm_problem_prepacked(problem), gemm_problem_groups(problem));
+    t.split_k = gemm_problem_grouped(problem) ? 1 : t.split_k;  // a grouped grid runs unsplit
     return to_config(as_grouped(problem, t));
   }
 
@@ -97,7 +97,7 @@ class Sm90Backend final : public GemmBackend {
     const bool grouped = gemm_problem_grouped(problem);
     std::vector<TileConfig> configs;
     if (grouped) configs.push_back(heuristic(problem, gemm_bucket_m(bucket), sm_count));
-    for (const Tile& t : candidate_tiles(problem.n, problem.k, bucket, sm_count, gemm_problem_prepacked(problem))) {
+    for (const Tile& t : candidate_tiles(problem.n, problem.k, bucket, sm_count, gemm_problem_prepacked(problem), gemm_problem_groups(problem))) {
       const TileConfig c = to_config(as_grouped(problem, t));
       if ((!grouped || t.split_k == 1) && std::find(configs.begin(), configs.end(), c) == configs.end()) configs.push_back(c);
     }

@@ -61,13 +61,14 @@ namespace {
 // (docs/perf.md says on which shapes): with two consumer warpgroups a CTA's k-tile costs its
 // rows plus the weight decode, worth about 55 rows; one consumer does half the rows' tensor
 // work, but its decode, with half the warps to hide latency, is worth about 70. A split-K
-// reduction costs about 10 k-tiles; the grid runs in whole waves.
-double modelled_cost(const Tile& t, int64_t m, int64_t n, int64_t k, int sm_count) {
+// reduction costs about 10 k-tiles; the grid runs in whole waves. A grouped grid (groups > 0)
+// holds each group's tiles of m rows.
+double modelled_cost(const Tile& t, int64_t m, int64_t n, int64_t k, int sm_count, int groups) {
   constexpr double kReduceKTiles = 10;
   // three consumers (a prepacked weight): half again the rows of two, and a decode worth about 50
   const double per_ktile = t.consumers == 1 ? 70.0 + t.block_m / 2.0 : t.consumers == 2 ? 55.0 + t.block_m : 50.0 + 1.5 * t.block_m;
   const int64_t row_step = gemm_row_step(m, t.block_m);
-  const int64_t tiles = (n + 64 * t.consumers - 1) / (64 * t.consumers) * ((m + row_step - 1) / row_step);
+  const int64_t tiles = (n + 64 * t.consumers - 1) / (64 * t.consumers) * ((m + row_step - 1) / row_step) * std::max(groups, 1);
   const int64_t split = gemm_split_tiles(tiles, t.split_k, sm_count);
   auto waves = [&](int64_t ctas) { return double((ctas + sm_count - 1) / sm_count); };
   const int64_t ktiles = (k + 127) / 128;  // 128-deep, whatever the stages' depth
@@ -114,12 +115,13 @@ const std::vector<Tile>& modelled_candidates(int64_t k, bool prepacked) {
   return it->second;
 }
 
-Tile modelled_tile(const std::vector<Tile>& candidates, int64_t n, int64_t k, int64_t m, int sm_count) {
+Tile modelled_tile(const std::vector<Tile>& candidates, int64_t n, int64_t k, int64_t m, int sm_count, int groups) {
   Tile best;
   double best_cost = 0;
   for (const Tile& c : candidates) {
+    if (groups > 0 && c.split_k > 1) continue;  // the groups' tiles fill the grid
     // three consumers' fit rests on three shapes: taken where the model has them save 5%
-    const double cost = modelled_cost(c, m, n, k, sm_count) * (c.consumers == 3 ? 1.05 : 1.0);
+    const double cost = modelled_cost(c, m, n, k, sm_count, groups) * (c.consumers == 3 ? 1.05 : 1.0);
     if (best.block_m == 0 || cost < best_cost) best = c, best_cost = cost;
   }
   best.block_m = gemm_trimmed_height(best.block_m, m);
@@ -161,18 +163,41 @@ Tile small_m_tile(int64_t n, int64_t k, int bucket, int rows, int sm_count) {
   return t;
 }
 
-}  // namespace
+// Whether `groups` groups of n weight rows make a grid of at least two waves of the widest
+// tiles (192 weight rows): then no SM waits for a tile, whatever the tile's width.
+bool groups_fill_grid(int64_t n, int groups, int sm_count) { return groups * ((n + 191) / 192) >= 2 * int64_t(sm_count); }
 
-Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, bool prepacked) {
-  const int bucket = gemm_m_bucket(m);
-  if (m > kGemmLargestTrimmedM) m = gemm_bucket_m(bucket);
-  // Up to 128 rows one row tile: the bucket's, as high as m's rows.
-  if (bucket <= 128) return small_m_tile(n, k, bucket, gemm_trimmed_height(bucket, m), sm_count);
-  return modelled_tile(modelled_candidates(k, prepacked), n, k, m, sm_count);
+// A grouped problem's row tile past 16 rows per group where the groups fill the grid: the
+// tile that decodes the weight best, with no SM left idle to trade for. Measured with
+// `nvfp4-jit tune` on the four expert shapes of `bench grouped` (docs/perf.md): three consumers
+// on a prepacked weight, two with two k slices on the ModelOpt layout (its decode wants the
+// warps), one k slice from 128 rows (registers); 256-deep stages up to 32 rows (64 prepacked).
+// At most 128 rows: taller tiles ran faster on evenly routed experts but up to 17% slower on
+// skewed ones, whose many small experts leave most of a tall tile's rows empty.
+Tile grouped_tile(int bucket, int rows, bool prepacked) {
+  Tile t;
+  t.block_m = std::min(rows, 128);
+  t.consumers = prepacked ? 3 : 2;
+  t.k_slices = !prepacked && bucket <= 64 ? 2 : 1;
+  t.block_k = bucket <= (prepacked ? 64 : 32) ? 256 : 128;
+  t.stages = int(max_stages(t));
+  return t;
 }
 
-Tile bucket_tile(int64_t n, int64_t k, int bucket, int sm_count, bool prepacked) {
-  return heuristic_tile(n, k, gemm_bucket_m(bucket), sm_count, prepacked);
+}  // namespace
+
+Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, bool prepacked, int groups) {
+  const int bucket = gemm_m_bucket(m);
+  if (m > kGemmLargestTrimmedM) m = gemm_bucket_m(bucket);
+  if (bucket > 16 && groups > 0 && groups_fill_grid(n, groups, sm_count))
+    return grouped_tile(bucket, bucket <= 128 ? gemm_trimmed_height(bucket, m) : 128, prepacked);
+  // Up to 128 rows one row tile: the bucket's, as high as m's rows.
+  if (bucket <= 128) return small_m_tile(n, k, bucket, gemm_trimmed_height(bucket, m), sm_count);
+  return modelled_tile(modelled_candidates(k, prepacked), n, k, m, sm_count, groups);
+}
+
+Tile bucket_tile(int64_t n, int64_t k, int bucket, int sm_count, bool prepacked, int groups) {
+  return heuristic_tile(n, k, gemm_bucket_m(bucket), sm_count, prepacked, groups);
 }
 
 std::string tile_problem(const Tile& t, int64_t k) {
@@ -194,8 +219,8 @@ std::string tile_problem(const Tile& t, int64_t k) {
   return {};
 }
 
-std::vector<Tile> candidate_tiles(int64_t n, int64_t k, int bucket, int sm_count, bool prepacked) {
-  const Tile heuristic = bucket_tile(n, k, bucket, sm_count, prepacked);
+std::vector<Tile> candidate_tiles(int64_t n, int64_t k, int bucket, int sm_count, bool prepacked, int groups) {
+  const Tile heuristic = bucket_tile(n, k, bucket, sm_count, prepacked, groups);
   std::vector<Tile> tiles{heuristic};
   // Above 128 rows the row tile's height is a choice too. One consumer warpgroup doubles the
   // CTAs of a grid that would leave SMs idle; two, or two k slices, put twice the warps on each

@@ -38,16 +38,18 @@ std::string tile_problem(const Tile& tile, int64_t k);
 
 // The tile an untuned call with m rows runs: up to M = 128 one row tile as high as m's rows,
 // past kGemmLargestTrimmedM the large bucket's, else the cost model's at m, trimmed to m's rows.
-// `prepacked`: the weight is prepacked, which also allows three consumer warpgroups.
-Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, bool prepacked);
+// `prepacked`: the weight is prepacked, which also allows three consumer warpgroups. `groups`:
+// a grouped problem's (m is then rows per group, and its grid holds every group's tiles), 0 for
+// a dense one.
+Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, bool prepacked, int groups = 0);
 
 // The heuristic's tile for a bucket: heuristic_tile at the bucket's largest M.
-Tile bucket_tile(int64_t n, int64_t k, int bucket, int sm_count, bool prepacked = false);
+Tile bucket_tile(int64_t n, int64_t k, int bucket, int sm_count, bool prepacked = false, int groups = 0);
 
 // The tuner's search space for a bucket: the heuristic's tile first, then one to three
 // consumers and k slices, block_k 128 / 256, 4 stages or as many as fit, split-K 1 / 2 / 4 / 8
 // (and above M = 128 row tiles of 128, 192 and 256 too); only tiles tile_problem accepts.
-std::vector<Tile> candidate_tiles(int64_t n, int64_t k, int bucket, int sm_count, bool prepacked);
+std::vector<Tile> candidate_tiles(int64_t n, int64_t k, int bucket, int sm_count, bool prepacked, int groups = 0);
 
 // The CTAs an SM of the persistent grid a grouped kernel of `layout` (nvfp4k::GroupedLayoutCode)
 // on `tile` runs, or 0 (a CTA a tile). Contiguous and masked groups on tiles of up to 64 rows
