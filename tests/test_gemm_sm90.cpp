@@ -293,12 +293,12 @@ TEST_SUITE("gemm_sm90") {
     CHECK(sm90::bucket_tile(8192, 8192, 576, 132, false).consumers == 2);
     CHECK(sm90::bucket_tile(8192, 8192, 576, 132, true).block_m == 192);
   }
-  TEST_CASE("grouped heuristic: the groups fill the grid, so past 16 rows per group the widest tiles, at most 128 high") {
+  TEST_CASE("grouped heuristic: the groups fill the grid, so past 16 rows per group the widest tiles, at most 192 high") {
     // the expert shapes of `bench grouped`: 256 or 128 experts
     for (auto [n, k, groups] : {std::tuple{4096, 7168, 256}, {7168, 2048, 256}, {1536, 2048, 128}, {5760, 2880, 128}})
       for (bool prepacked : {true, false}) {
         std::string line = fmt::format("N {} K {} G {} {}:", n, k, groups, prepacked ? "prepacked" : "linear");
-        for (int bucket : {8, 16, 32, 64, 128, 256, 512}) {
+        for (int bucket : {8, 16, 32, 64, 128, 192, 256, 320, 512}) {
           const sm90::Tile t = sm90::bucket_tile(n, k, bucket, 132, prepacked, groups);
           CAPTURE(line);
           CAPTURE(bucket);
@@ -308,12 +308,17 @@ TEST_SUITE("gemm_sm90") {
           if (bucket > 16) {
             CHECK(t.split_k == 1);
             CHECK(t.consumers == (prepacked ? 3 : 2));
-            CHECK(t.block_m == std::min(bucket, 128));
+            // as many row tiles as the bucket's rows need, each as high as they hold
+            const int tiles = (bucket + 191) / 192;
+            CHECK(t.block_m == ((bucket + tiles - 1) / tiles + 15) / 16 * 16);
           }
           if (bucket > 16 && bucket <= 64) CHECK(t.k_slices == (prepacked ? 1 : 2));
         }
         MESSAGE(line);
       }
+    // expected_m 160 (DeepSeek-V3 at 4096 tokens): one tile of 160 rows, not two of 128
+    CHECK(sm90::heuristic_tile(7168, 2048, 160, 132, true, 256).block_m == 160);
+    CHECK(sm90::heuristic_tile(7168, 2048, 320, 132, true, 256).block_m == 160);
     // few groups leave SMs idle: the dense choice (the batched wo_a: 8 groups of 1536 rows)
     CHECK(sm90::bucket_tile(1536, 8192, 32, 132, true, 8) == sm90::bucket_tile(1536, 8192, 32, 132, true));
   }

@@ -434,7 +434,7 @@ TEST_SUITE("gpu_grouped_gemm") {
     run_grouped({GroupedLayout::masked, 24, 48, 1024, 1024, ScaleLayout::swizzled128x4, DType::bf16, DType::fp32}, rng, 1);
   }
 
-  TEST_CASE("the widest grouped tiles (17-128 rows per group, groups filling the grid) against float64") {
+  TEST_CASE("the widest grouped tiles (17-192 rows per group, groups filling the grid) against float64") {
     std::mt19937 rng(std::random_device{}());
     // 128 groups of 1000 weight rows: three consumer warpgroups on a prepacked weight, two with
     // two k slices (up to 64 rows) on ModelOpt's; a persistent grid up to 64 rows, then a CTA a tile
@@ -445,6 +445,16 @@ TEST_SUITE("gpu_grouped_gemm") {
         GroupedCase c{GroupedLayout::contiguous, 128, 1024, 1000, 768, ScaleLayout::linear, DType::bf16, DType::bf16, prepacked};
         c.expected_m = expected_m;
         c.gather = expected_m == 64;
+        run_grouped(c, rng);
+      }
+    // past 128 rows: one tile of 160 rows an expert (expected_m 160), two (320); 96 groups of
+    // 0 to 300 rows, so full, narrowed and second tiles
+    for (int64_t expected_m : {160, 320})
+      for (bool prepacked : {false, true}) {
+        CAPTURE(expected_m);
+        CAPTURE(prepacked);
+        GroupedCase c{GroupedLayout::contiguous, 96, 96 * 200, 560, 512, ScaleLayout::swizzled128x4, DType::bf16, DType::bf16, prepacked};
+        c.expected_m = expected_m;
         run_grouped(c, rng);
       }
     GroupedCase masked{GroupedLayout::masked, 128, 24, 1000, 512, ScaleLayout::swizzled128x4, DType::bf16, DType::fp32, true};

@@ -132,12 +132,12 @@ void resolve_batched_strides(const Check& check, const GroupedGemmArgs& ga, Gemm
 int64_t grouped_default_expected_m(int64_t m, int32_t groups) {
   // A quarter more than the mean rows per group: with routing's spread, a tile of the mean
   // leaves many groups a second, nearly empty row tile that decodes the group's whole weight
-  // again. From 16 to 512 rows, the power of two at or above that, at most 256: taller tiles cut
-  // the hot groups of a skewed routing into fewer tiles (docs/perf-log.md, the expected_m sweep).
+  // again. From 16 to 128 rows, the power of two at or above that: taller tiles cut the hot
+  // groups of a skewed routing into fewer tiles (docs/perf-log.md, the expected_m sweep).
   const int64_t rows = std::max<int64_t>(1, (m + m / 4) / groups);
-  if (rows < 16 || rows > 512) return rows;
+  if (rows < 16 || rows > 128) return rows;
   int64_t p = 16;
-  while (p < rows && p < 256) p *= 2;
+  while (p < rows) p *= 2;
   return p;
 }
 

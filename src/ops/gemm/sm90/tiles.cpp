@@ -172,11 +172,13 @@ bool groups_fill_grid(int64_t n, int groups, int sm_count) { return groups * ((n
 // `nvfp4-jit tune` on the four expert shapes of `bench grouped` (docs/perf.md): three consumers
 // on a prepacked weight, two with two k slices on the ModelOpt layout (its decode wants the
 // warps), one k slice from 128 rows (registers); 256-deep stages up to 32 rows (64 prepacked).
-// At most 128 rows: taller tiles ran faster on evenly routed experts but up to 17% slower on
-// skewed ones, whose many small experts leave most of a tall tile's rows empty.
+// Row tiles of at most kGroupedTallest rows, as many as m rows need and as high as they hold
+// (128-256 rows on two tiles of up to 128 left half the experts a third, nearly empty tile
+// that decodes the weight again; a taller tile narrows its MMA to a group's last rows).
+constexpr int kGroupedTallest = 192;
 Tile grouped_tile(int bucket, int rows, bool prepacked) {
   Tile t;
-  t.block_m = std::min(rows, 128);
+  t.block_m = rows;
   t.consumers = prepacked ? 3 : 2;
   t.k_slices = !prepacked && bucket <= 64 ? 2 : 1;
   t.block_k = bucket <= (prepacked ? 64 : 32) ? 256 : 128;
@@ -190,7 +192,7 @@ Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, bool prepacke
   const int bucket = gemm_m_bucket(m);
   if (m > kGemmLargestTrimmedM) m = gemm_bucket_m(bucket);
   if (bucket > 16 && groups > 0 && groups_fill_grid(n, groups, sm_count))
-    return grouped_tile(bucket, bucket <= 128 ? gemm_trimmed_height(bucket, m) : 128, prepacked);
+    return grouped_tile(bucket, gemm_trimmed_height(std::min(bucket, kGroupedTallest), m), prepacked);
   // Up to 128 rows one row tile: the bucket's, as high as m's rows.
   if (bucket <= 128) return small_m_tile(n, k, bucket, gemm_trimmed_height(bucket, m), sm_count);
   return modelled_tile(modelled_candidates(k, prepacked), n, k, m, sm_count, groups);
