@@ -302,7 +302,7 @@ namespace {
 
 // One MoE layer's expert GEMM: `experts` weights [n, k], tokens routed to `topk` of them each.
 struct MoeShape {
-  const char* name;
+  std::string name;
   int64_t n, k;
   int experts, topk;
 };
@@ -403,7 +403,8 @@ std::string bench_batched(EventTimer& timer, int runs, double copy_bps, const Cu
 
 }  // namespace
 
-std::string bench_grouped(bool quick, const std::vector<int64_t>& expected_ms, const std::vector<int64_t>& tokens) {
+std::string bench_grouped(bool quick, const GroupedBenchFilter& only) {
+  const std::vector<int64_t>& expected_ms = only.expected_ms;
   std::mt19937 rng(std::random_device{}());
   EventTimer timer;
   Cublas cublas;
@@ -424,15 +425,20 @@ std::string bench_grouped(bool quick, const std::vector<int64_t>& expected_ms, c
     for (int64_t v : expected_ms) std::printf(" %lld", (long long)v);
     std::printf(" (us), in the same turns\n");
   }
-  const std::vector<MoeShape> shapes = quick ? std::vector<MoeShape>{{"dsv3 gate_up", 4096, 7168, 256, 8},
-                                                                      {"qwen3-30b", 1536, 2048, 128, 8}}
-                                             : std::vector<MoeShape>{{"dsv3 gate_up", 4096, 7168, 256, 8},
-                                                                     {"dsv3 down", 7168, 2048, 256, 8},
-                                                                     {"qwen3-30b", 1536, 2048, 128, 8},
-                                                                     {"gpt-oss-120b", 5760, 2880, 128, 4}};
-  const std::vector<int64_t> token_counts = !tokens.empty() ? tokens
-                                            : quick          ? std::vector<int64_t>{1, 16, 512, 4096}
-                                                             : std::vector<int64_t>{1, 16, 128, 512, 4096, 16384};
+  std::vector<MoeShape> shapes = quick ? std::vector<MoeShape>{{"dsv3 gate_up", 4096, 7168, 256, 8},
+                                                                {"qwen3-30b", 1536, 2048, 128, 8}}
+                                       : std::vector<MoeShape>{{"dsv3 gate_up", 4096, 7168, 256, 8},
+                                                               {"dsv3 down", 7168, 2048, 256, 8},
+                                                               {"qwen3-30b", 1536, 2048, 128, 8},
+                                                               {"gpt-oss-120b", 5760, 2880, 128, 4}};
+  if (!only.weights.empty()) {
+    shapes.clear();
+    for (const detail::WeightShape& w : only.weights)
+      shapes.push_back({fmt::format("{}x{}x{}", w.n, w.k, w.groups), w.n, w.k, w.groups, only.topk});
+  }
+  const std::vector<int64_t> token_counts = !only.tokens.empty() ? only.tokens
+                                            : quick               ? std::vector<int64_t>{1, 16, 512, 4096}
+                                                                  : std::vector<int64_t>{1, 16, 128, 512, 4096, 16384};
   std::string json = "[";
   for (const MoeShape& s : shapes) {
     // every expert's weight: one random weight prepacked into each slot (distinct addresses, so
@@ -540,7 +546,7 @@ std::string bench_grouped(bool quick, const std::vector<int64_t>& expected_ms, c
       const double combine_floor_us = 2.0 * s.n * (rows + tokens) / copy_bps * 1e6;
       const char* routing_name = routing == Routing::zipf ? "zipf" : "uniform";
       std::printf("  %-14s %7s %6lld %6lld %8lld %9.2f %9.2f %7.0f%% %9.2f %10.2f %8.2fx %8.2f %10.2f %7.0f%% %10.2f %7.2fx\n",
-                  s.name, routing_name, (long long)tokens, (long long)rows, (long long)touched, us[0], floor_us,
+                  s.name.c_str(), routing_name, (long long)tokens, (long long)rows, (long long)touched, us[0], floor_us,
                   100 * floor_us / us[0], us[1], theirs, theirs > 0 ? theirs / us[0] : 0.0, route_us, combine_us,
                   100 * combine_floor_us / combine_us, grouped_us, grouped_us > 0 ? grouped_us / us[0] : 0.0);
       std::printf("      rows gathered through row_index: %.2f us (%.2fx the sorted rows' time)\n", gathered_us,
@@ -559,7 +565,7 @@ std::string bench_grouped(bool quick, const std::vector<int64_t>& expected_ms, c
                           theirs, route_us, combine_us, combine_floor_us, grouped_us, gathered_us, hinted_json);
     }
   }
-  return bench_batched(timer, runs, copy_bps, cublas, json, rng) + "]";
+  return (only.weights.empty() ? bench_batched(timer, runs, copy_bps, cublas, json, rng) : json) + "]";
 }
 
 }  // namespace nvfp4::jit::cli

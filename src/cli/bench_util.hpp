@@ -54,9 +54,15 @@ struct GemmBenchFilter {
   std::vector<int64_t> ms;
 };
 std::string bench_gemm(bool quick, const GemmBenchFilter& only);
+// Restricts `bench grouped`: expert shapes (weights: N, K and the experts as groups, each token
+// routed to topk of them; given, the batched wo_a is left out), token counts, and expected_m
+// hints timed in turns with the default (empty: the default set, none).
+struct GroupedBenchFilter {
+  std::vector<detail::WeightShape> weights;
+  int topk = 8;
+  std::vector<int64_t> tokens, expected_ms;
+};
 // grouped_gemm on MoE expert shapes, beside the byte floor, our dense gemm and a cuBLAS loop.
-// expected_ms: grouped_gemm also timed with each of these expected_m hints (the tile's rows per
-// expert), in turns with the default. tokens: only these token counts (empty: the default set).
-std::string bench_grouped(bool quick, const std::vector<int64_t>& expected_ms = {}, const std::vector<int64_t>& tokens = {});
+std::string bench_grouped(bool quick, const GroupedBenchFilter& only = {});
 
 }  // namespace nvfp4::jit::cli

@@ -296,7 +296,7 @@ std::string bandwidth_bench(const char* title, bool quick, Make make) {
 }  // namespace
 
 int cmd_bench(const Args& args) {
-  args.allow_only({"--out", "--quick", "--shape", "--m", "--expected-m", "--tokens", "--in-dtype"});
+  args.allow_only({"--out", "--quick", "--shape", "--m", "--expected-m", "--tokens", "--topk", "--in-dtype"});
   constexpr const char* kWhat = "core, dequantize, quantize, rmsnorm-quantize, swiglu-quantize, mhc-rmsnorm-quantize, gemm, grouped";
   if (args.positional().size() != 1) throw UsageError(fmt::format("expected one of: {}", kWhat));
   const std::string what = args.positional()[0];
@@ -305,8 +305,11 @@ int cmd_bench(const Args& args) {
     throw UsageError(fmt::format("unknown benchmark `{}` (one of: {})", what, kWhat));
   // The GEMM filter is checked before the GPU is looked for, so a typo is a usage error anywhere.
   GemmBenchFilter only;
-  if ((args.has("--shape") || args.has("--m")) && what != "gemm") throw UsageError("--shape and --m are for `bench gemm`");
-  for (const std::string& shape : args.all("--shape")) only.weights.push_back(detail::parse_shape(shape));
+  GroupedBenchFilter grouped;
+  if (args.has("--shape") && what != "gemm" && what != "grouped") throw UsageError("--shape is for `bench gemm` and `bench grouped`");
+  if (args.has("--m") && what != "gemm") throw UsageError("--m is for `bench gemm`");
+  for (const std::string& shape : args.all("--shape"))
+    (what == "grouped" ? grouped.weights : only.weights).push_back(detail::parse_shape(shape));
   // comma-separated positive integers, from every use of `flag`
   auto positive_list = [&](const char* flag, const char* what_it_is) {
     std::vector<int64_t> values;
@@ -324,10 +327,19 @@ int cmd_bench(const Args& args) {
     return values;
   };
   only.ms = positive_list("--m", "M");
-  if (args.has("--expected-m") && what != "grouped") throw UsageError("--expected-m is for `bench grouped`");
-  const std::vector<int64_t> expected_ms = positive_list("--expected-m", "expected_m");
-  if (args.has("--tokens") && what != "grouped") throw UsageError("--tokens is for `bench grouped`");
-  const std::vector<int64_t> grouped_tokens = positive_list("--tokens", "a token count");
+  for (const char* flag : {"--expected-m", "--tokens", "--topk"})
+    if (args.has(flag) && what != "grouped") throw UsageError(fmt::format("{} is for `bench grouped`", flag));
+  grouped.expected_ms = positive_list("--expected-m", "expected_m");
+  grouped.tokens = positive_list("--tokens", "a token count");
+  if (args.has("--topk")) {
+    const std::vector<int64_t> topk = positive_list("--topk", "experts a token is routed to");
+    if (topk.size() != 1 || grouped.weights.empty()) throw UsageError("--topk takes one count, for the experts of --shape N,K,G");
+    grouped.topk = int(std::min<int64_t>(topk[0], 1 << 20));  // past any expert count
+  }
+  for (const detail::WeightShape& w : grouped.weights)
+    if (w.groups < grouped.topk)
+      throw UsageError(fmt::format("--shape {},{},{}: {} experts, fewer than the {} each token is routed to (--topk, default 8)",
+                                   w.n, w.k, w.groups, w.groups, grouped.topk));
   if (args.has("--in-dtype") && what != "swiglu-quantize") throw UsageError("--in-dtype is for `bench swiglu-quantize`");
   const std::string in_dtype = args.has("--in-dtype") ? args.get("--in-dtype") : "bf16";
   if (in_dtype != "bf16" && in_dtype != "fp16") throw UsageError(fmt::format("--in-dtype {}: bf16 or fp16", in_dtype));
@@ -344,7 +356,7 @@ int cmd_bench(const Args& args) {
   } else if (what == "gemm") {
     json = bench_gemm(quick, only);
   } else if (what == "grouped") {
-    json = bench_grouped(quick, expected_ms, grouped_tokens);
+    json = bench_grouped(quick, grouped);
   } else if (what == "dequantize") {
     json = bandwidth_bench("dequantize: NVFP4 -> BF16, linear scales", quick, [](int64_t m, int64_t k, std::mt19937& rng) {
       return std::unique_ptr<Workload>(new DequantizeWorkload(m, k, rng));

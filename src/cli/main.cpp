@@ -102,7 +102,7 @@ Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in m
 )"},
     {"bench", R"(usage: nvfp4-jit bench core|dequantize|quantize|rmsnorm-quantize|swiglu-quantize|mhc-rmsnorm-quantize|gemm|grouped
                         [--out FILE.json] [--quick]
-                        [--shape N,K]... [--m M[,M...]] [--expected-m E[,E...]] [--tokens T[,T...]]
+                        [--shape N,K[,G]]... [--m M[,M...]] [--expected-m E[,E...]] [--tokens T[,T...]] [--topk T]
                         [--in-dtype bf16|fp16]
 
   core        cold NVRTC compile per kernel, disk-cache hit (load to first launch),
@@ -127,9 +127,10 @@ Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in m
               touched experts' byte floor, our dense gemm on the same rows, a per-expert
               cuBLAS BF16 loop and cublasGemmGroupedBatchedEx; --expected-m also times
               each of those expected_m hints (the tile's rows per expert); --tokens
-              times only those token counts. Then the batched
-              layout (wo_a: 8 groups, 1536 x 8192) against our dense gemm and
-              cublasGemmStridedBatchedEx
+              times only those token counts; --shape N,K,G only those expert shapes
+              (G experts of N x K, each token routed to --topk of them, default 8).
+              Then, without --shape, the batched layout (wo_a: 8 groups, 1536 x 8192)
+              against our dense gemm and cublasGemmStridedBatchedEx
 Times are GPU time (the host's launch costs are not in them: see bench core).
 Needs a GPU (exit 3 without one).
 )"},
@@ -167,7 +168,7 @@ int main(int argc, char** argv) {
   try {
     const Args args(rest, {"--manifest", "--shape", "--arch", "--sms", "-j", "--out", "--m", "--runs", "--layout", "--older-than",
                            "--a-dtype", "--d-dtype", "--bias", "--b-layout", "--a-scales", "--grouped", "--in-dtype",
-                           "--a-from", "--expected-m", "--tokens"});
+                           "--a-from", "--expected-m", "--tokens", "--topk"});
     if (args.has("--help") || args.has("-h")) {
       std::fputs(verb_help(verb), stdout);
       return kOk;
