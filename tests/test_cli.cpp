@@ -219,25 +219,22 @@ TEST_SUITE("cli") {
     r = run(cli() + " bench quantize --m 16");
     CHECK(r.code == 2);
     CHECK(r.err.find("--m is for `bench gemm`") != std::string::npos);
-    r = run(cli() + " bench quantize --shape 4096,4096");
-    CHECK(r.code == 2);
-    CHECK(r.err.find("--shape is for `bench gemm` and `bench grouped`") != std::string::npos);
+    // a usage error (exit 2) whose message holds `message`
+    auto usage_error = [&](const std::string& arguments, const std::string& message) {
+      CAPTURE(arguments);
+      const auto e = run(cli() + arguments);
+      CHECK(e.code == 2);
+      CHECK(e.err.find(message) != std::string::npos);
+    };
+    usage_error(" bench quantize --shape 4096,4096", "--shape is for `bench gemm` and `bench grouped`");
     // bench grouped: expert shapes N,K,G and the experts a token is routed to
     CHECK(run(cli() + " bench grouped --shape 4096,7168,256 --topk 8 --tokens 16").code == 3);
     CHECK(run(cli() + " bench grouped --shape 1536,2048,128").code == 3);
-    r = run(cli() + " bench grouped --shape 1536,2048,4");
-    CHECK(r.code == 2);
-    CHECK(r.err.find("--shape 1536,2048,4: 4 experts, fewer than the 8 each token is routed to") != std::string::npos);
-    r = run(cli() + " bench grouped --shape 1536,2048,4 --topk 0");
-    CHECK(r.code == 2);
-    CHECK(r.err.find("--topk 0") != std::string::npos);
-    r = run(cli() + " bench grouped --topk 4");
-    CHECK(r.code == 2);
-    CHECK(r.err.find("--topk takes one count, for the experts of --shape N,K,G") != std::string::npos);
-    r = run(cli() + " bench gemm --topk 4");
-    CHECK(r.code == 2);
-    CHECK(r.err.find("--topk is for `bench grouped`") != std::string::npos);
-    CHECK(run(cli() + " bench grouped --shape 1536,2048,8 --topk 4,2").code == 2);
+    usage_error(" bench grouped --shape 1536,2048,4", "--shape 1536,2048,4: 4 experts, fewer than the 8 each token is routed to");
+    usage_error(" bench grouped --shape 1536,2048,4 --topk 0", "--topk 0");
+    usage_error(" bench grouped --topk 4", "--topk takes one count, for the experts of --shape N,K,G");
+    usage_error(" bench gemm --topk 4", "--topk is for `bench grouped`");
+    usage_error(" bench grouped --shape 1536,2048,8 --topk 4,2", "--topk takes one count");
     r = run(cli() + " bench quantize --in-dtype fp16");
     CHECK(r.code == 2);
     CHECK(r.err.find("--in-dtype is for `bench swiglu-quantize`") != std::string::npos);
