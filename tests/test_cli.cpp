@@ -235,6 +235,11 @@ TEST_SUITE("cli") {
     usage_error(" bench grouped --topk 4", "--topk takes one count, for the experts of --shape N,K,G");
     usage_error(" bench gemm --topk 4", "--topk is for `bench grouped`");
     usage_error(" bench grouped --shape 1536,2048,8 --topk 4,2", "--topk takes one count");
+    usage_error(" bench grouped --shape 1536,2048,8 --topk 9", "--shape 1536,2048,8: 8 experts, fewer than the 9 each token is routed to");
+    usage_error(" bench grouped --shape 1536,2048", "--shape 1536,2048: give the experts too (N,K,G)");
+    usage_error(" bench gemm --shape 1536,2048,8", "--shape 1536,2048,8: experts are for `bench grouped`");
+    usage_error(" bench grouped --shape 1536,2048,1024", "--shape 1536,2048,1024: at most 512 experts");
+    usage_error(" bench grouped --shape 1536,2064,128", "--shape 1536,2064,128: K must be a multiple of 32");
     r = run(cli() + " bench quantize --in-dtype fp16");
     CHECK(r.code == 2);
     CHECK(r.err.find("--in-dtype is for `bench swiglu-quantize`") != std::string::npos);

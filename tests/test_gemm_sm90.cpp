@@ -229,6 +229,20 @@ TEST_SUITE("gemm_sm90") {
     KernelSpec modelopt = sm90_problem(7168, 2048);
     modelopt.groups = 256;
     modelopt.flags |= kFlagGroupedContiguous;
+    // 64 rows of it: two consumers of two k slices, persistent, their sums in a region of their
+    // own (64 x 128 fp32, 32 KiB) beside as many stages as fit
+    const KernelSpec sliced = gemm_spec(modelopt, backend.heuristic(modelopt, 64, 132));
+    CAPTURE(backend.kernel_name(sliced));
+    CHECK(sliced.tile.block_m == 64);
+    CHECK(sliced.tile.block_n == 128);
+    CHECK(backend.kernel_name(sliced).find("wg2x2") != std::string::npos);
+    CHECK(backend.kernel_name(sliced).find("_persistent") != std::string::npos);
+    CHECK(backend.tile_problem(sliced).empty());
+    const unsigned bk = sliced.tile.block_k;  // a stage: activation boxes, packed weights, scales
+    CHECK(backend.shared_bytes(sliced) >= 32u * 1024 + unsigned(sliced.tile.stages) * (bk / 64 * 64 * 128 + 128 * bk / 2 + 8 * bk));
+    CHECK(sliced.tile.stages >= 4);
+    CHECK(backend.shared_bytes(sliced) <= 227u * 1024);
+    CHECK(generate(sliced).source.find("__launch_bounds__(640)") != std::string::npos);
     const KernelSpec sixteen = gemm_spec(modelopt, backend.for_rows(backend.heuristic(modelopt, 16, 132), 16));
     CAPTURE(backend.kernel_name(sixteen));
     CHECK(sixteen.tile.block_m == 16);
@@ -294,16 +308,24 @@ TEST_SUITE("gemm_sm90") {
     CHECK(sm90::bucket_tile(8192, 8192, 576, 132, true).block_m == 192);
   }
   TEST_CASE("grouped heuristic: the groups fill the grid, so past 16 rows per group the widest tiles, at most 192 high") {
+    const GemmBackend& backend = sm90_backend();
     // the expert shapes of `bench grouped`: 256 or 128 experts
     for (auto [n, k, groups] : {std::tuple{4096, 7168, 256}, {7168, 2048, 256}, {1536, 2048, 128}, {5760, 2880, 128}})
       for (bool prepacked : {true, false}) {
         std::string line = fmt::format("N {} K {} G {} {}:", n, k, groups, prepacked ? "prepacked" : "linear");
+        KernelSpec problem = sm90_problem(n, k, prepacked);
+        problem.groups = groups;
+        problem.flags |= kFlagGroupedContiguous;
         for (int bucket : {8, 16, 32, 64, 128, 192, 256, 320, 512}) {
           const sm90::Tile t = sm90::bucket_tile(n, k, bucket, 132, prepacked, groups);
           CAPTURE(line);
           CAPTURE(bucket);
           line += fmt::format(" {}:{}", bucket, sm90::describe(t));
-          CHECK(sm90::tile_problem(t, k) == "");
+          // the kernel that runs (persistent up to 64 rows, with its ring and partial sums) builds
+          const KernelSpec runs = gemm_spec(problem, backend.heuristic(problem, gemm_bucket_m(bucket), 132));
+          CAPTURE(backend.kernel_name(runs));
+          CHECK(backend.tile_problem(runs) == "");
+          CHECK(backend.shared_bytes(runs) <= 227u * 1024);
           if (bucket <= 16) CHECK(t == sm90::bucket_tile(n, k, bucket, 132, prepacked));  // decode: as dense
           if (bucket > 16) {
             CHECK(t.split_k == 1);
@@ -319,8 +341,11 @@ TEST_SUITE("gemm_sm90") {
     // expected_m 160 (DeepSeek-V3 at 4096 tokens): one tile of 160 rows, not two of 128
     CHECK(sm90::heuristic_tile(7168, 2048, 160, 132, true, 256).block_m == 160);
     CHECK(sm90::heuristic_tile(7168, 2048, 320, 132, true, 256).block_m == 160);
-    // few groups leave SMs idle: the dense choice (the batched wo_a: 8 groups of 1536 rows)
+    // few groups leave SMs idle (the batched wo_a: 8 groups of 1536 rows): up to 128 rows the
+    // dense choice; past it the cost model's, which counts all eight groups' tiles and never splits
     CHECK(sm90::bucket_tile(1536, 8192, 32, 132, true, 8) == sm90::bucket_tile(1536, 8192, 32, 132, true));
+    CHECK(sm90::bucket_tile(1536, 8192, 512, 132, true).split_k == 2);  // one group of 1536 rows: split
+    CHECK(sm90::bucket_tile(1536, 8192, 512, 132, true, 8).split_k == 1);
   }
 
   TEST_CASE("candidates: the heuristic's tile first, every candidate buildable, no duplicates") {

@@ -558,10 +558,10 @@ std::string bench_grouped(bool quick, const GroupedBenchFilter& only) {
         hinted_json += fmt::format(R"({}{{"expected_m":{},"us":{:.3f}}})", i ? "," : "", expected_ms[i], us[hinted_at + i]);
       }
       std::fflush(stdout);
-      json += fmt::format(R"({}{{"shape":"{}","routing":"{}","tokens":{},"rows":{},"experts_touched":{},"us":{:.3f},)"
+      json += fmt::format(R"({}{{"shape":"{}","n":{},"k":{},"experts":{},"topk":{},"routing":"{}","tokens":{},"rows":{},"experts_touched":{},"us":{:.3f},)"
                           R"("floor_us":{:.3f},"dense_us":{:.3f},"cublas_loop_us":{:.3f},"route_us":{:.3f},)"
                           R"("combine_us":{:.3f},"combine_floor_us":{:.3f},"cublas_grouped_us":{:.3f},"gathered_us":{:.3f},"hinted":[{}]}})",
-                          json.size() > 1 ? "," : "", s.name, routing_name, tokens, rows, touched, us[0], floor_us, us[1],
+                          json.size() > 1 ? "," : "", s.name, s.n, s.k, s.experts, s.topk, routing_name, tokens, rows, touched, us[0], floor_us, us[1],
                           theirs, route_us, combine_us, combine_floor_us, grouped_us, gathered_us, hinted_json);
     }
   }

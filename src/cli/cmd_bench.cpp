@@ -18,6 +18,7 @@
 #include "core/kernel_store.hpp"
 #include "core/launcher.hpp"
 #include "ops/dequantize_op.hpp"
+#include "ops/moe_route_op.hpp"
 
 namespace nvfp4::jit::cli {
 
@@ -310,6 +311,8 @@ int cmd_bench(const Args& args) {
   if (args.has("--m") && what != "gemm") throw UsageError("--m is for `bench gemm`");
   for (const std::string& shape : args.all("--shape"))
     (what == "grouped" ? grouped.weights : only.weights).push_back(detail::parse_shape(shape));
+  for (const detail::WeightShape& w : only.weights)
+    if (w.groups != 1) throw UsageError(fmt::format("--shape {},{},{}: experts are for `bench grouped`", w.n, w.k, w.groups));
   // comma-separated positive integers, from every use of `flag`
   auto positive_list = [&](const char* flag, const char* what_it_is) {
     std::vector<int64_t> values;
@@ -331,15 +334,24 @@ int cmd_bench(const Args& args) {
     if (args.has(flag) && what != "grouped") throw UsageError(fmt::format("{} is for `bench grouped`", flag));
   grouped.expected_ms = positive_list("--expected-m", "expected_m");
   grouped.tokens = positive_list("--tokens", "a token count");
+  int64_t topk = grouped.topk;
   if (args.has("--topk")) {
-    const std::vector<int64_t> topk = positive_list("--topk", "experts a token is routed to");
-    if (topk.size() != 1 || grouped.weights.empty()) throw UsageError("--topk takes one count, for the experts of --shape N,K,G");
-    grouped.topk = int(std::min<int64_t>(topk[0], 1 << 20));  // past any expert count
+    const std::vector<int64_t> counts = positive_list("--topk", "experts a token is routed to");
+    if (counts.size() != 1 || grouped.weights.empty()) throw UsageError("--topk takes one count, for the experts of --shape N,K,G");
+    topk = counts[0];
   }
-  for (const detail::WeightShape& w : grouped.weights)
-    if (w.groups < grouped.topk)
-      throw UsageError(fmt::format("--shape {},{},{}: {} experts, fewer than the {} each token is routed to (--topk, default 8)",
-                                   w.n, w.k, w.groups, w.groups, grouped.topk));
+  // what the bench's prepack, moe_route and GEMM would refuse only after the experts are built
+  for (const detail::WeightShape& w : grouped.weights) {
+    const std::string shape = fmt::format("--shape {},{},{}", w.n, w.k, w.groups);
+    if (w.groups < 2) throw UsageError(fmt::format("--shape {},{}: give the experts too (N,K,G)", w.n, w.k));
+    if (w.groups > detail::kMoeRouteMaxGroups)
+      throw UsageError(fmt::format("{}: at most {} experts (moe_route's)", shape, detail::kMoeRouteMaxGroups));
+    if (w.k % 32) throw UsageError(fmt::format("{}: K must be a multiple of 32 (the GEMM's)", shape));
+    if (w.groups < topk)
+      throw UsageError(fmt::format("{}: {} experts, fewer than the {} each token is routed to{}", shape, w.groups, topk,
+                                   args.has("--topk") ? "" : " (--topk, default 8)"));
+  }
+  grouped.topk = int(topk);
   if (args.has("--in-dtype") && what != "swiglu-quantize") throw UsageError("--in-dtype is for `bench swiglu-quantize`");
   const std::string in_dtype = args.has("--in-dtype") ? args.get("--in-dtype") : "bf16";
   if (in_dtype != "bf16" && in_dtype != "fp16") throw UsageError(fmt::format("--in-dtype {}: bf16 or fp16", in_dtype));

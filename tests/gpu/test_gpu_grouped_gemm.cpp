@@ -436,20 +436,21 @@ TEST_SUITE("gpu_grouped_gemm") {
 
   TEST_CASE("the widest grouped tiles (17-192 rows per group, groups filling the grid) against float64") {
     std::mt19937 rng(std::random_device{}());
-    // 128 groups of 1000 weight rows: three consumer warpgroups on a prepacked weight, two with
-    // two k slices (up to 64 rows) on ModelOpt's; a persistent grid up to 64 rows, then a CTA a tile
+    // 128 groups of 400 weight rows: three consumer warpgroups on a prepacked weight, two with
+    // two k slices (up to 64 rows) on ModelOpt's; a persistent grid up to 64 rows, then a CTA a
+    // tile. Groups of 0 to 3 expected_m rows: empty, full and partial tiles.
     for (int64_t expected_m : {32, 64, 128})
       for (bool prepacked : {false, true}) {
         CAPTURE(expected_m);
         CAPTURE(prepacked);
-        GroupedCase c{GroupedLayout::contiguous, 128, 1024, 1000, 768, ScaleLayout::linear, DType::bf16, DType::bf16, prepacked};
+        GroupedCase c{GroupedLayout::contiguous, 128, 128 * 2 * expected_m, 400, 512, ScaleLayout::linear, DType::bf16, DType::bf16, prepacked};
         c.expected_m = expected_m;
         c.gather = expected_m == 64;
         run_grouped(c, rng);
       }
-    // past 128 rows: one tile of 160 rows an expert (expected_m 160), two (320); 96 groups of
-    // 0 to 300 rows, so full, narrowed and second tiles
-    for (int64_t expected_m : {160, 320})
+    // past 128 rows: one tile of 160 rows an expert (expected_m 160), of 192 (192), two of 160
+    // (320), three of 176 (512); 96 groups of 0 to 300 rows, so full, narrowed and later tiles
+    for (int64_t expected_m : {160, 192, 320, 512})
       for (bool prepacked : {false, true}) {
         CAPTURE(expected_m);
         CAPTURE(prepacked);

@@ -48,8 +48,8 @@ void bind_epilogue(KernelParams& p, const GemmCall& call) {
 GemmCall gemm_call(const GemmArgs& args, const char* who);
 GemmCall grouped_gemm_call(const GroupedGemmArgs& args, const char* who);
 // A contiguous grouped call's expected_m where the caller gives none, from its m rows (an upper
-// bound of all groups') in `groups` groups: 1.25 m / groups, from 16 to 512 rows rounded up to a
-// power of two, at most 256.
+// bound of all groups') in `groups` groups: 1.25 m / groups, from 16 to 128 rows rounded up to a
+// power of two.
 int64_t grouped_default_expected_m(int64_t m, int32_t groups);
 // The M a call's tile is chosen for: m, or a grouped call's rows per group.
 int64_t gemm_tile_rows(const GemmCall& call);

@@ -168,13 +168,14 @@ Tile small_m_tile(int64_t n, int64_t k, int bucket, int rows, int sm_count) {
 bool groups_fill_grid(int64_t n, int groups, int sm_count) { return groups * ((n + 191) / 192) >= 2 * int64_t(sm_count); }
 
 // A grouped problem's row tile past 16 rows per group where the groups fill the grid: the
-// tile that decodes the weight best, with no SM left idle to trade for. Measured with
-// `nvfp4-jit tune` on the four expert shapes of `bench grouped` (docs/perf.md): three consumers
-// on a prepacked weight, two with two k slices on the ModelOpt layout (its decode wants the
-// warps), one k slice from 128 rows (registers); 256-deep stages up to 32 rows (64 prepacked).
-// Row tiles of at most kGroupedTallest rows, as many as m rows need and as high as they hold
-// (128-256 rows on two tiles of up to 128 left half the experts a third, nearly empty tile
-// that decodes the weight again; a taller tile narrows its MMA to a group's last rows).
+// tile that decodes the weight best, with no SM left idle to trade for. From a sweep of the
+// tuner's candidates on the four expert shapes of `bench grouped` (docs/perf-log.md): three
+// consumers on a prepacked weight, two with two k slices on the ModelOpt layout (its decode
+// wants the warps), one k slice from 128 rows (registers); 256-deep stages up to 32 rows (64
+// prepacked). As few row tiles of at most kGroupedTallest rows as m rows need, each as high as
+// they hold: every row tile decodes the group's weight again (256 +- 16 rows an expert on
+// 128-row tiles gave half the experts a third, nearly empty tile), and a tile narrows its MMA
+// to a group's last rows.
 constexpr int kGroupedTallest = 192;
 Tile grouped_tile(int bucket, int rows, bool prepacked) {
   Tile t;

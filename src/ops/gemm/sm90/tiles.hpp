@@ -40,7 +40,8 @@ std::string tile_problem(const Tile& tile, int64_t k);
 // past kGemmLargestTrimmedM the large bucket's, else the cost model's at m, trimmed to m's rows.
 // `prepacked`: the weight is prepacked, which also allows three consumer warpgroups. `groups`:
 // a grouped problem's (m is then rows per group, and its grid holds every group's tiles), 0 for
-// a dense one.
+// a dense one; past 16 rows, where the groups' tiles fill the grid twice over, the widest tile
+// in row tiles of up to 192 rows (grouped_tile), unsplit.
 Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, bool prepacked, int groups = 0);
 
 // The heuristic's tile for a bucket: heuristic_tile at the bucket's largest M.
