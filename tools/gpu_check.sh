@@ -34,6 +34,7 @@ compute-sanitizer --tool racecheck --error-exitcode 9 $B/nvfp4_jit_gpu_tests --n
 tail -3 "$OUT/racecheck.txt"
 step examples; $B/gemm_example 16 4096 4096 || status=1; $B/dequantize_example 4096 4096 || status=1
 $B/w4a4_example 16 4096 4096 || status=1; $B/w4a4_example 300 2880 2880 || status=1
+$B/moe_layer_example || status=1
 fi
 [ "$PART" = tests ] && { echo; echo "gpu_check status: $status"; exit $status; }
 step prewarm for this GPU; $B/nvfp4-jit prewarm --manifest llama-3.1-8b --arch sm_90a --quiet
@@ -42,6 +43,7 @@ step bench dequantize; $B/nvfp4-jit bench dequantize $QUICK --out "$OUT/bench_de
 step bench quantize; $B/nvfp4-jit bench quantize $QUICK --out "$OUT/bench_quantize.json" || status=1
 step bench rmsnorm-quantize; $B/nvfp4-jit bench rmsnorm-quantize $QUICK --out "$OUT/bench_rmsnorm_quantize.json" || status=1
 step bench gemm; $B/nvfp4-jit bench gemm $QUICK --out "$OUT/bench_gemm.json" || status=1
+step bench grouped; $B/nvfp4-jit bench grouped --quick --out "$OUT/bench_grouped.json" || status=1
 step SASS
 for f in $(find "$NVFP4_JIT_CACHE_DIR/v1/sm_90a" -name '*.cubin'); do
   name=$(cuobjdump -elf "$f" | grep -o 'nvfp4_[a-z0-9_]*' | head -1)
