@@ -83,23 +83,20 @@ class Sm90Backend final : public GemmBackend {
   std::string unsupported(const KernelSpec&) const override { return {}; }
 
   TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count) const override {
-    Tile t = heuristic_tile(problem.n, problem.k, m, sm_count, gemm_problem_prepacked(problem), gemm_problem_groups(problem));
-    t.split_k = gemm_problem_grouped(problem) ? 1 : t.split_k;  // a grouped grid runs unsplit
-    return to_config(as_grouped(problem, t));
+    return to_config(as_grouped(problem, heuristic_tile(problem.n, problem.k, m, sm_count, gemm_problem_prepacked(problem),
+                                                        gemm_problem_groups(problem))));
   }
 
   // its row height trimmed to m's rows (every height of 16 rows builds)
   TileConfig for_rows(const TileConfig& tile, int64_t m) const override { return gemm_trimmed_to_rows(tile, m); }
 
-  // A grouped problem's: the heuristic's first, then the unsplit candidates, each with the ring a
-  // persistent grid of its height holds.
+  // The heuristic's tile first (candidate_tiles' order; a grouped problem's all unsplit), each
+  // persistent one with the ring a persistent grid of its height holds.
   std::vector<TileConfig> candidates(const KernelSpec& problem, int bucket, int sm_count) const override {
-    const bool grouped = gemm_problem_grouped(problem);
     std::vector<TileConfig> configs;
-    if (grouped) configs.push_back(heuristic(problem, gemm_bucket_m(bucket), sm_count));
     for (const Tile& t : candidate_tiles(problem.n, problem.k, bucket, sm_count, gemm_problem_prepacked(problem), gemm_problem_groups(problem))) {
       const TileConfig c = to_config(as_grouped(problem, t));
-      if ((!grouped || t.split_k == 1) && std::find(configs.begin(), configs.end(), c) == configs.end()) configs.push_back(c);
+      if (std::find(configs.begin(), configs.end(), c) == configs.end()) configs.push_back(c);
     }
     return configs;
   }

@@ -194,9 +194,12 @@ Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, bool prepacke
   if (m > kGemmLargestTrimmedM) m = gemm_bucket_m(bucket);
   if (bucket > 16 && groups > 0 && groups_fill_grid(n, groups, sm_count))
     return grouped_tile(bucket, gemm_trimmed_height(std::min(bucket, kGroupedTallest), m), prepacked);
-  // Up to 128 rows one row tile: the bucket's, as high as m's rows.
-  if (bucket <= 128) return small_m_tile(n, k, bucket, gemm_trimmed_height(bucket, m), sm_count);
-  return modelled_tile(modelled_candidates(k, prepacked), n, k, m, sm_count, groups);
+  if (bucket > 128) return modelled_tile(modelled_candidates(k, prepacked), n, k, m, sm_count, groups);
+  // Up to 128 rows one row tile: the bucket's, as high as m's rows. A grouped grid runs unsplit
+  // (the kernel has no grouped split-K).
+  Tile t = small_m_tile(n, k, bucket, gemm_trimmed_height(bucket, m), sm_count);
+  if (groups > 0) t.split_k = 1;
+  return t;
 }
 
 Tile bucket_tile(int64_t n, int64_t k, int bucket, int sm_count, bool prepacked, int groups) {
@@ -238,6 +241,7 @@ std::vector<Tile> candidate_tiles(int64_t n, int64_t k, int bucket, int sm_count
         for (int block_k : {128, 256})
           for (bool most_stages : {false, true})
             for (int split_k : {1, 2, 4, 8}) {
+              if (groups > 0 && split_k > 1) continue;  // a grouped grid runs unsplit
               Tile t = heuristic;
               t.block_m = block_m;
               t.k_slices = k_slices;
