@@ -152,21 +152,25 @@ TEST_SUITE("gemm") {
     }
   }
 
-  TEST_CASE("grouped default expected_m: 1.25 x the mean rows per group; from 16 to 128 a power of two") {
+  TEST_CASE("grouped default expected_m: 1.25 x the mean rows per group, from 16 to 128 a power of two; then mean + 2.5 sqrt(mean)") {
     CHECK(grouped_default_expected_m(8, 256) == 1);          // decode: fewer rows than groups
     CHECK(grouped_default_expected_m(128, 256) == 1);
     CHECK(grouped_default_expected_m(1024, 128) == 10);      // under 16: as it is
     CHECK(grouped_default_expected_m(4096, 256) == 32);      // mean 16: 20 -> 32
     CHECK(grouped_default_expected_m(4096, 128) == 64);      // mean 32: 40 -> 64
     CHECK(grouped_default_expected_m(10240, 128) == 128);    // mean 80: 100 -> 128
-    CHECK(grouped_default_expected_m(32768, 256) == 160);    // mean 128: past 128 rows, as it is
-    CHECK(grouped_default_expected_m(32768, 128) == 320);    // mean 256
-    CHECK(grouped_default_expected_m(131072, 128) == 1280);  // mean 1024
+    CHECK(grouped_default_expected_m(32768, 256) == 157);    // mean 128 (DeepSeek-V3, 4096 tokens): one 160-row tile
+    CHECK(grouped_default_expected_m(32768, 128) == 296);    // mean 256: two tiles of 160
+    CHECK(grouped_default_expected_m(131072, 256) == 569);   // mean 512: three tiles of 192, not four of 160
+    CHECK(grouped_default_expected_m(131072, 128) == 1104);  // mean 1024: six of 192, not seven
     for (int64_t m = 1; m < 30000; m += 7) {
       const int64_t e = grouped_default_expected_m(m, 64), rows = std::max<int64_t>(1, (m + m / 4) / 64);
+      const double mean = double(m) / 64;
       CAPTURE(m);
       CHECK(e >= 1);
-      CHECK((rows < 16 || rows > 128 ? e == rows : e <= 128 && (e & (e - 1)) == 0 && e >= rows));
+      if (rows < 16) CHECK(e == rows);
+      else if (rows <= 128) CHECK((e <= 128 && (e & (e - 1)) == 0 && e >= rows));
+      else CHECK((e >= mean + 2.5 * std::sqrt(mean) && e < mean + 2.5 * std::sqrt(mean) + 1 && e >= 128));
     }
   }
 

@@ -9,7 +9,6 @@
 #include <cmath>
 #include <cstring>
 #include <random>
-#include <thread>
 
 #include "../dequantize_fixture.hpp"
 #include "gemm_output.hpp"
@@ -71,20 +70,16 @@ uint16_t to_half_bits(DType t, float v) {
 std::vector<double> reference(const Case& c, const std::vector<double>& a, const std::vector<double>& w, double gw,
                               const std::vector<double>& bias) {
   std::vector<double> ref(size_t(c.m * c.n));
-  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
-  std::vector<std::thread> pool;
-  for (unsigned t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      for (int64_t m = t; m < c.m; m += threads)
-        for (int64_t n = 0; n < c.n; ++n) {
-          const double* ar = &a[size_t(m * c.k)];
-          const double* wr = &w[size_t(n * c.k)];
-          double s = 0;
-          for (int64_t k = 0; k < c.k; ++k) s += ar[k] * wr[k];
-          ref[size_t(m * c.n + n)] = c.alpha * gw * s + (bias.empty() ? 0.0 : bias[size_t(n)]);
-        }
-    });
-  for (auto& th : pool) th.join();
+  testutil::on_all_cores([&](unsigned t, unsigned threads) {
+    for (int64_t m = t; m < c.m; m += threads)
+      for (int64_t n = 0; n < c.n; ++n) {
+        const double* ar = &a[size_t(m * c.k)];
+        const double* wr = &w[size_t(n * c.k)];
+        double s = 0;
+        for (int64_t k = 0; k < c.k; ++k) s += ar[k] * wr[k];
+        ref[size_t(m * c.n + n)] = c.alpha * gw * s + (bias.empty() ? 0.0 : bias[size_t(n)]);
+      }
+  });
   return ref;
 }
 

@@ -1,15 +1,27 @@
-// One element of a GEMM's output (BF16, FP16 or FP32 bytes, as downloaded) as a double, and its
-// error against a float64 reference.
+// One element of a GEMM's output (BF16, FP16 or FP32 bytes, as downloaded) as a double, its
+// error against a float64 reference, and the threads that compute the reference.
 #pragma once
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <thread>
+#include <vector>
 
 #include "common/nvfp4_format.cuh"
 #include "nvfp4/jit.hpp"
 
 namespace testutil {
+
+// Runs body(t, threads) on a thread per core and waits: float64 references and checks split
+// their rows among the threads as r = t, t + threads, ...
+template <class Body>
+inline void on_all_cores(Body&& body) {
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t) pool.emplace_back([&body, t, threads] { body(t, threads); });
+  for (auto& th : pool) th.join();
+}
 
 inline double half_bits_to_double(nvfp4::jit::DType t, uint16_t h) {
   return t == nvfp4::jit::DType::bf16 ? nvfp4k::bf16_bits_to_float(h) : nvfp4k::fp16_bits_to_float(h);

@@ -6,9 +6,12 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <string>
+#include <thread>
 
 #include "../dequantize_fixture.hpp"
 #include "gemm_output.hpp"
@@ -203,6 +206,16 @@ void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
   g.gemm.d = d_out.get(), g.gemm.d_dtype = c.d;
   (c.layout == GroupedLayout::masked ? g.masked_m : g.group_ends) = d_sizes.as<int32_t>();
 
+  // each group's weight decoded once (E2M1 x E4M3 products are exact in float)
+  std::vector<std::vector<float>> decoded(size_t(c.groups));
+  testutil::on_all_cores([&](unsigned t, unsigned threads) {
+    for (int gi = int(t); gi < c.groups; gi += int(threads)) {
+      std::vector<float>& d = decoded[size_t(gi)];
+      d.resize(size_t(c.n * c.k));
+      for (int64_t n = 0; n < c.n; ++n)
+        for (int64_t k = 0; k < c.k; ++k) d[size_t(n * c.k + k)] = float(weights.w[size_t(gi)].value(n, k));
+    }
+  });
   GroupedRunner runner(replays > 0);
   for (int round = 0; round <= replays; ++round) {
     std::vector<int32_t> sizes;
@@ -220,46 +233,65 @@ void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
     std::vector<int> group_of(size_t(rows), -1);
     for (int gi = 0; gi < c.groups; ++gi)
       for (int64_t r = group_rows[size_t(gi)].first; r < group_rows[size_t(gi)].second; ++r) group_of[size_t(r)] = gi;
+    // The rows checked over all cores; each thread stops at its first wrong element, and the
+    // lowest of those rows is the first wrong one.
+    struct Verdict {
+      double err2 = 0, ref2 = 0;
+      int64_t row = INT64_MAX;  // the first wrong row; none yet
+      std::string what;
+    };
+    std::vector<Verdict> verdicts(std::max(1u, std::thread::hardware_concurrency()));
+    testutil::on_all_cores([&](unsigned t, unsigned threads) {
+      Verdict& v = verdicts[t];
+      auto wrong = [&](int64_t r, std::string what) {
+        v.row = r;
+        v.what = "round " + std::to_string(round) + ": " + what;
+      };
+      for (int64_t r = t; r < rows && v.row == INT64_MAX; r += threads)
+        for (int64_t n = 0; n < c.n; ++n) {
+          const size_t at = size_t(r * c.n + n) * esize;
+          const std::string element = "element (" + std::to_string(r) + ", " + std::to_string(n) + ")";
+          const int gi = group_of[size_t(r)];
+          if (gi < 0) {
+            if (!std::all_of(&got[at], &got[at] + esize, [](uint8_t b) { return b == 0xFF; })) {
+              wrong(r, "row " + std::to_string(r) + " belongs to no group but " + element + " was written");
+              break;
+            }
+            continue;
+          }
+          const double got_v = testutil::output_value(c.d, &got[at]);
+          const int64_t src = row_index[size_t(r)];
+          if (src < 0 || src >= a_rows) {  // an index outside A: the row is NaN, nothing else is read
+            if (!std::isnan(got_v)) {
+              wrong(r, "row " + std::to_string(r) + " has index " + std::to_string(src) + " outside A's " +
+                           std::to_string(a_rows) + " rows, but " + element + " = " + std::to_string(got_v) + ", expected NaN");
+              break;
+            }
+            continue;
+          }
+          const float* wr = &decoded[size_t(gi)][size_t(n * c.k)];
+          double s = 0;
+          for (int64_t k = 0; k < c.k; ++k) s += ad[size_t(src * c.k + k)] * wr[k];
+          const double ref = s * weights.gscale[size_t(gi)] * a_scale_factor(gi);
+          if (!std::isfinite(got_v)) {
+            wrong(r, "group " + std::to_string(gi) + ", first unwritten or non-finite " + element + " = " +
+                         std::to_string(got_v) + ", expected " + std::to_string(ref));
+            break;
+          }
+          v.err2 += (got_v - ref) * (got_v - ref);
+          v.ref2 += ref * ref;
+        }
+    });
     double err2 = 0, ref2 = 0;
-    bool ok = true;
-    for (int64_t r = 0; r < rows && ok; ++r)
-      for (int64_t n = 0; n < c.n; ++n) {
-        const size_t at = size_t(r * c.n + n) * esize;
-        const int gi = group_of[size_t(r)];
-        if (gi < 0) {
-          if (!std::all_of(&got[at], &got[at] + esize, [](uint8_t b) { return b == 0xFF; })) {
-            FAIL_CHECK("round " << round << ": row " << r << " belongs to no group but element (" << r << ", " << n
-                                << ") was written");
-            ok = false;
-            break;
-          }
-          continue;
-        }
-        const double v = testutil::output_value(c.d, &got[at]);
-        const testutil::HostNvfp4& w = weights.w[size_t(gi)];
-        double s = 0;
-        const int64_t src = row_index[size_t(r)];
-        if (src < 0 || src >= a_rows) {  // an index outside A: the row is NaN, nothing else is read
-          if (!std::isnan(v)) {
-            FAIL_CHECK("round " << round << ": row " << r << " has index " << src << " outside A's " << a_rows
-                                << " rows, but element (" << r << ", " << n << ") = " << v << ", expected NaN");
-            ok = false;
-            break;
-          }
-          continue;
-        }
-        for (int64_t k = 0; k < c.k; ++k) s += ad[size_t(src * c.k + k)] * w.value(n, k);
-        const double ref = s * weights.gscale[size_t(gi)] * a_scale_factor(gi);
-        if (!std::isfinite(v)) {
-          FAIL_CHECK("round " << round << ": group " << gi << ", first unwritten or non-finite element (" << r << ", " << n
-                              << ") = " << v << ", expected " << ref);
-          ok = false;
-          break;
-        }
-        err2 += (v - ref) * (v - ref);
-        ref2 += ref * ref;
-      }
-    if (!ok) break;
+    const Verdict* first = nullptr;
+    for (const Verdict& v : verdicts) {
+      err2 += v.err2, ref2 += v.ref2;
+      if (v.row != INT64_MAX && (!first || v.row < first->row)) first = &v;
+    }
+    if (first) {
+      FAIL_CHECK(first->what);
+      break;
+    }
     const double rel = std::sqrt(err2 / std::max(ref2, 1e-300));
     const double bound = c.d == DType::fp32 ? 1e-5 : c.d == DType::bf16 ? 4e-3 : 1e-3;
     MESSAGE("grouped layout=" << int(c.layout) << " G=" << c.groups << " m=" << c.m << " n=" << c.n << " k=" << c.k

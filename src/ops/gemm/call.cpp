@@ -130,12 +130,19 @@ void resolve_batched_strides(const Check& check, const GroupedGemmArgs& ga, Gemm
 }  // namespace
 
 int64_t grouped_default_expected_m(int64_t m, int32_t groups) {
-  // A quarter more than the mean rows per group: with routing's spread, a tile of the mean
-  // leaves many groups a second, nearly empty row tile that decodes the group's whole weight
-  // again. From 16 to 128 rows, the power of two at or above that: taller tiles cut the hot
-  // groups of a skewed routing into fewer tiles (docs/perf-log.md, the expected_m sweep).
+  // Room over the mean rows per group for routing's spread: with too little, many groups get a
+  // second, nearly empty row tile that decodes the group's whole weight again. A quarter more,
+  // and from 16 to 128 rows the power of two at or above it (taller tiles cut the hot groups of
+  // a skewed routing into fewer tiles). Past that, a group's rows spread as sqrt(mean) (each row
+  // picks a group at random), so a quarter more over-provisions: mean + 2.5 sqrt(mean) (512 +-
+  // 22 rows need three 192-row tiles; 640 rows, a quarter more, would be four of 160).
+  // docs/perf-log.md, the expected_m sweeps.
   const int64_t rows = std::max<int64_t>(1, (m + m / 4) / groups);
-  if (rows < 16 || rows > 128) return rows;
+  if (rows < 16) return rows;
+  if (rows > 128) {
+    const double mean = double(m) / groups;
+    return int64_t(std::ceil(mean + 2.5 * std::sqrt(mean)));
+  }
   int64_t p = 16;
   while (p < rows) p *= 2;
   return p;
