@@ -331,7 +331,12 @@ TEST_SUITE("gemm_sm90") {
           CAPTURE(backend.kernel_name(runs));
           CHECK(backend.tile_problem(runs) == "");
           CHECK(backend.shared_bytes(runs) <= 227u * 1024);
-          if (bucket <= 16) CHECK(t == unsplit(sm90::bucket_tile(n, k, bucket, 132, prepacked)));  // decode: as dense
+          if (bucket <= 16) {  // decode: as dense, unsplit, its stages sized for the unsplit tile's k-tiles
+            sm90::Tile as_dense = unsplit(sm90::bucket_tile(n, k, bucket, 132, prepacked));
+            CHECK(t.stages >= as_dense.stages);
+            as_dense.stages = t.stages;
+            CHECK(t == as_dense);
+          }
           if (bucket > 16) {
             CHECK(t.split_k == 1);
             CHECK(t.consumers == (prepacked ? 3 : 2));
@@ -343,6 +348,8 @@ TEST_SUITE("gemm_sm90") {
         }
         MESSAGE(line);
       }
+    // decode with two k slices: stages for half the unsplit tile's k-tiles (gpt-oss, 12 k-tiles: 6, not the 4 of a split)
+    CHECK(sm90::bucket_tile(5760, 2880, 8, 132, true, 128).stages == 6);
     // expected_m 160 (DeepSeek-V3 at 4096 tokens): one tile of 160 rows, not two of 128
     CHECK(sm90::heuristic_tile(7168, 2048, 160, 132, true, 256).block_m == 160);
     CHECK(sm90::heuristic_tile(7168, 2048, 320, 132, true, 256).block_m == 160);

@@ -129,8 +129,9 @@ Tile modelled_tile(const std::vector<Tile>& candidates, int64_t n, int64_t k, in
 }
 
 // Up to M = 128: one row tile `rows` high (the bucket's height, or fewer: the rows of an M in
-// it, in 16s), the other choices by the bucket.
-Tile small_m_tile(int64_t n, int64_t k, int bucket, int rows, int sm_count) {
+// it, in 16s), the other choices by the bucket. `may_split`: false for a grouped grid, which
+// runs unsplit (the kernel has no grouped split-K).
+Tile small_m_tile(int64_t n, int64_t k, int bucket, int rows, int sm_count, bool may_split) {
   Tile t;
   t.consumers = 2;
   // The choices below come from `nvfp4-jit tune` (docs/perf.md). Two consumer warpgroups
@@ -144,7 +145,7 @@ Tile small_m_tile(int64_t n, int64_t k, int bucket, int rows, int sm_count) {
   // K splits in two (four always lost) where the grid leaves over a tenth of the SMs idle and
   // the split grid still fits one wave.
   const int64_t ctas = (n + 64 * t.consumers - 1) / (64 * t.consumers);
-  const bool split = 10 * ctas < 9 * int64_t(sm_count) && 2 * ctas <= sm_count;
+  const bool split = may_split && 10 * ctas < 9 * int64_t(sm_count) && 2 * ctas <= sm_count;
   // 256-deep stages, except at M = 128 with two consumers (5 stages instead of 2). M <= 32
   // runs best with 4 stages, M = 64 and 128 with as many as fit, which a tile trimmed to fewer
   // rows has more of. (128-deep stages at M <= 64 tune faster at N = 28672, but run slower
@@ -195,11 +196,8 @@ Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, bool prepacke
   if (bucket > 16 && groups > 0 && groups_fill_grid(n, groups, sm_count))
     return grouped_tile(bucket, gemm_trimmed_height(std::min(bucket, kGroupedTallest), m), prepacked);
   if (bucket > 128) return modelled_tile(modelled_candidates(k, prepacked), n, k, m, sm_count, groups);
-  // Up to 128 rows one row tile: the bucket's, as high as m's rows. A grouped grid runs unsplit
-  // (the kernel has no grouped split-K).
-  Tile t = small_m_tile(n, k, bucket, gemm_trimmed_height(bucket, m), sm_count);
-  if (groups > 0) t.split_k = 1;
-  return t;
+  // Up to 128 rows one row tile: the bucket's, as high as m's rows.
+  return small_m_tile(n, k, bucket, gemm_trimmed_height(bucket, m), sm_count, groups == 0);
 }
 
 Tile bucket_tile(int64_t n, int64_t k, int bucket, int sm_count, bool prepacked, int groups) {
