@@ -132,17 +132,22 @@ NVFP4_HD ScheduledTile schedule_grouped_tile(const TileSchedule& s, int cta) {
 
 #if defined(__CUDA_ARCH__)
 // schedule_grouped_tile's placement, found by one warp 32 groups at a time (every warp of the CTA
-// finds it on its own: no shared memory, no barrier): a contiguous layout's clamped ends are a
-// running maximum of the ends (clamped to m), the groups' first row tiles a prefix sum, the
-// tile's group the first lane whose row tiles hold it. A chunk of 32 groups stays in the lanes'
-// registers until a later row tile is asked for, so a CTA that takes its tiles in increasing
-// order (a persistent grid) reads and sums each group's size once.
+// finds it on its own: no shared memory, no barrier). A chunk of 32 groups is one load a lane;
+// its groups' rows and row tiles stay in the lanes' registers until a later row tile is asked
+// for, so a CTA that takes its tiles in increasing order (a persistent grid) reads each group's
+// size once. Walking past a chunk costs a load, one shuffle and vote, a 32-bit division and a
+// warp sum; only the tile's own chunk takes a prefix sum. Ends in order (any routing) need no
+// scan; out of order, a contiguous layout's clamped ends are a running maximum. Row and tile
+// counts fit 32 bits: group_ends and masked_m are int32, and a group's rows are clamped to them.
 template <int LAYOUT, int GROUPS>
 struct GroupedTileCursor {
-  int base = -32;                               // the chunk's first group (-32: none read yet)
-  long long tiles_before = 0, end_before = 0;   // row tiles and clamped end of the groups before it
-  long long chunk_tiles = 0, chunk_end = 0;     // the same of the chunk's groups
-  long long begin = 0, end = 0, first = 0, tiles = 0;  // the lane's group: rows, first row tile, row tiles
+  int base = -32;                  // the chunk's first group (-32: none read yet)
+  int tiles_before = 0;            // row tiles of the groups before the chunk
+  long long end_before = 0;        // clamped end of the groups before it (contiguous)
+  int chunk_tiles = 0;             // row tiles of the chunk's groups
+  long long chunk_end = 0;         // clamped end of its last group
+  long long begin = 0, end = 0;    // the lane's group: its rows
+  int tiles = 0;                   // and its row tiles
 
   // Reads the next 32 groups.
   __device__ __forceinline__ void advance(const TileSchedule& s) {
@@ -153,31 +158,33 @@ struct GroupedTileCursor {
     base += 32;
     const int g = base + lane;
     if (LAYOUT == GROUPED_CONTIGUOUS) {
-      long long e = g < GROUPS ? s.group_ends[g] : 0;
-      e = e > end_before ? e : end_before;
+      // past the groups: an end that keeps the order and adds no tiles
+      const int e = g < GROUPS ? s.group_ends[g] : 0x7FFFFFFF;
+      const int previous = __shfl_up_sync(ALL, e, 1);
+      const long long before = lane == 0 ? end_before : (long long)previous;
+      if (__all_sync(ALL, e >= before)) {  // in order: each group begins where the one before ends
+        end = e < s.m ? e : s.m;
+        begin = before < s.m ? before : s.m;
+      } else {
+        long long c = e > end_before ? e : end_before;
 #pragma unroll
-      for (int d = 1; d < 32; d *= 2) {
-        const long long o = __shfl_up_sync(ALL, e, d);
-        if (lane >= d && o > e) e = o;
+        for (int d = 1; d < 32; d *= 2) {
+          const long long o = __shfl_up_sync(ALL, c, d);
+          if (lane >= d && o > c) c = o;
+        }
+        end = c < s.m ? c : s.m;
+        const long long prev_end = __shfl_up_sync(ALL, end, 1);
+        begin = lane == 0 ? end_before : prev_end;
       }
-      end = e < s.m ? e : s.m;
-      const long long previous = __shfl_up_sync(ALL, end, 1);
-      begin = lane == 0 ? end_before : previous;
       chunk_end = __shfl_sync(ALL, end, 31);
     } else {
       const long long r = g < GROUPS ? s.group_rows[g] : 0;
       begin = (long long)g * s.group_stride;
       end = begin + (r < 0 ? 0 : r > s.group_stride ? s.group_stride : r);
     }
-    tiles = g < GROUPS ? (end - begin + s.m_step - 1) / s.m_step : 0;
-    long long upto = tiles;  // inclusive prefix sum
-#pragma unroll
-    for (int d = 1; d < 32; d *= 2) {
-      const long long o = __shfl_up_sync(ALL, upto, d);
-      if (lane >= d) upto += o;
-    }
-    first = tiles_before + upto - tiles;
-    chunk_tiles = __shfl_sync(ALL, upto, 31);
+    const unsigned step = unsigned(s.m_step);
+    tiles = g < GROUPS ? int((unsigned(end - begin) + step - 1) / step) : 0;
+    chunk_tiles = int(__reduce_add_sync(ALL, unsigned(tiles)));
   }
 
   // `t` placed in its group; no rows past the groups' row tiles. Row tiles asked for in
@@ -188,12 +195,21 @@ struct GroupedTileCursor {
     if (base < 0) advance(s);
 #pragma unroll 1
     while (t.m_tile >= tiles_before + chunk_tiles && base + 32 < GROUPS) advance(s);
+    const int lane = threadIdx.x % 32;
+    int upto = tiles;  // inclusive prefix sum of the chunk's row tiles
+#pragma unroll
+    for (int d = 1; d < 32; d *= 2) {
+      const int o = __shfl_up_sync(ALL, upto, d);
+      if (lane >= d) upto += o;
+    }
+    const int first = tiles_before + upto - tiles;
     const unsigned hit = __ballot_sync(ALL, t.m_tile >= first && t.m_tile < first + tiles);
     if (hit) {
       const int src = __ffs(hit) - 1;
-      const long long b = __shfl_sync(ALL, begin, src), f = __shfl_sync(ALL, first, src), e = __shfl_sync(ALL, end, src);
+      const long long b = __shfl_sync(ALL, begin, src), e = __shfl_sync(ALL, end, src);
+      const int f = __shfl_sync(ALL, first, src);
       t.group = base + src;
-      t.m0 = b + (t.m_tile - f) * s.m_step;
+      t.m0 = b + (long long)(t.m_tile - f) * s.m_step;
       t.m_end = t.m0 + s.m_step < e ? t.m0 + s.m_step : e;
     }
     return t;
