@@ -137,17 +137,17 @@ NVFP4_HD ScheduledTile schedule_grouped_tile(const TileSchedule& s, int cta) {
 // for, so a CTA that takes its tiles in increasing order (a persistent grid) reads each group's
 // size once. Walking past a chunk costs a load, one shuffle and vote, a 32-bit division and a
 // warp sum; only the tile's own chunk takes a prefix sum. Ends in order (any routing) need no
-// scan; out of order, a contiguous layout's clamped ends are a running maximum. Row and tile
-// counts fit 32 bits: group_ends and masked_m are int32, and a group's rows are clamped to them.
+// scan; out of order, a contiguous layout's clamped ends are a running maximum. Rows and tiles
+// are 32-bit (group_ends and masked_m are int32; a masked group's rows count from its first).
 template <int LAYOUT, int GROUPS>
 struct GroupedTileCursor {
-  int base = -32;                  // the chunk's first group (-32: none read yet)
-  int tiles_before = 0;            // row tiles of the groups before the chunk
-  long long end_before = 0;        // clamped end of the groups before it (contiguous)
-  int chunk_tiles = 0;             // row tiles of the chunk's groups
-  long long chunk_end = 0;         // clamped end of its last group
-  long long begin = 0, end = 0;    // the lane's group: its rows
-  int tiles = 0;                   // and its row tiles
+  int base = -32;         // the chunk's first group (-32: none read yet)
+  int tiles_before = 0;   // row tiles of the groups before the chunk
+  int end_before = 0;     // clamped end of the groups before it (contiguous)
+  int chunk_tiles = 0;    // row tiles of the chunk's groups
+  int chunk_end = 0;      // clamped end of its last group
+  int lo = 0, hi = 0;     // the lane's group's rows: [lo, hi) (masked: from the group's first row)
+  int tiles = 0;          // and its row tiles
 
   // Reads the next 32 groups.
   __device__ __forceinline__ void advance(const TileSchedule& s) {
@@ -158,32 +158,34 @@ struct GroupedTileCursor {
     base += 32;
     const int g = base + lane;
     if (LAYOUT == GROUPED_CONTIGUOUS) {
-      // past the groups: an end that keeps the order and adds no tiles
-      const int e = g < GROUPS ? s.group_ends[g] : 0x7FFFFFFF;
+      // ends clamped to m (an int32 end past it is m); past the groups, an end that keeps the
+      // order and adds no tiles
+      const int m = s.m < 0x7FFFFFFF ? int(s.m) : 0x7FFFFFFF;
+      const int e = g < GROUPS ? min(s.group_ends[g], m) : m;
       const int previous = __shfl_up_sync(ALL, e, 1);
-      const long long before = lane == 0 ? end_before : (long long)previous;
+      const int before = lane == 0 ? end_before : previous;
       if (__all_sync(ALL, e >= before)) {  // in order: each group begins where the one before ends
-        end = e < s.m ? e : s.m;
-        begin = before < s.m ? before : s.m;
+        lo = before;
+        hi = e;
       } else {
-        long long c = e > end_before ? e : end_before;
+        int c = max(e, end_before);
 #pragma unroll
         for (int d = 1; d < 32; d *= 2) {
-          const long long o = __shfl_up_sync(ALL, c, d);
-          if (lane >= d && o > c) c = o;
+          const int o = __shfl_up_sync(ALL, c, d);
+          if (lane >= d) c = max(c, o);
         }
-        end = c < s.m ? c : s.m;
-        const long long prev_end = __shfl_up_sync(ALL, end, 1);
-        begin = lane == 0 ? end_before : prev_end;
+        hi = c;
+        const int prev_hi = __shfl_up_sync(ALL, hi, 1);
+        lo = lane == 0 ? end_before : prev_hi;
       }
-      chunk_end = __shfl_sync(ALL, end, 31);
+      chunk_end = __shfl_sync(ALL, hi, 31);
     } else {
-      const long long r = g < GROUPS ? s.group_rows[g] : 0;
-      begin = (long long)g * s.group_stride;
-      end = begin + (r < 0 ? 0 : r > s.group_stride ? s.group_stride : r);
+      const int r = g < GROUPS ? s.group_rows[g] : 0;
+      lo = 0;
+      hi = r < 0 ? 0 : (long long)r > s.group_stride ? int(s.group_stride) : r;
     }
     const unsigned step = unsigned(s.m_step);
-    tiles = g < GROUPS ? int((unsigned(end - begin) + step - 1) / step) : 0;
+    tiles = g < GROUPS ? int((unsigned(hi - lo) + step - 1) / step) : 0;
     chunk_tiles = int(__reduce_add_sync(ALL, unsigned(tiles)));
   }
 
@@ -206,11 +208,11 @@ struct GroupedTileCursor {
     const unsigned hit = __ballot_sync(ALL, t.m_tile >= first && t.m_tile < first + tiles);
     if (hit) {
       const int src = __ffs(hit) - 1;
-      const long long b = __shfl_sync(ALL, begin, src), e = __shfl_sync(ALL, end, src);
-      const int f = __shfl_sync(ALL, first, src);
+      const int f = __shfl_sync(ALL, first, src), b = __shfl_sync(ALL, lo, src), e = __shfl_sync(ALL, hi, src);
       t.group = base + src;
-      t.m0 = b + (long long)(t.m_tile - f) * s.m_step;
-      t.m_end = t.m0 + s.m_step < e ? t.m0 + s.m_step : e;
+      const long long group_first = LAYOUT == GROUPED_CONTIGUOUS ? 0 : (long long)t.group * s.group_stride;
+      t.m0 = group_first + b + (long long)(t.m_tile - f) * s.m_step;
+      t.m_end = t.m0 + s.m_step < group_first + e ? t.m0 + s.m_step : group_first + e;
     }
     return t;
   }

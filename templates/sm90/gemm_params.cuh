@@ -24,7 +24,7 @@ struct GemmParams {
   void* d;                        // [M, N] with d_stride elements per row
   long long d_stride;
   TileSchedule schedule;
-  int d_tma;                      // D is stored through tma_d (16-byte aligned rows)
+  int d_tma;                      // D is stored from shared memory: tma_d, or row pieces (16-byte aligned rows and n)
   long long w_group_bytes;        // grouped: bytes from one group's w_scales to the next's
   long long d_group_stride;       // batched: elements from one group's D to the next's
   long long n;                    // the weight's rows (one group's)

@@ -420,9 +420,11 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledT
   // stores below write four rows' 16 bytes per warp instruction, which costs at large M.
   constexpr int D_BYTES = C::ODT == DTYPE_FP32 ? 4 : 2, SLAB_COLS = 128 / D_BYTES;
   if constexpr (!C::PERSISTENT && C::BM % 16 == 0 && C::WG * 64 * C::BM * D_BYTES <= C::STAGES * C::STAGE_BYTES) {
-    // a grouped tile whose rows end before its box (the next group's rows follow) stores by element;
-    // a batched group's rows end where its D's do, which the 3D map clips
-    if (p.d_tma && (C::GROUPED == GROUPED_NONE || BATCHED || m_end - m0 == p.schedule.m_step)) {
+    if (p.d_tma) {
+      // A grouped tile whose rows end before its box (the next group's rows follow) copies its
+      // rows out 16 bytes a thread: a TMA store would clip at D's end only. (A batched group's
+      // rows end where its D's do, which the 3D map clips.) Its rows, or 0: TMA.
+      const int copy_rows = C::GROUPED != GROUPED_NONE && !BATCHED && m_end - m0 != p.schedule.m_step ? int(m_end - m0) : 0;
       named_barrier(2, 128 * C::WG);  // every consumer is done with the stages (and partial sums)
       unsigned char* slabs = smem + cw * 64 * C::BM * D_BYTES;  // this warpgroup's
       // D's element (m_local, column c of the warpgroup's 64) in the swizzled slabs
@@ -453,6 +455,19 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledT
           const int j = i / 4, h = (i / 2) % 2, e = i % 2;
           st_shared_f32(at(8 * j + 2 * t + e, c0 + 8 * h), acc[i]);
         }
+      }
+      if (copy_rows) {
+        named_barrier(2, 128 * C::WG);
+        constexpr int PIECE = 16 / D_BYTES, PIECES = 64 / PIECE;  // 16-byte pieces of a row's 64 columns
+#pragma unroll 1
+        for (int i = tid; i < copy_rows * PIECES; i += 128) {
+          const int r = i / PIECES, col = i % PIECES * PIECE;  // the piece's row and first column
+          const int chunk = col % SLAB_COLS / PIECE;
+          const uint4 v = *reinterpret_cast<const uint4*>(slabs + col / SLAB_COLS * C::BM * 128 + r * 128 + ((chunk ^ (r % 8)) << 4));
+          const long long n = n0 + cw * 64 + col;  // N is a multiple of PIECE (p.d_tma)
+          if (n < N) *reinterpret_cast<uint4*>(static_cast<unsigned char*>(p.d) + ((m0 + r) * p.d_stride + n) * D_BYTES) = v;
+        }
+        return;
       }
       fence_proxy_async_shared();
       named_barrier(2, 128 * C::WG);

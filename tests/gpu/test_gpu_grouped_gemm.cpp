@@ -39,6 +39,7 @@ struct GroupedCase {
   bool gather = false;             // contiguous: A's rows read through row_index from fewer token rows
   bool bad_indices = false;        // gathered: some routed rows' indices outside A (their D rows NaN)
   int64_t expected_m = 0;          // the tile's rows per group (0: grouped_gemm's default)
+  int64_t d_pad = 0;               // D's rows this many elements longer than n (poisoned, never written)
 };
 
 // All groups' weights, one after the other, and what the kernels read of them.
@@ -181,7 +182,8 @@ void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
     }
   const int esize = c.d == DType::fp32 ? 4 : 2;
   DeviceBuffer d_a = to_device(a), d_a4 = to_device(a4.packed), d_a4s = to_device(a4.scales);
-  DeviceBuffer d_out(size_t(rows * c.n * esize)), d_sizes(size_t(c.groups) * 4), d_row_index(size_t(rows) * 4);
+  const int64_t d_row = c.n + c.d_pad;
+  DeviceBuffer d_out(size_t(rows * d_row * esize)), d_sizes(size_t(c.groups) * 4), d_row_index(size_t(rows) * 4);
 
   GroupedGemmArgs g;
   g.groups = c.groups;
@@ -203,7 +205,7 @@ void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
   }
   g.gemm.b = {weights.data.get(), 0, weights.scales.get(), c.scales, {1.0f, weights.gscales.as<float>(), true}};
   g.gemm.b_prepacked = c.prepacked;
-  g.gemm.d = d_out.get(), g.gemm.d_dtype = c.d;
+  g.gemm.d = d_out.get(), g.gemm.d_dtype = c.d, g.gemm.d_row_stride = c.d_pad ? d_row : 0;
   (c.layout == GroupedLayout::masked ? g.masked_m : g.group_ends) = d_sizes.as<int32_t>();
 
   // each group's weight decoded once (E2M1 x E4M3 products are exact in float)
@@ -248,13 +250,14 @@ void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
         v.what = "round " + std::to_string(round) + ": " + what;
       };
       for (int64_t r = t; r < rows && v.row == INT64_MAX; r += threads)
-        for (int64_t n = 0; n < c.n; ++n) {
-          const size_t at = size_t(r * c.n + n) * esize;
-          const std::string element = "element (" + std::to_string(r) + ", " + std::to_string(n) + ")";
+        for (int64_t n = 0; n < d_row; ++n) {
+          const size_t at = size_t(r * d_row + n) * esize;
+          auto element = [&] { return "element (" + std::to_string(r) + ", " + std::to_string(n) + ")"; };
           const int gi = group_of[size_t(r)];
-          if (gi < 0) {
+          if (gi < 0 || n >= c.n) {
             if (!std::all_of(&got[at], &got[at] + esize, [](uint8_t b) { return b == 0xFF; })) {
-              wrong(r, "row " + std::to_string(r) + " belongs to no group but " + element + " was written");
+              wrong(r, gi < 0 ? "row " + std::to_string(r) + " belongs to no group but " + element() + " was written"
+                              : element() + " lies in D's row padding but was written");
               break;
             }
             continue;
@@ -264,7 +267,7 @@ void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
           if (src < 0 || src >= a_rows) {  // an index outside A: the row is NaN, nothing else is read
             if (!std::isnan(got_v)) {
               wrong(r, "row " + std::to_string(r) + " has index " + std::to_string(src) + " outside A's " +
-                           std::to_string(a_rows) + " rows, but " + element + " = " + std::to_string(got_v) + ", expected NaN");
+                           std::to_string(a_rows) + " rows, but " + element() + " = " + std::to_string(got_v) + ", expected NaN");
               break;
             }
             continue;
@@ -274,7 +277,7 @@ void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
           for (int64_t k = 0; k < c.k; ++k) s += ad[size_t(src * c.k + k)] * wr[k];
           const double ref = s * weights.gscale[size_t(gi)] * a_scale_factor(gi);
           if (!std::isfinite(got_v)) {
-            wrong(r, "group " + std::to_string(gi) + ", first unwritten or non-finite " + element + " = " +
+            wrong(r, "group " + std::to_string(gi) + ", first unwritten or non-finite " + element() + " = " +
                          std::to_string(got_v) + ", expected " + std::to_string(ref));
             break;
           }
@@ -490,14 +493,34 @@ TEST_SUITE("gpu_grouped_gemm") {
         c.expected_m = expected_m;
         run_grouped(c, rng);
       }
+    // a tall tile holding fewer rows than its box copies them out from shared memory, 16 bytes a
+    // thread, and a full one stores through TMA: D's rows padded, N a whole number of 16-byte
+    // pieces (then ragged: element by element), BF16 and FP32, contiguous and masked
+    for (DType d : {DType::bf16, DType::fp32})
+      for (GroupedLayout layout : {GroupedLayout::contiguous, GroupedLayout::masked})
+        for (bool ragged : {false, true}) {
+          CAPTURE(int(d));
+          CAPTURE(int(layout));
+          CAPTURE(ragged);
+          const bool contiguous = layout == GroupedLayout::contiguous;
+          GroupedCase c{layout, 24, contiguous ? 24 * 150 : 200, (d == DType::bf16 ? 296 : 300) + (ragged ? 2 : 0), 512,
+                        ScaleLayout::linear, DType::bf16, d, contiguous};
+          c.d_pad = (d == DType::bf16 ? 8 : 4) - (ragged ? 2 : 0);
+          c.expected_m = contiguous ? 160 : 192;
+          run_grouped(c, rng);
+        }
     GroupedCase masked{GroupedLayout::masked, 128, 24, 1000, 512, ScaleLayout::swizzled128x4, DType::bf16, DType::fp32, true};
     masked.expected_m = 32;
     run_grouped(masked, rng, 1);  // captured, the groups' rows redrawn
   }
 
-  TEST_CASE("grouped small shapes for the sanitizers: persistent CTAs whose ring wraps, rows gathered") {
+  TEST_CASE("grouped small shapes for the sanitizers: persistent CTAs whose ring wraps, rows gathered, rows copied out") {
     std::mt19937 rng(std::random_device{}());
     run_grouped({GroupedLayout::contiguous, 128, 1024, 256, 1024, ScaleLayout::linear, DType::bf16, DType::bf16, true}, rng);
+    GroupedCase tall{GroupedLayout::contiguous, 12, 1200, 256, 512, ScaleLayout::linear, DType::bf16, DType::bf16, true};
+    tall.expected_m = 160;  // tiles taller than most groups: their rows copied out of shared memory
+    tall.d_pad = 8;
+    run_grouped(tall, rng);
     run_grouped({GroupedLayout::masked, 48, 16, 512, 1024, ScaleLayout::swizzled128x4, DType::bf16, DType::fp32}, rng);
     GroupedCase gathered{GroupedLayout::contiguous, 32, 256, 1024, 1024, ScaleLayout::linear, DType::bf16, DType::bf16};
     gathered.gather = true;

@@ -206,12 +206,13 @@ class Sm90Backend final : public GemmBackend {
       p.w_scales = static_cast<const unsigned char*>(args.b.scales);
     }
     bind_epilogue(p, call);
-    // D leaves a tile at a time through shared memory and TMA where the kernel's tile fits in
-    // its stages and TMA can address D's rows (16-byte aligned); else element by element.
+    // D leaves a tile at a time through shared memory where the kernel's tile fits in its
+    // stages and D's rows are whole 16-byte pieces (its start, n and the strides 16-byte
+    // aligned); else element by element. From shared memory TMA stores it, or, for a grouped tile
+    // whose rows end inside its box, the threads copy its rows out.
     const int db = d_bytes(spec);
-    // (A grouped tile stores through TMA only where its rows fill the box.)
     p.d_tma = stores_through_tma(t, db) && reinterpret_cast<uintptr_t>(args.d) % 16 == 0 && call.d_stride * db % 16 == 0 &&
-              (!batched || call.d_group_stride * db % 16 == 0);
+              args.n * db % 16 == 0 && (!batched || call.d_group_stride * db % 16 == 0);
     const CUtensorMapDataType d_type = db == 4                           ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
                                        : args.d_dtype == DType::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                                                          : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
