@@ -164,11 +164,11 @@ TEST_SUITE("gemm_sm90") {
 
 
   TEST_CASE("D goes through TMA where the tile's rows pair up and it fits in the stages") {
-    CHECK(sm90::stores_through_tma({256, 2, 3, 1, 128}, 2));
-    CHECK(sm90::stores_through_tma({256, 2, 3, 1, 128}, 4));  // 128 KiB of FP32 in 3 stages of 73
-    CHECK(!sm90::stores_through_tma({8, 1, 8, 1, 256, 2}, 2));  // 8 rows: no pairs of 8-row matrices
-    CHECK(!sm90::stores_through_tma({128, 3, 2, 1, 128}, 4));  // 96 KiB of FP32 in 2 stages of 46
-    CHECK(sm90::stores_through_tma({128, 3, 2, 1, 128}, 2));
+    CHECK(sm90::stores_through_smem({256, 2, 3, 1, 128}, 2));
+    CHECK(sm90::stores_through_smem({256, 2, 3, 1, 128}, 4));  // 128 KiB of FP32 in 3 stages of 73
+    CHECK(!sm90::stores_through_smem({8, 1, 8, 1, 256, 2}, 2));  // 8 rows: no pairs of 8-row matrices
+    CHECK(!sm90::stores_through_smem({128, 3, 2, 1, 128}, 4));  // 96 KiB of FP32 in 2 stages of 46
+    CHECK(sm90::stores_through_smem({128, 3, 2, 1, 128}, 2));
   }
 
 

@@ -11,7 +11,7 @@ namespace nvfp4k {
 struct GemmParams {
   TmaDescriptor tma_a;            // activations [M, K], 16-bit (batched: 3D {K, M, groups}, strided)
   TmaDescriptor tma_w;            // packed weights [N, K/2] bytes (unused for a prepacked weight)
-  TmaDescriptor tma_d;            // D [M, N], boxes of m_step rows x 128 bytes (when d_tma; batched: 3D)
+  TmaDescriptor tma_d;            // D [M, N], boxes of m_step rows x 128 bytes (when d_from_smem; batched: 3D)
   const unsigned char* w_scales;  // E4M3 [N, K/16], layout compiled in; or the prepacked weight
   const float* w_gscale_ptr;      // GSCALE_DEVICE: one device value; GSCALE_DEVICE_PER_ROW (grouped): one per group
   float w_gscale_value;           // GSCALE_HOST
@@ -24,7 +24,7 @@ struct GemmParams {
   void* d;                        // [M, N] with d_stride elements per row
   long long d_stride;
   TileSchedule schedule;
-  int d_tma;                      // D is stored from shared memory: tma_d, or row pieces (16-byte aligned rows and n)
+  int d_from_smem;                // D is stored from shared memory: tma_d, or row pieces (16-byte aligned rows and n)
   long long w_group_bytes;        // grouped: bytes from one group's w_scales to the next's
   long long d_group_stride;       // batched: elements from one group's D to the next's
   long long n;                    // the weight's rows (one group's)

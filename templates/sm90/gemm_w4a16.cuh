@@ -420,7 +420,7 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledT
   // stores below write four rows' 16 bytes per warp instruction, which costs at large M.
   constexpr int D_BYTES = C::ODT == DTYPE_FP32 ? 4 : 2, SLAB_COLS = 128 / D_BYTES;
   if constexpr (!C::PERSISTENT && C::BM % 16 == 0 && C::WG * 64 * C::BM * D_BYTES <= C::STAGES * C::STAGE_BYTES) {
-    if (p.d_tma) {
+    if (p.d_from_smem) {
       // A grouped tile whose rows end before its box (the next group's rows follow) copies its
       // rows out 16 bytes a thread: a TMA store would clip at D's end only. (A batched group's
       // rows end where its D's do, which the 3D map clips.) Its rows, or 0: TMA.
@@ -464,7 +464,7 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledT
           const int r = i / PIECES, col = i % PIECES * PIECE;  // the piece's row and first column
           const int chunk = col % SLAB_COLS / PIECE;
           const uint4 v = *reinterpret_cast<const uint4*>(slabs + col / SLAB_COLS * C::BM * 128 + r * 128 + ((chunk ^ (r % 8)) << 4));
-          const long long n = n0 + cw * 64 + col;  // N is a multiple of PIECE (p.d_tma)
+          const long long n = n0 + cw * 64 + col;  // N is a multiple of PIECE (p.d_from_smem)
           if (n < N) *reinterpret_cast<uint4*>(static_cast<unsigned char*>(p.d) + ((m0 + r) * p.d_stride + n) * D_BYTES) = v;
         }
         return;

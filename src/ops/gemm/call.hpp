@@ -49,7 +49,7 @@ GemmCall gemm_call(const GemmArgs& args, const char* who);
 GemmCall grouped_gemm_call(const GroupedGemmArgs& args, const char* who);
 // A contiguous grouped call's expected_m where the caller gives none, from its m rows (an upper
 // bound of all groups') in `groups` groups: 1.25 m / groups, from 16 to 128 rows rounded up to a
-// power of two.
+// power of two; past 128, mean + 2.5 sqrt(mean) (a random routing's spread).
 int64_t grouped_default_expected_m(int64_t m, int32_t groups);
 // The M a call's tile is chosen for: m, or a grouped call's rows per group.
 int64_t gemm_tile_rows(const GemmCall& call);

@@ -211,12 +211,12 @@ class Sm90Backend final : public GemmBackend {
     // aligned); else element by element. From shared memory TMA stores it, or, for a grouped tile
     // whose rows end inside its box, the threads copy its rows out.
     const int db = d_bytes(spec);
-    p.d_tma = stores_through_tma(t, db) && reinterpret_cast<uintptr_t>(args.d) % 16 == 0 && call.d_stride * db % 16 == 0 &&
+    p.d_from_smem = stores_through_smem(t, db) && reinterpret_cast<uintptr_t>(args.d) % 16 == 0 && call.d_stride * db % 16 == 0 &&
               args.n * db % 16 == 0 && (!batched || call.d_group_stride * db % 16 == 0);
     const CUtensorMapDataType d_type = db == 4                           ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
                                        : args.d_dtype == DType::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
                                                                          : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    if (p.d_tma)
+    if (p.d_from_smem)
       copy_tensor_map(p.tma_d, batched ? make_tensor_map_3d(args.d, d_type, uint64_t(groups), uint64_t(args.m), uint64_t(args.n),
                                                      uint64_t(call.d_stride) * db, uint64_t(call.d_group_stride) * db,
                                                      uint32_t(m_step), uint32_t(128 / db), CU_TENSOR_MAP_SWIZZLE_128B)

@@ -50,7 +50,7 @@ Tile persistent_tile(Tile tile, int ctas) {
   return tile;
 }
 
-bool stores_through_tma(const Tile& tile, int d_bytes) {
+bool stores_through_smem(const Tile& tile, int d_bytes) {
   return tile.persistent == 0 && tile.block_m % 16 == 0 &&
          unsigned(64 * tile.consumers * tile.block_m * d_bytes) <= unsigned(tile.stages) * stage_bytes(tile);
 }

@@ -30,9 +30,9 @@ Tile from_config(const TileConfig& config);
 int threads(const Tile& tile);
 // Dynamic shared memory the kernel of `tile` needs (the template's SMEM_BYTES).
 unsigned shared_bytes(const Tile& tile);
-// Whether the kernel of `tile` stores D (elements of d_bytes) through shared memory and TMA:
-// its tile fits in the stages (the template's condition).
-bool stores_through_tma(const Tile& tile, int d_bytes);
+// Whether the kernel of `tile` can store D (elements of d_bytes) from shared memory (TMA, or a
+// grouped tile's rows copied out): its tile fits in the stages (the template's condition).
+bool stores_through_smem(const Tile& tile, int d_bytes);
 // Why the kernel cannot be built or launched with `tile` for this K; empty when it can.
 std::string tile_problem(const Tile& tile, int64_t k);
 
