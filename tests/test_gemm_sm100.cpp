@@ -1,6 +1,6 @@
 // The sm_100a / sm_103a GEMM backend on the CPU: its tiles within the arch's limits, the
 // front's routing (W4A4 kept, what is refused named, the emulation switch), prewarm, and the
-// SASS of the prewarm kernels (the block-scaled UMMA, no local memory).
+// SASS of the prewarm kernels (the block-scaled UMMA, a CTA pair's .2CTA forms, no local memory).
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -51,13 +51,35 @@ TEST_SUITE("gemm_sm100") {
             CHECK(nvfp4k::sm100::gemm_tmem_columns_used(t.block_n, t.stages) <= 512);
           }
         }
-    // the most stages that fit: 4 of 54 KB at 256 weight rows, 6 of 36 KB at 128, 8 of 28 KB at 64
-    CHECK(sm100::heuristic_tile(14336, 4096, 148).block_n == 256);
-    CHECK(sm100::heuristic_tile(14336, 4096, 148).stages == 4);
-    CHECK(sm100::heuristic_tile(4096, 1, 148).block_n == 64);  // 64 CTAs at most: the most of them
-    CHECK(sm100::heuristic_tile(4096, 1, 148).stages == 8);
-    CHECK(sm100::heuristic_tile(4096, 4096, 148).block_n == 256);  // 32 x 16 CTAs fill 148 SMs
-    CHECK(sm100::heuristic_tile(4096, 1024, 148).block_n == 128);  // 8 x 16 do not, 8 x 32 do
+    // the most stages that fit: a pair's 256 x 256 tile 5 of 38 KB a CTA (and 5 x 48 scale
+    // columns beside its 256-column accumulator); one CTA's 4 of 54 KB at 256 weight rows, 6 of
+    // 36 KB at 128, 8 of 28 KB at 64
+    CHECK(sm100::heuristic_tile(14336, 4096, 148) == sm100::Tile{256, 5, 2});
+    CHECK(sm100::heuristic_tile(4096, 1, 148) == sm100::Tile{64, 8, 1});  // 64 CTAs at most: the most of them
+    CHECK(sm100::heuristic_tile(4096, 4096, 148) == sm100::Tile{256, 5, 2});  // 16 x 16 pairs fill 148 SMs
+    CHECK(sm100::heuristic_tile(4096, 2048, 148) == sm100::Tile{256, 5, 2});  // 8 x 16 pairs: 256 CTAs
+    CHECK(sm100::heuristic_tile(4096, 1024, 148) == sm100::Tile{128, 6, 1});  // 4 x 16 pairs, 8 x 16 CTAs do not, 8 x 32 do
+    CHECK(sm100::tile_problem({256, 4, 1}) == "");
+    CHECK(sm100::tile_problem({256, 6, 2}) != "");  // 256 + 6 x 48 tensor memory columns
+    CHECK(sm100::tile_problem({64, 4, 2}) != "");   // 32 weight rows a CTA
+    CHECK(sm100::tile_problem({128, 2, 3}) != "");
+    // a pair's plan: clusters of 2 along x, at most a CTA per SM
+    {
+      const GemmBackend& b = gemm_backend(Arch::sm_100a, "test");
+      const KernelSpec spec = gemm_spec(fp4_problem(Arch::sm_100a, 4096, 4096), sm100::to_config({256, 5, 2}));
+      CHECK(b.tile_problem(spec) == "");
+      CHECK(b.kernel_name(spec).find("_bm256_bn256_s5") != std::string::npos);
+      for (int64_t m : {1, 300, 4096, 65536}) {
+        CAPTURE(m);
+        const GemmPlan plan = b.plan(spec, m, 148);
+        CHECK(plan.shape.cluster[0] == 2);
+        CHECK(plan.shape.grid[0] % 2 == 0);
+        CHECK(plan.shape.grid[0] <= 148);
+        CHECK(plan.shape.grid[0] == std::min<unsigned>(148, 2 * unsigned((m + 255) / 256 * 16)));
+      }
+      CHECK(b.plan(gemm_spec(fp4_problem(Arch::sm_100a, 4096, 4096), sm100::to_config({256, 4, 1})), 4096, 148).shape.cluster[0] ==
+            0);
+    }
     // a tuned tile runs as it won, whatever M (one row height: nothing to trim)
     const GemmBackend& backend = gemm_backend(Arch::sm_100a, "test");
     const TileConfig won = sm100::to_config({128, 3});
@@ -114,11 +136,11 @@ TEST_SUITE("gemm_sm100") {
     CHECK(emu.name.find("sm100emu") != std::string::npos);
     CHECK(real.source.find(", false>>(p)") != std::string::npos);
     CHECK(emu.source.find(", true>>(p)") != std::string::npos);
-    // and NVRTC builds the emulation for sm_90a, every weight tile width
+    // and NVRTC builds the emulation for sm_90a, every weight tile width, one CTA or a pair
     ::setenv("NVFP4_JIT_EMULATE_ARCH", "sm_100a", 1);
-    for (int block_n : {64, 128, 256}) {
-      const KernelSpec spec = gemm_spec(p90, sm100::to_config({block_n, 2}));
-      CAPTURE(block_n);
+    for (const sm100::Tile& t : {sm100::Tile{64, 2, 1}, {128, 2, 1}, {256, 2, 1}, {128, 2, 2}, {256, 2, 2}}) {
+      const KernelSpec spec = gemm_spec(p90, sm100::to_config(t));
+      CAPTURE(sm100::describe(t));
       CHECK(!KernelStore::instance().get(spec)->cubin.empty());
     }
     ::unsetenv("NVFP4_JIT_EMULATE_ARCH");
@@ -151,6 +173,12 @@ TEST_SUITE("gemm_sm100") {
       for (const KernelSpec& s : test::gemm_prewarm(arch, 4096, 4096)) specs.push_back(s);
       for (const KernelSpec& s : test::gemm_prewarm(arch, 2880, 2880, 128)) specs.push_back(s);  // grouped, 128 experts
     }
-    test::check_gemm_sass(specs, {"UTCCP", "UTCOMMA"}, nvfp4k::sm100::GEMM_MAX_SHARED);
+    // a CTA pair's: the .cta_group::2 forms (the copies, the MMAs, the odd CTA's TMA loads onto
+    // the even CTA's barrier)
+    std::vector<KernelSpec> singles, pairs;
+    for (const KernelSpec& s : specs) (s.tile.block_m == 2 * nvfp4k::sm100::GEMM_BM ? pairs : singles).push_back(s);
+    CHECK(pairs.size() >= 4);  // the 4096 x 4096 weight's and the 128 experts' largest buckets, on each arch
+    test::check_gemm_sass(singles, {"UTCCP", "UTCOMMA"}, nvfp4k::sm100::GEMM_MAX_SHARED);
+    test::check_gemm_sass(pairs, {"UTCCP.T.S.2CTA", "UTCOMMA.2CTA", "UTMALDG.2D.2CTA"}, nvfp4k::sm100::GEMM_MAX_SHARED);
   }
 }

@@ -6,7 +6,8 @@
 //   ISA 9.7.16.4.1 Table 40     shared memory descriptor: bits, fixed 0b001 at 46-48, base offset
 //   ISA 9.7.16.4.1 Table 41     the 128-byte swizzle's pattern starts on a 1024-byte boundary
 //   ISA 9.7.16.4.2 Table 44     instruction descriptor for .kind::mxf4 / .kind::mxf4nvf4
-//   ISA 9.7.16.2.1              .kind::mxf4nvf4, .cta_group::1, dense: M 128, N 8..256 by 8, K 64
+//   ISA 9.7.16.2.1              .kind::mxf4nvf4, dense, K 64: .cta_group::1 M 128, N 8..256 by 8;
+//                               .cta_group::2 M 256, N 16..256 by 16 (Table 39)
 //   ISA 9.7.16.3.1.1 / 9.7.16.3.2  LBO "not used, assumed to be 1" for swizzled K-major; SBO the
 //                               offset from the first 8 rows to the next 8
 //   ISA 9.7.16.3.3              canonical layouts, K-major: no swizzle ((8,m),(T,2k)):((1T,SBO),(1,LBO)),
@@ -31,6 +32,11 @@
 //     uses one 512-byte atom per 128 rows
 //   CUTLASS include/cute/atom/mma_traits_sm100_frag.hpp:465-480 tmem_sf_frg: scale (mn, sf) at
 //     lane mn % 32 (+ 32 per replica, 4 replicas), byte sf of column mn / 32
+//   CUTLASS include/cute/atom/mma_traits_sm100.hpp MMA_Traits<SM100_MMA_MXF4_2x1SM_SS>: a pair's
+//     ALayout (2,(M/2,K)):(M/2,(1,M)), BLayout (2,(N/2,K)):(N/2,(1,N)), CLayout (2,(M/2,N)):
+//     CTA v holds A's and D's rows [128 v, 128 v + 128) and B's [v N/2, (v + 1) N/2); the
+//     collective's SF_B tile is round_up(N, 128) columns in each CTA (MMA_ScaleFactor
+//     SM100_MMA_MXF4_SS<M/2, round_up(N, 128)>, a one-CTA shape: each CTA's scales as M 128's)
 //   CUTLASS include/cute/atom/copy_traits_sm100.hpp:3757-3775 UTCCP 4x32dp128bit: 32 lanes x 128
 //     bits, broadcast to the 4 sub-partitions (32 lanes apart)
 // What the kernel computes inline (gemm_w4a4.cuh: the A_AT / W_AT / SA_AT / SW_AT offsets, the
@@ -253,12 +259,13 @@ struct StageLayout {
   unsigned a_at, w_at, sa_at, sw_at, bytes;
   int w_atoms;
 };
-StageLayout stage_layout(int bn) {
+// a pair's CTA loads half the weight rows, and holds the scales of all of them
+StageLayout stage_layout(int bn, int ctas) {
   StageLayout s;
   s.w_atoms = (bn + 127) / 128;
   s.a_at = 0;
   s.w_at = s.a_at + 128 * 128;  // A: 128 rows of 128 bytes
-  s.sa_at = s.w_at + unsigned(bn) * 128;
+  s.sa_at = s.w_at + unsigned(bn / ctas) * 128;
   s.sw_at = s.sa_at + kSteps * kAtom;
   s.bytes = s.sw_at + kSteps * unsigned(s.w_atoms) * kAtom;
   return s;
@@ -315,9 +322,11 @@ constexpr unsigned kSmemBases[] = {0, 1024, 4096};
 TEST_SUITE("sm100_descriptors") {
   TEST_CASE("the statement: the ISA's and CUTLASS's spellings agree, and a wrong field is seen") {
     // ISA Table 44 (M >> 7 at 27-28) and CUTLASS (M >> 4 at 24-28) give one word for M 128
+    // and for a pair's M 256
     for (int n = 8; n <= 256; n += 8) {
       CAPTURE(n);
       CHECK(encode(expected_instr(128, n)) == cutlass_instr(128, n));
+      if (n % 16 == 0) CHECK(encode(expected_instr(256, n)) == cutlass_instr(256, n));
     }
     // the 128-byte swizzle as a Swizzle<3,4,3> on byte addresses is TMA's chunk c ^ (r % 8)
     for (long row = 0; row < 64; ++row)
@@ -366,9 +375,9 @@ TEST_SUITE("sm100_descriptors") {
     MESSAGE(tiles.size() << " candidate tiles:" << list.str());
     REQUIRE(tiles.size() >= 3);
     for (const Tile& t : tiles) {
-      const StageLayout L = stage_layout(t.block_n);
-      CHECK_MESSAGE(L.bytes == backend::gemm_stage_bytes(t.block_n),
-                    name_of(t) << ": stage bytes " << backend::gemm_stage_bytes(t.block_n) << ", restated " << L.bytes);
+      const StageLayout L = stage_layout(t.block_n, t.ctas);
+      CHECK_MESSAGE(L.bytes == backend::gemm_stage_bytes(t.block_n, t.ctas),
+                    name_of(t) << ": stage bytes " << backend::gemm_stage_bytes(t.block_n, t.ctas) << ", restated " << L.bytes);
       CHECK_MESSAGE(L.bytes % 1024 == 0, name_of(t) << ": a stage of " << L.bytes << " bytes breaks the 1024-byte pattern");
       for (unsigned base : kSmemBases) {
         // the highest byte a descriptor names stays within its 18 address bits
@@ -405,12 +414,14 @@ TEST_SUITE("sm100_descriptors") {
   TEST_CASE("every candidate tile: the instruction descriptor, tensor memory addresses and budget") {
     for (const Tile& t : every_candidate_tile()) {
       const std::string where = name_of(t) + " instruction descriptor";
-      // ISA 9.7.16.2.1: the shape exists
-      CHECK(t.block_n % 8 == 0);
-      CHECK(t.block_n >= 8);
+      // ISA 9.7.16.2.1: the shape exists (M 128 a CTA: a pair's MMA is M 256)
+      const int m = 128 * t.ctas;
+      CHECK((t.ctas == 1 || t.ctas == 2));
+      CHECK(t.block_n % (8 * t.ctas) == 0);
+      CHECK(t.block_n >= 8 * t.ctas);
       CHECK(t.block_n <= 256);
-      const uint64_t word = backend::instr_descriptor_mxf4nvf4(backend::GEMM_BM, t.block_n);
-      const InstrDesc got = decode_instr(word), want = expected_instr(backend::GEMM_BM, t.block_n);
+      const uint64_t word = backend::instr_descriptor_mxf4nvf4(m, t.block_n);
+      const InstrDesc got = decode_instr(word), want = expected_instr(m, t.block_n);
       CHECK_FIELD(where, "sparsity selector (0-1)", got.sparse_id2, want.sparse_id2);
       CHECK_FIELD(where, "sparsity (2)", got.sparse, want.sparse);
       CHECK_FIELD(where, "reserved (3)", got.reserved_3, want.reserved_3);
@@ -429,7 +440,7 @@ TEST_SUITE("sm100_descriptors") {
       CHECK_FIELD(where, "M >> 7 (27-28)", got.m_enc, want.m_enc);
       CHECK_FIELD(where, "A scale factor id (29-30)", got.a_sf_id, want.a_sf_id);
       CHECK_FIELD(where, "K dimension (31)", got.k_dim, want.k_dim);
-      CHECK_FIELD(where, "the whole word (CUTLASS's spelling)", word, cutlass_instr(backend::GEMM_BM, t.block_n));
+      CHECK_FIELD(where, "the whole word (CUTLASS's spelling)", word, cutlass_instr(m, t.block_n));
 
       // ISA 9.7.16.1.1: lane << 16 | column, both ways
       for (uint32_t lane : {0u, 32u, 64u, 96u, 127u})
@@ -439,7 +450,7 @@ TEST_SUITE("sm100_descriptors") {
           CHECK(backend::tmem_column(tmem_address(lane, column)) == column);
         }
 
-      // ISA 9.7.16.1, 9.7.16.1.2, 9.7.16.7.1: the accumulator (M 128, .cta_group::1: BN fp32
+      // ISA 9.7.16.1, 9.7.16.1.2, 9.7.16.7.1: the accumulator (a CTA's 128 rows: BN fp32
       // columns) and each stage's scales (a .32x128b copy fills 4 columns) within 512 columns;
       // the allocation a power of 2 in [32, 512] that holds them
       const int w_atoms = (t.block_n + 127) / 128;
@@ -486,10 +497,10 @@ TEST_SUITE("sm100_descriptors") {
 
   TEST_CASE("the emulation's operand layout: TMA's 128-byte swizzle and the ISA's canonical K-major layout") {
     for (const Tile& t : every_candidate_tile()) {
-      const StageLayout L = stage_layout(t.block_n);
+      const StageLayout L = stage_layout(t.block_n, t.ctas);
       for (int s = 0; s < t.stages; ++s)
         for (const auto& [name, tile_at, rows] :
-             {std::tuple<const char*, unsigned, int>{"A", L.a_at, backend::GEMM_BM}, {"W", L.w_at, t.block_n}}) {
+             {std::tuple<const char*, unsigned, int>{"A", L.a_at, backend::GEMM_BM}, {"W", L.w_at, t.block_n / t.ctas}}) {
           const unsigned box = 1024 + unsigned(s) * L.bytes + tile_at;
           long mismatches = 0;
           std::ostringstream first;
@@ -574,5 +585,36 @@ TEST_SUITE("sm100_descriptors") {
           CHECK_MESSAGE(mismatches == 0, mismatches << " scales misplaced; first: " << first.str());
         }
     }
+  }
+
+  TEST_CASE("a pair's split of A, B and D between its CTAs: CUTLASS's 2-SM layouts, the kernel's loads, the emulation") {
+    int pairs = 0;
+    for (const Tile& t : every_candidate_tile()) {
+      if (t.ctas != 2) continue;
+      ++pairs;
+      const long m = 256, n = t.block_n;
+      for (const auto& [name, rows, per_cta] : {std::tuple<const char*, long, long>{"A / D", m, 128}, {"B", n, n / 2}}) {
+        long mismatches = 0;
+        std::ostringstream first;
+        for (long row = 0; row < rows; ++row) {
+          // CUTLASS: the layout (2,(rows/2,K)):(rows/2,(1,rows)) maps (v, (r, 0)) to operand row
+          // v rows/2 + r; find the (v, r) that holds `row`
+          long v = -1, r = -1;
+          for (long vv = 0; vv < 2; ++vv)
+            for (long rr = 0; rr < rows / 2; ++rr)
+              if (evaluate({{2, rows / 2}}, vv) + evaluate({{rows / 2, 1}}, rr) == row) v = vv, r = rr;
+          // the kernel: CTA `rank` loads A's rows from 128 rank (a_row0) and W's from W_ROWS
+          // rank (gemm_w4a4.cuh), and keeps D's rows from 128 rank
+          const long kernel_rank = row / per_cta, kernel_row = row - per_cta * kernel_rank;
+          const nvfp4k::sm100::emulated::PairRow e = nvfp4k::sm100::emulated::pair_row(unsigned(row), unsigned(per_cta));
+          if ((v != kernel_rank || r != kernel_row || long(e.rank) != v || long(e.row) != r) && mismatches++ == 0)
+            first << name_of(t) << " " << name << " row " << row << ": CUTLASS CTA " << v << " row " << r << ", kernel "
+                  << kernel_rank << " / " << kernel_row << ", emulation " << e.rank << " / " << e.row;
+        }
+        CHECK_MESSAGE(mismatches == 0, mismatches << " rows misplaced; first: " << first.str());
+      }
+      CHECK_FIELD(name_of(t), "weight rows a CTA loads", backend::gemm_w_rows(t.block_n, t.ctas), t.block_n / 2);
+    }
+    CHECK(pairs >= 2);
   }
 }

@@ -3,7 +3,10 @@
 // quantizers write them, W the weight as ModelOpt stores it, either scale layout for each.
 //
 // Persistent and warp-specialized (sm100/gemm_tile.cuh): each CTA walks the tiles
-// blockIdx.x, + gridDim.x, ... in the front's tile order (common/tile_scheduler.cuh).
+// blockIdx.x, + gridDim.x, ... in the front's tile order (common/tile_scheduler.cuh); with
+// CTAS = 2 each CTA pair (a cluster of 2) walks them, a tile of 256 rows (sm100/cta_pair.cuh):
+// each CTA loads its 128 rows of A and half of the tile's weight rows, and keeps its rows of D;
+// the even CTA's warp 1 issues the pair's MMAs.
 //   warp 0     TMA: A's and W's k-tiles into a STAGES-deep ring (full / empty mbarriers);
 //   warps 6-7  the k-tiles' block scales into their 128 x 4 atoms (the ring's same stages);
 //   warp 1     allocates the tensor memory; per k-tile copies the scales to it (tcgen05.cp),
@@ -33,35 +36,39 @@
 #include "common/ptx/copy.cuh"
 #include "common/scale_layout.cuh"
 #include "common/tile_scheduler.cuh"
+#include "sm100/cta_pair.cuh"
 #include "sm100/gemm_params.cuh"
 #include "sm100/gemm_tile.cuh"
 #include "sm100/tcgen05.cuh"
 
 namespace nvfp4k::sm100 {
 
-template <int ODT_, int BIAS_, long long N_, long long K_, int A_LAYOUT_, int W_LAYOUT_, int BN_, int STAGES_, bool EMULATE_,
-          int GROUPED_ = GROUPED_NONE, int GROUPS_ = 0>
+template <int ODT_, int BIAS_, long long N_, long long K_, int A_LAYOUT_, int W_LAYOUT_, int BN_, int STAGES_, int CTAS_,
+          bool EMULATE_, int GROUPED_ = GROUPED_NONE, int GROUPS_ = 0>
 struct GemmConfig {
   static constexpr int ODT = ODT_, BIAS = BIAS_, A_LAYOUT = A_LAYOUT_, W_LAYOUT = W_LAYOUT_;
   static constexpr int GROUPED = GROUPED_, GROUPS = GROUPS_;  // a GroupedLayoutCode of GROUPS groups
   static constexpr long long N = N_, K = K_;
   static constexpr int BN = BN_, STAGES = STAGES_;
+  static constexpr int CTAS = CTAS_;                 // the MMA's .cta_group: 1, or 2 (a pair, M 256)
+  static constexpr int W_ROWS = gemm_w_rows(BN, CTAS);  // the weight rows this CTA loads
   static constexpr bool EMULATE = EMULATE_;
   static constexpr int KTILES = int((K + GEMM_BK - 1) / GEMM_BK);
   static constexpr long long KB = K / 16;
   static constexpr int N_TILES = int((N + BN - 1) / BN);
   static constexpr int W_ATOMS = gemm_w_scale_atoms(BN);
-  static constexpr unsigned STAGE_BYTES = gemm_stage_bytes(BN);
-  static constexpr unsigned A_AT = 0, W_AT = gemm_a_bytes(), SA_AT = W_AT + gemm_w_bytes(BN),
+  static constexpr unsigned STAGE_BYTES = gemm_stage_bytes(BN, CTAS);
+  static constexpr unsigned A_AT = 0, W_AT = gemm_a_bytes(), SA_AT = W_AT + gemm_w_bytes(BN, CTAS),
                             SW_AT = SA_AT + GEMM_STEPS * 512u;
   static constexpr unsigned TMEM_COLUMNS = gemm_tmem_allocation(BN, STAGES);
   static constexpr unsigned SCALE_COLUMNS = gemm_scale_columns(BN);
   static constexpr int ACCUMULATORS = gemm_accumulators(BN, STAGES);
   static_assert(K % GEMM_MMA_K == 0, "whole MMAs of K 64");
   static_assert(BN % 32 == 0 && BN >= 32 && BN <= 256, "the MMA's N, read back 32 columns at a time");
+  static_assert(CTAS == 1 || (CTAS == 2 && W_ROWS % 8 == 0), "a pair's CTAs each load whole 8-row groups of W");
   static_assert(STAGE_BYTES % 1024 == 0, "stages keep the 128-byte swizzle's 1024-byte alignment");
   static_assert(gemm_tmem_columns_used(BN, STAGES) <= int(GEMM_TMEM_COLUMNS), "512 columns of tensor memory");
-  static_assert(gemm_shared_bytes(BN, STAGES) <= GEMM_MAX_SHARED, "227 KB of shared memory");
+  static_assert(gemm_shared_bytes(BN, STAGES, CTAS) <= GEMM_MAX_SHARED, "227 KB of shared memory");
   static_assert(GROUPED == GROUPED_NONE || ((GROUPED == GROUPED_CONTIGUOUS || GROUPED == GROUPED_MASKED) && GROUPS > 0),
                 "the contiguous and masked grouped layouts");
 };
@@ -103,30 +110,37 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
   unsigned* tmem_slot = reinterpret_cast<unsigned*>(acc_empty + 2);
   const int warp = int(threadIdx.x / 32), lane = int(threadIdx.x % 32);
   const int tiles = p.schedule.m_tiles * C::N_TILES;
+  const CtaPair<C::CTAS, C::EMULATE> pair;
+  // the tiles this CTA (pair) takes: first, first + stride, ...
+  const int first = int(blockIdx.x) / C::CTAS, stride = int(gridDim.x) / C::CTAS;
+  const long long a_row0 = (long long)GEMM_BM * pair.rank;  // this CTA's first row in a tile
 
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::STAGES; ++s) {
-      mbar_init(&full[s], 32 + GEMM_SCALE_THREADS);  // warp 0 (the TMA bytes, gathered rows), the scale threads
-      mbar_init(&empty[s], 1);                      // the MMAs' commit
+      mbar_init(&full[s], pair.full_arrivals(32 + GEMM_SCALE_THREADS));  // warp 0 (TMA bytes, gathered rows), the scale threads
+      mbar_init(&empty[s], 1);  // the MMAs' commit
     }
     for (int a = 0; a < 2; ++a) {
       mbar_init(&acc_full[a], 1);
-      mbar_init(&acc_empty[a], 128);  // every epilogue thread
+      mbar_init(&acc_empty[a], 128 * C::CTAS);  // every epilogue thread (of the pair)
     }
     fence_barrier_init();
   }
-  if (warp == 1) tmem_alloc<C::EMULATE>(tmem_slot, C::TMEM_COLUMNS);
+  if (warp == 1) tmem_alloc<C::EMULATE, C::CTAS>(tmem_slot, C::TMEM_COLUMNS);
   tcgen05_fence_before_sync<C::EMULATE>();
-  __syncthreads();
+  if constexpr (C::CTAS == 2)
+    cluster_sync();  // the pair's barriers initialized before either CTA arrives on the other's
+  else
+    __syncthreads();
   tcgen05_fence_after_sync<C::EMULATE>();
   const unsigned tmem = *tmem_slot;
 
-  // A's row of tile row r where a contiguous call gathers them: -1 past the tile's rows, -2 for
-  // an index outside A (a NaN row)
+  // A's row of this CTA's tile row r where a contiguous call gathers them: -1 past the tile's
+  // rows, -2 for an index outside A (a NaN row)
   const bool gathered = C::GROUPED == GROUPED_CONTIGUOUS && p.row_index != nullptr;
   auto gathered_row = [&](const ScheduledTile& tile, int r) -> long long {
-    if (tile.m0 + r >= tile.m_end) return -1;
-    const long long i = p.row_index[tile.m0 + r];
+    if (tile.m0 + a_row0 + r >= tile.m_end) return -1;
+    const long long i = p.row_index[tile.m0 + a_row0 + r];
     return i >= 0 && i < p.a_rows ? i : -2;
   };
 
@@ -137,18 +151,19 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
     }
     int it = 0;
     KernelTileCursor<C::GROUPED, C::GROUPS> cursor;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    for (int t = first; t < tiles; t += stride) {
       const ScheduledTile tile = gemm_tile<C>(p, t, cursor);
       if (tile.m0 >= tile.m_end) break;
-      const int w_row = int(tile.group * C::N) + tile.n_tile * C::BN;
+      const int w_row = int(tile.group * C::N) + tile.n_tile * C::BN + C::W_ROWS * int(pair.rank);
       for (int kt = 0; kt < C::KTILES; ++kt, ++it) {
         const int s = it % C::STAGES;
         mbar_wait(&empty[s], ((it / C::STAGES) & 1) ^ 1, 1000);
         unsigned char* st = smem + s * C::STAGE_BYTES;
+        const unsigned bytes = (gathered ? 0u : gemm_a_bytes()) + gemm_w_bytes(C::BN, C::CTAS);
         if (lane == 0) {
-          mbar_expect_tx(&full[s], (gathered ? 0u : gemm_a_bytes()) + gemm_w_bytes(C::BN));
-          if (!gathered) tma_load_2d(st + C::A_AT, &p.tma_a, &full[s], kt * 128, int(tile.m0));
-          tma_load_2d(st + C::W_AT, &p.tma_w, &full[s], kt * 128, w_row);
+          pair.expect_loads(&full[s], bytes);
+          if (!gathered) pair.load_2d(st + C::A_AT, &p.tma_a, &full[s], kt * 128, int(tile.m0 + a_row0));
+          pair.load_2d(st + C::W_AT, &p.tma_w, &full[s], kt * 128, w_row);
         }
         if (gathered) {
 #pragma unroll 1
@@ -159,22 +174,23 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
             cp_async_16(st + C::A_AT + (r / 8) * OPERAND_GROUP_BYTES + (r % 8) * OPERAND_ROW_BYTES + 16 * (chunk ^ (r % 8)),
                         in ? p.a + row * p.a_stride + byte : p.a, in ? 16u : 0u);
           }
-          cp_async_commit();
-          cp_async_wait<0>();
-          fence_proxy_async_shared();  // the rows, visible to tcgen05.mma
         }
-        mbar_arrive(&full[s]);
+        pair.loaded(&full[s], (it / C::STAGES) & 1, bytes, gathered);
       }
     }
+    // every stage's last release has landed (a pair's commits arrive in both CTAs) before the
+    // CTA may exit
+    for (int i = it; i < it + C::STAGES; ++i) mbar_wait(&empty[i % C::STAGES], ((i / C::STAGES) & 1) ^ 1, 1000);
   } else if (warp >= 6) {
-    // the scale threads: word (row, step) of A's atoms and W's, 4 block scales each
+    // the scale threads: word (row, step) of A's atoms and W's, 4 block scales each (all the
+    // tile's weight rows: each CTA of a pair holds W's scales for the whole MMA)
     const int i = int(threadIdx.x) - (GEMM_THREADS - GEMM_SCALE_THREADS);
     int it = 0;
     KernelTileCursor<C::GROUPED, C::GROUPS> cursor;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    for (int t = first; t < tiles; t += stride) {
       const ScheduledTile tile = gemm_tile<C>(p, t, cursor);
       if (tile.m0 >= tile.m_end) break;
-      const long long n0 = (long long)tile.n_tile * C::BN;
+      const long long n0 = (long long)tile.n_tile * C::BN, m0 = tile.m0 + a_row0;
       const unsigned char* w_scales = p.w_scales + tile.group * p.w_group_bytes;
       for (int kt = 0; kt < C::KTILES; ++kt, ++it) {
         const int s = it % C::STAGES;
@@ -186,7 +202,7 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
           const long long kb = (long long)kt * (GEMM_BK / 16) + 4 * step;
           const int in_atom = (r % 32) * 16 + (r % 128 / 32) * 4;  // row r % 128 of its atom (W's too: 128 = 0 mod 128)
           if (r < GEMM_BM) {
-            const long long row = gathered ? gathered_row(tile, r) : tile.m0 + r < tile.m_end ? tile.m0 + r : -1;
+            const long long row = gathered ? gathered_row(tile, r) : m0 + r < tile.m_end ? m0 + r : -1;
             *reinterpret_cast<unsigned*>(st + C::SA_AT + step * 512 + in_atom) =
                 row == -2 ? 0x7F7F7F7Fu  // an index outside A: NaN block scales
                           : scale_word<C::A_LAYOUT, C::KB>(p.a_scales, row, row >= 0 && kb < C::KB, kb, p.a_scale_words != 0);
@@ -198,44 +214,48 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
           }
         }
         fence_proxy_async_shared();  // the atoms, visible to tcgen05.cp
-        mbar_arrive(&full[s]);
+        pair.arrive(&full[s]);
       }
     }
   } else if (warp == 1) {
-    const unsigned idesc = instr_descriptor_mxf4nvf4(GEMM_BM, C::BN);
-    int it = 0, done = 0;
-    KernelTileCursor<C::GROUPED, C::GROUPS> cursor;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-      if (C::GROUPED != GROUPED_NONE) {
-        const ScheduledTile tile = gemm_tile<C>(p, t, cursor);
-        if (tile.m0 >= tile.m_end) break;
-      }
-      // the epilogue has read what this accumulator held before
-      const int acc = done % C::ACCUMULATORS;
-      mbar_wait(&acc_empty[acc], ((done / C::ACCUMULATORS) & 1) ^ 1);
-      tcgen05_fence_after_sync<C::EMULATE>();
-      for (int kt = 0; kt < C::KTILES; ++kt, ++it) {
-        const int s = it % C::STAGES;
-        mbar_wait(&full[s], (it / C::STAGES) & 1);
-        tcgen05_fence_after_sync<C::EMULATE>();
-        const unsigned st = smem_u32(smem + s * C::STAGE_BYTES);
-        const unsigned sfa = tmem + C::ACCUMULATORS * C::BN + s * C::SCALE_COLUMNS, sfw = sfa + 4 * GEMM_STEPS;
-        const int steps = int((C::K - (long long)kt * GEMM_BK) / GEMM_MMA_K) < GEMM_STEPS
-                              ? int((C::K - (long long)kt * GEMM_BK) / GEMM_MMA_K)
-                              : GEMM_STEPS;
-        for (int step = 0; step < steps; ++step) {
-          tmem_copy_32x128b_warpx4<C::EMULATE>(sfa + 4 * step, scale_descriptor(st + C::SA_AT + step * 512));
-          for (int a = 0; a < C::W_ATOMS; ++a)
-            tmem_copy_32x128b_warpx4<C::EMULATE>(sfw + 4 * (step * C::W_ATOMS + a),
-                                                 scale_descriptor(st + C::SW_AT + (step * C::W_ATOMS + a) * 512));
+    if (pair.leader()) {
+      const unsigned idesc = instr_descriptor_mxf4nvf4(GEMM_BM * C::CTAS, C::BN);
+      int it = 0, done = 0;
+      KernelTileCursor<C::GROUPED, C::GROUPS> cursor;
+      for (int t = first; t < tiles; t += stride) {
+        if (C::GROUPED != GROUPED_NONE) {
+          const ScheduledTile tile = gemm_tile<C>(p, t, cursor);
+          if (tile.m0 >= tile.m_end) break;
         }
-        for (int step = 0; step < steps; ++step)
-          mma_mxf4nvf4<C::EMULATE>(tmem + acc * C::BN, operand_descriptor(st + C::A_AT, step), operand_descriptor(st + C::W_AT, step),
-                                   idesc, sfa + 4 * step, sfw + 4 * step * C::W_ATOMS, kt > 0 || step > 0);
-        tcgen05_commit<C::EMULATE>(&empty[s]);  // the stage is free once these MMAs are done
+        // the epilogue (the pair's) has read what this accumulator held before
+        const int acc = done % C::ACCUMULATORS;
+        mbar_wait(&acc_empty[acc], ((done / C::ACCUMULATORS) & 1) ^ 1);
+        tcgen05_fence_after_sync<C::EMULATE>();
+        for (int kt = 0; kt < C::KTILES; ++kt, ++it) {
+          const int s = it % C::STAGES;
+          mbar_wait(&full[s], (it / C::STAGES) & 1);
+          tcgen05_fence_after_sync<C::EMULATE>();
+          if (gathered) fence_proxy_async_shared();  // this CTA's gathered rows (cp.async), to tcgen05.mma
+          const unsigned st = smem_u32(smem + s * C::STAGE_BYTES);
+          const unsigned sfa = tmem + C::ACCUMULATORS * C::BN + s * C::SCALE_COLUMNS, sfw = sfa + 4 * GEMM_STEPS;
+          const int steps = int((C::K - (long long)kt * GEMM_BK) / GEMM_MMA_K) < GEMM_STEPS
+                                ? int((C::K - (long long)kt * GEMM_BK) / GEMM_MMA_K)
+                                : GEMM_STEPS;
+          for (int step = 0; step < steps; ++step) {
+            tmem_copy_32x128b_warpx4<C::EMULATE, C::CTAS>(sfa + 4 * step, scale_descriptor(st + C::SA_AT + step * 512));
+            for (int a = 0; a < C::W_ATOMS; ++a)
+              tmem_copy_32x128b_warpx4<C::EMULATE, C::CTAS>(sfw + 4 * (step * C::W_ATOMS + a),
+                                                            scale_descriptor(st + C::SW_AT + (step * C::W_ATOMS + a) * 512));
+          }
+          for (int step = 0; step < steps; ++step)
+            mma_mxf4nvf4<C::EMULATE, C::CTAS>(tmem + acc * C::BN, operand_descriptor(st + C::A_AT, step),
+                                              operand_descriptor(st + C::W_AT, step), idesc, sfa + 4 * step,
+                                              sfw + 4 * step * C::W_ATOMS, kt > 0 || step > 0);
+          tcgen05_commit<C::EMULATE, C::CTAS>(&empty[s]);  // the stage (the pair's) is free once these MMAs are done
+        }
+        tcgen05_commit<C::EMULATE, C::CTAS>(&acc_full[acc]);
+        ++done;
       }
-      tcgen05_commit<C::EMULATE>(&acc_full[acc]);
-      ++done;
     }
   } else {
     // the epilogue: warp w reads lanes 32 (w % 4) .. of the accumulator, one row of D a thread
@@ -244,10 +264,10 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
     const bool a_per_row = p.a_gscale_mode == GSCALE_DEVICE_PER_ROW;
     int done = 0;
     KernelTileCursor<C::GROUPED, C::GROUPS> cursor;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    for (int t = first; t < tiles; t += stride) {
       const ScheduledTile tile = gemm_tile<C>(p, t, cursor);
       if (tile.m0 >= tile.m_end) break;
-      const long long m = tile.m0 + r, n0 = (long long)tile.n_tile * C::BN;
+      const long long m = tile.m0 + a_row0 + r, n0 = (long long)tile.n_tile * C::BN;
       const float scale = p.alpha * global_scale(p.w_gscale_mode, p.w_gscale_value, p.w_gscale_ptr, tile.group) *
                           (a_per_row ? 1.0f : global_scale(p.a_gscale_mode, p.a_gscale_value, p.a_gscale_ptr, tile.group));
       const int acc = done % C::ACCUMULATORS;
@@ -281,16 +301,19 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
         }
       }
       tcgen05_fence_before_sync<C::EMULATE>();
-      mbar_arrive(&acc_empty[acc]);
+      pair.arrive(&acc_empty[acc]);
       ++done;
     }
   }
 
   tcgen05_fence_before_sync<C::EMULATE>();
-  __syncthreads();
+  if constexpr (C::CTAS == 2)
+    cluster_sync();  // neither CTA of the pair exits while the other's MMAs may reach it
+  else
+    __syncthreads();
   if (warp == 1) {
     tcgen05_fence_after_sync<C::EMULATE>();
-    tmem_dealloc<C::EMULATE>(tmem, C::TMEM_COLUMNS);
+    tmem_dealloc<C::EMULATE, C::CTAS>(tmem, C::TMEM_COLUMNS);
   }
 }
 

@@ -2,37 +2,52 @@
 // the instruction (EMULATE false: sm_100a, sm_103a) or its emulation (EMULATE true: the same
 // kernel compiled for sm_90a; sm100/tcgen05_emulated.cuh). PTX ISA 9.7.16.
 //
-// Who calls what: alloc / relinquish / dealloc by one whole warp; cp, mma and commit by the MMA
-// warp, all 32 lanes calling (the instruction is issued by lane 0 alone: single-thread
-// semantics, ISA 9.7.16.5; the emulation spreads an MMA's work over the warp); ld and wait by a
-// whole warp of the epilogue warpgroup.
+// CTAS is the .cta_group: 1, or 2 for a CTA pair (ISA 9.7.16.5.1: ranks 2i and 2i + 1 of a
+// cluster), whose one MMA (M 256) reads each CTA's shared memory at the descriptors' offsets and
+// writes each CTA's tensor memory at the same addresses. A kernel uses one .cta_group throughout
+// (ISA: every tcgen05 instruction of a kernel the same).
+//
+// Who calls what: alloc / relinquish / dealloc by one whole warp (of each CTA of a pair); cp, mma
+// and commit by the MMA warp (of a pair's even CTA), all 32 lanes calling (the instruction is
+// issued by lane 0 alone: single-thread semantics, ISA 9.7.16.5; the emulation spreads an MMA's
+// work over the warp); ld and wait by a whole warp of the epilogue warpgroup.
 #pragma once
+#include "common/ptx/cluster.cuh"
 #include "common/ptx/shared.cuh"
 #include "sm100/descriptors.cuh"
 #include "sm100/tcgen05_emulated.cuh"
 
 namespace nvfp4k::sm100 {
 
-template <bool EMULATE>
+template <bool EMULATE, int CTAS>
 __device__ __forceinline__ void tmem_alloc(unsigned* dst, unsigned columns) {
   if constexpr (EMULATE) {
     emulated::tmem_alloc(dst, columns);
   } else {
 #if __CUDA_ARCH__ >= 1000
-    asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], %1;" ::"r"(smem_u32(dst)), "r"(columns)
-                 : "memory");
-    asm volatile("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;" ::: "memory");
+    if constexpr (CTAS == 2) {
+      asm volatile("tcgen05.alloc.cta_group::2.sync.aligned.shared::cta.b32 [%0], %1;" ::"r"(smem_u32(dst)), "r"(columns)
+                   : "memory");
+      asm volatile("tcgen05.relinquish_alloc_permit.cta_group::2.sync.aligned;" ::: "memory");
+    } else {
+      asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], %1;" ::"r"(smem_u32(dst)), "r"(columns)
+                   : "memory");
+      asm volatile("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;" ::: "memory");
+    }
 #endif
   }
 }
 
-template <bool EMULATE>
+template <bool EMULATE, int CTAS>
 __device__ __forceinline__ void tmem_dealloc(unsigned address, unsigned columns) {
   if constexpr (EMULATE) {
     emulated::tmem_dealloc(address, columns);
   } else {
 #if __CUDA_ARCH__ >= 1000
-    asm volatile("tcgen05.dealloc.cta_group::1.sync.aligned.b32 %0, %1;" ::"r"(address), "r"(columns) : "memory");
+    if constexpr (CTAS == 2)
+      asm volatile("tcgen05.dealloc.cta_group::2.sync.aligned.b32 %0, %1;" ::"r"(address), "r"(columns) : "memory");
+    else
+      asm volatile("tcgen05.dealloc.cta_group::1.sync.aligned.b32 %0, %1;" ::"r"(address), "r"(columns) : "memory");
 #endif
   }
 }
@@ -51,7 +66,7 @@ __device__ __forceinline__ void tcgen05_fence_before_sync() {
 template <bool EMULATE>
 __device__ __forceinline__ void tcgen05_fence_after_sync() {
   if constexpr (EMULATE) {
-    __threadfence_block();
+    __threadfence();  // a pair's: the other CTA's tensor memory and shared memory, read here next
   } else {
 #if __CUDA_ARCH__ >= 1000
     asm volatile("tcgen05.fence::after_thread_sync;" ::: "memory");
@@ -60,59 +75,82 @@ __device__ __forceinline__ void tcgen05_fence_after_sync() {
 }
 
 // 32 rows of 16 bytes (one 512-byte scale atom) into columns [address, address + 4) of all
-// four 32-lane partitions: .32x128b.warpx4.
-template <bool EMULATE>
+// four 32-lane partitions: .32x128b.warpx4 (a pair's: each CTA's atom at the descriptor's
+// offset into its own tensor memory).
+template <bool EMULATE, int CTAS>
 __device__ __forceinline__ void tmem_copy_32x128b_warpx4(unsigned address, unsigned long long desc) {
   if constexpr (EMULATE) {
     __syncwarp();
-    if (threadIdx.x % 32 == 0) emulated::copy_32x128b_warpx4(address, desc);
+    if (threadIdx.x % 32 == 0) emulated::copy_32x128b_warpx4<CTAS>(address, desc);
     __syncwarp();
   } else {
 #if __CUDA_ARCH__ >= 1000
-    if (threadIdx.x % 32 == 0)
-      asm volatile("tcgen05.cp.cta_group::1.32x128b.warpx4 [%0], %1;" ::"r"(address), "l"(desc) : "memory");
-#endif
-  }
-}
-
-// D[128 x N] (+)= (A * SF_A) . (B * SF_B), K = 64, E2M1 operands in shared memory and UE4M3
-// scale factors in tensor memory (.kind::mxf4nvf4, 4 scales a row: .scale_vec::4X, which
-// sm_103a spells .block16).
-template <bool EMULATE>
-__device__ __forceinline__ void mma_mxf4nvf4(unsigned d, unsigned long long a_desc, unsigned long long b_desc,
-                                             unsigned idesc, unsigned sfa, unsigned sfb, bool accumulate) {
-  if constexpr (EMULATE) {
-    emulated::mma_mxf4nvf4(d, a_desc, b_desc, idesc, sfa, sfb, accumulate);
-  } else {
-#if __CUDA_ARCH__ >= 1000
     if (threadIdx.x % 32 == 0) {
-#if __CUDA_ARCH__ == 1000
-#define NVFP4_SM100_SCALE_VEC "scale_vec::4X"
-#else
-#define NVFP4_SM100_SCALE_VEC "block16"
-#endif
-      asm volatile(
-          "{\n .reg .pred p;\n setp.ne.b32 p, %6, 0;\n"
-          " tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale." NVFP4_SM100_SCALE_VEC
-          " [%0], %1, %2, %3, [%4], [%5], p;\n}\n" ::"r"(d),
-          "l"(a_desc), "l"(b_desc), "r"(idesc), "r"(sfa), "r"(sfb), "r"(int(accumulate))
-          : "memory");
-#undef NVFP4_SM100_SCALE_VEC
+      if constexpr (CTAS == 2)
+        asm volatile("tcgen05.cp.cta_group::2.32x128b.warpx4 [%0], %1;" ::"r"(address), "l"(desc) : "memory");
+      else
+        asm volatile("tcgen05.cp.cta_group::1.32x128b.warpx4 [%0], %1;" ::"r"(address), "l"(desc) : "memory");
     }
 #endif
   }
 }
 
-// Arrives once on `bar` when this thread's earlier cp and mma operations have completed.
-template <bool EMULATE>
-__device__ __forceinline__ void tcgen05_commit(unsigned long long* bar) {
+// D[128 CTAS x N] (+)= (A * SF_A) . (B * SF_B), K = 64, E2M1 operands in shared memory and UE4M3
+// scale factors in tensor memory (.kind::mxf4nvf4, 4 scales a row: .scale_vec::4X, which
+// sm_103a spells .block16).
+#if __CUDA_ARCH__ == 1000
+#define NVFP4_SM100_MMA(GROUP)                                                                             \
+  "{\n .reg .pred p;\n setp.ne.b32 p, %6, 0;\n tcgen05.mma.cta_group::" GROUP                            \
+  ".kind::mxf4nvf4.block_scale.scale_vec::4X [%0], %1, %2, %3, [%4], [%5], p;\n}\n"
+#else
+#define NVFP4_SM100_MMA(GROUP)                                                                             \
+  "{\n .reg .pred p;\n setp.ne.b32 p, %6, 0;\n tcgen05.mma.cta_group::" GROUP                            \
+  ".kind::mxf4nvf4.block_scale.block16 [%0], %1, %2, %3, [%4], [%5], p;\n}\n"
+#endif
+template <bool EMULATE, int CTAS>
+__device__ __forceinline__ void mma_mxf4nvf4(unsigned d, unsigned long long a_desc, unsigned long long b_desc,
+                                             unsigned idesc, unsigned sfa, unsigned sfb, bool accumulate) {
   if constexpr (EMULATE) {
-    emulated::commit(bar);
+    emulated::mma_mxf4nvf4<CTAS>(d, a_desc, b_desc, idesc, sfa, sfb, accumulate);
   } else {
 #if __CUDA_ARCH__ >= 1000
-    if (threadIdx.x % 32 == 0)
-      asm volatile("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%0];" ::"r"(smem_u32(bar))
-                   : "memory");
+    if (threadIdx.x % 32 == 0) {
+      if constexpr (CTAS == 2)
+        asm volatile(NVFP4_SM100_MMA("2")::"r"(d), "l"(a_desc), "l"(b_desc), "r"(idesc), "r"(sfa), "r"(sfb),
+                     "r"(int(accumulate))
+                     : "memory");
+      else
+        asm volatile(NVFP4_SM100_MMA("1")::"r"(d), "l"(a_desc), "l"(b_desc), "r"(idesc), "r"(sfa), "r"(sfb),
+                     "r"(int(accumulate))
+                     : "memory");
+    }
+#endif
+  }
+}
+#undef NVFP4_SM100_MMA
+
+// Arrives once on `bar` when this thread's earlier cp and mma operations have completed: a
+// pair's on the barrier at `bar`'s offset in both CTAs (.multicast::cluster, ctaMask the pair's
+// two ranks).
+template <bool EMULATE, int CTAS>
+__device__ __forceinline__ void tcgen05_commit(unsigned long long* bar) {
+  if constexpr (EMULATE) {
+    emulated::commit<CTAS>(bar);
+  } else {
+#if __CUDA_ARCH__ >= 1000
+    if (threadIdx.x % 32 == 0) {
+      if constexpr (CTAS == 2) {
+        const unsigned short pair_mask = 3u << (cluster_ctarank() & ~1u);
+        asm volatile(
+            "tcgen05.commit.cta_group::2.mbarrier::arrive::one.shared::cluster.multicast::cluster.b64 [%0], %1;" ::"r"(
+                smem_u32(bar)),
+            "h"(pair_mask)
+            : "memory");
+      } else {
+        asm volatile("tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%0];" ::"r"(smem_u32(bar))
+                     : "memory");
+      }
+    }
 #endif
   }
 }

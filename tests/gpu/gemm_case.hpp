@@ -239,7 +239,8 @@ void run_case(const Case& c, std::mt19937& rng) {
   const double bound = c.d == DType::fp32 ? 1e-5 : c.d == DType::bf16 ? 4e-3 : 1e-3;
   MESSAGE("gemm m=" << c.m << " n=" << c.n << " k=" << c.k << " a=" << int(c.a) << " d=" << int(c.d)
                     << " layout=" << int(c.layout) << (c.tile.block_m ? " tile " + sm90::describe(c.tile) : std::string())
-                    << (c.backend_tile.block_m ? " tile bn" + std::to_string(c.backend_tile.block_n) + " s" +
+                    << (c.backend_tile.block_m ? " tile bm" + std::to_string(c.backend_tile.block_m) + " bn" +
+                                                     std::to_string(c.backend_tile.block_n) + " s" +
                                                      std::to_string(c.backend_tile.stages)
                                                : std::string())
                     << ": relative Frobenius error " << rel);

@@ -6,7 +6,7 @@
 // cache and the launch. The correctness matrix is the other backends' (gemm_case.hpp): float64
 // reference, poisoned outputs, ragged M / N, K in whole and part k-tiles, both scale layouts on
 // each operand, global-scale kinds, bias, alpha, strides, subnormal and NaN block scales, every
-// weight tile width; plus graph capture and the refusals.
+// weight tile width, one CTA or a CTA pair (.cta_group::2); plus graph capture and the refusals.
 #include <initializer_list>
 #include <string>
 
@@ -22,8 +22,9 @@ using test::OnSm100Backend;
 constexpr DType fp4 = DType::nvfp4, bf16 = DType::bf16, fp16 = DType::fp16, fp32 = DType::fp32;
 constexpr ScaleLayout lin = ScaleLayout::linear, sw = ScaleLayout::swizzled128x4;
 
-Case with_tile(Case c, int block_n, int stages) {
-  c.backend_tile = sm100::to_config({block_n, stages});
+// ctas 2: a CTA pair's 256-row tile
+Case with_tile(Case c, int block_n, int stages, int ctas = 1) {
+  c.backend_tile = sm100::to_config({block_n, stages, ctas});
   return c;
 }
 
@@ -73,6 +74,12 @@ TEST_SUITE("gpu_gemm_sm100") {
         with_tile({130, 520, 4096, fp4, bf16, sw}, 128, 6),
         with_tile({300, 600, 2880, fp4, fp32, lin, true, 2, 0, 0, 1.0f, Case::any, 2}, 256, 2),
         with_tile({300, 600, 2880, fp4, fp32, sw}, 256, 4),
+        // CTA pairs (.cta_group::2, M 256): ragged M (a tile's odd CTA with 24 rows) and N, both
+        // widths, the fewest and the most stages, pairs walking several tiles, NaN block scales
+        with_tile({300, 600, 2880, fp4, fp32, lin, true, 2, 0, 0, 1.0f, Case::any, 2}, 256, 2, 2),
+        with_tile({300, 200, 4096, fp4, fp32, sw, false, 0, 0, 0, 1.0f, Case::nan_row, 2}, 256, 5, 2),
+        with_tile({520, 520, 1024, fp4, bf16, sw, false, 1, 0, 8, 0.5f}, 128, 8, 2),
+        with_tile({2100, 1024, 256, fp4, fp32, lin, true, 0, 0, 0, 1.0f, Case::subnormal, 1}, 128, 2, 2),
     };
     for (const Case& c : cases) run_case(c, rng);
   }
@@ -88,6 +95,8 @@ TEST_SUITE("gpu_gemm_sm100") {
         with_tile({130, 200, 576, fp4, bf16, sw, true, 2, 0, 0, 1.0f, Case::any, 2}, 64, 2),
         with_tile({9, 200, 256, fp4, fp32, lin}, 128, 3),
         with_tile({9, 300, 192, fp4, fp32, sw}, 256, 2),
+        with_tile({130, 200, 576, fp4, bf16, sw, true, 2, 0, 0, 1.0f, Case::any, 2}, 128, 2, 2),  // the ring wraps
+        with_tile({300, 72, 256, fp4, fp32, lin}, 256, 2, 2),
     };
     for (const Case& c : cases) run_case(c, rng);
   }

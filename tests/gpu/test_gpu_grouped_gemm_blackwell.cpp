@@ -20,6 +20,8 @@
 #include "on_blackwell_backend.hpp"
 #include "core/driver.hpp"
 #include "core/gpu_util.hpp"
+#include "ops/gemm/gemm.hpp"
+#include "ops/gemm/sm100/tiles.hpp"
 
 using namespace nvfp4::jit;
 using namespace nvfp4::jit::detail;
@@ -41,6 +43,7 @@ struct Experts {
   float alpha = 1.0f;
   int64_t d_pad = 0;      // D's row stride n + d_pad
   int64_t a_pad = 0;      // bytes after each packed row of A (4: rows not 16-byte aligned)
+  TileConfig tile{};      // a given tile (grouped_gemm_with_tile), else the chosen one
 };
 
 // The worst relative error against float64 per output type, over the suite's cases.
@@ -139,6 +142,8 @@ void run_experts(const Experts& c, std::mt19937& rng, int replays = 0) {
   CAPTURE(c.m);
   CAPTURE(c.n);
   CAPTURE(c.k);
+  CAPTURE(c.tile.block_m);
+  CAPTURE(c.tile.block_n);
   const bool masked = c.layout == GroupedLayout::masked, gathers = c.gather || c.ep_slice;
   const int64_t rows = masked ? c.m * c.groups : c.m;
   const int64_t tokens = c.ep_slice ? c.m / 4 : c.gather ? rows / 2 + 3 : rows;  // rows of A
@@ -208,11 +213,12 @@ void run_experts(const Experts& c, std::mt19937& rng, int replays = 0) {
     for (int e = 0; e < c.groups; ++e) ga_group[size_t(e)] = ga * std::ldexp(1.0f, int(rng() % 5) - 2);
     d_ga_group.upload(ga_group.data(), ga_group.size() * 4);
     d_out.fill(0xFF);  // NaN in every output type
-    if (replays == 0 || !graph.exec) grouped_gemm(g, stream);  // eager; before the capture, it loads the kernel
+    auto run = [&] { c.tile.block_m ? grouped_gemm_with_tile(g, c.tile, stream) : grouped_gemm(g, stream); };
+    if (replays == 0 || !graph.exec) run();  // eager; before the capture, it loads the kernel
     if (replays > 0) {
       check_cu(driver().cuStreamSynchronize(stream), "eager grouped_gemm");
       d_out.fill(0xFF);
-      if (!graph.exec) graph.capture(stream, [&] { grouped_gemm(g, stream); });
+      if (!graph.exec) graph.capture(stream, run);
       graph.replay(stream);
     }
     check_cu(driver().cuStreamSynchronize(stream), "grouped_gemm");
@@ -281,6 +287,12 @@ void run_experts(const Experts& c, std::mt19937& rng, int replays = 0) {
 constexpr ScaleLayout lin = ScaleLayout::linear, sw = ScaleLayout::swizzled128x4;
 constexpr GroupedLayout contiguous = GroupedLayout::contiguous, masked = GroupedLayout::masked;
 constexpr DType bf16 = DType::bf16, fp16 = DType::fp16, fp32 = DType::fp32;
+
+// `c` on the sm_100a backend's tile of block_n weight rows (ctas 2: a CTA pair's)
+Experts with_tile(Experts c, int block_n, int stages, int ctas) {
+  c.tile = sm100::to_config({block_n, stages, ctas});
+  return c;
+}
 
 }  // namespace
 
@@ -351,6 +363,10 @@ TEST_SUITE("gpu_grouped_gemm_sm100") {
         {masked, 1, 700, 72, 2048, sw, fp16, AScale::host, false, false, 0, 1.0f / 256},
         {contiguous, 8, 600, 256, 512, lin, bf16, AScale::per_group, false, true},   // EP slice via moe_route
         {contiguous, 128, 2400, 72, 256, sw, fp32, AScale::device, false, true, 2},  // EP slice, 128 of 512 experts
+        // CTA pairs (.cta_group::2): 256-row tiles of the groups' rows, gathered and masked
+        with_tile({contiguous, 8, 600, 256, 512, sw, bf16, AScale::per_group, true}, 128, 3, 2),
+        with_tile({contiguous, 8, 1000, 300, 320, lin, fp32, AScale::per_row, false, false, 2, -2.0f, 5}, 256, 2, 2),
+        with_tile({masked, 3, 300, 200, 256, lin, fp32, AScale::host}, 256, 4, 2),
     };
     for (const Experts& c : cases) run_experts(c, rng);
     for (const auto& [d, e] : worst_error()) MESSAGE("worst relative error so far, " << dtype_label(DType(d)) << ": " << e);
@@ -364,6 +380,23 @@ TEST_SUITE("gpu_grouped_gemm_sm100") {
         {contiguous, 8, 40, 72, 192, sw, fp32, AScale::per_group, true},
         {masked, 3, 9, 64, 320, sw, bf16, AScale::per_row},
         {contiguous, 4, 50, 136, 256, lin, fp32, AScale::host, true, false, 1},
+        // CTA pairs: both CTAs' rows, the ring wrapping; masked
+        with_tile({contiguous, 4, 700, 136, 576, sw, fp32, AScale::per_group}, 128, 2, 2),
+        with_tile({masked, 3, 300, 72, 256, lin, bf16, AScale::per_row}, 256, 2, 2),
+    };
+    for (const Experts& c : cases) run_experts(c, rng);
+  }
+
+  // Gathered rows (cp.async) on a wrapping ring, one CTA and a pair: memcheck. racecheck reports
+  // the cp.async writes against the emulated MMA's shared memory loads once a stage is reused or
+  // the stage's barrier is a pair's (docs/architecture.md, the sm_100a emulation).
+  TEST_CASE("sm_100a grouped gathered rows on a wrapping ring, for memcheck") {
+    const test::OnSm100Backend on;
+    if (!on.ready()) return;
+    std::mt19937 rng(std::random_device{}());
+    const Experts cases[] = {
+        with_tile({contiguous, 4, 300, 136, 576, lin, fp32, AScale::host, true}, 64, 2, 1),
+        with_tile({contiguous, 4, 700, 136, 576, sw, fp32, AScale::per_group, true}, 128, 2, 2),
     };
     for (const Experts& c : cases) run_experts(c, rng);
   }
@@ -374,5 +407,6 @@ TEST_SUITE("gpu_grouped_gemm_sm100") {
     std::mt19937 rng(std::random_device{}());
     run_experts({contiguous, 8, 128, 200, 256, sw, fp32, AScale::per_group, true}, rng, 3);
     run_experts({masked, 8, 32, 128, 256, lin, bf16, AScale::per_group}, rng, 2);
+    run_experts(with_tile({contiguous, 4, 400, 128, 256, sw, fp32, AScale::per_group, true}, 128, 2, 2), rng, 2);
   }
 }

@@ -13,6 +13,7 @@ namespace nvfp4::jit::detail {
 namespace {
 
 constexpr const char* kWho = "nvfp4::jit::gemm";
+constexpr const char* kGroupedWho = "nvfp4::jit::grouped_gemm";
 
 // W4A4: A decoded exactly to BF16 without its global scale (e2m1 x e4m3 has at most 6
 // significant bits and lies in [2^-10, 2688]), then the BF16 kernel, with A's global scale in
@@ -55,23 +56,31 @@ void run_gemm(const GemmCall& call, CUstream stream) {
   launch_gemm(gemm_dispatch(device, call, stream), call, stream);
 }
 
+// A validated call on a given tile.
+void run_gemm_with_tile(const GemmCall& call, const TileConfig& tile, const char* who, CUstream stream) {
+  if (call.args.m == 0) return;
+  const DeviceInfo& device = current_device();
+  const GemmBackend& backend = gemm_backend(device.arch, who);
+  if (call.args.a_dtype == DType::nvfp4 && !backend.native_fp4_activations())  // W4A4 runs the BF16 kernel on decoded A
+    Check(who).fail("a_dtype",
+                    fmt::format("a_dtype = nvfp4: a given tile runs BF16 or FP16 activations only on {} (its W4A4 "
+                                "decodes A and runs gemm's own tile)",
+                                to_string(device.arch)),
+                    Status::unsupported);
+  const KernelSpec spec = gemm_spec(gemm_problem(device.arch, call), tile);
+  if (std::string why = backend.tile_problem(spec); !why.empty())
+    fail(Status::unsupported, "{}: tile {}: {}", who, backend.describe(tile), why);
+  launch_gemm(load_gemm_kernel(device, backend, spec, call.args.m, stream, call), call, stream);
+}
+
 }  // namespace
 
 void gemm_with_tile(const GemmArgs& args, const TileConfig& tile, CUstream stream) {
-  const GemmCall call = gemm_call(args, kWho);
-  if (args.m == 0) return;
-  const DeviceInfo& device = current_device();
-  const GemmBackend& backend = gemm_backend(device.arch, kWho);
-  if (args.a_dtype == DType::nvfp4 && !backend.native_fp4_activations())  // W4A4 runs the BF16 kernel on decoded A
-    Check(kWho).fail("a_dtype",
-                     fmt::format("a_dtype = nvfp4: a given tile runs BF16 or FP16 activations only on {} (its W4A4 "
-                                 "decodes A and runs gemm's own tile)",
-                                 to_string(device.arch)),
-                     Status::unsupported);
-  const KernelSpec spec = gemm_spec(gemm_problem(device.arch, call), tile);
-  if (std::string why = backend.tile_problem(spec); !why.empty())
-    fail(Status::unsupported, "{}: tile {}: {}", kWho, backend.describe(tile), why);
-  launch_gemm(load_gemm_kernel(device, backend, spec, args.m, stream, call), call, stream);
+  run_gemm_with_tile(gemm_call(args, kWho), tile, kWho, stream);
+}
+
+void grouped_gemm_with_tile(const GroupedGemmArgs& args, const TileConfig& tile, CUstream stream) {
+  run_gemm_with_tile(grouped_gemm_call(args, kGroupedWho), tile, kGroupedWho, stream);
 }
 
 }  // namespace nvfp4::jit::detail
@@ -88,7 +97,7 @@ int64_t gemm_workspace_bytes(const GemmArgs& args) {
 void gemm(const GemmArgs& args, CUstream stream) { detail::run_gemm(detail::gemm_call(args, detail::kWho), stream); }
 
 void grouped_gemm(const GroupedGemmArgs& args, CUstream stream) {
-  detail::run_gemm(detail::grouped_gemm_call(args, "nvfp4::jit::grouped_gemm"), stream);
+  detail::run_gemm(detail::grouped_gemm_call(args, detail::kGroupedWho), stream);
 }
 
 int64_t grouped_gemm_workspace_bytes(const GroupedGemmArgs& args) {

@@ -7,8 +7,10 @@
 
 namespace nvfp4::jit::detail {
 
-// gemm with a given tile instead of the chosen one (the tuner's checks and the benchmarks).
+// gemm (grouped_gemm) with a given tile instead of the chosen one (the tuner's checks, the
+// benchmarks and the tests).
 // Throws Error(unsupported) where the device's backend cannot build or run it.
 void gemm_with_tile(const GemmArgs& args, const TileConfig& tile, CUstream stream);
+void grouped_gemm_with_tile(const GroupedGemmArgs& args, const TileConfig& tile, CUstream stream);
 
 }  // namespace nvfp4::jit::detail

@@ -1,7 +1,7 @@
 // The sm_100a / sm_103a GEMM backend: NVFP4 activations x an NVFP4 weight through the
 // block-scaled tcgen05 MMA with accumulators in tensor memory (templates/sm100/gemm_w4a4.cuh),
 // either scale layout for each; dense or grouped (contiguous, A's rows optionally gathered, or
-// masked), persistent.
+// masked), persistent; a tile of one CTA or of a CTA pair (a cluster of 2, .cta_group::2).
 //
 // The same backend, as a test facility, runs its kernels on an sm_90a device: with
 // NVFP4_JIT_EMULATE_ARCH=sm_100a (or sm_103a) in the environment it takes the GEMM calls of an
@@ -50,12 +50,13 @@ class Sm100Backend final : public GemmBackend {
   }
 
   TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count) const override {
-    return to_config(heuristic_tile(problem.n, m, sm_count));
+    return to_config(heuristic_tile(problem.n, m, sm_count, std::max(1, int(problem.groups))));
   }
 
   std::vector<TileConfig> candidates(const KernelSpec& problem, int bucket, int sm_count) const override {
     std::vector<TileConfig> configs;
-    for (const Tile& t : candidate_tiles(problem.n, bucket, sm_count)) configs.push_back(to_config(t));
+    for (const Tile& t : candidate_tiles(problem.n, bucket, sm_count, std::max(1, int(problem.groups))))
+      configs.push_back(to_config(t));
     return configs;
   }
 
@@ -69,10 +70,10 @@ class Sm100Backend final : public GemmBackend {
 
   std::string kernel_name(const KernelSpec& spec) const override {
     const Tile t = from_config(spec.tile);
-    return fmt::format("nvfp4_gemm_w4a4_{}{}n{}_k{}_{}_a{}_w{}{}_bn{}_s{}", emulated(spec) ? "sm100emu_" : "sm100_",
+    return fmt::format("nvfp4_gemm_w4a4_{}{}n{}_k{}_{}_a{}_w{}{}_{}bn{}_s{}", emulated(spec) ? "sm100emu_" : "sm100_",
                        grouped_name(spec), spec.n, spec.k, dtype_name(spec.out_dtype),
                        scale_layout_name(gemm_a_scale_layout(spec)), scale_layout_name(spec.scale_layout), bias_name(spec),
-                       t.block_n, t.stages);
+                       t.ctas == 2 ? "bm256_" : "", t.block_n, t.stages);
   }
 
   GeneratedKernel generate(const KernelSpec& spec) const override {
@@ -80,9 +81,9 @@ class Sm100Backend final : public GemmBackend {
     const int grouped = gemm_problem_grouped(spec);
     return entry_point(spec, kernel_name(spec), "sm100/gemm_w4a4.cuh", "GemmSm100Params",
                        fmt::format("nvfp4k::sm100::gemm_w4a4<nvfp4k::sm100::GemmConfig<{}, {}, {}LL, {}LL, {}, {}, {}, {}, "
-                                   "{}{}>>(p)",
+                                   "{}, {}{}>>(p)",
                                    spec.out_dtype, gemm_bias_code(spec), spec.n, spec.k, gemm_a_scale_layout(spec), spec.scale_layout,
-                                   t.block_n, t.stages, emulated(spec) ? "true" : "false",
+                                   t.block_n, t.stages, t.ctas, emulated(spec) ? "true" : "false",
                                    grouped ? fmt::format(", {}, {}", grouped, spec.groups) : ""));
   }
 
@@ -91,13 +92,15 @@ class Sm100Backend final : public GemmBackend {
   GemmPlan plan(const KernelSpec& spec, int64_t m, int sm_count) const override {
     const Tile t = from_config(spec.tile);
     const int grouped = gemm_problem_grouped(spec);
-    const GemmGrid grid = grouped ? gemm_grouped_grid(grouped, spec.groups, m, spec.n, nvfp4k::sm100::GEMM_BM, t.block_n)
-                                  : gemm_grid(m, spec.n, spec.k, nvfp4k::sm100::GEMM_BM, t.block_n, 1, sm_count);
+    const int block_m = nvfp4k::sm100::GEMM_BM * t.ctas;
+    const GemmGrid grid = grouped ? gemm_grouped_grid(grouped, spec.groups, m, spec.n, block_m, t.block_n)
+                                  : gemm_grid(m, spec.n, spec.k, block_m, t.block_n, 1, sm_count);
     GemmPlan plan;
     auto& p = *reinterpret_cast<nvfp4k::GemmSm100Params*>(plan.params);
     p.schedule = grid.schedule;
-    // persistent: a CTA a tile up to one per SM, each walking the tiles gridDim.x apart
-    plan.shape.grid[0] = std::min<unsigned>(grid.clusters, unsigned(std::max(sm_count, 1)));
+    // persistent: a CTA (pair) a tile up to one CTA per SM, each walking the tiles its count apart
+    plan.shape.grid[0] = unsigned(t.ctas) * std::min<unsigned>(grid.clusters, unsigned(std::max(sm_count / t.ctas, 1)));
+    if (t.ctas == 2) plan.shape.cluster[0] = 2, plan.shape.cluster[1] = plan.shape.cluster[2] = 1;
     plan.shape.block[0] = unsigned(nvfp4k::sm100::GEMM_THREADS);
     plan.shape.shared_bytes = sm100::shared_bytes(t);
     plan.early_launch = false;  // the kernel makes no programmatic-launch calls
@@ -123,7 +126,8 @@ class Sm100Backend final : public GemmBackend {
     const int64_t groups = std::max(1, spec.groups);  // the groups' weights one after the other
     copy_tensor_map(p.tma_w, make_tensor_map_2d(args.b.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(groups * args.n),
                                          uint64_t(args.k / 2),
-                                         uint64_t(call.b_stride), uint32_t(t.block_n), 128, CU_TENSOR_MAP_SWIZZLE_128B));
+                                         uint64_t(call.b_stride), uint32_t(nvfp4k::sm100::gemm_w_rows(t.block_n, t.ctas)), 128,
+                                         CU_TENSOR_MAP_SWIZZLE_128B));
     p.a_scales = static_cast<const unsigned char*>(args.a_fp4.scales);
     p.w_scales = static_cast<const unsigned char*>(args.b.scales);
     p.a_scale_words = reinterpret_cast<uintptr_t>(p.a_scales) % 4 == 0;

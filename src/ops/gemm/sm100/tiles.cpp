@@ -10,22 +10,26 @@
 namespace nvfp4::jit::detail::sm100 {
 
 namespace {
-int max_stages(int block_n) {
+int max_stages(int block_n, int ctas) {
   int stages = 2;
-  while (nvfp4k::sm100::gemm_shared_bytes(block_n, stages + 1) <= nvfp4k::sm100::GEMM_MAX_SHARED &&
+  while (nvfp4k::sm100::gemm_shared_bytes(block_n, stages + 1, ctas) <= nvfp4k::sm100::GEMM_MAX_SHARED &&
          nvfp4k::sm100::gemm_tmem_columns_used(block_n, stages + 1) <= int(nvfp4k::sm100::GEMM_TMEM_COLUMNS))
     ++stages;
   return stages;
 }
-int64_t ctas(int64_t m, int64_t n, int block_n) {
-  return (m + nvfp4k::sm100::GEMM_BM - 1) / nvfp4k::sm100::GEMM_BM * ((n + block_n - 1) / block_n);
+// the CTAs of m rows' tiles
+int64_t ctas(int64_t m, int64_t n, int block_n, int pair = 1) {
+  const int64_t block_m = nvfp4k::sm100::GEMM_BM * pair;
+  return (m + block_m - 1) / block_m * ((n + block_n - 1) / block_n) * pair;
 }
 }  // namespace
 
-unsigned shared_bytes(const Tile& t) { return nvfp4k::sm100::gemm_shared_bytes(t.block_n, t.stages); }
+unsigned shared_bytes(const Tile& t) { return nvfp4k::sm100::gemm_shared_bytes(t.block_n, t.stages, t.ctas); }
 
 std::string tile_problem(const Tile& t) {
+  if (t.ctas != 1 && t.ctas != 2) return fmt::format("{} CTAs a tile (1, or 2: a pair)", t.ctas);
   if (t.block_n != 64 && t.block_n != 128 && t.block_n != 256) return fmt::format("block_n {} (64, 128 or 256)", t.block_n);
+  if (t.ctas == 2 && t.block_n == 64) return "block_n 64 on a CTA pair (128 or 256: 64 weight rows a CTA at least)";
   if (t.stages < 2) return fmt::format("{} stages (at least 2)", t.stages);
   if (shared_bytes(t) > nvfp4k::sm100::GEMM_MAX_SHARED)
     return fmt::format("{} bytes of shared memory (at most {} on sm_100 / sm_103)", shared_bytes(t),
@@ -36,34 +40,40 @@ std::string tile_problem(const Tile& t) {
   return {};
 }
 
-Tile heuristic_tile(int64_t n, int64_t m, int sm_count) {
+Tile heuristic_tile(int64_t n, int64_t m, int sm_count, int groups) {
   // chosen for m's bucket (its largest M): one tile per bucket, which prewarm compiles
   const int64_t rows = gemm_bucket_m(gemm_m_bucket(m));
+  if (rows >= 2 * nvfp4k::sm100::GEMM_BM && ctas(rows, n, 256, 2) * groups >= sm_count) return {256, max_stages(256, 2), 2};
   int block_n = 64;
   for (int bn : {256, 128})
-    if (ctas(rows, n, bn) >= sm_count) {
+    if (ctas(rows, n, bn) * groups >= sm_count) {
       block_n = bn;
       break;
     }
-  return {block_n, max_stages(block_n)};
+  return {block_n, max_stages(block_n, 1)};
 }
 
-std::vector<Tile> candidate_tiles(int64_t n, int bucket, int sm_count) {
-  const Tile heuristic = heuristic_tile(n, gemm_bucket_m(bucket), sm_count);
+std::vector<Tile> candidate_tiles(int64_t n, int bucket, int sm_count, int groups) {
+  const Tile heuristic = heuristic_tile(n, gemm_bucket_m(bucket), sm_count, groups);
   std::vector<Tile> tiles{heuristic};
-  for (int block_n : {64, 128, 256})
-    for (int stages = 2; stages <= max_stages(block_n); ++stages) {
-      const Tile t{block_n, stages};
-      if (std::find(tiles.begin(), tiles.end(), t) == tiles.end()) tiles.push_back(t);
+  for (int ctas : {1, 2})
+    for (int block_n : {64, 128, 256}) {
+      if (ctas == 2 && (block_n == 64 || gemm_bucket_m(bucket) <= nvfp4k::sm100::GEMM_BM)) continue;
+      for (int stages = 2; stages <= max_stages(block_n, ctas); ++stages) {
+        const Tile t{block_n, stages, ctas};
+        if (std::find(tiles.begin(), tiles.end(), t) == tiles.end()) tiles.push_back(t);
+      }
     }
   return tiles;
 }
 
-std::string describe(const Tile& t) { return fmt::format("bn{} s{}", t.block_n, t.stages); }
+std::string describe(const Tile& t) {
+  return t.ctas == 2 ? fmt::format("bm256 bn{} s{}", t.block_n, t.stages) : fmt::format("bn{} s{}", t.block_n, t.stages);
+}
 
 TileConfig to_config(const Tile& t) {
   TileConfig c;
-  c.block_m = uint16_t(nvfp4k::sm100::GEMM_BM);
+  c.block_m = uint16_t(nvfp4k::sm100::GEMM_BM * t.ctas);
   c.block_n = uint16_t(t.block_n);
   c.block_k = uint16_t(nvfp4k::sm100::GEMM_BK);
   c.threads = uint16_t(nvfp4k::sm100::GEMM_THREADS);
@@ -72,6 +82,6 @@ TileConfig to_config(const Tile& t) {
   return c;
 }
 
-Tile from_config(const TileConfig& c) { return Tile{c.block_n, c.stages}; }
+Tile from_config(const TileConfig& c) { return Tile{c.block_n, c.stages, c.block_m / nvfp4k::sm100::GEMM_BM}; }
 
 }  // namespace nvfp4::jit::detail::sm100

@@ -1,7 +1,7 @@
 // The sm_100a / sm_103a GEMM's tiles: what its kernel can build within the arch's limits
 // (227 KB of shared memory per block, 512 tensor memory columns), the heuristic that reads the
-// SM count, and the tuner's search space. Every tile is 128 rows (one .cta_group::1 MMA) by
-// 64, 128 or 256 weight rows.
+// SM count, and the tuner's search space. A tile is 128 rows (one CTA, .cta_group::1 MMAs) by
+// 64, 128 or 256 weight rows, or 256 rows (a CTA pair, .cta_group::2) by 128 or 256.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -12,8 +12,9 @@
 namespace nvfp4::jit::detail::sm100 {
 
 struct Tile {
-  int block_n = 0;  // weight rows per CTA: 64, 128 or 256 (the MMA's N)
+  int block_n = 0;  // the tile's weight rows: 64, 128 or 256 (the MMA's N)
   int stages = 0;   // the TMA ring's depth, 256 k each
+  int ctas = 1;     // 1, or 2: a CTA pair (a cluster of 2) computes 256 rows
   bool operator==(const Tile&) const = default;
 };
 
@@ -24,16 +25,19 @@ unsigned shared_bytes(const Tile& tile);
 // Why the kernel cannot be built or launched with `tile`; empty when it can.
 std::string tile_problem(const Tile& tile);
 
-// The tile an untuned call with m rows runs, chosen for m's bucket: the widest weight tile
-// (256, 128, then 64 rows) whose grid still fills every SM, else the one with the most CTAs
-// (64); the most stages that fit.
-Tile heuristic_tile(int64_t n, int64_t m, int sm_count);
+// The tile an untuned call with m rows (a grouped call's: m rows in each of `groups`) runs,
+// chosen for m's bucket: a pair's 256 x 256 tile where the bucket has 256 rows and its grid
+// fills every SM (each weight tile then feeds 256 rows at half the shared memory a CTA), else
+// the widest single-CTA weight tile (256, 128, then 64 rows) whose grid still fills every SM,
+// else the one with the most CTAs (64); the most stages that fit.
+Tile heuristic_tile(int64_t n, int64_t m, int sm_count, int groups = 1);
 
 // The tuner's search space for a bucket: the heuristic's tile first, then 64 / 128 / 256 weight
-// rows with 2 stages to as many as fit.
-std::vector<Tile> candidate_tiles(int64_t n, int bucket, int sm_count);
+// rows with 2 stages to as many as fit, then the pair's 128 / 256 where the bucket has more
+// than 128 rows.
+std::vector<Tile> candidate_tiles(int64_t n, int bucket, int sm_count, int groups = 1);
 
-// "bn128 s6"
+// "bn128 s6", a pair's "bm256 bn256 s5"
 std::string describe(const Tile& tile);
 
 }  // namespace nvfp4::jit::detail::sm100
