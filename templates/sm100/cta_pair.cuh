@@ -57,13 +57,12 @@ struct CtaPair {
   // arrive where they land (tcgen05.mma's warp then fences them to the async proxy); the odd
   // CTA's through the relay, fenced here.
   __device__ __forceinline__ void loaded(unsigned long long* full, unsigned parity, unsigned bytes, bool copies) const {
-    if (copies) cp_async_arrive(full);
-    if (leader()) {
-      if (!copies) mbar_arrive(full);
-      return;
-    }
-    if (copies || EMULATE) {
-      if (!copies) mbar_arrive(full);
+    if (copies)
+      cp_async_arrive(full);
+    else if (leader() || EMULATE)
+      mbar_arrive(full);
+    if (leader()) return;
+    if (copies || EMULATE) {  // the relay
       mbar_wait(full, parity);
       fence_proxy_async_shared();
       if (EMULATE && threadIdx.x % 32 == 0)

@@ -17,10 +17,10 @@ int max_stages(int block_n, int ctas) {
     ++stages;
   return stages;
 }
-// the CTAs of m rows' tiles
-int64_t ctas(int64_t m, int64_t n, int block_n, int pair = 1) {
-  const int64_t block_m = nvfp4k::sm100::GEMM_BM * pair;
-  return (m + block_m - 1) / block_m * ((n + block_n - 1) / block_n) * pair;
+// the CTAs of m rows' tiles, `tile_ctas` a tile (2: a pair's 256 rows)
+int64_t ctas(int64_t m, int64_t n, int block_n, int tile_ctas = 1) {
+  const int64_t block_m = nvfp4k::sm100::GEMM_BM * tile_ctas;
+  return (m + block_m - 1) / block_m * ((n + block_n - 1) / block_n) * tile_ctas;
 }
 }  // namespace
 
