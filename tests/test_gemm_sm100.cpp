@@ -59,6 +59,11 @@ TEST_SUITE("gemm_sm100") {
     CHECK(sm100::heuristic_tile(4096, 4096, 148) == sm100::Tile{256, 5, 2});  // 16 x 16 pairs fill 148 SMs
     CHECK(sm100::heuristic_tile(4096, 2048, 148) == sm100::Tile{256, 5, 2});  // 8 x 16 pairs: 256 CTAs
     CHECK(sm100::heuristic_tile(4096, 1024, 148) == sm100::Tile{128, 6, 1});  // 4 x 16 pairs, 8 x 16 CTAs do not, 8 x 32 do
+    // a grouped call's grid is all its groups' tiles: 128 experts of 2880 rows fill 148 SMs with
+    // the widest tile from one row an expert, and pairs once an expert has 256 rows
+    CHECK(sm100::heuristic_tile(2880, 8, 148, 128) == sm100::Tile{256, 4, 1});
+    CHECK(sm100::heuristic_tile(2880, 512, 148, 128) == sm100::Tile{256, 5, 2});
+    CHECK(sm100::heuristic_tile(2880, 512, 148, 1) == sm100::Tile{64, 8, 1});  // 4 x 45 CTAs of 64 rows: 180
     CHECK(sm100::tile_problem({256, 4, 1}) == "");
     CHECK(sm100::tile_problem({256, 6, 2}) != "");  // 256 + 6 x 48 tensor memory columns
     CHECK(sm100::tile_problem({64, 4, 2}) != "");   // 32 weight rows a CTA
