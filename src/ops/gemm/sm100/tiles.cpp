@@ -56,14 +56,14 @@ Tile heuristic_tile(int64_t n, int64_t m, int sm_count, int groups) {
 std::vector<Tile> candidate_tiles(int64_t n, int bucket, int sm_count, int groups) {
   const Tile heuristic = heuristic_tile(n, gemm_bucket_m(bucket), sm_count, groups);
   std::vector<Tile> tiles{heuristic};
-  for (int ctas : {1, 2})
-    for (int block_n : {64, 128, 256}) {
-      if (ctas == 2 && (block_n == 64 || gemm_bucket_m(bucket) <= nvfp4k::sm100::GEMM_BM)) continue;
-      for (int stages = 2; stages <= max_stages(block_n, ctas); ++stages) {
-        const Tile t{block_n, stages, ctas};
-        if (std::find(tiles.begin(), tiles.end(), t) == tiles.end()) tiles.push_back(t);
+  for (int tile_ctas : {1, 2}) {
+    if (tile_ctas == 2 && gemm_bucket_m(bucket) <= nvfp4k::sm100::GEMM_BM) continue;  // a pair's rows would be padding
+    for (int block_n : {64, 128, 256})
+      for (int stages = 2; stages <= max_stages(block_n, tile_ctas); ++stages) {
+        const Tile t{block_n, stages, tile_ctas};
+        if (tile_problem(t).empty() && std::find(tiles.begin(), tiles.end(), t) == tiles.end()) tiles.push_back(t);
       }
-    }
+  }
   return tiles;
 }
 
