@@ -50,12 +50,12 @@ class Sm100Backend final : public GemmBackend {
   }
 
   TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count) const override {
-    return to_config(heuristic_tile(problem.n, m, sm_count, std::max(1, int(problem.groups))));
+    return to_config(heuristic_tile(problem.n, m, sm_count, gemm_problem_groups(problem)));
   }
 
   std::vector<TileConfig> candidates(const KernelSpec& problem, int bucket, int sm_count) const override {
     std::vector<TileConfig> configs;
-    for (const Tile& t : candidate_tiles(problem.n, bucket, sm_count, std::max(1, int(problem.groups))))
+    for (const Tile& t : candidate_tiles(problem.n, bucket, sm_count, gemm_problem_groups(problem)))
       configs.push_back(to_config(t));
     return configs;
   }

@@ -43,6 +43,7 @@ std::string tile_problem(const Tile& t) {
 Tile heuristic_tile(int64_t n, int64_t m, int sm_count, int groups) {
   // chosen for m's bucket (its largest M): one tile per bucket, which prewarm compiles
   const int64_t rows = gemm_bucket_m(gemm_m_bucket(m));
+  groups = std::max(groups, 1);  // the grid holds every group's tiles
   if (rows >= 2 * nvfp4k::sm100::GEMM_BM && ctas(rows, n, 256, 2) * groups >= sm_count) return {256, max_stages(256, 2), 2};
   int block_n = 64;
   for (int bn : {256, 128})

@@ -25,17 +25,18 @@ unsigned shared_bytes(const Tile& tile);
 // Why the kernel cannot be built or launched with `tile`; empty when it can.
 std::string tile_problem(const Tile& tile);
 
-// The tile an untuned call with m rows (a grouped call's: m rows in each of `groups`) runs,
-// chosen for m's bucket: a pair's 256 x 256 tile where the bucket has 256 rows and its grid
-// fills every SM (each weight tile then feeds 256 rows at half the shared memory a CTA), else
-// the widest single-CTA weight tile (256, 128, then 64 rows) whose grid still fills every SM,
-// else the one with the most CTAs (64); the most stages that fit.
-Tile heuristic_tile(int64_t n, int64_t m, int sm_count, int groups = 1);
+// The tile an untuned call with m rows (a grouped call's: m rows in each of `groups`, 0 for a
+// dense call as on every backend) runs, chosen for m's bucket: a pair's 256 x 256 tile where the
+// bucket has 256 rows and its grid fills every SM (each weight tile then feeds 256 rows at half
+// the shared memory a CTA), else the widest single-CTA weight tile (256, 128, then 64 rows)
+// whose grid still fills every SM, else the one with the most CTAs (64); the most stages that
+// fit.
+Tile heuristic_tile(int64_t n, int64_t m, int sm_count, int groups = 0);
 
 // The tuner's search space for a bucket: the heuristic's tile first, then 64 / 128 / 256 weight
 // rows with 2 stages to as many as fit, then the pair's 128 / 256 where the bucket has more
 // than 128 rows.
-std::vector<Tile> candidate_tiles(int64_t n, int bucket, int sm_count, int groups = 1);
+std::vector<Tile> candidate_tiles(int64_t n, int bucket, int sm_count, int groups = 0);
 
 // "bn128 s6", a pair's "bm256 bn256 s5"
 std::string describe(const Tile& tile);
