@@ -123,11 +123,14 @@ struct RowQuantizer {
   using Values = HeldBlocks<IN_DTYPE, PER_THREAD>;
   using Weights = HeldBlocks<WEIGHT_DTYPE, NORM ? (HOLD_WEIGHTS ? PER_THREAD : 1) : 1>;
 
-  // Block j of this thread in slice s, or -1 past the slice or the row.
-  static __device__ __forceinline__ long long block_of(long long s, int j) {
-    const long long local = threadIdx.x + (long long)j * THREADS;
-    const long long kb = s * SLICE + local;
-    return local < SLICE && kb < KBLOCKS ? kb : -1;
+  // Block j of this thread in slice s (where has_block says it is one), and whether it is: inside
+  // the slice and the row. (A -1 for "none" cost each use a select and a compare: the kernel is
+  // bound by instruction issue.)
+  static __device__ __forceinline__ int local_block(int j) { return int(threadIdx.x) + j * THREADS; }
+  static __device__ __forceinline__ long long block_of(long long s, int j) { return s * SLICE + local_block(j); }
+  static __device__ __forceinline__ bool has_block(long long s, int j) {
+    if constexpr (SLICES == 1) return local_block(j) < KBLOCKS;
+    return local_block(j) < SLICE && block_of(s, j) < KBLOCKS;
   }
 
   // Where chunk c of output block kb starts in its row.
@@ -241,7 +244,7 @@ struct RowQuantizer {
     float acc = 0.0f;
 #pragma unroll
     for (int j = 0; j < PER_THREAD; ++j) {
-      if (block_of(s, j) < 0) break;
+      if (!has_block(s, j)) break;
       float x[16];
       v.get(j, x);
       acc = f(acc, x);
@@ -258,15 +261,15 @@ struct RowQuantizer {
     if (r >= p.rows) {  // a padding row of the swizzled layout
 #pragma unroll
       for (int j = 0; j < PER_THREAD; ++j)
-        if (block_of(s, j) >= 0) p.scales[scale_offset<SCALE_LAYOUT>(r, block_of(s, j), KBLOCKS)] = 0;
+        if (has_block(s, j)) p.scales[scale_offset<SCALE_LAYOUT>(r, block_of(s, j), KBLOCKS)] = 0;
       return;
     }
 
     Values v;
 #pragma unroll
     for (int j = 0; j < PER_THREAD; ++j) {
+      if (!has_block(s, j)) break;
       const long long kb = block_of(s, j);
-      if (kb < 0) break;
       Chunks in;
       load_chunks(p, row_of(p, r), kb, in, 0);
       prologue(p, in, 0, it, j, r, kb, v);
@@ -278,7 +281,7 @@ struct RowQuantizer {
       if constexpr (HOLD_WEIGHTS && !PERSISTENT) {
 #pragma unroll
         for (int j = 0; j < PER_THREAD; ++j)
-          if (block_of(s, j) >= 0) load_weights(p, early, j, block_of(s, j));
+          if (has_block(s, j)) load_weights(p, early, j, block_of(s, j));
       }
       const Weights& weights = PERSISTENT ? held_weights : early;
       const float sum_sq = fold(v, s, [](float acc, const float (&x)[16]) {
@@ -290,8 +293,8 @@ struct RowQuantizer {
       if (p.inv_rms && t == 0) p.inv_rms[r] = inv;
 #pragma unroll
       for (int j = 0; j < PER_THREAD; ++j) {
+        if (!has_block(s, j)) break;
         const long long kb = block_of(s, j);
-        if (kb < 0) break;
         if constexpr (HOLD_WEIGHTS) {
           normalize(p, v, j, r, kb, weights, j, inv);
         } else {
@@ -316,8 +319,8 @@ struct RowQuantizer {
 
 #pragma unroll
     for (int j = 0; j < PER_THREAD; ++j) {
+      if (!has_block(s, j)) break;
       const long long kb = block_of(s, j);
-      if (kb < 0) break;
       unsigned packed[2];
       p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = v.quantize(j, gscale, packed);
       *reinterpret_cast<uint2*>(p.packed + r * p.packed_stride + kb * 8) = make_uint2(packed[0], packed[1]);
@@ -347,7 +350,7 @@ __device__ __forceinline__ void row_quantize(const RowQuantizeParams& p) {
   if constexpr (Q::HOLD_WEIGHTS && Q::PERSISTENT) {
 #pragma unroll
     for (int j = 0; j < Q::PER_THREAD; ++j)
-      if (Q::block_of(0, j) >= 0) Q::load_weights(p, weights, j, Q::block_of(0, j));
+      if (Q::has_block(0, j)) Q::load_weights(p, weights, j, Q::block_of(0, j));
   }
   typename Q::Item cur;
   Q::load(p, cur, item);
