@@ -185,6 +185,9 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
     // the scale threads: word (row, step) of A's atoms and W's, 4 block scales each (all the
     // tile's weight rows: each CTA of a pair holds W's scales for the whole MMA)
     const int i = int(threadIdx.x) - (GEMM_THREADS - GEMM_SCALE_THREADS);
+    constexpr int SCALE_ROW_STEP = GEMM_SCALE_THREADS / GEMM_STEPS;  // rows between a thread's words
+    constexpr int A_SCALE_WORDS = GEMM_BM / SCALE_ROW_STEP, SCALE_WORDS = (GEMM_BM + C::BN) / SCALE_ROW_STEP;
+    static_assert(GEMM_SCALE_THREADS % GEMM_STEPS == 0 && C::BN % SCALE_ROW_STEP == 0, "whole words a thread");
     int it = 0;
     KernelTileCursor<C::GROUPED, C::GROUPS> cursor;
     for (int t = first; t < tiles; t += stride) {
@@ -193,25 +196,35 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
       const long long n0 = (long long)tile.n_tile * C::BN, m0 = tile.m0 + a_row0;
       const unsigned char* w_scales = p.w_scales + tile.group * p.w_group_bytes;
       for (int kt = 0; kt < C::KTILES; ++kt, ++it) {
+        // Word q of this thread: row r = i / 4 + 16 q of the tile (A's rows for q < A_SCALE_WORDS,
+        // then W's), MMA step i % 4. All are loaded before the stage is awaited, then stored:
+        // loaded one at a time, each store waiting for its load, a stage would take SCALE_WORDS
+        // memory latencies, many times its MMAs'.
+        const int step = i % GEMM_STEPS;
+        const long long kb = (long long)kt * (GEMM_BK / 16) + 4 * step;
+        unsigned words[SCALE_WORDS];
+#pragma unroll
+        for (int q = 0; q < SCALE_WORDS; ++q) {
+          const int r = i / GEMM_STEPS + q * SCALE_ROW_STEP;
+          if (q < A_SCALE_WORDS) {
+            const long long row = gathered ? gathered_row(tile, r) : m0 + r < tile.m_end ? m0 + r : -1;
+            words[q] = row == -2 ? 0x7F7F7F7Fu  // an index outside A: NaN block scales
+                                 : scale_word<C::A_LAYOUT, C::KB>(p.a_scales, row, row >= 0 && kb < C::KB, kb, p.a_scale_words != 0);
+          } else {
+            const long long row = n0 + (r - GEMM_BM);
+            words[q] = scale_word<C::W_LAYOUT, C::KB>(w_scales, row, row < C::N && kb < C::KB, kb, p.w_scale_words != 0);
+          }
+        }
         const int s = it % C::STAGES;
         mbar_wait(&empty[s], ((it / C::STAGES) & 1) ^ 1);
         unsigned char* st = smem + s * C::STAGE_BYTES;
-#pragma unroll 1
-        for (int w = i; w < (GEMM_BM + C::BN) * GEMM_STEPS; w += GEMM_SCALE_THREADS) {
-          const int r = w / GEMM_STEPS, step = w % GEMM_STEPS;
-          const long long kb = (long long)kt * (GEMM_BK / 16) + 4 * step;
+#pragma unroll
+        for (int q = 0; q < SCALE_WORDS; ++q) {
+          const int r = i / GEMM_STEPS + q * SCALE_ROW_STEP;
           const int in_atom = (r % 32) * 16 + (r % 128 / 32) * 4;  // row r % 128 of its atom (W's too: 128 = 0 mod 128)
-          if (r < GEMM_BM) {
-            const long long row = gathered ? gathered_row(tile, r) : m0 + r < tile.m_end ? m0 + r : -1;
-            *reinterpret_cast<unsigned*>(st + C::SA_AT + step * 512 + in_atom) =
-                row == -2 ? 0x7F7F7F7Fu  // an index outside A: NaN block scales
-                          : scale_word<C::A_LAYOUT, C::KB>(p.a_scales, row, row >= 0 && kb < C::KB, kb, p.a_scale_words != 0);
-          } else {
-            const int wr = r - GEMM_BM;
-            const long long row = n0 + wr;
-            *reinterpret_cast<unsigned*>(st + C::SW_AT + (step * C::W_ATOMS + wr / 128) * 512 + in_atom) =
-                scale_word<C::W_LAYOUT, C::KB>(w_scales, row, row < C::N && kb < C::KB, kb, p.w_scale_words != 0);
-          }
+          const unsigned atom = q < A_SCALE_WORDS ? C::SA_AT + step * 512u
+                                                  : C::SW_AT + unsigned(step * C::W_ATOMS + (r - GEMM_BM) / 128) * 512u;
+          *reinterpret_cast<unsigned*>(st + atom + in_atom) = words[q];
         }
         fence_proxy_async_shared();  // the atoms, visible to tcgen05.cp
         pair.arrive(&full[s]);
