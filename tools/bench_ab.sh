@@ -14,7 +14,7 @@ status=0
 for r in $(seq "$rounds"); do
   for bin in "$before" "$after"; do
     echo "## round $r: $bin"
-    NVFP4_JIT_CACHE_DIR="$caches/$(echo "$bin" | tr '/' '_')" "$bin" "$@" | grep -E '^  [a-z0-9]' || status=1
+    NVFP4_JIT_CACHE_DIR="$caches/$(echo "$bin" | tr '/' '_')" "$bin" "$@" | grep -E '^ +[a-z0-9]' || status=1
   done
 done
 exit $status
