@@ -28,6 +28,33 @@ unsigned nearest_even(double x, int codes, Decode decode) {
 
 double e4m3_value(int c) { return e4m3_to_float(unsigned(c)); }
 
+// quantize_block16(x, gs) against its definition; false (after a failed check) where it differs.
+bool block_matches_definition(const float (&x)[16], float gs) {
+  unsigned packed[2];
+  const unsigned char scale = quantize_block16(x, gs, packed);
+  unsigned amax = 0;
+  for (float v : x) amax = std::max(amax, float_to_bits(v) & 0x7FFFFFFFu);
+  if (amax >= 0x7F800000u) {
+    CHECK((scale == E4M3_NAN && packed[0] == 0 && packed[1] == 0));
+    return scale == E4M3_NAN && packed[0] == 0 && packed[1] == 0;
+  }
+  const unsigned want_scale = float_to_e4m3_satfinite(bits_to_float(amax) / 6.0f / gs);
+  if (scale != want_scale) {
+    FAIL_CHECK("gscale " << gs << ", amax " << bits_to_float(amax) << ": scale " << int(scale) << " != " << want_scale);
+    return false;
+  }
+  const float d = e4m3_to_float(scale) * gs;
+  for (int i = 0; i < 16; ++i) {
+    const unsigned want = d == 0.0f ? 0u : float_to_e2m1_satfinite(x[i] / d);
+    const unsigned got = (packed[i / 8] >> ((i % 8) * 4)) & 15u;
+    if (got != want) {
+      FAIL_CHECK("gscale " << gs << " element " << i << " = " << x[i] << " (d = " << d << "): nibble " << got << " != " << want);
+      return false;
+    }
+  }
+  return true;
+}
+
 }  // namespace
 
 TEST_SUITE("quantize") {
@@ -92,27 +119,35 @@ TEST_SUITE("quantize") {
         for (int b = 0; b < 4; ++b) {
           float x[16];
           std::memcpy(x, &bytes[size_t(b) * 64], 64);
-          unsigned packed[2];
-          const unsigned char scale = quantize_block16(x, gs, packed);
-          unsigned amax = 0;
-          for (float v : x) amax = std::max(amax, float_to_bits(v) & 0x7FFFFFFFu);
-          if (amax >= 0x7F800000u) {
-            REQUIRE((scale == E4M3_NAN && packed[0] == 0 && packed[1] == 0));
-            continue;
-          }
-          REQUIRE(scale == float_to_e4m3_satfinite(bits_to_float(amax) / 6.0f / gs));
-          const float d = e4m3_to_float(scale) * gs;
-          for (int i = 0; i < 16; ++i) {
-            const unsigned want = d == 0.0f ? 0u : float_to_e2m1_satfinite(x[i] / d);
-            const unsigned got = (packed[i / 8] >> ((i % 8) * 4)) & 15u;
-            if (got != want) {
-              FAIL_CHECK("gscale " << gs << " element " << i << " = " << x[i] << " (d = " << d << "): nibble " << got
-                                   << " != " << want);
-              return;
-            }
-          }
+          if (!block_matches_definition(x, gs)) return;
         }
       }
+  }
+
+  // The largest quotients x / d: scales that round down the most (17/16 2^e, a tie to the even
+  // 2^e: quotients up to 6.4), the ends of E4M3's normal range and just past them (subnormal and
+  // saturated scales, where quotients reach 7 and saturate), with values at and near amax.
+  TEST_CASE("quantize_block16 at the scales that round down the most and at the saturation's edges") {
+    std::mt19937 rng(std::random_device{}());
+    std::vector<float> scales = {0x1p-6f, std::nextafter(0x1p-6f, 0.0f), 448.0f, std::nextafter(448.0f, 1e9f), 464.0f, 500.0f};
+    for (int e = -6; e <= 8; ++e) {
+      const float s = std::ldexp(17.0f / 16, e);
+      for (float v : {s, std::nextafter(s, 0.0f), std::nextafter(s, 1e9f)}) scales.push_back(v);
+    }
+    for (float gs : {1.0f, 0.37f, 1.0f / 2688, 3e-5f})
+      for (float s : scales)
+        for (int rep = 0; rep < 20; ++rep) {
+          const float amax = s * 6.0f * gs;
+          float x[16];
+          for (int i = 0; i < 16; ++i) {
+            float v = amax;
+            for (unsigned n = rng() % 4; i > 0 && n > 0; --n) v = std::nextafter(v, 0.0f);  // at or just below amax
+            if (i > 4) v = amax * float(rng() % 1000) / 1000.0f;
+            x[i] = rng() % 2 ? -v : v;
+          }
+          CAPTURE(s);
+          if (!block_matches_definition(x, gs)) return;
+        }
   }
 
   TEST_CASE("the kernels' reciprocal-and-FMA division equals IEEE division") {
