@@ -8,6 +8,11 @@
 // loads the RMSNorm weights once, not per row (common/row_plan.cuh). Reductions over a row (sum
 // of squares, amax) use a fixed order that the CPU reference repeats (row_quantize_op.cpp).
 // For the swizzled layout the items cover the padding rows, and every row its padding blocks.
+// With SPREAD = 2 (RMSNorm and mHC on few rows: a warp's serial chain is most of their time) a
+// CTA has twice the threads: thread t keeps the reduction order of thread t % THREADS, whose
+// blocks the first THREADS threads load and fold as before; after the sum every thread
+// normalizes and quantizes one of them (block j = t / THREADS, held in slot 0: an index chosen
+// at run time would put the held values in local memory). The same bits, half the chain.
 #pragma once
 #include "common/fused_math.cuh"
 #include "common/global_scale.cuh"
@@ -23,8 +28,8 @@
 namespace nvfp4k {
 
 // A reduction over the CTA whose result is the same in every thread, in a fixed order: an
-// xor butterfly in each warp, then the warps' results in warp order (the CPU reference
-// repeats it for the sum). `scratch` holds THREADS / 32 floats.
+// xor butterfly in each warp, then the first WARPS warps' results in warp order (the CPU
+// reference repeats it for the sum). `scratch` holds WARPS floats.
 struct SumRn {
   __device__ __forceinline__ float operator()(float a, float b) const { return __fadd_rn(a, b); }
 };
@@ -32,15 +37,15 @@ struct Max {
   __device__ __forceinline__ float operator()(float a, float b) const { return fmaxf(a, b); }
 };
 
-template <int THREADS, class Op>
+template <int WARPS, class Op>
 __device__ __forceinline__ float cta_reduce(float v, float* scratch, Op op) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset /= 2) v = op(v, __shfl_xor_sync(0xFFFFFFFFu, v, offset));
-  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = v;
+  if (threadIdx.x % 32 == 0 && threadIdx.x / 32 < WARPS) scratch[threadIdx.x / 32] = v;
   __syncthreads();
   float r = 0.0f;  // the identity of both (amaxes are >= 0)
 #pragma unroll
-  for (int w = 0; w < THREADS / 32; ++w) r = op(r, scratch[w]);
+  for (int w = 0; w < WARPS; ++w) r = op(r, scratch[w]);
   __syncthreads();  // scratch is reused
   return r;
 }
@@ -100,7 +105,7 @@ struct HeldBlocks {
 };
 
 template <int PROLOGUE, int IN_DTYPE, int WEIGHT_DTYPE, long long K, long long GROUP, int N_HC, int SCALE_LAYOUT,
-          int THREADS, long long SLICE>
+          int THREADS, long long SLICE, int SPREAD>
 struct RowQuantizer {
   static_assert(K % 16 == 0 && THREADS % 32 == 0, "K must be a multiple of 16, THREADS of 32");
   static constexpr long long KBLOCKS = K / 16;
@@ -114,6 +119,7 @@ struct RowQuantizer {
   static constexpr int CHUNKS = row_chunks(PROLOGUE, N_HC);
   static constexpr bool HOLD_WEIGHTS = row_hold_weights(NORM, PER_THREAD);
   static constexpr bool PERSISTENT = row_persistent(CHUNKS, HOLD_WEIGHTS);
+  static_assert(SPREAD == 1 || (SPREAD == 2 && NORM && PER_THREAD == 2), "spread: two blocks a thread of a normalizing op");
 
   // What an item needs before its blocks are loaded: the mixing weights of its row.
   struct Item {
@@ -126,12 +132,20 @@ struct RowQuantizer {
   // Block j of this thread in slice s (where has_block says it is one), and whether it is: inside
   // the slice and the row. (A -1 for "none" cost each use a select and a compare: the kernel is
   // bound by instruction issue.)
-  static __device__ __forceinline__ int local_block(int j) { return int(threadIdx.x) + j * THREADS; }
+  static __device__ __forceinline__ int local_block(int j) {
+    return (SPREAD == 1 ? int(threadIdx.x) : int(threadIdx.x) % THREADS) + j * THREADS;
+  }
   static __device__ __forceinline__ long long block_of(long long s, int j) { return s * SLICE + local_block(j); }
   static __device__ __forceinline__ bool has_block(long long s, int j) {
     if constexpr (SLICES == 1) return local_block(j) < KBLOCKS;
     return local_block(j) < SLICE && block_of(s, j) < KBLOCKS;
   }
+  // Whether this thread loads and folds all of its order thread's blocks (block j in slot j),
+  // and the blocks it normalizes and quantizes: OWNED slots from 0, slot o holding block
+  // owned_block(o).
+  static constexpr int OWNED = SPREAD == 1 ? PER_THREAD : 1;
+  static __device__ __forceinline__ bool folds() { return SPREAD == 1 || threadIdx.x < THREADS; }
+  static __device__ __forceinline__ int owned_block(int o) { return SPREAD == 1 ? o : int(threadIdx.x) / THREADS; }
 
   // Where chunk c of output block kb starts in its row.
   static __device__ __forceinline__ long long chunk_offset(const RowQuantizeParams& p, long long kb, int c) {
@@ -213,7 +227,7 @@ struct RowQuantizer {
 #pragma unroll
       for (int e = 0; e < 16; ++e) acc[e] = round_to<IN_DTYPE>(acc[e]);
       v.put(j, acc);
-      if (p.h) v.store(j, static_cast<char*>(p.h) + (r * p.h_stride + kb * 16) * ESIZE);
+      if (p.h && j < OWNED) v.store(j, static_cast<char*>(p.h) + (r * p.h_stride + kb * 16) * ESIZE);  // an owned slot
     } else {
       v.copy(j, in, at);
     }
@@ -238,15 +252,16 @@ struct RowQuantizer {
     if (p.normed) v.store(j, static_cast<char*>(p.normed) + (r * p.normed_stride + kb * 16) * ESIZE);
   }
 
-  // f(acc, block) over this thread's blocks in order, from 0.
-  template <class F>
+  // f(acc, block) over this thread's blocks in order, from 0: all of them (a folding thread's),
+  // or OWNED: the ones it owns.
+  template <bool OWN, class F>
   static __device__ __forceinline__ float fold(const Values& v, long long s, F f) {
     float acc = 0.0f;
 #pragma unroll
-    for (int j = 0; j < PER_THREAD; ++j) {
-      if (!has_block(s, j)) break;
+    for (int o = 0; o < (OWN ? OWNED : PER_THREAD); ++o) {
+      if (!has_block(s, OWN ? owned_block(o) : o)) break;
       float x[16];
-      v.get(j, x);
+      v.get(o, x);
       acc = f(acc, x);
     }
     return acc;
@@ -257,22 +272,30 @@ struct RowQuantizer {
     const int t = threadIdx.x;
     const long long r = item / SLICES, s = item % SLICES;
     if (s == SLICES - 1)
-      for (long long kb = KBLOCKS + t; kb < KBLOCKS_PADDED; kb += THREADS) p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = 0;
+      for (long long kb = KBLOCKS + t; kb < KBLOCKS_PADDED; kb += THREADS * SPREAD) p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = 0;
     if (r >= p.rows) {  // a padding row of the swizzled layout
 #pragma unroll
-      for (int j = 0; j < PER_THREAD; ++j)
-        if (has_block(s, j)) p.scales[scale_offset<SCALE_LAYOUT>(r, block_of(s, j), KBLOCKS)] = 0;
+      for (int o = 0; o < OWNED; ++o)
+        if (has_block(s, owned_block(o))) p.scales[scale_offset<SCALE_LAYOUT>(r, block_of(s, owned_block(o)), KBLOCKS)] = 0;
       return;
     }
 
+    // Block j into slot j; a thread that does not fold, its own block into slot 0.
     Values v;
-#pragma unroll
-    for (int j = 0; j < PER_THREAD; ++j) {
-      if (!has_block(s, j)) break;
+    auto load_block = [&](int j, int slot) {
       const long long kb = block_of(s, j);
       Chunks in;
       load_chunks(p, row_of(p, r), kb, in, 0);
-      prologue(p, in, 0, it, j, r, kb, v);
+      prologue(p, in, 0, it, slot, r, kb, v);
+    };
+    if (folds()) {
+#pragma unroll
+      for (int j = 0; j < PER_THREAD; ++j) {
+        if (!has_block(s, j)) break;
+        load_block(j, j);
+      }
+    } else if (has_block(s, owned_block(0))) {
+      load_block(owned_block(0), 0);
     }
 
     if constexpr (NORM) {
@@ -280,27 +303,27 @@ struct RowQuantizer {
       Weights early;
       if constexpr (HOLD_WEIGHTS && !PERSISTENT) {
 #pragma unroll
-        for (int j = 0; j < PER_THREAD; ++j)
-          if (has_block(s, j)) load_weights(p, early, j, block_of(s, j));
+        for (int o = 0; o < OWNED; ++o)
+          if (has_block(s, owned_block(o))) load_weights(p, early, o, block_of(s, owned_block(o)));
       }
       const Weights& weights = PERSISTENT ? held_weights : early;
-      const float sum_sq = fold(v, s, [](float acc, const float (&x)[16]) {
+      const float sum_sq = !folds() ? 0.0f : fold<false>(v, s, [](float acc, const float (&x)[16]) {
 #pragma unroll
         for (int i = 0; i < 16; ++i) acc = __fmaf_rn(x[i], x[i], acc);
         return acc;
       });
-      const float inv = inv_rms(cta_reduce<THREADS>(sum_sq, scratch, SumRn{}), float(K), p.eps);
+      const float inv = inv_rms(cta_reduce<THREADS / 32>(sum_sq, scratch, SumRn{}), float(K), p.eps);
       if (p.inv_rms && t == 0) p.inv_rms[r] = inv;
 #pragma unroll
-      for (int j = 0; j < PER_THREAD; ++j) {
-        if (!has_block(s, j)) break;
-        const long long kb = block_of(s, j);
+      for (int o = 0; o < OWNED; ++o) {
+        if (!has_block(s, owned_block(o))) break;
+        const long long kb = block_of(s, owned_block(o));
         if constexpr (HOLD_WEIGHTS) {
-          normalize(p, v, j, r, kb, weights, j, inv);
+          normalize(p, v, o, r, kb, weights, o, inv);
         } else {
           Weights w;
           load_weights(p, w, 0, kb);
-          normalize(p, v, j, r, kb, w, 0, inv);
+          normalize(p, v, o, r, kb, w, 0, inv);
         }
       }
     }
@@ -309,8 +332,8 @@ struct RowQuantizer {
     bool computed = false;
     if constexpr (SLICES == 1) {
       if (p.gscale_mode == GSCALE_COMPUTE_PER_ROW) {
-        const float amax = fold(v, s, [](float acc, const float (&x)[16]) { return fmaxf(acc, finite_amax(x)); });
-        gscale = global_scale_from_amax(cta_reduce<THREADS>(amax, scratch, Max{}));
+        const float amax = fold<true>(v, s, [](float acc, const float (&x)[16]) { return fmaxf(acc, finite_amax(x)); });
+        gscale = global_scale_from_amax(cta_reduce<THREADS * SPREAD / 32>(amax, scratch, Max{}));
         if (t == 0) p.gscale_out[r] = gscale;
         computed = true;
       }
@@ -318,11 +341,11 @@ struct RowQuantizer {
     if (!computed) gscale = global_scale(p.gscale_mode, p.gscale_value, p.gscale_ptr, r);
 
 #pragma unroll
-    for (int j = 0; j < PER_THREAD; ++j) {
-      if (!has_block(s, j)) break;
-      const long long kb = block_of(s, j);
+    for (int o = 0; o < OWNED; ++o) {
+      if (!has_block(s, owned_block(o))) break;
+      const long long kb = block_of(s, owned_block(o));
       unsigned packed[2];
-      p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = v.quantize(j, gscale, packed);
+      p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = v.quantize(o, gscale, packed);
       *reinterpret_cast<uint2*>(p.packed + r * p.packed_stride + kb * 8) = make_uint2(packed[0], packed[1]);
     }
 
@@ -338,10 +361,10 @@ struct RowQuantizer {
 };
 
 template <int PROLOGUE, int IN_DTYPE, int WEIGHT_DTYPE, long long K, long long GROUP, int N_HC, int SCALE_LAYOUT,
-          int THREADS, long long SLICE>
+          int THREADS, long long SLICE, int SPREAD = 1>
 __device__ __forceinline__ void row_quantize(const RowQuantizeParams& p) {
-  using Q = RowQuantizer<PROLOGUE, IN_DTYPE, WEIGHT_DTYPE, K, GROUP, N_HC, SCALE_LAYOUT, THREADS, SLICE>;
-  __shared__ float scratch[THREADS / 32];
+  using Q = RowQuantizer<PROLOGUE, IN_DTYPE, WEIGHT_DTYPE, K, GROUP, N_HC, SCALE_LAYOUT, THREADS, SLICE, SPREAD>;
+  __shared__ float scratch[THREADS * SPREAD / 32];
   const long long rows_padded = SCALE_LAYOUT == SCALES_LINEAR ? p.rows : (p.rows + 127) / 128 * 128;
   const long long items = rows_padded * Q::SLICES;
   long long item = blockIdx.x;
@@ -349,8 +372,8 @@ __device__ __forceinline__ void row_quantize(const RowQuantizeParams& p) {
   typename Q::Weights weights;
   if constexpr (Q::HOLD_WEIGHTS && Q::PERSISTENT) {
 #pragma unroll
-    for (int j = 0; j < Q::PER_THREAD; ++j)
-      if (Q::has_block(0, j)) Q::load_weights(p, weights, j, Q::block_of(0, j));
+    for (int o = 0; o < Q::OWNED; ++o)
+      if (Q::has_block(0, Q::owned_block(o))) Q::load_weights(p, weights, o, Q::block_of(0, Q::owned_block(o)));
   }
   typename Q::Item cur;
   Q::load(p, cur, item);

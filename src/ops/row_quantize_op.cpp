@@ -28,12 +28,17 @@ namespace {
 // streams too: up to 128 KiB of them a row.
 constexpr int64_t kMaxK = 65536, kMaxKFp32 = 32768, kMaxMhcRowBytes = 131072;
 
+bool normalizes(Op op) { return op == Op::rmsnorm_quantize || op == Op::mhc_rmsnorm_quantize; }
+
 // How a row is spread: `threads` a CTA, each item `slice` blocks of 16; `min_ctas` an SM the
-// registers must leave room for (0: as ptxas likes).
+// registers must leave room for (0: as ptxas likes). `spread` threads share each thread's
+// blocks after the reduction, whose order stays `threads`' (row_quantize.cuh): the CTA has
+// threads * spread threads.
 struct RowShape {
   int threads;
   int64_t slice;
   int min_ctas = 0;
+  int spread = 1;
 };
 
 // Whole rows: about two blocks of 16 per thread, enough loads in flight and few registers
@@ -53,6 +58,12 @@ RowShape row_shape(const RowKernel& kernel) {
   auto threads_for = [&](int64_t most) { return int(std::clamp<int64_t>((blocks + 32 * per_thread - 1) / (32 * per_thread) * 32, 32, most)); };
   if (kernel.whole_rows) {
     const int threads = threads_for(1024);
+    // Few rows (a CTA a row, SMs idle): a row's two blocks a thread go to two threads after the
+    // sum of squares, which halves each warp's serial chain of instructions. Up to 512 threads
+    // (more spill at 64 registers), and not for fp32 mHC (spills at 128).
+    const bool spreads = normalizes(kernel.op) && nvfp4k::row_per_thread(blocks, threads) == 2 && 2 * threads <= 512 &&
+                         !(kernel.op == Op::mhc_rmsnorm_quantize && kernel.in == DType::fp32);
+    if (kernel.few_rows && spreads) return {threads, blocks, 0, 2};
     return {threads, blocks, kernel.op == Op::rmsnorm_quantize && threads >= 128 ? 1280 / threads : 0};
   }
   const int threads = threads_for(128);
@@ -66,8 +77,6 @@ constexpr int prologue_of(Op op) {
          : op == Op::mhc_rmsnorm_quantize ? nvfp4k::ROW_MHC
                                           : nvfp4k::ROW_PLAIN;
 }
-
-bool normalizes(Op op) { return op == Op::rmsnorm_quantize || op == Op::mhc_rmsnorm_quantize; }
 
 // What the entry points share once their arguments are checked.
 struct RowJob {
@@ -266,7 +275,8 @@ void run_on_gpu(const RowJob& j, CUstream stream) {
     check.fail("h_row_stride", fmt::format("h_row_stride = {} elements is not a multiple of 16 bytes", j.h_stride));
 
   const DeviceInfo& device = current_device();
-  const RowKernel kernel = j.kernel();
+  RowKernel kernel = j.kernel();
+  kernel.few_rows = row_quantize_few_rows(j.rows, device.sm_count);
   const KernelSpec spec = row_quantize_spec(device.arch, kernel);
   const CUfunction fn = kernel_for(device, spec, 0, stream, [&] {
     // MoE staging is prewarmed with a grouped weight
@@ -307,11 +317,11 @@ void run_on_gpu(const RowJob& j, CUstream stream) {
   int64_t ctas = rows_padded * ((j.k / 16 + row.slice - 1) / row.slice);
   const int per_thread = nvfp4k::row_per_thread(row.slice, row.threads);
   if (nvfp4k::row_persistent(nvfp4k::row_chunks(prologue_of(j.op), j.n_hc), nvfp4k::row_hold_weights(normalizes(j.op), per_thread)))
-    ctas = std::min<int64_t>(ctas, int64_t(device.sm_count) * resident_ctas(fn, row.threads));
+    ctas = std::min<int64_t>(ctas, int64_t(device.sm_count) * resident_ctas(fn, row.threads * row.spread));
   if (ctas > 0x7FFFFFFF) check.fail("rows", fmt::format("rows = {} is too large for one launch", j.rows));
   LaunchShape shape;
   shape.grid[0] = unsigned(ctas);
-  shape.block[0] = unsigned(row.threads);
+  shape.block[0] = unsigned(row.threads * row.spread);
   void* params[] = {&p};
   launch(fn, shape, stream, params);
 }
@@ -407,7 +417,7 @@ void run_on_cpu(const RowJob& j) {
 
 KernelSpec row_quantize_spec(Arch arch, const RowKernel& kernel) {
   const RowShape row = row_shape(kernel);
-  KernelSpec spec = base_spec(kernel.op, arch, kernel.k, uint16_t(row.threads));
+  KernelSpec spec = base_spec(kernel.op, arch, kernel.k, uint16_t(row.threads * row.spread));
   spec.n = kernel.op == Op::swiglu_quantize ? (kernel.group ? kernel.group : kernel.k) : 0;
   spec.groups = kernel.op == Op::mhc_rmsnorm_quantize ? kernel.n_hc : 0;
   spec.a_dtype = uint8_t(kernel.in);
@@ -416,6 +426,7 @@ KernelSpec row_quantize_spec(Arch arch, const RowKernel& kernel) {
   spec.scale_layout = uint8_t(kernel.layout);
   spec.tile.block_k = uint16_t(row.slice);
   spec.tile.stages = uint8_t(row.min_ctas);
+  spec.tile.split_k = uint8_t(row.spread > 1 ? row.spread : 0);  // tile.threads / split_k keep the reduction order
   return spec;
 }
 
@@ -436,6 +447,7 @@ std::string row_quantize_kernel_name(const KernelSpec& spec) {
   if (spec.b_dtype != kNoDType && spec.b_dtype != spec.a_dtype) name += fmt::format("_w{}", dtype_name(spec.b_dtype));
   if (spec.tile.block_k != spec.k / 16) name += fmt::format("_slice{}", spec.tile.block_k);
   if (spec.tile.stages) name += fmt::format("_min{}", spec.tile.stages);
+  if (spec.tile.split_k) name += fmt::format("_spread{}", spec.tile.split_k);
   return name;
 }
 
@@ -450,11 +462,12 @@ const bool registered =
 
 GeneratedKernel generate_row_quantize(const KernelSpec& spec) {
   const int weight = spec.b_dtype != kNoDType ? spec.b_dtype : spec.a_dtype;
+  const int spread = std::max<int>(spec.tile.split_k, 1);
   // spec.tile.stages: the CTAs an SM must hold at once, as the launch bounds' second value
   return entry_point(spec, row_quantize_kernel_name(spec), "row_quantize.cuh", "RowQuantizeParams",
-                     fmt::format("nvfp4k::row_quantize<{}, {}, {}, {}LL, {}LL, {}, {}, {}, {}LL>(p)", prologue_of(spec.op),
+                     fmt::format("nvfp4k::row_quantize<{}, {}, {}, {}LL, {}LL, {}, {}, {}, {}LL, {}>(p)", prologue_of(spec.op),
                                  spec.a_dtype, weight, spec.k, std::max<int64_t>(spec.n, 1), spec.groups,
-                                 spec.scale_layout, spec.tile.threads, spec.tile.block_k),
+                                 spec.scale_layout, spec.tile.threads / spread, spec.tile.block_k, spread),
                      {}, spec.tile.stages);
 }
 
@@ -468,8 +481,14 @@ std::vector<KernelSpec> row_quantize_prewarm_specs(Arch arch, const WeightShape&
     for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4}) {
       RowKernel kernel;
       kernel.k = k, kernel.layout = layout, kernel.in = in, kernel.weight = in;
+      // RMSNorm and mHC: for many rows and for few (row_shape), where the two differ
+      auto push_rows_both_ways = [&](RowKernel kernel) {
+        specs.push_back(row_quantize_spec(arch, kernel));
+        kernel.few_rows = true;
+        if (const KernelSpec few = row_quantize_spec(arch, kernel); !(few == specs.back())) specs.push_back(few);
+      };
       kernel.op = Op::rmsnorm_quantize;
-      if (v.writes_a(AFrom::rmsnorm)) specs.push_back(row_quantize_spec(arch, kernel));
+      if (v.writes_a(AFrom::rmsnorm)) push_rows_both_ways(kernel);
       for (auto [op, from] : {std::pair{Op::swiglu_quantize, AFrom::swiglu}, std::pair{Op::moe_stage, AFrom::stage}}) {
         if (!v.writes_a(from) || (op == Op::moe_stage && shape.groups <= 1)) continue;
         kernel.op = op;
@@ -479,7 +498,7 @@ std::vector<KernelSpec> row_quantize_prewarm_specs(Arch arch, const WeightShape&
         }
       }
       kernel.op = Op::mhc_rmsnorm_quantize, kernel.n_hc = 4, kernel.weight = DType::fp32, kernel.whole_rows = true;
-      if (v.writes_a(AFrom::mhc) && 4 * k * element_bytes(in) <= kMaxMhcRowBytes) specs.push_back(row_quantize_spec(arch, kernel));
+      if (v.writes_a(AFrom::mhc) && 4 * k * element_bytes(in) <= kMaxMhcRowBytes) push_rows_both_ways(kernel);
     }
   }
   return specs;

@@ -21,8 +21,11 @@ struct RowKernel {
   int64_t group = 0;           // SwiGLU's interleave group (0: the two halves)
   int n_hc = 0;                // mHC streams
   bool whole_rows = true;      // false: slices of rows (no RMSNorm, global scale not computed)
+  bool few_rows = false;       // rows that leave SMs idle: RMSNorm and mHC spread a row wider (row_shape)
 };
 KernelSpec row_quantize_spec(Arch arch, const RowKernel& kernel);
+// Whether `rows` rows are few on a GPU of `sm_count` SMs (RowKernel::few_rows).
+inline bool row_quantize_few_rows(int64_t rows, int sm_count) { return rows <= sm_count; }
 // Whole rows of bf16 weights, as before the slices existed.
 KernelSpec row_quantize_spec(Op op, Arch arch, int64_t k, DType in, ScaleLayout layout, int64_t group = 0);
 GeneratedKernel generate_row_quantize(const KernelSpec& spec);

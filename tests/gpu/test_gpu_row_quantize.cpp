@@ -243,6 +243,7 @@ void prewarm_kernels(const std::vector<RowCase>& cases) {
     kernel.k = c.k, kernel.in = c.in, kernel.weight = c.weight_fp32 ? DType::fp32 : c.in, kernel.layout = c.layout;
     kernel.group = c.op == Fused::swiglu ? c.interleave : 0, kernel.n_hc = c.n_hc;
     kernel.whole_rows = c.op == Fused::rmsnorm || c.op == Fused::mhc || c.scale == 3;
+    kernel.few_rows = row_quantize_few_rows(c.rows, device.sm_count);
     specs.push_back(row_quantize_spec(device.arch, kernel));
   }
   std::sort(specs.begin(), specs.end(), [](const KernelSpec& a, const KernelSpec& b) { return std::memcmp(&a, &b, sizeof a) < 0; });
@@ -259,7 +260,10 @@ TEST_SUITE("gpu_row_quantize") {
     std::mt19937 rng(std::random_device{}());
     std::vector<RowCase> cases;
     int variant = 0;
-    for (auto [rows, k] : {std::pair<int64_t, int64_t>{1, 16}, {7, 48}, {130, 2880}, {64, 8192}, {3, 14336}, {2, 53248}, {2, 65536}})
+    // RMSNorm and mHC spread few rows over twice the threads (row_quantize.cuh): 130 x 2880 and
+    // 64 x 8192 run so (on 130 SMs or more), 200 x 4096 does not
+    for (auto [rows, k] : {std::pair<int64_t, int64_t>{1, 16}, {7, 48}, {130, 2880}, {64, 8192}, {200, 4096}, {3, 14336},
+                           {2, 53248}, {2, 65536}})
       for (DType in : {DType::bf16, DType::fp16, DType::fp32})
         for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4})
           for (int scale = 0; scale < 4 && !(in == DType::fp32 && k > 32768); ++scale, ++variant) {
@@ -290,6 +294,9 @@ TEST_SUITE("gpu_row_quantize") {
     run_case({Fused::moe, 9, 32, DType::bf16, ScaleLayout::linear, 0, 0, 0, false, true, 2}, rng);
     run_case({Fused::mhc, 130, 64, DType::bf16, ScaleLayout::swizzled128x4, 3, 0, 8, true, true, 0, 4, true}, rng);
     run_case({Fused::mhc, 7, 48, DType::fp32, ScaleLayout::linear, 1, 0, 0, true, true, 0, 3, true}, rng);
+    // few rows, spread over twice the threads
+    run_case({Fused::rmsnorm, 16, 8192, DType::bf16, ScaleLayout::swizzled128x4, 3, 0, 8, true, true}, rng);
+    run_case({Fused::mhc, 16, 4096, DType::fp16, ScaleLayout::linear, 1, 0, 0, true, true, 0, 4, true}, rng);
     // slices of rows: SwiGLU and MoE staging with a given global scale, rows longer than a slice
     run_case({Fused::swiglu, 5, 8192, DType::bf16, ScaleLayout::swizzled128x4, 0, 0, 8, true, true}, rng);
     run_case({Fused::moe, 5, 8192 + 32, DType::fp16, ScaleLayout::linear, 1, 0, 0, true, true, 3}, rng);
