@@ -412,13 +412,15 @@ std::string bench_grouped(bool quick, const GroupedBenchFilter& only) {
   const double copy_bps = copy_bandwidth(timer);
   std::printf("bench grouped: contiguous grouped_gemm, BF16 activations, prepacked NVFP4 experts, BF16 out,\n");
   std::printf("  routing uniform or Zipf (s = 1.2), distinct experts per token, median of %d runs, columns timed in turns\n", runs);
-  std::printf("  floor: the touched experts' NVFP4 bytes plus A and D at %.0f GB/s (copy); dense: our gemm on\n", copy_bps / 1e9);
+  std::printf("  floor: the touched experts' NVFP4 bytes plus A and D at %.0f GB/s (copy); copy: a device copy moving as\n"
+              "  many bytes, timed like the GEMM (calls back to back: what a kernel of that size costs); dense: our gemm on\n",
+              copy_bps / 1e9);
   std::printf("  all routed rows and one expert's weight; cuBLAS: BF16 GEMM per touched expert (a loop), and\n");
   std::printf("  grouped: one cublasGemmGroupedBatchedEx call over the touched experts (where libcublas has it);\n");
   std::printf("  route: moe_route of the ids (the GEMM's group_ends); combine: moe_combine of the GEMM's output\n");
   std::printf("  (BF16, FP32 weights) and its floor (rows * n * 2 read + tokens * n * 2 written)\n");
-  std::printf("  %-14s %7s %6s %6s %8s %9s %9s %8s %9s %10s %9s %8s %10s %8s %10s %8s\n", "shape", "routing", "tokens",
-              "rows", "experts", "ours us", "floor us", "of floor", "dense us", "cuBLAS us", "speedup", "route us",
+  std::printf("  %-14s %7s %6s %6s %8s %9s %9s %8s %8s %9s %10s %9s %8s %10s %8s %10s %8s\n", "shape", "routing", "tokens",
+              "rows", "experts", "ours us", "floor us", "of floor", "copy us", "dense us", "cuBLAS us", "speedup", "route us",
               "combine us", "of floor", "grouped us", "speedup");
   if (!expected_ms.empty()) {
     std::printf("  then ours with expected_m =");
@@ -535,19 +537,29 @@ std::string bench_grouped(bool quick, const GroupedBenchFilter& only) {
       gathered.row_index = route.row_index, gathered.a_rows = tokens;
       const size_t gathered_at = bodies.size();
       bodies.push_back([&](int) { grouped_gemm(gathered, nullptr); });
+      // a copy moving the floor's bytes (half read from the experts, half written), in the same turns
+      const double bytes = double(touched) * s.n * s.k * (0.5 + 1.0 / 16) + 2.0 * rows * (s.k + s.n);
+      const size_t copy_bytes = std::min(size_t(bytes / 2), size_t(expert_bytes * s.experts)) / 16 * 16;
+      DeviceBuffer copy_dst(copy_bytes);
+      const size_t copy_at = bodies.size();
+      bodies.push_back([&](int) {
+        check_cu(driver().cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(copy_dst.get()), reinterpret_cast<CUdeviceptr>(experts.get()),
+                                            copy_bytes, nullptr),
+                 "cuMemcpyDtoDAsync");
+      });
       const size_t hinted_at = bodies.size();
       for (const GroupedGemmArgs& h : hinted) bodies.push_back([&](int) { grouped_gemm(h, nullptr); });
       const std::vector<double> us = time_us(timer, runs, bodies);
+      const double copy_us = us[copy_at];
       const double grouped_us = grouped_peer ? us[gathered_at - 1] : 0, gathered_us = us[gathered_at];
       const double route_us = time_us(timer, runs, [&](int) { moe_route(route, nullptr); });
       const double combine_us = time_us(timer, runs, [&](int) { moe_combine(combine, nullptr); });
-      const double bytes = double(touched) * s.n * s.k * (0.5 + 1.0 / 16) + 2.0 * rows * (s.k + s.n);
       const double floor_us = bytes / copy_bps * 1e6, theirs = cublas.ok() ? us[2] : 0;
       const double combine_floor_us = 2.0 * s.n * (rows + tokens) / copy_bps * 1e6;
       const char* routing_name = routing == Routing::zipf ? "zipf" : "uniform";
-      std::printf("  %-14s %7s %6lld %6lld %8lld %9.2f %9.2f %7.0f%% %9.2f %10.2f %8.2fx %8.2f %10.2f %7.0f%% %10.2f %7.2fx\n",
+      std::printf("  %-14s %7s %6lld %6lld %8lld %9.2f %9.2f %7.0f%% %8.2f %9.2f %10.2f %8.2fx %8.2f %10.2f %7.0f%% %10.2f %7.2fx\n",
                   s.name.c_str(), routing_name, (long long)tokens, (long long)rows, (long long)touched, us[0], floor_us,
-                  100 * floor_us / us[0], us[1], theirs, theirs > 0 ? theirs / us[0] : 0.0, route_us, combine_us,
+                  100 * floor_us / us[0], copy_us, us[1], theirs, theirs > 0 ? theirs / us[0] : 0.0, route_us, combine_us,
                   100 * combine_floor_us / combine_us, grouped_us, grouped_us > 0 ? grouped_us / us[0] : 0.0);
       std::printf("      rows gathered through row_index: %.2f us (%.2fx the sorted rows' time)\n", gathered_us,
                   gathered_us / us[0]);
@@ -559,9 +571,9 @@ std::string bench_grouped(bool quick, const GroupedBenchFilter& only) {
       }
       std::fflush(stdout);
       json += fmt::format(R"({}{{"shape":"{}","n":{},"k":{},"experts":{},"topk":{},"routing":"{}","tokens":{},"rows":{},"experts_touched":{},"us":{:.3f},)"
-                          R"("floor_us":{:.3f},"dense_us":{:.3f},"cublas_loop_us":{:.3f},"route_us":{:.3f},)"
+                          R"("floor_us":{:.3f},"copy_us":{:.3f},"dense_us":{:.3f},"cublas_loop_us":{:.3f},"route_us":{:.3f},)"
                           R"("combine_us":{:.3f},"combine_floor_us":{:.3f},"cublas_grouped_us":{:.3f},"gathered_us":{:.3f},"hinted":[{}]}})",
-                          json.size() > 1 ? "," : "", s.name, s.n, s.k, s.experts, s.topk, routing_name, tokens, rows, touched, us[0], floor_us, us[1],
+                          json.size() > 1 ? "," : "", s.name, s.n, s.k, s.experts, s.topk, routing_name, tokens, rows, touched, us[0], floor_us, copy_us, us[1],
                           theirs, route_us, combine_us, combine_floor_us, grouped_us, gathered_us, hinted_json);
     }
   }
