@@ -41,15 +41,22 @@ __device__ __noinline__ unsigned silu_mul_exact_bits(float g, float u) {
 
 // Puts the exact values of a block's 16 (gate(i), up(i)) into their halves of w (value 2j in
 // word j's low half) where `exact` has their bit: 7 - j for value 2j, 23 - j for value 2j + 1.
+// A warp runs a value's test and call wherever any lane needs it, so the values are tested in
+// four groups of four first: a warp whose lanes need one or two passes the other groups with
+// one test each.
 template <int DTYPE, class Gate, class Up>
 __device__ __forceinline__ void silu_put_exact(unsigned exact, Gate gate, Up up, unsigned (&w)[8]) {
   if (!exact) return;
 #pragma unroll
-  for (int i = 0; i < 16; ++i)
-    if (exact >> (i % 2 * 16 + 7 - i / 2) & 1u) {
-      const unsigned h = silu_mul_exact_bits<DTYPE>(gate(i), up(i));
-      w[i / 2] = i % 2 ? (w[i / 2] & 0xFFFFu) | h << 16 : (w[i / 2] & 0xFFFF0000u) | h;
-    }
+  for (int q = 0; q < 4; ++q) {
+    if (!(exact & ((3u << (6 - 2 * q)) * 0x10001u))) continue;  // values 4q..4q+3: words 2q, 2q + 1
+#pragma unroll
+    for (int i = 4 * q; i < 4 * q + 4; ++i)
+      if (exact >> (i % 2 * 16 + 7 - i / 2) & 1u) {
+        const unsigned h = silu_mul_exact_bits<DTYPE>(gate(i), up(i));
+        w[i / 2] = i % 2 ? (w[i / 2] & 0xFFFFu) | h << 16 : (w[i / 2] & 0xFFFF0000u) | h;
+      }
+  }
 }
 #endif
 
