@@ -242,11 +242,15 @@ TEST_SUITE("cli") {
     usage_error(" bench grouped --shape 1536,2064,128", "--shape 1536,2064,128: K must be a multiple of 32");
     r = run(cli() + " bench quantize --in-dtype fp16");
     CHECK(r.code == 2);
-    CHECK(r.err.find("--in-dtype is for `bench swiglu-quantize`") != std::string::npos);
+    CHECK(r.err.find("--in-dtype is for `bench swiglu-quantize` and `bench rmsnorm-quantize`") != std::string::npos);
     r = run(cli() + " bench swiglu-quantize --in-dtype fp32");
     CHECK(r.code == 2);
-    CHECK(r.err.find("--in-dtype fp32: bf16 or fp16") != std::string::npos);
+    CHECK(r.err.find("--in-dtype fp32: bf16 or fp16 (fp32 too for rmsnorm-quantize)") != std::string::npos);
+    r = run(cli() + " bench rmsnorm-quantize --in-dtype fp8");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("--in-dtype fp8: bf16 or fp16") != std::string::npos);
     CHECK(run(cli() + " bench swiglu-quantize --in-dtype fp16").code == 3);
+    CHECK(run(cli() + " bench rmsnorm-quantize --in-dtype fp32").code == 3);
   }
 
   TEST_CASE("shapes out of range stop early, naming the manifest's file and line") {

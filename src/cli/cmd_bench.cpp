@@ -184,15 +184,36 @@ struct QuantizeWorkload : Workload {
   double bytes() const override { return double(rows) * k * (2 + 0.5 + 1.0 / 16); }
 };
 
-// RMSNorm + quantize with a static activation scale: the weight [k] is shared by every row
-// and stays in L2, so the bytes are those of quantize.
-struct RmsNormQuantizeWorkload : QuantizeWorkload {
-  DeviceBuffer weight;
-  RmsNormQuantizeWorkload(int64_t rows_, int64_t k_, std::mt19937& rng)
-      : QuantizeWorkload(rows_, k_, rng), weight(to_device(random_bf16(k_, rng))) {}
+const char* dtype_label(DType dtype) { return dtype == DType::fp16 ? "FP16" : dtype == DType::fp32 ? "FP32" : "BF16"; }
+
+// `n` random values of a 16-bit dtype (bf16, fp16) or fp32 (BF16 values widened), as bytes.
+std::vector<uint8_t> random_values(DType dtype, size_t n, std::mt19937& rng) {
+  const std::vector<uint16_t> h = dtype == DType::fp16 ? random_fp16(n, rng) : random_bf16(n, rng);
+  std::vector<uint8_t> bytes(n * (dtype == DType::fp32 ? 4 : 2));
+  if (dtype != DType::fp32) {
+    std::memcpy(bytes.data(), h.data(), bytes.size());
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t f = uint32_t(h[i]) << 16;
+      std::memcpy(&bytes[i * 4], &f, 4);
+    }
+  }
+  return bytes;
+}
+
+// RMSNorm + quantize with a static activation scale: the weight [k] (the input's dtype) is
+// shared by every row and stays in L2, so the bytes are those of quantize.
+struct RmsNormQuantizeWorkload : Workload {
+  int64_t rows, k;
+  DType dtype;
+  DeviceBuffer in, weight, packed, scales;
+  RmsNormQuantizeWorkload(int64_t rows_, int64_t k_, DType dtype_, std::mt19937& rng)
+      : rows(rows_), k(k_), dtype(dtype_), in(to_device(random_values(dtype_, size_t(rows_ * k_), rng))),
+        weight(to_device(random_values(dtype_, size_t(k_), rng))), packed(rows_ * k_ / 2), scales(rows_ * k_ / 16) {}
   void run() const override {
     RmsNormQuantizeArgs a;
     a.in = in.get();
+    a.in_dtype = dtype;
     a.rows = rows;
     a.k = k;
     a.weight = weight.get();
@@ -201,6 +222,7 @@ struct RmsNormQuantizeWorkload : QuantizeWorkload {
     a.out.global_scale.value = 1.0f / 2688;
     rmsnorm_quantize(a, nullptr);
   }
+  double bytes() const override { return double(rows) * k * ((dtype == DType::fp32 ? 4 : 2) + 0.5 + 1.0 / 16); }
 };
 
 // SwiGLU + quantize of an MoE or MLP down projection's input: gate and up as the two halves
@@ -352,10 +374,12 @@ int cmd_bench(const Args& args) {
                                    args.has("--topk") ? "" : " (--topk, default 8)"));
   }
   grouped.topk = int(topk);
-  if (args.has("--in-dtype") && what != "swiglu-quantize") throw UsageError("--in-dtype is for `bench swiglu-quantize`");
+  if (args.has("--in-dtype") && what != "swiglu-quantize" && what != "rmsnorm-quantize")
+    throw UsageError("--in-dtype is for `bench swiglu-quantize` and `bench rmsnorm-quantize`");
   const std::string in_dtype = args.has("--in-dtype") ? args.get("--in-dtype") : "bf16";
-  if (in_dtype != "bf16" && in_dtype != "fp16") throw UsageError(fmt::format("--in-dtype {}: bf16 or fp16", in_dtype));
-  const DType swiglu_dtype = in_dtype == "fp16" ? DType::fp16 : DType::bf16;
+  if (in_dtype != "bf16" && in_dtype != "fp16" && !(in_dtype == "fp32" && what == "rmsnorm-quantize"))
+    throw UsageError(fmt::format("--in-dtype {}: bf16 or fp16 (fp32 too for rmsnorm-quantize)", in_dtype));
+  const DType bench_dtype = in_dtype == "fp16" ? DType::fp16 : in_dtype == "fp32" ? DType::fp32 : DType::bf16;
   std::string why;
   if (!use_primary_context(0, &why)) {
     std::fprintf(stderr, "nvfp4-jit bench: needs a GPU: %s\n", why.c_str());
@@ -376,9 +400,9 @@ int cmd_bench(const Args& args) {
   } else if (what == "swiglu-quantize") {
     const std::string title = fmt::format(
         "swiglu-quantize: {} gate | up -> silu(gate) * up -> NVFP4, linear scales, given global scale",
-        swiglu_dtype == DType::fp16 ? "FP16" : "BF16");
+        dtype_label(bench_dtype));
     json = bandwidth_bench(title.c_str(), quick, [&](int64_t m, int64_t k, std::mt19937& rng) {
-      return std::unique_ptr<Workload>(new SwigluQuantizeWorkload(m, k, swiglu_dtype, rng));
+      return std::unique_ptr<Workload>(new SwigluQuantizeWorkload(m, k, bench_dtype, rng));
     });
   } else if (what == "mhc-rmsnorm-quantize") {
     json = bandwidth_bench("mhc-rmsnorm-quantize: BF16 [M, 4, K] mixed by fp32 [M, 4] -> RMSNorm (fp32 weight) -> NVFP4, linear "
@@ -387,10 +411,11 @@ int cmd_bench(const Args& args) {
                              return std::unique_ptr<Workload>(new MhcRmsNormQuantizeWorkload(m, k, rng));
                            });
   } else if (what == "rmsnorm-quantize") {
-    json = bandwidth_bench("rmsnorm-quantize: BF16 -> RMSNorm -> NVFP4, linear scales, given global scale", quick,
-                           [](int64_t m, int64_t k, std::mt19937& rng) {
-                             return std::unique_ptr<Workload>(new RmsNormQuantizeWorkload(m, k, rng));
-                           });
+    const std::string title =
+        fmt::format("rmsnorm-quantize: {} -> RMSNorm -> NVFP4, linear scales, given global scale", dtype_label(bench_dtype));
+    json = bandwidth_bench(title.c_str(), quick, [&](int64_t m, int64_t k, std::mt19937& rng) {
+      return std::unique_ptr<Workload>(new RmsNormQuantizeWorkload(m, k, bench_dtype, rng));
+    });
   } else {
     json = bandwidth_bench("quantize: BF16 -> NVFP4, linear scales, given global scale", quick,
                            [](int64_t m, int64_t k, std::mt19937& rng) {

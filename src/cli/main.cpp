@@ -103,14 +103,15 @@ Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in m
     {"bench", R"(usage: nvfp4-jit bench core|dequantize|quantize|rmsnorm-quantize|swiglu-quantize|mhc-rmsnorm-quantize|gemm|grouped
                         [--out FILE.json] [--quick]
                         [--shape N,K[,G]]... [--m M[,M...]] [--expected-m E[,E...]] [--tokens T[,T...]] [--topk T]
-                        [--in-dtype bf16|fp16]
+                        [--in-dtype bf16|fp16|fp32]
 
   core        cold NVRTC compile per kernel, disk-cache hit (load to first launch),
               warm dispatch host time per call
   dequantize  NVFP4 -> BF16 bandwidth against a device-to-device copy of the same bytes
   quantize    BF16 -> NVFP4 (given global scale) bandwidth against the same copy
   rmsnorm-quantize
-              BF16 -> RMSNorm -> NVFP4 in one pass, against the same copy
+              BF16 -> RMSNorm -> NVFP4 in one pass, against the same copy; --in-dtype fp16 or
+              fp32 times that input (and weight) dtype
   swiglu-quantize
               BF16 gate and up (two halves) -> silu(gate) * up -> NVFP4, against the same copy;
               --in-dtype fp16 times FP16 gate and up
