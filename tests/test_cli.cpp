@@ -251,6 +251,10 @@ TEST_SUITE("cli") {
     CHECK(r.err.find("--in-dtype fp8: bf16 or fp16") != std::string::npos);
     CHECK(run(cli() + " bench swiglu-quantize --in-dtype fp16").code == 3);
     CHECK(run(cli() + " bench rmsnorm-quantize --in-dtype fp32").code == 3);
+    r = run(cli() + " bench swiglu-quantize --weight-fp32");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("--weight-fp32 is for `bench rmsnorm-quantize`") != std::string::npos);
+    CHECK(run(cli() + " bench rmsnorm-quantize --weight-fp32").code == 3);
   }
 
   TEST_CASE("shapes out of range stop early, naming the manifest's file and line") {

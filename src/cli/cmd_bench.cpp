@@ -201,15 +201,17 @@ std::vector<uint8_t> random_values(DType dtype, size_t n, std::mt19937& rng) {
   return bytes;
 }
 
-// RMSNorm + quantize with a static activation scale: the weight [k] (the input's dtype) is
-// shared by every row and stays in L2, so the bytes are those of quantize.
+// RMSNorm + quantize with a static activation scale: the weight [k] (the input's dtype, or
+// fp32) is shared by every row and stays in L2, so the bytes are those of quantize.
 struct RmsNormQuantizeWorkload : Workload {
   int64_t rows, k;
   DType dtype;
+  bool weight_fp32;
   DeviceBuffer in, weight, packed, scales;
-  RmsNormQuantizeWorkload(int64_t rows_, int64_t k_, DType dtype_, std::mt19937& rng)
-      : rows(rows_), k(k_), dtype(dtype_), in(to_device(random_values(dtype_, size_t(rows_ * k_), rng))),
-        weight(to_device(random_values(dtype_, size_t(k_), rng))), packed(rows_ * k_ / 2), scales(rows_ * k_ / 16) {}
+  RmsNormQuantizeWorkload(int64_t rows_, int64_t k_, DType dtype_, bool weight_fp32_, std::mt19937& rng)
+      : rows(rows_), k(k_), dtype(dtype_), weight_fp32(weight_fp32_), in(to_device(random_values(dtype_, size_t(rows_ * k_), rng))),
+        weight(to_device(random_values(weight_fp32_ ? DType::fp32 : dtype_, size_t(k_), rng))), packed(rows_ * k_ / 2),
+        scales(rows_ * k_ / 16) {}
   void run() const override {
     RmsNormQuantizeArgs a;
     a.in = in.get();
@@ -217,6 +219,7 @@ struct RmsNormQuantizeWorkload : Workload {
     a.rows = rows;
     a.k = k;
     a.weight = weight.get();
+    a.weight_fp32 = weight_fp32;
     a.out.data = packed.get();
     a.out.scales = scales.get();
     a.out.global_scale.value = 1.0f / 2688;
@@ -319,7 +322,7 @@ std::string bandwidth_bench(const char* title, bool quick, Make make) {
 }  // namespace
 
 int cmd_bench(const Args& args) {
-  args.allow_only({"--out", "--quick", "--shape", "--m", "--expected-m", "--tokens", "--topk", "--in-dtype"});
+  args.allow_only({"--out", "--quick", "--shape", "--m", "--expected-m", "--tokens", "--topk", "--in-dtype", "--weight-fp32"});
   constexpr const char* kWhat = "core, dequantize, quantize, rmsnorm-quantize, swiglu-quantize, mhc-rmsnorm-quantize, gemm, grouped";
   if (args.positional().size() != 1) throw UsageError(fmt::format("expected one of: {}", kWhat));
   const std::string what = args.positional()[0];
@@ -380,6 +383,8 @@ int cmd_bench(const Args& args) {
   if (in_dtype != "bf16" && in_dtype != "fp16" && !(in_dtype == "fp32" && what == "rmsnorm-quantize"))
     throw UsageError(fmt::format("--in-dtype {}: bf16 or fp16 (fp32 too for rmsnorm-quantize)", in_dtype));
   const DType bench_dtype = in_dtype == "fp16" ? DType::fp16 : in_dtype == "fp32" ? DType::fp32 : DType::bf16;
+  if (args.has("--weight-fp32") && what != "rmsnorm-quantize") throw UsageError("--weight-fp32 is for `bench rmsnorm-quantize`");
+  const bool weight_fp32 = args.has("--weight-fp32");
   std::string why;
   if (!use_primary_context(0, &why)) {
     std::fprintf(stderr, "nvfp4-jit bench: needs a GPU: %s\n", why.c_str());
@@ -412,9 +417,10 @@ int cmd_bench(const Args& args) {
                            });
   } else if (what == "rmsnorm-quantize") {
     const std::string title =
-        fmt::format("rmsnorm-quantize: {} -> RMSNorm -> NVFP4, linear scales, given global scale", dtype_label(bench_dtype));
+        fmt::format("rmsnorm-quantize: {} -> RMSNorm ({} weight) -> NVFP4, linear scales, given global scale",
+                    dtype_label(bench_dtype), dtype_label(weight_fp32 ? DType::fp32 : bench_dtype));
     json = bandwidth_bench(title.c_str(), quick, [&](int64_t m, int64_t k, std::mt19937& rng) {
-      return std::unique_ptr<Workload>(new RmsNormQuantizeWorkload(m, k, bench_dtype, rng));
+      return std::unique_ptr<Workload>(new RmsNormQuantizeWorkload(m, k, bench_dtype, weight_fp32, rng));
     });
   } else {
     json = bandwidth_bench("quantize: BF16 -> NVFP4, linear scales, given global scale", quick,

@@ -103,7 +103,7 @@ Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in m
     {"bench", R"(usage: nvfp4-jit bench core|dequantize|quantize|rmsnorm-quantize|swiglu-quantize|mhc-rmsnorm-quantize|gemm|grouped
                         [--out FILE.json] [--quick]
                         [--shape N,K[,G]]... [--m M[,M...]] [--expected-m E[,E...]] [--tokens T[,T...]] [--topk T]
-                        [--in-dtype bf16|fp16|fp32]
+                        [--in-dtype bf16|fp16|fp32] [--weight-fp32]
 
   core        cold NVRTC compile per kernel, disk-cache hit (load to first launch),
               warm dispatch host time per call
@@ -111,7 +111,7 @@ Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in m
   quantize    BF16 -> NVFP4 (given global scale) bandwidth against the same copy
   rmsnorm-quantize
               BF16 -> RMSNorm -> NVFP4 in one pass, against the same copy; --in-dtype fp16 or
-              fp32 times that input (and weight) dtype
+              fp32 times that input (and weight) dtype, --weight-fp32 an fp32 weight
   swiglu-quantize
               BF16 gate and up (two halves) -> silu(gate) * up -> NVFP4, against the same copy;
               --in-dtype fp16 times FP16 gate and up

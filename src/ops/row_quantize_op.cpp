@@ -43,9 +43,10 @@ struct RowShape {
 
 // Whole rows: about two blocks of 16 per thread, enough loads in flight and few registers
 // (mHC too, whose sum of squares must add up in RMSNorm's order: one block per thread would
-// have taken it from 64.5 to 62 us at 4096 x 4096 on the H100). RMSNorm on 16-bit input is
-// held to 48 registers (40 warps an SM): 76.8 against 79.1 us at 8192 x 8192 with 56; on fp32
-// input 48 (or 64) spill, and it runs free (H100 8192 x 8192: 114 against 359 us). SwiGLU spreads a
+// have taken it from 64.5 to 62 us at 4096 x 4096 on the H100). RMSNorm on 16-bit input and
+// weights is held to 48 registers (40 warps an SM): 76.8 against 79.1 us at 8192 x 8192 with
+// 56; fp32 input or weights spill at 48 (or 64) and run free (H100 8192 x 8192, fp32 input:
+// 114 against 359 us). SwiGLU spreads a
 // row widest instead: one block per thread up to 1024 threads (H100, 16 x 8192: 9.7 us
 // against 14.0; RMSNorm the same way lost 15% at 8192 x 8192).
 // Slices: 128 threads with one (SwiGLU) or two blocks each, so that 16 rows of 8192 still make
@@ -65,7 +66,8 @@ RowShape row_shape(const RowKernel& kernel) {
     const bool spreads = normalizes(kernel.op) && nvfp4k::row_per_thread(blocks, threads) == 2 && 2 * threads <= 512 &&
                          !(kernel.op == Op::mhc_rmsnorm_quantize && kernel.in == DType::fp32);
     if (kernel.few_rows && spreads) return {threads, blocks, 0, 2};
-    const bool held_to_48 = kernel.op == Op::rmsnorm_quantize && kernel.in != DType::fp32 && threads >= 128;
+    const bool held_to_48 =
+        kernel.op == Op::rmsnorm_quantize && kernel.in != DType::fp32 && kernel.weight != DType::fp32 && threads >= 128;
     return {threads, blocks, held_to_48 ? 1280 / threads : 0};
   }
   const int threads = threads_for(128);
