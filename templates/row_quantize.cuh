@@ -241,6 +241,12 @@ struct RowQuantizer {
       v.get(j, x);
 #pragma unroll
       for (int i = 0; i < 8; ++i) v.w[j][i] = rmsnorm_pair<IN_DTYPE>(x[2 * i], x[2 * i + 1], inv, w.w[wj][i]);
+    } else if constexpr (Values::WORDS && WEIGHT_DTYPE == DTYPE_FP32) {
+      float x[16];
+      v.get(j, x);
+#pragma unroll
+      for (int i = 0; i < 8; ++i)
+        v.w[j][i] = rmsnorm_pair_fp32_weight<IN_DTYPE>(x[2 * i], x[2 * i + 1], inv, w.x[wj][2 * i], w.x[wj][2 * i + 1]);
     } else {
       float x[16], wv[16];
       v.get(j, x);

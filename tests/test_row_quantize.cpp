@@ -9,6 +9,7 @@
 #include <cstring>
 #include <random>
 #include <set>
+#include <type_traits>
 
 #include <fmt/format.h>
 
@@ -96,6 +97,37 @@ TEST_SUITE("row_quantize") {
     CHECK(nvfp4k::silu_mul(-1000.0f, 1.0f) == 0.0f);
     CHECK(std::isnan(nvfp4k::silu_mul(-INFINITY, 1.0f)));  // -inf / inf, as the formula says
     CHECK(nvfp4k::silu_mul(INFINITY, 1.0f) == INFINITY);
+  }
+
+  TEST_CASE("the kernels' packed RMSNorm with an fp32 weight equals rmsnorm_value, both halves, BF16 and FP16") {
+    std::mt19937 rng(std::random_device{}());
+    int pairs = 0;
+    auto check = [&](auto dtype_tag) {
+      constexpr int DT = decltype(dtype_tag)::value;
+      auto widen = [](unsigned h) { return DT == nvfp4k::DTYPE_BF16 ? nvfp4k::bf16_bits_to_float(h) : nvfp4k::fp16_bits_to_float(h); };
+      for (int i = 0; i < 200000; ++i) {
+        float x[2], w[2];
+        for (int e = 0; e < 2; ++e) {
+          x[e] = widen(rng() & 0xFFFFu);  // every 16-bit pattern: NaN, Inf, subnormal and huge included
+          w[e] = std::ldexp(float(rng() % 65536) / 32768.0f - 1.0f, int(rng() % 40) - 20);
+        }
+        const float inv = std::ldexp(1.0f + float(rng() % 1024) / 1024.0f, int(rng() % 30) - 15);
+        const unsigned got = nvfp4k::rmsnorm_pair_fp32_weight<DT>(x[0], x[1], inv, w[0], w[1]);
+        ++pairs;
+        for (int e = 0; e < 2; ++e) {
+          const float want = nvfp4k::rmsnorm_value<DT>(x[e], inv, w[e]);
+          const float have = widen(got >> (16 * e));
+          if (!(have == want || (std::isnan(have) && std::isnan(want))) || std::signbit(have) != std::signbit(want)) {
+            FAIL_CHECK("dtype " << DT << " half " << e << ": x " << x[e] << " inv " << inv << " w " << w[e] << ": " << have
+                                << " != " << want);
+            return;
+          }
+        }
+      }
+    };
+    check(std::integral_constant<int, nvfp4k::DTYPE_BF16>{});
+    check(std::integral_constant<int, nvfp4k::DTYPE_FP16>{});
+    CHECK(pairs == 400000);  // every pair checked (a mismatch stops early)
   }
 
   TEST_CASE("rmsnorm_quantize equals RMSNorm rounded to the dtype, then quantize; RMSNorm within rounding of float64") {

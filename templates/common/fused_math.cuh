@@ -66,4 +66,15 @@ NVFP4_HD unsigned rmsnorm_pair(float x0, float x1, float inv, unsigned w) {
 #endif
 }
 
+// rmsnorm_value of two 16-bit values x0, x1 with fp32 weights w0, w1, packed as rmsnorm_pair
+// packs them: both roundings as packs of two (a pack rounds each value to DTYPE, the same as
+// round_to), the products in fp32 between them.
+template <int DTYPE>
+NVFP4_HD unsigned rmsnorm_pair_fp32_weight(float x0, float x1, float inv, float w0, float w1) {
+  auto pack = [](float lo, float hi) { return DTYPE == DTYPE_BF16 ? pack_bf16x2(lo, hi) : pack_fp16x2(lo, hi); };
+  auto widen = [](unsigned h) { return DTYPE == DTYPE_BF16 ? bf16_bits_to_float(h) : fp16_bits_to_float(h); };
+  const unsigned n = pack(mul_rn(x0, inv), mul_rn(x1, inv));
+  return pack(mul_rn(widen(n & 0xFFFFu), w0), mul_rn(widen(n >> 16), w1));
+}
+
 }  // namespace nvfp4k
