@@ -46,9 +46,8 @@ struct RowShape {
 // have taken it from 64.5 to 62 us at 4096 x 4096 on the H100). RMSNorm on 16-bit input and
 // weights is held to 48 registers (40 warps an SM): 76.8 against 79.1 us at 8192 x 8192 with
 // 56; fp32 input or weights spill at 48 (or 64) and run free (H100 8192 x 8192, fp32 input:
-// 114 against 359 us). SwiGLU spreads a
-// row widest instead: one block per thread up to 1024 threads (H100, 16 x 8192: 9.7 us
-// against 14.0; RMSNorm the same way lost 15% at 8192 x 8192).
+// 114 against 359 us). SwiGLU spreads a row widest instead: one block per thread up to 1024
+// threads (H100, 16 x 8192: 9.7 us against 14.0; RMSNorm the same way lost 15% at 8192 x 8192).
 // Slices: 128 threads with one (SwiGLU) or two blocks each, so that 16 rows of 8192 still make
 // 64 or 32 CTAs (two SwiGLU blocks a thread: 171 against 136 us at 8192 x 8192 on the H100).
 // SwiGLU's 16-bit slices get up to 64 registers (8 CTAs an SM): their estimate paths
@@ -486,10 +485,10 @@ std::vector<KernelSpec> row_quantize_prewarm_specs(Arch arch, const WeightShape&
       RowKernel kernel;
       kernel.k = k, kernel.layout = layout, kernel.in = in, kernel.weight = in;
       // RMSNorm and mHC: for many rows and for few (row_shape), where the two differ
-      auto push_rows_both_ways = [&](RowKernel kernel) {
-        specs.push_back(row_quantize_spec(arch, kernel));
-        kernel.few_rows = true;
-        if (const KernelSpec few = row_quantize_spec(arch, kernel); !(few == specs.back())) specs.push_back(few);
+      auto push_rows_both_ways = [&](RowKernel rows_kernel) {
+        specs.push_back(row_quantize_spec(arch, rows_kernel));
+        rows_kernel.few_rows = true;
+        if (const KernelSpec few = row_quantize_spec(arch, rows_kernel); !(few == specs.back())) specs.push_back(few);
       };
       kernel.op = Op::rmsnorm_quantize;
       if (v.writes_a(AFrom::rmsnorm)) push_rows_both_ways(kernel);
