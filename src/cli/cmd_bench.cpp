@@ -236,7 +236,7 @@ struct SwigluQuantizeWorkload : Workload {
   DeviceBuffer in, packed, scales;
   SwigluQuantizeWorkload(int64_t rows_, int64_t k_, DType dtype_, std::mt19937& rng)
       : rows(rows_), k(k_), dtype(dtype_),
-        in(to_device(dtype_ == DType::fp16 ? random_fp16(rows_ * 2 * k_, rng) : random_bf16(rows_ * 2 * k_, rng))),
+        in(to_device(random_values(dtype_, size_t(rows_ * 2 * k_), rng))),
         packed(rows_ * k_ / 2), scales(rows_ * k_ / 16) {}
   void run() const override {
     SwigluQuantizeArgs a;
