@@ -38,11 +38,14 @@ TEST_SUITE("manifest") {
   TEST_CASE("a manifest line's variant fields replace the base variants for that line only") {
     PrewarmVariants base;
     REQUIRE(set_prewarm_variants(base, "d-dtype=fp32 in-dtype=fp16").empty());
-    const auto shapes = parse_manifest("qkv 6144 4096 bias=bf16,none a-dtype=fp16\nexperts 1536 2048 64 grouped=masked\n", "m", base);
+    const auto shapes =
+        parse_manifest("qkv 6144 4096 bias=bf16,none a-dtype=fp16 norm-weight=fp32\nexperts 1536 2048 64 grouped=masked\n", "m", base);
     REQUIRE(shapes.size() == 2);
     CHECK(shapes[0].variants.biases == std::vector<uint8_t>{uint8_t(DType::bf16), kNoDType});
     CHECK(shapes[0].variants.a_dtypes == std::vector<DType>{DType::fp16});
     CHECK(shapes[0].variants.d_dtypes == std::vector<DType>{DType::fp32});  // the base's
+    CHECK(shapes[0].variants.norm_weights == std::vector<NormWeight>{NormWeight::fp32});
+    CHECK(shapes[1].variants.norm_weights.empty());  // each op's usual one
     CHECK(shapes[1].groups == 64);
     CHECK(shapes[1].variants.grouped == std::vector<GroupedLayout>{GroupedLayout::masked});
     CHECK(shapes[1].variants.a_dtypes == PrewarmVariants{}.a_dtypes);

@@ -438,6 +438,40 @@ TEST_SUITE("row_quantize") {
     }
   }
 
+  TEST_CASE("a prewarm holds RMSNorm and mHC with the norm weights norm-weight names, for many rows and few") {
+    using namespace nvfp4::jit::detail;
+    auto specs_for = [](const std::string& norm_weight) {
+      PrewarmVariants v;
+      if (!norm_weight.empty()) REQUIRE(set_prewarm_variant(v, "norm-weight", norm_weight).empty());
+      return prewarm_specs({WeightShape{"w", 2048, 4096, 1, v}}, {Arch::sm_90a});
+    };
+    auto has = [](const std::vector<KernelSpec>& specs, Op op, DType weight, bool few_rows) {
+      RowKernel kernel;
+      kernel.op = op, kernel.k = 4096, kernel.in = DType::bf16, kernel.weight = weight, kernel.few_rows = few_rows;
+      kernel.n_hc = op == Op::mhc_rmsnorm_quantize ? 4 : 0;
+      return std::find(specs.begin(), specs.end(), row_quantize_spec(Arch::sm_90a, kernel)) != specs.end();
+    };
+    const auto usual = specs_for(""), fp32 = specs_for("fp32"), both = specs_for("input,fp32");
+    for (bool few_rows : {false, true}) {
+      CAPTURE(few_rows);
+      CHECK(has(usual, Op::rmsnorm_quantize, DType::bf16, few_rows));
+      CHECK_FALSE(has(usual, Op::rmsnorm_quantize, DType::fp32, few_rows));
+      CHECK(has(usual, Op::mhc_rmsnorm_quantize, DType::fp32, few_rows));
+      CHECK_FALSE(has(usual, Op::mhc_rmsnorm_quantize, DType::bf16, few_rows));
+      CHECK(has(fp32, Op::rmsnorm_quantize, DType::fp32, few_rows));
+      CHECK_FALSE(has(fp32, Op::rmsnorm_quantize, DType::bf16, few_rows));
+      for (Op op : {Op::rmsnorm_quantize, Op::mhc_rmsnorm_quantize})
+        for (DType weight : {DType::bf16, DType::fp32}) CHECK(has(both, op, weight, few_rows));
+    }
+    PrewarmVariants v;
+    CHECK(set_prewarm_variant(v, "norm-weight", "bf16") == "norm-weight: `bf16` is not one of input, fp32");
+    // fp32 input: its weight is fp32 either way, compiled once
+    REQUIRE(set_prewarm_variants(v, "in-dtype=fp32 norm-weight=input,fp32 a-from=rmsnorm").empty());
+    const auto fp32_in = prewarm_specs({WeightShape{"w", 2048, 4096, 1, v}}, {Arch::sm_90a});
+    CHECK(std::count_if(fp32_in.begin(), fp32_in.end(), [](const KernelSpec& s) { return s.op == Op::rmsnorm_quantize; }) ==
+          std::count_if(usual.begin(), usual.end(), [](const KernelSpec& s) { return s.op == Op::rmsnorm_quantize; }));
+  }
+
   TEST_CASE("a prewarm holds the quantizers of the ops a weight's a-from names, and only those") {
     using namespace nvfp4::jit::detail;
     auto ops_of = [](const std::string& a_from, int32_t groups) {

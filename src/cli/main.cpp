@@ -35,7 +35,7 @@ constexpr const char* kVerbHelp[][2] = {
     {"prewarm", R"(usage: nvfp4-jit prewarm [--manifest NAME|FILE]... [--shape N,K[,G]]...
                         [--arch sm_90a,sm_100a,sm_120a] [--sms N|GPU] [-j N] [--json] [--quiet] [--list]
                         [--a-dtype ...] [--d-dtype ...] [--bias ...] [--b-layout ...]
-                        [--a-scales ...] [--grouped ...] [--in-dtype ...] [--a-from ...]
+                        [--a-scales ...] [--grouped ...] [--in-dtype ...] [--a-from ...] [--norm-weight ...]
 
 Compiles every kernel the given weight shapes need, for every arch given, into the cache.
 Built-in manifests: llama-3.1-8b, llama-3.3-70b, deepseek-v3, qwen3-30b-a3b, gpt-oss-120b
@@ -61,6 +61,8 @@ line's own `key=value` fields, e.g. `qkv_proj 6144 4096 bias=bf16`, replace thes
   --a-from    the ops that write the activations: quantize, rmsnorm, swiglu, mhc, stage
               (their quantizers are compiled at each weight's K; default all, stage for a
               grouped weight; the built-in manifests name each line's)
+  --norm-weight  RMSNorm's weight (RMSNorm, mHC): input (the input's dtype), fp32
+              (default: RMSNorm input, mHC fp32)
 )"},
     {"tune", R"(usage: nvfp4-jit tune [--manifest NAME|FILE]... [--shape N,K[,G]]... [--m M] [--runs R]
                      [--layout linear|swizzled128x4|prepacked] [--a-dtype bf16|fp16|nvfp4]
@@ -169,7 +171,7 @@ int main(int argc, char** argv) {
   try {
     const Args args(rest, {"--manifest", "--shape", "--arch", "--sms", "-j", "--out", "--m", "--runs", "--layout", "--older-than",
                            "--a-dtype", "--d-dtype", "--bias", "--b-layout", "--a-scales", "--grouped", "--in-dtype",
-                           "--a-from", "--expected-m", "--tokens", "--topk"});
+                           "--a-from", "--norm-weight", "--expected-m", "--tokens", "--topk"});
     if (args.has("--help") || args.has("-h")) {
       std::fputs(verb_help(verb), stdout);
       return kOk;

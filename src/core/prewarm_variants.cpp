@@ -20,6 +20,7 @@ const Names<ScaleLayout> kScaleLayouts = {{"linear", ScaleLayout::linear}, {"swi
 const Names<GroupedLayout> kGroupedLayouts = {{"contiguous", GroupedLayout::contiguous}, {"masked", GroupedLayout::masked}};
 const Names<AFrom> kAFrom = {{"quantize", AFrom::quantize}, {"rmsnorm", AFrom::rmsnorm}, {"swiglu", AFrom::swiglu},
                              {"mhc", AFrom::mhc},           {"stage", AFrom::stage}};
+const Names<NormWeight> kNormWeights = {{"input", NormWeight::input}, {"fp32", NormWeight::fp32}};
 
 template <class T>
 std::string_view name_of(const Names<T>& names, T value) {
@@ -65,6 +66,7 @@ std::string set_prewarm_variant(PrewarmVariants& v, std::string_view key, std::s
   if (key == "grouped") return parse_list(key, values, kGroupedLayouts, {"contiguous", "masked"}, v.grouped);
   if (key == "in-dtype") return parse_list(key, values, kDTypes, {"bf16", "fp16", "fp32"}, v.in_dtypes);
   if (key == "a-from") return parse_list(key, values, kAFrom, {"quantize", "rmsnorm", "swiglu", "mhc", "stage"}, v.a_from);
+  if (key == "norm-weight") return parse_list(key, values, kNormWeights, {"input", "fp32"}, v.norm_weights);
   std::string keys;
   for (std::string_view k : kPrewarmVariantKeys) keys += fmt::format("{}{}", keys.empty() ? "" : ", ", k);
   return fmt::format("`{}` is not a variant ({})", key, keys);

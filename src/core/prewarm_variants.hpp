@@ -19,6 +19,8 @@ enum class WeightLayout : uint8_t { linear, swizzled, prepacked };
 // The ops that write a weight's activations (its K-wide rows): each prewarms its quantizer at
 // the weight's K. `stage` (moe_stage) only for a grouped weight.
 enum class AFrom : uint8_t { quantize, rmsnorm, swiglu, mhc, stage };
+// The dtype of RMSNorm's weight (RMSNorm and mHC): the input's, or fp32.
+enum class NormWeight : uint8_t { input, fp32 };
 
 struct PrewarmVariants {
   std::vector<DType> a_dtypes{DType::bf16, DType::nvfp4};  // bf16, fp16, nvfp4 (W4A4)
@@ -35,13 +37,16 @@ struct PrewarmVariants {
   // Every quantizer by default: a manifest that knows its model names the few it runs (Llama's
   // down_proj reads SwiGLU's output, never an RMSNorm's).
   std::vector<AFrom> a_from{AFrom::quantize, AFrom::rmsnorm, AFrom::swiglu, AFrom::mhc, AFrom::stage};
+  // The norm weights' dtypes; empty: each op's usual one (RMSNorm the input's, mHC fp32, as
+  // DeepSeek-V4 keeps it). A checkpoint that keeps RMSNorm's weight in fp32 names `fp32`.
+  std::vector<NormWeight> norm_weights;
 
   bool writes_a(AFrom op) const;
 };
 
 // The variant keys, in the order `prewarm_variant_flags` prints them.
-inline constexpr std::string_view kPrewarmVariantKeys[] = {"a-dtype", "d-dtype", "bias", "b-layout",
-                                                           "a-scales", "grouped", "in-dtype", "a-from"};
+inline constexpr std::string_view kPrewarmVariantKeys[] = {"a-dtype",  "d-dtype",  "bias",   "b-layout",   "a-scales",
+                                                           "grouped",  "in-dtype", "a-from", "norm-weight"};
 
 // Sets `key` (one of kPrewarmVariantKeys) to the comma-separated `values`, replacing what it held.
 // Returns why not ("" when done): an unknown key, an unknown or repeated value, an empty list.

@@ -283,8 +283,12 @@ void run_on_gpu(const RowJob& j, CUstream stream) {
   const KernelSpec spec = row_quantize_spec(device.arch, kernel);
   const CUfunction fn = kernel_for(device, spec, 0, stream, [&] {
     // MoE staging is prewarmed with a grouped weight
-    return fmt::format("nvfp4-jit prewarm --shape {},{}{} --arch {} --in-dtype {}", std::max<int64_t>(j.rows, 1), j.k,
-                       j.op == Op::moe_stage ? ",2" : "", to_string(device.arch), dtype_name(uint8_t(j.in_dtype)));
+    // a norm weight of another dtype than the op's usual one: named
+    const DType usual_weight = j.op == Op::mhc_rmsnorm_quantize ? DType::fp32 : j.in_dtype;
+    const bool named_weight = normalizes(j.op) && j.weight_dtype != usual_weight;
+    return fmt::format("nvfp4-jit prewarm --shape {},{}{} --arch {} --in-dtype {}{}", std::max<int64_t>(j.rows, 1), j.k,
+                       j.op == Op::moe_stage ? ",2" : "", to_string(device.arch), dtype_name(uint8_t(j.in_dtype)),
+                       !named_weight ? "" : j.weight_dtype == DType::fp32 ? " --norm-weight fp32" : " --norm-weight input");
   });
   nvfp4k::RowQuantizeParams p{};
   p.in = j.in;
@@ -490,8 +494,19 @@ std::vector<KernelSpec> row_quantize_prewarm_specs(Arch arch, const WeightShape&
         rows_kernel.few_rows = true;
         if (const KernelSpec few = row_quantize_spec(arch, rows_kernel); !(few == specs.back())) specs.push_back(few);
       };
+      // the norm weight's dtypes a variant names, or the op's usual one
+      auto norm_weights = [&](NormWeight usual) {
+        std::vector<DType> dtypes;
+        for (NormWeight w : v.norm_weights.empty() ? std::vector<NormWeight>{usual} : v.norm_weights) {
+          const DType dtype = w == NormWeight::fp32 ? DType::fp32 : in;  // (fp32 input: one dtype either way)
+          if (std::find(dtypes.begin(), dtypes.end(), dtype) == dtypes.end()) dtypes.push_back(dtype);
+        }
+        return dtypes;
+      };
       kernel.op = Op::rmsnorm_quantize;
-      if (v.writes_a(AFrom::rmsnorm)) push_rows_both_ways(kernel);
+      if (v.writes_a(AFrom::rmsnorm))
+        for (DType weight : norm_weights(NormWeight::input)) kernel.weight = weight, push_rows_both_ways(kernel);
+      kernel.weight = in;
       for (auto [op, from] : {std::pair{Op::swiglu_quantize, AFrom::swiglu}, std::pair{Op::moe_stage, AFrom::stage}}) {
         if (!v.writes_a(from) || (op == Op::moe_stage && shape.groups <= 1)) continue;
         kernel.op = op;
@@ -500,8 +515,9 @@ std::vector<KernelSpec> row_quantize_prewarm_specs(Arch arch, const WeightShape&
           specs.push_back(row_quantize_spec(arch, kernel));
         }
       }
-      kernel.op = Op::mhc_rmsnorm_quantize, kernel.n_hc = 4, kernel.weight = DType::fp32, kernel.whole_rows = true;
-      if (v.writes_a(AFrom::mhc) && 4 * k * element_bytes(in) <= kMaxMhcRowBytes) push_rows_both_ways(kernel);
+      kernel.op = Op::mhc_rmsnorm_quantize, kernel.n_hc = 4, kernel.whole_rows = true;
+      if (v.writes_a(AFrom::mhc) && 4 * k * element_bytes(in) <= kMaxMhcRowBytes)
+        for (DType weight : norm_weights(NormWeight::fp32)) kernel.weight = weight, push_rows_both_ways(kernel);
     }
   }
   return specs;

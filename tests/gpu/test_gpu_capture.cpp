@@ -13,6 +13,52 @@
 using namespace nvfp4::jit;
 using namespace nvfp4::jit::detail;
 
+namespace {
+
+// `call(stream)` inside a capture on `stream`: "" when it was captured, else its error, which
+// must be not_loaded_in_capture. The capture ends either way.
+template <class Call>
+std::string capture_error(CUstream stream, Call&& call) {
+  const Driver& d = driver();
+  std::string error;
+  check_cu(d.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
+  try {
+    call(stream);
+  } catch (const Error& e) {
+    CHECK(e.status() == Status::not_loaded_in_capture);
+    error = e.what();
+  }
+  CUgraph graph = nullptr;
+  CHECK(d.cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);
+  if (graph) d.cuGraphDestroy(graph);
+  return error;
+}
+
+// The prewarm command a capture error names, run in another process on this cache; then `call`
+// loads its kernels from disk, compiling nothing, and is captured. Returns the command.
+template <class Call>
+std::string prewarm_named_command(CUstream stream, Call&& call) {
+  const std::string error = capture_error(stream, call);
+  const size_t from = error.find("(after `"), to = error.find('`', from + 8);
+  REQUIRE(from != std::string::npos);
+  const std::string command = error.substr(from + 8, to - from - 8);
+  CAPTURE(command);
+  REQUIRE(command.rfind("nvfp4-jit prewarm ", 0) == 0);
+  const auto prewarm = testutil::run(testutil::cli() + command.substr(std::string("nvfp4-jit").size()) + " --quiet --json");
+  CAPTURE(prewarm.err);
+  REQUIRE(prewarm.code == 0);
+  const StoreStats before = KernelStore::instance().stats();
+  call(stream);
+  check_cu(driver().cuStreamSynchronize(stream), "sync");
+  const StoreStats after = KernelStore::instance().stats();
+  CHECK(after.compiled == before.compiled);
+  CHECK(after.disk_hits > before.disk_hits);
+  CHECK(capture_error(stream, call).empty());  // and now it is captured
+  return command;
+}
+
+}  // namespace
+
 TEST_SUITE("gpu_capture") {
   TEST_CASE("a loaded kernel is captured into a graph and replays with new global scales") {
     std::mt19937 rng(std::random_device{}());
@@ -68,18 +114,9 @@ TEST_SUITE("gpu_capture") {
     const Driver& d = driver();
     CUstream stream = nullptr;
     check_cu(d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-    check_cu(d.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
-    try {
-      dequantize(a, stream);
-      FAIL("expected not_loaded_in_capture");
-    } catch (const Error& e) {
-      CHECK(e.status() == Status::not_loaded_in_capture);
-      CHECK(std::string(e.what()).find("nvfp4_dequantize_k15952_bf16_linear") != std::string::npos);
-      CHECK(std::string(e.what()).find("nvfp4-jit prewarm --shape 2,15952") != std::string::npos);
-    }
-    CUgraph graph = nullptr;
-    CHECK(d.cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);  // the capture survived
-    if (graph) d.cuGraphDestroy(graph);
+    const std::string error = capture_error(stream, [&](CUstream st) { dequantize(a, st); });  // the capture survives
+    CHECK(error.find("nvfp4_dequantize_k15952_bf16_linear") != std::string::npos);
+    CHECK(error.find("nvfp4-jit prewarm --shape 2,15952") != std::string::npos);
     dequantize(a, stream);  // and outside the capture the same call works
     CHECK(d.cuStreamSynchronize(stream) == CUDA_SUCCESS);
     d.cuStreamDestroy(stream);
@@ -101,38 +138,24 @@ TEST_SUITE("gpu_capture") {
     const Driver& d = driver();
     CUstream stream = nullptr;
     check_cu(d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-    auto captured = [&] {  // gemm inside a capture: "" when it was captured, else the error
-      std::string error;
-      check_cu(d.cuStreamBeginCapture(stream, CU_STREAM_CAPTURE_MODE_GLOBAL), "cuStreamBeginCapture");
-      try {
-        gemm(g, stream);
-      } catch (const Error& e) {
-        CHECK(e.status() == Status::not_loaded_in_capture);
-        error = e.what();
-      }
-      CUgraph graph = nullptr;
-      CHECK(d.cuStreamEndCapture(stream, &graph) == CUDA_SUCCESS);
-      if (graph) d.cuGraphDestroy(graph);
-      return error;
-    };
-    const std::string error = captured();
-    const size_t from = error.find("(after `"), to = error.find('`', from + 8);
-    REQUIRE(from != std::string::npos);
-    const std::string command = error.substr(from + 8, to - from - 8);
-    CAPTURE(command);
-    REQUIRE(command.rfind("nvfp4-jit prewarm ", 0) == 0);
+    const std::string command = prewarm_named_command(stream, [&](CUstream st) { gemm(g, st); });
     CHECK(command.find("--a-dtype fp16 --d-dtype fp32 --bias fp32 --b-layout swizzled") != std::string::npos);
-    // the command, in another process on this cache; then the call loads from disk, compiling nothing
-    const auto prewarm = testutil::run(testutil::cli() + command.substr(std::string("nvfp4-jit").size()) + " --quiet --json");
-    CAPTURE(prewarm.err);
-    REQUIRE(prewarm.code == 0);
-    const StoreStats before = KernelStore::instance().stats();
-    gemm(g, stream);
-    check_cu(d.cuStreamSynchronize(stream), "sync");
-    const StoreStats after = KernelStore::instance().stats();
-    CHECK(after.compiled == before.compiled);
-    CHECK(after.disk_hits > before.disk_hits);
-    CHECK(captured().empty());  // and now it is captured
+    d.cuStreamDestroy(stream);
+  }
+
+  TEST_CASE("an RMSNorm with an fp32 weight: its capture error names --norm-weight fp32, whose prewarm builds it") {
+    const int64_t rows = 3, k = 16 * 61;  // a K no other test loads
+    DeviceBuffer in(rows * k * 2), weight(k * 4), packed(rows * k / 2), scales(rows * k / 16);
+    in.fill(0x3C);
+    weight.fill(0);
+    RmsNormQuantizeArgs a;
+    a.in = in.get(), a.rows = rows, a.k = k, a.weight = weight.get(), a.weight_fp32 = true;
+    a.out.data = packed.get(), a.out.scales = scales.get(), a.out.global_scale.value = 1.0f;
+    const Driver& d = driver();
+    CUstream stream = nullptr;
+    check_cu(d.cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    const std::string command = prewarm_named_command(stream, [&](CUstream st) { rmsnorm_quantize(a, st); });
+    CHECK(command.find("--in-dtype bf16 --norm-weight fp32") != std::string::npos);
     d.cuStreamDestroy(stream);
   }
 
