@@ -141,6 +141,8 @@ NVFP4_HD ScheduledTile schedule_grouped_tile(const TileSchedule& s, int cta) {
 // are 32-bit (group_ends and masked_m are int32; a masked group's rows count from its first).
 template <int LAYOUT, int GROUPS>
 struct GroupedTileCursor {
+  static constexpr int CHUNKS = (GROUPS + 31) / 32;
+  static constexpr int kFirstWalkChunks = 8;  // a first walk over at most this many loads them at once
   int base = -32;         // the chunk's first group (-32: none read yet)
   int tiles_before = 0;   // row tiles of the groups before the chunk
   int end_before = 0;     // clamped end of the groups before it (contiguous)
@@ -149,8 +151,18 @@ struct GroupedTileCursor {
   int lo = 0, hi = 0;     // the lane's group's rows: [lo, hi) (masked: from the group's first row)
   int tiles = 0;          // and its row tiles
 
+  // The lane's group's size in chunk `chunk` as the device holds it (0 past the groups).
+  __device__ __forceinline__ static int load_size(const TileSchedule& s, int chunk) {
+    const int g = 32 * chunk + int(threadIdx.x % 32);
+    if (g >= GROUPS) return 0;
+    return LAYOUT == GROUPED_CONTIGUOUS ? s.group_ends[g] : s.group_rows[g];
+  }
+
   // Reads the next 32 groups.
-  __device__ __forceinline__ void advance(const TileSchedule& s) {
+  __device__ __forceinline__ void advance(const TileSchedule& s) { advance(s, load_size(s, base / 32 + 1)); }
+
+  // Takes the next 32 groups, the lane's size `size` (load_size of that chunk).
+  __device__ __forceinline__ void advance(const TileSchedule& s, int size) {
     constexpr unsigned ALL = 0xFFFFFFFFu;
     const int lane = threadIdx.x % 32;
     tiles_before += chunk_tiles;
@@ -161,7 +173,7 @@ struct GroupedTileCursor {
       // ends clamped to m (an int32 end past it is m); past the groups, an end that keeps the
       // order and adds no tiles
       const int m = s.m < 0x7FFFFFFF ? int(s.m) : 0x7FFFFFFF;
-      const int e = g < GROUPS ? min(s.group_ends[g], m) : m;
+      const int e = g < GROUPS ? min(size, m) : m;
       const int previous = __shfl_up_sync(ALL, e, 1);
       const int before = lane == 0 ? end_before : previous;
       if (__all_sync(ALL, e >= before)) {  // in order: each group begins where the one before ends
@@ -180,7 +192,7 @@ struct GroupedTileCursor {
       }
       chunk_end = __shfl_sync(ALL, hi, 31);
     } else {
-      const int r = g < GROUPS ? s.group_rows[g] : 0;
+      const int r = size;
       lo = 0;
       hi = r < 0 ? 0 : (long long)r > s.group_stride ? int(s.group_stride) : r;
     }
@@ -192,11 +204,34 @@ struct GroupedTileCursor {
   // `t` placed in its group; no rows past the groups' row tiles. Row tiles asked for in
   // increasing order (an earlier chunk's is not found again).
   __device__ __forceinline__ ScheduledTile place(const TileSchedule& s, ScheduledTile t) {
-    constexpr unsigned ALL = 0xFFFFFFFFu;
     if (LAYOUT == GROUPED_BATCHED) return place_batched_tile(s, t);
     if (base < 0) advance(s);
 #pragma unroll 1
     while (t.m_tile >= tiles_before + chunk_tiles && base + 32 < GROUPS) advance(s);
+    return locate(s, t);
+  }
+
+  // place() for a cursor's first tile (a CTA's only one, where it takes one): up to 256 groups,
+  // every chunk is loaded at once, one round trip to L2 rather than one a chunk (a tile of the
+  // 256th group is 8 chunks in).
+  __device__ __forceinline__ ScheduledTile first(const TileSchedule& s, ScheduledTile t) {
+    if constexpr (CHUNKS > kFirstWalkChunks || LAYOUT == GROUPED_BATCHED) {
+      return place(s, t);
+    } else {
+      int sizes[CHUNKS];
+#pragma unroll
+      for (int c = 0; c < CHUNKS; ++c) sizes[c] = load_size(s, c);
+#pragma unroll
+      for (int c = 0; c < CHUNKS; ++c)
+        if (c == 0 || t.m_tile >= tiles_before + chunk_tiles) advance(s, sizes[c]);
+      return locate(s, t);
+    }
+  }
+
+ private:
+  // `t` in the chunk read last, or no rows when it lies past it.
+  __device__ __forceinline__ ScheduledTile locate(const TileSchedule& s, ScheduledTile t) const {
+    constexpr unsigned ALL = 0xFFFFFFFFu;
     const int lane = threadIdx.x % 32;
     int upto = tiles;  // inclusive prefix sum of the chunk's row tiles
 #pragma unroll
@@ -204,11 +239,11 @@ struct GroupedTileCursor {
       const int o = __shfl_up_sync(ALL, upto, d);
       if (lane >= d) upto += o;
     }
-    const int first = tiles_before + upto - tiles;
-    const unsigned hit = __ballot_sync(ALL, t.m_tile >= first && t.m_tile < first + tiles);
+    const int first_tile = tiles_before + upto - tiles;  // the lane's group's
+    const unsigned hit = __ballot_sync(ALL, t.m_tile >= first_tile && t.m_tile < first_tile + tiles);
     if (hit) {
       const int src = __ffs(hit) - 1;
-      const int f = __shfl_sync(ALL, first, src), b = __shfl_sync(ALL, lo, src), e = __shfl_sync(ALL, hi, src);
+      const int f = __shfl_sync(ALL, first_tile, src), b = __shfl_sync(ALL, lo, src), e = __shfl_sync(ALL, hi, src);
       t.group = base + src;
       const long long group_first = LAYOUT == GROUPED_CONTIGUOUS ? 0 : (long long)t.group * s.group_stride;
       t.m0 = group_first + b + (long long)(t.m_tile - f) * s.m_step;
@@ -225,7 +260,7 @@ using KernelTileCursor = GroupedTileCursor<LAYOUT == GROUPED_NONE ? GROUPED_CONT
 template <int LAYOUT, int GROUPS>
 __device__ __forceinline__ ScheduledTile schedule_grouped_tile_warp(const TileSchedule& s, int cta, int n_tiles, int ktiles) {
   GroupedTileCursor<LAYOUT, GROUPS> cursor;
-  return cursor.place(s, unplaced_grouped_tile(cta, n_tiles, ktiles));
+  return cursor.first(s, unplaced_grouped_tile(cta, n_tiles, ktiles));
 }
 
 template <int N_TILES, int LAYOUT, int GROUPS, int KTILES>

@@ -530,20 +530,22 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   // The CTA's tiles: tile blockIdx.x, and with PERSISTENT every gridDim.x-th after it up to the
   // groups' last (every warp walks them, in increasing order, with its own cursor).
   KernelTileCursor<C::GROUPED, C::GROUPS> cursor;
-  auto tile_at = [&](int index) {
+  auto tile_at = [&](int index, bool first) {
     if constexpr (C::GROUPED == GROUPED_NONE)
       return schedule_tile<C::KSPLIT>(p.schedule, index, rank, n_tiles, C::KTILES);
+    else if (first)
+      return cursor.first(p.schedule, unplaced_grouped_tile(index, n_tiles, C::KTILES));
     else
       return cursor.place(p.schedule, unplaced_grouped_tile(index, n_tiles, C::KTILES));
   };
-  const ScheduledTile first = tile_at(int(blockIdx.x));
+  const ScheduledTile first = tile_at(int(blockIdx.x), true);
   if (C::GROUPED != GROUPED_NONE && first.m0 >= first.m_end) return;  // past the groups' tiles: the whole CTA
   const int tile_indices = C::PERSISTENT ? p.schedule.m_tiles * n_tiles : 0;
   // After tile `index` of the CTA's, the next one: false past its last.
   auto next_tile = [&](int& index, ScheduledTile& tile) {
     if (!C::PERSISTENT || index >= tile_indices - int(gridDim.x)) return false;  // (no int overflow)
     index += int(gridDim.x);
-    tile = tile_at(index);
+    tile = tile_at(index, false);
     return tile.m0 < tile.m_end;
   };
 
