@@ -534,7 +534,7 @@ TEST_SUITE("gemm") {
       std::vector<TileConfig> candidates(const KernelSpec& p, int bucket, int sms) const override {
         return {heuristic(p, gemm_bucket_m(bucket), sms)};
       }
-      std::string tile_problem(const KernelSpec&) const override { return {}; }
+      std::string arch_tile_problem(const KernelSpec&) const override { return {}; }
       std::string describe(const TileConfig& t) const override { return fmt::format("bm{}", t.block_m); }
       std::string kernel_name(const KernelSpec& s) const override { return fmt::format("fake_gemm_n{}_bm{}", s.n, s.tile.block_m); }
       GeneratedKernel generate(const KernelSpec& s) const override {

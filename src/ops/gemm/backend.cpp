@@ -49,6 +49,11 @@ const bool registered = register_op(Op::gemm, {generate_gemm, gemm_kernel_name, 
 
 }  // namespace
 
+std::string GemmBackend::tile_problem(const KernelSpec& spec) const {
+  if (spec.tile.split_k > 1 && gemm_problem_grouped(spec)) return "a grouped GEMM runs unsplit";  // no backend's grouped kernel splits K
+  return arch_tile_problem(spec);
+}
+
 bool register_gemm_backend(const GemmBackend* backend) {
   Backends& b = backends();
   std::lock_guard lock(b.mutex);

@@ -46,8 +46,10 @@ class GemmBackend {
   virtual TileConfig for_rows(const TileConfig& tile, int64_t /*m*/) const { return tile; }
   // The tuner's search space for a bucket, the heuristic's tile first.
   virtual std::vector<TileConfig> candidates(const KernelSpec& problem, int bucket, int sm_count) const = 0;
-  // Why `spec`'s tile cannot be built or launched here; empty when it can.
-  virtual std::string tile_problem(const KernelSpec& spec) const = 0;
+  // Why `spec`'s tile cannot be built or launched here; empty when it can: the rules of every
+  // arch (a grouped GEMM runs unsplit), then the backend's own (arch_tile_problem).
+  std::string tile_problem(const KernelSpec& spec) const;
+  virtual std::string arch_tile_problem(const KernelSpec& spec) const = 0;
   // A tile in messages and tuning reports ("bm128 bk128 wg2 s4 ks1").
   virtual std::string describe(const TileConfig& tile) const = 0;
   // The spec of the kernel that runs `spec` (a problem with its tile): `spec` with the fields its

@@ -60,7 +60,7 @@ class Sm100Backend final : public GemmBackend {
     return configs;
   }
 
-  std::string tile_problem(const KernelSpec& spec) const override {
+  std::string arch_tile_problem(const KernelSpec& spec) const override {
     const Tile t = from_config(spec.tile);
     if (to_config(t) != spec.tile) return "a tile this backend does not describe";
     return sm100::tile_problem(t);

@@ -53,10 +53,9 @@ class Sm120Backend final : public GemmBackend {
     return configs;
   }
 
-  std::string tile_problem(const KernelSpec& spec) const override {
+  std::string arch_tile_problem(const KernelSpec& spec) const override {
     const Tile t = from_config(spec.tile);
     if (to_config(t) != spec.tile) return "a tile this backend does not describe";
-    if (t.split_k > 1 && gemm_problem_grouped(spec)) return "a grouped GEMM runs unsplit";
     return sm120::tile_problem(t, spec.k);
   }
 

@@ -101,12 +101,11 @@ class Sm90Backend final : public GemmBackend {
     return configs;
   }
 
-  std::string tile_problem(const KernelSpec& spec) const override {
+  std::string arch_tile_problem(const KernelSpec& spec) const override {
     const Tile t = tile_of(spec);
     if (to_config(t) != spec.tile) return "a tile this backend does not describe";
     if (t.consumers == 3 && !gemm_problem_prepacked(spec))
       return "a tile of 3 consumer warpgroups runs on a prepacked weight only";
-    if (t.split_k > 1 && gemm_problem_grouped(spec)) return "a grouped GEMM runs unsplit";
     return sm90::tile_problem(t, spec.k);
   }
 
