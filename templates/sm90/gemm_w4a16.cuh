@@ -530,10 +530,10 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   // The CTA's tiles: tile blockIdx.x, and with PERSISTENT every gridDim.x-th after it up to the
   // groups' last (every warp walks them, in increasing order, with its own cursor).
   KernelTileCursor<C::GROUPED, C::GROUPS> cursor;
-  auto tile_at = [&](int index, bool first) {
+  auto tile_at = [&](int index, bool cursor_first) {
     if constexpr (C::GROUPED == GROUPED_NONE)
       return schedule_tile<C::KSPLIT>(p.schedule, index, rank, n_tiles, C::KTILES);
-    else if (first)
+    else if (cursor_first)
       return cursor.first(p.schedule, unplaced_grouped_tile(index, n_tiles, C::KTILES));
     else
       return cursor.place(p.schedule, unplaced_grouped_tile(index, n_tiles, C::KTILES));
