@@ -113,17 +113,28 @@ def dequantize(q, scales, global_scale, *, k=None, scale_layout="linear", out_dt
     return out
 
 
+def _norm_weight(weight, x, k, op):
+    """RMSNorm's weight [k] as the kernels read it: in x's dtype, or float32 (then fp32-weight
+    semantics). -> (weight, whether float32)."""
+    w = np.asarray(weight).reshape(-1)
+    w_fp32 = w.dtype == np.float32 and x.dtype != np.float32
+    w = np.ascontiguousarray(w, np.float32 if w_fp32 else x.dtype)
+    if w.size != k:
+        bad(op, f"weight must hold k = {k} values, got {w.size}")
+    return w, w_fp32
+
+
 def rmsnorm_quantize(x, weight, eps=1e-6, global_scale=None, *, scale_layout="linear", in_dtype=None):
-    """RMSNorm then quantize -> (q, scales, global scale, normed [rows, k], inv_rms [rows])."""
+    """RMSNorm then quantize -> (q, scales, global scale, normed [rows, k], inv_rms [rows]).
+    weight [k] in x's dtype, or float32."""
     x, dt = _input(x, in_dtype, "cpu.rmsnorm_quantize")
     rows, k = x.shape
-    w = np.ascontiguousarray(weight, x.dtype).reshape(-1)
-    if w.size != k:
-        bad("cpu.rmsnorm_quantize", f"weight must hold k = {k} values, got {w.size}")
+    w, w_fp32 = _norm_weight(weight, x, k, "cpu.rmsnorm_quantize")
     q, scales, g_out, fields, keep = _output(rows, k, scale_layout, global_scale, "cpu.rmsnorm_quantize")
     normed = np.empty_like(x)
     inv_rms = np.empty(rows, np.float32)
-    _C.cpu_rmsnorm_quantize(_addr(x), dt, 0, rows, k, _addr(w), float(eps), *fields, _addr(normed), 0, _addr(inv_rms))
+    _C.cpu_rmsnorm_quantize(_addr(x), dt, 0, rows, k, _addr(w), w_fp32, float(eps), *fields, _addr(normed), 0,
+                            _addr(inv_rms))
     return q, scales, (g_out if g_out is not None else global_scale), normed, inv_rms
 
 
@@ -176,11 +187,7 @@ def mhc_rmsnorm_quantize(x, mix, weight, eps=1e-6, global_scale=None, *, scale_l
     mx = np.ascontiguousarray(mix, np.float32)
     if mx.shape != (rows, n_hc):
         bad(op, f"mix must have shape {(rows, n_hc)}, got {mx.shape}")
-    w = np.asarray(weight).reshape(-1)
-    w_fp32 = w.dtype == np.float32 and x2.dtype != np.float32
-    w = np.ascontiguousarray(w, np.float32 if w_fp32 else x2.dtype)
-    if w.size != k:
-        bad(op, f"weight must hold k = {k} values, got {w.size}")
+    w, w_fp32 = _norm_weight(weight, x2, k, op)
     q, scales, g_out, fields, keep = _output(rows, k, scale_layout, global_scale, op)
     h, normed = np.empty((rows, k), x2.dtype), np.empty((rows, k), x2.dtype)
     inv_rms = np.empty(rows, np.float32)

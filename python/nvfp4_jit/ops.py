@@ -277,7 +277,8 @@ def _rmsnorm_quantize_launch(q: Tensor, scales: Tensor, g_out: Tensor, normed: T
                              weight: Tensor, eps: float, gs: Optional[Tensor], gs_value: float, layout: int, mode: int,
                              want_normed: bool, want_inv_rms: bool) -> None:
     rows, k = x.shape
-    _launch(_C.rmsnorm_quantize, x.get_device(), x.data_ptr(), _ACT[x.dtype], x.stride(0), rows, k, weight.data_ptr(), eps,
+    _launch(_C.rmsnorm_quantize, x.get_device(), x.data_ptr(), _ACT[x.dtype], x.stride(0), rows, k, weight.data_ptr(),
+            weight.dtype != x.dtype, eps,
             *_qout_fields(q, scales, layout, mode, gs, gs_value, g_out, rows),
             normed.data_ptr() if want_normed else 0, normed.stride(0) if want_normed else 0,
             inv_rms.data_ptr() if want_inv_rms else 0)
@@ -298,14 +299,14 @@ _register("rmsnorm_quantize_out", _rmsnorm_quantize_launch, _none, ("q", "scales
 def rmsnorm_quantize(x, weight, eps=1e-6, global_scale=None, *, scale_layout="linear", return_normed=False,
                      return_inv_rms=False, out=None, out_scales=None, out_global_scale=None, out_normed=None,
                      out_inv_rms=None):
-    """RMSNorm (weight [k], eps) then quantize, in one pass: (q, scales, global scale), plus
-    (normed [rows, k] in x's dtype, inv_rms fp32 [rows]) when return_normed / return_inv_rms ask
-    for them (None for the one not asked for). The global scale is given (float or tensor) or,
-    when None, computed per row."""
+    """RMSNorm (weight [k] in x's dtype or fp32, eps) then quantize, in one pass: (q, scales,
+    global scale), plus (normed [rows, k] in x's dtype, inv_rms fp32 [rows]) when return_normed /
+    return_inv_rms ask for them (None for the one not asked for). The global scale is given (float
+    or tensor) or, when None, computed per row."""
     op = "rmsnorm_quantize"
     x = _tensor(x, op, "x", tuple(_ACT))
     rows, k = x.shape
-    weight = _tensor(weight, op, "weight", (x.dtype,), 1, x.get_device())
+    weight = _tensor(weight, op, "weight", (x.dtype, torch.float32), 1, x.get_device())
     _shape(weight, op, "weight", [k])
     mode = _mode(op, global_scale, "per_row", (SCALE_MODES["per_row"],))
     layout = enum_value(SCALE_LAYOUTS, scale_layout, op, "scale_layout")

@@ -171,6 +171,7 @@ void read(Reader& r, RmsNormQuantizeArgs& a) {
   a.rows = r.i64();
   a.k = r.i64();
   a.weight = r.ptr();
+  a.weight_fp32 = r.flag();
   a.eps = r.f32();
   read(r, a.out);
   a.normed = r.ptr();

@@ -214,6 +214,25 @@ def test_mhc_rmsnorm_quantize_equals_the_mix_then_rmsnorm_quantize():
         assert_bytes_equal(np.asarray(got).view(np.uint8), np.asarray(want).view(np.uint8), f"mhc vs rmsnorm_quantize of h: {what}")
 
 
+def test_rmsnorm_quantize_takes_an_fp32_weight_on_bf16_input():
+    rows, k = 7, 256
+    x = random_input(rows, k, specials=False)
+    bits = ((x.view(np.uint32) + 0x8000) >> 16).astype(np.uint16)  # BF16, rounded
+    w = (RNG.random(k) + 0.5).astype(np.float32)  # not BF16 values
+    got = cpu.rmsnorm_quantize(bits, w, 1e-5, in_dtype="bf16")
+    # mHC of one stream mixed by 1 is RMSNorm of the stream itself, with the same fp32 weight
+    want = cpu.mhc_rmsnorm_quantize(bits.reshape(rows, 1, k), np.ones((rows, 1), np.float32), w, 1e-5, in_dtype="bf16")
+    for i, what in [(0, "values"), (1, "scales"), (2, "global scale"), (3, "normed"), (4, "inv_rms")]:
+        assert_bytes_equal(np.asarray(got[i]).view(np.uint8), np.asarray(want[i if i < 3 else i + 1]).view(np.uint8),
+                           f"rmsnorm_quantize vs mHC of one stream: {what}")
+    # an fp32 weight holding BF16 values gives what the same weight in BF16 gives
+    w_bits = ((w.view(np.uint32) + 0x8000) >> 16).astype(np.uint16)
+    w_as_fp32 = (w_bits.astype(np.uint32) << 16).view(np.float32)
+    as_fp32, as_bf16 = cpu.rmsnorm_quantize(bits, w_as_fp32, 1e-5, in_dtype="bf16"), cpu.rmsnorm_quantize(bits, w_bits, 1e-5, in_dtype="bf16")
+    for i in (0, 1, 3):
+        assert_bytes_equal(np.asarray(as_fp32[i]).view(np.uint8), np.asarray(as_bf16[i]).view(np.uint8), "BF16 weight values in fp32")
+
+
 def test_prepack_is_deterministic_and_depends_on_every_byte():
     n, k = 130, 288
     w = RNG.integers(0, 256, (n, k // 2), dtype=np.uint8)

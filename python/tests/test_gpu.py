@@ -116,11 +116,12 @@ def test_dequantize_matches_cpu_reference(out_dtype, layout, per_row, gather):
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
-@pytest.mark.parametrize("given", [False, True])
-def test_rmsnorm_quantize_matches_cpu_reference(dtype, given):
+@pytest.mark.parametrize("given,fp32_weight", [(False, False), (True, False), (False, True)])
+def test_rmsnorm_quantize_matches_cpu_reference(dtype, given, fp32_weight):
     rows, k = 19, 1024
     x = activations(rows, k, dtype)
-    w = (torch.rand(k, device=DEV) + 0.5).to(dtype)
+    w = torch.rand(k, device=DEV) + 0.5
+    w = w if fp32_weight else w.to(dtype)
     g = 0.01 if given else None
     q, s, gs, normed, inv = nvfp4_jit.rmsnorm_quantize(x, w, 1e-5, g, return_normed=True, return_inv_rms=True)
     cq, cs, cg, cn, ci = cpu.rmsnorm_quantize(host(x), host(w), 1e-5, g, in_dtype=HALF[dtype])
