@@ -444,6 +444,12 @@ TEST_SUITE("cli") {
     CHECK(swiglu.out.find("nvfp4_rmsnorm_quantize_k512") == std::string::npos);
     CHECK(plain.out.find("nvfp4_rmsnorm_quantize_k512") != std::string::npos);
     CHECK(run(cli() + " prewarm --shape 256,512 --a-from gelu --list").code == 2);
+    // RMSNorm's fp32 weight only when asked for
+    CHECK(plain.out.find("nvfp4_rmsnorm_quantize_k512_bf16_linear_wfp32") == std::string::npos);
+    CHECK(list("--shape 256,512 --norm-weight fp32").out.find("nvfp4_rmsnorm_quantize_k512_bf16_linear_wfp32") != std::string::npos);
+    const auto bad_weight = run(cli() + " prewarm --shape 256,512 --norm-weight bf16 --list");
+    CHECK(bad_weight.code == 2);
+    CHECK(bad_weight.err.find("--norm-weight: `bf16` is not one of input, fp32") != std::string::npos);
     // a manifest line's own fields replace the flags' for that line only
     const std::string manifest = dir.str() + "/model.txt";
     std::ofstream(manifest) << "qkv 256 512 b-layout=linear d-dtype=fp16\no 512 1024\n";  // told apart by K
