@@ -467,8 +467,7 @@ TEST_SUITE("gpu_grouped_gemm") {
     gathered.gather = true;
     run_grouped(gathered, rng, 1);  // captured, routing and row order redrawn
     run_grouped({GroupedLayout::masked, 24, 48, 1024, 1024, ScaleLayout::swizzled128x4, DType::bf16, DType::fp32}, rng, 1);
-    // more groups than a CTA copies into shared memory (kStagedGroupsMax): the cursors read
-    // their sizes from global memory
+    // more groups than a cursor's first walk loads at once (256): it walks them chunk by chunk
     run_grouped({GroupedLayout::contiguous, 1100, 700, 128, 256, ScaleLayout::linear, DType::bf16, DType::bf16, true}, rng);
     run_grouped({GroupedLayout::masked, 1030, 4, 128, 256, ScaleLayout::linear, DType::bf16, DType::bf16}, rng);
   }
