@@ -19,21 +19,25 @@
 
 namespace nvfp4k::sm100 {
 
+// asm volatile of an instruction whose opcode names the CTA group: BEFORE "1" or "2" AFTER (the
+// group is part of the opcode, not an operand), the asm's operands after the two strings.
+#define NVFP4_TCGEN05_ASM(CTAS, BEFORE, AFTER, ...) \
+  do {                                                \
+    if constexpr ((CTAS) == 2)                        \
+      asm volatile(BEFORE "2" AFTER __VA_ARGS__);     \
+    else                                              \
+      asm volatile(BEFORE "1" AFTER __VA_ARGS__);     \
+  } while (0)
+
 template <bool EMULATE, int CTAS>
 __device__ __forceinline__ void tmem_alloc(unsigned* dst, unsigned columns) {
   if constexpr (EMULATE) {
     emulated::tmem_alloc(dst, columns);
   } else {
 #if __CUDA_ARCH__ >= 1000
-    if constexpr (CTAS == 2) {
-      asm volatile("tcgen05.alloc.cta_group::2.sync.aligned.shared::cta.b32 [%0], %1;" ::"r"(smem_u32(dst)), "r"(columns)
-                   : "memory");
-      asm volatile("tcgen05.relinquish_alloc_permit.cta_group::2.sync.aligned;" ::: "memory");
-    } else {
-      asm volatile("tcgen05.alloc.cta_group::1.sync.aligned.shared::cta.b32 [%0], %1;" ::"r"(smem_u32(dst)), "r"(columns)
-                   : "memory");
-      asm volatile("tcgen05.relinquish_alloc_permit.cta_group::1.sync.aligned;" ::: "memory");
-    }
+    NVFP4_TCGEN05_ASM(CTAS, "tcgen05.alloc.cta_group::", ".sync.aligned.shared::cta.b32 [%0], %1;",
+                      ::"r"(smem_u32(dst)), "r"(columns) : "memory");
+    NVFP4_TCGEN05_ASM(CTAS, "tcgen05.relinquish_alloc_permit.cta_group::", ".sync.aligned;", ::: "memory");
 #endif
   }
 }
@@ -44,10 +48,8 @@ __device__ __forceinline__ void tmem_dealloc(unsigned address, unsigned columns)
     emulated::tmem_dealloc(address, columns);
   } else {
 #if __CUDA_ARCH__ >= 1000
-    if constexpr (CTAS == 2)
-      asm volatile("tcgen05.dealloc.cta_group::2.sync.aligned.b32 %0, %1;" ::"r"(address), "r"(columns) : "memory");
-    else
-      asm volatile("tcgen05.dealloc.cta_group::1.sync.aligned.b32 %0, %1;" ::"r"(address), "r"(columns) : "memory");
+    NVFP4_TCGEN05_ASM(CTAS, "tcgen05.dealloc.cta_group::", ".sync.aligned.b32 %0, %1;", ::"r"(address), "r"(columns)
+                      : "memory");
 #endif
   }
 }
@@ -85,12 +87,8 @@ __device__ __forceinline__ void tmem_copy_32x128b_warpx4(unsigned address, unsig
     __syncwarp();
   } else {
 #if __CUDA_ARCH__ >= 1000
-    if (threadIdx.x % 32 == 0) {
-      if constexpr (CTAS == 2)
-        asm volatile("tcgen05.cp.cta_group::2.32x128b.warpx4 [%0], %1;" ::"r"(address), "l"(desc) : "memory");
-      else
-        asm volatile("tcgen05.cp.cta_group::1.32x128b.warpx4 [%0], %1;" ::"r"(address), "l"(desc) : "memory");
-    }
+    if (threadIdx.x % 32 == 0)
+      NVFP4_TCGEN05_ASM(CTAS, "tcgen05.cp.cta_group::", ".32x128b.warpx4 [%0], %1;", ::"r"(address), "l"(desc) : "memory");
 #endif
   }
 }
@@ -99,13 +97,9 @@ __device__ __forceinline__ void tmem_copy_32x128b_warpx4(unsigned address, unsig
 // scale factors in tensor memory (.kind::mxf4nvf4, 4 scales a row: .scale_vec::4X, which
 // sm_103a spells .block16).
 #if __CUDA_ARCH__ == 1000
-#define NVFP4_SM100_MMA(GROUP)                                                                             \
-  "{\n .reg .pred p;\n setp.ne.b32 p, %6, 0;\n tcgen05.mma.cta_group::" GROUP                            \
-  ".kind::mxf4nvf4.block_scale.scale_vec::4X [%0], %1, %2, %3, [%4], [%5], p;\n}\n"
+#define NVFP4_SM100_MMA_SCALE_VEC "scale_vec::4X"
 #else
-#define NVFP4_SM100_MMA(GROUP)                                                                             \
-  "{\n .reg .pred p;\n setp.ne.b32 p, %6, 0;\n tcgen05.mma.cta_group::" GROUP                            \
-  ".kind::mxf4nvf4.block_scale.block16 [%0], %1, %2, %3, [%4], [%5], p;\n}\n"
+#define NVFP4_SM100_MMA_SCALE_VEC "block16"
 #endif
 template <bool EMULATE, int CTAS>
 __device__ __forceinline__ void mma_mxf4nvf4(unsigned d, unsigned long long a_desc, unsigned long long b_desc,
@@ -114,20 +108,15 @@ __device__ __forceinline__ void mma_mxf4nvf4(unsigned d, unsigned long long a_de
     emulated::mma_mxf4nvf4<CTAS>(d, a_desc, b_desc, idesc, sfa, sfb, accumulate);
   } else {
 #if __CUDA_ARCH__ >= 1000
-    if (threadIdx.x % 32 == 0) {
-      if constexpr (CTAS == 2)
-        asm volatile(NVFP4_SM100_MMA("2")::"r"(d), "l"(a_desc), "l"(b_desc), "r"(idesc), "r"(sfa), "r"(sfb),
-                     "r"(int(accumulate))
-                     : "memory");
-      else
-        asm volatile(NVFP4_SM100_MMA("1")::"r"(d), "l"(a_desc), "l"(b_desc), "r"(idesc), "r"(sfa), "r"(sfb),
-                     "r"(int(accumulate))
-                     : "memory");
-    }
+    if (threadIdx.x % 32 == 0)
+      NVFP4_TCGEN05_ASM(CTAS, "{\n .reg .pred p;\n setp.ne.b32 p, %6, 0;\n tcgen05.mma.cta_group::",
+                        ".kind::mxf4nvf4.block_scale." NVFP4_SM100_MMA_SCALE_VEC " [%0], %1, %2, %3, [%4], [%5], p;\n}\n",
+                        ::"r"(d), "l"(a_desc), "l"(b_desc), "r"(idesc), "r"(sfa), "r"(sfb), "r"(int(accumulate))
+                        : "memory");
 #endif
   }
 }
-#undef NVFP4_SM100_MMA
+#undef NVFP4_SM100_MMA_SCALE_VEC
 
 // Arrives once on `bar` when this thread's earlier cp and mma operations have completed: a
 // pair's on the barrier at `bar`'s offset in both CTAs (.multicast::cluster, ctaMask the pair's
@@ -179,5 +168,7 @@ __device__ __forceinline__ void tmem_load_32x32b_x32(unsigned address, float (&v
 #endif
   }
 }
+
+#undef NVFP4_TCGEN05_ASM
 
 }  // namespace nvfp4k::sm100
