@@ -79,8 +79,8 @@ __device__ __forceinline__ unsigned cta() {
   if (gridDim.x * gridDim.y * gridDim.z > MAX_CTAS) fail("more CTAs than the emulated tensor memories");
   return blockIdx.x + gridDim.x * (blockIdx.y + gridDim.y * blockIdx.z);
 }
-// This CTA's pair (CTAS 2): the rank (0 or 1) of this CTA, and the tensor memory index of the
-// pair's CTA of rank `rank`.
+// This CTA's rank (0 or 1) in its pair (CTAS 2), checked: a volatile read of the special
+// registers, so callers read it once an instruction (Pair).
 template <int CTAS>
 __device__ __forceinline__ unsigned pair_rank() {
   if constexpr (CTAS == 1) {
@@ -91,10 +91,6 @@ __device__ __forceinline__ unsigned pair_rank() {
     if (size != 2 || rank != blockIdx.x % 2) fail(".cta_group::2: not a cluster of 2 CTAs along x");
     return rank;
   }
-}
-template <int CTAS>
-__device__ __forceinline__ unsigned pair_cta(unsigned rank) {
-  return cta() - pair_rank<CTAS>() + rank;
 }
 
 __device__ __forceinline__ unsigned* cell_of(unsigned cta, unsigned lane, unsigned column) {
@@ -109,26 +105,33 @@ __device__ __forceinline__ void check_cells(unsigned lane, unsigned column, unsi
   check_cells_of(cta(), lane, column, count);
 }
 
-// A shared memory word or byte at `address` (shared::cta) of the pair's CTA of rank `rank`:
-// this CTA's own directly, the other's through distributed shared memory.
+// This CTA's pair as one instruction's emulation sees it: its own rank, the tensor memory index
+// of the CTA of rank `rank`, and a shared memory word or byte at `address` (shared::cta) of that
+// CTA (this CTA's own directly, the other's through distributed shared memory).
 template <int CTAS>
-__device__ __forceinline__ unsigned ld_shared_u32(unsigned address, unsigned rank) {
-  unsigned v;
-  if (CTAS == 1 || rank == pair_rank<CTAS>())
-    asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(address) : "memory");
-  else
-    asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(v) : "r"(cluster_address(address, rank)) : "memory");
-  return v;
-}
-template <int CTAS>
-__device__ __forceinline__ unsigned ld_shared_u8(unsigned address, unsigned rank) {
-  unsigned short v;
-  if (CTAS == 1 || rank == pair_rank<CTAS>())
-    asm volatile("ld.shared.u8 %0, [%1];" : "=h"(v) : "r"(address) : "memory");
-  else
-    asm volatile("ld.shared::cluster.u8 %0, [%1];" : "=h"(v) : "r"(cluster_address(address, rank)) : "memory");
-  return v;
-}
+struct Pair {
+  unsigned own;
+
+  __device__ __forceinline__ Pair() : own(pair_rank<CTAS>()) {}
+
+  __device__ __forceinline__ unsigned cta_of(unsigned rank) const { return cta() - own + rank; }
+  __device__ __forceinline__ unsigned ld_u32(unsigned address, unsigned rank) const {
+    unsigned v;
+    if (CTAS == 1 || rank == own)
+      asm volatile("ld.shared.u32 %0, [%1];" : "=r"(v) : "r"(address) : "memory");
+    else
+      asm volatile("ld.shared::cluster.u32 %0, [%1];" : "=r"(v) : "r"(cluster_address(address, rank)) : "memory");
+    return v;
+  }
+  __device__ __forceinline__ unsigned ld_u8(unsigned address, unsigned rank) const {
+    unsigned short v;
+    if (CTAS == 1 || rank == own)
+      asm volatile("ld.shared.u8 %0, [%1];" : "=h"(v) : "r"(address) : "memory");
+    else
+      asm volatile("ld.shared::cluster.u8 %0, [%1];" : "=h"(v) : "r"(cluster_address(address, rank)) : "memory");
+    return v;
+  }
+};
 
 // tcgen05.alloc (+ relinquish_alloc_permit): one warp; columns a power of 2 in [32, 512].
 __device__ __forceinline__ void tmem_alloc(unsigned* dst, unsigned columns) {
@@ -173,12 +176,13 @@ __device__ __forceinline__ void copy_32x128b_warpx4(unsigned address, unsigned l
   check_descriptor(f, SWIZZLE_NONE);
   if (tmem_lane(address) != 0) fail("tcgen05.cp .warpx4: a lane other than 0");
   const unsigned column = tmem_column(address);
+  const Pair<CTAS> pair;
   for (unsigned rank = 0; rank < CTAS; ++rank) {
-    const unsigned to = pair_cta<CTAS>(rank);
+    const unsigned to = pair.cta_of(rank);
     check_cells_of(to, 0, column, 4);
     for (unsigned r = 0; r < 32; ++r)
       for (unsigned w = 0; w < 4; ++w) {
-        const unsigned word = ld_shared_u32<CTAS>(copy_source_byte(f, r, 4 * w), rank);
+        const unsigned word = pair.ld_u32(copy_source_byte(f, r, 4 * w), rank);
         for (unsigned q = 0; q < 4; ++q) __stcg(cell_of(to, 32 * q + r, column + w), word);
       }
   }
@@ -206,10 +210,11 @@ __device__ __forceinline__ void mma_mxf4nvf4(unsigned d, unsigned long long a_de
   check_descriptor(fb, SWIZZLE_128B);
   if (tmem_lane(d) != 0 || tmem_lane(sfa) != 0 || tmem_lane(sfb) != 0) fail("tcgen05.mma: a tensor memory lane other than 0");
   const unsigned dc = tmem_column(d), ac = tmem_column(sfa), bc = tmem_column(sfb);
+  const Pair<CTAS> pair;
   for (unsigned rank = 0; rank < CTAS; ++rank) {
-    check_cells_of(pair_cta<CTAS>(rank), 0, dc, id.n);
-    check_cells_of(pair_cta<CTAS>(rank), 0, ac, 4);
-    check_cells_of(pair_cta<CTAS>(rank), 0, bc, (id.n + 31) / 32);
+    check_cells_of(pair.cta_of(rank), 0, dc, id.n);
+    check_cells_of(pair.cta_of(rank), 0, ac, 4);
+    check_cells_of(pair.cta_of(rank), 0, bc, (id.n + 31) / 32);
   }
   const unsigned b_rows = id.n / CTAS;  // B's rows in each CTA's shared memory
   for (unsigned n = threadIdx.x % 32; n < id.n; n += 32) {
@@ -217,19 +222,19 @@ __device__ __forceinline__ void mma_mxf4nvf4(unsigned d, unsigned long long a_de
     float b[64];
 #pragma unroll 1
     for (unsigned k = 0; k < 64; k += 2) {
-      const unsigned byte = ld_shared_u8<CTAS>(operand_byte(fb, bn.row, k), bn.rank);
+      const unsigned byte = pair.ld_u8(operand_byte(fb, bn.row, k), bn.rank);
       b[k] = e2m1_to_float(byte & 15u);
       b[k + 1] = e2m1_to_float(byte >> 4);
     }
 #pragma unroll 1
     for (unsigned row = 0; row < 128u * CTAS; ++row) {
       const PairRow am = pair_row(row, 128);
-      const unsigned rank = am.rank, m = am.row, partition = m / 32, at = pair_cta<CTAS>(rank);
+      const unsigned rank = am.rank, m = am.row, partition = m / 32, at = pair.cta_of(rank);
       const unsigned sa = __ldcg(cell_of(at, m, ac + m / 32)), sb = __ldcg(cell_of(at, 32 * partition + n % 32, bc + n / 32));
       float acc = accumulate ? __uint_as_float(__ldcg(cell_of(at, m, dc + n))) : 0.0f;
 #pragma unroll 1
       for (unsigned k = 0; k < 64; k += 2) {
-        const unsigned byte = ld_shared_u8<CTAS>(operand_byte(fa, m, k), rank);
+        const unsigned byte = pair.ld_u8(operand_byte(fa, m, k), rank);
         const float sak = e4m3_to_float(sa >> (8 * (k / 16)) & 0xFFu), sbk = e4m3_to_float(sb >> (8 * (k / 16)) & 0xFFu);
         acc = __fadd_rn(acc, __fmul_rn(e2m1_to_float(byte & 15u) * sak, b[k] * sbk));
         acc = __fadd_rn(acc, __fmul_rn(e2m1_to_float(byte >> 4) * sak, b[k + 1] * sbk));
