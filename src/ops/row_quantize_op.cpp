@@ -30,6 +30,12 @@ constexpr int64_t kMaxK = 65536, kMaxKFp32 = 32768, kMaxMhcRowBytes = 131072;
 
 bool normalizes(Op op) { return op == Op::rmsnorm_quantize || op == Op::mhc_rmsnorm_quantize; }
 
+// The norm weight a normalizing op usually takes (what prewarm compiles unless told, and what
+// its hint leaves unnamed): RMSNorm's in the input's dtype, mHC's in fp32 (as DeepSeek-V4 keeps
+// it); and a norm weight's dtype on input of dtype `in`.
+NormWeight usual_norm_weight(Op op) { return op == Op::mhc_rmsnorm_quantize ? NormWeight::fp32 : NormWeight::input; }
+DType norm_weight_dtype(NormWeight weight, DType in) { return weight == NormWeight::fp32 ? DType::fp32 : in; }
+
 // How a row is spread: `threads` a CTA, each item `slice` blocks of 16; `min_ctas` an SM the
 // registers must leave room for (0: as ptxas likes). `spread` threads share each thread's
 // blocks after the reduction, whose order stays `threads`' (row_quantize.cuh): the CTA has
@@ -284,8 +290,7 @@ void run_on_gpu(const RowJob& j, CUstream stream) {
   const CUfunction fn = kernel_for(device, spec, 0, stream, [&] {
     // MoE staging is prewarmed with a grouped weight
     // a norm weight of another dtype than the op's usual one: named
-    const DType usual_weight = j.op == Op::mhc_rmsnorm_quantize ? DType::fp32 : j.in_dtype;
-    const bool named_weight = normalizes(j.op) && j.weight_dtype != usual_weight;
+    const bool named_weight = normalizes(j.op) && j.weight_dtype != norm_weight_dtype(usual_norm_weight(j.op), j.in_dtype);
     return fmt::format("nvfp4-jit prewarm --shape {},{}{} --arch {} --in-dtype {}{}", std::max<int64_t>(j.rows, 1), j.k,
                        j.op == Op::moe_stage ? ",2" : "", to_string(device.arch), dtype_name(uint8_t(j.in_dtype)),
                        !named_weight ? "" : j.weight_dtype == DType::fp32 ? " --norm-weight fp32" : " --norm-weight input");
@@ -495,17 +500,17 @@ std::vector<KernelSpec> row_quantize_prewarm_specs(Arch arch, const WeightShape&
         if (const KernelSpec few = row_quantize_spec(arch, rows_kernel); !(few == specs.back())) specs.push_back(few);
       };
       // the norm weight's dtypes a variant names, or the op's usual one
-      auto norm_weights = [&](NormWeight usual) {
+      auto norm_weights = [&](Op op) {
         std::vector<DType> dtypes;
-        for (NormWeight w : v.norm_weights.empty() ? std::vector<NormWeight>{usual} : v.norm_weights) {
-          const DType dtype = w == NormWeight::fp32 ? DType::fp32 : in;  // (fp32 input: one dtype either way)
+        for (NormWeight w : v.norm_weights.empty() ? std::vector<NormWeight>{usual_norm_weight(op)} : v.norm_weights) {
+          const DType dtype = norm_weight_dtype(w, in);  // (fp32 input: one dtype either way)
           if (std::find(dtypes.begin(), dtypes.end(), dtype) == dtypes.end()) dtypes.push_back(dtype);
         }
         return dtypes;
       };
       kernel.op = Op::rmsnorm_quantize;
       if (v.writes_a(AFrom::rmsnorm))
-        for (DType weight : norm_weights(NormWeight::input)) kernel.weight = weight, push_rows_both_ways(kernel);
+        for (DType weight : norm_weights(kernel.op)) kernel.weight = weight, push_rows_both_ways(kernel);
       kernel.weight = in;
       for (auto [op, from] : {std::pair{Op::swiglu_quantize, AFrom::swiglu}, std::pair{Op::moe_stage, AFrom::stage}}) {
         if (!v.writes_a(from) || (op == Op::moe_stage && shape.groups <= 1)) continue;
@@ -517,7 +522,7 @@ std::vector<KernelSpec> row_quantize_prewarm_specs(Arch arch, const WeightShape&
       }
       kernel.op = Op::mhc_rmsnorm_quantize, kernel.n_hc = 4, kernel.whole_rows = true;
       if (v.writes_a(AFrom::mhc) && 4 * k * element_bytes(in) <= kMaxMhcRowBytes)
-        for (DType weight : norm_weights(NormWeight::fp32)) kernel.weight = weight, push_rows_both_ways(kernel);
+        for (DType weight : norm_weights(kernel.op)) kernel.weight = weight, push_rows_both_ways(kernel);
     }
   }
   return specs;
