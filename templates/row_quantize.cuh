@@ -98,7 +98,7 @@ struct HeldBlocks {
       for (int e = 0; e < 16; ++e) x[j][e] = from.x[i][e];
     }
   }
-  __device__ __forceinline__ unsigned char quantize(int j, float gscale, unsigned (&packed)[2]) const {
+  __device__ __forceinline__ unsigned char quantize(int j, GlobalScale gscale, unsigned (&packed)[2]) const {
     if constexpr (WORDS) return quantize_block16_16bit<DTYPE>(w[j], gscale, packed);
     else return quantize_block16(x[j], gscale, packed);
   }
@@ -345,13 +345,14 @@ struct RowQuantizer {
       }
     }
     if (!computed) gscale = global_scale(p.gscale_mode, p.gscale_value, p.gscale_ptr, r);
+    const GlobalScale g(gscale);
 
 #pragma unroll
     for (int o = 0; o < OWNED; ++o) {
       if (!has_block(s, owned_block(o))) break;
       const long long kb = block_of(s, owned_block(o));
       unsigned packed[2];
-      p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = v.quantize(o, gscale, packed);
+      p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = v.quantize(o, g, packed);
       *reinterpret_cast<uint2*>(p.packed + r * p.packed_stride + kb * 8) = make_uint2(packed[0], packed[1]);
     }
 
@@ -371,6 +372,10 @@ template <int PROLOGUE, int IN_DTYPE, int WEIGHT_DTYPE, long long K, long long G
 __device__ __forceinline__ void row_quantize(const RowQuantizeParams& p) {
   using Q = RowQuantizer<PROLOGUE, IN_DTYPE, WEIGHT_DTYPE, K, GROUP, N_HC, SCALE_LAYOUT, THREADS, SLICE, SPREAD>;
   __shared__ float scratch[THREADS * SPREAD / 32];
+  // The host launches THREADS * SPREAD threads: which blocks a thread has is then known at
+  // compile time wherever the row divides evenly among them. (Not told to the persistent
+  // kernels: ptxas then spills some of the mHC kernels' held weights.)
+  if constexpr (!Q::PERSISTENT) __builtin_assume(threadIdx.x < THREADS * SPREAD);
   const long long rows_padded = SCALE_LAYOUT == SCALES_LINEAR ? p.rows : (p.rows + 127) / 128 * 128;
   const long long items = rows_padded * Q::SLICES;
   long long item = blockIdx.x;

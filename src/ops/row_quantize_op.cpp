@@ -51,8 +51,8 @@ struct RowShape {
 // (mHC too, whose sum of squares must add up in RMSNorm's order: one block per thread would
 // have taken it from 64.5 to 62 us at 4096 x 4096 on the H100). RMSNorm on 16-bit input and
 // weights is held to 48 registers (40 warps an SM): 76.8 against 79.1 us at 8192 x 8192 with
-// 56; fp32 input or weights spill at 48 (or 64) and run free (H100 8192 x 8192, fp32 input:
-// 114 against 359 us). SwiGLU spreads a row widest instead: one block per thread up to 1024
+// 56 (on sm_90a only: row_quantize_spec); fp32 input or weights spill at 48 (or 64) and run
+// free (H100 8192 x 8192, fp32 input: 114 against 359 us). SwiGLU spreads a row widest instead: one block per thread up to 1024
 // threads (H100, 16 x 8192: 9.7 us against 14.0; RMSNorm the same way lost 15% at 8192 x 8192).
 // Slices: 128 threads with one (SwiGLU) or two blocks each, so that 16 rows of 8192 still make
 // 64 or 32 CTAs (two SwiGLU blocks a thread: 171 against 136 us at 8192 x 8192 on the H100).
@@ -437,7 +437,8 @@ KernelSpec row_quantize_spec(Arch arch, const RowKernel& kernel) {
   spec.out_dtype = uint8_t(DType::nvfp4);
   spec.scale_layout = uint8_t(kernel.layout);
   spec.tile.block_k = uint16_t(row.slice);
-  spec.tile.stages = uint8_t(row.min_ctas);
+  // RMSNorm's hold to 48 registers was measured on sm_90a; sm_100a and sm_120a spill under it.
+  spec.tile.stages = uint8_t(kernel.op == Op::rmsnorm_quantize && arch != Arch::sm_90a ? 0 : row.min_ctas);
   spec.tile.split_k = uint8_t(row.spread > 1 ? row.spread : 0);  // tile.threads / split_k keep the reduction order
   return spec;
 }

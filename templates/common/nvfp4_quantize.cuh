@@ -194,11 +194,18 @@ NVFP4_HD void pack_magnitudes(const float (&a)[16], const unsigned (&signs)[2], 
   }
 }
 
+// A global scale and its reciprocal, made once for all the blocks a thread quantizes with it.
+struct GlobalScale {
+  float value, reciprocal;
+  NVFP4_HD explicit GlobalScale(float g) : value(g), reciprocal(rcp_rn(g)) {}
+};
+
 // A block's scale and nibbles from its magnitudes a[16], their largest (finite) `amax` and
 // the values' signs; NARROW as for divide_rn_nonneg.
 template <bool NARROW>
-NVFP4_HD unsigned char quantize_magnitudes(const float (&a)[16], float amax, const unsigned (&signs)[2], float gscale,
+NVFP4_HD unsigned char quantize_magnitudes(const float (&a)[16], float amax, const unsigned (&signs)[2], GlobalScale g,
                                            unsigned (&packed)[2]) {
+  const float gscale = g.value;
   packed[0] = packed[1] = 0u;
   // (amax / 6) / gscale, both divisions correctly rounded: by reciprocals and FMA corrections
   // unless amax or gscale is extreme (the scale needs exact quotients from 2^-10 up, where
@@ -206,7 +213,7 @@ NVFP4_HD unsigned char quantize_magnitudes(const float (&a)[16], float amax, con
   // overflow is NaN on the FMA path) all saturate the scale, so they are clamped first.
   const bool fast_scale = amax >= 0x1p-90f && gscale >= 0x1p-90f && gscale <= 0x1p90f;
   const float q = fast_scale
-                      ? divide_rn_nonneg(divide_rn_nonneg<NARROW>(amax, 6.0f, 0x1.555556p-3f), gscale, rcp_rn(gscale))
+                      ? divide_rn_nonneg(divide_rn_nonneg<NARROW>(amax, 6.0f, 0x1.555556p-3f), gscale, g.reciprocal)
                       : div_rn(div_rn(amax, 6.0f), gscale);
   float decoded;
   const unsigned char scale = e4m3_round_satfinite(q < 0x1p100f ? q : 0x1p100f, decoded);
@@ -219,7 +226,7 @@ NVFP4_HD unsigned char quantize_magnitudes(const float (&a)[16], float amax, con
 }
 
 // Quantizes one block of 16; packed[0] holds elements 0..7 (element 0 in the low nibble).
-NVFP4_HD unsigned char quantize_block16(const float (&x)[16], float gscale, unsigned (&packed)[2]) {
+NVFP4_HD unsigned char quantize_block16(const float (&x)[16], GlobalScale g, unsigned (&packed)[2]) {
   // |x| as bits: their integer order is the float order, and NaN / Inf sit at 0x7F800000 and up.
   unsigned amax_bits = 0, signs[2] = {0u, 0u};
   float a[16];
@@ -235,14 +242,14 @@ NVFP4_HD unsigned char quantize_block16(const float (&x)[16], float gscale, unsi
   // each value's top nibble shifted in, from the last to the first: its sign lands on bit 3
   for (int w = 0; w < 2; ++w)
     for (int i = 7; i >= 0; --i) signs[w] = shift_in_top_nibble(signs[w], float_to_bits(x[8 * w + i]));
-  return quantize_magnitudes<false>(a, bits_to_float(amax_bits), signs, gscale, packed);
+  return quantize_magnitudes<false>(a, bits_to_float(amax_bits), signs, g, packed);
 }
 
 // The same for 16 BF16 or FP16 values as loaded, two per word (element 2j in word j's low
 // half): the largest magnitude from three-way 16-bit maximums, the signs by byte permutes, and
 // one FMA correction per quotient. The same bits as quantize_block16 on the widened values.
 template <int DTYPE>
-NVFP4_HD unsigned char quantize_block16_16bit(const unsigned (&w)[8], float gscale, unsigned (&packed)[2]) {
+NVFP4_HD unsigned char quantize_block16_16bit(const unsigned (&w)[8], GlobalScale g, unsigned (&packed)[2]) {
   static_assert(DTYPE == DTYPE_BF16 || DTYPE == DTYPE_FP16, "16-bit inputs");
   unsigned m[8];
   for (int i = 0; i < 8; ++i) m[i] = w[i] & 0x7FFF7FFFu;
@@ -259,7 +266,15 @@ NVFP4_HD unsigned char quantize_block16_16bit(const unsigned (&w)[8], float gsca
   }
   const unsigned signs[2] = {sign_nibbles(w[0], w[1], w[2], w[3]), sign_nibbles(w[4], w[5], w[6], w[7])};
   const float amax = DTYPE == DTYPE_BF16 ? bits_to_float(amax16 << 16) : fp16_bits_to_float(amax16);
-  return quantize_magnitudes<true>(a, amax, signs, gscale, packed);
+  return quantize_magnitudes<true>(a, amax, signs, g, packed);
+}
+
+NVFP4_HD unsigned char quantize_block16(const float (&x)[16], float gscale, unsigned (&packed)[2]) {
+  return quantize_block16(x, GlobalScale(gscale), packed);
+}
+template <int DTYPE>
+NVFP4_HD unsigned char quantize_block16_16bit(const unsigned (&w)[8], float gscale, unsigned (&packed)[2]) {
+  return quantize_block16_16bit<DTYPE>(w, GlobalScale(gscale), packed);
 }
 
 }  // namespace nvfp4k
