@@ -40,7 +40,8 @@ inline std::string find_nvdisasm() {
   return {};
 }
 
-// What the disassembly of one kernel shows.
+// What the disassembly of one kernel shows (block_scaled_mmas: the instructions containing the
+// mnemonic asked for).
 struct Sass {
   int block_scaled_mmas = 0, local_accesses = 0, registers = -1, frame_bytes = -1, static_shared = -1;
 };
@@ -132,6 +133,31 @@ inline void check_gemm_sass(const std::vector<KernelSpec>& specs, const std::vec
     CHECK((s.registers > 0 && s.registers <= 255 && s.registers * threads <= 65536));
     CHECK(dynamic <= max_shared);
     CHECK(s.static_shared <= 1024);  // the 1 KB every kernel reserves for the system, nothing of ours
+  }
+  std::remove(cubin.c_str());
+}
+
+// Compiles and disassembles every kernel of `specs` (each of its arch) and checks it: at least
+// `at_least` instructions containing `mnemonic`, no local memory. Skipped, with a message, where
+// no nvdisasm is found.
+inline void check_kernel_sass(const std::vector<KernelSpec>& specs, const std::string& mnemonic, int at_least) {
+  const std::string nvdisasm = find_nvdisasm();
+  if (nvdisasm.empty()) {
+    MESSAGE("skipped: no nvdisasm (install it with: python3 -m pip install nvidia-cuda-nvdisasm, or set NVFP4_JIT_NVDISASM)");
+    return;
+  }
+  const std::string cubin = fmt::format("/tmp/nvfp4-sass-{}.cubin", ::getpid());
+  REQUIRE(!specs.empty());
+  for (const KernelSpec& spec : specs) {
+    const auto compiled = KernelStore::instance().get(spec);
+    const std::string name = compiled->kernel.name;
+    CAPTURE(to_string(spec.arch));
+    CAPTURE(name);
+    const std::string text = disassemble(nvdisasm, std::string(compiled->cubin.data(), compiled->cubin.size()), cubin);
+    REQUIRE(!text.empty());
+    const Sass s = parse_sass(text, name, mnemonic);
+    CHECK_MESSAGE(s.block_scaled_mmas >= at_least, s.block_scaled_mmas << " x " << mnemonic);
+    CHECK(s.local_accesses == 0);
   }
   std::remove(cubin.c_str());
 }

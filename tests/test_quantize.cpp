@@ -8,7 +8,10 @@
 
 #include "common/nvfp4_quantize.cuh"
 #include "common/scale_layout.cuh"
+#include "ops/quantize_op.hpp"
+#include "ops/row_quantize_op.hpp"
 #include "quantize_fixture.hpp"
+#include "sass_util.hpp"
 
 using namespace nvfp4::jit;
 using namespace nvfp4k;
@@ -356,6 +359,19 @@ TEST_SUITE("quantize") {
           MESSAGE("dtype " << int(dt) << " layout " << int(layout) << " mode " << int(mode)
                            << ": relative Frobenius round-trip error " << std::sqrt(err2 / ref2));
         }
+  }
+
+  // The instruction has not run here (no Blackwell GPU): tests/gpu/test_gpu_format.cpp runs the
+  // packing around it on the H100 with the instruction's definition in its place.
+  TEST_CASE("on sm_100a and sm_120a the quantizers take E2M1 codes from the hardware's conversion (SASS)") {
+    using namespace nvfp4::jit::detail;
+    std::vector<KernelSpec> specs;
+    for (Arch arch : {Arch::sm_100a, Arch::sm_103a, Arch::sm_120a, Arch::sm_121a}) {
+      for (DType in : {DType::bf16, DType::fp32}) specs.push_back(quantize_spec(arch, 4096, in, ScaleLayout::linear));
+      for (Op op : {Op::rmsnorm_quantize, Op::swiglu_quantize, Op::moe_stage})
+        specs.push_back(row_quantize_spec(op, arch, 4096, DType::bf16, ScaleLayout::swizzled128x4));
+    }
+    test::check_kernel_sass(specs, "F2FP.SATFINITE.E2M1.F32", 8);  // four a word, two words a block
   }
 
   TEST_CASE("bad arguments get an error naming the argument") {

@@ -177,20 +177,57 @@ NVFP4_HD unsigned sign_nibbles(unsigned w0, unsigned w1, unsigned w2, unsigned w
 #endif
 }
 
+// Whether the E2M1 codes come from the hardware's conversion (sm_100a and later:
+// cvt.rn.satfinite.e2m1x2.f32) rather than from e2m1_code_plus_2p23. A test defines it on the
+// H100 to run that path with the conversion's definition in its place (e2m1x8_satfinite).
+#ifndef NVFP4_E2M1_BY_PAIRS
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+#define NVFP4_E2M1_BY_PAIRS 1
+#else
+#define NVFP4_E2M1_BY_PAIRS 0
+#endif
+#endif
+
+// The E2M1 codes of eight quotients >= 0 as one word, q[i] in nibble i, as four
+// cvt.rn.satfinite.e2m1x2.f32 compute them (PTX ISA: round to nearest even, finite values past
+// 6 to 6, the first source in the upper nibble of its byte): the instructions where the GPU
+// has them (ptxas chains the four into the word), else their definition.
+NVFP4_HD unsigned e2m1x8_satfinite(const float (&q)[8]) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 1000
+  unsigned d;
+  asm("{\n .reg .b8 b0, b1, b2, b3;\n"
+      " cvt.rn.satfinite.e2m1x2.f32 b0, %2, %1;\n cvt.rn.satfinite.e2m1x2.f32 b1, %4, %3;\n"
+      " cvt.rn.satfinite.e2m1x2.f32 b2, %6, %5;\n cvt.rn.satfinite.e2m1x2.f32 b3, %8, %7;\n"
+      " mov.b32 %0, {b0, b1, b2, b3};\n}"
+      : "=r"(d)
+      : "f"(q[0]), "f"(q[1]), "f"(q[2]), "f"(q[3]), "f"(q[4]), "f"(q[5]), "f"(q[6]), "f"(q[7]));
+  return d;
+#else
+  unsigned d = 0;
+  for (int i = 0; i < 8; ++i) d |= float_to_e2m1_satfinite(q[i]) << (4 * i);
+  return d;
+#endif
+}
+
 // The nibbles of magnitudes a[16] / d (d > 0, rd = RN(1/d) when FAST) with the signs in
-// `signs` (bit 3 of nibble i, one word per 8 values). Per word, from the last value to the
-// first, the codes' bits (2^23 + code) are accumulated as acc * 16 + bits, whose 2^23 parts
-// sum to a constant taken off once (modulo 2^32): one instruction per value for the packing.
+// `signs` (bit 3 of nibble i, one word per 8 values). By the hardware's conversion, a word's
+// eight at once; else, from the last value to the first, the codes' bits (2^23 + code) are
+// accumulated as acc * 16 + bits, whose 2^23 parts sum to a constant taken off once (modulo
+// 2^32): one instruction per value for the packing.
 template <bool FAST, bool NARROW>
 NVFP4_HD void pack_magnitudes(const float (&a)[16], const unsigned (&signs)[2], float d, float rd, unsigned (&packed)[2]) {
-  constexpr unsigned kOffset = 0x4B000000u + (0x4B000000u << 4);  // 0x4B000000 * 0x11111111 mod 2^32
+  auto quotient = [&](int i) { return FAST ? divide_rn_nonneg<NARROW>(a[i], d, rd) : a[i] / d; };
   for (int w = 0; w < 2; ++w) {
+#if NVFP4_E2M1_BY_PAIRS
+    float q[8];
+    for (int i = 0; i < 8; ++i) q[i] = quotient(8 * w + i);
+    packed[w] = e2m1x8_satfinite(q) | (signs[w] & 0x88888888u);
+#else
+    constexpr unsigned kOffset = 0x4B000000u + (0x4B000000u << 4);  // 0x4B000000 * 0x11111111 mod 2^32
     unsigned codes = 0u;
-    for (int i = 7; i >= 0; --i) {
-      const float q = FAST ? divide_rn_nonneg<NARROW>(a[8 * w + i], d, rd) : a[8 * w + i] / d;
-      codes = codes * 16u + e2m1_code_plus_2p23(q);
-    }
+    for (int i = 7; i >= 0; --i) codes = codes * 16u + e2m1_code_plus_2p23(quotient(8 * w + i));
     packed[w] = (codes - kOffset) | (signs[w] & 0x88888888u);
+#endif
   }
 }
 
