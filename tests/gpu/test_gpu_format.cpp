@@ -1,13 +1,22 @@
 // The format helpers as the GPU compiles them, against the plain IEEE formulas on the same
 // device: every finite FP16 value x (both signs, both zeros), every finite E4M3 scale s, a few
-// global scales g, for both divisions (two FMA corrections, and one as for 16-bit inputs).
+// global scales g, for both divisions (two FMA corrections, and one as for 16-bit inputs). And
+// the block quantizers' Blackwell path, its E2M1 conversion replaced by the definition.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
 
 #include "core/driver.hpp"
 #include "core/gpu_util.hpp"
 #include "core/launcher.hpp"
 #include "core/nvrtc_compiler.hpp"
+#include "common/nvfp4_quantize.cuh"
 #include "probe_kernel.hpp"
+#include "quantize_fixture.hpp"
 
 using namespace nvfp4::jit::detail;
 
@@ -36,9 +45,65 @@ extern "C" __global__ void probe(const float* gscales, int n_g, unsigned long lo
 }
 )";
 
+// The block quantizers with their E2M1 codes taken by pairs, as on sm_100a and later
+// (NVFP4_E2M1_BY_PAIRS), here with the conversion's definition in the instruction's place.
+const char* kByPairsProbe = R"(
+#define NVFP4_E2M1_BY_PAIRS 1
+#include "common/nvfp4_quantize.cuh"
+extern "C" __global__ void probe(const unsigned* words, const float* gscales, int n_g, int blocks, unsigned* out) {
+  const int b = blockIdx.x * blockDim.x + threadIdx.x;
+  if (b >= blocks) return;
+  unsigned w[8], packed[2];
+  float x[16];
+  for (int i = 0; i < 8; ++i) {
+    w[i] = words[8 * b + i];
+    x[2 * i] = __uint_as_float(w[i] << 16), x[2 * i + 1] = __uint_as_float(w[i] & 0xFFFF0000u);
+  }
+  const float g = gscales[b % n_g];
+  out[6 * b] = nvfp4k::quantize_block16_16bit<nvfp4k::DTYPE_BF16>(w, g, packed);
+  out[6 * b + 1] = packed[0], out[6 * b + 2] = packed[1];
+  out[6 * b + 3] = nvfp4k::quantize_block16(x, g, packed);
+  out[6 * b + 4] = packed[0], out[6 * b + 5] = packed[1];
+}
+)";
+
 }  // namespace
 
 TEST_SUITE("gpu_format") {
+  TEST_CASE("the quantizers' E2M1 codes by pairs (sm_100a's path, its conversion's definition here) equal the CPU reference") {
+    std::mt19937 rng(std::random_device{}());
+    const std::vector<float> gscales = {1.0f, 0.37f, 1.0f / 2688, 3.3e-5f};
+    constexpr int kBlocks = 1 << 16;
+    std::vector<uint8_t> bytes;  // BF16 blocks, adversarial ones (ties, zeros, subnormal and saturated scales, NaN, Inf) among them
+    for (float gs : gscales) {
+      const auto part = testutil::quantize_input(kBlocks / 4 / 64, 64 * 16, 64 * 16, nvfp4::jit::DType::bf16, rng, true, gs);
+      bytes.insert(bytes.end(), part.begin(), part.end());
+    }
+    // block b is quantized with gscales[b % 4]: the parts' blocks are interleaved to match
+    std::vector<unsigned> words(size_t(kBlocks) * 8);
+    for (int b = 0; b < kBlocks; ++b) std::memcpy(&words[size_t(b) * 8], &bytes[(size_t(b % 4) * (kBlocks / 4) + b / 4) * 32], 32);
+    DeviceBuffer w = to_device(words), g = to_device(gscales), out(size_t(kBlocks) * 6 * sizeof(unsigned));
+    out.fill(0xA5);
+    run_probe(load_probe(kByPairsProbe), kBlocks, w.as<unsigned>(), g.as<float>(), int(gscales.size()), kBlocks, out.as<unsigned>());
+    std::vector<unsigned> got(size_t(kBlocks) * 6);
+    out.download(got.data(), got.size() * sizeof(unsigned));
+    int wrong = 0;
+    std::string first;
+    for (int b = 0; b < kBlocks; ++b) {
+      unsigned wb[8], want[2];
+      std::memcpy(wb, &words[size_t(b) * 8], 32);
+      const unsigned scale = nvfp4k::quantize_block16_16bit<nvfp4k::DTYPE_BF16>(wb, gscales[b % 4], want);
+      for (int path = 0; path < 2; ++path) {  // the 16-bit quantizer, then the fp32 one on the widened values
+        const unsigned* d = &got[size_t(b) * 6 + 3 * path];
+        if ((d[0] != scale || d[1] != want[0] || d[2] != want[1]) && wrong++ == 0)
+          first = fmt::format("block {} (global scale {}, {} quantizer): scale {:#x} nibbles {:08x} {:08x}, want {:#x} {:08x} {:08x}", b,
+                              gscales[b % 4], path ? "fp32" : "16-bit", d[0], d[2], d[1], scale, want[1], want[0]);
+      }
+    }
+    CHECK_MESSAGE(wrong == 0, wrong << " blocks differ, the first: " << first);
+  }
+
+
   TEST_CASE("reciprocal-and-FMA division equals IEEE division on the device") {
     const std::vector<float> gscales = {0.37f, 0.37f * 2, 0.37f * 3, 0.37f * 4, 1.0f / 2688, 3.3e-5f};
     DeviceBuffer g = to_device(gscales), counts(3 * sizeof(unsigned long long));
