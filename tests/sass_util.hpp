@@ -40,15 +40,15 @@ inline std::string find_nvdisasm() {
   return {};
 }
 
-// What the disassembly of one kernel shows (block_scaled_mmas: the instructions containing the
-// mnemonic asked for).
+// What the disassembly of one kernel shows (`matches`: its instructions containing the mnemonic
+// asked for, the block-scaled MMA, say).
 struct Sass {
-  int block_scaled_mmas = 0, local_accesses = 0, registers = -1, frame_bytes = -1, static_shared = -1;
+  int matches = 0, local_accesses = 0, registers = -1, frame_bytes = -1, static_shared = -1;
 };
 
-// Parses nvdisasm's output: the kernel's code section (its instructions containing `mma`), and its EIATTR_REGCOUNT /
-// EIATTR_FRAME_SIZE attributes and static shared memory section.
-inline Sass parse_sass(const std::string& text, const std::string& kernel, const std::string& mma) {
+// Parses nvdisasm's output: the kernel's code section (its instructions containing `mnemonic`), and its
+// EIATTR_REGCOUNT / EIATTR_FRAME_SIZE attributes and static shared memory section.
+inline Sass parse_sass(const std::string& text, const std::string& kernel, const std::string& mnemonic) {
   Sass s;
   std::istringstream in(text);
   std::string line, attribute, section;
@@ -63,7 +63,7 @@ inline Sass parse_sass(const std::string& text, const std::string& kernel, const
       continue;
     }
     if (section == ".text." + kernel) {
-      if (line.find(mma) != std::string::npos) ++s.block_scaled_mmas;
+      if (line.find(mnemonic) != std::string::npos) ++s.matches;
       if (std::regex_search(line, local)) ++s.local_accesses;
       continue;
     }
@@ -96,13 +96,11 @@ inline std::string disassemble(const std::string& nvdisasm, const std::string& c
   return text;
 }
 
-// Compiles and disassembles every GEMM kernel of `specs` (each of its arch) and checks it: at
-// least one instruction containing each of `required` (the block-scaled MMA, say), no local
-// memory and no stack frame, registers within the SM's file, dynamic shared memory within
-// `max_shared` and static shared memory the system's 1 KB at most. Skipped, with a message,
-// where no nvdisasm is found.
-inline void check_gemm_sass(const std::vector<KernelSpec>& specs, const std::vector<std::string>& required,
-                            unsigned max_shared) {
+// Compiles and disassembles every kernel of `specs` (each for its arch) and calls
+// check(spec, kernel name, disassembly) on it. Skipped, with a message, where no nvdisasm is
+// found.
+template <class Check>
+void for_each_disassembled(const std::vector<KernelSpec>& specs, Check check) {
   const std::string nvdisasm = find_nvdisasm();
   if (nvdisasm.empty()) {
     MESSAGE("skipped: no nvdisasm (install it with: python3 -m pip install nvidia-cuda-nvdisasm, or set NVFP4_JIT_NVDISASM)");
@@ -116,14 +114,26 @@ inline void check_gemm_sass(const std::vector<KernelSpec>& specs, const std::vec
     CAPTURE(name);
     const std::string text = disassemble(nvdisasm, std::string(compiled->cubin.data(), compiled->cubin.size()), cubin);
     REQUIRE(!text.empty());
+    check(spec, name, text);
+  }
+  std::remove(cubin.c_str());
+}
+
+// Checks every GEMM kernel of `specs`: at least one instruction containing each of `required`
+// (the block-scaled MMA, say), no local memory and no stack frame, registers within the SM's
+// file, dynamic shared memory within `max_shared` and static shared memory the system's 1 KB
+// at most.
+inline void check_gemm_sass(const std::vector<KernelSpec>& specs, const std::vector<std::string>& required,
+                            unsigned max_shared) {
+  for_each_disassembled(specs, [&](const KernelSpec& spec, const std::string& name, const std::string& text) {
     const unsigned dynamic = gemm_backend(spec.arch, "test").shared_bytes(spec);
     const int threads = spec.tile.threads;
     std::string found;
     Sass s;
     for (const std::string& mnemonic : required) {
       s = parse_sass(text, name, mnemonic);
-      found += fmt::format("{} x{}, ", mnemonic, s.block_scaled_mmas);
-      CHECK_MESSAGE(s.block_scaled_mmas > 0, "no " << mnemonic);
+      found += fmt::format("{} x{}, ", mnemonic, s.matches);
+      CHECK_MESSAGE(s.matches > 0, "no " << mnemonic);
     }
     MESSAGE(fmt::format("{} {}: {}{} registers x {} threads, {} B dynamic + {} B static shared, {} local accesses, {} B frame",
                         to_string(spec.arch), name, found, s.registers, threads, dynamic, s.static_shared, s.local_accesses,
@@ -133,33 +143,18 @@ inline void check_gemm_sass(const std::vector<KernelSpec>& specs, const std::vec
     CHECK((s.registers > 0 && s.registers <= 255 && s.registers * threads <= 65536));
     CHECK(dynamic <= max_shared);
     CHECK(s.static_shared <= 1024);  // the 1 KB every kernel reserves for the system, nothing of ours
-  }
-  std::remove(cubin.c_str());
+  });
 }
 
-// Compiles and disassembles every kernel of `specs` (each of its arch) and checks it: at least
-// `at_least` instructions containing `mnemonic`, no local memory. Skipped, with a message, where
-// no nvdisasm is found.
+// Checks every kernel of `specs`: at least `at_least` instructions containing `mnemonic`, no
+// local memory.
 inline void check_kernel_sass(const std::vector<KernelSpec>& specs, const std::string& mnemonic, int at_least) {
-  const std::string nvdisasm = find_nvdisasm();
-  if (nvdisasm.empty()) {
-    MESSAGE("skipped: no nvdisasm (install it with: python3 -m pip install nvidia-cuda-nvdisasm, or set NVFP4_JIT_NVDISASM)");
-    return;
-  }
-  const std::string cubin = fmt::format("/tmp/nvfp4-sass-{}.cubin", ::getpid());
-  REQUIRE(!specs.empty());
-  for (const KernelSpec& spec : specs) {
-    const auto compiled = KernelStore::instance().get(spec);
-    const std::string name = compiled->kernel.name;
+  for_each_disassembled(specs, [&](const KernelSpec& spec, const std::string& name, const std::string& text) {
     CAPTURE(to_string(spec.arch));
-    CAPTURE(name);
-    const std::string text = disassemble(nvdisasm, std::string(compiled->cubin.data(), compiled->cubin.size()), cubin);
-    REQUIRE(!text.empty());
     const Sass s = parse_sass(text, name, mnemonic);
-    CHECK_MESSAGE(s.block_scaled_mmas >= at_least, s.block_scaled_mmas << " x " << mnemonic);
+    CHECK_MESSAGE(s.matches >= at_least, s.matches << " x " << mnemonic);
     CHECK(s.local_accesses == 0);
-  }
-  std::remove(cubin.c_str());
+  });
 }
 
 }  // namespace nvfp4::jit::detail::test
