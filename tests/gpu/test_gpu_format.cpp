@@ -1,7 +1,8 @@
 // The format helpers as the GPU compiles them, against the plain IEEE formulas on the same
 // device: every finite FP16 value x (both signs, both zeros), every finite E4M3 scale s, a few
 // global scales g, for both divisions (two FMA corrections, and one as for 16-bit inputs). And
-// the block quantizers' Blackwell path, its E2M1 conversion replaced by the definition.
+// the block quantizers' Blackwell path, its E2M1 conversion replaced by the definition, and the
+// E4M3 conversion every arch uses against its definition.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -67,9 +68,30 @@ extern "C" __global__ void probe(const unsigned* words, const float* gscales, in
 }
 )";
 
+// The GPU's E4M3 conversion against its definition on every s >= 0 (Inf and NaN among them):
+// the codes, and the decoded values' bits (any NaN for the NaN code).
+const char* kE4m3Probe = R"(
+#include "common/nvfp4_quantize.cuh"
+extern "C" __global__ void probe(unsigned long long* counts) {
+  const unsigned long long bits = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x;  // 0 .. 2^31 - 1
+  float got_value, want_value;
+  const unsigned got = nvfp4k::e4m3_round_satfinite(__uint_as_float(unsigned(bits)), got_value);
+  const unsigned want = nvfp4k::e4m3_round_satfinite_definition(__uint_as_float(unsigned(bits)), want_value);
+  const bool same_value = __float_as_uint(got_value) == __float_as_uint(want_value) || (got_value != got_value && want_value != want_value);
+  if (got != want || !same_value) atomicAdd(&counts[0], 1ull);
+  if (bits == 0x3F800000u && got == 0x38u && got_value == 1.0f) atomicAdd(&counts[1], 1ull);  // the probe ran: 1 is code 0x38
+}
+)";
+
 }  // namespace
 
 TEST_SUITE("gpu_format") {
+  TEST_CASE("the GPU's E4M3 conversion equals its definition on every non-negative float, Inf and NaN") {
+    const auto counts = run_counting_probe(kE4m3Probe, 0x80000000u);
+    CHECK(counts[0] == 0);
+    CHECK(counts[1] == 1);
+  }
+
   TEST_CASE("the quantizers' E2M1 codes by pairs (sm_100a's path, its conversion's definition here) equal the CPU reference") {
     std::mt19937 rng(std::random_device{}());
     const std::vector<float> gscales = {1.0f, 0.37f, 1.0f / 2688, 3.3e-5f};
