@@ -216,9 +216,12 @@ TEST_SUITE("cli") {
     r = run(cli() + " bench gemm --m 1,x");
     CHECK(r.code == 2);
     CHECK(r.err.find("--m x") != std::string::npos);
-    r = run(cli() + " bench quantize --m 16");
+    // the bandwidth benches take rows (--m) and row lengths (--k); no GPU here: exit 3
+    CHECK(run(cli() + " bench quantize --m 16").code == 3);
+    CHECK(run(cli() + " bench swiglu-quantize --m 8,128 --k 2048,7168").code == 3);
+    r = run(cli() + " bench grouped --m 16");
     CHECK(r.code == 2);
-    CHECK(r.err.find("--m is for `bench gemm`") != std::string::npos);
+    CHECK(r.err.find("--m is for `bench gemm` and the bandwidth benches") != std::string::npos);
     // a usage error (exit 2) whose message holds `message`
     auto usage_error = [&](const std::string& arguments, const std::string& message) {
       CAPTURE(arguments);
@@ -227,6 +230,9 @@ TEST_SUITE("cli") {
       CHECK(e.err.find(message) != std::string::npos);
     };
     usage_error(" bench quantize --shape 4096,4096", "--shape is for `bench gemm` and `bench grouped`");
+    usage_error(" bench gemm --k 4096", "--k is for the bandwidth benches");
+    usage_error(" bench rmsnorm-quantize --k 4100", "--k 4100: a multiple of 32");
+    usage_error(" bench dequantize --k 0", "--k 0");
     // bench grouped: expert shapes N,K,G and the experts a token is routed to
     CHECK(run(cli() + " bench grouped --shape 4096,7168,256 --topk 8 --tokens 16").code == 3);
     CHECK(run(cli() + " bench grouped --shape 1536,2048,128").code == 3);

@@ -280,15 +280,28 @@ struct MhcRmsNormQuantizeWorkload : Workload {
 };
 
 // Times `make(rows, k)` workloads side by side with a device-to-device copy of as many bytes.
+// The rows x K a bandwidth bench times: --m and --k (defaults 8192, 4096, 16, 1 rows of 8192),
+// or without either the table of docs/perf.md.
+using RowSizes = std::vector<std::pair<int64_t, int64_t>>;
+RowSizes row_sizes(std::vector<int64_t> ms, std::vector<int64_t> ks) {
+  if (ms.empty() && ks.empty()) return {{8192, 8192}, {4096, 8192}, {16, 8192}, {1, 8192}, {4096, 4096}, {1, 4096}};
+  if (ms.empty()) ms = {8192, 4096, 16, 1};
+  if (ks.empty()) ks = {8192};
+  RowSizes sizes;
+  for (int64_t k : ks)
+    for (int64_t m : ms) sizes.push_back({m, k});
+  return sizes;
+}
+
 template <class Make>
-std::string bandwidth_bench(const char* title, bool quick, Make make) {
+std::string bandwidth_bench(const char* title, bool quick, const RowSizes& sizes, Make make) {
   std::mt19937 rng(std::random_device{}());
   EventTimer timer;
   const int runs = quick ? 10 : 50;
   std::string json = "[";
   std::printf("bench %s (median of %d runs, inputs rotated past L2)\n", title, runs);
   std::printf("  %6s %6s %10s %10s %10s %10s %8s\n", "M", "K", "bytes", "ours us", "GB/s", "copy GB/s", "ratio");
-  for (auto [rows, k] : {std::pair<int64_t, int64_t>{8192, 8192}, {4096, 8192}, {16, 8192}, {1, 8192}, {4096, 4096}, {1, 4096}}) {
+  for (auto [rows, k] : sizes) {
     std::vector<std::unique_ptr<Workload>> sets;
     sets.push_back(make(rows, k, rng));
     const double bytes = sets[0]->bytes();
@@ -322,7 +335,7 @@ std::string bandwidth_bench(const char* title, bool quick, Make make) {
 }  // namespace
 
 int cmd_bench(const Args& args) {
-  args.allow_only({"--out", "--quick", "--shape", "--m", "--expected-m", "--tokens", "--topk", "--in-dtype", "--weight-fp32"});
+  args.allow_only({"--out", "--quick", "--shape", "--m", "--k", "--expected-m", "--tokens", "--topk", "--in-dtype", "--weight-fp32"});
   constexpr const char* kWhat = "core, dequantize, quantize, rmsnorm-quantize, swiglu-quantize, mhc-rmsnorm-quantize, gemm, grouped";
   if (args.positional().size() != 1) throw UsageError(fmt::format("expected one of: {}", kWhat));
   const std::string what = args.positional()[0];
@@ -333,7 +346,9 @@ int cmd_bench(const Args& args) {
   GemmBenchFilter only;
   GroupedBenchFilter grouped;
   if (args.has("--shape") && what != "gemm" && what != "grouped") throw UsageError("--shape is for `bench gemm` and `bench grouped`");
-  if (args.has("--m") && what != "gemm") throw UsageError("--m is for `bench gemm`");
+  const bool bandwidth = what != "core" && what != "gemm" && what != "grouped";
+  if (args.has("--m") && what != "gemm" && !bandwidth) throw UsageError("--m is for `bench gemm` and the bandwidth benches");
+  if (args.has("--k") && !bandwidth) throw UsageError("--k is for the bandwidth benches (dequantize and the quantizers)");
   for (const std::string& shape : args.all("--shape"))
     (what == "grouped" ? grouped.weights : only.weights).push_back(detail::parse_shape(shape));
   for (const detail::WeightShape& w : only.weights)
@@ -355,6 +370,9 @@ int cmd_bench(const Args& args) {
     return values;
   };
   only.ms = positive_list("--m", "M");
+  const RowSizes sizes = row_sizes(only.ms, positive_list("--k", "K"));
+  for (auto [m, k] : sizes)
+    if (bandwidth && k % 32) throw UsageError(fmt::format("--k {}: a multiple of 32", k));
   for (const char* flag : {"--expected-m", "--tokens", "--topk"})
     if (args.has(flag) && what != "grouped") throw UsageError(fmt::format("{} is for `bench grouped`", flag));
   grouped.expected_ms = positive_list("--expected-m", "expected_m");
@@ -399,31 +417,31 @@ int cmd_bench(const Args& args) {
   } else if (what == "grouped") {
     json = bench_grouped(quick, grouped);
   } else if (what == "dequantize") {
-    json = bandwidth_bench("dequantize: NVFP4 -> BF16, linear scales", quick, [](int64_t m, int64_t k, std::mt19937& rng) {
+    json = bandwidth_bench("dequantize: NVFP4 -> BF16, linear scales", quick, sizes, [](int64_t m, int64_t k, std::mt19937& rng) {
       return std::unique_ptr<Workload>(new DequantizeWorkload(m, k, rng));
     });
   } else if (what == "swiglu-quantize") {
     const std::string title = fmt::format(
         "swiglu-quantize: {} gate | up -> silu(gate) * up -> NVFP4, linear scales, given global scale",
         dtype_label(bench_dtype));
-    json = bandwidth_bench(title.c_str(), quick, [&](int64_t m, int64_t k, std::mt19937& rng) {
+    json = bandwidth_bench(title.c_str(), quick, sizes, [&](int64_t m, int64_t k, std::mt19937& rng) {
       return std::unique_ptr<Workload>(new SwigluQuantizeWorkload(m, k, bench_dtype, rng));
     });
   } else if (what == "mhc-rmsnorm-quantize") {
     json = bandwidth_bench("mhc-rmsnorm-quantize: BF16 [M, 4, K] mixed by fp32 [M, 4] -> RMSNorm (fp32 weight) -> NVFP4, linear "
                            "scales, given global scale",
-                           quick, [](int64_t m, int64_t k, std::mt19937& rng) {
+                           quick, sizes, [](int64_t m, int64_t k, std::mt19937& rng) {
                              return std::unique_ptr<Workload>(new MhcRmsNormQuantizeWorkload(m, k, rng));
                            });
   } else if (what == "rmsnorm-quantize") {
     const std::string title =
         fmt::format("rmsnorm-quantize: {} -> RMSNorm ({} weight) -> NVFP4, linear scales, given global scale",
                     dtype_label(bench_dtype), dtype_label(weight_fp32 ? DType::fp32 : bench_dtype));
-    json = bandwidth_bench(title.c_str(), quick, [&](int64_t m, int64_t k, std::mt19937& rng) {
+    json = bandwidth_bench(title.c_str(), quick, sizes, [&](int64_t m, int64_t k, std::mt19937& rng) {
       return std::unique_ptr<Workload>(new RmsNormQuantizeWorkload(m, k, bench_dtype, weight_fp32, rng));
     });
   } else {
-    json = bandwidth_bench("quantize: BF16 -> NVFP4, linear scales, given global scale", quick,
+    json = bandwidth_bench("quantize: BF16 -> NVFP4, linear scales, given global scale", quick, sizes,
                            [](int64_t m, int64_t k, std::mt19937& rng) {
                              return std::unique_ptr<Workload>(new QuantizeWorkload(m, k, rng));
                            });

@@ -104,7 +104,7 @@ Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in m
 )"},
     {"bench", R"(usage: nvfp4-jit bench core|dequantize|quantize|rmsnorm-quantize|swiglu-quantize|mhc-rmsnorm-quantize|gemm|grouped
                         [--out FILE.json] [--quick]
-                        [--shape N,K[,G]]... [--m M[,M...]] [--expected-m E[,E...]] [--tokens T[,T...]] [--topk T]
+                        [--shape N,K[,G]]... [--m M[,M...]] [--k K[,K...]] [--expected-m E[,E...]] [--tokens T[,T...]] [--topk T]
                         [--in-dtype bf16|fp16|fp32] [--weight-fp32]
 
   core        cold NVRTC compile per kernel, disk-cache hit (load to first launch),
@@ -119,6 +119,8 @@ Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in m
               --in-dtype fp16 times FP16 gate and up
   mhc-rmsnorm-quantize
               BF16 [M, 4, K] mixed per row (mHC), RMSNorm, NVFP4 in one pass, against the same copy
+              (these five: --m rows and --k row lengths time every pair of them, defaults 8192,
+              4096, 16, 1 rows and K 8192; neither: docs/perf.md's table)
   gemm        W4A16 GEMM against cuBLAS BF16 (dlopened) on decode, M=128, prefill and an M
               sweep; GPU time per call, 8 calls back to back (also with
               weights_static), weights rotated past L2; floor = max(bytes / copy
@@ -171,7 +173,7 @@ int main(int argc, char** argv) {
   try {
     const Args args(rest, {"--manifest", "--shape", "--arch", "--sms", "-j", "--out", "--m", "--runs", "--layout", "--older-than",
                            "--a-dtype", "--d-dtype", "--bias", "--b-layout", "--a-scales", "--grouped", "--in-dtype",
-                           "--a-from", "--norm-weight", "--expected-m", "--tokens", "--topk"});
+                           "--a-from", "--norm-weight", "--expected-m", "--tokens", "--topk", "--k"});
     if (args.has("--help") || args.has("-h")) {
       std::fputs(verb_help(verb), stdout);
       return kOk;
