@@ -12,7 +12,8 @@
 // CTA has twice the threads: thread t keeps the reduction order of thread t % THREADS, whose
 // blocks the first THREADS threads load and fold as before; after the sum every thread
 // normalizes and quantizes one of them (block j = t / THREADS, held in slot 0: an index chosen
-// at run time would put the held values in local memory). The same bits, half the chain.
+// at run time would put the held values in local memory). The same bits, half the chain. SwiGLU
+// on few rows spreads the same way, a block's 16 values to two threads.
 #pragma once
 #include "common/fused_math.cuh"
 #include "common/global_scale.cuh"
@@ -119,7 +120,12 @@ struct RowQuantizer {
   static constexpr int CHUNKS = row_chunks(PROLOGUE, N_HC);
   static constexpr bool HOLD_WEIGHTS = row_hold_weights(NORM, PER_THREAD);
   static constexpr bool PERSISTENT = row_persistent(CHUNKS, HOLD_WEIGHTS);
-  static_assert(SPREAD == 1 || (SPREAD == 2 && NORM && PER_THREAD == 2), "spread: two blocks a thread of a normalizing op");
+  // SPREAD = 2 without RMSNorm: SwiGLU of 16-bit gates and ups in blocks of their own, each
+  // block's values shared by two threads (process_halves).
+  static constexpr bool HALVES = SPREAD == 2 && !NORM;
+  static_assert(SPREAD == 1 || (SPREAD == 2 && NORM && PER_THREAD == 2) ||
+                    (HALVES && PROLOGUE == ROW_SWIGLU && IN_DTYPE != DTYPE_FP32 && GROUP >= 16 && PER_THREAD == 1),
+                "spread: two blocks a thread of a normalizing op, or one SwiGLU block of 16-bit blocks of gates and ups");
 
   // What an item needs before its blocks are loaded: the mixing weights of its row.
   struct Item {
@@ -273,6 +279,36 @@ struct RowQuantizer {
     return acc;
   }
 
+  // SwiGLU on few rows (HALVES): thread t makes values 8 (t % 2)..+7 of block t / 2 of the slice,
+  // which halves a warp's serial chain of instructions; the block's largest magnitude comes by
+  // one shuffle, so the bits are those of the whole block's quantizer.
+  static __device__ __forceinline__ void process_halves(const RowQuantizeParams& p, long long item) {
+    const int t = threadIdx.x, half = t % 2, local = t / 2;
+    const long long r = item / SLICES, s = item % SLICES, kb = s * SLICE + local;
+    if (s == SLICES - 1)
+      for (long long b = KBLOCKS + t; b < KBLOCKS_PADDED; b += THREADS * SPREAD) p.scales[scale_offset<SCALE_LAYOUT>(r, b, KBLOCKS)] = 0;
+    const bool has = local < SLICE && kb < KBLOCKS;
+    if (r >= p.rows) {  // a padding row of the swizzled layout
+      if (has && half == 0) p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = 0;
+      return;
+    }
+    // every lane runs the quantizer (its shuffle); one without a block, on zeros
+    unsigned gate[4] = {0u, 0u, 0u, 0u}, up[4] = {0u, 0u, 0u, 0u}, h[4];
+    if (has) {
+      load_words<4>(row_of(p, r) + (chunk_offset(p, kb, 0) + 8 * half) * ESIZE, gate);
+      load_words<4>(row_of(p, r) + (chunk_offset(p, kb, 1) + 8 * half) * ESIZE, up);
+    }
+    if constexpr (IN_DTYPE == DTYPE_BF16) silu_mul_bf16<GROUP, 4>(gate, up, h);
+    else silu_mul_fp16<GROUP, 4>(gate, up, h);
+    unsigned packed;
+    const unsigned char scale =
+        quantize_half_block16_16bit<IN_DTYPE>(h, GlobalScale(global_scale(p.gscale_mode, p.gscale_value, p.gscale_ptr, r)), packed);
+    if (has) {
+      if (half == 0) p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = scale;
+      *reinterpret_cast<unsigned*>(p.packed + r * p.packed_stride + kb * 8 + 4 * half) = packed;
+    }
+  }
+
   static __device__ __forceinline__ void process(const RowQuantizeParams& p, const Item& it, long long item,
                                                  const Weights& held_weights, float* scratch) {
     const int t = threadIdx.x;
@@ -388,15 +424,17 @@ __device__ __forceinline__ void row_quantize(const RowQuantizeParams& p) {
   }
   typename Q::Item cur;
   Q::load(p, cur, item);
-  if constexpr (!Q::PERSISTENT) {  // one item per CTA (the host launches one CTA per item)
+  if constexpr (Q::HALVES) {  // one item per CTA
+    Q::process_halves(p, item);
+  } else if constexpr (!Q::PERSISTENT) {  // one item per CTA (the host launches one CTA per item)
     Q::process(p, cur, item, weights, scratch);
-    return;
-  }
-  for (;;) {
-    Q::process(p, cur, item, weights, scratch);
-    item += gridDim.x;
-    if (item >= items) break;
-    Q::load(p, cur, item);
+  } else {
+    for (;;) {
+      Q::process(p, cur, item, weights, scratch);
+      item += gridDim.x;
+      if (item >= items) break;
+      Q::load(p, cur, item);
+    }
   }
 }
 

@@ -76,9 +76,15 @@ RowShape row_shape(const RowKernel& kernel) {
         kernel.op == Op::rmsnorm_quantize && kernel.in != DType::fp32 && kernel.weight != DType::fp32 && threads >= 128;
     return {threads, blocks, held_to_48 ? 1280 / threads : 0};
   }
+  const bool sixteen_bit_swiglu = kernel.op == Op::swiglu_quantize && kernel.in != DType::fp32;
+  // Few rows of 16-bit SwiGLU whose gates and ups come in blocks of their own: two threads a
+  // block, slices of up to 64 blocks (twice the CTAs of 128 threads, each warp half the chain).
+  if (kernel.few_rows && sixteen_bit_swiglu && (kernel.group == 0 || kernel.group >= 16)) {
+    const int threads = threads_for(64);
+    return {threads, std::min<int64_t>(blocks, threads), 512 / threads, 2};
+  }
   const int threads = threads_for(128);
-  const int min_ctas = kernel.op == Op::swiglu_quantize && kernel.in != DType::fp32 ? 1024 / threads : 0;
-  return {threads, std::min<int64_t>(blocks, threads * per_thread), min_ctas};
+  return {threads, std::min<int64_t>(blocks, threads * per_thread), sixteen_bit_swiglu ? 1024 / threads : 0};
 }
 
 constexpr int prologue_of(Op op) {
@@ -519,7 +525,7 @@ std::vector<KernelSpec> row_quantize_prewarm_specs(Arch arch, const WeightShape&
         kernel.op = op;
         for (bool whole_rows : {true, false}) {
           kernel.whole_rows = whole_rows;
-          specs.push_back(row_quantize_spec(arch, kernel));
+          push_rows_both_ways(kernel);
         }
       }
       kernel.op = Op::mhc_rmsnorm_quantize, kernel.n_hc = 4, kernel.whole_rows = true;

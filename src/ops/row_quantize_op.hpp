@@ -21,7 +21,7 @@ struct RowKernel {
   int64_t group = 0;           // SwiGLU's interleave group (0: the two halves)
   int n_hc = 0;                // mHC streams
   bool whole_rows = true;      // false: slices of rows (no RMSNorm, global scale not computed)
-  bool few_rows = false;       // rows that leave SMs idle: RMSNorm and mHC spread a row wider (row_shape)
+  bool few_rows = false;       // rows that leave SMs idle: each thread's work goes to two (row_shape)
 };
 KernelSpec row_quantize_spec(Arch arch, const RowKernel& kernel);
 // Whether `rows` rows are few on a GPU of `sm_count` SMs (RowKernel::few_rows).

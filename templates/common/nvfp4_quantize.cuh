@@ -226,15 +226,16 @@ NVFP4_HD unsigned e2m1x8_satfinite(const float (&q)[8]) {
 #endif
 }
 
-// The nibbles of magnitudes a[16] / d (d > 0, rd = RN(1/d) when FAST) with the signs in
+// The nibbles of magnitudes a[8 WORDS] / d (d > 0, rd = RN(1/d) when FAST) with the signs in
 // `signs` (bit 3 of nibble i, one word per 8 values). By the hardware's conversion, a word's
 // eight at once; else, from the last value to the first, the codes' bits (2^23 + code) are
 // accumulated as acc * 16 + bits, whose 2^23 parts sum to a constant taken off once (modulo
 // 2^32): one instruction per value for the packing.
-template <bool FAST, bool NARROW>
-NVFP4_HD void pack_magnitudes(const float (&a)[16], const unsigned (&signs)[2], float d, float rd, unsigned (&packed)[2]) {
+template <bool FAST, bool NARROW, int WORDS>
+NVFP4_HD void pack_magnitudes(const float (&a)[8 * WORDS], const unsigned (&signs)[WORDS], float d, float rd,
+                              unsigned (&packed)[WORDS]) {
   auto quotient = [&](int i) { return FAST ? divide_rn_nonneg<NARROW>(a[i], d, rd) : a[i] / d; };
-  for (int w = 0; w < 2; ++w) {
+  for (int w = 0; w < WORDS; ++w) {
 #if NVFP4_E2M1_BY_PAIRS
     float q[8];
     for (int i = 0; i < 8; ++i) q[i] = quotient(8 * w + i);
@@ -254,13 +255,14 @@ struct GlobalScale {
   NVFP4_HD explicit GlobalScale(float g) : value(g), reciprocal(rcp_rn(g)) {}
 };
 
-// A block's scale and nibbles from its magnitudes a[16], their largest (finite) `amax` and
-// the values' signs; NARROW as for divide_rn_nonneg.
-template <bool NARROW>
-NVFP4_HD unsigned char quantize_magnitudes(const float (&a)[16], float amax, const unsigned (&signs)[2], GlobalScale g,
-                                           unsigned (&packed)[2]) {
+// A block's scale and nibbles from its magnitudes a (16 of them, or the 8 of half a block:
+// WORDS), the block's largest (finite) `amax` and the values' signs; NARROW as for
+// divide_rn_nonneg.
+template <bool NARROW, int WORDS>
+NVFP4_HD unsigned char quantize_magnitudes(const float (&a)[8 * WORDS], float amax, const unsigned (&signs)[WORDS],
+                                           GlobalScale g, unsigned (&packed)[WORDS]) {
   const float gscale = g.value;
-  packed[0] = packed[1] = 0u;
+  for (int w = 0; w < WORDS; ++w) packed[w] = 0u;
   // (amax / 6) / gscale, both divisions correctly rounded: by reciprocals and FMA corrections
   // unless amax or gscale is extreme (the scale needs exact quotients from 2^-10 up, where
   // the corrections' remainders stay exact), else IEEE division. Quotients past 2^100 (an
@@ -274,8 +276,8 @@ NVFP4_HD unsigned char quantize_magnitudes(const float (&a)[16], float amax, con
   const float d = mul_rn(decoded, gscale);
   if (d == 0.0f) return scale;
   // One uniform branch per block, not one per value: the reciprocal path unless d is extreme.
-  if (d >= 0x1p-100f && d <= 0x1p100f) pack_magnitudes<true, NARROW>(a, signs, d, rcp_rn(d), packed);
-  else pack_magnitudes<false, NARROW>(a, signs, d, 0.0f, packed);
+  if (d >= 0x1p-100f && d <= 0x1p100f) pack_magnitudes<true, NARROW, WORDS>(a, signs, d, rcp_rn(d), packed);
+  else pack_magnitudes<false, NARROW, WORDS>(a, signs, d, 0.0f, packed);
   return scale;
 }
 
@@ -296,7 +298,41 @@ NVFP4_HD unsigned char quantize_block16(const float (&x)[16], GlobalScale g, uns
   // each value's top nibble shifted in, from the last to the first: its sign lands on bit 3
   for (int w = 0; w < 2; ++w)
     for (int i = 7; i >= 0; --i) signs[w] = shift_in_top_nibble(signs[w], float_to_bits(x[8 * w + i]));
-  return quantize_magnitudes<false>(a, bits_to_float(amax_bits), signs, g, packed);
+  return quantize_magnitudes<false, 2>(a, bits_to_float(amax_bits), signs, g, packed);
+}
+
+// The largest magnitude among the 16-bit values of WORDS words (4 or 8) as its bits, from
+// three-way 16-bit maximums; m[i] is w[i] without its signs.
+template <int WORDS>
+NVFP4_HD unsigned amax_16bit(const unsigned (&m)[WORDS]) {
+  static_assert(WORDS == 4 || WORDS == 8, "a block or half of one");
+  unsigned m2;
+  if constexpr (WORDS == 8)
+    m2 = umax3_u16x2(umax3_u16x2(m[0], m[1], m[2]), umax3_u16x2(m[3], m[4], m[5]), umax3_u16x2(m[6], m[7], 0u));
+  else
+    m2 = umax3_u16x2(umax3_u16x2(m[0], m[1], m[2]), m[3], 0u);
+  return (m2 & 0xFFFFu) > (m2 >> 16) ? m2 & 0xFFFFu : m2 >> 16;
+}
+
+// The scale of the block whose largest magnitude has the 16-bit bits amax16 and the nibbles of
+// its WORDS words of values in w (m: w without signs): all 8 of a block or 4 of half of one.
+template <int DTYPE, int WORDS>
+NVFP4_HD unsigned char quantize_16bit_words(const unsigned (&w)[WORDS], const unsigned (&m)[WORDS], unsigned amax16,
+                                            GlobalScale g, unsigned (&packed)[WORDS / 4]) {
+  static_assert(DTYPE == DTYPE_BF16 || DTYPE == DTYPE_FP16, "16-bit inputs");
+  if (amax16 >= (DTYPE == DTYPE_BF16 ? 0x7F80u : 0x7C00u)) {  // Inf or NaN
+    for (int i = 0; i < WORDS / 4; ++i) packed[i] = 0u;
+    return E4M3_NAN;
+  }
+  float a[2 * WORDS];
+  for (int i = 0; i < WORDS; ++i) {
+    a[2 * i] = DTYPE == DTYPE_BF16 ? bits_to_float(m[i] << 16) : fp16_bits_to_float(m[i] & 0xFFFFu);
+    a[2 * i + 1] = DTYPE == DTYPE_BF16 ? bits_to_float(m[i] & 0xFFFF0000u) : fp16_bits_to_float(m[i] >> 16);
+  }
+  unsigned signs[WORDS / 4];
+  for (int i = 0; i < WORDS / 4; ++i) signs[i] = sign_nibbles(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
+  const float amax = DTYPE == DTYPE_BF16 ? bits_to_float(amax16 << 16) : fp16_bits_to_float(amax16);
+  return quantize_magnitudes<true, WORDS / 4>(a, amax, signs, g, packed);
 }
 
 // The same for 16 BF16 or FP16 values as loaded, two per word (element 2j in word j's low
@@ -304,24 +340,26 @@ NVFP4_HD unsigned char quantize_block16(const float (&x)[16], GlobalScale g, uns
 // one FMA correction per quotient. The same bits as quantize_block16 on the widened values.
 template <int DTYPE>
 NVFP4_HD unsigned char quantize_block16_16bit(const unsigned (&w)[8], GlobalScale g, unsigned (&packed)[2]) {
-  static_assert(DTYPE == DTYPE_BF16 || DTYPE == DTYPE_FP16, "16-bit inputs");
   unsigned m[8];
   for (int i = 0; i < 8; ++i) m[i] = w[i] & 0x7FFF7FFFu;
-  const unsigned m2 = umax3_u16x2(umax3_u16x2(m[0], m[1], m[2]), umax3_u16x2(m[3], m[4], m[5]), umax3_u16x2(m[6], m[7], 0u));
-  const unsigned amax16 = (m2 & 0xFFFFu) > (m2 >> 16) ? m2 & 0xFFFFu : m2 >> 16;
-  if (amax16 >= (DTYPE == DTYPE_BF16 ? 0x7F80u : 0x7C00u)) {  // Inf or NaN
-    packed[0] = packed[1] = 0u;
-    return E4M3_NAN;
-  }
-  float a[16];
-  for (int i = 0; i < 8; ++i) {
-    a[2 * i] = DTYPE == DTYPE_BF16 ? bits_to_float(m[i] << 16) : fp16_bits_to_float(m[i] & 0xFFFFu);
-    a[2 * i + 1] = DTYPE == DTYPE_BF16 ? bits_to_float(m[i] & 0xFFFF0000u) : fp16_bits_to_float(m[i] >> 16);
-  }
-  const unsigned signs[2] = {sign_nibbles(w[0], w[1], w[2], w[3]), sign_nibbles(w[4], w[5], w[6], w[7])};
-  const float amax = DTYPE == DTYPE_BF16 ? bits_to_float(amax16 << 16) : fp16_bits_to_float(amax16);
-  return quantize_magnitudes<true>(a, amax, signs, g, packed);
+  return quantize_16bit_words<DTYPE, 8>(w, m, amax_16bit(m), g, packed);
 }
+
+#if defined(__CUDA_ARCH__)
+// quantize_block16_16bit of a block two lanes hold, values 0..7 in the even lane's w and 8..15
+// in its partner's (lane ^ 1): the block's largest magnitude by one shuffle, so both make its
+// scale (returned to both) and each its own half's nibbles. Every lane of the warp calls it.
+template <int DTYPE>
+__device__ __forceinline__ unsigned char quantize_half_block16_16bit(const unsigned (&w)[4], GlobalScale g, unsigned& packed) {
+  unsigned m[4];
+  for (int i = 0; i < 4; ++i) m[i] = w[i] & 0x7FFF7FFFu;
+  const unsigned own = amax_16bit(m), other = __shfl_xor_sync(0xFFFFFFFFu, own, 1);
+  unsigned word[1];
+  const unsigned char scale = quantize_16bit_words<DTYPE, 4>(w, m, own > other ? own : other, g, word);
+  packed = word[0];
+  return scale;
+}
+#endif
 
 NVFP4_HD unsigned char quantize_block16(const float (&x)[16], float gscale, unsigned (&packed)[2]) {
   return quantize_block16(x, GlobalScale(gscale), packed);

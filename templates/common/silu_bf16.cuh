@@ -40,25 +40,28 @@ __device__ __forceinline__ bool silu_bf16_needs_exact(float g, float y) {
   return !silu_bf16_in_range(g) || (silu_bf16_near_midpoint(__float_as_uint(y) & 0xFFFFu) & 0xFFFFu) != 2 * kSiluBf16Window;
 }
 
-// Value i (0..31) of the 32 BF16 values two blocks of 16 hold, two per word.
-__device__ __forceinline__ float bf16_of(const unsigned (&a)[8], const unsigned (&b)[8], int i) {
-  const unsigned word = i < 16 ? a[i % 16 / 2] : b[i % 16 / 2];
+// Value i (0..4 WORDS - 1) of the BF16 values a | b hold, two per word.
+template <int WORDS>
+__device__ __forceinline__ float bf16_of(const unsigned (&a)[WORDS], const unsigned (&b)[WORDS], int i) {
+  const unsigned word = i < 2 * WORDS ? a[i / 2] : b[i / 2 - WORDS];
   return __uint_as_float(i % 2 ? word & 0xFFFF0000u : word << 16);
 }
 
-// The 16 values round_to<BF16>(silu_mul(gate, up)) of one output block, from the 32 BF16
-// inputs a | b (gates and ups interleaved in groups of GROUP, or a the gates and b the ups),
-// as BF16 bits two per word (value 2j in word j's low half). The inputs stay packed and the
-// estimates are packed at once, which holds the kernel to few registers. The checks run on
-// two values at a time in 16-bit halves (DPX add-and-minimum), and the values that need it
-// are then recomputed exactly and put in their halves.
-template <long long GROUP>
-__device__ __forceinline__ void silu_mul_bf16(const unsigned (&a)[8], const unsigned (&b)[8], unsigned (&w)[8]) {
+// The 2 WORDS values round_to<BF16>(silu_mul(gate, up)) of one output block (WORDS = 8) or half
+// of one (WORDS = 4, its gates and ups from blocks of their own), from the 4 WORDS BF16 inputs
+// a | b (gates and ups interleaved in groups of GROUP, or a the gates and b the ups), as BF16
+// bits two per word (value 2j in word j's low half). The inputs stay packed and the estimates
+// are packed at once, which holds the kernel to few registers. The checks run on two values at
+// a time in 16-bit halves (DPX add-and-minimum), and the values that need it are then
+// recomputed exactly and put in their halves.
+template <long long GROUP, int WORDS = 8>
+__device__ __forceinline__ void silu_mul_bf16(const unsigned (&a)[WORDS], const unsigned (&b)[WORDS], unsigned (&w)[WORDS]) {
+  static_assert(WORDS == 8 || (WORDS == 4 && GROUP >= 16), "half a block takes its gates and ups from blocks of their own");
   auto gate = [&](int i) { return bf16_of(a, b, GROUP >= 16 ? i : int(i / GROUP * 2 * GROUP + i % GROUP)); };
-  auto up = [&](int i) { return bf16_of(a, b, GROUP >= 16 ? i + 16 : int(i / GROUP * 2 * GROUP + i % GROUP + GROUP)); };
-  unsigned exact = 0;  // bit 7 - j for value 2j, bit 23 - j for value 2j + 1 (silu_put_exact)
+  auto up = [&](int i) { return bf16_of(a, b, GROUP >= 16 ? i + 2 * WORDS : int(i / GROUP * 2 * GROUP + i % GROUP + GROUP)); };
+  unsigned exact = 0;  // bit WORDS - 1 - j for value 2j, 16 + WORDS - 1 - j for value 2j + 1 (silu_put_exact)
 #pragma unroll
-  for (int i = 0; i < 16; i += 2) {
+  for (int i = 0; i < 2 * WORDS; i += 2) {
     const float y0 = silu_mul_estimate<DTYPE_BF16>(gate(i), up(i)), y1 = silu_mul_estimate<DTYPE_BF16>(gate(i + 1), up(i + 1));
     const unsigned gates = GROUP >= 16 ? a[i / 2] : __byte_perm(__float_as_uint(gate(i)), __float_as_uint(gate(i + 1)), 0x7632);
     const unsigned far = silu_bf16_near_midpoint(__byte_perm(__float_as_uint(y0), __float_as_uint(y1), 0x5410));
@@ -70,7 +73,7 @@ __device__ __forceinline__ void silu_mul_bf16(const unsigned (&a)[8], const unsi
     exact = exact * 2 + bad;
     w[i / 2] = pack_bf16x2(y0, y1);
   }
-  silu_put_exact<DTYPE_BF16>(exact, gate, up, w);
+  silu_put_exact<DTYPE_BF16, WORDS>(exact, gate, up, w);
 }
 #endif
 

@@ -39,20 +39,20 @@ __device__ __noinline__ unsigned silu_mul_exact_bits(float g, float u) {
   return DTYPE == DTYPE_BF16 ? float_to_bf16_bits(silu_mul(g, u)) : float_to_fp16_bits(silu_mul(g, u));
 }
 
-// Puts the exact values of a block's 16 (gate(i), up(i)) into their halves of w (value 2j in
-// word j's low half) where `exact` has their bit: 7 - j for value 2j, 23 - j for value 2j + 1.
-// A warp runs a value's test and call wherever any lane needs it, so the values are tested in
-// four groups of four first: a warp whose lanes need one or two passes the other groups with
-// one test each.
-template <int DTYPE, class Gate, class Up>
-__device__ __forceinline__ void silu_put_exact(unsigned exact, Gate gate, Up up, unsigned (&w)[8]) {
+// Puts the exact values of WORDS words of (gate(i), up(i)) pairs into their halves of w (value
+// 2j in word j's low half) where `exact` has their bit: WORDS - 1 - j for value 2j, 16 + WORDS -
+// 1 - j for value 2j + 1. A warp runs a value's test and call wherever any lane needs it, so the
+// values are tested in groups of four first: a warp whose lanes need one or two passes the
+// other groups with one test each.
+template <int DTYPE, int WORDS, class Gate, class Up>
+__device__ __forceinline__ void silu_put_exact(unsigned exact, Gate gate, Up up, unsigned (&w)[WORDS]) {
   if (!exact) return;
 #pragma unroll
-  for (int q = 0; q < 4; ++q) {
-    if (!(exact & ((3u << (6 - 2 * q)) * 0x10001u))) continue;  // values 4q..4q+3: words 2q, 2q + 1
+  for (int q = 0; q < WORDS / 2; ++q) {
+    if (!(exact & ((3u << (WORDS - 2 - 2 * q)) * 0x10001u))) continue;  // values 4q..4q+3: words 2q, 2q + 1
 #pragma unroll
     for (int i = 4 * q; i < 4 * q + 4; ++i)
-      if (exact >> (i % 2 * 16 + 7 - i / 2) & 1u) {
+      if (exact >> (i % 2 * 16 + WORDS - 1 - i / 2) & 1u) {
         const unsigned h = silu_mul_exact_bits<DTYPE>(gate(i), up(i));
         w[i / 2] = i % 2 ? (w[i / 2] & 0xFFFFu) | h << 16 : (w[i / 2] & 0xFFFF0000u) | h;
       }

@@ -44,20 +44,22 @@ __device__ __forceinline__ bool silu_fp16_needs_exact(float g, float y) {
   return !silu_fp16_in_range(g) || low != high;
 }
 
-// The 16 values round_to<FP16>(silu_mul(gate, up)) of one output block, from the 32 FP16 inputs
-// a | b (laid out as for silu_mul_bf16), as FP16 bits two per word. The agreeing brackets are
+// The 2 WORDS values round_to<FP16>(silu_mul(gate, up)) of one output block or half of one, from
+// the FP16 inputs a | b (laid out as for silu_mul_bf16), as FP16 bits two per word. The agreeing brackets are
 // the results; the values that need it are recomputed exactly and put in their halves.
-template <long long GROUP>
-__device__ __forceinline__ void silu_mul_fp16(const unsigned (&a)[8], const unsigned (&b)[8], unsigned (&w)[8]) {
+template <long long GROUP, int WORDS = 8>
+__device__ __forceinline__ void silu_mul_fp16(const unsigned (&a)[WORDS], const unsigned (&b)[WORDS], unsigned (&w)[WORDS]) {
+  static_assert(WORDS == 8 || (WORDS == 4 && GROUP >= 16), "half a block takes its gates and ups from blocks of their own");
+  constexpr int N = 2 * WORDS;  // values a holds
   auto index = [](int i, bool is_up) {  // of gate or up value i in a | b
-    return GROUP >= 16 ? i + (is_up ? 16 : 0) : int(i / GROUP * 2 * GROUP + i % GROUP + (is_up ? GROUP : 0));
+    return GROUP >= 16 ? i + (is_up ? N : 0) : int(i / GROUP * 2 * GROUP + i % GROUP + (is_up ? GROUP : 0));
   };
-  auto half = [&](int k) { return (k < 16 ? a[k % 16 / 2] : b[k % 16 / 2]) >> (k % 2 * 16) & 0xFFFFu; };
+  auto half = [&](int k) { return (k < N ? a[k / 2] : b[k / 2 - WORDS]) >> (k % 2 * 16) & 0xFFFFu; };
   auto gate = [&](int i) { return fp16_bits_to_float(half(index(i, false))); };
   auto up = [&](int i) { return fp16_bits_to_float(half(index(i, true))); };
-  unsigned exact = 0;  // bit 7 - j for value 2j, bit 23 - j for value 2j + 1 (silu_put_exact)
+  unsigned exact = 0;  // bit WORDS - 1 - j for value 2j, 16 + WORDS - 1 - j for value 2j + 1 (silu_put_exact)
 #pragma unroll
-  for (int i = 0; i < 16; i += 2) {
+  for (int i = 0; i < N; i += 2) {
     const float y0 = silu_mul_estimate<DTYPE_FP16>(gate(i), up(i)), y1 = silu_mul_estimate<DTYPE_FP16>(gate(i + 1), up(i + 1));
     const unsigned gates = GROUP >= 16 ? a[i / 2] : half(index(i, false)) | half(index(i + 1, false)) << 16;
     unsigned low, high, bad;
@@ -68,7 +70,7 @@ __device__ __forceinline__ void silu_mul_fp16(const unsigned (&a)[8], const unsi
     exact = exact * 2 + bad;
     w[i / 2] = low;
   }
-  silu_put_exact<DTYPE_FP16>(exact, gate, up, w);
+  silu_put_exact<DTYPE_FP16, WORDS>(exact, gate, up, w);
 }
 #endif
 

@@ -270,8 +270,9 @@ TEST_SUITE("gpu_row_quantize") {
             const bool adversarial = variant % 2 == 0, extras = variant % 3 != 2;
             const int64_t pad = variant % 3 == 0 ? 8 : 0;
             cases.push_back({Fused::rmsnorm, rows, k, in, layout, scale, 0, pad, adversarial, extras});
-            // one interleave per scale: 0, 1 and 8 sliced (given scales), 16 whole rows (computed)
-            const int64_t interleave = std::array<int64_t, 4>{0, 1, 8, 16}[scale];
+            // one interleave per scale: 0, 1 or 8, and 32 sliced (given scales; 0 and 32 on few rows
+            // by half blocks), 16 whole rows (computed)
+            const int64_t interleave = std::array<int64_t, 4>{0, variant % 8 < 4 ? 1 : 8, 32, 16}[scale];
             if (k % std::max<int64_t>(interleave, 1) == 0)
               cases.push_back({Fused::swiglu, rows, k, in, layout, scale, interleave, pad, adversarial, extras});
             cases.push_back({Fused::moe, rows, k, in, layout, scale, 0, pad, adversarial, extras, variant % 4});
@@ -297,8 +298,10 @@ TEST_SUITE("gpu_row_quantize") {
     // few rows, spread over twice the threads
     run_case({Fused::rmsnorm, 16, 8192, DType::bf16, ScaleLayout::swizzled128x4, 3, 0, 8, true, true}, rng);
     run_case({Fused::mhc, 16, 4096, DType::fp16, ScaleLayout::linear, 1, 0, 0, true, true, 0, 4, true}, rng);
-    // slices of rows: SwiGLU and MoE staging with a given global scale, rows longer than a slice
+    // slices of rows: SwiGLU (few rows by half blocks, then more rows than SMs) and MoE staging
+    // with a given global scale, rows longer than a slice
     run_case({Fused::swiglu, 5, 8192, DType::bf16, ScaleLayout::swizzled128x4, 0, 0, 8, true, true}, rng);
+    run_case({Fused::swiglu, 200, 2080, DType::bf16, ScaleLayout::linear, 2, 32, 0, true, true}, rng);
     run_case({Fused::moe, 5, 8192 + 32, DType::fp16, ScaleLayout::linear, 1, 0, 0, true, true, 3}, rng);
   }
 }
