@@ -24,13 +24,37 @@ struct Case {
   int given;  // with mode given: 0 host value, 1 device value, 2 device per row
   int64_t in_pad, out_pad;
   bool adversarial;
+  float gs = 0.37f;         // the given global scale (and the scale of the adversarial blocks)
+  bool full_range = false;  // half the blocks random bit patterns of the dtype (no Inf or NaN)
 };
+
+// Every fourth value of every other 16-block a random finite bit pattern of `dt`: every
+// exponent from the subnormals up, so with an extreme global scale the quotients reach both
+// ends of the float range.
+void scatter_full_range(std::vector<uint8_t>& in, int64_t rows, int64_t k, int64_t stride, DType dt, std::mt19937& rng) {
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t e = 0; e < k; ++e) {
+      if ((e / 16) % 2 == 0) continue;
+      const size_t at = size_t(r * stride + e);
+      if (dt == DType::fp32) {
+        uint32_t bits = uint32_t(rng());
+        if ((bits & 0x7F800000u) == 0x7F800000u) bits &= 0xBFFFFFFFu;  // Inf or NaN: a finite exponent instead
+        std::memcpy(&in[at * 4], &bits, 4);
+      } else {
+        uint16_t h = uint16_t(rng());
+        const uint16_t exp_mask = dt == DType::bf16 ? 0x7F80u : 0x7C00u;
+        if ((h & exp_mask) == exp_mask) h &= uint16_t(~(exp_mask & (exp_mask >> 1)) | 0x8000u);
+        std::memcpy(&in[at * 2], &h, 2);
+      }
+    }
+}
 
 void run_case(const Case& c, std::mt19937& rng) {
   const int esize = c.in == DType::fp32 ? 4 : 2;
   const int64_t in_stride = c.k + c.in_pad, out_stride = c.k / 2 + c.out_pad;
-  const float gs_value = 0.37f;
-  const auto in = testutil::quantize_input(c.rows, c.k, in_stride, c.in, rng, c.adversarial, gs_value);
+  const float gs_value = c.gs;
+  auto in = testutil::quantize_input(c.rows, c.k, in_stride, c.in, rng, c.adversarial, gs_value);
+  if (c.full_range) scatter_full_range(in, c.rows, c.k, in_stride, c.in, rng);
   std::vector<float> row_scales(c.rows);
   for (auto& s : row_scales) s = gs_value * float(1 + rng() % 4);
   const size_t sbytes = size_t(scale_bytes(c.layout, c.rows, c.k));
@@ -78,8 +102,9 @@ void run_case(const Case& c, std::mt19937& rng) {
   h.global_scale_out = want_gs.data();
   cpu::quantize(h);
 
-  const std::string what = fmt::format("rows={} k={} in={} layout={} mode={} given={} adversarial={}", c.rows, c.k, int(c.in),
-                                       int(c.layout), int(c.mode), c.given, c.adversarial);
+  const std::string what = fmt::format("rows={} k={} in={} layout={} mode={} given={} adversarial={} gscale={:a} full_range={}",
+                                       c.rows, c.k, int(c.in), int(c.layout), int(c.mode), c.given, c.adversarial, c.gs,
+                                       c.full_range);
   for (int64_t r = 0; r < c.rows; ++r)
     for (int64_t b = 0; b < out_stride; ++b)
       if (got_out[r * out_stride + b] != want_out[r * out_stride + b]) {
@@ -131,6 +156,20 @@ TEST_SUITE("gpu_quantize") {
             ++cases;
           }
     MESSAGE(cases << " quantize cases bit-identical");
+  }
+
+  // Block divisors past [2^-100, 2^100] take the quotients scaled by 2^+-64 (nvfp4_quantize.cuh):
+  // given global scales from the smallest subnormal to the largest float, on values of every
+  // exponent.
+  TEST_CASE("bit-identical with the CPU reference at extreme global scales") {
+    std::mt19937 rng(std::random_device{}());
+    int cases = 0;
+    for (float gs : {0x1p-149f, 0x1p-133f, 0x1p-110f, 0x1p-101f, 0x1p-95f, 0x1p95f, 0x1p101f, 0x1p110f, 0x1p126f, 0x1.fffffep127f})
+      for (DType in : {DType::bf16, DType::fp16, DType::fp32}) {
+        run_case({64, 512, in, ScaleLayout::linear, GlobalScaleMode::given, 0, 0, 0, true, gs, true}, rng);
+        ++cases;
+      }
+    MESSAGE(cases << " cases at extreme global scales bit-identical");
   }
 
   TEST_CASE("small quantize for the sanitizers") {
