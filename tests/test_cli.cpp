@@ -219,6 +219,7 @@ TEST_SUITE("cli") {
     // the bandwidth benches take rows (--m) and row lengths (--k); no GPU here: exit 3
     CHECK(run(cli() + " bench quantize --m 16").code == 3);
     CHECK(run(cli() + " bench swiglu-quantize --m 8,128 --k 2048,7168").code == 3);
+    CHECK(run(cli() + " bench moe-stage --m 1,16 --k 7168").code == 3);
     r = run(cli() + " bench grouped --m 16");
     CHECK(r.code == 2);
     CHECK(r.err.find("--m is for `bench gemm` and the bandwidth benches") != std::string::npos);

@@ -184,6 +184,34 @@ struct QuantizeWorkload : Workload {
   double bytes() const override { return double(rows) * k * (2 + 0.5 + 1.0 / 16); }
 };
 
+// MoE staging of decode and prefill tokens: BF16 rows quantized with a static scale, and each
+// row's 8 router ids (int32) and weights copied beside them.
+struct MoeStageWorkload : Workload {
+  static constexpr int64_t kTopk = 8;
+  int64_t rows, k;
+  DeviceBuffer in, packed, scales, ids, weights, ids_out, weights_out;
+  MoeStageWorkload(int64_t rows_, int64_t k_, std::mt19937& rng)
+      : rows(rows_), k(k_), in(to_device(random_bf16(rows_ * k_, rng))), packed(rows_ * k_ / 2), scales(rows_ * k_ / 16),
+        ids(to_device(std::vector<int32_t>(size_t(rows_ * kTopk), 3))), weights(to_device(std::vector<float>(size_t(rows_ * kTopk), 0.125f))),
+        ids_out(rows_ * kTopk * 4), weights_out(rows_ * kTopk * 4) {}
+  void run() const override {
+    MoeStageArgs a;
+    a.tokens = in.get();
+    a.rows = rows;
+    a.k = k;
+    a.out.data = packed.get();
+    a.out.scales = scales.get();
+    a.out.global_scale.value = 1.0f / 2688;
+    a.topk = kTopk;
+    a.topk_ids = ids.get();
+    a.topk_weights = weights.as<float>();
+    a.topk_ids_out = ids_out.get();
+    a.topk_weights_out = weights_out.as<float>();
+    moe_stage(a, nullptr);
+  }
+  double bytes() const override { return double(rows) * k * (2 + 0.5 + 1.0 / 16) + double(rows) * kTopk * 16; }
+};
+
 const char* dtype_label(DType dtype) { return dtype == DType::fp16 ? "FP16" : dtype == DType::fp32 ? "FP32" : "BF16"; }
 
 // `n` random values of a 16-bit dtype (bf16, fp16) or fp32 (BF16 values widened), as bytes.
@@ -336,11 +364,12 @@ std::string bandwidth_bench(const char* title, bool quick, const RowSizes& sizes
 
 int cmd_bench(const Args& args) {
   args.allow_only({"--out", "--quick", "--shape", "--m", "--k", "--expected-m", "--tokens", "--topk", "--in-dtype", "--weight-fp32"});
-  constexpr const char* kWhat = "core, dequantize, quantize, rmsnorm-quantize, swiglu-quantize, mhc-rmsnorm-quantize, gemm, grouped";
+  constexpr const char* kWhat =
+      "core, dequantize, quantize, rmsnorm-quantize, swiglu-quantize, mhc-rmsnorm-quantize, moe-stage, gemm, grouped";
   if (args.positional().size() != 1) throw UsageError(fmt::format("expected one of: {}", kWhat));
   const std::string what = args.positional()[0];
   if (what != "core" && what != "dequantize" && what != "quantize" && what != "rmsnorm-quantize" &&
-      what != "swiglu-quantize" && what != "mhc-rmsnorm-quantize" && what != "gemm" && what != "grouped")
+      what != "swiglu-quantize" && what != "mhc-rmsnorm-quantize" && what != "moe-stage" && what != "gemm" && what != "grouped")
     throw UsageError(fmt::format("unknown benchmark `{}` (one of: {})", what, kWhat));
   // The GEMM filter is checked before the GPU is looked for, so a typo is a usage error anywhere.
   GemmBenchFilter only;
@@ -440,6 +469,12 @@ int cmd_bench(const Args& args) {
     json = bandwidth_bench(title.c_str(), quick, sizes, [&](int64_t m, int64_t k, std::mt19937& rng) {
       return std::unique_ptr<Workload>(new RmsNormQuantizeWorkload(m, k, bench_dtype, weight_fp32, rng));
     });
+  } else if (what == "moe-stage") {
+    json = bandwidth_bench("moe-stage: BF16 tokens -> NVFP4 and 8 router ids and weights copied, linear scales, given "
+                           "global scale",
+                           quick, sizes, [](int64_t m, int64_t k, std::mt19937& rng) {
+                             return std::unique_ptr<Workload>(new MoeStageWorkload(m, k, rng));
+                           });
   } else {
     json = bandwidth_bench("quantize: BF16 -> NVFP4, linear scales, given global scale", quick, sizes,
                            [](int64_t m, int64_t k, std::mt19937& rng) {

@@ -18,7 +18,8 @@ verbs:
   tune      time the GEMM tile candidates of model shapes on this GPU, remember the fastest
   cache     stats | ls | verify | prune | clear | export | import: look after the disk cache
   info      library, NVRTC and driver versions, devices, cache roots, manifests
-  bench     core | dequantize | quantize | rmsnorm-quantize | swiglu-quantize | mhc-rmsnorm-quantize | gemm | grouped:
+  bench     core | dequantize | quantize | rmsnorm-quantize | swiglu-quantize | mhc-rmsnorm-quantize | moe-stage |
+            gemm | grouped:
             time the JIT and the kernels on this GPU
 
 environment:
@@ -102,7 +103,7 @@ Candidates compile in parallel (cached ones load from disk). Needs a GPU (exit 3
 
 Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in manifests.
 )"},
-    {"bench", R"(usage: nvfp4-jit bench core|dequantize|quantize|rmsnorm-quantize|swiglu-quantize|mhc-rmsnorm-quantize|gemm|grouped
+    {"bench", R"(usage: nvfp4-jit bench core|dequantize|quantize|rmsnorm-quantize|swiglu-quantize|mhc-rmsnorm-quantize|moe-stage|gemm|grouped
                         [--out FILE.json] [--quick]
                         [--shape N,K[,G]]... [--m M[,M...]] [--k K[,K...]] [--expected-m E[,E...]] [--tokens T[,T...]] [--topk T]
                         [--in-dtype bf16|fp16|fp32] [--weight-fp32]
@@ -119,7 +120,8 @@ Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in m
               --in-dtype fp16 times FP16 gate and up
   mhc-rmsnorm-quantize
               BF16 [M, 4, K] mixed per row (mHC), RMSNorm, NVFP4 in one pass, against the same copy
-              (these five: --m rows and --k row lengths time every pair of them, defaults 8192,
+  moe-stage   BF16 tokens -> NVFP4 with 8 router ids and weights copied (MoE staging)
+              (these six: --m rows and --k row lengths time every pair of them, defaults 8192,
               4096, 16, 1 rows and K 8192; neither: docs/perf.md's table)
   gemm        W4A16 GEMM against cuBLAS BF16 (dlopened) on decode, M=128, prefill and an M
               sweep; GPU time per call, 8 calls back to back (also with
