@@ -120,12 +120,13 @@ struct RowQuantizer {
   static constexpr int CHUNKS = row_chunks(PROLOGUE, N_HC);
   static constexpr bool HOLD_WEIGHTS = row_hold_weights(NORM, PER_THREAD);
   static constexpr bool PERSISTENT = row_persistent(CHUNKS, HOLD_WEIGHTS);
-  // SPREAD = 2 without RMSNorm: SwiGLU of 16-bit gates and ups in blocks of their own, each
-  // block's values shared by two threads (process_halves).
+  // SPREAD = 2 without RMSNorm: 16-bit tokens (MoE staging) or SwiGLU of 16-bit gates and ups
+  // in blocks of their own, each block's values shared by two threads (process_halves).
   static constexpr bool HALVES = SPREAD == 2 && !NORM;
   static_assert(SPREAD == 1 || (SPREAD == 2 && NORM && PER_THREAD == 2) ||
-                    (HALVES && PROLOGUE == ROW_SWIGLU && IN_DTYPE != DTYPE_FP32 && GROUP >= 16 && PER_THREAD == 1),
-                "spread: two blocks a thread of a normalizing op, or one SwiGLU block of 16-bit blocks of gates and ups");
+                    (HALVES && (PROLOGUE == ROW_PLAIN || (PROLOGUE == ROW_SWIGLU && GROUP >= 16)) &&
+                     IN_DTYPE != DTYPE_FP32 && PER_THREAD == 1),
+                "spread: two blocks a thread of a normalizing op, or one block of 16-bit tokens or SwiGLU gates and ups");
 
   // What an item needs before its blocks are loaded: the mixing weights of its row.
   struct Item {
@@ -279,9 +280,9 @@ struct RowQuantizer {
     return acc;
   }
 
-  // SwiGLU on few rows (HALVES): thread t makes values 8 (t % 2)..+7 of block t / 2 of the slice,
-  // which halves a warp's serial chain of instructions; the block's largest magnitude comes by
-  // one shuffle, so the bits are those of the whole block's quantizer.
+  // Few rows of MoE staging or SwiGLU (HALVES): thread t makes values 8 (t % 2)..+7 of block t / 2
+  // of the slice, which halves a warp's serial chain of instructions; the block's largest
+  // magnitude comes by one shuffle, so the bits are those of the whole block's quantizer.
   static __device__ __forceinline__ void process_halves(const RowQuantizeParams& p, long long item) {
     const int t = threadIdx.x, half = t % 2, local = t / 2;
     const long long r = item / SLICES, s = item % SLICES, kb = s * SLICE + local;
@@ -293,13 +294,20 @@ struct RowQuantizer {
       return;
     }
     // every lane runs the quantizer (its shuffle); one without a block, on zeros
-    unsigned gate[4] = {0u, 0u, 0u, 0u}, up[4] = {0u, 0u, 0u, 0u}, h[4];
+    unsigned in[CHUNKS][4] = {}, h[4];
     if (has) {
-      load_words<4>(row_of(p, r) + (chunk_offset(p, kb, 0) + 8 * half) * ESIZE, gate);
-      load_words<4>(row_of(p, r) + (chunk_offset(p, kb, 1) + 8 * half) * ESIZE, up);
+#pragma unroll
+      for (int c = 0; c < CHUNKS; ++c) load_words<4>(row_of(p, r) + (chunk_offset(p, kb, c) + 8 * half) * ESIZE, in[c]);
     }
-    if constexpr (IN_DTYPE == DTYPE_BF16) silu_mul_bf16<GROUP, 4>(gate, up, h);
-    else silu_mul_fp16<GROUP, 4>(gate, up, h);
+    if constexpr (PROLOGUE == ROW_PLAIN) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) h[i] = in[0][i];
+      copy_router_outputs(p, r, s, THREADS * SPREAD);
+    } else if constexpr (IN_DTYPE == DTYPE_BF16) {
+      silu_mul_bf16<GROUP, 4>(in[0], in[CHUNKS - 1], h);
+    } else {
+      silu_mul_fp16<GROUP, 4>(in[0], in[CHUNKS - 1], h);
+    }
     unsigned packed;
     const unsigned char scale =
         quantize_half_block16_16bit<IN_DTYPE>(h, GlobalScale(global_scale(p.gscale_mode, p.gscale_value, p.gscale_ptr, r)), packed);
@@ -392,13 +400,16 @@ struct RowQuantizer {
       *reinterpret_cast<uint2*>(p.packed + r * p.packed_stride + kb * 8) = make_uint2(packed[0], packed[1]);
     }
 
-    if constexpr (PROLOGUE == ROW_PLAIN) {
-      if (s == 0)
-        for (long long i = t; i < p.topk; i += THREADS) {
-          const long long at = r * p.topk + i;
-          store_id(p.topk_ids_out, p.topk_ids_out_64, at, load_id(p.topk_ids, p.topk_ids_64, at));
-          if (p.topk_weights) p.topk_weights_out[at] = p.topk_weights[at];
-        }
+    if constexpr (PROLOGUE == ROW_PLAIN) copy_router_outputs(p, r, s, THREADS);
+  }
+
+  // MoE staging: row r's top-k ids (and weights) copied by the first slice's `threads` threads.
+  static __device__ __forceinline__ void copy_router_outputs(const RowQuantizeParams& p, long long r, long long s, int threads) {
+    if (s != 0) return;
+    for (long long i = threadIdx.x; i < p.topk; i += threads) {
+      const long long at = r * p.topk + i;
+      store_id(p.topk_ids_out, p.topk_ids_out_64, at, load_id(p.topk_ids, p.topk_ids_64, at));
+      if (p.topk_weights) p.topk_weights_out[at] = p.topk_weights[at];
     }
   }
 };

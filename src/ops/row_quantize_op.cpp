@@ -77,10 +77,13 @@ RowShape row_shape(const RowKernel& kernel) {
     return {threads, blocks, held_to_48 ? 1280 / threads : 0};
   }
   const bool sixteen_bit_swiglu = kernel.op == Op::swiglu_quantize && kernel.in != DType::fp32;
-  // Few rows of 16-bit SwiGLU whose gates and ups come in blocks of their own: two threads a
-  // block, slices of up to 64 blocks (twice the CTAs of 128 threads, each warp half the chain).
-  if (kernel.few_rows && sixteen_bit_swiglu && (kernel.group == 0 || kernel.group >= 16)) {
-    const int threads = threads_for(64);
+  // Few rows of 16-bit tokens (MoE staging) or SwiGLU whose gates and ups come in blocks of
+  // their own: two threads a block, slices of up to 64 blocks (SwiGLU: twice the CTAs of 128
+  // threads, each warp half the chain; staging: four times, a quarter).
+  const bool halves = kernel.in != DType::fp32 &&
+                      (kernel.op == Op::moe_stage || (kernel.op == Op::swiglu_quantize && (kernel.group == 0 || kernel.group >= 16)));
+  if (kernel.few_rows && halves) {
+    const int threads = int(std::clamp<int64_t>((blocks + 31) / 32 * 32, 32, 64));
     return {threads, std::min<int64_t>(blocks, threads), 512 / threads, 2};
   }
   const int threads = threads_for(128);

@@ -292,7 +292,9 @@ NVFP4_HD unsigned char quantize_magnitudes(const float (&a)[8 * WORDS], float am
   const float ds = mul_rn(d, s);
   pack_magnitudes<true, NARROW, WORDS>(a, signs, ds, rcp_rn(ds), s, packed);
 #else
-  // One uniform branch per block, not one per value: the reciprocal path unless d is extreme.
+  // The CPU reference, and the GPUs whose codes come from the conversion instruction (where s
+  // would cost a multiply a value): one uniform branch per block, not one per value, to the
+  // reciprocal path unless d is extreme.
   if (d >= 0x1p-100f && d <= 0x1p100f) pack_magnitudes<true, NARROW, WORDS>(a, signs, d, rcp_rn(d), 1.0f, packed);
   else pack_magnitudes<false, NARROW, WORDS>(a, signs, d, 0.0f, 1.0f, packed);
 #endif
@@ -332,8 +334,8 @@ NVFP4_HD unsigned amax_16bit(const unsigned (&m)[WORDS]) {
   return (m2 & 0xFFFFu) > (m2 >> 16) ? m2 & 0xFFFFu : m2 >> 16;
 }
 
-// The scale of the block whose largest magnitude has the 16-bit bits amax16 and the nibbles of
-// its WORDS words of values in w (m: w without signs): all 8 of a block or 4 of half of one.
+// A block's scale, from the 16-bit bits amax16 of its largest magnitude, and the nibbles of WORDS
+// words of its values w (m: w without signs): all 8 words of a block, or the 4 of half of one.
 template <int DTYPE, int WORDS>
 NVFP4_HD unsigned char quantize_16bit_words(const unsigned (&w)[WORDS], const unsigned (&m)[WORDS], unsigned amax16,
                                             GlobalScale g, unsigned (&packed)[WORDS / 4]) {

@@ -298,11 +298,12 @@ TEST_SUITE("gpu_row_quantize") {
     // few rows, spread over twice the threads
     run_case({Fused::rmsnorm, 16, 8192, DType::bf16, ScaleLayout::swizzled128x4, 3, 0, 8, true, true}, rng);
     run_case({Fused::mhc, 16, 4096, DType::fp16, ScaleLayout::linear, 1, 0, 0, true, true, 0, 4, true}, rng);
-    // slices of rows: SwiGLU (few rows by half blocks, then more rows than SMs) and MoE staging
-    // with a given global scale, rows longer than a slice
+    // slices of rows with a given global scale, rows longer than a slice: SwiGLU and MoE staging
+    // on few rows (half blocks), then on more rows than SMs
     run_case({Fused::swiglu, 5, 8192, DType::bf16, ScaleLayout::swizzled128x4, 0, 0, 8, true, true}, rng);
-    run_case({Fused::swiglu, 200, 2080, DType::bf16, ScaleLayout::linear, 2, 32, 0, true, true}, rng);
     run_case({Fused::moe, 5, 8192 + 32, DType::fp16, ScaleLayout::linear, 1, 0, 0, true, true, 3}, rng);
+    run_case({Fused::swiglu, 200, 2080, DType::bf16, ScaleLayout::linear, 2, 32, 0, true, true}, rng);
+    run_case({Fused::moe, 200, 4128, DType::bf16, ScaleLayout::swizzled128x4, 0, 0, 8, true, true, 1}, rng);
   }
 }
 
