@@ -1,6 +1,7 @@
 // quantize: the rounding functions against their definitions, the block quantizer's
 // documented decisions, the round-trip bound, and argument validation (no GPU needed).
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <cmath>
 #include <cstring>
@@ -199,6 +200,30 @@ TEST_SUITE("quantize") {
   TEST_CASE("one FMA correction divides BF16 and FP16 values exactly") {
     check_narrow_division(7, 1 << 16, std::random_device{}());
     check_narrow_division(10, 1 << 13, std::random_device{}());
+  }
+
+  // Where the codes come from the conversion instruction (sm_100a and later), the reciprocal path
+  // divides a block only where reciprocal_divides says no quotient overflows (an overflowing
+  // quotient is NaN there). At its bound the largest quotient stays finite and rounds as IEEE does.
+  TEST_CASE("the reciprocal path's guard leaves no quotient that overflows") {
+    std::mt19937 rng(std::random_device{}());
+    auto fma = [](float a, float b, float c) { return std::fma(a, b, c); };
+    for (int i = 0; i < 200000; ++i) {
+      const float d = std::ldexp(1.0f + float(rng() % 8388608) / 8388608.0f, int(rng() % 200) - 100);  // [2^-100, 2^100)
+      const float bound = std::fmin(0x1p126f * d, 0x1.fffffep127f);
+      // below the bound; at it (refused unless 2^126 d overflows); the largest float (a quotient
+      // that overflows wherever d < 1)
+      const float amax = i % 3 == 0 ? std::nextafter(bound, 0.0f) : i % 3 == 1 ? bound : 0x1.fffffep127f;
+      if (!reciprocal_divides(amax, d, true)) {
+        CHECK(amax >= 0x1p126f * d);
+        continue;
+      }
+      const float q = divide_rn_nonneg_with(amax, d, 1.0f / d, fma);
+      if (!std::isfinite(q) || float_to_bits(q) != float_to_bits(amax / d)) {
+        FAIL_CHECK(fmt::format("amax = {:a}, d = {:a}: {:a} != {:a}", amax, d, q, amax / d));
+        break;
+      }
+    }
   }
 
   // Every divisor significand: about a minute on one core. Run with --no-skip.

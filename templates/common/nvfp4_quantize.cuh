@@ -113,10 +113,8 @@ NVFP4_HD unsigned umin3(unsigned a, unsigned b, unsigned c) {
 // integer, ties to even. The three are the pieces of a concave function, so the code is their
 // least, saturated at 7; positive floats order as their bits, so the least is two integer
 // minimums: five instructions instead of a dozen compares and selects.
-// With a power of two s, the code of q * s: s goes into the roundings' multipliers (the middle
-// one an FMA for an add), so a scaled quotient costs nothing more.
-NVFP4_HD unsigned e2m1_code_plus_2p23(float q, float s = 1.0f) {
-  const float t1 = fma_rn(q, 2.0f * s, 8388608.0f), t2 = fma_rn(q, s, 8388610.0f), t3 = fma_rn(q, 0.5f * s, 8388612.0f);
+NVFP4_HD unsigned e2m1_code_plus_2p23(float q) {
+  const float t1 = fma_rn(q, 2.0f, 8388608.0f), t2 = add_rn(q, 8388610.0f), t3 = fma_rn(q, 0.5f, 8388612.0f);
   const unsigned m = umin3(float_to_bits(t1), float_to_bits(t2), float_to_bits(t3));
   return m < 0x4B000007u ? m : 0x4B000007u;
 }
@@ -228,29 +226,36 @@ NVFP4_HD unsigned e2m1x8_satfinite(const float (&q)[8]) {
 #endif
 }
 
-// The nibbles of magnitudes a[8 WORDS] / d * s (d > 0, rd = RN(1/d) when FAST, s a power of
-// two: 1 but for the codes of quantize_magnitudes' scaled divisor) with the signs in `signs`
-// (bit 3 of nibble i, one word per 8 values). By the hardware's conversion, a word's eight at
-// once (s = 1 only); else, from the last value to the first, the codes' bits (2^23 + code) are
+// The nibbles of magnitudes a[8 WORDS] / d (d > 0, rd = RN(1/d) when FAST) with the signs in
+// `signs` (bit 3 of nibble i, one word per 8 values). By the hardware's conversion, a word's
+// eight at once; else, from the last value to the first, the codes' bits (2^23 + code) are
 // accumulated as acc * 16 + bits, whose 2^23 parts sum to a constant taken off once (modulo
 // 2^32): one instruction per value for the packing.
 template <bool FAST, bool NARROW, int WORDS>
-NVFP4_HD void pack_magnitudes(const float (&a)[8 * WORDS], const unsigned (&signs)[WORDS], float d, float rd, float s,
+NVFP4_HD void pack_magnitudes(const float (&a)[8 * WORDS], const unsigned (&signs)[WORDS], float d, float rd,
                               unsigned (&packed)[WORDS]) {
   auto quotient = [&](int i) { return FAST ? divide_rn_nonneg<NARROW>(a[i], d, rd) : a[i] / d; };
   for (int w = 0; w < WORDS; ++w) {
 #if NVFP4_E2M1_BY_PAIRS
-    (void)s;
     float q[8];
     for (int i = 0; i < 8; ++i) q[i] = quotient(8 * w + i);
     packed[w] = e2m1x8_satfinite(q) | (signs[w] & 0x88888888u);
 #else
     constexpr unsigned kOffset = 0x4B000000u + (0x4B000000u << 4);  // 0x4B000000 * 0x11111111 mod 2^32
     unsigned codes = 0u;
-    for (int i = 7; i >= 0; --i) codes = codes * 16u + e2m1_code_plus_2p23(quotient(8 * w + i), s);
+    for (int i = 7; i >= 0; --i) codes = codes * 16u + e2m1_code_plus_2p23(quotient(8 * w + i));
     packed[w] = (codes - kOffset) | (signs[w] & 0x88888888u);
 #endif
   }
+}
+
+// Whether the reciprocal path divides a block by d: d in [2^-100, 2^100], and where the codes
+// come from the conversion instruction (by_pairs), no quotient of the block's largest magnitude
+// past 2^126. An overflowing quotient is NaN on that path: the least-of-three codes saturate it
+// (code 7, as the IEEE quotient's Inf gets), but what the conversion makes of a NaN is not the
+// PTX ISA's word, so those blocks take IEEE division there.
+NVFP4_HD bool reciprocal_divides(float amax, float d, bool by_pairs = NVFP4_E2M1_BY_PAIRS) {
+  return d >= 0x1p-100f && d <= 0x1p100f && (!by_pairs || amax < 0x1p126f * d);
 }
 
 // A global scale and its reciprocal, made once for all the blocks a thread quantizes with it.
@@ -279,25 +284,16 @@ NVFP4_HD unsigned char quantize_magnitudes(const float (&a)[8 * WORDS], float am
   const unsigned char scale = e4m3_round_satfinite(q < 0x1p100f ? q : 0x1p100f, decoded);
   const float d = mul_rn(decoded, gscale);
   if (d == 0.0f) return scale;
-#if defined(__CUDA_ARCH__) && !NVFP4_E2M1_BY_PAIRS
-  // One path for every d, no branch: the reciprocal path needs d in [2^-100, 2^100], so an
-  // extreme d (a global scale past 2^+-91) is scaled into it by s = 2^+-64 (d is at least the
-  // smallest subnormal and at most amax / 3: d * s lies in [2^-85, 2^64]), and the codes are
-  // taken of the quotients times s. That product is exact wherever the code is neither 0 nor
-  // 7: a scaled quotient too small to be a normal float is one of a true quotient below 2^-62
-  // (code 0 either way), one that overflows (Inf, or NaN on the FMA path) one of a true
-  // quotient past 2^64, and the codes' minimums take both to 7. (A second, inlined copy of the
-  // block's division for extreme d cost RMSNorm 3% at 8192 x 8192 on the H100: perf-log.md.)
-  const float s = d < 0x1p-100f ? 0x1p64f : d > 0x1p100f ? 0x1p-64f : 1.0f;
-  const float ds = mul_rn(d, s);
-  pack_magnitudes<true, NARROW, WORDS>(a, signs, ds, rcp_rn(ds), s, packed);
+  // One uniform branch per block, not one per value: the reciprocal path unless d is extreme
+  // (or, for the conversion instruction's codes, a quotient could overflow). The range is
+  // written out for the least-of-three codes: through the function ptxas lays the branch out
+  // the other way round, which was not measured.
+#if NVFP4_E2M1_BY_PAIRS
+  if (reciprocal_divides(amax, d)) pack_magnitudes<true, NARROW, WORDS>(a, signs, d, rcp_rn(d), packed);
 #else
-  // The CPU reference, and the GPUs whose codes come from the conversion instruction (where s
-  // would cost a multiply a value): one uniform branch per block, not one per value, to the
-  // reciprocal path unless d is extreme.
-  if (d >= 0x1p-100f && d <= 0x1p100f) pack_magnitudes<true, NARROW, WORDS>(a, signs, d, rcp_rn(d), 1.0f, packed);
-  else pack_magnitudes<false, NARROW, WORDS>(a, signs, d, 0.0f, 1.0f, packed);
+  if (d >= 0x1p-100f && d <= 0x1p100f) pack_magnitudes<true, NARROW, WORDS>(a, signs, d, rcp_rn(d), packed);
 #endif
+  else pack_magnitudes<false, NARROW, WORDS>(a, signs, d, 0.0f, packed);
   return scale;
 }
 
