@@ -472,6 +472,39 @@ TEST_SUITE("row_quantize") {
           std::count_if(usual.begin(), usual.end(), [](const KernelSpec& s) { return s.op == Op::rmsnorm_quantize; }));
   }
 
+  TEST_CASE("SwiGLU and MoE staging slices on few rows give each block to two threads, and a prewarm holds them") {
+    using namespace nvfp4::jit::detail;
+    auto spec = [](Op op, DType in, int64_t group, bool whole_rows, bool few_rows) {
+      RowKernel kernel;
+      kernel.op = op, kernel.k = 4096, kernel.in = kernel.weight = in, kernel.group = group;
+      kernel.whole_rows = whole_rows, kernel.few_rows = few_rows;
+      return row_quantize_spec(Arch::sm_90a, kernel);
+    };
+    for (Op op : {Op::swiglu_quantize, Op::moe_stage})
+      for (DType in : {DType::bf16, DType::fp16}) {
+        CAPTURE(int(op));
+        const KernelSpec few = spec(op, in, 0, false, true), many = spec(op, in, 0, false, false);
+        CHECK(few.tile.split_k == 2);  // spread: two threads a block
+        CHECK(few.tile.block_k == 64);  // slices of 64 blocks, 64 x 2 threads
+        CHECK(few.tile.threads == 128);
+        CHECK(many.tile.split_k == 0);
+        CHECK(spec(op, in, 0, true, true).tile.split_k == 0);  // whole rows (a computed global scale)
+        CHECK(spec(op, DType::fp32, 0, false, true).tile.split_k == 0);
+      }
+    // SwiGLU whose gates and ups interleave inside a block: whole blocks a thread
+    CHECK(spec(Op::swiglu_quantize, DType::bf16, 8, false, true).tile.split_k == 0);
+    CHECK(spec(Op::swiglu_quantize, DType::bf16, 32, false, true).tile.split_k == 2);
+    PrewarmVariants v;
+    REQUIRE(set_prewarm_variants(v, "a-from=swiglu,stage").empty());
+    const auto specs = prewarm_specs({WeightShape{"experts", 2048, 4096, 8, v}}, {Arch::sm_90a});
+    for (Op op : {Op::swiglu_quantize, Op::moe_stage})
+      for (bool few_rows : {false, true}) {
+        CAPTURE(int(op));
+        CAPTURE(few_rows);
+        CHECK(std::find(specs.begin(), specs.end(), spec(op, DType::bf16, 0, false, few_rows)) != specs.end());
+      }
+  }
+
   TEST_CASE("a prewarm holds the quantizers of the ops a weight's a-from names, and only those") {
     using namespace nvfp4::jit::detail;
     auto ops_of = [](const std::string& a_from, int32_t groups) {
