@@ -226,16 +226,16 @@ NVFP4_HD unsigned e2m1x8_satfinite(const float (&q)[8]) {
 #endif
 }
 
-// The nibbles of magnitudes a[8 WORDS] / d (d > 0, rd = RN(1/d) when FAST) with the signs in
-// `signs` (bit 3 of nibble i, one word per 8 values). By the hardware's conversion, a word's
-// eight at once; else, from the last value to the first, the codes' bits (2^23 + code) are
-// accumulated as acc * 16 + bits, whose 2^23 parts sum to a constant taken off once (modulo
-// 2^32): one instruction per value for the packing.
-template <bool FAST, bool NARROW, int WORDS>
-NVFP4_HD void pack_magnitudes(const float (&a)[8 * WORDS], const unsigned (&signs)[WORDS], float d, float rd,
-                              unsigned (&packed)[WORDS]) {
+// The nibbles of magnitudes a[8 PACKED] / d as PACKED words of 8 (d > 0, rd = RN(1/d) when
+// FAST) with the signs in `signs` (bit 3 of nibble i, one word per 8 values). By the hardware's
+// conversion, a word's eight at once; else, from the last value to the first, the codes' bits
+// (2^23 + code) are accumulated as acc * 16 + bits, whose 2^23 parts sum to a constant taken
+// off once (modulo 2^32): one instruction per value for the packing.
+template <bool FAST, bool NARROW, int PACKED>
+NVFP4_HD void pack_magnitudes(const float (&a)[8 * PACKED], const unsigned (&signs)[PACKED], float d, float rd,
+                              unsigned (&packed)[PACKED]) {
   auto quotient = [&](int i) { return FAST ? divide_rn_nonneg<NARROW>(a[i], d, rd) : a[i] / d; };
-  for (int w = 0; w < WORDS; ++w) {
+  for (int w = 0; w < PACKED; ++w) {
 #if NVFP4_E2M1_BY_PAIRS
     float q[8];
     for (int i = 0; i < 8; ++i) q[i] = quotient(8 * w + i);
@@ -264,14 +264,14 @@ struct GlobalScale {
   NVFP4_HD explicit GlobalScale(float g) : value(g), reciprocal(rcp_rn(g)) {}
 };
 
-// A block's scale and nibbles from its magnitudes a (16 of them, or the 8 of half a block:
-// WORDS), the block's largest (finite) `amax` and the values' signs; NARROW as for
+// A block's scale and nibbles from its magnitudes a (16 of them, or the 8 of half a block: PACKED
+// words of 8 nibbles), the block's largest (finite) `amax` and the values' signs; NARROW as for
 // divide_rn_nonneg.
-template <bool NARROW, int WORDS>
-NVFP4_HD unsigned char quantize_magnitudes(const float (&a)[8 * WORDS], float amax, const unsigned (&signs)[WORDS],
-                                           GlobalScale g, unsigned (&packed)[WORDS]) {
+template <bool NARROW, int PACKED>
+NVFP4_HD unsigned char quantize_magnitudes(const float (&a)[8 * PACKED], float amax, const unsigned (&signs)[PACKED],
+                                           GlobalScale g, unsigned (&packed)[PACKED]) {
   const float gscale = g.value;
-  for (int w = 0; w < WORDS; ++w) packed[w] = 0u;
+  for (int w = 0; w < PACKED; ++w) packed[w] = 0u;
   // (amax / 6) / gscale, both divisions correctly rounded: by reciprocals and FMA corrections
   // unless amax or gscale is extreme (the scale needs exact quotients from 2^-10 up, where
   // the corrections' remainders stay exact), else IEEE division. Quotients past 2^100 (an
@@ -289,11 +289,11 @@ NVFP4_HD unsigned char quantize_magnitudes(const float (&a)[8 * WORDS], float am
   // written out for the least-of-three codes: through the function ptxas lays the branch out
   // the other way round, which was not measured.
 #if NVFP4_E2M1_BY_PAIRS
-  if (reciprocal_divides(amax, d)) pack_magnitudes<true, NARROW, WORDS>(a, signs, d, rcp_rn(d), packed);
+  if (reciprocal_divides(amax, d)) pack_magnitudes<true, NARROW, PACKED>(a, signs, d, rcp_rn(d), packed);
 #else
-  if (d >= 0x1p-100f && d <= 0x1p100f) pack_magnitudes<true, NARROW, WORDS>(a, signs, d, rcp_rn(d), packed);
+  if (d >= 0x1p-100f && d <= 0x1p100f) pack_magnitudes<true, NARROW, PACKED>(a, signs, d, rcp_rn(d), packed);
 #endif
-  else pack_magnitudes<false, NARROW, WORDS>(a, signs, d, 0.0f, packed);
+  else pack_magnitudes<false, NARROW, PACKED>(a, signs, d, 0.0f, packed);
   return scale;
 }
 
