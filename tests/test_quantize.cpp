@@ -415,6 +415,15 @@ TEST_SUITE("quantize") {
         specs.push_back(row_quantize_spec(op, arch, 4096, DType::bf16, ScaleLayout::swizzled128x4));
     }
     test::check_kernel_sass(specs, "F2FP.SATFINITE.E2M1.F32", 8);  // four a word, two words a block
+    // the few-row SwiGLU and staging kernels: each thread half a block, one word
+    std::vector<KernelSpec> halves;
+    for (Arch arch : {Arch::sm_100a, Arch::sm_120a})
+      for (Op op : {Op::swiglu_quantize, Op::moe_stage}) {
+        RowKernel kernel;
+        kernel.op = op, kernel.k = 4096, kernel.whole_rows = false, kernel.few_rows = true;
+        halves.push_back(row_quantize_spec(arch, kernel));
+      }
+    test::check_kernel_sass(halves, "F2FP.SATFINITE.E2M1.F32", 4);
   }
 
   TEST_CASE("bad arguments get an error naming the argument") {
