@@ -280,14 +280,20 @@ struct RowQuantizer {
     return acc;
   }
 
+  // The swizzled layout's padding blocks of row r, zeroed by its last slice's threads.
+  static __device__ __forceinline__ void zero_padding_scales(const RowQuantizeParams& p, long long r, long long s) {
+    if (s == SLICES - 1)
+      for (long long kb = KBLOCKS + threadIdx.x; kb < KBLOCKS_PADDED; kb += THREADS * SPREAD)
+        p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = 0;
+  }
+
   // Few rows of MoE staging or SwiGLU (HALVES): thread t makes values 8 (t % 2)..+7 of block t / 2
   // of the slice, which halves a warp's serial chain of instructions; the block's largest
   // magnitude comes by one shuffle, so the bits are those of the whole block's quantizer.
   static __device__ __forceinline__ void process_halves(const RowQuantizeParams& p, long long item) {
     const int t = threadIdx.x, half = t % 2, local = t / 2;
     const long long r = item / SLICES, s = item % SLICES, kb = s * SLICE + local;
-    if (s == SLICES - 1)
-      for (long long b = KBLOCKS + t; b < KBLOCKS_PADDED; b += THREADS * SPREAD) p.scales[scale_offset<SCALE_LAYOUT>(r, b, KBLOCKS)] = 0;
+    zero_padding_scales(p, r, s);
     const bool has = local < SLICE && kb < KBLOCKS;
     if (r >= p.rows) {  // a padding row of the swizzled layout
       if (has && half == 0) p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = 0;
@@ -321,8 +327,7 @@ struct RowQuantizer {
                                                  const Weights& held_weights, float* scratch) {
     const int t = threadIdx.x;
     const long long r = item / SLICES, s = item % SLICES;
-    if (s == SLICES - 1)
-      for (long long kb = KBLOCKS + t; kb < KBLOCKS_PADDED; kb += THREADS * SPREAD) p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = 0;
+    zero_padding_scales(p, r, s);
     if (r >= p.rows) {  // a padding row of the swizzled layout
 #pragma unroll
       for (int o = 0; o < OWNED; ++o)

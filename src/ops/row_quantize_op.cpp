@@ -63,9 +63,10 @@ struct RowShape {
 RowShape row_shape(const RowKernel& kernel) {
   const int64_t blocks = kernel.k / 16;
   const int64_t per_thread = kernel.op == Op::swiglu_quantize ? 1 : 2;
-  auto threads_for = [&](int64_t most) { return int(std::clamp<int64_t>((blocks + 32 * per_thread - 1) / (32 * per_thread) * 32, 32, most)); };
+  // warps enough for `per` blocks a thread, at most `most` threads
+  auto threads_for = [&](int64_t most, int64_t per) { return int(std::clamp<int64_t>((blocks + 32 * per - 1) / (32 * per) * 32, 32, most)); };
   if (kernel.whole_rows) {
-    const int threads = threads_for(1024);
+    const int threads = threads_for(1024, per_thread);
     // Few rows (a CTA a row, SMs idle): a row's two blocks a thread go to two threads after the
     // sum of squares, which halves each warp's serial chain of instructions. Up to 512 threads
     // (more spill at 64 registers), and not for fp32 mHC (spills at 128).
@@ -83,10 +84,10 @@ RowShape row_shape(const RowKernel& kernel) {
   const bool halves = kernel.in != DType::fp32 &&
                       (kernel.op == Op::moe_stage || (kernel.op == Op::swiglu_quantize && (kernel.group == 0 || kernel.group >= 16)));
   if (kernel.few_rows && halves) {
-    const int threads = int(std::clamp<int64_t>((blocks + 31) / 32 * 32, 32, 64));
+    const int threads = threads_for(64, 1);
     return {threads, std::min<int64_t>(blocks, threads), 512 / threads, 2};
   }
-  const int threads = threads_for(128);
+  const int threads = threads_for(128, per_thread);
   return {threads, std::min<int64_t>(blocks, threads * per_thread), sixteen_bit_swiglu ? 1024 / threads : 0};
 }
 
