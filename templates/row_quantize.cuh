@@ -17,6 +17,7 @@
 #pragma once
 #include "common/fused_math.cuh"
 #include "common/global_scale.cuh"
+#include "common/held_blocks.cuh"
 #include "common/nvfp4_quantize.cuh"
 #include "common/params.cuh"
 #include "common/router_ids.cuh"
@@ -50,60 +51,6 @@ __device__ __forceinline__ float cta_reduce(float v, float* scratch, Op op) {
   __syncthreads();  // scratch is reused
   return r;
 }
-
-// Blocks of 16 values a thread holds: 16-bit values two per word, as loaded or as a prologue
-// rounded them (every value is one the dtype represents, so packing is exact), fp32 values as
-// floats; quantized as quantize does from either.
-template <int DTYPE, int BLOCKS>
-struct HeldBlocks {
-  static constexpr bool WORDS = DTYPE != DTYPE_FP32;
-  float x[WORDS ? 1 : BLOCKS][16];
-  unsigned w[WORDS ? BLOCKS : 1][8];
-
-  __device__ __forceinline__ void load(int j, const char* src) {
-    if constexpr (WORDS) load_words<8>(src, w[j]);
-    else load_as_float<DTYPE, 16>(src, x[j]);
-  }
-  __device__ __forceinline__ void store(int j, char* dst) const {
-    if constexpr (WORDS) store_words<8>(dst, w[j]);
-    else store_converted<DTYPE, 16>(dst, x[j]);
-  }
-  __device__ __forceinline__ void put(int j, const float (&v)[16]) {
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      if constexpr (WORDS) {
-        if (i % 2 == 0) w[j][i / 2] = DTYPE == DTYPE_BF16 ? pack_bf16x2(v[i], v[i + 1]) : pack_fp16x2(v[i], v[i + 1]);
-      } else {
-        x[j][i] = v[i];
-      }
-    }
-  }
-  __device__ __forceinline__ void get(int j, float (&v)[16]) const {
-#pragma unroll
-    for (int i = 0; i < 16; ++i) {
-      if constexpr (WORDS) {
-        const unsigned h = i % 2 ? w[j][i / 2] >> 16 : w[j][i / 2] & 0xFFFFu;
-        v[i] = DTYPE == DTYPE_BF16 ? bf16_bits_to_float(h) : fp16_bits_to_float(h);
-      } else {
-        v[i] = x[j][i];
-      }
-    }
-  }
-  template <int OTHER_BLOCKS>
-  __device__ __forceinline__ void copy(int j, const HeldBlocks<DTYPE, OTHER_BLOCKS>& from, int i) {
-    if constexpr (WORDS) {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) w[j][e] = from.w[i][e];
-    } else {
-#pragma unroll
-      for (int e = 0; e < 16; ++e) x[j][e] = from.x[i][e];
-    }
-  }
-  __device__ __forceinline__ unsigned char quantize(int j, GlobalScale gscale, unsigned (&packed)[2]) const {
-    if constexpr (WORDS) return quantize_block16_16bit<DTYPE>(w[j], gscale, packed);
-    else return quantize_block16(x[j], gscale, packed);
-  }
-};
 
 template <int PROLOGUE, int IN_DTYPE, int WEIGHT_DTYPE, long long K, long long GROUP, int N_HC, int SCALE_LAYOUT,
           int THREADS, long long SLICE, int SPREAD>
@@ -314,13 +261,21 @@ struct RowQuantizer {
     } else {
       silu_mul_fp16<GROUP, 4>(in[0], in[CHUNKS - 1], h);
     }
+    const GlobalScale g(global_scale(p.gscale_mode, p.gscale_value, p.gscale_ptr, r));
+    if (g.reciprocal_suffices()) quantize_half<DIVIDE_RECIPROCAL>(p, h, g, r, kb, has);
+    else quantize_half<DIVIDE_EITHER>(p, h, g, r, kb, has);
+  }
+
+  // The nibbles of this thread's half of block kb (values h) and the scale from its even lane.
+  template <int DIVISION>
+  static __device__ __forceinline__ void quantize_half(const RowQuantizeParams& p, const unsigned (&h)[4], GlobalScale g,
+                                                       long long r, long long kb, bool has) {
     unsigned packed;
-    const unsigned char scale =
-        quantize_half_block16_16bit<IN_DTYPE>(h, GlobalScale(global_scale(p.gscale_mode, p.gscale_value, p.gscale_ptr, r)), packed);
-    if (has) {
-      if (half == 0) p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = scale;
-      *reinterpret_cast<unsigned*>(p.packed + r * p.packed_stride + kb * 8 + 4 * half) = packed;
-    }
+    const unsigned char scale = quantize_half_block16_16bit<IN_DTYPE, DIVISION>(h, g, packed);
+    if (!has) return;
+    const int half = threadIdx.x % 2;
+    if (half == 0) p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = scale;
+    *reinterpret_cast<unsigned*>(p.packed + r * p.packed_stride + kb * 8 + 4 * half) = packed;
   }
 
   static __device__ __forceinline__ void process(const RowQuantizeParams& p, const Item& it, long long item,
@@ -396,16 +351,23 @@ struct RowQuantizer {
     if (!computed) gscale = global_scale(p.gscale_mode, p.gscale_value, p.gscale_ptr, r);
     const GlobalScale g(gscale);
 
+    if (g.reciprocal_suffices()) quantize_owned<DIVIDE_RECIPROCAL>(p, v, r, s, g);
+    else quantize_owned<DIVIDE_EITHER>(p, v, r, s, g);
+
+    if constexpr (PROLOGUE == ROW_PLAIN) copy_router_outputs(p, r, s, THREADS);
+  }
+
+  // The blocks this thread owns of row r, slice s, quantized and stored.
+  template <int DIVISION>
+  static __device__ __forceinline__ void quantize_owned(const RowQuantizeParams& p, const Values& v, long long r, long long s,
+                                                        GlobalScale g) {
 #pragma unroll
     for (int o = 0; o < OWNED; ++o) {
       if (!has_block(s, owned_block(o))) break;
       const long long kb = block_of(s, owned_block(o));
-      unsigned packed[2];
-      p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = v.quantize(o, g, packed);
-      *reinterpret_cast<uint2*>(p.packed + r * p.packed_stride + kb * 8) = make_uint2(packed[0], packed[1]);
+      v.template quantize_store<DIVISION>(o, g, p.packed + r * p.packed_stride + kb * 8,
+                                          &p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)]);
     }
-
-    if constexpr (PROLOGUE == ROW_PLAIN) copy_router_outputs(p, r, s, THREADS);
   }
 
   // MoE staging: row r's top-k ids (and weights) copied by the first slice's `threads` threads.

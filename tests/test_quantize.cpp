@@ -298,6 +298,43 @@ TEST_SUITE("quantize") {
     }
   }
 
+  // A kernel quantizes every block of a global scale g by reciprocals (DIVIDE_RECIPROCAL) where
+  // GlobalScale(g).reciprocal_suffices(): the scale's divisions there for an amax below 2^-90
+  // (which DIVIDE_EITHER divides by IEEE division) give the same E4M3 code, and every nonzero
+  // decoded scale times g is a d the reciprocal path divides by.
+  TEST_CASE("where a global scale lets a kernel take reciprocals for every block, they give its bits") {
+    std::mt19937 rng(std::random_device{}());
+    auto fma = [](float a, float b, float c) { return std::fma(a, b, c); };
+    auto mantissa = [&] { return 1.0f + float(rng() % 8388608) / 8388608.0f; };
+    int taken = 0;
+    for (int i = 0; i < 1000000; ++i) {
+      const float g = std::ldexp(mantissa(), int(rng() % 200) - 100);  // [2^-100, 2^100): the range's edges both sides
+      if (!nvfp4k::GlobalScale(g).reciprocal_suffices()) {
+        CHECK((g < 0x1p-70f || g > 0x1p90f));
+        continue;
+      }
+      ++taken;
+      // an amax below 2^-90, subnormals too
+      const float amax = i % 5 == 0 ? bits_to_float(unsigned(rng()) % 0x00800000u) : std::ldexp(mantissa(), -91 - int(rng() % 36));
+      for (bool narrow : {false, true}) {
+        const float a6 = narrow ? divide_rn_nonneg_with<true>(amax, 6.0f, 0x1.555556p-3f, fma)
+                                : divide_rn_nonneg_with(amax, 6.0f, 0x1.555556p-3f, fma);
+        const float q = divide_rn_nonneg_with(a6, g, 1.0f / g, fma);
+        const unsigned got = float_to_e4m3_satfinite(q < 0x1p100f ? q : 0x1p100f), want = float_to_e4m3_satfinite(amax / 6.0f / g);
+        if (got != want) {
+          FAIL_CHECK(fmt::format("amax = {:a}, g = {:a}{}: scale code {} != {}", amax, g, narrow ? " (narrow)" : "", got, want));
+          return;
+        }
+      }
+      const float d_min = 0x1p-9f * g, d_max = 448.0f * g;  // the least and largest nonzero decoded scales
+      if (!reciprocal_divides(0.0f, d_min, false) || !reciprocal_divides(0.0f, d_max, false)) {
+        FAIL_CHECK(fmt::format("g = {:a}: d from {:a} to {:a} leaves the reciprocal path's range", g, d_min, d_max));
+        return;
+      }
+    }
+    CHECK(taken > 400000);
+  }
+
   TEST_CASE("block decisions: zero, NaN, Inf, saturation, subnormal scale") {
     float x[16];
     unsigned packed[2];

@@ -258,16 +258,30 @@ NVFP4_HD bool reciprocal_divides(float amax, float d, bool by_pairs = NVFP4_E2M1
   return d >= 0x1p-100f && d <= 0x1p100f && (!by_pairs || amax < 0x1p126f * d);
 }
 
+// How a block quantizer divides. A block with an extreme amax, global scale or d needs IEEE
+// division, the rest take reciprocals and FMA corrections (the same bits): DIVIDE_EITHER picks
+// per block behind a branch. DIVIDE_RECIPROCAL takes reciprocals for every block, for a global
+// scale whose blocks all may (GlobalScale::reciprocal_suffices): a kernel branches once on that
+// around all its blocks, so that its hot path has no copy of the rare path's code (two more divisions and a second
+// copy of the quotients and codes) between the quotients and the stores.
+constexpr int DIVIDE_EITHER = 0, DIVIDE_RECIPROCAL = 1;
+
 // A global scale and its reciprocal, made once for all the blocks a thread quantizes with it.
 struct GlobalScale {
   float value, reciprocal;
   NVFP4_HD explicit GlobalScale(float g) : value(g), reciprocal(rcp_rn(g)) {}
+  // Whether every block quantized with this global scale takes the reciprocal path by
+  // DIVIDE_EITHER, or gets the same bits on it: for g in [2^-70, 2^90] every nonzero d lies in
+  // [2^-79, 2^99], and the scale's quotients are exact from amax = 2^-90 up; below, both paths
+  // give a quotient far under 2^-10, the scale 0 (tests/test_quantize.cpp). Not where the
+  // conversion instruction makes the codes: a block's d there must also exceed amax / 2^126.
+  NVFP4_HD bool reciprocal_suffices() const { return !NVFP4_E2M1_BY_PAIRS && value >= 0x1p-70f && value <= 0x1p90f; }
 };
 
 // A block's scale and nibbles from its magnitudes a (16 of them, or the 8 of half a block: PACKED
 // words of 8 nibbles), the block's largest (finite) `amax` and the values' signs; NARROW as for
 // divide_rn_nonneg.
-template <bool NARROW, int PACKED>
+template <bool NARROW, int PACKED, int DIVISION>
 NVFP4_HD unsigned char quantize_magnitudes(const float (&a)[8 * PACKED], float amax, const unsigned (&signs)[PACKED],
                                            GlobalScale g, unsigned (&packed)[PACKED]) {
   const float gscale = g.value;
@@ -277,27 +291,29 @@ NVFP4_HD unsigned char quantize_magnitudes(const float (&a)[8 * PACKED], float a
   // the corrections' remainders stay exact), else IEEE division. Quotients past 2^100 (an
   // overflow is NaN on the FMA path) all saturate the scale, so they are clamped first.
   const bool fast_scale = amax >= 0x1p-90f && gscale >= 0x1p-90f && gscale <= 0x1p90f;
-  const float q = fast_scale
+  const float q = DIVISION == DIVIDE_RECIPROCAL || fast_scale
                       ? divide_rn_nonneg(divide_rn_nonneg<NARROW>(amax, 6.0f, 0x1.555556p-3f), gscale, g.reciprocal)
                       : div_rn(div_rn(amax, 6.0f), gscale);
   float decoded;
   const unsigned char scale = e4m3_round_satfinite(q < 0x1p100f ? q : 0x1p100f, decoded);
   const float d = mul_rn(decoded, gscale);
   if (d == 0.0f) return scale;
-  // One uniform branch per block, not one per value: the reciprocal path unless d is extreme
-  // (or, for the conversion instruction's codes, a quotient could overflow). The range is
+  // The reciprocal path unless d is extreme (or, for the conversion instruction's codes, a
+  // quotient could overflow): one uniform branch per block, not one per value. The range is
   // written out for the least-of-three codes: through the function ptxas lays the branch out
   // the other way round, which was not measured.
 #if NVFP4_E2M1_BY_PAIRS
-  if (reciprocal_divides(amax, d)) pack_magnitudes<true, NARROW, PACKED>(a, signs, d, rcp_rn(d), packed);
+  const bool reciprocal = reciprocal_divides(amax, d);
 #else
-  if (d >= 0x1p-100f && d <= 0x1p100f) pack_magnitudes<true, NARROW, PACKED>(a, signs, d, rcp_rn(d), packed);
+  const bool reciprocal = d >= 0x1p-100f && d <= 0x1p100f;
 #endif
+  if (DIVISION == DIVIDE_RECIPROCAL || reciprocal) pack_magnitudes<true, NARROW, PACKED>(a, signs, d, rcp_rn(d), packed);
   else pack_magnitudes<false, NARROW, PACKED>(a, signs, d, 0.0f, packed);
   return scale;
 }
 
 // Quantizes one block of 16; packed[0] holds elements 0..7 (element 0 in the low nibble).
+template <int DIVISION = DIVIDE_EITHER>
 NVFP4_HD unsigned char quantize_block16(const float (&x)[16], GlobalScale g, unsigned (&packed)[2]) {
   // |x| as bits: their integer order is the float order, and NaN / Inf sit at 0x7F800000 and up.
   unsigned amax_bits = 0, signs[2] = {0u, 0u};
@@ -314,7 +330,7 @@ NVFP4_HD unsigned char quantize_block16(const float (&x)[16], GlobalScale g, uns
   // each value's top nibble shifted in, from the last to the first: its sign lands on bit 3
   for (int w = 0; w < 2; ++w)
     for (int i = 7; i >= 0; --i) signs[w] = shift_in_top_nibble(signs[w], float_to_bits(x[8 * w + i]));
-  return quantize_magnitudes<false, 2>(a, bits_to_float(amax_bits), signs, g, packed);
+  return quantize_magnitudes<false, 2, DIVISION>(a, bits_to_float(amax_bits), signs, g, packed);
 }
 
 // The largest magnitude among the 16-bit values of WORDS words (4 or 8) as its bits, from
@@ -332,7 +348,7 @@ NVFP4_HD unsigned amax_16bit(const unsigned (&m)[WORDS]) {
 
 // A block's scale, from the 16-bit bits amax16 of its largest magnitude, and the nibbles of WORDS
 // words of its values w (m: w without signs): all 8 words of a block, or the 4 of half of one.
-template <int DTYPE, int WORDS>
+template <int DTYPE, int WORDS, int DIVISION>
 NVFP4_HD unsigned char quantize_16bit_words(const unsigned (&w)[WORDS], const unsigned (&m)[WORDS], unsigned amax16,
                                             GlobalScale g, unsigned (&packed)[WORDS / 4]) {
   static_assert(DTYPE == DTYPE_BF16 || DTYPE == DTYPE_FP16, "16-bit inputs");
@@ -348,30 +364,30 @@ NVFP4_HD unsigned char quantize_16bit_words(const unsigned (&w)[WORDS], const un
   unsigned signs[WORDS / 4];
   for (int i = 0; i < WORDS / 4; ++i) signs[i] = sign_nibbles(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
   const float amax = DTYPE == DTYPE_BF16 ? bits_to_float(amax16 << 16) : fp16_bits_to_float(amax16);
-  return quantize_magnitudes<true, WORDS / 4>(a, amax, signs, g, packed);
+  return quantize_magnitudes<true, WORDS / 4, DIVISION>(a, amax, signs, g, packed);
 }
 
 // The same for 16 BF16 or FP16 values as loaded, two per word (element 2j in word j's low
 // half): the largest magnitude from three-way 16-bit maximums, the signs by byte permutes, and
 // one FMA correction per quotient. The same bits as quantize_block16 on the widened values.
-template <int DTYPE>
+template <int DTYPE, int DIVISION = DIVIDE_EITHER>
 NVFP4_HD unsigned char quantize_block16_16bit(const unsigned (&w)[8], GlobalScale g, unsigned (&packed)[2]) {
   unsigned m[8];
   for (int i = 0; i < 8; ++i) m[i] = w[i] & 0x7FFF7FFFu;
-  return quantize_16bit_words<DTYPE, 8>(w, m, amax_16bit(m), g, packed);
+  return quantize_16bit_words<DTYPE, 8, DIVISION>(w, m, amax_16bit(m), g, packed);
 }
 
 #if defined(__CUDA_ARCH__)
 // quantize_block16_16bit of a block two lanes hold, values 0..7 in the even lane's w and 8..15
 // in its partner's (lane ^ 1): the block's largest magnitude by one shuffle, so both make its
 // scale (returned to both) and each its own half's nibbles. Every lane of the warp calls it.
-template <int DTYPE>
+template <int DTYPE, int DIVISION = DIVIDE_EITHER>
 __device__ __forceinline__ unsigned char quantize_half_block16_16bit(const unsigned (&w)[4], GlobalScale g, unsigned& packed) {
   unsigned m[4];
   for (int i = 0; i < 4; ++i) m[i] = w[i] & 0x7FFF7FFFu;
   const unsigned own = amax_16bit(m), other = __shfl_xor_sync(0xFFFFFFFFu, own, 1);
   unsigned word[1];
-  const unsigned char scale = quantize_16bit_words<DTYPE, 4>(w, m, own > other ? own : other, g, word);
+  const unsigned char scale = quantize_16bit_words<DTYPE, 4, DIVISION>(w, m, own > other ? own : other, g, word);
   packed = word[0];
   return scale;
 }

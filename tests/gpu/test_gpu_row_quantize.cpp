@@ -36,14 +36,15 @@ struct RowCase {
   int id_types = 0;           // MoE: bit 0 int64 ids in, bit 1 int64 ids out
   int n_hc = 0;               // mHC streams (in_pad also pads each stream)
   bool weight_fp32 = false;   // RMSNorm and mHC: an fp32 weight
+  float gs = 0.37f;           // the given global scale (per row: 1-4 times it)
 };
 
 std::string describe(const RowCase& c) {
   const char* names[] = {"rmsnorm_quantize", "swiglu_quantize", "moe_stage", "mhc_rmsnorm_quantize"};
   return fmt::format("{} rows={} k={} in={} layout={} scale={} interleave={} in_pad={} adversarial={} extras={} id_types={} "
-                     "n_hc={} weight_fp32={}",
+                     "n_hc={} weight_fp32={} gs={:a}",
                      names[int(c.op)], c.rows, c.k, int(c.in), int(c.layout), c.scale, c.interleave, c.in_pad, c.adversarial,
-                     c.extras, c.id_types, c.n_hc, c.weight_fp32);
+                     c.extras, c.id_types, c.n_hc, c.weight_fp32, c.gs);
 }
 
 // Whole adversarial rows over the first rows: zeros, one NaN, one Inf, huge values (their
@@ -86,7 +87,7 @@ void run_case(const RowCase& c, std::mt19937& rng) {
   const int64_t hc_stride = c.k + c.in_pad;
   const int64_t width = c.op == Fused::swiglu ? 2 * c.k : c.op == Fused::mhc ? c.n_hc * hc_stride : c.k;
   const int64_t in_stride = width + c.in_pad, topk = 4;
-  const float gs_value = 0.37f;
+  const float gs_value = c.gs;
   auto in = testutil::quantize_input(c.rows, width, in_stride, c.in, rng, c.adversarial, gs_value);
   if (c.adversarial) adversarial_rows(in, c.rows, width, in_stride, c.in);
   const DType wt = c.weight_fp32 ? DType::fp32 : c.in;
@@ -285,6 +286,27 @@ TEST_SUITE("gpu_row_quantize") {
     prewarm_kernels(cases);
     for (const RowCase& c : cases) run_case(c, rng);
     MESSAGE(cases.size() << " fused quantize cases bit-identical");
+  }
+
+  // The kernels quantize a row by reciprocals alone where its global scale lies in [2^-70, 2^90]
+  // (GlobalScale::reciprocal_suffices), else block by block: both sides of both edges, given
+  // for the tensor and per row (1-4 times the value), on few rows and on more rows than SMs.
+  TEST_CASE("fused quantizers at global scales on both sides of the reciprocal path's range") {
+    std::mt19937 rng(std::random_device{}());
+    std::vector<RowCase> cases;
+    for (float gs : {0x1p-149f, 0x1.fffffep-71f, 0x1p-70f, 0x1p90f, 0x1.000002p90f, 0x1p125f})
+      for (DType in : {DType::bf16, DType::fp32})
+        for (int64_t rows : {5, 200})
+          for (int scale : {0, 2}) {
+            const ScaleLayout layout = rows == 5 ? ScaleLayout::linear : ScaleLayout::swizzled128x4;
+            cases.push_back({Fused::rmsnorm, rows, 2080, in, layout, scale, 0, 0, true, true, 0, 0, false, gs});
+            cases.push_back({Fused::swiglu, rows, 2080, in, layout, scale, 0, 0, true, true, 0, 0, false, gs});
+            cases.push_back({Fused::moe, rows, 2080, in, layout, scale, 0, 0, true, true, 1, 0, false, gs});
+            cases.push_back({Fused::mhc, rows, 1024, in, layout, scale, 0, 0, true, true, 0, 2, true, gs});
+          }
+    prewarm_kernels(cases);
+    for (const RowCase& c : cases) run_case(c, rng);
+    MESSAGE(cases.size() << " fused quantize cases at extreme global scales bit-identical");
   }
 
   TEST_CASE("small fused quantizers for the sanitizers") {
