@@ -1,5 +1,5 @@
-// Blocks of 16 values a thread holds in registers (the quantize kernels' working set), and
-// their quantization.
+// Blocks of 16 values a thread of the fused quantizers holds in registers, and their
+// quantization.
 #pragma once
 #include "common/nvfp4_quantize.cuh"
 #include "common/vector_io.cuh"

@@ -261,9 +261,9 @@ NVFP4_HD bool reciprocal_divides(float amax, float d, bool by_pairs = NVFP4_E2M1
 // How a block quantizer divides. A block with an extreme amax, global scale or d needs IEEE
 // division, the rest take reciprocals and FMA corrections (the same bits): DIVIDE_EITHER picks
 // per block behind a branch. DIVIDE_RECIPROCAL takes reciprocals for every block, for a global
-// scale whose blocks all may (GlobalScale::reciprocal_suffices): a kernel branches once on that
-// around all its blocks, so that its hot path has no copy of the rare path's code (two more divisions and a second
-// copy of the quotients and codes) between the quotients and the stores.
+// scale whose blocks all may (GlobalScale::reciprocal_suffices): a kernel branches once on
+// that around all its blocks, so that its hot path holds no copy of the rare path's code (two
+// more divisions and a second copy of the quotients and codes) before its stores.
 constexpr int DIVIDE_EITHER = 0, DIVIDE_RECIPROCAL = 1;
 
 // A global scale and its reciprocal, made once for all the blocks a thread quantizes with it.
