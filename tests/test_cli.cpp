@@ -262,6 +262,11 @@ TEST_SUITE("cli") {
     CHECK(r.code == 2);
     CHECK(r.err.find("--weight-fp32 is for `bench rmsnorm-quantize`") != std::string::npos);
     CHECK(run(cli() + " bench rmsnorm-quantize --weight-fp32").code == 3);
+    r = run(cli() + " bench quantize --per-row");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("--per-row is for `bench rmsnorm-quantize`, `swiglu-quantize`, `mhc-rmsnorm-quantize` and `moe-stage`") !=
+          std::string::npos);
+    CHECK(run(cli() + " bench moe-stage --per-row").code == 3);
   }
 
   TEST_CASE("shapes out of range stop early, naming the manifest's file and line") {

@@ -184,14 +184,38 @@ struct QuantizeWorkload : Workload {
   double bytes() const override { return double(rows) * k * (2 + 0.5 + 1.0 / 16); }
 };
 
+// A fused bench's NVFP4 output: with a static activation scale (as ModelOpt's input_scale), or
+// with each row's global scale computed from its values (--per-row).
+struct FusedOutput {
+  bool per_row;
+  DeviceBuffer packed, scales, global_scales;
+  FusedOutput(int64_t rows, int64_t k, bool per_row_)
+      : per_row(per_row_), packed(rows * k / 2), scales(rows * k / 16), global_scales(per_row_ ? rows * 4 : 4) {}
+  QuantizedOutput get() const {
+    QuantizedOutput o;
+    o.data = packed.get();
+    o.scales = scales.get();
+    if (per_row) {
+      o.scale_mode = GlobalScaleMode::compute_per_row;
+      o.global_scale_out = global_scales.as<float>();
+    } else {
+      o.global_scale.value = 1.0f / 2688;
+    }
+    return o;
+  }
+  double bytes(int64_t rows) const { return per_row ? double(rows) * 4 : 0.0; }
+};
+
 // MoE staging of decode and prefill tokens: BF16 rows quantized with a static scale, and each
 // row's 8 router ids (int32) and weights copied beside them.
 struct MoeStageWorkload : Workload {
   static constexpr int64_t kTopk = 8;
   int64_t rows, k;
-  DeviceBuffer in, packed, scales, ids, weights, ids_out, weights_out;
-  MoeStageWorkload(int64_t rows_, int64_t k_, std::mt19937& rng)
-      : rows(rows_), k(k_), in(to_device(random_bf16(rows_ * k_, rng))), packed(rows_ * k_ / 2), scales(rows_ * k_ / 16),
+  DeviceBuffer in;
+  FusedOutput out;
+  DeviceBuffer ids, weights, ids_out, weights_out;
+  MoeStageWorkload(int64_t rows_, int64_t k_, bool per_row, std::mt19937& rng)
+      : rows(rows_), k(k_), in(to_device(random_bf16(rows_ * k_, rng))), out(rows_, k_, per_row),
         ids(to_device(std::vector<int32_t>(size_t(rows_ * kTopk), 3))), weights(to_device(std::vector<float>(size_t(rows_ * kTopk), 0.125f))),
         ids_out(rows_ * kTopk * 4), weights_out(rows_ * kTopk * 4) {}
   void run() const override {
@@ -199,9 +223,7 @@ struct MoeStageWorkload : Workload {
     a.tokens = in.get();
     a.rows = rows;
     a.k = k;
-    a.out.data = packed.get();
-    a.out.scales = scales.get();
-    a.out.global_scale.value = 1.0f / 2688;
+    a.out = out.get();
     a.topk = kTopk;
     a.topk_ids = ids.get();
     a.topk_weights = weights.as<float>();
@@ -209,7 +231,7 @@ struct MoeStageWorkload : Workload {
     a.topk_weights_out = weights_out.as<float>();
     moe_stage(a, nullptr);
   }
-  double bytes() const override { return double(rows) * k * (2 + 0.5 + 1.0 / 16) + double(rows) * kTopk * 16; }
+  double bytes() const override { return double(rows) * k * (2 + 0.5 + 1.0 / 16) + double(rows) * kTopk * 16 + out.bytes(rows); }
 };
 
 const char* dtype_label(DType dtype) { return dtype == DType::fp16 ? "FP16" : dtype == DType::fp32 ? "FP32" : "BF16"; }
@@ -235,11 +257,11 @@ struct RmsNormQuantizeWorkload : Workload {
   int64_t rows, k;
   DType dtype;
   bool weight_fp32;
-  DeviceBuffer in, weight, packed, scales;
-  RmsNormQuantizeWorkload(int64_t rows_, int64_t k_, DType dtype_, bool weight_fp32_, std::mt19937& rng)
+  DeviceBuffer in, weight;
+  FusedOutput out;
+  RmsNormQuantizeWorkload(int64_t rows_, int64_t k_, DType dtype_, bool weight_fp32_, bool per_row, std::mt19937& rng)
       : rows(rows_), k(k_), dtype(dtype_), weight_fp32(weight_fp32_), in(to_device(random_values(dtype_, size_t(rows_ * k_), rng))),
-        weight(to_device(random_values(weight_fp32_ ? DType::fp32 : dtype_, size_t(k_), rng))), packed(rows_ * k_ / 2),
-        scales(rows_ * k_ / 16) {}
+        weight(to_device(random_values(weight_fp32_ ? DType::fp32 : dtype_, size_t(k_), rng))), out(rows_, k_, per_row) {}
   void run() const override {
     RmsNormQuantizeArgs a;
     a.in = in.get();
@@ -248,12 +270,10 @@ struct RmsNormQuantizeWorkload : Workload {
     a.k = k;
     a.weight = weight.get();
     a.weight_fp32 = weight_fp32;
-    a.out.data = packed.get();
-    a.out.scales = scales.get();
-    a.out.global_scale.value = 1.0f / 2688;
+    a.out = out.get();
     rmsnorm_quantize(a, nullptr);
   }
-  double bytes() const override { return double(rows) * k * ((dtype == DType::fp32 ? 4 : 2) + 0.5 + 1.0 / 16); }
+  double bytes() const override { return double(rows) * k * ((dtype == DType::fp32 ? 4 : 2) + 0.5 + 1.0 / 16) + out.bytes(rows); }
 };
 
 // SwiGLU + quantize of an MoE or MLP down projection's input: gate and up as the two halves
@@ -261,23 +281,21 @@ struct RmsNormQuantizeWorkload : Workload {
 struct SwigluQuantizeWorkload : Workload {
   int64_t rows, k;
   DType dtype;
-  DeviceBuffer in, packed, scales;
-  SwigluQuantizeWorkload(int64_t rows_, int64_t k_, DType dtype_, std::mt19937& rng)
-      : rows(rows_), k(k_), dtype(dtype_),
-        in(to_device(random_values(dtype_, size_t(rows_ * 2 * k_), rng))),
-        packed(rows_ * k_ / 2), scales(rows_ * k_ / 16) {}
+  DeviceBuffer in;
+  FusedOutput out;
+  SwigluQuantizeWorkload(int64_t rows_, int64_t k_, DType dtype_, bool per_row, std::mt19937& rng)
+      : rows(rows_), k(k_), dtype(dtype_), in(to_device(random_values(dtype_, size_t(rows_ * 2 * k_), rng))),
+        out(rows_, k_, per_row) {}
   void run() const override {
     SwigluQuantizeArgs a;
     a.in = in.get();
     a.in_dtype = dtype;
     a.rows = rows;
     a.k = k;
-    a.out.data = packed.get();
-    a.out.scales = scales.get();
-    a.out.global_scale.value = 1.0f / 2688;
+    a.out = out.get();
     swiglu_quantize(a, nullptr);
   }
-  double bytes() const override { return double(rows) * k * (4 + 0.5 + 1.0 / 16); }
+  double bytes() const override { return double(rows) * k * (4 + 0.5 + 1.0 / 16) + out.bytes(rows); }
 };
 
 // mHC pre-block + RMSNorm + quantize (DeepSeek-V4: four streams, fp32 RMSNorm weight): X [rows,
@@ -285,11 +303,12 @@ struct SwigluQuantizeWorkload : Workload {
 struct MhcRmsNormQuantizeWorkload : Workload {
   static constexpr int64_t kStreams = 4;
   int64_t rows, k;
-  DeviceBuffer in, mix, weight, packed, scales;
-  MhcRmsNormQuantizeWorkload(int64_t rows_, int64_t k_, std::mt19937& rng)
+  DeviceBuffer in, mix, weight;
+  FusedOutput out;
+  MhcRmsNormQuantizeWorkload(int64_t rows_, int64_t k_, bool per_row, std::mt19937& rng)
       : rows(rows_), k(k_), in(to_device(random_bf16(rows_ * kStreams * k_, rng))),
         mix(to_device(std::vector<float>(size_t(rows_ * kStreams), 0.25f))), weight(to_device(std::vector<float>(size_t(k_), 1.0f))),
-        packed(rows_ * k_ / 2), scales(rows_ * k_ / 16) {}
+        out(rows_, k_, per_row) {}
   void run() const override {
     MhcRmsNormQuantizeArgs a;
     a.in = in.get();
@@ -299,12 +318,12 @@ struct MhcRmsNormQuantizeWorkload : Workload {
     a.mix = mix.as<float>();
     a.weight = weight.get();
     a.weight_fp32 = true;
-    a.out.data = packed.get();
-    a.out.scales = scales.get();
-    a.out.global_scale.value = 1.0f / 2688;
+    a.out = out.get();
     mhc_rmsnorm_quantize(a, nullptr);
   }
-  double bytes() const override { return double(rows) * k * (2 * kStreams + 0.5 + 1.0 / 16) + double(rows) * kStreams * 4; }
+  double bytes() const override {
+    return double(rows) * k * (2 * kStreams + 0.5 + 1.0 / 16) + double(rows) * kStreams * 4 + out.bytes(rows);
+  }
 };
 
 // Times `make(rows, k)` workloads side by side with a device-to-device copy of as many bytes.
@@ -363,7 +382,7 @@ std::string bandwidth_bench(const char* title, bool quick, const RowSizes& sizes
 }  // namespace
 
 int cmd_bench(const Args& args) {
-  args.allow_only({"--out", "--quick", "--shape", "--m", "--k", "--expected-m", "--tokens", "--topk", "--in-dtype", "--weight-fp32"});
+  args.allow_only({"--out", "--quick", "--shape", "--m", "--k", "--expected-m", "--tokens", "--topk", "--in-dtype", "--weight-fp32", "--per-row"});
   constexpr const char* kWhat =
       "core, dequantize, quantize, rmsnorm-quantize, swiglu-quantize, mhc-rmsnorm-quantize, moe-stage, gemm, grouped";
   if (args.positional().size() != 1) throw UsageError(fmt::format("expected one of: {}", kWhat));
@@ -432,6 +451,10 @@ int cmd_bench(const Args& args) {
   const DType bench_dtype = in_dtype == "fp16" ? DType::fp16 : in_dtype == "fp32" ? DType::fp32 : DType::bf16;
   if (args.has("--weight-fp32") && what != "rmsnorm-quantize") throw UsageError("--weight-fp32 is for `bench rmsnorm-quantize`");
   const bool weight_fp32 = args.has("--weight-fp32");
+  const bool per_row = args.has("--per-row");
+  if (per_row && what != "rmsnorm-quantize" && what != "swiglu-quantize" && what != "mhc-rmsnorm-quantize" && what != "moe-stage")
+    throw UsageError("--per-row is for `bench rmsnorm-quantize`, `swiglu-quantize`, `mhc-rmsnorm-quantize` and `moe-stage`");
+  const char* scale_label = per_row ? "global scale per row" : "given global scale";
   std::string why;
   if (!use_primary_context(0, &why)) {
     std::fprintf(stderr, "nvfp4-jit bench: needs a GPU: %s\n", why.c_str());
@@ -450,31 +473,31 @@ int cmd_bench(const Args& args) {
       return std::unique_ptr<Workload>(new DequantizeWorkload(m, k, rng));
     });
   } else if (what == "swiglu-quantize") {
-    const std::string title = fmt::format(
-        "swiglu-quantize: {} gate | up -> silu(gate) * up -> NVFP4, linear scales, given global scale",
-        dtype_label(bench_dtype));
+    const std::string title = fmt::format("swiglu-quantize: {} gate | up -> silu(gate) * up -> NVFP4, linear scales, {}",
+                                          dtype_label(bench_dtype), scale_label);
     json = bandwidth_bench(title.c_str(), quick, sizes, [&](int64_t m, int64_t k, std::mt19937& rng) {
-      return std::unique_ptr<Workload>(new SwigluQuantizeWorkload(m, k, bench_dtype, rng));
+      return std::unique_ptr<Workload>(new SwigluQuantizeWorkload(m, k, bench_dtype, per_row, rng));
     });
   } else if (what == "mhc-rmsnorm-quantize") {
-    json = bandwidth_bench("mhc-rmsnorm-quantize: BF16 [M, 4, K] mixed by fp32 [M, 4] -> RMSNorm (fp32 weight) -> NVFP4, linear "
-                           "scales, given global scale",
-                           quick, sizes, [](int64_t m, int64_t k, std::mt19937& rng) {
-                             return std::unique_ptr<Workload>(new MhcRmsNormQuantizeWorkload(m, k, rng));
-                           });
+    const std::string title = fmt::format(
+        "mhc-rmsnorm-quantize: BF16 [M, 4, K] mixed by fp32 [M, 4] -> RMSNorm (fp32 weight) -> NVFP4, linear scales, {}",
+        scale_label);
+    json = bandwidth_bench(title.c_str(), quick, sizes, [&](int64_t m, int64_t k, std::mt19937& rng) {
+      return std::unique_ptr<Workload>(new MhcRmsNormQuantizeWorkload(m, k, per_row, rng));
+    });
   } else if (what == "rmsnorm-quantize") {
     const std::string title =
-        fmt::format("rmsnorm-quantize: {} -> RMSNorm ({} weight) -> NVFP4, linear scales, given global scale",
-                    dtype_label(bench_dtype), dtype_label(weight_fp32 ? DType::fp32 : bench_dtype));
+        fmt::format("rmsnorm-quantize: {} -> RMSNorm ({} weight) -> NVFP4, linear scales, {}", dtype_label(bench_dtype),
+                    dtype_label(weight_fp32 ? DType::fp32 : bench_dtype), scale_label);
     json = bandwidth_bench(title.c_str(), quick, sizes, [&](int64_t m, int64_t k, std::mt19937& rng) {
-      return std::unique_ptr<Workload>(new RmsNormQuantizeWorkload(m, k, bench_dtype, weight_fp32, rng));
+      return std::unique_ptr<Workload>(new RmsNormQuantizeWorkload(m, k, bench_dtype, weight_fp32, per_row, rng));
     });
   } else if (what == "moe-stage") {
-    json = bandwidth_bench("moe-stage: BF16 tokens -> NVFP4 and 8 router ids and weights copied, linear scales, given "
-                           "global scale",
-                           quick, sizes, [](int64_t m, int64_t k, std::mt19937& rng) {
-                             return std::unique_ptr<Workload>(new MoeStageWorkload(m, k, rng));
-                           });
+    const std::string title =
+        fmt::format("moe-stage: BF16 tokens -> NVFP4 and 8 router ids and weights copied, linear scales, {}", scale_label);
+    json = bandwidth_bench(title.c_str(), quick, sizes, [&](int64_t m, int64_t k, std::mt19937& rng) {
+      return std::unique_ptr<Workload>(new MoeStageWorkload(m, k, per_row, rng));
+    });
   } else {
     json = bandwidth_bench("quantize: BF16 -> NVFP4, linear scales, given global scale", quick, sizes,
                            [](int64_t m, int64_t k, std::mt19937& rng) {

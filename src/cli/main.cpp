@@ -106,7 +106,7 @@ Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in m
     {"bench", R"(usage: nvfp4-jit bench core|dequantize|quantize|rmsnorm-quantize|swiglu-quantize|mhc-rmsnorm-quantize|moe-stage|gemm|grouped
                         [--out FILE.json] [--quick]
                         [--shape N,K[,G]]... [--m M[,M...]] [--k K[,K...]] [--expected-m E[,E...]] [--tokens T[,T...]] [--topk T]
-                        [--in-dtype bf16|fp16|fp32] [--weight-fp32]
+                        [--in-dtype bf16|fp16|fp32] [--weight-fp32] [--per-row]
 
   core        cold NVRTC compile per kernel, disk-cache hit (load to first launch),
               warm dispatch host time per call
@@ -122,7 +122,8 @@ Library, NVRTC and driver versions, NVRTC targets, GPUs, cache roots, built-in m
               BF16 [M, 4, K] mixed per row (mHC), RMSNorm, NVFP4 in one pass, against the same copy
   moe-stage   BF16 tokens -> NVFP4 with 8 router ids and weights copied (MoE staging)
               (these six: --m rows and --k row lengths time every pair of them, defaults 8192,
-              4096, 16, 1 rows and K 8192; neither: docs/perf.md's table)
+              4096, 16, 1 rows and K 8192; neither: docs/perf.md's table; the four fused ones
+              take a given global scale, or with --per-row compute each row's)
   gemm        W4A16 GEMM against cuBLAS BF16 (dlopened) on decode, M=128, prefill and an M
               sweep; GPU time per call, 8 calls back to back (also with
               weights_static), weights rotated past L2; floor = max(bytes / copy
