@@ -212,19 +212,29 @@ struct RowQuantizer {
     if (p.normed) v.store(j, static_cast<char*>(p.normed) + (r * p.normed_stride + kb * 16) * ESIZE);
   }
 
-  // f(acc, block) over this thread's blocks in order, from 0: all of them (a folding thread's),
-  // or OWNED: the ones it owns.
-  template <bool OWN, class F>
+  // f(acc, block) over a folding thread's blocks in order, from 0.
+  template <class F>
   static __device__ __forceinline__ float fold(const Values& v, long long s, F f) {
     float acc = 0.0f;
 #pragma unroll
-    for (int o = 0; o < (OWN ? OWNED : PER_THREAD); ++o) {
-      if (!has_block(s, OWN ? owned_block(o) : o)) break;
+    for (int j = 0; j < PER_THREAD; ++j) {
+      if (!has_block(s, j)) break;
       float x[16];
-      v.get(o, x);
+      v.get(j, x);
       acc = f(acc, x);
     }
     return acc;
+  }
+
+  // The largest finite magnitude among the blocks this thread owns (0 if none).
+  static __device__ __forceinline__ float owned_finite_amax(const Values& v, long long s) {
+    float amax = 0.0f;
+#pragma unroll
+    for (int o = 0; o < OWNED; ++o) {
+      if (!has_block(s, owned_block(o))) break;
+      amax = fmaxf(amax, v.finite_amax(o));
+    }
+    return amax;
   }
 
   // The swizzled layout's padding blocks of row r, zeroed by its last slice's threads.
@@ -317,7 +327,7 @@ struct RowQuantizer {
           if (has_block(s, owned_block(o))) load_weights(p, early, o, block_of(s, owned_block(o)));
       }
       const Weights& weights = PERSISTENT ? held_weights : early;
-      const float sum_sq = !folds() ? 0.0f : fold<false>(v, s, [](float acc, const float (&x)[16]) {
+      const float sum_sq = !folds() ? 0.0f : fold(v, s, [](float acc, const float (&x)[16]) {
 #pragma unroll
         for (int i = 0; i < 16; ++i) acc = __fmaf_rn(x[i], x[i], acc);
         return acc;
@@ -342,8 +352,7 @@ struct RowQuantizer {
     bool computed = false;
     if constexpr (SLICES == 1) {
       if (p.gscale_mode == GSCALE_COMPUTE_PER_ROW) {
-        const float amax = fold<true>(v, s, [](float acc, const float (&x)[16]) { return fmaxf(acc, finite_amax(x)); });
-        gscale = global_scale_from_amax(cta_reduce<THREADS * SPREAD / 32>(amax, scratch, Max{}));
+        gscale = global_scale_from_amax(cta_reduce<THREADS * SPREAD / 32>(owned_finite_amax(v, s), scratch, Max{}));
         if (t == 0) p.gscale_out[r] = gscale;
         computed = true;
       }

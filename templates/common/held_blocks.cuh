@@ -54,6 +54,20 @@ struct HeldBlocks {
       for (int e = 0; e < 16; ++e) x[j][e] = from.x[i][e];
     }
   }
+  // The largest finite magnitude of block j (0 if none): of 16-bit values by three-way 16-bit
+  // maximums, value by value only where the block holds an Inf or a NaN.
+  __device__ __forceinline__ float finite_amax(int j) const {
+    if constexpr (WORDS) {
+      unsigned m[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) m[i] = w[j][i] & 0x7FFF7FFFu;
+      const unsigned a = amax_16bit(m);
+      if (a < (DTYPE == DTYPE_BF16 ? 0x7F80u : 0x7C00u)) return DTYPE == DTYPE_BF16 ? bits_to_float(a << 16) : fp16_bits_to_float(a);
+    }
+    float v[16];
+    get(j, v);
+    return nvfp4k::finite_amax(v);
+  }
   // Block j quantized (DIVISION: see DIVIDE_EITHER) into the nibbles at `packed` (8 bytes) and
   // the scale at `scale`.
   template <int DIVISION>
