@@ -187,10 +187,12 @@ struct QuantizeWorkload : Workload {
 // A fused bench's NVFP4 output: with a static activation scale (as ModelOpt's input_scale), or
 // with each row's global scale computed from its values (--per-row).
 struct FusedOutput {
+  int64_t rows, k;
   bool per_row;
   DeviceBuffer packed, scales, global_scales;
-  FusedOutput(int64_t rows, int64_t k, bool per_row_)
-      : per_row(per_row_), packed(rows * k / 2), scales(rows * k / 16), global_scales(per_row_ ? rows * 4 : 4) {}
+  FusedOutput(int64_t rows_, int64_t k_, bool per_row_)
+      : rows(rows_), k(k_), per_row(per_row_), packed(rows_ * k_ / 2), scales(rows_ * k_ / 16),
+        global_scales(per_row_ ? rows_ * 4 : 4) {}
   QuantizedOutput get() const {
     QuantizedOutput o;
     o.data = packed.get();
@@ -203,7 +205,8 @@ struct FusedOutput {
     }
     return o;
   }
-  double bytes(int64_t rows) const { return per_row ? double(rows) * 4 : 0.0; }
+  // E2M1 and E4M3 bytes written, and the computed global scales
+  double bytes() const { return double(rows) * k * (0.5 + 1.0 / 16) + (per_row ? double(rows) * 4 : 0.0); }
 };
 
 // MoE staging of decode and prefill tokens: BF16 rows quantized with a static scale, and each
@@ -231,7 +234,7 @@ struct MoeStageWorkload : Workload {
     a.topk_weights_out = weights_out.as<float>();
     moe_stage(a, nullptr);
   }
-  double bytes() const override { return double(rows) * k * (2 + 0.5 + 1.0 / 16) + double(rows) * kTopk * 16 + out.bytes(rows); }
+  double bytes() const override { return double(rows) * k * 2 + double(rows) * kTopk * 16 + out.bytes(); }
 };
 
 const char* dtype_label(DType dtype) { return dtype == DType::fp16 ? "FP16" : dtype == DType::fp32 ? "FP32" : "BF16"; }
@@ -273,7 +276,7 @@ struct RmsNormQuantizeWorkload : Workload {
     a.out = out.get();
     rmsnorm_quantize(a, nullptr);
   }
-  double bytes() const override { return double(rows) * k * ((dtype == DType::fp32 ? 4 : 2) + 0.5 + 1.0 / 16) + out.bytes(rows); }
+  double bytes() const override { return double(rows) * k * (dtype == DType::fp32 ? 4 : 2) + out.bytes(); }
 };
 
 // SwiGLU + quantize of an MoE or MLP down projection's input: gate and up as the two halves
@@ -295,7 +298,7 @@ struct SwigluQuantizeWorkload : Workload {
     a.out = out.get();
     swiglu_quantize(a, nullptr);
   }
-  double bytes() const override { return double(rows) * k * (4 + 0.5 + 1.0 / 16) + out.bytes(rows); }
+  double bytes() const override { return double(rows) * k * 4 + out.bytes(); }
 };
 
 // mHC pre-block + RMSNorm + quantize (DeepSeek-V4: four streams, fp32 RMSNorm weight): X [rows,
@@ -321,9 +324,7 @@ struct MhcRmsNormQuantizeWorkload : Workload {
     a.out = out.get();
     mhc_rmsnorm_quantize(a, nullptr);
   }
-  double bytes() const override {
-    return double(rows) * k * (2 * kStreams + 0.5 + 1.0 / 16) + double(rows) * kStreams * 4 + out.bytes(rows);
-  }
+  double bytes() const override { return double(rows) * k * 2 * kStreams + double(rows) * kStreams * 4 + out.bytes(); }
 };
 
 // Times `make(rows, k)` workloads side by side with a device-to-device copy of as many bytes.

@@ -62,7 +62,7 @@ struct HeldBlocks {
 #pragma unroll
       for (int i = 0; i < 8; ++i) m[i] = w[j][i] & 0x7FFF7FFFu;
       const unsigned a = amax_16bit(m);
-      if (a < (DTYPE == DTYPE_BF16 ? 0x7F80u : 0x7C00u)) return DTYPE == DTYPE_BF16 ? bits_to_float(a << 16) : fp16_bits_to_float(a);
+      if (a < inf_bits_16<DTYPE>()) return widen_16<DTYPE>(a);
     }
     float v[16];
     get(j, v);

@@ -333,6 +333,13 @@ NVFP4_HD unsigned char quantize_block16(const float (&x)[16], GlobalScale g, uns
   return quantize_magnitudes<false, 2, DIVISION>(a, bits_to_float(amax_bits), signs, g, packed);
 }
 
+// The bits of +Inf in a 16-bit dtype (magnitudes at or above them are Inf or NaN), and a
+// magnitude's bits as a float.
+template <int DTYPE>
+NVFP4_HD constexpr unsigned inf_bits_16() { return DTYPE == DTYPE_BF16 ? 0x7F80u : 0x7C00u; }
+template <int DTYPE>
+NVFP4_HD float widen_16(unsigned h) { return DTYPE == DTYPE_BF16 ? bits_to_float(h << 16) : fp16_bits_to_float(h); }
+
 // The largest magnitude among the 16-bit values of WORDS words (4 or 8) as its bits, from
 // three-way 16-bit maximums; m[i] is w[i] without its signs.
 template <int WORDS>
@@ -352,7 +359,7 @@ template <int DTYPE, int WORDS, int DIVISION>
 NVFP4_HD unsigned char quantize_16bit_words(const unsigned (&w)[WORDS], const unsigned (&m)[WORDS], unsigned amax16,
                                             GlobalScale g, unsigned (&packed)[WORDS / 4]) {
   static_assert(DTYPE == DTYPE_BF16 || DTYPE == DTYPE_FP16, "16-bit inputs");
-  if (amax16 >= (DTYPE == DTYPE_BF16 ? 0x7F80u : 0x7C00u)) {  // Inf or NaN
+  if (amax16 >= inf_bits_16<DTYPE>()) {  // Inf or NaN
     for (int i = 0; i < WORDS / 4; ++i) packed[i] = 0u;
     return E4M3_NAN;
   }
@@ -363,7 +370,7 @@ NVFP4_HD unsigned char quantize_16bit_words(const unsigned (&w)[WORDS], const un
   }
   unsigned signs[WORDS / 4];
   for (int i = 0; i < WORDS / 4; ++i) signs[i] = sign_nibbles(w[4 * i], w[4 * i + 1], w[4 * i + 2], w[4 * i + 3]);
-  const float amax = DTYPE == DTYPE_BF16 ? bits_to_float(amax16 << 16) : fp16_bits_to_float(amax16);
+  const float amax = widen_16<DTYPE>(amax16);
   return quantize_magnitudes<true, WORDS / 4, DIVISION>(a, amax, signs, g, packed);
 }
 
