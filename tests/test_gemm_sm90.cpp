@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "gemm_test_util.hpp"
 #include "ops/gemm/m_buckets.hpp"
+#include "sm90/gemm_params.cuh"
 
 using namespace nvfp4::jit;
 using namespace nvfp4::jit::detail;
@@ -172,19 +173,41 @@ TEST_SUITE("gemm_sm90") {
   }
 
 
-  TEST_CASE("generated source: a contiguous or masked grouped tile's wgmma also in its quarters' widths") {
+  TEST_CASE("a grouped tile's narrower MMA widths: quarters, and from 128 rows eighths above the half") {
+    for (int bm = 16; bm <= 256; bm += 16) {
+      CAPTURE(bm);
+      const int count = nvfp4k::narrow_mma_width_count(bm);
+      CHECK(count == (bm < 64 ? 1 : bm < 128 ? 4 : 6));
+      CHECK(nvfp4k::narrow_mma_width(bm, count - 1) == bm);
+      for (int i = 0; i < count; ++i) {
+        const int w = nvfp4k::narrow_mma_width(bm, i);
+        CHECK(w % 8 == 0);
+        if (i > 0) CHECK(w > nvfp4k::narrow_mma_width(bm, i - 1));
+      }
+      // the widest MMA a tile of r rows issues past half its height: r plus at most an eighth of
+      // BM (a quarter below 128 rows) and wgmma's granule of 8
+      for (int r = bm / 2 + 1; count > 1 && r <= bm; ++r) {
+        int i = 0;
+        while (nvfp4k::narrow_mma_width(bm, i) < r) ++i;
+        CHECK(nvfp4k::narrow_mma_width(bm, i) - r < (bm < 128 ? bm / 4 : bm / 8) + 8);
+      }
+    }
+  }
+
+  TEST_CASE("generated source: a contiguous or masked grouped tile's wgmma also in its narrower widths") {
     const sm90::Tile t{256, 2, 3, 1, 128};
     KernelSpec problem = sm90_problem(4096, 7168, true, DType::bf16, DType::bf16);
     const std::string dense = generate(sm90_spec(problem, t)).source;
     problem.groups = 256;
     problem.flags |= kFlagGroupedContiguous;
     const std::string grouped = generate(sm90_spec(problem, t)).source;
-    for (int w : {64, 128, 192, 256}) {
+    for (int w : {64, 128, 160, 192, 224, 256}) {
       const std::string mma = fmt::format("wgmma.mma_async.sync.aligned.m64n{}k16.f32.bf16.bf16", w);
       CAPTURE(mma);
       CHECK(grouped.find(mma) != std::string::npos);
       CHECK((dense.find(mma) != std::string::npos) == (w == 256));
     }
+    CHECK(grouped.find("m64n96k16") == std::string::npos);  // eighths only above the half
     problem.flags = (problem.flags & ~kFlagGroupedContiguous) | kFlagGroupedBatched;  // a batched tile is always full
     CHECK(generate(sm90_spec(problem, t)).source.find("m64n192k16") == std::string::npos);
   }

@@ -67,11 +67,8 @@ struct GemmConfig {
   // element and k slices add up in a region of their own: the stages are never idle.
   static constexpr bool PERSISTENT = PERSISTENT_;
   // Contiguous and masked groups end inside a tile: from 64 rows on, the MMA narrows to their
-  // rows, in quarters of BM rounded up to 8 (wgmma's N granule). The prelude's Mma has those
-  // widths (sm90/backend.cpp, mma_widths).
+  // rows, in the widths narrow_mma_width gives (sm90/gemm_params.cuh).
   static constexpr bool NARROW_MMA = (GROUPED == GROUPED_CONTIGUOUS || GROUPED == GROUPED_MASKED) && BM >= 64;
-  static constexpr int NARROW_W1 = (BM / 4 + 7) / 8 * 8, NARROW_W2 = (BM / 2 + 7) / 8 * 8,
-                       NARROW_W3 = (3 * BM / 4 + 7) / 8 * 8;
   static constexpr int BK = BK_;          // K per stage: 128 or 256
   static constexpr int KSTEPS = BK / 16;  // wgmma k16 steps per stage
   static constexpr int A_BOXES = BK / 64; // 64-column activation boxes per stage
@@ -326,6 +323,21 @@ __device__ __forceinline__ void consumer_k_loop(const ConsumerStage& st, int rin
   }
   wgmma_wait<0>();
   release(held);  // the last stage (a persistent CTA's producers refill it)
+}
+
+// consumer_k_loop at the narrowest of the tile's MMA widths, from width I on, that holds `rows`.
+template <class C, class Mma, int STEPS, int COMMIT_STEPS, int I, int FRAGS>
+__device__ __forceinline__ void narrowed_k_loop(long long rows, const ConsumerStage& st, int ring, int kt_begin, int kt_end,
+                                                const int (&w_row)[2], const int (&w_swizzle)[2], bool (&nan_scale)[2],
+                                                unsigned (&a)[FRAGS][4], float (&acc)[C::BM / 2]) {
+  constexpr int W = narrow_mma_width(C::BM, I);
+  if constexpr (I + 1 < narrow_mma_width_count(C::BM)) {
+    if (rows > W) {
+      narrowed_k_loop<C, Mma, STEPS, COMMIT_STEPS, I + 1>(rows, st, ring, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
+      return;
+    }
+  }
+  consumer_k_loop<C, Mma, STEPS, COMMIT_STEPS, W>(st, ring, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
 }
 
 // A consumer thread's share of a finished tile: k slices and split-K partial sums added, the
@@ -705,21 +717,16 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     float acc[C::BM / 2];
 #pragma unroll
     for (int i = 0; i < C::BM / 2; ++i) acc[i] = 0.0f;
-    // The MMA's width (wgmma's N: rows of D) follows a grouped tile's rows in quarters of BM: a
+    // The MMA's width (wgmma's N: rows of D) follows a grouped tile's rows (narrow_mma_width): a
     // group holding fewer rows than the tile issues no products for rows that are not there
     // (the accumulators past the width stay zero and are not stored).
     // One k loop per width, chosen once per tile (uniform over the CTA): a branch inside the
     // loop would have ptxas serialize the wgmmas.
     const int kt_begin = tile.kt_begin, kt_end = tile.kt_end;
-    if constexpr (C::NARROW_MMA) {
-      const long long rows = tile.m_end - tile.m0;
-      if (rows <= C::NARROW_W1) consumer_k_loop<C, Mma, STEPS, COMMIT_STEPS, C::NARROW_W1>(st, ring, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
-      else if (rows <= C::NARROW_W2) consumer_k_loop<C, Mma, STEPS, COMMIT_STEPS, C::NARROW_W2>(st, ring, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
-      else if (rows <= C::NARROW_W3) consumer_k_loop<C, Mma, STEPS, COMMIT_STEPS, C::NARROW_W3>(st, ring, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
-      else consumer_k_loop<C, Mma, STEPS, COMMIT_STEPS, C::BM>(st, ring, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
-    } else {
+    if constexpr (C::NARROW_MMA)
+      narrowed_k_loop<C, Mma, STEPS, COMMIT_STEPS, 0>(tile.m_end - tile.m0, st, ring, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
+    else
       consumer_k_loop<C, Mma, STEPS, COMMIT_STEPS, C::BM>(st, ring, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
-    }
     ring += kt_end - kt_begin;
     // acc[4j + 2h + e] belongs to row row0 + 8h
 #pragma unroll

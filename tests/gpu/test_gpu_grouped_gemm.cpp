@@ -34,7 +34,9 @@ struct GroupedCase {
   ScaleLayout scales = ScaleLayout::linear;
   DType a = DType::bf16, d = DType::fp32;
   bool prepacked = false;
-  enum Sizes { random, one_group, out_of_range } sizes = random;
+  // ramp: group g holds 8 (g + 1) rows; uneven (contiguous): odd groups expected_m + 1 rows (a full
+  // tile and a one-row tile), even ones 1
+  enum Sizes { random, one_group, out_of_range, ramp, uneven } sizes = random;
   bool a_scale_per_group = false;  // W4A4: A's global scale one per group
   bool gather = false;             // contiguous: A's rows read through row_index from fewer token rows
   bool bad_indices = false;        // gathered: some routed rows' indices outside A (their D rows NaN)
@@ -78,7 +80,11 @@ std::vector<std::pair<int64_t, int64_t>> draw_groups(const GroupedCase& c, std::
   sizes.assign(size_t(c.groups), 0);
   if (c.layout == GroupedLayout::masked) {
     for (int g = 0; g < c.groups; ++g) {
-      int64_t r = g % 4 == 0 ? 0 : g % 4 == 1 ? 1 : g % 4 == 2 ? c.m : int64_t(rng() % uint64_t(c.m));
+      int64_t r = c.sizes == GroupedCase::ramp ? std::min<int64_t>(8 * (g + 1), c.m)
+                  : g % 4 == 0                 ? 0
+                  : g % 4 == 1                 ? 1
+                  : g % 4 == 2                 ? c.m
+                                               : int64_t(rng() % uint64_t(c.m));
       sizes[size_t(g)] = int32_t(r);
       if (c.sizes == GroupedCase::out_of_range && g % 3 == 0) sizes[size_t(g)] = g % 2 ? -5 : int32_t(c.m + 7);  // clamped
       r = std::clamp<int64_t>(sizes[size_t(g)], 0, c.m);
@@ -90,6 +96,8 @@ std::vector<std::pair<int64_t, int64_t>> draw_groups(const GroupedCase& c, std::
   int64_t end = 0;
   for (int g = 0; g < c.groups; ++g) {
     int64_t r = c.sizes == GroupedCase::one_group ? (g == c.groups / 2 ? c.m : 0)
+                : c.sizes == GroupedCase::ramp    ? 8 * (g + 1)
+                : c.sizes == GroupedCase::uneven  ? (g % 2 ? c.expected_m + 1 : 1)
                 : g % 5 == 0                      ? 0
                 : g % 5 == 1                      ? 1
                                                   : int64_t(rng() % uint64_t(3 * c.m / (2 * c.groups) + 1));
@@ -445,7 +453,7 @@ TEST_SUITE("gpu_grouped_gemm") {
     run_grouped({GroupedLayout::contiguous, 256, 16, 128, 256}, rng);  // decode: more groups than rows
   }
 
-  TEST_CASE("tall tiles narrow their MMA to a group's rows: every quarter of the tile, against float64") {
+  TEST_CASE("tall tiles narrow their MMA to a group's rows: every width of the tile, against float64") {
     std::mt19937 rng(std::random_device{}());
     GroupedCase c{GroupedLayout::contiguous, 8, 1500, 200, 256};  // groups of 0, 1 and up to 281 rows
     c.expected_m = 256;
@@ -455,6 +463,26 @@ TEST_SUITE("gpu_grouped_gemm") {
     GroupedCase masked{GroupedLayout::masked, 8, 150, 136, 512, ScaleLayout::swizzled128x4};  // 160-row tiles
     masked.expected_m = 150;
     run_grouped(masked, rng);
+    // groups of 8, 16, ... rows: every width of 160- and 192-row tiles (eighths above the half),
+    // each at its narrowest and widest rows; N wide enough that the groups' tiles fill the grid
+    for (int64_t tile : {160, 192})
+      for (bool prepacked : {false, true}) {
+        CAPTURE(tile);
+        CAPTURE(prepacked);
+        GroupedCase ramp{GroupedLayout::masked, int(tile / 8), tile, 2600, 256, ScaleLayout::linear, DType::bf16, DType::bf16, prepacked};
+        ramp.sizes = GroupedCase::ramp, ramp.expected_m = tile;
+        run_grouped(ramp, rng);
+        ramp.layout = GroupedLayout::contiguous, ramp.m = 4 * (tile / 8) * (tile / 8 + 1);
+        run_grouped(ramp, rng);
+      }
+    // groups one row past a tile (a full tile, then a one-row tile) between one-row groups
+    for (bool prepacked : {false, true}) {
+      CAPTURE(prepacked);
+      GroupedCase uneven{GroupedLayout::contiguous, 24, 12 * 162, 2600, 512, ScaleLayout::swizzled128x4, DType::bf16, DType::bf16, prepacked};
+      uneven.sizes = GroupedCase::uneven, uneven.expected_m = 160;
+      run_grouped(uneven, rng);
+      run_grouped(uneven, rng, 1);  // and replayed in a graph
+    }
   }
 
   TEST_CASE("persistent grids: each CTA runs many tiles, the stages' ring wrapping from tile to tile") {
@@ -517,13 +545,17 @@ TEST_SUITE("gpu_grouped_gemm") {
     run_grouped(masked, rng, 1);  // captured, the groups' rows redrawn
   }
 
-  TEST_CASE("grouped small shapes for the sanitizers: persistent CTAs whose ring wraps, rows gathered, rows copied out") {
+  TEST_CASE("grouped small shapes for the sanitizers: persistent CTAs whose ring wraps, one-row tiles, rows gathered, rows copied out") {
     std::mt19937 rng(std::random_device{}());
     run_grouped({GroupedLayout::contiguous, 128, 1024, 256, 1024, ScaleLayout::linear, DType::bf16, DType::bf16, true}, rng);
     GroupedCase tall{GroupedLayout::contiguous, 12, 1200, 256, 512, ScaleLayout::linear, DType::bf16, DType::bf16, true};
     tall.expected_m = 160;  // tiles taller than most groups: their rows copied out of shared memory
     tall.d_pad = 8;
     run_grouped(tall, rng);
+    // groups one row past a tile: a one-row tile's row copied out
+    GroupedCase uneven{GroupedLayout::contiguous, 12, 6 * 162, 4224, 256, ScaleLayout::linear, DType::bf16, DType::bf16, true};
+    uneven.sizes = GroupedCase::uneven, uneven.expected_m = 160;
+    run_grouped(uneven, rng);
     run_grouped({GroupedLayout::masked, 48, 16, 512, 1024, ScaleLayout::swizzled128x4, DType::bf16, DType::fp32}, rng);
     GroupedCase gathered{GroupedLayout::contiguous, 32, 256, 1024, 1024, ScaleLayout::linear, DType::bf16, DType::bf16};
     gathered.gather = true;

@@ -51,12 +51,14 @@ std::string wgmma_prelude(int bm, const std::vector<int>& widths, bool fp16) {
       bm / 2, bodies);
 }
 
-// The MMA widths a kernel's tile issues: BM, and for contiguous and masked groups from 64 rows
-// on its quarters rounded up to 8 (GemmConfig::NARROW_MMA), distinct from BM and each other.
+// The MMA widths a kernel's tile issues: BM, and for contiguous and masked groups its narrower
+// ones (nvfp4k::narrow_mma_width).
 std::vector<int> mma_widths(const KernelSpec& spec, int bm) {
   const int grouped = gemm_problem_grouped(spec);
-  if ((grouped != nvfp4k::GROUPED_CONTIGUOUS && grouped != nvfp4k::GROUPED_MASKED) || bm < 64) return {bm};
-  return {bm, (3 * bm / 4 + 7) / 8 * 8, (bm / 2 + 7) / 8 * 8, (bm / 4 + 7) / 8 * 8};
+  if (grouped != nvfp4k::GROUPED_CONTIGUOUS && grouped != nvfp4k::GROUPED_MASKED) return {bm};
+  std::vector<int> widths;
+  for (int i = 0; i < nvfp4k::narrow_mma_width_count(bm); ++i) widths.push_back(nvfp4k::narrow_mma_width(bm, i));
+  return widths;
 }
 
 int d_bytes(const KernelSpec& spec) { return spec.out_dtype == uint8_t(DType::fp32) ? 4 : 2; }
