@@ -11,6 +11,7 @@
 #include "core/codegen.hpp"
 #include "core/error.hpp"
 #include "gemm_test_util.hpp"
+#include "sass_util.hpp"
 #include "ops/gemm/m_buckets.hpp"
 #include "sm90/gemm_params.cuh"
 
@@ -210,6 +211,30 @@ TEST_SUITE("gemm_sm90") {
     CHECK(grouped.find("m64n96k16") == std::string::npos);  // eighths only above the half
     problem.flags = (problem.flags & ~kFlagGroupedContiguous) | kFlagGroupedBatched;  // a batched tile is always full
     CHECK(generate(sm90_spec(problem, t)).source.find("m64n192k16") == std::string::npos);
+  }
+
+  TEST_CASE("SASS of DeepSeek-V3's tall grouped tiles: a k loop for every MMA width, no local memory") {
+    // the tile of 4096 tokens (128 rows an expert: one 160-row tile), prepacked (three consumer
+    // warpgroups) and on ModelOpt's layout (two)
+    std::vector<KernelSpec> specs;
+    for (bool prepacked : {true, false}) {
+      KernelSpec problem = sm90_problem(7168, 2048, prepacked);
+      problem.groups = 256;
+      problem.flags |= kFlagGroupedContiguous;
+      specs.push_back(gemm_spec(problem, sm90_backend().heuristic(problem, 157, 132)));
+      REQUIRE(specs.back().tile.block_m == 160);
+    }
+    for_each_disassembled(specs, [](const KernelSpec& spec, const std::string& name, const std::string& text) {
+      const int bm = spec.tile.block_m, steps = spec.tile.block_k / 16;  // k16 steps a stage
+      for (int i = 0; i < nvfp4k::narrow_mma_width_count(bm); ++i) {
+        const std::string hgmma = fmt::format("HGMMA.64x{}x16", nvfp4k::narrow_mma_width(bm, i));
+        CAPTURE(hgmma);
+        CHECK(parse_sass(text, name, hgmma + ".").matches == steps);
+      }
+      const Sass s = parse_sass(text, name, "HGMMA");
+      CHECK(s.matches == steps * nvfp4k::narrow_mma_width_count(bm));  // no other width
+      CHECK(s.local_accesses == 0);
+    });
   }
 
   TEST_CASE("grouped tiles of up to 64 rows run a persistent grid: the CTAs the SMs hold, the deepest ring, D by element") {
