@@ -9,12 +9,13 @@ namespace nvfp4k {
 // The widths (wgmma's N: rows of D) a contiguous or masked grouped tile of BM >= 64 rows narrows
 // its MMA to, so a group's last tile multiplies about the rows it holds: BM's quarters, and from
 // 128 rows its eighths above the half (where the tile's MMA outweighs its weight decode about
-// three to one), rounded up to 8 (wgmma's granule). Ascending; the last is BM. The kernel holds one k loop per
-// width (sm90/gemm_w4a16.cuh); the host writes the wgmma of each (sm90/backend.cpp).
+// three to one), rounded up to 8 (wgmma's granule). Ascending; the last is BM. The kernel holds
+// one k loop per width (sm90/gemm_w4a16.cuh); the host writes the wgmma of each (sm90/backend.cpp).
 NVFP4_HD constexpr int narrow_mma_width_count(int bm) { return bm < 64 ? 1 : bm < 128 ? 4 : 6; }
 NVFP4_HD constexpr int narrow_mma_width(int bm, int i) {
   const int count = narrow_mma_width_count(bm);
-  const int eighths = count == 1 ? 8 : count == 4 ? 2 * (i + 1) : i < 2 ? 2 * (i + 1) : i + 3;
+  // in eighths of BM: 8; or 2, 4, 6, 8; or 2, 4, 5, 6, 7, 8
+  const int eighths = count == 1 ? 8 : count == 4 || i < 2 ? 2 * (i + 1) : i + 3;
   return (eighths * bm / 8 + 7) / 8 * 8;
 }
 
