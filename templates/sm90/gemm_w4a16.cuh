@@ -68,7 +68,7 @@ struct GemmConfig {
   static constexpr bool PERSISTENT = PERSISTENT_;
   // Contiguous and masked groups end inside a tile: from 64 rows on, the MMA narrows to their
   // rows, in the widths narrow_mma_width gives (sm90/gemm_params.cuh).
-  static constexpr bool NARROW_MMA = (GROUPED == GROUPED_CONTIGUOUS || GROUPED == GROUPED_MASKED) && BM >= 64;
+  static constexpr bool NARROW_MMA = (GROUPED == GROUPED_CONTIGUOUS || GROUPED == GROUPED_MASKED) && narrow_mma_width_count(BM) > 1;
   static constexpr int BK = BK_;          // K per stage: 128 or 256
   static constexpr int KSTEPS = BK / 16;  // wgmma k16 steps per stage
   static constexpr int A_BOXES = BK / 64; // 64-column activation boxes per stage
