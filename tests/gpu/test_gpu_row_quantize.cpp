@@ -261,10 +261,10 @@ TEST_SUITE("gpu_row_quantize") {
     std::mt19937 rng(std::random_device{}());
     std::vector<RowCase> cases;
     int variant = 0;
-    // RMSNorm and mHC spread few rows over twice the threads (row_quantize.cuh): 130 x 2880 and
-    // 64 x 8192 run so (on 130 SMs or more), 200 x 4096 does not
-    for (auto [rows, k] : {std::pair<int64_t, int64_t>{1, 16}, {7, 48}, {130, 2880}, {64, 8192}, {200, 4096}, {3, 14336},
-                           {2, 53248}, {2, 65536}})
+    // RMSNorm and mHC spread few rows over twice the threads (row_quantize.cuh): 130 x 2880,
+    // 16 x 7168 and 64 x 8192 run so (on 130 SMs or more), 200 x 4096 does not
+    for (auto [rows, k] : {std::pair<int64_t, int64_t>{1, 16}, {7, 48}, {130, 2880}, {16, 7168}, {64, 8192}, {200, 4096},
+                           {3, 14336}, {2, 53248}, {2, 65536}})
       for (DType in : {DType::bf16, DType::fp16, DType::fp32})
         for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4})
           for (int scale = 0; scale < 4 && !(in == DType::fp32 && k > 32768); ++scale, ++variant) {
