@@ -59,8 +59,7 @@ struct HeldBlocks {
   __device__ __forceinline__ float finite_amax(int j) const {
     if constexpr (WORDS) {
       unsigned m[8];
-#pragma unroll
-      for (int i = 0; i < 8; ++i) m[i] = w[j][i] & 0x7FFF7FFFu;
+      magnitudes_16bit(w[j], m);
       const unsigned a = amax_16bit(m);
       if (a < inf_bits_16<DTYPE>()) return widen_16<DTYPE>(a);
     }

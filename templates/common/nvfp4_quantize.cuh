@@ -340,6 +340,12 @@ NVFP4_HD constexpr unsigned inf_bits_16() { return DTYPE == DTYPE_BF16 ? 0x7F80u
 template <int DTYPE>
 NVFP4_HD float widen_16(unsigned h) { return DTYPE == DTYPE_BF16 ? bits_to_float(h << 16) : fp16_bits_to_float(h); }
 
+// The 16-bit values of WORDS words without their signs (as bits, their order kept).
+template <int WORDS>
+NVFP4_HD void magnitudes_16bit(const unsigned (&w)[WORDS], unsigned (&m)[WORDS]) {
+  for (int i = 0; i < WORDS; ++i) m[i] = w[i] & 0x7FFF7FFFu;
+}
+
 // The largest magnitude among the 16-bit values of WORDS words (4 or 8) as its bits, from
 // three-way 16-bit maximums; m[i] is w[i] without its signs.
 template <int WORDS>
@@ -380,7 +386,7 @@ NVFP4_HD unsigned char quantize_16bit_words(const unsigned (&w)[WORDS], const un
 template <int DTYPE, int DIVISION = DIVIDE_EITHER>
 NVFP4_HD unsigned char quantize_block16_16bit(const unsigned (&w)[8], GlobalScale g, unsigned (&packed)[2]) {
   unsigned m[8];
-  for (int i = 0; i < 8; ++i) m[i] = w[i] & 0x7FFF7FFFu;
+  magnitudes_16bit(w, m);
   return quantize_16bit_words<DTYPE, 8, DIVISION>(w, m, amax_16bit(m), g, packed);
 }
 
@@ -391,7 +397,7 @@ NVFP4_HD unsigned char quantize_block16_16bit(const unsigned (&w)[8], GlobalScal
 template <int DTYPE, int DIVISION = DIVIDE_EITHER>
 __device__ __forceinline__ unsigned char quantize_half_block16_16bit(const unsigned (&w)[4], GlobalScale g, unsigned& packed) {
   unsigned m[4];
-  for (int i = 0; i < 4; ++i) m[i] = w[i] & 0x7FFF7FFFu;
+  magnitudes_16bit(w, m);
   const unsigned own = amax_16bit(m), other = __shfl_xor_sync(0xFFFFFFFFu, own, 1);
   unsigned word[1];
   const unsigned char scale = quantize_16bit_words<DTYPE, 4, DIVISION>(w, m, own > other ? own : other, g, word);
