@@ -237,6 +237,29 @@ TEST_SUITE("gemm_sm90") {
     });
   }
 
+  TEST_CASE("SASS of the three-CTA decode tiles: three CTAs' registers, no local memory") {
+    // the 8-row prepacked tiles of one token on the expert shapes of `bench grouped` with K up
+    // to 4096, contiguous and masked, BF16 and FP16 activations
+    std::vector<KernelSpec> specs;
+    for (auto [n, k, groups] : {std::tuple{7168, 2048, 256}, {1536, 2048, 128}, {5760, 2880, 128}})
+      for (uint8_t layout : {uint8_t(kFlagGroupedContiguous), uint8_t(kFlagGroupedMasked)})
+        for (DType a : {DType::bf16, DType::fp16}) {
+          KernelSpec problem = sm90_problem(n, k, true);
+          problem.groups = groups;
+          problem.flags |= layout;
+          problem.a_dtype = uint8_t(a);
+          specs.push_back(gemm_spec(problem, sm90_backend().heuristic(problem, 1, 132)));
+          REQUIRE(specs.back().tile.block_m == 8);
+        }
+    for_each_disassembled(specs, [](const KernelSpec& spec, const std::string& name, const std::string& text) {
+      CAPTURE(spec.describe());
+      const Sass s = parse_sass(text, name, "HGMMA");
+      CHECK(s.matches > 0);
+      CHECK(s.registers <= 65536 / (3 * spec.tile.threads));
+      CHECK(s.local_accesses == 0);
+    });
+  }
+
   TEST_CASE("grouped tiles of up to 64 rows run a persistent grid: the CTAs the SMs hold, the deepest ring, D by element") {
     const GemmBackend& backend = sm90_backend();
     KernelSpec problem = sm90_problem(7168, 2048, true);
@@ -245,23 +268,39 @@ TEST_SUITE("gemm_sm90") {
     const TileConfig decode = backend.heuristic(problem, 1, 132);  // 1-row experts
     const KernelSpec spec = gemm_spec(problem, decode);
     CAPTURE(backend.describe(decode));
-    CHECK(decode.block_m <= 16);
-    // two CTAs an SM (a prepacked weight): 14 or 18 KiB stages, seven or five of them beside the
-    // k slices' sums in 113 KiB
-    CHECK(decode.stages == (decode.block_m == 8 ? 7 : 5));
+    REQUIRE(decode.block_m == 8);
+    // three CTAs an SM (an 8-row tile of a prepacked weight, K up to 4096): 14 KiB stages, five
+    // of them beside the k slices' sums in 75 KiB
+    CHECK(decode.stages == 5);
     CHECK(backend.tile_problem(spec).empty());
-    CHECK(backend.shared_bytes(spec) <= 227u * 1024);
+    CHECK(backend.shared_bytes(spec) <= 228u * 1024 / 3 - 1024);
     CHECK(backend.kernel_name(spec).find("_persistent") != std::string::npos);
     CHECK(generate(spec).source.find(", 2, 1, 256, 1>, Mma>(p)") != std::string::npos);  // k slices, layout, groups, persistent
-    CHECK(generate(spec).source.find("__launch_bounds__(384, 2)") != std::string::npos);
-    // 8 rows in 8 experts: 9 row tiles x 112 n tiles, run by two CTAs an SM; up to two tiles a
+    CHECK(generate(spec).source.find("__launch_bounds__(384, 3)") != std::string::npos);
+    // 8 rows in 8 experts: 9 row tiles x 112 n tiles, run by three CTAs an SM; up to two tiles a
     // CTA, a CTA a tile
-    CHECK(backend.plan(spec, 8, 132).shape.grid[0] == 264u);
+    CHECK(backend.plan(spec, 8, 132).shape.grid[0] == 396u);
     KernelSpec narrow = spec;
-    narrow.n = 3712;  // 58 n tiles: 522 tiles
-    CHECK(backend.plan(narrow, 8, 132).shape.grid[0] == 9u * 58u);
-    narrow.n = 3776;  // 59: 531
-    CHECK(backend.plan(narrow, 8, 132).shape.grid[0] == 264u);
+    narrow.n = 5632;  // 88 n tiles: 792 tiles
+    CHECK(backend.plan(narrow, 8, 132).shape.grid[0] == 9u * 88u);
+    narrow.n = 5696;  // 89: 801
+    CHECK(backend.plan(narrow, 8, 132).shape.grid[0] == 396u);
+    // a longer K: two CTAs an SM, seven stages in 113 KiB
+    KernelSpec long_k = problem;
+    long_k.n = 4096, long_k.k = 7168;
+    const KernelSpec two = gemm_spec(long_k, backend.heuristic(long_k, 1, 132));
+    CAPTURE(backend.kernel_name(two));
+    CHECK(two.tile.block_m == 8);
+    CHECK(two.tile.stages == 7);
+    CHECK(backend.shared_bytes(two) <= 228u * 1024 / 2 - 1024);
+    CHECK(generate(two).source.find("__launch_bounds__(384, 2)") != std::string::npos);
+    CHECK(backend.plan(two, 8, 132).shape.grid[0] == 264u);  // 9 x 64 tiles, more than two a CTA
+    // a 16-row tile: two CTAs an SM, five 18 KiB stages
+    const KernelSpec sixteen_rows = gemm_spec(problem, backend.for_rows(backend.heuristic(problem, 16, 132), 16));
+    CAPTURE(backend.kernel_name(sixteen_rows));
+    CHECK(sixteen_rows.tile.block_m == 16);
+    CHECK(sixteen_rows.tile.stages == 5);
+    CHECK(generate(sixteen_rows).source.find("__launch_bounds__(384, 2)") != std::string::npos);
     // the masked layout too; not a dense, batched or taller grouped tile
     KernelSpec masked = spec;
     masked.flags = uint8_t((masked.flags & ~kFlagGroupedContiguous) | kFlagGroupedMasked);

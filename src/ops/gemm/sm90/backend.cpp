@@ -66,14 +66,14 @@ int d_bytes(const KernelSpec& spec) { return spec.out_dtype == uint8_t(DType::fp
 // The tile `spec` runs: its TileConfig, persistent where its grouped layout and height say so.
 Tile tile_of(const KernelSpec& spec) {
   Tile t = from_config(spec.tile);
-  t.persistent = grouped_persistent_ctas(gemm_problem_grouped(spec), t, gemm_problem_prepacked(spec));
+  t.persistent = grouped_persistent_ctas(gemm_problem_grouped(spec), t, gemm_problem_prepacked(spec), spec.k);
   return t;
 }
 
 // `t` as a grouped problem runs it: a persistent grid's tile holds the deepest ring its CTAs an
 // SM leave room for.
 Tile as_grouped(const KernelSpec& problem, Tile t) {
-  if (int ctas = grouped_persistent_ctas(gemm_problem_grouped(problem), t, gemm_problem_prepacked(problem)))
+  if (int ctas = grouped_persistent_ctas(gemm_problem_grouped(problem), t, gemm_problem_prepacked(problem), problem.k))
     t = persistent_tile(t, ctas);
   return t;
 }

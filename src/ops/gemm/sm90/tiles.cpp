@@ -14,15 +14,19 @@ namespace nvfp4::jit::detail::sm90 {
 
 namespace {
 constexpr unsigned kSm90SharedBytes = 227 * 1024;  // opt-in maximum per block
-// each of two CTAs on an SM: 228 KiB an SM, of which the system takes 1 KiB a CTA
-constexpr unsigned kSm90SharedBytesOfTwo = 228 * 1024 / 2 - 1024;
+// each of several CTAs on an SM: 228 KiB an SM, of which the system takes 1 KiB a CTA
+constexpr unsigned kSm90SharedBytesPerSm = 228 * 1024;
+// an 8-row tile of a prepacked weight runs three CTAs an SM up to this K (grouped_persistent_ctas)
+constexpr int64_t kThreeCtasMostK = 4096;
 // activation boxes, packed weights, block scales: the template's STAGE_BYTES
 unsigned stage_bytes(const Tile& t) {
   return unsigned(t.block_k / 64 * t.block_m * 128 + 64 * t.consumers * t.block_k / 2 + (t.consumers == 3 ? 16 : 8) * t.block_k);
 }
 // a persistent kernel's k slices add up in a region after the stages (GemmConfig::PARTIAL_BYTES)
 unsigned partial_bytes(const Tile& t) { return t.persistent > 0 && t.k_slices > 1 ? unsigned(t.block_m * 64 * t.consumers * 4) : 0u; }
-unsigned shared_budget(const Tile& t) { return ctas_per_sm(t) == 2 ? kSm90SharedBytesOfTwo : kSm90SharedBytes; }
+unsigned shared_budget(const Tile& t) {
+  return ctas_per_sm(t) == 1 ? kSm90SharedBytes : kSm90SharedBytesPerSm / unsigned(ctas_per_sm(t)) - 1024;
+}
 unsigned max_stages(const Tile& t) {
   return std::min(8u, (shared_budget(t) - 1024 - 128 - partial_bytes(t)) / stage_bytes(t));
 }
@@ -39,8 +43,9 @@ unsigned shared_bytes(const Tile& tile) {
   return 1024 + unsigned(tile.stages) * stage_bytes(tile) + 16u * unsigned(tile.stages) + partial_bytes(tile);
 }
 
-int grouped_persistent_ctas(int layout, const Tile& tile, bool prepacked) {
+int grouped_persistent_ctas(int layout, const Tile& tile, bool prepacked, int64_t k) {
   if ((layout != nvfp4k::GROUPED_CONTIGUOUS && layout != nvfp4k::GROUPED_MASKED) || tile.block_m > 64) return 0;
+  if (prepacked && tile.block_m <= 8 && k <= kThreeCtasMostK) return 3;
   return tile.block_m <= (prepacked ? 16 : 8) ? 2 : 1;
 }
 
@@ -216,7 +221,7 @@ std::string tile_problem(const Tile& t, int64_t k) {
     return fmt::format("split_k {} (1, 2, 4 or 8: a portable cluster)", t.split_k);
   if (shared_bytes(t) > shared_budget(t))
     return fmt::format("{} bytes of shared memory (at most {}{})", shared_bytes(t), shared_budget(t),
-                       ctas_per_sm(t) > 1 ? " for each of two CTAs an SM" : "");
+                       ctas_per_sm(t) > 1 ? fmt::format(" for each of {} CTAs an SM", ctas_per_sm(t)) : "");
   if (t.split_k * t.k_slices > 1 && unsigned(64 * t.consumers * t.block_m * 4) > unsigned(t.stages) * stage_bytes(t))
     return "the partial tile does not fit in the stages";
   if (t.split_k > 1 && (k + t.block_k - 1) / t.block_k < 2 * t.split_k) return fmt::format("split_k {} leaves a split under 2 k-tiles", t.split_k);
