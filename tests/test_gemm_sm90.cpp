@@ -13,6 +13,7 @@
 #include "gemm_test_util.hpp"
 #include "sass_util.hpp"
 #include "ops/gemm/m_buckets.hpp"
+#include "ops/gemm/tile_choice.hpp"
 #include "sm90/gemm_params.cuh"
 
 using namespace nvfp4::jit;
@@ -285,6 +286,11 @@ TEST_SUITE("gemm_sm90") {
     CHECK(backend.plan(narrow, 8, 132).shape.grid[0] == 9u * 88u);
     narrow.n = 5696;  // 89: 801
     CHECK(backend.plan(narrow, 8, 132).shape.grid[0] == 396u);
+    // a table tuned under two CTAs an SM (seven stages): its tile is refused and passed over
+    TileConfig stale = decode;
+    stale.stages = 7;
+    CHECK(backend.tile_problem(gemm_spec(problem, stale)).find("for each of 3 CTAs an SM") != std::string::npos);
+    CHECK(gemm_tile_choice(backend, problem, &stale, 1, 132) == decode);
     // a longer K: two CTAs an SM, seven stages in 113 KiB
     KernelSpec long_k = problem;
     long_k.n = 4096, long_k.k = 7168;

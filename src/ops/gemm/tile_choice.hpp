@@ -13,7 +13,8 @@
 namespace nvfp4::jit::detail {
 
 // `tuned`: the bucket's entry in the tuning table, if any. An entry holding the heuristic's own
-// tile (timed at the bucket's largest M) leaves every M its own heuristic tile.
+// tile (timed at the bucket's largest M) leaves every M its own heuristic tile, and one whose
+// tile the backend refuses (tile_problem) is passed over.
 TileConfig gemm_tile_choice(const GemmBackend& backend, const KernelSpec& problem, const TileConfig* tuned, int64_t m,
                             int sm_count);
 
