@@ -240,7 +240,9 @@ TEST_SUITE("gemm_sm90") {
 
   TEST_CASE("SASS of the three-CTA decode tiles: three CTAs' registers, no local memory") {
     // the 8-row prepacked tiles of one token on the expert shapes of `bench grouped` with K up
-    // to 4096, contiguous and masked, BF16 and FP16 activations
+    // to 4096, contiguous and masked, BF16 and FP16 activations; and every tuning candidate of
+    // the bucket that runs three CTAs an SM
+    const GemmBackend& backend = sm90_backend();
     std::vector<KernelSpec> specs;
     for (auto [n, k, groups] : {std::tuple{7168, 2048, 256}, {1536, 2048, 128}, {5760, 2880, 128}})
       for (uint8_t layout : {uint8_t(kFlagGroupedContiguous), uint8_t(kFlagGroupedMasked)})
@@ -249,9 +251,17 @@ TEST_SUITE("gemm_sm90") {
           problem.groups = groups;
           problem.flags |= layout;
           problem.a_dtype = uint8_t(a);
-          specs.push_back(gemm_spec(problem, sm90_backend().heuristic(problem, 1, 132)));
+          specs.push_back(gemm_spec(problem, backend.heuristic(problem, 1, 132)));
           REQUIRE(specs.back().tile.block_m == 8);
         }
+    KernelSpec problem = sm90_problem(5760, 2880, true);
+    problem.groups = 128;
+    problem.flags |= kFlagGroupedContiguous;
+    const size_t heuristic_kernels = specs.size();
+    for (const TileConfig& t : backend.candidates(problem, 8, 132))
+      if (generate(gemm_spec(problem, t)).source.find(fmt::format("__launch_bounds__({}, 3)", t.threads)) != std::string::npos)
+        specs.push_back(gemm_spec(problem, t));
+    CHECK(specs.size() > heuristic_kernels + 1);  // the tuner's one-consumer and two-consumer tiles too
     for_each_disassembled(specs, [](const KernelSpec& spec, const std::string& name, const std::string& text) {
       CAPTURE(spec.describe());
       const Sass s = parse_sass(text, name, "HGMMA");

@@ -45,7 +45,7 @@ unsigned shared_bytes(const Tile& tile) {
 
 int grouped_persistent_ctas(int layout, const Tile& tile, bool prepacked, int64_t k) {
   if ((layout != nvfp4k::GROUPED_CONTIGUOUS && layout != nvfp4k::GROUPED_MASKED) || tile.block_m > 64) return 0;
-  if (prepacked && tile.block_m <= 8 && k <= kThreeCtasMostK) return 3;
+  if (prepacked && tile.block_m <= 8 && threads(tile) <= 384 && k <= kThreeCtasMostK) return 3;
   return tile.block_m <= (prepacked ? 16 : 8) ? 2 : 1;
 }
 

@@ -57,9 +57,9 @@ std::vector<Tile> candidate_tiles(int64_t n, int64_t k, int bucket, int sm_count
 // (decode and small experts), whose short k loops would otherwise each start and drain a
 // pipeline of their own: two CTAs an SM up to 8 rows (16 on a prepacked weight), whose decode
 // wants the warps of two and whose registers fit them (a 16-row tile of the ModelOpt layout
-// spills), else one. An 8-row tile of a prepacked weight up to K = 4096: three (56 registers a
-// thread, five 256-deep stages), which decode with more warps an SM; at K = 7168 one token ran
-// slower so than with two CTAs' deeper ring (perf-log.md).
+// spills), else one. An 8-row tile of a prepacked weight up to K = 4096 and 384 threads: three
+// (56 registers a thread, five 256-deep stages), which decode with more warps an SM; at K = 7168
+// one token ran slower so than with two CTAs' deeper ring (perf-log.md).
 int grouped_persistent_ctas(int layout, const Tile& tile, bool prepacked, int64_t k);
 // `tile` as a persistent grid of `ctas` CTAs an SM runs it: as many stages as fit, up to 8 (the
 // ring runs on from tile to tile, so depth costs no fill).
