@@ -238,22 +238,23 @@ TEST_SUITE("gemm_sm90") {
     });
   }
 
-  TEST_CASE("SASS of the three-CTA decode tiles: three CTAs' registers, no local memory") {
-    // the 8-row prepacked tiles of one token on the expert shapes of `bench grouped` with K up
-    // to 4096, contiguous and masked, BF16 and FP16 activations; and every tuning candidate of
-    // the bucket that runs three CTAs an SM
+  TEST_CASE("SASS of the persistent decode tiles: their CTAs' registers, no local memory") {
+    // the 8- and 16-row prepacked tiles of the expert shapes of `bench grouped` (three CTAs an
+    // SM up to K = 4096, else two), contiguous and masked, BF16 and FP16 activations; and every
+    // tuning candidate of the 8-row bucket that runs three CTAs an SM
     const GemmBackend& backend = sm90_backend();
     std::vector<KernelSpec> specs;
-    for (auto [n, k, groups] : {std::tuple{7168, 2048, 256}, {1536, 2048, 128}, {5760, 2880, 128}})
+    for (auto [n, k, groups] : {std::tuple{7168, 2048, 256}, {1536, 2048, 128}, {5760, 2880, 128}, {4096, 7168, 256}})
       for (uint8_t layout : {uint8_t(kFlagGroupedContiguous), uint8_t(kFlagGroupedMasked)})
-        for (DType a : {DType::bf16, DType::fp16}) {
-          KernelSpec problem = sm90_problem(n, k, true);
-          problem.groups = groups;
-          problem.flags |= layout;
-          problem.a_dtype = uint8_t(a);
-          specs.push_back(gemm_spec(problem, backend.heuristic(problem, 1, 132)));
-          REQUIRE(specs.back().tile.block_m == 8);
-        }
+        for (DType a : {DType::bf16, DType::fp16})
+          for (int rows : {1, 16}) {
+            KernelSpec problem = sm90_problem(n, k, true);
+            problem.groups = groups;
+            problem.flags |= layout;
+            problem.a_dtype = uint8_t(a);
+            specs.push_back(gemm_spec(problem, backend.for_rows(backend.heuristic(problem, rows, 132), rows)));
+            REQUIRE(specs.back().tile.block_m == (rows == 1 ? 8 : 16));
+          }
     KernelSpec problem = sm90_problem(5760, 2880, true);
     problem.groups = 128;
     problem.flags |= kFlagGroupedContiguous;
@@ -261,12 +262,15 @@ TEST_SUITE("gemm_sm90") {
     for (const TileConfig& t : backend.candidates(problem, 8, 132))
       if (generate(gemm_spec(problem, t)).source.find(fmt::format("__launch_bounds__({}, 3)", t.threads)) != std::string::npos)
         specs.push_back(gemm_spec(problem, t));
-    CHECK(specs.size() > heuristic_kernels + 1);  // the tuner's one-consumer and two-consumer tiles too
+    CHECK(specs.size() > heuristic_kernels + 1);  // the tuner's two-consumer and k-sliced tiles too
     for_each_disassembled(specs, [](const KernelSpec& spec, const std::string& name, const std::string& text) {
       CAPTURE(spec.describe());
+      const std::string source = generate(spec).source;
+      const int ctas = source.find(fmt::format("__launch_bounds__({}, 3)", spec.tile.threads)) != std::string::npos ? 3 : 2;
+      REQUIRE(source.find(fmt::format("__launch_bounds__({}, {})", spec.tile.threads, ctas)) != std::string::npos);
       const Sass s = parse_sass(text, name, "HGMMA");
       CHECK(s.matches > 0);
-      CHECK(s.registers <= 65536 / (3 * spec.tile.threads));
+      CHECK(s.registers <= 65536 / (ctas * spec.tile.threads));
       CHECK(s.local_accesses == 0);
     });
   }
@@ -280,14 +284,14 @@ TEST_SUITE("gemm_sm90") {
     const KernelSpec spec = gemm_spec(problem, decode);
     CAPTURE(backend.describe(decode));
     REQUIRE(decode.block_m == 8);
-    // three CTAs an SM (an 8-row tile of a prepacked weight, K up to 4096): 14 KiB stages, five
-    // of them beside the k slices' sums in 75 KiB
+    // three CTAs an SM (an 8-row tile of a prepacked weight, K up to 4096): one consumer, five
+    // 14 KiB stages in 75 KiB
     CHECK(decode.stages == 5);
     CHECK(backend.tile_problem(spec).empty());
     CHECK(backend.shared_bytes(spec) <= 228u * 1024 / 3 - 1024);
     CHECK(backend.kernel_name(spec).find("_persistent") != std::string::npos);
-    CHECK(generate(spec).source.find(", 2, 1, 256, 1>, Mma>(p)") != std::string::npos);  // k slices, layout, groups, persistent
-    CHECK(generate(spec).source.find("__launch_bounds__(384, 3)") != std::string::npos);
+    CHECK(generate(spec).source.find(", 1, 1, 256, 1>, Mma>(p)") != std::string::npos);  // k slices, layout, groups, persistent
+    CHECK(generate(spec).source.find("__launch_bounds__(256, 3)") != std::string::npos);
     // 8 rows in 8 experts: 9 row tiles x 112 n tiles, run by three CTAs an SM; up to two tiles a
     // CTA, a CTA a tile
     CHECK(backend.plan(spec, 8, 132).shape.grid[0] == 396u);
@@ -296,26 +300,29 @@ TEST_SUITE("gemm_sm90") {
     CHECK(backend.plan(narrow, 8, 132).shape.grid[0] == 9u * 88u);
     narrow.n = 5696;  // 89: 801
     CHECK(backend.plan(narrow, 8, 132).shape.grid[0] == 396u);
-    // a table tuned under two CTAs an SM (seven stages): its tile is refused and passed over
+    // a table tuned when this tile ran two CTAs an SM (one consumer in two k slices, seven
+    // stages): its tile is refused and passed over
     TileConfig stale = decode;
-    stale.stages = 7;
+    stale.threads = 384, stale.stages = 7;
     CHECK(backend.tile_problem(gemm_spec(problem, stale)).find("for each of 3 CTAs an SM") != std::string::npos);
     CHECK(gemm_tile_choice(backend, problem, &stale, 1, 132) == decode);
-    // a longer K: two CTAs an SM, seven stages in 113 KiB
+    // a longer K: two CTAs an SM of two consumers, five stages in 113 KiB
     KernelSpec long_k = problem;
     long_k.n = 4096, long_k.k = 7168;
     const KernelSpec two = gemm_spec(long_k, backend.heuristic(long_k, 1, 132));
     CAPTURE(backend.kernel_name(two));
     CHECK(two.tile.block_m == 8);
-    CHECK(two.tile.stages == 7);
+    CHECK(two.tile.block_n == 128);
+    CHECK(two.tile.stages == 5);
     CHECK(backend.shared_bytes(two) <= 228u * 1024 / 2 - 1024);
     CHECK(generate(two).source.find("__launch_bounds__(384, 2)") != std::string::npos);
-    CHECK(backend.plan(two, 8, 132).shape.grid[0] == 264u);  // 9 x 64 tiles, more than two a CTA
-    // a 16-row tile: two CTAs an SM, five 18 KiB stages
+    CHECK(backend.plan(two, 8, 132).shape.grid[0] == 288u);  // 9 x 32 tiles: a CTA a tile
+    // a 16-row tile: two CTAs an SM of two consumers, four 26 KiB stages
     const KernelSpec sixteen_rows = gemm_spec(problem, backend.for_rows(backend.heuristic(problem, 16, 132), 16));
     CAPTURE(backend.kernel_name(sixteen_rows));
     CHECK(sixteen_rows.tile.block_m == 16);
-    CHECK(sixteen_rows.tile.stages == 5);
+    CHECK(sixteen_rows.tile.block_n == 128);
+    CHECK(sixteen_rows.tile.stages == 4);
     CHECK(generate(sixteen_rows).source.find("__launch_bounds__(384, 2)") != std::string::npos);
     // the masked layout too; not a dense, batched or taller grouped tile
     KernelSpec masked = spec;
@@ -410,7 +417,7 @@ TEST_SUITE("gemm_sm90") {
     CHECK(sm90::bucket_tile(8192, 8192, 576, 132, false).consumers == 2);
     CHECK(sm90::bucket_tile(8192, 8192, 576, 132, true).block_m == 192);
   }
-  TEST_CASE("grouped heuristic: the groups fill the grid, so past 16 rows per group the widest tiles, at most 192 high") {
+  TEST_CASE("grouped heuristic: one token's tile unsliced; past 16 rows per group the widest tiles, at most 192 high") {
     const GemmBackend& backend = sm90_backend();
     // a grouped grid runs unsplit (no grouped split-K): else the dense tile
     auto unsplit = [](sm90::Tile t) {
@@ -434,7 +441,13 @@ TEST_SUITE("gemm_sm90") {
           CAPTURE(backend.kernel_name(runs));
           CHECK(backend.tile_problem(runs) == "");
           CHECK(backend.shared_bytes(runs) <= 227u * 1024);
-          if (bucket <= 16) {  // decode: as dense, unsplit, its stages sized for the unsplit tile's k-tiles
+          if (bucket <= 16 && prepacked) {  // decode: no k slices; one consumer at three CTAs an SM, else two
+            const bool three = bucket == 8 && k <= 4096;
+            CHECK(t.k_slices == 1);
+            CHECK(t.block_k == 256);
+            CHECK(t.consumers == (three ? 1 : 2));
+            CHECK(generate(runs).source.find(three ? "__launch_bounds__(256, 3)" : "__launch_bounds__(384, 2)") != std::string::npos);
+          } else if (bucket <= 16) {  // decode: as dense, unsplit, its stages sized for the unsplit tile's k-tiles
             sm90::Tile as_dense = unsplit(sm90::bucket_tile(n, k, bucket, 132, prepacked));
             CHECK(t.stages >= as_dense.stages);
             as_dense.stages = t.stages;
@@ -451,8 +464,9 @@ TEST_SUITE("gemm_sm90") {
         }
         MESSAGE(line);
       }
-    // decode with two k slices: stages for half the unsplit tile's k-tiles (gpt-oss, 12 k-tiles: 6, not the 4 of a split)
-    CHECK(sm90::bucket_tile(5760, 2880, 8, 132, true, 128).stages == 6);
+    // decode with two k slices (the ModelOpt layout): stages for half the unsplit tile's k-tiles
+    // (gpt-oss, 12 k-tiles: 6, not the 4 of a split)
+    CHECK(sm90::bucket_tile(5760, 2880, 8, 132, false, 128).stages == 6);
     // expected_m 160 (DeepSeek-V3 at 4096 tokens): one tile of 160 rows, not two of 128
     CHECK(sm90::heuristic_tile(7168, 2048, 160, 132, true, 256).block_m == 160);
     CHECK(sm90::heuristic_tile(7168, 2048, 320, 132, true, 256).block_m == 160);

@@ -5,12 +5,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
+#include <numeric>
+#include <random>
 #include <sstream>
 
 #include "core/tuning_table.hpp"
 #include "ops/gemm/call.hpp"
 #include "ops/gemm/m_buckets.hpp"
+#include "ops/gemm/tune.hpp"
 #include "test_util.hpp"
 
 using namespace nvfp4::jit;
@@ -156,5 +160,27 @@ TEST_SUITE("tuning") {
     CHECK_THROWS_WITH_AS(tune(grouped), doctest::Contains("grouped_layout = 3 is not contiguous or masked"), Error);
     grouped.grouped_layout = GroupedLayout::masked;
     CHECK_THROWS_WITH_AS(tune(grouped, {513, 5}), doctest::Contains("m = 513 rows per expert is more than the 512"), Error);
+  }
+
+  TEST_CASE("a grouped bucket is timed on a uniform routing, and the decode bucket on one token's rows too") {
+    std::mt19937_64 rng(std::random_device{}());
+    auto total = [](const std::vector<int32_t>& c) { return std::accumulate(c.begin(), c.end(), int64_t(0)); };
+    for (const auto [groups, m] : {std::pair{128, 1}, {256, 8}, {6, 8}, {256, 16}, {128, 512}}) {
+      CAPTURE(groups);
+      CAPTURE(m);
+      const auto routings = grouped_tuning_routings(groups, m, 32768, rng);
+      REQUIRE(routings.size() == (m <= kTunedOneTokenM ? 2u : 1u));
+      for (const auto& counts : routings) {
+        REQUIRE(counts.size() == size_t(groups));
+        CHECK(*std::min_element(counts.begin(), counts.end()) >= 0);
+      }
+      CHECK(total(routings[0]) == std::clamp<int64_t>(int64_t(groups) * m * 4 / 5, 1, 32768));
+      if (routings.size() == 2) {  // one row in each of min(groups, 8) distinct experts
+        const auto& one = routings[1];
+        CHECK(total(one) == std::min(groups, kTunedOneTokenExperts));
+        CHECK(*std::max_element(one.begin(), one.end()) == 1);
+        CHECK(one.front() == 1);  // spread from the first expert on
+      }
+    }
   }
 }

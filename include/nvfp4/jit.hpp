@@ -399,8 +399,10 @@ struct TunedBucket {
 // (v1/tuning/<arch>-<device>-<SMs>.json), where every later gemm() of this problem finds it.
 // A grouped problem is timed at expected_m = options.m rows per expert (every bucket: each
 // one's largest) on 0.8 x that many rows an expert routed uniformly at random (at most 32768):
-// tune it at the rows per expert it serves. Every later grouped_gemm() whose expected_m falls
-// in the bucket runs the winner.
+// tune it at the rows per expert it serves. The bucket of up to 8 rows per expert serves single
+// tokens too: it is also timed on one row in each of 8 experts, and its times are the geometric
+// mean of the two routings'. Every later grouped_gemm() whose expected_m falls in the bucket
+// runs the winner.
 // Compiles the candidates first (in parallel; cached ones load from disk). Not during a
 // CUDA graph capture. With NVFP4_JIT_AUTOTUNE=1, gemm() tunes an untuned bucket on first use.
 std::vector<TunedBucket> tune(const GemmProblem& problem, const TuneOptions& options = {});

@@ -1,6 +1,7 @@
 #include "ops/gemm/tune.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <random>
@@ -47,14 +48,20 @@ bool log_candidates() {
 // weights are prepacked here from random ModelOpt ones.
 // A grouped problem's M is rows per expert (expected_m). Its gigabytes of weights and
 // activations are filled with one finite byte each rather than random ones: the kernels' time
-// does not depend on them.
+// does not depend on them. It is timed on one or two routings (grouped_tuning_routings).
 struct Scratch {
   static constexpr int64_t kMaxGroupedRows = 32768;
-  DeviceBuffer a, a_scales, d, bias, group_sizes;
+  // Rows per expert of one routing: contiguous ends or masked counts on the device.
+  struct Routing {
+    DeviceBuffer group_sizes;
+    int64_t rows = 0;  // of A and D (a masked problem's: every group's m)
+    int32_t max_rows = 0;
+  };
+  DeviceBuffer a, a_scales, d, bias;
   std::vector<DeviceBuffer> weights, scales;
-  int32_t groups = 0, max_rows = 0;
+  std::vector<Routing> routings;  // a dense problem's: one, of m rows
+  int32_t groups = 0;
   GroupedLayout layout = GroupedLayout::contiguous;
-  int64_t rows = 0;  // of A and D (a masked problem's: every group's m)
 
   Scratch(const KernelSpec& p, int64_t m, int copies, CUstream stream) {
     std::mt19937_64 rng(0x9e3779b97f4a7c15ull);
@@ -65,21 +72,22 @@ struct Scratch {
     };
     const bool prepacked = gemm_problem_prepacked(p);
     const ScaleLayout layout_b = prepacked ? ScaleLayout::linear : ScaleLayout(p.scale_layout);
+    int64_t rows = m;
     if (gemm_problem_grouped(p)) {
       groups = std::max(1, p.groups);
       layout = gemm_problem_grouped(p) == nvfp4k::GROUPED_MASKED ? GroupedLayout::masked : GroupedLayout::contiguous;
-      // Routed rows: a uniform routing's 0.8 m rows per expert on average (grouped_gemm's
-      // default expected_m for them is m), each row to a random expert, as tokens' top-k ids
-      // land; at most kMaxGroupedRows in all.
-      const int64_t routed = std::clamp<int64_t>(groups * m * 4 / 5, 1, kMaxGroupedRows);
-      std::vector<int32_t> counts(static_cast<size_t>(groups));
-      for (int64_t r = 0; r < routed; ++r) ++counts[size_t(rng() % uint64_t(groups))];
-      max_rows = *std::max_element(counts.begin(), counts.end());
-      rows = layout == GroupedLayout::masked ? groups * max_rows : routed;
-      std::vector<int32_t> sizes = counts;  // masked: rows per group; contiguous: cumulative ends
-      if (layout == GroupedLayout::contiguous)
-        for (size_t g = 1; g < sizes.size(); ++g) sizes[g] += sizes[g - 1];
-      group_sizes = to_device(sizes);
+      rows = 0;
+      for (const std::vector<int32_t>& counts : grouped_tuning_routings(groups, m, kMaxGroupedRows, rng)) {
+        Routing r;
+        r.max_rows = *std::max_element(counts.begin(), counts.end());
+        std::vector<int32_t> sizes = counts;  // masked: rows per group; contiguous: cumulative ends
+        if (layout == GroupedLayout::contiguous)
+          for (size_t g = 1; g < sizes.size(); ++g) sizes[g] += sizes[g - 1];
+        r.rows = layout == GroupedLayout::masked ? int64_t(groups) * r.max_rows : sizes.back();
+        r.group_sizes = to_device(sizes);
+        rows = std::max(rows, r.rows);
+        routings.push_back(std::move(r));
+      }
       a = DeviceBuffer(size_t(rows * p.k * 2));
       a.fill(0x3C);  // BF16 / FP16 values near 1
       const int64_t weight_bytes = prepacked ? prepacked_bytes(p.n, p.k) : p.n * p.k / 2;
@@ -92,7 +100,7 @@ struct Scratch {
         }
       }
     } else {
-      rows = m;
+      routings.emplace_back().rows = m;
       // activations: 16-bit values in [2^-7, 2) (BF16 and FP16 alike: exponent bits kept small);
       // as NVFP4, the same bytes are e2m1 codes (every one finite)
       a = to_device(random(size_t(m * p.k * 2), 0x03FF03FF03FF03FFull, 0x3C003C003C003C00ull));
@@ -125,9 +133,9 @@ struct Scratch {
     return p.flags & kFlagAScalesSwizzled ? ScaleLayout::swizzled128x4 : ScaleLayout::linear;
   }
 
-  GemmCall call(const KernelSpec& p, int64_t m, int copy) const {
+  GemmCall call(const KernelSpec& p, int64_t m, int copy, const Routing& routing) const {
     GemmArgs g;
-    g.m = !groups ? m : layout == GroupedLayout::contiguous ? rows : max_rows;
+    g.m = !groups ? m : layout == GroupedLayout::contiguous ? routing.rows : routing.max_rows;
     g.n = p.n, g.k = p.k;
     g.a_dtype = DType(p.a_dtype);
     if (g.a_dtype == DType::nvfp4)
@@ -145,7 +153,7 @@ struct Scratch {
     if (!groups) return gemm_call(g, kWho);
     GroupedGemmArgs ga;
     ga.gemm = g, ga.groups = groups, ga.layout = layout, ga.expected_m = m;
-    (layout == GroupedLayout::masked ? ga.masked_m : ga.group_ends) = group_sizes.as<int32_t>();
+    (layout == GroupedLayout::masked ? ga.masked_m : ga.group_ends) = routing.group_sizes.as<int32_t>();
     return grouped_gemm_call(ga, kWho);
   }
 };
@@ -159,6 +167,18 @@ void compile_all(const std::vector<KernelSpec>& specs) {
 }
 
 }  // namespace
+
+std::vector<std::vector<int32_t>> grouped_tuning_routings(int32_t groups, int64_t m, int64_t max_rows, std::mt19937_64& rng) {
+  std::vector<std::vector<int32_t>> routings(1, std::vector<int32_t>(size_t(groups)));
+  const int64_t routed = std::clamp<int64_t>(groups * m * 4 / 5, 1, max_rows);
+  for (int64_t r = 0; r < routed; ++r) ++routings[0][size_t(rng() % uint64_t(groups))];
+  if (m <= kTunedOneTokenM) {
+    const int32_t touched = std::min(groups, kTunedOneTokenExperts);
+    std::vector<int32_t>& one = routings.emplace_back(size_t(groups));
+    for (int32_t i = 0; i < touched; ++i) one[size_t(int64_t(i) * groups / touched)] = 1;
+  }
+  return routings;
+}
 
 std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const KernelSpec& problem, const std::vector<int>& buckets,
                                    int runs, int64_t grouped_m) {
@@ -194,12 +214,13 @@ std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const KernelSpec& p
     const int64_t m = grouped && grouped_m > 0 ? grouped_m : gemm_bucket_m(buckets[b]);
     const Scratch scratch(problem, m, copies, stream);
     int turn = 0;
-    auto time_us = [&](const TileConfig& tile) {
-      const GemmCall first = scratch.call(problem, m, 0);
+    // The median of `runs` launches on one routing.
+    auto median_us = [&](const TileConfig& tile, const Scratch::Routing& routing) {
+      const GemmCall first = scratch.call(problem, m, 0, routing);
       const GemmKernel kernel = load_gemm_kernel(device, backend, gemm_spec(problem, tile), first.args.m, stream, first);
       std::vector<double> us;
       for (int i = 0; i < runs + 2; ++i) {
-        const GemmCall call = scratch.call(problem, m, turn++ % copies);
+        const GemmCall call = scratch.call(problem, m, turn++ % copies, routing);
         timer.start(stream);
         launch_gemm(kernel, call, stream);
         const double t = timer.stop_ms(stream) * 1e3;
@@ -208,14 +229,23 @@ std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const KernelSpec& p
       std::sort(us.begin(), us.end());
       return us[us.size() / 2];
     };
+    // A tile's time: over two routings their geometric mean, so that each weighs by its ratio
+    // and neither by its size.
+    auto time_us = [&](const TileConfig& tile) {
+      double log_sum = 0;
+      for (const Scratch::Routing& routing : scratch.routings) {
+        const double us = median_us(tile, routing);
+        log_sum += std::log(us);
+        if (log_candidates())
+          std::fprintf(stderr, "tune: N %lld K %lld%s M %lld%s: %-28s %10.2f us\n", (long long)problem.n, (long long)problem.k,
+                       grouped ? fmt::format(" G {}", problem.groups).c_str() : "", (long long)m,
+                       grouped ? fmt::format(" ({} rows)", routing.rows).c_str() : "", backend.describe(tile).c_str(), us);
+      }
+      return std::exp(log_sum / double(scratch.routings.size()));
+    };
     const std::vector<TileConfig>& tiles = candidates[b];
     std::vector<double> us;
-    for (const TileConfig& t : tiles) {
-      us.push_back(time_us(t));
-      if (log_candidates())
-        std::fprintf(stderr, "tune: N %lld K %lld%s M %lld: %-28s %10.2f us\n", (long long)problem.n, (long long)problem.k,
-                     grouped ? fmt::format(" G {}", problem.groups).c_str() : "", (long long)m, backend.describe(t).c_str(), us.back());
-    }
+    for (const TileConfig& t : tiles) us.push_back(time_us(t));
     size_t best = size_t(std::min_element(us.begin(), us.end()) - us.begin());
     if (us[0] <= us[best] * (1 + kMinGain)) best = 0;  // tiles[0] is the heuristic's
 

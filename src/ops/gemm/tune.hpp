@@ -1,6 +1,7 @@
 // The GEMM tuner: times every candidate tile of a bucket (the device's backend's) on scratch
 // buffers with a cold L2 and records the winner in the device's tuning table.
 #pragma once
+#include <random>
 #include <vector>
 
 #include "core/launcher.hpp"
@@ -8,6 +9,17 @@
 #include "nvfp4/jit.hpp"
 
 namespace nvfp4::jit::detail {
+
+// The rows per expert of the routings a grouped bucket of m rows per expert is timed on. First
+// a uniform routing's 0.8 m rows per expert on average (grouped_gemm's default expected_m for
+// them is m), each row to a random expert as tokens' top-k ids land, at most max_rows in all.
+// The decode bucket (m <= kTunedOneTokenM) serves single tokens too, whose few experts hold a
+// row each: a tile that streams every expert's weight fastest can cut a few experts' into too
+// few tiles to fill the SMs (docs/perf-log.md), so it is also timed on one row in each of
+// kTunedOneTokenExperts experts spread over the groups.
+inline constexpr int64_t kTunedOneTokenM = 8;
+inline constexpr int32_t kTunedOneTokenExperts = 8;  // a top-8 token's
+std::vector<std::vector<int32_t>> grouped_tuning_routings(int32_t groups, int64_t m, int64_t max_rows, std::mt19937_64& rng);
 
 // `problem`: gemm_problem() of the kernels to tune (BF16 or FP16 activations). Each bucket is
 // timed at its largest M, or a grouped problem's at `grouped_m` rows per expert where given.

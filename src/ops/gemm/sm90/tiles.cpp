@@ -193,6 +193,21 @@ Tile grouped_tile(int bucket, int rows, bool prepacked) {
   return t;
 }
 
+// A grouped decode tile on a prepacked weight (up to 16 rows an expert). The touched experts'
+// tiles fill the SMs by themselves, where one dense weight's few 64-row tiles want k slices, so
+// each consumer decodes every k step of its stages; 24 warps an SM: one consumer where three
+// CTAs an SM fit it (grouped_persistent_ctas), else two. From the tuner's candidates on the
+// four expert shapes (8 rows: timed on one token and on every expert; docs/perf-log.md).
+Tile grouped_decode_tile(int64_t k, int rows) {
+  Tile t;
+  t.block_m = rows;
+  t.consumers = 1;
+  t.block_k = 256;
+  if (grouped_persistent_ctas(nvfp4k::GROUPED_CONTIGUOUS, t, true, k) < 3) t.consumers = 2;
+  t.stages = int(max_stages(t));  // (a persistent grid's ring: as_grouped)
+  return t;
+}
+
 }  // namespace
 
 Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, bool prepacked, int groups) {
@@ -200,6 +215,7 @@ Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, bool prepacke
   if (m > kGemmLargestTrimmedM) m = gemm_bucket_m(bucket);
   if (bucket > 16 && groups > 0 && groups_fill_grid(n, groups, sm_count))
     return grouped_tile(bucket, gemm_trimmed_height(std::min(bucket, kGroupedTallest), m), prepacked);
+  if (groups > 0 && prepacked && bucket <= 16) return grouped_decode_tile(k, gemm_trimmed_height(bucket, m));
   if (bucket > 128) return modelled_tile(modelled_candidates(k, prepacked), n, k, m, sm_count, groups);
   // Up to 128 rows one row tile: the bucket's, as high as m's rows.
   return small_m_tile(n, k, bucket, gemm_trimmed_height(bucket, m), sm_count, groups == 0);
