@@ -472,7 +472,8 @@ TEST_SUITE("gemm_sm90") {
     CHECK(sm90::heuristic_tile(7168, 2048, 320, 132, true, 256).block_m == 160);
     // few groups leave SMs idle (the batched wo_a: 8 groups of 1536 rows): up to 128 rows the
     // dense choice; past it the cost model's, which counts all eight groups' tiles and never splits
-    CHECK(sm90::bucket_tile(1536, 8192, 32, 132, true, 8) == unsplit(sm90::bucket_tile(1536, 8192, 32, 132, true)));
+    for (int bucket : {8, 16, 32})
+      CHECK(sm90::bucket_tile(1536, 8192, bucket, 132, true, 8) == unsplit(sm90::bucket_tile(1536, 8192, bucket, 132, true)));
     CHECK(sm90::bucket_tile(1536, 8192, 512, 132, true).split_k == 2);  // one group of 1536 rows: split
     CHECK(sm90::bucket_tile(1536, 8192, 512, 132, true, 8).split_k == 1);
   }

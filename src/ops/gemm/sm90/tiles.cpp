@@ -193,11 +193,12 @@ Tile grouped_tile(int bucket, int rows, bool prepacked) {
   return t;
 }
 
-// A grouped decode tile on a prepacked weight (up to 16 rows an expert). The touched experts'
-// tiles fill the SMs by themselves, where one dense weight's few 64-row tiles want k slices, so
-// each consumer decodes every k step of its stages; 24 warps an SM: one consumer where three
-// CTAs an SM fit it (grouped_persistent_ctas), else two. From the tuner's candidates on the
-// four expert shapes (8 rows: timed on one token and on every expert; docs/perf-log.md).
+// A grouped decode tile on a prepacked weight (up to 16 rows an expert) where the groups fill the
+// grid. Their tiles fill the SMs, where one weight's few 64-row tiles (or a few groups', the
+// batched wo_a's 8 x 1536 rows) want k slices, so each consumer decodes every k step of its
+// stages; 24 warps an SM: one consumer where three CTAs an SM fit it (grouped_persistent_ctas),
+// else two. From the tuner's candidates on the four expert shapes (8 rows: timed on one token
+// and on every expert; docs/perf-log.md).
 Tile grouped_decode_tile(int64_t k, int rows) {
   Tile t;
   t.block_m = rows;
@@ -213,9 +214,10 @@ Tile grouped_decode_tile(int64_t k, int rows) {
 Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, bool prepacked, int groups) {
   const int bucket = gemm_m_bucket(m);
   if (m > kGemmLargestTrimmedM) m = gemm_bucket_m(bucket);
-  if (bucket > 16 && groups > 0 && groups_fill_grid(n, groups, sm_count))
-    return grouped_tile(bucket, gemm_trimmed_height(std::min(bucket, kGroupedTallest), m), prepacked);
-  if (groups > 0 && prepacked && bucket <= 16) return grouped_decode_tile(k, gemm_trimmed_height(bucket, m));
+  if (groups > 0 && groups_fill_grid(n, groups, sm_count)) {
+    if (bucket > 16) return grouped_tile(bucket, gemm_trimmed_height(std::min(bucket, kGroupedTallest), m), prepacked);
+    if (prepacked) return grouped_decode_tile(k, gemm_trimmed_height(bucket, m));
+  }
   if (bucket > 128) return modelled_tile(modelled_candidates(k, prepacked), n, k, m, sm_count, groups);
   // Up to 128 rows one row tile: the bucket's, as high as m's rows.
   return small_m_tile(n, k, bucket, gemm_trimmed_height(bucket, m), sm_count, groups == 0);
