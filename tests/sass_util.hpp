@@ -41,9 +41,10 @@ inline std::string find_nvdisasm() {
 }
 
 // What the disassembly of one kernel shows (`matches`: its instructions containing the mnemonic
-// asked for, the block-scaled MMA, say).
+// asked for, the block-scaled MMA, say; `loop_local_accesses`: the local-memory accesses between
+// the first and the last of them, the main loop's).
 struct Sass {
-  int matches = 0, local_accesses = 0, registers = -1, frame_bytes = -1, static_shared = -1;
+  int matches = 0, local_accesses = 0, loop_local_accesses = 0, registers = -1, frame_bytes = -1, static_shared = -1;
 };
 
 // Parses nvdisasm's output: the kernel's code section (its instructions containing `mnemonic`), and its
@@ -55,6 +56,7 @@ inline Sass parse_sass(const std::string& text, const std::string& kernel, const
   const std::regex word(R"(\.word\s+(0x[0-9a-fA-F]+))"), zero(R"(\.zero\s+(\d+))"), local(R"(\b(LDL|STL)\b)"),
       header(R"(^//-+ (\S+) +-+$)");
   bool ours = false;  // the attribute under way names this kernel
+  int locals_since_match = 0;  // local accesses after the last match so far
   while (std::getline(in, line)) {
     std::smatch m;
     if (std::regex_search(line, m, header)) {  // "//----- .text.name -----"
@@ -63,8 +65,11 @@ inline Sass parse_sass(const std::string& text, const std::string& kernel, const
       continue;
     }
     if (section == ".text." + kernel) {
-      if (line.find(mnemonic) != std::string::npos) ++s.matches;
-      if (std::regex_search(line, local)) ++s.local_accesses;
+      if (std::regex_search(line, local)) ++s.local_accesses, ++locals_since_match;
+      if (line.find(mnemonic) != std::string::npos) {
+        if (s.matches++ > 0) s.loop_local_accesses += locals_since_match;
+        locals_since_match = 0;
+      }
       continue;
     }
     if (section == ".nv.shared." + kernel && std::regex_search(line, m, zero)) s.static_shared = std::stoi(m[1]);

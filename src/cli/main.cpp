@@ -81,7 +81,9 @@ Candidates compile in parallel (cached ones load from disk). Needs a GPU (exit 3
   --a-scales W4A4's activation scales, linear or swizzled (default swizzled, as quantized)
   --grouped  a grouped weight's (G experts) layout (default contiguous); its M buckets are rows
              per expert (grouped_gemm's expected_m), up to 512, timed at --m (each bucket's
-             largest without it) on a uniform routing: tune at the rows per expert you serve
+             largest without it) on a uniform routing: tune at the rows per expert you serve;
+             the <=8 bucket also on one token's rows (one in each of 8 experts), scored by
+             the geometric mean of the two times
 )"},
     {"cache", R"(usage: nvfp4-jit cache stats|ls|verify|prune|clear|export FILE|import FILE [--json]
 

@@ -193,18 +193,21 @@ Tile grouped_tile(int bucket, int rows, bool prepacked) {
   return t;
 }
 
-// A grouped decode tile on a prepacked weight (up to 16 rows an expert) where the groups fill the
-// grid. Their tiles fill the SMs, where one weight's few 64-row tiles (or a few groups', the
-// batched wo_a's 8 x 1536 rows) want k slices, so each consumer decodes every k step of its
-// stages; 24 warps an SM: one consumer where three CTAs an SM fit it (grouped_persistent_ctas),
-// else two. From the tuner's candidates on the four expert shapes (8 rows: timed on one token
-// and on every expert; docs/perf-log.md).
-Tile grouped_decode_tile(int64_t k, int rows) {
+// A grouped decode tile (up to 16 rows an expert) where the groups fill the grid. Their tiles
+// fill the SMs, where one weight's few 64-row tiles (or a few groups', the batched wo_a's
+// 8 x 1536 rows) want k slices; here a tile's warps are for decoding, four consumer warpgroups
+// an SM: two a CTA where two CTAs fit (three of one where three fit: a prepacked 8-row tile,
+// grouped_persistent_ctas), and where one does, two in two k slices. From the tuner's
+// candidates on the four expert shapes, both weight layouts (8 rows: timed on one token and on
+// every expert; docs/perf-log.md).
+Tile grouped_decode_tile(int64_t k, int rows, bool prepacked) {
   Tile t;
   t.block_m = rows;
   t.consumers = 1;
   t.block_k = 256;
-  if (grouped_persistent_ctas(nvfp4k::GROUPED_CONTIGUOUS, t, true, k) < 3) t.consumers = 2;
+  auto ctas = [&] { return grouped_persistent_ctas(nvfp4k::GROUPED_CONTIGUOUS, t, prepacked, k); };
+  if (ctas() < 3) t.consumers = 2;
+  if (ctas() < 2) t.k_slices = 2;
   t.stages = int(max_stages(t));  // (a persistent grid's ring: as_grouped)
   return t;
 }
@@ -214,10 +217,9 @@ Tile grouped_decode_tile(int64_t k, int rows) {
 Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, bool prepacked, int groups) {
   const int bucket = gemm_m_bucket(m);
   if (m > kGemmLargestTrimmedM) m = gemm_bucket_m(bucket);
-  if (groups > 0 && groups_fill_grid(n, groups, sm_count)) {
-    if (bucket > 16) return grouped_tile(bucket, gemm_trimmed_height(std::min(bucket, kGroupedTallest), m), prepacked);
-    if (prepacked) return grouped_decode_tile(k, gemm_trimmed_height(bucket, m));
-  }
+  if (groups > 0 && groups_fill_grid(n, groups, sm_count))
+    return bucket > 16 ? grouped_tile(bucket, gemm_trimmed_height(std::min(bucket, kGroupedTallest), m), prepacked)
+                       : grouped_decode_tile(k, gemm_trimmed_height(bucket, m), prepacked);
   if (bucket > 128) return modelled_tile(modelled_candidates(k, prepacked), n, k, m, sm_count, groups);
   // Up to 128 rows one row tile: the bucket's, as high as m's rows.
   return small_m_tile(n, k, bucket, gemm_trimmed_height(bucket, m), sm_count, groups == 0);
