@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -10,11 +11,13 @@
 
 #include "core/codegen.hpp"
 #include "core/error.hpp"
+#include "core/tuning_table.hpp"
 #include "gemm_test_util.hpp"
 #include "sass_util.hpp"
 #include "ops/gemm/m_buckets.hpp"
 #include "ops/gemm/tile_choice.hpp"
 #include "sm90/gemm_params.cuh"
+#include "test_util.hpp"
 
 using namespace nvfp4::jit;
 using namespace nvfp4::jit::detail;
@@ -307,11 +310,26 @@ TEST_SUITE("gemm_sm90") {
     narrow.n = 5696;  // 89: 801
     CHECK(backend.plan(narrow, 8, 132).shape.grid[0] == 396u);
     // a table tuned when this tile ran two CTAs an SM (one consumer in two k slices, seven
-    // stages): its tile is refused and passed over
+    // stages): its entry is refused, with a note, and the call runs the heuristic's tile
     TileConfig stale = decode;
     stale.threads = 384, stale.stages = 7;
     CHECK(backend.tile_problem(gemm_spec(problem, stale)).find("for each of 3 CTAs an SM") != std::string::npos);
-    CHECK(gemm_tile_choice(backend, problem, &stale, 1, 132) == decode);
+    {
+      testutil::TempDir dir;
+      const std::string path = dir.str() + "/table.json";
+      TuningEntry old_entry, fine;
+      old_entry.problem = fine.problem = problem;
+      old_entry.m_bucket = 8, old_entry.tile = stale;
+      fine.m_bucket = 16, fine.tile = backend.heuristic(problem, 16, 132);
+      std::ofstream(path) << TuningTable::to_text({old_entry, fine}, Arch::sm_90a, "GPU", 132, TuningVersions::current());
+      const TuningTable table(path, Arch::sm_90a, "GPU", 132);
+      CHECK_FALSE(table.find(problem, 8));
+      CHECK(table.find(problem, 16));
+      REQUIRE(table.notes().size() == 1);
+      CHECK(table.notes()[0].find("1 entries this build cannot run were skipped (the first: N = 7168, K = 2048, bucket 8: ") !=
+            std::string::npos);
+      CHECK(gemm_tile_choice(backend, problem, nullptr, 1, 132) == decode);
+    }
     // a longer K: two CTAs an SM of two consumers, five stages in 113 KiB
     KernelSpec long_k = problem;
     long_k.n = 4096, long_k.k = 7168;

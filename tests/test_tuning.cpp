@@ -28,7 +28,7 @@ TuningEntry entry(int64_t n, int bucket, int split_k, double us) {
   p.n = n, p.k = 4096;
   e.problem = gemm_problem(Arch::sm_90a, p);
   e.m_bucket = bucket;
-  e.tile.block_m = uint16_t(std::min(bucket, 256));
+  e.tile.block_m = uint16_t(std::min(bucket, 64));  // a tile the sm_90a backend builds for every bucket
   e.tile.block_n = 64;
   e.tile.block_k = 256;
   e.tile.threads = 256;

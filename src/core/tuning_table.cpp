@@ -183,11 +183,27 @@ TuningTable::TuningTable(std::string path, Arch arch, std::string device_name, i
   std::string why;
   if (auto data = read_file_nofollow(path_, kMaxTableBytes, &why)) {
     std::string note;
-    merge(parse(std::string(data->begin(), data->end()), versions_, &note));
+    merge(runnable(parse(std::string(data->begin(), data->end()), versions_, &note), &note));
     if (!note.empty()) notes_.push_back(path_ + ": " + note);
   } else if (!why.empty()) {
     notes_.push_back("tuning table not read: " + why);
   }
+}
+
+// An entry this build's rules refuse (tuned by an earlier build of this version, whose rules
+// gave a tile more stages than its CTAs an SM now leave room for, say) would fail in codegen
+// on the first call that finds it: it is left out, and the call runs the heuristic's tile.
+std::vector<TuningEntry> TuningTable::runnable(std::vector<TuningEntry> entries, std::string* note) const {
+  std::string first_why;
+  const size_t before = entries.size();
+  std::erase_if(entries, [&](const TuningEntry& e) {
+    std::string why = tuning_entry_problem(e, arch_);
+    if (!why.empty() && first_why.empty()) first_why = fmt::format("N = {}, K = {}, bucket {}: {}", e.problem.n, e.problem.k, e.m_bucket, why);
+    return !why.empty();
+  });
+  if (const size_t refused = before - entries.size())
+    *note += fmt::format("{}{} entries this build cannot run were skipped (the first: {})", note->empty() ? "" : "; ", refused, first_why);
+  return entries;
 }
 
 void TuningTable::merge(const std::vector<TuningEntry>& entries) {
@@ -224,7 +240,7 @@ std::string TuningTable::record(const std::vector<TuningEntry>& entries) {
   std::unordered_map<Key, TuningEntry, KeyHash> merged;
   if (auto data = read_file_nofollow(path_, kMaxTableBytes)) {
     std::string note;
-    for (const TuningEntry& e : parse(std::string(data->begin(), data->end()), versions_, &note))
+    for (const TuningEntry& e : runnable(parse(std::string(data->begin(), data->end()), versions_, &note), &note))
       merged[Key{e.problem, e.m_bucket}] = e;
   }
   for (const TuningEntry& e : entries) merged[Key{e.problem, e.m_bucket}] = e;

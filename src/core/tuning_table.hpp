@@ -41,8 +41,8 @@ class TuningTable {
   static std::string file_name(Arch arch, const std::string& device_name, int sm_count);
 
   // Reads `path` (a missing file is an empty table; one from other versions, one that is not
-  // a regular file or is over kMaxTableBytes, or a line that does not parse, is skipped with a
-  // note in notes()).
+  // a regular file or is over kMaxTableBytes, a line that does not parse, or an entry that
+  // tuning_entry_problem refuses, is skipped with a note in notes()).
   TuningTable(std::string path, Arch arch, std::string device_name, int sm_count,
               TuningVersions versions = TuningVersions::current());
 
@@ -65,6 +65,9 @@ class TuningTable {
   static std::vector<TuningEntry> parse(const std::string& text, const TuningVersions& versions, std::string* note);
 
  private:
+  // `entries` less those tuning_entry_problem refuses, counted in `note`.
+  std::vector<TuningEntry> runnable(std::vector<TuningEntry> entries, std::string* note) const;
+
   struct Key {
     KernelSpec problem;
     int m_bucket;

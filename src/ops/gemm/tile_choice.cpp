@@ -20,9 +20,6 @@ void add_once(std::vector<TileConfig>& tiles, const TileConfig& t) {
 TileConfig gemm_tile_choice(const GemmBackend& backend, const KernelSpec& problem, const TileConfig* tuned, int64_t m,
                             int sm_count) {
   const int64_t bucket_m = gemm_bucket_m(gemm_m_bucket(m));
-  // A tuned tile this build cannot run (a table tuned by an earlier build of this version, whose
-  // rules gave the tile more stages than its CTAs an SM now leave room for) is passed over.
-  if (tuned && !backend.tile_problem(gemm_spec(problem, *tuned)).empty()) tuned = nullptr;
   // a table written before tiles were trimmed to their rows holds the heuristic's untrimmed
   if (tuned && backend.for_rows(*tuned, bucket_m) != backend.heuristic(problem, bucket_m, sm_count))
     return m > kGemmLargestTrimmedM ? *tuned : backend.for_rows(*tuned, m);
