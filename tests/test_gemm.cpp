@@ -152,10 +152,13 @@ TEST_SUITE("gemm") {
     }
   }
 
-  TEST_CASE("grouped default expected_m: 1.25 x the mean rows per group, from 16 to 128 a power of two; then mean + 2.5 sqrt(mean)") {
+  TEST_CASE("grouped default expected_m: 1.25 x the mean rows per group, from 6 to 128 a power of two (at least 16); then mean + 2.5 sqrt(mean)") {
     CHECK(grouped_default_expected_m(8, 256) == 1);          // decode: fewer rows than groups
     CHECK(grouped_default_expected_m(128, 256) == 1);
-    CHECK(grouped_default_expected_m(1024, 128) == 10);      // under 16: as it is
+    CHECK(grouped_default_expected_m(1024, 256) == 5);       // under 6: as it is
+    CHECK(grouped_default_expected_m(1280, 256) == 16);      // mean 5: 6 -> 16
+    CHECK(grouped_default_expected_m(1536, 256) == 16);      // mean 6 (DeepSeek-V3, 192 tokens): 7 -> 16
+    CHECK(grouped_default_expected_m(1024, 128) == 16);      // mean 8: 10 -> 16
     CHECK(grouped_default_expected_m(4096, 256) == 32);      // mean 16: 20 -> 32
     CHECK(grouped_default_expected_m(4096, 128) == 64);      // mean 32: 40 -> 64
     CHECK(grouped_default_expected_m(10240, 128) == 128);    // mean 80: 100 -> 128
@@ -168,8 +171,8 @@ TEST_SUITE("gemm") {
       const double mean = double(m) / 64;
       CAPTURE(m);
       CHECK(e >= 1);
-      if (rows < 16) CHECK(e == rows);
-      else if (rows <= 128) CHECK((e <= 128 && (e & (e - 1)) == 0 && e >= rows));
+      if (rows < 6) CHECK(e == rows);
+      else if (rows <= 128) CHECK((e >= 16 && e <= 128 && (e & (e - 1)) == 0 && e >= rows));
       else CHECK((e >= mean + 2.5 * std::sqrt(mean) && e < mean + 2.5 * std::sqrt(mean) + 1 && e >= 128));
     }
   }

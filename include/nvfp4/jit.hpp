@@ -283,7 +283,7 @@ struct GroupedGemmArgs {
   const int32_t* group_ends = nullptr;  // contiguous: [groups] cumulative row ends
   const int32_t* masked_m = nullptr;    // masked: [groups] rows of each group
   int64_t expected_m = 0;               // rows per group the kernel is chosen for; 0: m (masked), contiguous: r = 1.25 m / groups,
-                                        // from 16 to 128 rounded up to a power of two, past 128 mean + 2.5 sqrt(mean)
+                                        // from 6 to 128 rounded up to a power of two (at least 16), past 128 mean + 2.5 sqrt(mean)
   // W4A4: gemm.a_fp4.global_scale.device_ptr holds one scale per group ([groups] values, e.g.
   // ModelOpt's per-expert input_scale) instead of one, or one per row (then per_row is false).
   bool a_global_scale_per_group = false;
