@@ -131,18 +131,16 @@ void resolve_batched_strides(const Check& check, const GroupedGemmArgs& ga, Gemm
 
 int64_t grouped_default_expected_m(int64_t m, int32_t groups) {
   // Room over the mean rows per group for routing's spread: with too little, many groups get a
-  // second, nearly empty row tile that decodes the group's whole weight again. A quarter more,
-  // and from 16 to 128 rows the power of two at or above it (taller tiles cut the hot groups of
-  // a skewed routing into fewer tiles). Past that, a group's rows spread as sqrt(mean) (each row
-  // picks a group at random), so a quarter more over-provisions: mean + 2.5 sqrt(mean) (512 +-
-  // 22 rows need three 192-row tiles; 640 rows, a quarter more, would be four of 160).
-  // From 6 rows (a mean of about 5) to 16, 16: a uniform routing then puts one group in seven
-  // past 8 rows, and a skewed one its hot groups far past them, each 8 rows a tile decoding the
-  // group's weight again (16-row tiles ran up to 11% faster uniform, 20% Zipf).
-  // docs/perf-log.md, the expected_m sweeps.
+  // second, nearly empty row tile that decodes the group's whole weight again. A quarter more;
+  // from 6 rows the power of two at or above it, at least 16, up to 128 (at a mean of 5 rows a
+  // uniform routing puts one group in seven past 8 rows, and taller tiles cut the hot groups of
+  // a skewed routing into fewer tiles: 16-row tiles ran up to 11% faster uniform, 20% Zipf).
+  // Past 128, a group's rows spread as sqrt(mean) (each row picks a group at random), so a
+  // quarter more over-provisions: mean + 2.5 sqrt(mean) (512 +- 22 rows need three 192-row
+  // tiles; 640 rows, a quarter more, would be four of 160). docs/perf-log.md, the expected_m
+  // sweeps.
   const int64_t rows = std::max<int64_t>(1, (m + m / 4) / groups);
   if (rows < 6) return rows;
-  if (rows < 16) return 16;
   if (rows > 128) {
     const double mean = double(m) / groups;
     return int64_t(std::ceil(mean + 2.5 * std::sqrt(mean)));

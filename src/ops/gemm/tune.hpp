@@ -11,8 +11,8 @@
 namespace nvfp4::jit::detail {
 
 // The rows per expert of the routings a grouped bucket of m rows per expert is timed on. First
-// a uniform routing's 0.8 m rows per expert on average (grouped_gemm's default expected_m for
-// them is m), each row to a random expert as tokens' top-k ids land, at most max_rows in all.
+// a uniform routing's 0.8 m rows per expert on average (a quarter more is m), each row to a
+// random expert as tokens' top-k ids land, at most max_rows in all.
 // The decode bucket (m <= kTunedOneTokenM) serves single tokens too, whose few experts hold a
 // row each: a tile that streams every expert's weight fastest can cut a few experts' into too
 // few tiles to fill the SMs (docs/perf-log.md), so it is also timed on one row in each of

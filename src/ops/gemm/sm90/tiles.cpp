@@ -193,13 +193,12 @@ Tile grouped_tile(int bucket, int rows, bool prepacked) {
   return t;
 }
 
-// A grouped decode tile (up to 16 rows an expert) where the groups fill the grid. Their tiles
-// fill the SMs, where one weight's few 64-row tiles (or a few groups', the batched wo_a's
-// 8 x 1536 rows) want k slices; here a tile's warps are for decoding, four consumer warpgroups
-// an SM: two a CTA where two CTAs fit (three of one where three fit: a prepacked 8-row tile,
-// grouped_persistent_ctas), and where one does, two in two k slices. From the tuner's
-// candidates on the four expert shapes, both weight layouts (8 rows: timed on one token and on
-// every expert; docs/perf-log.md).
+// A grouped decode tile (up to 16 rows an expert) where the groups fill the grid. Its warps are
+// for decoding, three or four consumer warpgroups an SM: one a CTA at three CTAs an SM (a
+// prepacked 8-row tile up to K = 4096: grouped_persistent_ctas), two at two, two in two k slices
+// at one. The dense tile's k slices are for one weight whose few 64-row tiles leave SMs idle (or
+// a few groups', the batched wo_a's); here the groups' tiles fill them. From the tuner's
+// candidates on the four expert shapes, both weight layouts (docs/perf-log.md).
 Tile grouped_decode_tile(int64_t k, int rows, bool prepacked) {
   Tile t;
   t.block_m = rows;
