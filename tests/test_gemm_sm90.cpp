@@ -310,7 +310,8 @@ TEST_SUITE("gemm_sm90") {
     narrow.n = 5696;  // 89: 801
     CHECK(backend.plan(narrow, 8, 132).shape.grid[0] == 396u);
     // a table tuned when this tile ran two CTAs an SM (one consumer in two k slices, seven
-    // stages): its entry is refused, with a note, and the call runs the heuristic's tile
+    // stages): its entry is refused when the table loads, with a note (the call finds no tuned
+    // tile and runs the heuristic's)
     TileConfig stale = decode;
     stale.threads = 384, stale.stages = 7;
     CHECK(backend.tile_problem(gemm_spec(problem, stale)).find("for each of 3 CTAs an SM") != std::string::npos);
@@ -328,7 +329,6 @@ TEST_SUITE("gemm_sm90") {
       REQUIRE(table.notes().size() == 1);
       CHECK(table.notes()[0].find("1 entries this build cannot run were skipped (the first: N = 7168, K = 2048, bucket 8: ") !=
             std::string::npos);
-      CHECK(gemm_tile_choice(backend, problem, nullptr, 1, 132) == decode);
     }
     // a longer K: two CTAs an SM of two consumers, five stages in 113 KiB
     KernelSpec long_k = problem;
