@@ -162,19 +162,40 @@ TEST_SUITE("tuning") {
     CHECK_THROWS_WITH_AS(tune(grouped, {513, 5}), doctest::Contains("m = 513 rows per expert is more than the 512"), Error);
   }
 
-  TEST_CASE("a grouped bucket is timed on a uniform routing, and the decode bucket on one token's rows too") {
+  TEST_CASE("a grouped bucket is timed on the heaviest routing it serves, and the decode bucket on one token's rows too") {
+    // The rows the default expected_m sends to a bucket of m: up to 4.8 rows an expert for 8 (from
+    // 6 rows the default is 16), 13.6 for 16, and past 128 rows mean + 2.5 sqrt(mean) <= m.
+    CHECK(grouped_rows_for_expected_m(128, 1) == 204);
+    CHECK(grouped_rows_for_expected_m(256, 8) == 1228);
+    CHECK(grouped_rows_for_expected_m(256, 16) == 3481);
+    CHECK(grouped_rows_for_expected_m(256, 296) == 65536);  // 256 + 2.5 x 16 = 296: DeepSeek-V3 at 8192 tokens
+    CHECK(grouped_rows_for_expected_m(128, 512) / 128 == 458);
+
     std::mt19937_64 rng(std::random_device{}());
     auto total = [](const std::vector<int32_t>& c) { return std::accumulate(c.begin(), c.end(), int64_t(0)); };
-    for (const auto [groups, m] : {std::pair{128, 1}, {256, 8}, {6, 8}, {256, 16}, {128, 512}}) {
+    constexpr int64_t kMaxRows = 32768;
+    for (const auto [groups, m] : {std::pair{128, 1}, {256, 8}, {6, 8}, {256, 16}, {256, 296}, {128, 512}}) {
       CAPTURE(groups);
       CAPTURE(m);
-      const auto routings = grouped_tuning_routings(groups, m, 32768, rng);
+      const auto routings = grouped_tuning_routings(groups, m, kMaxRows, rng);
       REQUIRE(routings.size() == (m <= kTunedOneTokenM ? 2u : 1u));
       for (const auto& counts : routings) {
         REQUIRE(counts.size() == size_t(groups));
         CHECK(*std::min_element(counts.begin(), counts.end()) >= 0);
       }
-      CHECK(total(routings[0]) == std::clamp<int64_t>(int64_t(groups) * m * 4 / 5, 1, 32768));
+      const int64_t heaviest = grouped_rows_for_expected_m(groups, m);
+      CHECK(grouped_default_expected_m(heaviest, groups) <= m);
+      CHECK(grouped_default_expected_m(heaviest + 1, groups) > m);
+      const auto& uniform = routings[0];
+      const int64_t experts = std::count_if(uniform.begin(), uniform.end(), [](int32_t c) { return c > 0; });
+      if (heaviest <= kMaxRows) {
+        CHECK(total(uniform) == heaviest);
+      } else {  // the bucket's rows an expert, on as many experts as the scratch rows hold
+        CHECK(total(uniform) <= kMaxRows);
+        CHECK(total(uniform) > kMaxRows - heaviest / groups);
+        CHECK(experts == kMaxRows * groups / heaviest);
+        CHECK(uniform.front() > 0);  // spread from the first expert on
+      }
       if (routings.size() == 2) {  // one row in each of min(groups, 8) distinct experts
         const auto& one = routings[1];
         CHECK(total(one) == std::min(groups, kTunedOneTokenExperts));

@@ -17,6 +17,7 @@
 #include "core/manifest.hpp"
 #include "core/prewarm.hpp"
 #include "core/tuning_table.hpp"
+#include "ops/gemm/call.hpp"
 #include "ops/gemm/dispatch.hpp"
 #include "ops/gemm/launch.hpp"
 #include "ops/gemm/m_buckets.hpp"
@@ -56,6 +57,7 @@ struct Scratch {
     DeviceBuffer group_sizes;
     int64_t rows = 0;  // of A and D (a masked problem's: every group's m)
     int32_t max_rows = 0;
+    int32_t experts = 0;  // holding rows
   };
   DeviceBuffer a, a_scales, d, bias;
   std::vector<DeviceBuffer> weights, scales;
@@ -80,6 +82,7 @@ struct Scratch {
       for (const std::vector<int32_t>& counts : grouped_tuning_routings(groups, m, kMaxGroupedRows, rng)) {
         Routing r;
         r.max_rows = *std::max_element(counts.begin(), counts.end());
+        r.experts = int32_t(std::count_if(counts.begin(), counts.end(), [](int32_t c) { return c > 0; }));
         std::vector<int32_t> sizes = counts;  // masked: rows per group; contiguous: cumulative ends
         if (layout == GroupedLayout::contiguous)
           for (size_t g = 1; g < sizes.size(); ++g) sizes[g] += sizes[g - 1];
@@ -168,10 +171,22 @@ void compile_all(const std::vector<KernelSpec>& specs) {
 
 }  // namespace
 
+int64_t grouped_rows_for_expected_m(int32_t groups, int64_t m) {
+  int64_t lo = 1, hi = 2 * int64_t(groups) * m;  // at twice m rows an expert the default is past m
+  while (lo < hi) {
+    const int64_t mid = lo + (hi - lo + 1) / 2;
+    if (grouped_default_expected_m(mid, groups) <= m) lo = mid;
+    else hi = mid - 1;
+  }
+  return lo;
+}
+
 std::vector<std::vector<int32_t>> grouped_tuning_routings(int32_t groups, int64_t m, int64_t max_rows, std::mt19937_64& rng) {
   std::vector<std::vector<int32_t>> routings(1, std::vector<int32_t>(size_t(groups)));
-  const int64_t routed = std::clamp<int64_t>(groups * m * 4 / 5, 1, max_rows);
-  for (int64_t r = 0; r < routed; ++r) ++routings[0][size_t(rng() % uint64_t(groups))];
+  const int64_t heaviest = grouped_rows_for_expected_m(groups, m);
+  const int64_t touched = std::clamp<int64_t>(max_rows * groups / heaviest, 1, groups);
+  const int64_t routed = std::max<int64_t>(1, heaviest * touched / groups);
+  for (int64_t r = 0; r < routed; ++r) ++routings[0][size_t(int64_t(rng() % uint64_t(touched)) * groups / touched)];
   if (m <= kTunedOneTokenM) {
     const int32_t touched = std::min(groups, kTunedOneTokenExperts);
     std::vector<int32_t>& one = routings.emplace_back(size_t(groups));
@@ -239,7 +254,7 @@ std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const KernelSpec& p
         if (log_candidates())
           std::fprintf(stderr, "tune: N %lld K %lld%s M %lld%s: %-28s %10.2f us\n", (long long)problem.n, (long long)problem.k,
                        grouped ? fmt::format(" G {}", problem.groups).c_str() : "", (long long)m,
-                       grouped ? fmt::format(" ({} rows)", routing.rows).c_str() : "", backend.describe(tile).c_str(), us);
+                       grouped ? fmt::format(" ({} rows, {} experts)", routing.rows, routing.experts).c_str() : "", backend.describe(tile).c_str(), us);
       }
       return std::exp(log_sum / double(scratch.routings.size()));
     };

@@ -10,9 +10,13 @@
 
 namespace nvfp4::jit::detail {
 
+// The most rows `groups` experts can hold for the default expected_m to be at most m
+// (grouped_default_expected_m): the heaviest routing whose calls a bucket of m rows serves.
+int64_t grouped_rows_for_expected_m(int32_t groups, int64_t m);
 // The rows per expert of the routings a grouped bucket of m rows per expert is timed on. First
-// a uniform routing's 0.8 m rows per expert on average (a quarter more is m), each row to a
-// random expert as tokens' top-k ids land, at most max_rows in all.
+// a uniform routing of grouped_rows_for_expected_m rows, each row to a random expert as tokens'
+// top-k ids land; where that is more than max_rows, the same rows an expert on as few experts
+// as max_rows hold, spread over the groups (the tiles a call decodes stay the bucket's).
 // The decode bucket (m <= kTunedOneTokenM) serves single tokens too, whose few experts hold a
 // row each: a tile that streams every expert's weight fastest can cut a few experts' into too
 // few tiles to fill the SMs (docs/perf-log.md), so it is also timed on one row in each of
