@@ -495,6 +495,18 @@ TEST_SUITE("gpu_grouped_gemm") {
     gathered.gather = true;
     run_grouped(gathered, rng, 1);  // captured, routing and row order redrawn
     run_grouped({GroupedLayout::masked, 24, 48, 1024, 1024, ScaleLayout::swizzled128x4, DType::bf16, DType::fp32}, rng, 1);
+    // rows reaching many groups of a wide weight: the decode tile of three consumers at two CTAs
+    // an SM (128 groups x 15 tiles of 192 rows fill 132 SMs' two CTAs six times), 4 rows a group
+    {
+      KernelSpec problem = gemm_problem(Arch::sm_90a, 2880, 512, DType::bf16, DType::bf16, ScaleLayout::linear, true, kNoDType);
+      problem.groups = 128, problem.flags |= kFlagGroupedContiguous;
+      const int sms = current_device().sm_count;
+      const TileConfig tile = gemm_backend(Arch::sm_90a, "test").heuristic(problem, 5, sms, 128);
+      MESSAGE("128 groups of 2880 x 512, 512 rows on " << sms << " SMs: " << sm90::describe(sm90::from_config(tile)));
+      if (128 * 15 >= 12 * sms) CHECK(sm90::from_config(tile).consumers == 3);
+      run_grouped({GroupedLayout::contiguous, 128, 512, 2880, 512, ScaleLayout::linear, DType::bf16, DType::bf16, true}, rng);
+      run_grouped({GroupedLayout::contiguous, 128, 512, 2880, 512, ScaleLayout::linear, DType::fp16, DType::fp32, true}, rng, 1);
+    }
     // more groups than a cursor's first walk loads at once (256): it walks them chunk by chunk
     run_grouped({GroupedLayout::contiguous, 1100, 700, 128, 256, ScaleLayout::linear, DType::bf16, DType::bf16, true}, rng);
     run_grouped({GroupedLayout::masked, 1030, 4, 128, 256, ScaleLayout::linear, DType::bf16, DType::bf16}, rng);
@@ -560,6 +572,8 @@ TEST_SUITE("gpu_grouped_gemm") {
     GroupedCase gathered{GroupedLayout::contiguous, 32, 256, 1024, 1024, ScaleLayout::linear, DType::bf16, DType::bf16};
     gathered.gather = true;
     run_grouped(gathered, rng);
+    // the decode tile of three consumers at two CTAs an SM (rows reaching 128 groups of 2880)
+    run_grouped({GroupedLayout::contiguous, 128, 512, 2880, 256, ScaleLayout::linear, DType::bf16, DType::bf16, true}, rng);
   }
 
   TEST_CASE("masked groups, prepacked weights and W4A4 against a float64 reference") {

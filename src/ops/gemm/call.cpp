@@ -210,6 +210,10 @@ GemmCall grouped_gemm_call(const GroupedGemmArgs& ga, const char* who) {
 
 int64_t gemm_tile_rows(const GemmCall& call) { return call.groups ? call.expected_m : call.args.m; }
 
+int64_t gemm_groups_reached(const GemmCall& call) {
+  return call.groups && call.layout == GroupedLayout::contiguous ? std::min<int64_t>(call.groups, call.args.m) : 0;
+}
+
 GemmCall gemm_call_on_decoded_a(const GemmCall& call, const void* decoded_a) {
   GemmCall inner = call;
   inner.args.a = decoded_a;

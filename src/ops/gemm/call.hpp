@@ -53,6 +53,9 @@ GemmCall grouped_gemm_call(const GroupedGemmArgs& args, const char* who);
 int64_t grouped_default_expected_m(int64_t m, int32_t groups);
 // The M a call's tile is chosen for: m, or a grouped call's rows per group.
 int64_t gemm_tile_rows(const GemmCall& call);
+// How many groups a contiguous grouped call's rows can reach (at most one a row: a token's few
+// experts), which sizes a decode tile; 0 (all) for other calls.
+int64_t gemm_groups_reached(const GemmCall& call);
 
 // W4A4's GEMM: the call on A decoded to BF16 (without its global scale, which the call's
 // epilogue applies) at `decoded_a`, row stride k.

@@ -42,7 +42,8 @@ class Sm120Backend final : public GemmBackend {
     return {};
   }
 
-  TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count) const override {
+  // (the groups a call reaches do not change these tiles)
+  TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count, int64_t = 0) const override {
     return to_config(heuristic_tile(problem.n, problem.k, m, sm_count, gemm_problem_groups(problem)));
   }
 

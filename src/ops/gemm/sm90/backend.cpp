@@ -84,18 +84,24 @@ class Sm90Backend final : public GemmBackend {
   bool serves(Arch arch) const override { return arch == Arch::sm_90a; }
   std::string unsupported(const KernelSpec&) const override { return {}; }
 
-  TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count) const override {
+  TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count, int64_t groups_reached = 0) const override {
+    const int groups = gemm_problem_groups(problem);
+    // counted for contiguous groups only (masked ones keep the decode tile measured for them)
+    const int64_t reached = gemm_problem_grouped(problem) != nvfp4k::GROUPED_CONTIGUOUS ? 0
+                            : groups_reached > 0 ? std::min<int64_t>(groups_reached, groups)
+                                                 : groups;
     return to_config(as_grouped(problem, heuristic_tile(problem.n, problem.k, m, sm_count, gemm_problem_prepacked(problem),
-                                                        gemm_problem_groups(problem))));
+                                                        groups, reached)));
   }
 
   // its row height trimmed to m's rows (every height of 16 rows builds)
   TileConfig for_rows(const TileConfig& tile, int64_t m) const override { return gemm_trimmed_to_rows(tile, m); }
 
-  // The heuristic's tile first (candidate_tiles' order; a grouped problem's all unsplit), each
-  // persistent one with the ring a persistent grid of its height holds.
+  // The heuristic's tile for the bucket first (every contiguous group reached), then
+  // candidate_tiles' (a grouped problem's all unsplit), each persistent one with the ring a
+  // persistent grid of its height holds.
   std::vector<TileConfig> candidates(const KernelSpec& problem, int bucket, int sm_count) const override {
-    std::vector<TileConfig> configs;
+    std::vector<TileConfig> configs{heuristic(problem, gemm_bucket_m(bucket), sm_count)};
     for (const Tile& t : candidate_tiles(problem.n, problem.k, bucket, sm_count, gemm_problem_prepacked(problem), gemm_problem_groups(problem))) {
       const TileConfig c = to_config(as_grouped(problem, t));
       if (std::find(configs.begin(), configs.end(), c) == configs.end()) configs.push_back(c);

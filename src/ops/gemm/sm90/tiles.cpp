@@ -193,32 +193,45 @@ Tile grouped_tile(int bucket, int rows, bool prepacked) {
   return t;
 }
 
+// Whether the 192-row tiles of `groups` groups of n weight rows give the two CTAs an SM of a
+// persistent grid six tiles each: enough that no SM waits long for one.
+bool groups_fill_grid_six_times(int64_t n, int64_t groups, int sm_count) {
+  return groups * ((n + 191) / 192) >= 6 * 2 * int64_t(sm_count);
+}
+
 // A grouped decode tile (up to 16 rows an expert) where the groups fill the grid. Its warps are
-// for decoding, three or four consumer warpgroups an SM: one a CTA at three CTAs an SM (a
+// for decoding, three to six consumer warpgroups an SM: one a CTA at three CTAs an SM (a
 // prepacked 8-row tile up to K = 4096: grouped_persistent_ctas), two at two, two in two k slices
 // at one. The dense tile's k slices are for one weight whose few 64-row tiles leave SMs idle (or
-// a few groups', the batched wo_a's); here the groups' tiles fill them. From the tuner's
-// candidates on the four expert shapes, both weight layouts (docs/perf-log.md).
-Tile grouped_decode_tile(int64_t k, int rows, bool prepacked) {
+// a few groups', the batched wo_a's); here the groups' tiles fill them. Where the call's rows
+// can reach groups whose 192-row tiles fill the grid six times over (many tokens' rows, not one
+// token's), the three-CTA tile takes three consumers at two CTAs: twice the decoding warps an
+// SM, 4-10% nearer the byte floor there, while one token's few tiles would leave SMs idle. From
+// the tuner's candidates on the four expert shapes, both weight layouts (docs/perf-log.md).
+Tile grouped_decode_tile(int64_t n, int64_t k, int rows, bool prepacked, int64_t groups_reached, int sm_count) {
   Tile t;
   t.block_m = rows;
   t.consumers = 1;
   t.block_k = 256;
   auto ctas = [&] { return grouped_persistent_ctas(nvfp4k::GROUPED_CONTIGUOUS, t, prepacked, k); };
-  if (ctas() < 3) t.consumers = 2;
-  if (ctas() < 2) t.k_slices = 2;
+  if (ctas() == 3) {
+    if (groups_fill_grid_six_times(n, groups_reached, sm_count)) t.consumers = 3;  // (at two CTAs an SM)
+  } else {
+    t.consumers = 2;
+    if (ctas() < 2) t.k_slices = 2;
+  }
   t.stages = int(max_stages(t));  // (a persistent grid's ring: as_grouped)
   return t;
 }
 
 }  // namespace
 
-Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, bool prepacked, int groups) {
+Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, bool prepacked, int groups, int64_t groups_reached) {
   const int bucket = gemm_m_bucket(m);
   if (m > kGemmLargestTrimmedM) m = gemm_bucket_m(bucket);
   if (groups > 0 && groups_fill_grid(n, groups, sm_count))
     return bucket > 16 ? grouped_tile(bucket, gemm_trimmed_height(std::min(bucket, kGroupedTallest), m), prepacked)
-                       : grouped_decode_tile(k, gemm_trimmed_height(bucket, m), prepacked);
+                       : grouped_decode_tile(n, k, gemm_trimmed_height(bucket, m), prepacked, groups_reached, sm_count);
   if (bucket > 128) return modelled_tile(modelled_candidates(k, prepacked), n, k, m, sm_count, groups);
   // Up to 128 rows one row tile: the bucket's, as high as m's rows.
   return small_m_tile(n, k, bucket, gemm_trimmed_height(bucket, m), sm_count, groups == 0);

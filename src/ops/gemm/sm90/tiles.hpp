@@ -41,8 +41,10 @@ std::string tile_problem(const Tile& tile, int64_t k);
 // `prepacked`: the weight is prepacked, which also allows three consumer warpgroups. `groups`:
 // a grouped problem's (m is then rows per group, and its grid holds every group's tiles), 0 for
 // a dense one; past 16 rows, where the groups' tiles fill the grid twice over, the widest tile
-// in row tiles of up to 192 rows (grouped_tile), unsplit.
-Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, bool prepacked, int groups = 0);
+// in row tiles of up to 192 rows (grouped_tile), unsplit. `groups_reached`: how many contiguous
+// groups the call's rows can reach, which sizes a decode tile (grouped_decode_tile); 0 where not
+// counted (masked groups: their decode tile is the one measured for few groups).
+Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, bool prepacked, int groups = 0, int64_t groups_reached = 0);
 
 // The heuristic's tile for a bucket: heuristic_tile at the bucket's largest M.
 Tile bucket_tile(int64_t n, int64_t k, int bucket, int sm_count, bool prepacked = false, int groups = 0);
