@@ -42,7 +42,8 @@ class GemmBackend {
   // The tile an untuned call with m rows runs (m is the bucket's largest for the bucket's tile;
   // a grouped call's m is rows per group). `groups_reached`: how many of a grouped problem's
   // groups the call's rows can reach (gemm_groups_reached), 0 for all of them, as a bucket's
-  // tile is chosen, timed and tuned: fewer groups hold fewer tiles to spread over the SMs.
+  // tile is chosen, timed and tuned: fewer groups hold fewer tiles to spread over the SMs. From
+  // one group to all, the tile changes at most once (so prewarm compiles the two ends).
   virtual TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count, int64_t groups_reached = 0) const = 0;
   // The tile a call with m rows runs where `tile` won m's bucket in the tuner: `tile` itself, or
   // one the backend fits to m's rows (sm_90a trims its row height).

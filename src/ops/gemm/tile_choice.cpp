@@ -32,7 +32,7 @@ std::vector<TileConfig> gemm_bucket_tiles(const GemmBackend& backend, const Kern
   const auto [first, last] = gemm_bucket_rows(bucket);
   for (int64_t m = first; m <= last; ++m) {
     add_once(tiles, backend.heuristic(problem, m, sm_count));
-    // a grouped call's rows reach one group to all: between the two the tile changes at most once
+    // a grouped call's rows reach one group to all (the heuristic's two ends: GemmBackend)
     if (gemm_problem_groups(problem)) add_once(tiles, backend.heuristic(problem, m, sm_count, 1));
   }
   return tiles;
