@@ -399,8 +399,8 @@ struct TunedBucket {
 // (v1/tuning/<arch>-<device>-<SMs>.json), where every later gemm() of this problem finds it.
 // A grouped problem is timed at expected_m = options.m rows per expert (every bucket: each
 // one's largest) on the most rows whose default expected_m is that (grouped_gemm), routed
-// uniformly at random: 0.8 x options.m an expert up to 128, mean + 2.5 sqrt(mean) = options.m
-// past it; beyond 32768 rows in all, as many rows an expert on fewer experts. Tune it at the
+// uniformly at random (4.8 rows an expert for options.m = 8, 13.6 for 16, 256 for 296); beyond
+// 32768 rows in all, as many rows an expert on fewer experts. Tune it at the
 // rows per expert it serves. The bucket of up to 8 rows per expert serves single
 // tokens too: it is also timed on one row in each of 8 experts, and its times are the geometric
 // mean of the two routings'. Every later grouped_gemm() whose expected_m falls in the bucket
