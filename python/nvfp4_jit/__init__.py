@@ -11,7 +11,7 @@ except ImportError:  # the torch layer needs torch; the rest does not
 else:
     HAS_TORCH = True
 
-from ._core import (DTYPES, SCALE_LAYOUTS, SCALE_MODES, Error, InvalidArgument, NotLoadedInCapture,  # noqa: E402,F401
+from ._core import (DTYPES, SCALE_LAYOUTS, SCALE_MODES, Error, InvalidArgument, NoDevice, NotLoadedInCapture,  # noqa: E402,F401,E501
                     Unsupported, cache_info, prepacked_bytes, scale_bytes, version)
 
 __version__ = version()

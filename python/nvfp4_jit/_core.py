@@ -2,7 +2,7 @@
 import os
 
 from . import _C
-from ._C import Error, InvalidArgument, NotLoadedInCapture, Unsupported  # noqa: F401
+from ._C import Error, InvalidArgument, NoDevice, NotLoadedInCapture, Unsupported  # noqa: F401
 
 # The C API's enum values (include/nvfp4/jit.h).
 DTYPES = {"bf16": 0, "fp16": 1, "fp32": 2, "nvfp4": 3}

@@ -8,7 +8,7 @@ NVFP4 data is uint8 [rows, k/2]; scales are uint8 (E4M3 bits): [rows, k/16] when
 import numpy as np
 
 from . import _C
-from ._core import DTYPES, SCALE_LAYOUTS, SCALE_MODES, bad, enum_value, scale_bytes
+from ._core import DTYPES, SCALE_LAYOUTS, SCALE_MODES, InvalidArgument, bad, enum_value, scale_bytes
 
 _NP_DTYPES = {np.dtype(np.float32): "fp32", np.dtype(np.float16): "fp16"}
 
@@ -58,7 +58,10 @@ def _output(rows, k, scale_layout, global_scale, op):
     """A QuantizedOutput's buffers and fields: (q, scales, computed global scales or None, fields,
     what must stay alive during the call). A None global scale is computed per row."""
     layout = enum_value(SCALE_LAYOUTS, scale_layout, op, "scale_layout")
-    nbytes = scale_bytes(rows, k, scale_layout)  # the library checks k
+    try:
+        nbytes = scale_bytes(rows, k, scale_layout)  # the library checks k
+    except InvalidArgument as e:  # said of this function's input, not of the size query
+        bad(op, f"x of shape ({rows}, {k}): {str(e).split(': ', 1)[-1]}")
     q = np.empty((rows, k // 2), np.uint8)
     scales = np.empty(_scale_shape(rows, k, layout, nbytes), np.uint8)
     if global_scale is None:

@@ -25,6 +25,9 @@ _FP4 = tuple(t for t in (torch.uint8, getattr(torch, "float4_e2m1fn_x2", None)) 
 _E4M3 = (torch.uint8, torch.float8_e4m3fn)
 _NVFP4 = DTYPES["nvfp4"]
 _INDEX = {torch.int32: 0, torch.int64: 1}  # IndexType
+# The enum values' names, which the binding's checked paths take.
+_LAYOUT_NAMES = {v: k for k, v in SCALE_LAYOUTS.items()}
+_MODE_NAMES = {v: k for k, v in SCALE_MODES.items()}
 
 # The binding's checked eager fast path (gemm_checked, quantize_checked) reads tensors itself:
 # torch's objects handed over once. It answers NotImplemented for whatever its checks do not
@@ -150,12 +153,19 @@ def _launch(fn, index, *args):
 _compiling = torch.compiler.is_compiling
 
 
+# The ops are defined and implemented through torch.library.Library rather than
+# torch.library.custom_op: custom_op wraps every call in Python kernels on several dispatch keys
+# (autograd, ADInplaceOrView, the backend), which costs tens of microseconds a call; a plain
+# CUDA kernel costs one dispatcher hop. The ops have no autograd formula (inference only).
+_LIB = torch.library.Library("nvfp4_jit", "DEF")
+
+
 def _register(name, fn, fake, mutates=()):
-    """fn as the custom op nvfp4_jit::name (its schema from fn's annotations), fake as its fake
-    implementation."""
-    op = torch.library.custom_op(f"nvfp4_jit::{name}", fn, mutates_args=mutates)
-    op.register_fake(fake)
-    return op
+    """fn as the op nvfp4_jit::name on CUDA tensors (its schema from fn's annotations), fake as
+    its fake implementation (meta and fake tensors: torch.compile, shape propagation)."""
+    _LIB.define(name + torch.library.infer_schema(fn, mutates_args=mutates))
+    _LIB.impl(name, fn, "CUDA")
+    torch.library.register_fake(f"nvfp4_jit::{name}", fake, lib=_LIB)
 
 
 def _none(*args):
@@ -228,6 +238,10 @@ def _quantize_launch(q: Tensor, scales: Tensor, g_out: Tensor, x: Tensor, gs: Op
 
 
 def _quantize(x: Tensor, gs: Optional[Tensor], gs_value: float, layout: int, mode: int) -> Tuple[Tensor, Tensor, Tensor]:
+    if mode != SCALE_MODES["given"]:  # the binding's checked path (a given scale returns no g_out tensor)
+        r = _C.quantize_checked(x, None, _MODE_NAMES[mode], _LAYOUT_NAMES[layout], None, None, None)
+        if r is not NotImplemented:
+            return r
     q, scales, g_out = _qout_alloc(x, x.shape[0], x.shape[1], layout, mode)
     _quantize_launch(q, scales, g_out, x, gs, gs_value, layout, mode)
     return q, scales, g_out
@@ -467,6 +481,10 @@ def _dequantize_launch(out: Tensor, q: Tensor, scales: Tensor, gs: Optional[Tens
 
 def _dequantize(q: Tensor, scales: Tensor, gs: Optional[Tensor], gs_value: float, k: int, layout: int,
                 dtype: torch.dtype, row_indices: Optional[Tensor]) -> Tensor:
+    y = _C.dequantize_checked(q, scales, gs_value if gs is None else gs, k, _LAYOUT_NAMES[layout], dtype, row_indices,
+                              None)
+    if y is not NotImplemented:
+        return y
     out = _dequantize_alloc(q, k, dtype, row_indices)
     _dequantize_launch(out, q, scales, gs, gs_value, k, layout, row_indices)
     return out
@@ -481,6 +499,10 @@ def dequantize(q, scales, global_scale=1.0, *, k=None, scale_layout="linear", dt
     """NVFP4 q [src_rows, k/2] (uint8 or float4_e2m1fn_x2) with its E4M3 scales and global scale
     (float, or fp32 tensor: 1 value or one per row) -> dtype [rows, k]; row_indices (int32
     [rows]) gathers rows (an index out of range gives a NaN row)."""
+    if not _compiling():
+        y = _C.dequantize_checked(q, scales, global_scale, k, scale_layout, dtype, row_indices, out)
+        if y is not NotImplemented:
+            return y
     op = "dequantize"
     q = _tensor(q, op, "q", _FP4)
     src_rows = q.shape[0]
@@ -607,6 +629,11 @@ def _gemm_launch(out: Tensor, workspace: Optional[Tensor], a: Tensor, a_scales: 
 def _gemm(a: Tensor, a_scales: Optional[Tensor], a_gs: Optional[Tensor], a_gs_value: float, a_layout: int, b: Tensor,
           b_scales: Optional[Tensor], b_gs: Optional[Tensor], b_gs_value: float, b_layout: int, b_prepacked: bool, n: int,
           k: int, bias: Optional[Tensor], alpha: float, out_dtype: torch.dtype, weights_static: bool) -> Tensor:
+    a_global = None if a_scales is None else (a_gs_value if a_gs is None else a_gs)
+    y = _C.gemm_checked(a, b, b_scales, b_gs_value if b_gs is None else b_gs, _LAYOUT_NAMES[b_layout], b_prepacked, n,
+                        a_scales, a_global, _LAYOUT_NAMES[a_layout], bias, alpha, out_dtype, None, None, weights_static)
+    if y is not NotImplemented:
+        return y
     out = a.new_empty([a.shape[0], n], dtype=out_dtype)
     _gemm_launch(out, None, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout, b_prepacked,
                  n, k, bias, alpha, weights_static)
@@ -770,6 +797,8 @@ def grouped_gemm(a, b, b_scales=None, b_global_scale=1.0, *, group_ends=None, ma
     op = "grouped_gemm"
     if (group_ends is None) == (masked_m is None):
         bad(op, "give exactly one of group_ends (contiguous layout) and masked_m (masked layout)")
+    if isinstance(a, Tensor) and not a.is_cuda:  # before the other tensors are compared with a's device
+        bad(op, f"a must be on a CUDA device, got {a.device}")
     counts = group_ends if group_ends is not None else masked_m
     cname = "group_ends" if group_ends is not None else "masked_m"
     dev = a.get_device() if isinstance(a, Tensor) else None

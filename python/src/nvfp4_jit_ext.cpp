@@ -30,12 +30,14 @@ PyObject* g_error = nullptr;          // nvfp4_jit.Error(RuntimeError)
 PyObject* g_invalid_argument = nullptr;  // nvfp4_jit.InvalidArgument(Error, ValueError)
 PyObject* g_unsupported = nullptr;       // nvfp4_jit.Unsupported(Error, NotImplementedError)
 PyObject* g_not_loaded = nullptr;        // nvfp4_jit.NotLoadedInCapture(Error)
+PyObject* g_no_device = nullptr;         // nvfp4_jit.NoDevice(Error)
 
 // Raised from a C++ exception: the library's own message, the status as `.status`.
 void raise_error(Status status, const char* message) {
   PyObject* type = status == Status::invalid_argument        ? g_invalid_argument
                    : status == Status::unsupported           ? g_unsupported
                    : status == Status::not_loaded_in_capture ? g_not_loaded
+                   : status == Status::no_device             ? g_no_device
                                                              : g_error;
   PyObject* exc = PyObject_CallFunction(type, "s", message);
   if (!exc) return;
@@ -692,6 +694,64 @@ PyObject* quantize_checked(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   return PyTuple_Pack(3, o_out, o_scales, given ? o_g : o_gout);
 }
 
+// dequantize_checked(q, scales, global_scale, k, scale_layout, dtype, row_indices, out)
+// -> out (allocated when None) or NotImplemented.
+PyObject* dequantize_checked(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 8 || !tt::g_torch.bound()) return not_here();
+  PyObject *o_q = args[0], *o_k = args[3], *o_dtype = args[5], *o_idx = args[6], *o_out = args[7];
+  DequantizeArgs d;
+  Tensor q, sc, idx, out;
+  if (!arg(o_q, q, tt::kFp4, 2, -1) || !layout_of(args[4], d.src.scale_layout)) return not_here();
+  const long dev = q.device;
+  d.src_rows = q.shape[0];
+  d.k = 2 * q.shape[1];
+  if (o_k != Py_None) {
+    if (!PyLong_Check(o_k)) return not_here();
+    d.k = PyLong_AsLongLong(o_k);
+    if (d.k == -1 && PyErr_Occurred()) {
+      PyErr_Clear();
+      return not_here();
+    }
+  }
+  if (!scales(args[1], sc, d.src_rows, d.k, d.src.scale_layout, dev) ||
+      !global_scale(args[2], dev, d.src_rows, d.src.global_scale))
+    return not_here();
+  d.rows = d.src_rows;
+  if (o_idx != Py_None) {
+    if (!arg(o_idx, idx, tt::bit(tt::kI32), 1, dev)) return not_here();
+    d.row_indices = reinterpret_cast<const int32_t*>(idx.ptr);
+    d.rows = idx.shape[0];
+  }
+  int out_dt = -1;
+  if (o_out != Py_None) {
+    if (!arg(o_out, out, tt::kAct, 2, dev) || !out.has_shape({d.rows, d.k})) return not_here();
+    out_dt = out.dt;
+  } else {
+    for (int t : {tt::kBf16, tt::kFp16, tt::kFp32})
+      if (o_dtype == tt::g_torch.dtypes[t]) out_dt = t;
+    if (out_dt < 0) return not_here();
+  }
+  uintptr_t stream = 0;
+  if (!tt::current_stream_of(dev, stream)) return not_here();
+  Owned owned;
+  if (o_out == Py_None) {
+    o_out = owned.keep(tt::new_empty(o_q, {d.rows, d.k}, static_cast<tt::Dt>(out_dt)));
+    if (!o_out || !tt::read_tensor(o_out, out)) return PyErr_Occurred() ? nullptr : not_here();
+  }
+  d.src.data = reinterpret_cast<const void*>(q.ptr);
+  d.src.row_stride_bytes = q.stride[0];
+  d.src.scales = reinterpret_cast<const void*>(sc.ptr);
+  d.out = reinterpret_cast<void*>(out.ptr);
+  d.out_dtype = static_cast<DType>(out_dt);
+  d.out_row_stride = out.stride[0];
+  if (!call_released([&] { dequantize(d, reinterpret_cast<CUstream>(stream)); }, kCaptureHint)) return nullptr;
+  if (o_out == args[7]) {
+    Py_INCREF(o_out);
+    return o_out;
+  }
+  return owned.release(0);
+}
+
 }  // namespace checked
 
 #define FASTCALL(f) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f)), METH_FASTCALL
@@ -732,6 +792,7 @@ PyMethodDef g_methods[] = {
     {"dlpack_dtypes", nvfp4_py::dlpack_dtypes, METH_NOARGS, "the bound dtypes the fast path reads through DLPack"},
     {"gemm_checked", FASTCALL(checked::gemm_checked), "nvfp4_jit.gemm's eager fast path (NotImplemented: not taken)"},
     {"quantize_checked", FASTCALL(checked::quantize_checked), "nvfp4_jit.quantize's eager fast path"},
+    {"dequantize_checked", FASTCALL(checked::dequantize_checked), "nvfp4_jit.dequantize's eager fast path"},
     {nullptr, nullptr, 0, nullptr}};
 #undef FASTCALL
 
@@ -767,6 +828,8 @@ PyMODINIT_FUNC PyInit__C() {
   Py_XDECREF(bases);
   g_not_loaded = add_exception(m, "NotLoadedInCapture", g_error,
                                "A kernel was not loaded before a CUDA graph capture: call the op once before capturing.");
-  if (!g_invalid_argument || !g_unsupported || !g_not_loaded) return nullptr;
+  g_no_device = add_exception(m, "NoDevice", g_error,
+                              "No CUDA driver or no GPU this library can run on (codegen, prewarm and the cache still work).");
+  if (!g_invalid_argument || !g_unsupported || !g_not_loaded || !g_no_device) return nullptr;
   return m;
 }

@@ -104,6 +104,47 @@ def test_quantize_fast_path_is_taken_and_equals_the_python_path(monkeypatch):
         assert_same_bits(got, host(w), f"out= {what}")
 
 
+def test_dequantize_fast_path_is_taken_and_equals_the_python_path(monkeypatch):
+    w, s = nvfp4_weight(N, K)
+    idx = torch.tensor([5, 0, N - 1, N + 3], dtype=torch.int32, device=DEV)  # the last one out of range: NaN row
+    cases = [("float scale", (w, s, 0.004), {}),
+             ("row scales, fp32, gathered", (w, s, torch.rand(N, device=DEV) + 0.01), dict(dtype=torch.float32, row_indices=idx)),
+             ("swizzled, fp16", (w, nvfp4_jit.convert_scales(s, N, K), 0.5), dict(scale_layout="swizzled128x4",
+                                                                                  dtype=torch.float16))]
+    fast = []
+    for name, args, kw in cases:
+        call = lambda out=None: _C.dequantize_checked(*args, None, kw.get("scale_layout", "linear"),  # noqa: E731
+                                                      kw.get("dtype", torch.bfloat16), kw.get("row_indices"), out)
+        y = call()
+        assert y is not NotImplemented, f"{name}: the fast path declined a valid call"
+        out = poisoned_like(y)
+        assert call(out) is out
+        fast.append((y, out))
+    monkeypatch.setattr(_C, "dequantize_checked", lambda *a: NotImplemented)
+    for (name, args, kw), (y, out) in zip(cases, fast):
+        want = host(nvfp4_jit.dequantize(*args, **kw))
+        assert_same_bits(y, want, f"{name}: fast path")
+        assert_same_bits(out, want, f"{name}: fast path, out=")
+
+
+def test_torch_ops_take_the_fast_path_and_equal_the_python_path(monkeypatch):
+    w, s = nvfp4_weight(N, K)
+    x = activations(7, K) / 8
+    ops = torch.ops.nvfp4_jit
+    calls = {
+        "gemm": lambda: ops.gemm(x, None, None, 1.0, 0, w, s, None, 0.004, 0, False, N, K, None, 1.0, torch.bfloat16, False),
+        "quantize": lambda: ops.quantize(x, None, 1.0, 1, 2),
+        "dequantize": lambda: ops.dequantize(w, s, None, 0.004, K, 0, torch.bfloat16, None),
+    }
+    fast = {name: call() for name, call in calls.items()}
+    for name in ("gemm_checked", "quantize_checked", "dequantize_checked"):
+        monkeypatch.setattr(_C, name, lambda *a: NotImplemented)
+    for name, call in calls.items():
+        want = call()
+        for got, w_ in zip(fast[name] if isinstance(want, tuple) else (fast[name],), want if isinstance(want, tuple) else (want,)):
+            assert_same_bits(got, host(w_), f"torch.ops.nvfp4_jit.{name}: fast path")
+
+
 def test_the_fast_path_declines_what_the_python_checks_reject():
     w, s = nvfp4_weight(N, K)
     x = activations(7, K)
@@ -140,7 +181,7 @@ def test_the_fast_path_declines_what_the_python_checks_reject():
 
 def test_the_eager_functions_take_the_fast_path(monkeypatch):
     taken = []
-    for name in ("gemm_checked", "quantize_checked"):
+    for name in ("gemm_checked", "quantize_checked", "dequantize_checked"):
         def spy(*args, real=getattr(_C, name), name=name):
             r = real(*args)
             taken.append((name, r is not NotImplemented))
@@ -151,4 +192,6 @@ def test_the_eager_functions_take_the_fast_path(monkeypatch):
     q, sc, g = nvfp4_jit.quantize(x)
     nvfp4_jit.gemm(x, w, s, 0.5)
     nvfp4_jit.gemm(q, w, s, 0.5, a_scales=sc, a_global_scale=g)
-    assert taken == [("quantize_checked", True), ("gemm_checked", True), ("gemm_checked", True)]
+    nvfp4_jit.dequantize(w, s, 0.5)
+    assert taken == [("quantize_checked", True), ("gemm_checked", True), ("gemm_checked", True),
+                     ("dequantize_checked", True)]

@@ -1,4 +1,4 @@
-"""The binding's checked fast path (nvfp4_jit._C.gemm_checked / quantize_checked) without torch:
+"""The binding's checked fast path (nvfp4_jit._C.gemm_checked / quantize_checked / dequantize_checked) without torch:
 a stand-in tensor type with torch's attributes is bound in torch's place, so CI (which has no
 torch) runs the binding's tensor reading and checks. A call the checks accept reaches the
 library (which then fails on the stand-ins' null addresses or the missing GPU, never
@@ -90,6 +90,12 @@ QA, QS = Tensor((16, 128), U8), Tensor((16, 16), E4M3)
     ("quantize per_row swizzled", lambda: _C.quantize_checked(A, None, "per_row", "swizzled128x4", None, None, None),
      [((16, 128), "u8"), ((128, 16), "e4m3"), ((16,), "fp32")]),
     ("quantize given, out=", lambda: _C.quantize_checked(A, 0.5, "per_tensor", "linear", QA, QS, None), []),
+    ("dequantize allocates", lambda: _C.dequantize_checked(W, S, 0.5, None, "linear", FP16, None, None),
+     [((64, 256), "fp16")]),
+    ("dequantize gathered, device scale per row, out=", lambda: _C.dequantize_checked(
+        W, S, Tensor((64,), FP32), 256, "linear", BF16, Tensor((16,), I32), Tensor((16, 256), BF16)), []),
+    ("dequantize swizzled", lambda: _C.dequantize_checked(W, Tensor((128, 16), E4M3), 1.0, None, "swizzled128x4", BF16,
+                                                          None, None), [((64, 256), "bf16")]),
 ])
 def test_accepted_calls_reach_the_library(name, call, allocates):
     assert accepted(call), name
@@ -132,6 +138,17 @@ def test_accepted_calls_reach_the_library(name, call, allocates):
                                                                   None)),
     ("quantize int32 input", lambda: _C.quantize_checked(Tensor((16, 256), I32), 0.5, "per_tensor", "linear", None, None,
                                                          None)),
+    ("dequantize q bf16", lambda: _C.dequantize_checked(A, S, 1.0, None, "linear", BF16, None, None)),
+    ("dequantize scales of another k", lambda: _C.dequantize_checked(W, S, 1.0, 512, "linear", BF16, None, None)),
+    ("dequantize k not an int", lambda: _C.dequantize_checked(W, S, 1.0, 256.0, "linear", BF16, None, None)),
+    ("dequantize zero scale", lambda: _C.dequantize_checked(W, S, 0.0, None, "linear", BF16, None, None)),
+    ("dequantize dtype uint8", lambda: _C.dequantize_checked(W, S, 1.0, None, "linear", U8, None, None)),
+    ("dequantize row_indices int64", lambda: _C.dequantize_checked(W, S, 1.0, None, "linear", BF16, Tensor((4,), I64),
+                                                                   None)),
+    ("dequantize out of another shape", lambda: _C.dequantize_checked(W, S, 1.0, None, "linear", BF16, None,
+                                                                      Tensor((64, 128), BF16))),
+    ("dequantize scales on another device", lambda: _C.dequantize_checked(W, Tensor((64, 16), E4M3, device=1), 1.0,
+                                                                          None, "linear", BF16, None, None)),
 ])
 def test_rejected_calls_are_declined_before_any_work(name, call):
     allocated.clear()
