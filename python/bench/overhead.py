@@ -90,6 +90,10 @@ def main():
         "gemm: torch.ops.nvfp4_jit.gemm (dispatcher)": host_us(
             lambda: torch.ops.nvfp4_jit.gemm(a, None, None, 1.0, 0, w, s, None, 1.0, 0, False, n, k, None, 1.0,
                                              torch.bfloat16, False)),
+        "quantize: torch.ops.nvfp4_jit.quantize (dispatcher, per-row scale computed)": host_us(
+            lambda: torch.ops.nvfp4_jit.quantize(a, None, 1.0, 0, 2)),
+        "dequantize: torch.ops.nvfp4_jit.dequantize (dispatcher)": host_us(
+            lambda: torch.ops.nvfp4_jit.dequantize(dq, ds, None, 1.0, k, 0, torch.bfloat16, None)),
         "gemm: Nvfp4Linear forward, prepacked (raw path, allocates)": host_us(lambda: lin(a)),
         "dequantize: binding only, _C.dequantize(*ints)": host_us(lambda: _C.dequantize(*dfields, stream)),
         "dequantize: nvfp4_jit.dequantize(..., out=y)": host_us(lambda: nvfp4_jit.dequantize(dq, ds, 1.0, out=dy)),
