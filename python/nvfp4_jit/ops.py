@@ -11,6 +11,8 @@ The custom op `nvfp4_jit::<op>` allocates and launches; `nvfp4_jit::<op>_out` la
 given outputs (CUDA-graph static buffers). The public `nvfp4_jit.<op>` calls the custom op
 while torch.compile traces, and the same functions directly otherwise.
 """
+import os
+import warnings
 from typing import Optional, Tuple
 
 import torch
@@ -160,12 +162,35 @@ _compiling = torch.compiler.is_compiling
 _LIB = torch.library.Library("nvfp4_jit", "DEF")
 
 
+_PYTHON_KERNELS = {}  # op name -> its Python kernel (the CUDA kernel where _torch_ops.so has none)
+
+
 def _register(name, fn, fake, mutates=()):
-    """fn as the op nvfp4_jit::name on CUDA tensors (its schema from fn's annotations), fake as
-    its fake implementation (meta and fake tensors: torch.compile, shape propagation)."""
+    """The op nvfp4_jit::name (its schema from fn's annotations) with fake as its fake
+    implementation (meta and fake tensors: torch.compile, shape propagation). Its CUDA kernel
+    is registered at the end of this module: _torch_ops.so's C++ one, else fn."""
     _LIB.define(name + torch.library.infer_schema(fn, mutates_args=mutates))
-    _LIB.impl(name, fn, "CUDA")
     torch.library.register_fake(f"nvfp4_jit::{name}", fake, lib=_LIB)
+    _PYTHON_KERNELS[name] = fn
+
+
+def _register_cuda_kernels():
+    """Loads _torch_ops.so (the hot ops' kernels in C++, one dispatcher hop and no Python) when
+    the package has one and NVFP4_JIT_TORCH_OPS is not `python`; Python kernels for the rest.
+    -> the ops served in C++."""
+    path = os.path.join(os.path.dirname(__file__), "_torch_ops.so")
+    if os.path.exists(path) and os.environ.get("NVFP4_JIT_TORCH_OPS", "") != "python":
+        try:
+            torch.ops.load_library(path)
+        except OSError as e:  # a torch older than the stable ABI it targets: the Python kernels serve
+            warnings.warn(f"nvfp4_jit: {path} did not load ({e}); the torch ops run their Python kernels")
+    native = []
+    for name, fn in _PYTHON_KERNELS.items():
+        if torch._C._dispatch_has_kernel_for_dispatch_key(f"nvfp4_jit::{name}", "CUDA"):
+            native.append(name)
+        else:
+            _LIB.impl(name, fn, "CUDA")
+    return tuple(native)
 
 
 def _none(*args):
@@ -1077,3 +1102,7 @@ def prewarm(n, k, ms=(1,), *, a_dtype=torch.bfloat16, out_dtype=None, scale_layo
             gemm(a, b, scales, 1.0, b_scale_layout=scale_layout, b_prepacked=b_prepacked, n=n, bias=bias,
                  out_dtype=out_dtype)
     torch.cuda.synchronize(device)
+
+
+# Last, once every op is defined: their CUDA kernels.
+NATIVE_TORCH_OPS = _register_cuda_kernels()

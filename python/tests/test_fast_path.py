@@ -127,22 +127,53 @@ def test_dequantize_fast_path_is_taken_and_equals_the_python_path(monkeypatch):
         assert_same_bits(out, want, f"{name}: fast path, out=")
 
 
-def test_torch_ops_take_the_fast_path_and_equal_the_python_path(monkeypatch):
+def test_torch_ops_equal_their_python_kernels(monkeypatch):
+    """torch.ops.nvfp4_jit.* (C++ kernels where _torch_ops.so serves them) against the Python
+    kernels on the Python path alone, bit for bit, allocating and into out=."""
+    import os
+    from nvfp4_jit import ops as ops_module
+    if os.path.exists(os.path.join(os.path.dirname(ops_module.__file__), "_torch_ops.so")):
+        assert {"gemm", "gemm_out", "quantize", "quantize_out", "dequantize", "dequantize_out"} <= set(
+            ops_module.NATIVE_TORCH_OPS), f"_torch_ops.so is here but serves only {ops_module.NATIVE_TORCH_OPS}"
     w, s = nvfp4_weight(N, K)
     x = activations(7, K) / 8
-    ops = torch.ops.nvfp4_jit
-    calls = {
-        "gemm": lambda: ops.gemm(x, None, None, 1.0, 0, w, s, None, 0.004, 0, False, N, K, None, 1.0, torch.bfloat16, False),
-        "quantize": lambda: ops.quantize(x, None, 1.0, 1, 2),
-        "dequantize": lambda: ops.dequantize(w, s, None, 0.004, K, 0, torch.bfloat16, None),
-    }
-    fast = {name: call() for name, call in calls.items()}
-    for name in ("gemm_checked", "quantize_checked", "dequantize_checked"):
+    q4, s4, g4 = nvfp4_jit.quantize(activations(7, K), scale_mode="per_row")
+    top = torch.ops.nvfp4_jit
+    bias = torch.randn(N, device=DEV).to(torch.bfloat16)
+    gemm_args = [("w4a16", (x, None, None, 1.0, 0, w, s, None, 0.004, 0, False, N, K, bias, 0.5, torch.float32, False)),
+                 ("w4a4 per-row", (q4, s4, g4, 1.0, 0, w, s, None, 0.004, 0, False, N, K, None, 1.0, torch.bfloat16, False))]
+    quantize_args = [("per_row swizzled", (x, None, 1.0, 1, 2)), ("per_tensor", (x, None, 1.0, 0, 1)),
+                     ("given", (x, torch.tensor([0.02], device=DEV), 1.0, 0, 0))]
+    dequantize_args = [("gathered", (w, s, None, 0.004, K, 0, torch.float16,
+                                     torch.tensor([3, 0, N + 1], dtype=torch.int32, device=DEV)))]
+    got = {}
+    for name, args in gemm_args:
+        y = top.gemm(*args)
+        out = poisoned_like(y)
+        top.gemm_out(out, None, *args[:15], args[16])
+        got["gemm " + name] = (y, out)
+    for name, args in quantize_args:
+        r = top.quantize(*args)
+        outs = tuple(poisoned_like(t) for t in r)
+        top.quantize_out(*outs, *args)
+        got["quantize " + name] = (r, outs)
+    for name, args in dequantize_args:
+        y = top.dequantize(*args)
+        out = poisoned_like(y)
+        top.dequantize_out(out, *args[:6], args[7])
+        got["dequantize " + name] = (y, out)
+    for name in ("gemm_checked", "quantize_checked", "dequantize_checked"):  # the Python kernels' own path
         monkeypatch.setattr(_C, name, lambda *a: NotImplemented)
-    for name, call in calls.items():
-        want = call()
-        for got, w_ in zip(fast[name] if isinstance(want, tuple) else (fast[name],), want if isinstance(want, tuple) else (want,)):
-            assert_same_bits(got, host(w_), f"torch.ops.nvfp4_jit.{name}: fast path")
+    want = {**{"gemm " + n: ops_module._gemm(*a) for n, a in gemm_args},
+            **{"quantize " + n: ops_module._quantize(*a) for n, a in quantize_args},
+            **{"dequantize " + n: ops_module._dequantize(*a) for n, a in dequantize_args}}
+    for name, (alloc, into) in got.items():
+        w_ = want[name] if isinstance(want[name], tuple) else (want[name],)
+        a_ = alloc if isinstance(alloc, tuple) else (alloc,)
+        o_ = into if isinstance(into, tuple) else (into,)
+        for i, (ga, go, wt) in enumerate(zip(a_, o_, w_)):
+            assert_same_bits(ga, host(wt), f"torch.ops.nvfp4_jit.{name} [{i}]")
+            assert_same_bits(go, host(wt), f"torch.ops.nvfp4_jit.{name}_out [{i}]")
 
 
 def test_the_fast_path_declines_what_the_python_checks_reject():
