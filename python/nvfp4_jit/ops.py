@@ -169,7 +169,9 @@ def _register(name, fn, fake, mutates=()):
     """The op nvfp4_jit::name (its schema from fn's annotations) with fake as its fake
     implementation (meta and fake tensors: torch.compile, shape propagation). Its CUDA kernel
     is registered at the end of this module: _torch_ops.so's C++ one, else fn."""
-    _LIB.define(name + torch.library.infer_schema(fn, mutates_args=mutates))
+    # int, not SymInt: the ops' integers are enums and weight sizes, never a traced batch size,
+    # and a plain int is the cheaper argument to pass through the dispatcher.
+    _LIB.define(name + torch.library.infer_schema(fn, mutates_args=mutates).replace("SymInt ", "int "))
     torch.library.register_fake(f"nvfp4_jit::{name}", fake, lib=_LIB)
     _PYTHON_KERNELS[name] = fn
 
