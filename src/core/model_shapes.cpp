@@ -173,7 +173,7 @@ class Derivation {
 
   // `value` (the field `field`) divided by tp or ep, which must divide it.
   int64_t divide(std::string_view field, int64_t value, std::string_view by_name, int by) const {
-    if (value % by) bad(fmt::format("{}: {} {} is not divisible by --{} {}", c_.origin(), field, value, by_name, by));
+    if (value % by) bad(fmt::format("{}: {} {} is not divisible by {} {}", c_.origin(), field, value, by_name, by));
     return value / by;
   }
   int64_t by_tp(std::string_view field, int64_t value) const { return divide(field, value, "tp", tp_); }
@@ -219,7 +219,7 @@ class Derivation {
     int64_t local_kv = 1;  // KV heads fewer than tp: each rank holds one, replicated
     if (kv_heads >= tp_) local_kv = by_tp("num_key_value_heads", kv_heads);
     else if (tp_ % kv_heads)
-      bad(fmt::format("{}: num_key_value_heads {} neither divides nor is divisible by --tp {}", c_.origin(), kv_heads, tp_));
+      bad(fmt::format("{}: num_key_value_heads {} neither divides nor is divisible by tp {}", c_.origin(), kv_heads, tp_));
     const auto part = [&](std::string_view p) { return layer_module(layer, fmt::format("self_attn.{}", p)); };
     add(layer, "self_attn.qkv_proj", {part("q_proj"), part("k_proj"), part("v_proj")}, (local_heads + 2 * local_kv) * head_dim,
         hidden, "hidden_size", 1, {kRmsNorm, kQuantize});
@@ -281,7 +281,7 @@ class Derivation {
 };
 
 void no_experts(const Derivation& d, std::string_view type) {
-  if (d.ep() > 1) bad(fmt::format("{}: --ep {} shards experts, and model_type `{}` has none", d.config().origin(), d.ep(), type));
+  if (d.ep() > 1) bad(fmt::format("{}: ep {} shards experts, and model_type `{}` has none", d.config().origin(), d.ep(), type));
 }
 
 int64_t head_dim_of(const Fields& c, int64_t hidden, int64_t heads) {
@@ -413,8 +413,8 @@ bool module_pattern_matches(std::string_view p, std::string_view s) {
 std::vector<std::string> known_model_types() { return kModelTypes; }
 
 ModelShapes model_shapes(const std::string& model_dir, int tp, int ep, const PrewarmVariants& base) {
-  if (tp < 1) bad(fmt::format("--tp {}: a tensor-parallel size is at least 1", tp));
-  if (ep < 1) bad(fmt::format("--ep {}: an expert-parallel size is at least 1", ep));
+  if (tp < 1) bad(fmt::format("tp = {}: a tensor-parallel size is at least 1", tp));
+  if (ep < 1) bad(fmt::format("ep = {}: an expert-parallel size is at least 1", ep));
   const std::string dir = model_dir.size() > 1 && model_dir.back() == '/' ? model_dir.substr(0, model_dir.size() - 1) : model_dir;
   const std::string path = dir + "/config.json";
   const std::optional<json> config_json = read_json(path);
@@ -437,7 +437,7 @@ ModelShapes model_shapes(const std::string& model_dir, int tp, int ep, const Pre
 
   ModelShapes out;
   out.header = fmt::format(
-      "# {}: model_type {}, {} layers, NVFP4 ({}, {} exclusion patterns)\n"
+      "# {}: model_type {}, {} layers, NVFP4 ({}, exclusion patterns: {})\n"
       "# One rank of --tp {} --ep {}: nvfp4-jit prewarm --model {} --tp {} --ep {}\n"
       "# Engines' fused GEMMs; routers, lm_head and embeddings left out. groups > 1: grouped (MoE) weights.\n"
       "# name  N  K  groups  variants\n",
