@@ -25,7 +25,7 @@ void load_only_call(void (*call)(const Args&, CUstream), const Args& args) {
 std::vector<detail::WeightShape> model_shapes_checked(const detail::Check& check, const std::string& dir, int tp, int ep,
                                                       const detail::PrewarmVariants& variants) {
   try {
-    return detail::model_shapes(dir, tp, ep, variants).shapes;
+    return detail::derive_model_shapes(dir, tp, ep, variants).shapes;
   } catch (const Error& e) {
     check.fail("model", e.what(), e.status());
   }

@@ -105,7 +105,7 @@ int cmd_prewarm(const Args& args) {
   const PrewarmVariants variants = variants_from(args);
   std::vector<WeightShape> shapes;
   if (args.has("--model")) {
-    const ModelShapes model = model_shapes(args.get("--model"), sharding_size(args, "--tp"), sharding_size(args, "--ep"), variants);
+    const ModelShapes model = derive_model_shapes(args.get("--model"), sharding_size(args, "--tp"), sharding_size(args, "--ep"), variants);
     if (args.has("--shapes")) {  // the derived manifest, to read or save; nothing compiled
       std::fputs(model_manifest_text(model).c_str(), stdout);
       return kOk;

@@ -219,7 +219,8 @@ class Derivation {
     int64_t local_kv = 1;  // KV heads fewer than tp: each rank holds one, replicated
     if (kv_heads >= tp_) local_kv = by_tp("num_key_value_heads", kv_heads);
     else if (tp_ % kv_heads)
-      bad(fmt::format("{}: num_key_value_heads {} neither divides nor is divisible by tp {}", c_.origin(), kv_heads, tp_));
+      bad(fmt::format("{}: num_key_value_heads {} is fewer than tp {} but does not divide it (each rank holds one)",
+                      c_.origin(), kv_heads, tp_));
     const auto part = [&](std::string_view p) { return layer_module(layer, fmt::format("self_attn.{}", p)); };
     add(layer, "self_attn.qkv_proj", {part("q_proj"), part("k_proj"), part("v_proj")}, (local_heads + 2 * local_kv) * head_dim,
         hidden, "hidden_size", 1, {kRmsNorm, kQuantize});
@@ -412,7 +413,7 @@ bool module_pattern_matches(std::string_view p, std::string_view s) {
 
 std::vector<std::string> known_model_types() { return kModelTypes; }
 
-ModelShapes model_shapes(const std::string& model_dir, int tp, int ep, const PrewarmVariants& base) {
+ModelShapes derive_model_shapes(const std::string& model_dir, int tp, int ep, const PrewarmVariants& base) {
   if (tp < 1) bad(fmt::format("tp = {}: a tensor-parallel size is at least 1", tp));
   if (ep < 1) bad(fmt::format("ep = {}: an expert-parallel size is at least 1", ep));
   const std::string dir = model_dir.size() > 1 && model_dir.back() == '/' ? model_dir.substr(0, model_dir.size() - 1) : model_dir;

@@ -29,7 +29,7 @@ std::vector<std::string> known_model_types();
 // a model_type not known, a quant config that is not ModelOpt NVFP4 (or none), tp or ep that
 // does not divide what it shards, a K that is not a multiple of 16, fused parts of which some
 // are excluded and some not. Each shape's variants are `base` with the a-from of its module.
-ModelShapes model_shapes(const std::string& model_dir, int tp, int ep, const PrewarmVariants& base = {});
+ModelShapes derive_model_shapes(const std::string& model_dir, int tp, int ep, const PrewarmVariants& base = {});
 
 // The shapes as a manifest (parse_manifest reads it back): the header, then one line per shape
 // with its `a-from` field.
