@@ -2,14 +2,17 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <fstream>
 #include <string>
 #include <thread>
 
 #include "core/driver.hpp"
 #include "core/launcher.hpp"
+#include "core/model_shapes.hpp"
 #include "core/prewarm.hpp"
 #include "nvfp4/jit.h"
 #include "nvfp4/jit.hpp"
+#include "test_util.hpp"
 
 namespace {
 std::string last_error() { return nvfp4_jit_last_error(); }
@@ -288,6 +291,51 @@ TEST_SUITE("c_api") {
       p.shapes = shapes, p.num_shapes = 1, p.archs = nullptr;
       CHECK(nvfp4_jit_prewarm(&p, nullptr) == NVFP4_NO_DEVICE);
     }
+  }
+
+  TEST_CASE("prewarm and model_shapes from a model directory through the C API") {
+    testutil::TempDir model;  // a small Llama: hidden 64, 2 heads of 32, intermediate 32
+    std::ofstream(model.path / "config.json") << R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 32,
+      "num_attention_heads": 2, "num_key_value_heads": 2, "num_hidden_layers": 1})";
+    std::ofstream(model.path / "hf_quant_config.json") << R"({"quantization": {"quant_algo": "NVFP4"}})";
+    const std::string dir = model.str();
+    int64_t count = -1;
+    REQUIRE(nvfp4_jit_model_shapes(dir.c_str(), 1, 1, nullptr, 0, &count) == NVFP4_OK);
+    CHECK(count == 3);  // qkv [(2 + 2 x 2) x 32, 64]; o_proj and gate_up both [64, 64]; down [64, 32]
+    int64_t shapes[9] = {};
+    REQUIRE(nvfp4_jit_model_shapes(dir.c_str(), 1, 1, shapes, 9, &count) == NVFP4_OK);
+    CHECK(std::vector<int64_t>(shapes, shapes + 9) == std::vector<int64_t>{(2 + 2 * 2) * 32, 64, 1, 64, 64, 1, 64, 32, 1});
+    CHECK(nvfp4_jit_model_shapes(dir.c_str(), 3, 1, shapes, 9, &count) == NVFP4_INVALID_ARGUMENT);
+    CHECK(last_error().find("num_attention_heads 2 is not divisible by tp 3") != std::string::npos);
+    CHECK(nvfp4_jit_model_shapes(nullptr, 1, 1, shapes, 9, &count) == NVFP4_INVALID_ARGUMENT);
+    CHECK(last_error().find("model_dir is null") != std::string::npos);
+    CHECK(nvfp4_jit_model_shapes(dir.c_str(), 1, 1, nullptr, 3, &count) == NVFP4_INVALID_ARGUMENT);
+    CHECK(nvfp4_jit_model_shapes(dir.c_str(), 0, 1, nullptr, 0, &count) == NVFP4_INVALID_ARGUMENT);
+    CHECK(last_error().find("tp = 0") != std::string::npos);
+
+    nvfp4_prewarm_args p;
+    nvfp4_prewarm_args_init(&p);
+    CHECK(p.model == nullptr);
+    CHECK((p.tp == 1 && p.ep == 1));
+    p.model = dir.c_str(), p.archs = "sm_90a", p.threads = 2, p.variants = "a-dtype=bf16 in-dtype=bf16";
+    nvfp4_prewarm_result r;
+    REQUIRE(nvfp4_jit_prewarm(&p, &r) == NVFP4_OK);
+    namespace d = nvfp4::jit::detail;
+    d::PrewarmVariants v;
+    REQUIRE(d::set_prewarm_variants(v, p.variants).empty());
+    CHECK(r.kernels == int64_t(d::prewarm_specs(d::derive_model_shapes(dir, 1, 1, v).shapes, {d::Arch::sm_90a}).size()));
+    CHECK(r.failed == 0);
+    p.tp = 3;
+    CHECK(nvfp4_jit_prewarm(&p, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(starts_with(last_error(), "nvfp4_jit_prewarm: " + dir + "/config.json: num_attention_heads 2 is not divisible by tp 3"));
+    p.tp = 0;
+    CHECK(nvfp4_jit_prewarm(&p, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(last_error().find("tp = 0 is not a parallel size") != std::string::npos);
+    p.tp = 2, p.model = nullptr;
+    const int64_t one[] = {8, 64, 1};
+    p.shapes = one, p.num_shapes = 1;
+    CHECK(nvfp4_jit_prewarm(&p, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(last_error().find("tp = 2, ep = 1 without a model") != std::string::npos);
   }
 
   TEST_CASE("ensure_loaded checks its arguments as the call does and needs no buffers") {

@@ -8,6 +8,7 @@
 #include <iterator>
 #include <sstream>
 
+#include "core/model_shapes.hpp"
 #include "core/prewarm.hpp"
 #include "core/tuning_table.hpp"
 #include "ops/dequantize_op.hpp"
@@ -501,5 +502,47 @@ TEST_SUITE("cli") {
     CHECK(r.code == 2);
     CHECK(r.err.find("--sms `h300` is neither an SM count nor a GPU we know (h100-sxm (132), h100-pcie (114)") !=
           std::string::npos);
+  }
+
+  TEST_CASE("prewarm --model: --shapes prints one rank's manifest; --tp that does not divide is a usage error") {
+    testutil::TempDir model;  // Llama-3.1-70B's numbers
+    std::ofstream(model.path / "config.json") << R"({"model_type": "llama", "hidden_size": 8192, "intermediate_size": 28672,
+      "num_attention_heads": 64, "num_key_value_heads": 8, "num_hidden_layers": 80})";
+    std::ofstream(model.path / "hf_quant_config.json")
+        << R"({"quantization": {"quant_algo": "NVFP4", "group_size": 16, "exclude_modules": ["lm_head"]}})";
+    const auto r = run(cli() + " prewarm --model " + model.str() + " --tp 8 --shapes");
+    CHECK(r.code == 0);
+    CAPTURE(r.out);
+    CHECK(r.out.find("# " + model.str() + ": model_type llama, 80 layers") == 0);
+    CHECK(r.out.find("--tp 8 --ep 1") != std::string::npos);
+    for (const char* line : {"\nmodel.layers.*.self_attn.qkv_proj 1280 8192 1 a-from=rmsnorm,quantize\n",  // (64 + 2 x 8) x 128 / 8
+                             "\nmodel.layers.*.self_attn.o_proj 8192 1024 1 a-from=quantize\n",            // 64 x 128 / 8
+                             "\nmodel.layers.*.mlp.gate_up_proj 7168 8192 1 a-from=rmsnorm,quantize\n",    // 2 x 28672 / 8
+                             "\nmodel.layers.*.mlp.down_proj 8192 3584 1 a-from=swiglu,quantize\n"})       // 28672 / 8
+      CHECK(r.out.find(line) != std::string::npos);
+    CHECK(nvfp4::jit::detail::parse_manifest(r.out, "stdout").size() == 4);  // a manifest as it is
+    // --list: the kernels of those shapes, compiling nothing
+    const auto list = run(with_cache(model) + " prewarm --model " + model.str() + " --tp 8 --arch sm_90a --list");
+    CHECK(list.code == 0);
+    namespace d = nvfp4::jit::detail;
+    CHECK(std::count(list.out.begin(), list.out.end(), '\n') ==
+          long(d::prewarm_specs(d::derive_model_shapes(model.str(), 8, 1).shapes, {d::Arch::sm_90a}).size()));
+
+    const auto bad = run(cli() + " prewarm --model " + model.str() + " --tp 3 --shapes");
+    CHECK(bad.code == 2);
+    CHECK(bad.err.find("config.json: num_attention_heads 64 is not divisible by tp 3") != std::string::npos);
+    CHECK(bad.out.empty());
+    auto r2 = run(cli() + " prewarm --shape 8,64 --tp 8");
+    CHECK(r2.code == 2);
+    CHECK(r2.err.find("--tp needs --model DIR") != std::string::npos);
+    r2 = run(cli() + " prewarm --shapes");
+    CHECK(r2.code == 2);
+    CHECK(r2.err.find("--shapes needs --model DIR") != std::string::npos);
+    r2 = run(cli() + " prewarm --model " + model.str() + " --ep 0 --shapes");
+    CHECK(r2.code == 2);
+    CHECK(r2.err.find("--ep 0: a parallel size is at least 1") != std::string::npos);
+    r2 = run(cli() + " prewarm --model " + model.str() + "/nowhere --shapes");
+    CHECK(r2.code == 2);
+    CHECK(r2.err.find("nowhere/config.json: no such file") != std::string::npos);
   }
 }

@@ -338,6 +338,11 @@ typedef struct nvfp4_prewarm_args {
   /* the variants a deployment runs, as a manifest line's fields (NULL: the defaults), e.g.
    * "a-dtype=fp16 d-dtype=fp16,fp32 bias=bf16 b-layout=prepacked"; see nvfp4-jit prewarm --help */
   const char* variants;
+  /* a ModelOpt NVFP4 checkpoint directory, or NULL: the GEMMs one rank of a tp x ep engine runs
+   * (nvfp4_jit_model_shapes), besides the manifest's and shapes */
+  const char* model;
+  int32_t tp; /* tensor-parallel size, with model (init: 1) */
+  int32_t ep; /* expert-parallel size, with model (init: 1) */
 } nvfp4_prewarm_args;
 typedef struct nvfp4_prewarm_result {
   int64_t kernels, compiled, cached, failed;
@@ -350,6 +355,13 @@ void nvfp4_prewarm_args_init(nvfp4_prewarm_args* args);
  * NVFP4_CACHE_ERROR when some were not stored (the message says which and why). `result`
  * (may be NULL) receives the counts either way. */
 nvfp4_status nvfp4_jit_prewarm(const nvfp4_prewarm_args* args, nvfp4_prewarm_result* result);
+/* The weight shapes one rank of a tp x ep engine runs for the checkpoint in `model_dir`
+ * (nvfp4::jit::model_shapes; names in C++ and `nvfp4-jit prewarm --model DIR --shapes`):
+ * `*count` receives how many there are, and the first min(count, capacity) are written to
+ * `shapes` as {n, k, groups} triples (host; NULL when capacity is 0), nvfp4_prewarm_args.shapes'
+ * layout. */
+nvfp4_status nvfp4_jit_model_shapes(const char* model_dir, int32_t tp, int32_t ep, int64_t* shapes, int64_t capacity,
+                                    int64_t* count);
 
 #ifdef __cplusplus
 }

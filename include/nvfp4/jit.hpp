@@ -487,6 +487,11 @@ struct PrewarmOptions {
   // linear weight scales, every quantizer). E.g. "a-dtype=fp16 d-dtype=fp16,fp32 bias=bf16
   // b-layout=prepacked a-from=swiglu"; the keys and values are `nvfp4-jit prewarm --help`'s.
   std::string variants;
+  // A ModelOpt NVFP4 checkpoint directory (config.json + its quant config), or empty: the GEMMs
+  // one rank of a tp x ep engine runs (model_shapes below), besides the manifest's and shapes.
+  std::string model;
+  int tp = 1;  // tensor-parallel size, with model
+  int ep = 1;  // expert-parallel size, with model
 };
 struct PrewarmResult {
   int64_t kernels = 0, compiled = 0, cached = 0, failed = 0;
@@ -501,6 +506,19 @@ struct PrewarmResult {
 // cache split the work. Throws Error(invalid_argument) for bad options; kernels that fail or
 // are not stored are counted in the result.
 PrewarmResult prewarm(const PrewarmOptions& options);
+
+// One NVFP4 weight of a model, as one rank runs it: `name` says which modules (fused as engines
+// fuse them, `model.layers.*.self_attn.qkv_proj`; `+` joins modules of one shape).
+struct ModelShape {
+  std::string name;
+  int64_t n = 0, k = 0;
+  int32_t groups = 1;  // > 1: a grouped (expert) weight
+};
+// The weight shapes one rank of a tp x ep engine runs for the checkpoint in `model_dir`, as
+// `nvfp4-jit prewarm --model DIR --tp N --ep N --shapes` prints them, deduplicated by (n, k,
+// groups). Excluded modules, routers, lm_head and embeddings are left out. Throws
+// Error(invalid_argument) naming the file and field (or tp / ep) that is wrong.
+std::vector<ModelShape> model_shapes(const std::string& model_dir, int tp = 1, int ep = 1);
 
 const char* version() noexcept;
 

@@ -10,6 +10,7 @@
 // in the method table.
 #include <Python.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <exception>
 #include <cmath>
@@ -18,6 +19,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <vector>
 
 #include "nvfp4/jit.hpp"
 #include "torch_tensor.hpp"
@@ -84,6 +86,17 @@ class Reader {
     const int v = PyObject_IsTrue(o);
     if (v < 0) fail("a bool");
     return v > 0;
+  }
+  std::string str() {
+    PyObject* o = next();
+    if (!o) return {};
+    Py_ssize_t size = 0;
+    const char* text = PyUnicode_Check(o) ? PyUnicode_AsUTF8AndSize(o, &size) : nullptr;
+    if (!text) {
+      fail("a str");
+      return {};
+    }
+    return std::string(text, static_cast<size_t>(size));
   }
   template <class E>
   E enumeration() {
@@ -438,6 +451,68 @@ PyObject* py_tune(PyObject*, PyObject* const* args, Py_ssize_t n) {
   return list;
 }
 
+// A list of str, or null with the Python error set.
+PyObject* str_list(const std::vector<std::string>& items) {
+  PyObject* list = PyList_New(0);
+  for (size_t i = 0; list && i < items.size(); ++i) {
+    PyObject* s = PyUnicode_FromStringAndSize(items[i].data(), static_cast<Py_ssize_t>(items[i].size()));
+    if (!s || PyList_Append(list, s) < 0) Py_CLEAR(list);
+    Py_XDECREF(s);
+  }
+  return list;
+}
+
+// model_shapes(model_dir, tp, ep) -> [(name, n, k, groups)]
+PyObject* py_model_shapes(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  Reader r("model_shapes", args, n);
+  const std::string dir = r.str();
+  const int tp = static_cast<int>(r.i64()), ep = static_cast<int>(r.i64());
+  if (!r.done()) return nullptr;
+  std::vector<ModelShape> shapes;
+  if (!call_released([&] { shapes = model_shapes(dir, tp, ep); })) return nullptr;
+  PyObject* list = PyList_New(0);
+  for (size_t i = 0; list && i < shapes.size(); ++i) {
+    const ModelShape& s = shapes[i];
+    PyObject* t = Py_BuildValue("(sLLi)", s.name.c_str(), static_cast<long long>(s.n), static_cast<long long>(s.k),
+                                static_cast<int>(s.groups));
+    if (!t || PyList_Append(list, t) < 0) Py_CLEAR(list);
+    Py_XDECREF(t);
+  }
+  return list;
+}
+
+// prewarm_model(model_dir, tp, ep, archs (comma-separated), sm_count, variants, threads) -> dict of PrewarmResult
+PyObject* py_prewarm_model(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  Reader r("prewarm_model", args, n);
+  PrewarmOptions o;
+  o.model = r.str();
+  o.tp = static_cast<int>(r.i64());
+  o.ep = static_cast<int>(r.i64());
+  const std::string archs = r.str();
+  o.sm_count = static_cast<int>(r.i64());
+  o.variants = r.str();
+  o.threads = static_cast<int>(r.i64());
+  if (!r.done()) return nullptr;
+  for (size_t start = 0; start < archs.size();) {
+    const size_t comma = std::min(archs.find(',', start), archs.size());
+    if (comma > start) o.archs.push_back(archs.substr(start, comma - start));
+    start = comma + 1;
+  }
+  PrewarmResult res;
+  if (!call_released([&] { res = prewarm(o); })) return nullptr;
+  PyObject* errors = str_list(res.errors);
+  PyObject* notes = errors ? str_list(res.notes) : nullptr;
+  PyObject* d = notes ? Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:d,s:O,s:O}", "kernels", static_cast<long long>(res.kernels),
+                                      "compiled", static_cast<long long>(res.compiled), "cached",
+                                      static_cast<long long>(res.cached), "failed", static_cast<long long>(res.failed),
+                                      "not_stored", static_cast<long long>(res.not_stored), "deferred",
+                                      static_cast<long long>(res.deferred), "seconds", res.seconds, "errors", errors, "notes", notes)
+                      : nullptr;
+  Py_XDECREF(errors);
+  Py_XDECREF(notes);
+  return d;
+}
+
 PyObject* py_version(PyObject*, PyObject*) { return PyUnicode_FromString(version()); }
 
 // ---------------------------------------------------------------------------------------------
@@ -787,6 +862,8 @@ PyMethodDef g_methods[] = {
     {"prepacked_bytes", FASTCALL((method<PrepackedBytesQuery, prepacked_bytes_of>)), "prepacked_bytes(n, k)"},
     {"from_modelopt", FASTCALL(py_from_modelopt), "from_modelopt(ModelOptLinear fields..., layout, swizzled_scales, stream)"},
     {"tune", FASTCALL(py_tune), "tune(GemmProblem fields..., m, runs)"},
+    {"model_shapes", FASTCALL(py_model_shapes), "model_shapes(model_dir, tp, ep) -> [(name, n, k, groups)]"},
+    {"prewarm_model", FASTCALL(py_prewarm_model), "prewarm_model(model_dir, tp, ep, archs, sm_count, variants, threads)"},
     {"version", py_version, METH_NOARGS, "the library's version"},
     {"bind_torch", FASTCALL(nvfp4_py::bind_torch), "bind_torch(Tensor, dtypes, current_device, current_stream): once, from nvfp4_jit.ops"},
     {"dlpack_dtypes", nvfp4_py::dlpack_dtypes, METH_NOARGS, "the bound dtypes the fast path reads through DLPack"},

@@ -493,7 +493,7 @@ NVFP4_ENSURE_LOADED(moe_combine)
 void nvfp4_prewarm_args_init(nvfp4_prewarm_args* args) {
   if (!args) return;
   const nvfp4::jit::PrewarmOptions d;
-  *args = {nullptr, nullptr, 0, nullptr, d.sm_count, d.threads, nullptr};
+  *args = {nullptr, nullptr, 0, nullptr, d.sm_count, d.threads, nullptr, nullptr, d.tp, d.ep};
 }
 
 nvfp4_status nvfp4_jit_prewarm(const nvfp4_prewarm_args* args, nvfp4_prewarm_result* result) {
@@ -522,6 +522,9 @@ nvfp4_status nvfp4_jit_prewarm(const nvfp4_prewarm_args* args, nvfp4_prewarm_res
     o.sm_count = args->sm_count;
     o.threads = args->threads;
     if (args->variants) o.variants = args->variants;
+    if (args->model) o.model = args->model;
+    o.tp = args->tp;
+    o.ep = args->ep;
     r = nvfp4::jit::prewarm(o);
   });
   if (result) *result = {r.kernels, r.compiled, r.cached, r.failed, r.not_stored, r.deferred, r.seconds};
@@ -537,6 +540,24 @@ nvfp4_status nvfp4_jit_prewarm(const nvfp4_prewarm_args* args, nvfp4_prewarm_res
     return NVFP4_CACHE_ERROR;
   }
   return NVFP4_OK;
+}
+
+nvfp4_status nvfp4_jit_model_shapes(const char* model_dir, int32_t tp, int32_t ep, int64_t* shapes, int64_t capacity,
+                                    int64_t* count) {
+  return guarded("nvfp4_jit_model_shapes", [&] {
+    if (!model_dir) throw nvfp4::jit::Error(nvfp4::jit::Status::invalid_argument, "model_dir is null");
+    if (!count) throw nvfp4::jit::Error(nvfp4::jit::Status::invalid_argument, "count is null");
+    if (capacity < 0)
+      throw nvfp4::jit::Error(nvfp4::jit::Status::invalid_argument, "capacity = " + std::to_string(capacity) + " is negative");
+    if (capacity > 0 && !shapes) throw nvfp4::jit::Error(nvfp4::jit::Status::invalid_argument, "shapes is null but capacity > 0");
+    const std::vector<nvfp4::jit::ModelShape> all = nvfp4::jit::model_shapes(model_dir, tp, ep);
+    *count = int64_t(all.size());
+    for (int64_t i = 0; i < std::min(capacity, *count); ++i) {
+      shapes[3 * i] = all[i].n;
+      shapes[3 * i + 1] = all[i].k;
+      shapes[3 * i + 2] = all[i].groups;
+    }
+  });
 }
 
 }  // extern "C"

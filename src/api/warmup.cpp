@@ -4,6 +4,7 @@
 #include "core/driver.hpp"
 #include "core/launcher.hpp"
 #include "core/manifest.hpp"
+#include "core/model_shapes.hpp"
 #include "core/prewarm.hpp"
 #include "nvfp4/jit.hpp"
 #include "ops/validate.hpp"
@@ -18,6 +19,16 @@ template <class Args>
 void load_only_call(void (*call)(const Args&, CUstream), const Args& args) {
   const detail::LoadOnlyScope scope;
   call(args, nullptr);
+}
+
+// The model's shapes; its errors name the file and field, after the entry point.
+std::vector<detail::WeightShape> model_shapes_checked(const detail::Check& check, const std::string& dir, int tp, int ep,
+                                                      const detail::PrewarmVariants& variants) {
+  try {
+    return detail::derive_model_shapes(dir, tp, ep, variants).shapes;
+  } catch (const Error& e) {
+    check.fail("model", e.what(), e.status());
+  }
 }
 
 }  // namespace
@@ -42,14 +53,22 @@ PrewarmResult prewarm(const PrewarmOptions& options) {
   if (const std::string why = set_prewarm_variants(variants, options.variants); !why.empty())
     check.fail("variants", "variants: " + why);
   std::vector<WeightShape> shapes;
-  if (!options.manifest.empty()) shapes = load_manifest(options.manifest, variants);
+  if (options.tp < 1) check.fail("tp", fmt::format("tp = {} is not a parallel size (1 or more)", options.tp));
+  if (options.ep < 1) check.fail("ep", fmt::format("ep = {} is not a parallel size (1 or more)", options.ep));
+  if (options.model.empty() && (options.tp != 1 || options.ep != 1))
+    check.fail(options.tp != 1 ? "tp" : "ep", fmt::format("tp = {}, ep = {} without a model", options.tp, options.ep));
+  if (!options.model.empty()) shapes = model_shapes_checked(check, options.model, options.tp, options.ep, variants);
+  if (!options.manifest.empty()) {
+    std::vector<WeightShape> more = load_manifest(options.manifest, variants);
+    shapes.insert(shapes.end(), more.begin(), more.end());
+  }
   for (size_t i = 0; i < options.shapes.size(); ++i) {
     const PrewarmShape& s = options.shapes[i];
     if (const std::string why = weight_shape_problem(s.n, s.k, s.groups); !why.empty())
       check.fail("shapes", fmt::format("shapes[{}]: {}", i, why));
     shapes.push_back({fmt::format("shapes[{}]", i), s.n, s.k, s.groups, variants});
   }
-  if (shapes.empty()) check.fail("manifest", "no weight shapes: give a manifest or shapes");
+  if (shapes.empty()) check.fail("manifest", "no weight shapes: give a model, a manifest or shapes");
   if (options.sm_count < 0 || options.sm_count > 1024)
     check.fail("sm_count", fmt::format("sm_count = {} is not 0 (the device's) or an SM count 1 to 1024", options.sm_count));
   if (options.threads < 0) check.fail("threads", fmt::format("threads = {} is negative", options.threads));
@@ -91,6 +110,16 @@ PrewarmResult prewarm(const PrewarmOptions& options) {
   result.seconds = summary.seconds;
   result.not_stored = int64_t(KernelStore::instance().disk().not_stored() - not_stored_before);
   return result;
+}
+
+std::vector<ModelShape> model_shapes(const std::string& model_dir, int tp, int ep) {
+  const detail::Check check("nvfp4::jit::model_shapes");
+  if (model_dir.empty()) check.fail("model_dir", "model_dir is empty");
+  if (tp < 1) check.fail("tp", fmt::format("tp = {} is not a parallel size (1 or more)", tp));
+  if (ep < 1) check.fail("ep", fmt::format("ep = {} is not a parallel size (1 or more)", ep));
+  std::vector<ModelShape> out;
+  for (const detail::WeightShape& s : model_shapes_checked(check, model_dir, tp, ep, {})) out.push_back({s.name, s.n, s.k, s.groups});
+  return out;
 }
 
 }  // namespace nvfp4::jit

@@ -13,6 +13,7 @@
 #include "core/codegen.hpp"
 #include "core/driver.hpp"
 #include "core/kernel_store.hpp"
+#include "core/model_shapes.hpp"
 #include "core/op_registry.hpp"
 #include "core/prewarm.hpp"
 
@@ -78,6 +79,13 @@ int sm_count_from(const Args& args, const std::vector<Arch>& archs) {
   return kDefaultSmCount;
 }
 
+// --tp N / --ep N: a parallel size, 1 when not given.
+int sharding_size(const Args& args, const std::string& flag) {
+  const int n = args.get_int(flag, 1);
+  if (n < 1) throw UsageError(fmt::format("{} {}: a parallel size is at least 1", flag, n));
+  return n;
+}
+
 void draw_progress(const PrewarmSummary& s, size_t done) {
   constexpr int kWidth = 30;
   const int filled = s.total ? int(kWidth * done / s.total) : kWidth;
@@ -89,11 +97,28 @@ void draw_progress(const PrewarmSummary& s, size_t done) {
 }  // namespace
 
 int cmd_prewarm(const Args& args) {
-  std::vector<std::string> known = {"--manifest", "--shape", "--arch", "--sms", "-j", "--json", "--quiet", "--list"};
+  std::vector<std::string> known = {"--manifest", "--shape", "--model", "--tp",   "--ep",   "--shapes",
+                                    "--arch",     "--sms",   "-j",      "--json", "--quiet", "--list"};
   for (std::string_view key : kPrewarmVariantKeys) known.push_back("--" + std::string(key));
   args.allow_only(known);
   if (!args.positional().empty()) throw UsageError(fmt::format("unexpected argument `{}`", args.positional()[0]));
-  const std::vector<WeightShape> shapes = shapes_from(args, variants_from(args));
+  const PrewarmVariants variants = variants_from(args);
+  std::vector<WeightShape> shapes;
+  if (args.has("--model")) {
+    const ModelShapes model = derive_model_shapes(args.get("--model"), sharding_size(args, "--tp"), sharding_size(args, "--ep"), variants);
+    if (args.has("--shapes")) {  // the derived manifest, to read or save; nothing compiled
+      std::fputs(model_manifest_text(model).c_str(), stdout);
+      return kOk;
+    }
+    shapes = model.shapes;
+  } else {
+    for (const char* flag : {"--tp", "--ep", "--shapes"})
+      if (args.has(flag)) throw UsageError(fmt::format("{} needs --model DIR", flag));
+  }
+  if (shapes.empty() || args.has("--manifest") || args.has("--shape")) {
+    std::vector<WeightShape> more = shapes_from(args, variants);
+    shapes.insert(shapes.end(), more.begin(), more.end());
+  }
   const std::vector<Arch> archs = parse_archs(args.get("--arch", "sm_90a,sm_100a,sm_120a"));
   const int threads = args.get_int("-j", int(std::max(1u, std::thread::hardware_concurrency())));
   if (threads < 1) throw UsageError("-j must be at least 1");

@@ -33,7 +33,8 @@ exit codes: 0 success, 1 something failed (kernels, cache entries, GPU work),
 )";
 
 constexpr const char* kVerbHelp[][2] = {
-    {"prewarm", R"(usage: nvfp4-jit prewarm [--manifest NAME|FILE]... [--shape N,K[,G]]...
+    {"prewarm", R"(usage: nvfp4-jit prewarm [--model DIR [--tp N] [--ep N] [--shapes]]
+                        [--manifest NAME|FILE]... [--shape N,K[,G]]...
                         [--arch sm_90a,sm_100a,sm_120a] [--sms N|GPU] [-j N] [--json] [--quiet] [--list]
                         [--a-dtype ...] [--d-dtype ...] [--bias ...] [--b-layout ...]
                         [--a-scales ...] [--grouped ...] [--in-dtype ...] [--a-from ...] [--norm-weight ...]
@@ -42,6 +43,16 @@ Compiles every kernel the given weight shapes need, for every arch given, into t
 Built-in manifests: llama-3.1-8b, llama-3.3-70b, deepseek-v3, qwen3-30b-a3b, gpt-oss-120b
 (see `nvfp4-jit info`).
 Kernels already in the cache are not compiled again; processes running at once share work.
+  --model DIR  a ModelOpt NVFP4 checkpoint (config.json, and hf_quant_config.json or
+            config.json's quantization_config): the GEMMs one rank of the engine runs, fused
+            as engines fuse them (qkv, gate_up); modules the checkpoint excludes, routers,
+            lm_head and embeddings are left out. model_type llama, mistral, qwen2, qwen3,
+            qwen3_moe, deepseek_v2, deepseek_v3, kimi_k2, gpt_oss, mixtral
+  --tp N    tensor-parallel size (default 1): column-parallel N / tp, row-parallel K / tp;
+            KV heads fewer than tp are replicated
+  --ep N    expert-parallel size (default 1): a rank holds E / ep whole experts; with 1,
+            every expert's intermediate is split by tp
+  --shapes  print the derived manifest (a --manifest file) and compile nothing
   --arch    comma-separated targets (default sm_90a,sm_100a,sm_120a; also sm_103a, sm_121a)
   --sms N   the SM count of the GPUs that will run the kernels: GEMM tiles are chosen for it;
             or a GPU's name (h100-sxm, h100-pcie, h200, h20, b200, rtx-5090, ...). Default: this
@@ -176,7 +187,7 @@ int main(int argc, char** argv) {
     return kUsage;
   }
   try {
-    const Args args(rest, {"--manifest", "--shape", "--arch", "--sms", "-j", "--out", "--m", "--runs", "--layout", "--older-than",
+    const Args args(rest, {"--manifest", "--shape", "--model", "--tp", "--ep", "--arch", "--sms", "-j", "--out", "--m", "--runs", "--layout", "--older-than",
                            "--a-dtype", "--d-dtype", "--bias", "--b-layout", "--a-scales", "--grouped", "--in-dtype",
                            "--a-from", "--norm-weight", "--expected-m", "--tokens", "--topk", "--k"});
     if (args.has("--help") || args.has("-h")) {

@@ -95,6 +95,16 @@ std::optional<std::vector<char>> read_file_nofollow(const std::string& path, siz
   return read_fd(fd, path, max_bytes, why);
 }
 
+std::optional<std::vector<char>> read_file_following(const std::string& path, size_t max_bytes, std::string* why) {
+  if (why) why->clear();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  if (fd < 0) {
+    if (why) *why = open_error(path, errno);
+    return std::nullopt;
+  }
+  return read_fd(fd, path, max_bytes, why);
+}
+
 std::optional<std::vector<char>> read_file_at(int dir_fd, const std::string& name, size_t max_bytes, std::string* why) {
   if (why) why->clear();
   const int fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);

@@ -21,6 +21,9 @@ inline constexpr size_t kMaxTableBytes = size_t(16) << 20;
 // says why, and is left empty when the file does not exist.
 std::optional<std::vector<char>> read_file_nofollow(const std::string& path, size_t max_bytes = kMaxTableBytes,
                                                     std::string* why = nullptr);
+// The same, following symlinks: a checkpoint's files are often links into a download cache
+// (a model's config.json, never the cache's own files).
+std::optional<std::vector<char>> read_file_following(const std::string& path, size_t max_bytes, std::string* why = nullptr);
 // The same for `name` in the directory `dir_fd`.
 std::optional<std::vector<char>> read_file_at(int dir_fd, const std::string& name, size_t max_bytes,
                                               std::string* why = nullptr);

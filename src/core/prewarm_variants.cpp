@@ -55,6 +55,12 @@ std::string parse_list(std::string_view key, std::string_view values, const Name
 
 std::string_view weight_layout_name(WeightLayout layout) { return name_of(kWeightLayouts, layout); }
 
+std::string a_from_names(const std::vector<AFrom>& ops) {
+  std::string out;
+  for (AFrom op : ops) out += fmt::format("{}{}", out.empty() ? "" : ",", name_of(kAFrom, op));
+  return out;
+}
+
 bool PrewarmVariants::writes_a(AFrom op) const { return std::find(a_from.begin(), a_from.end(), op) != a_from.end(); }
 
 std::string set_prewarm_variant(PrewarmVariants& v, std::string_view key, std::string_view values) {

@@ -65,5 +65,7 @@ struct GemmVariant {
 std::string prewarm_variant_flags(const GemmVariant& v, bool grouped);
 
 std::string_view weight_layout_name(WeightLayout layout);
+// "rmsnorm,quantize": the list as the `a-from` field writes it.
+std::string a_from_names(const std::vector<AFrom>& ops);
 
 }  // namespace nvfp4::jit::detail
