@@ -487,9 +487,14 @@ struct PrewarmOptions {
   // linear weight scales, every quantizer). E.g. "a-dtype=fp16 d-dtype=fp16,fp32 bias=bf16
   // b-layout=prepacked a-from=swiglu"; the keys and values are `nvfp4-jit prewarm --help`'s.
   std::string variants;
+  // Also load every kernel into the current device's context (compiling what the cache lacks),
+  // so graph capture right after needs no eager warm-up call. archs then default to the current
+  // device's and must include it; sm_count must be 0 or the device's.
+  bool load = false;
 };
 struct PrewarmResult {
   int64_t kernels = 0, compiled = 0, cached = 0, failed = 0;
+  int64_t loaded = 0;      // load: the current device's kernels now loaded in its context
   int64_t not_stored = 0;  // compiled but not written to the cache (read-only or full root, ...)
   int64_t deferred = 0;    // another process was compiling them when reached: visited again at the end
   double seconds = 0;
