@@ -373,7 +373,7 @@ struct GemmProblem {
   bool has_bias = false;
   DType bias_dtype = DType::bf16;
   bool b_prepacked = false;
-  ScaleLayout a_scale_layout = ScaleLayout::swizzled128x4;  // W4A4's activation scales, as the quantizers write them
+  ScaleLayout a_scale_layout = ScaleLayout::linear;  // W4A4's activation scales, as the quantizers write them by default
   // A grouped weight (grouped_gemm) of this many experts, contiguous or masked; 0: a dense one.
   // Its M buckets are rows per expert (GroupedGemmArgs::expected_m).
   int32_t groups = 0;
