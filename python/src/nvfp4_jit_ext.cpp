@@ -436,6 +436,32 @@ PyObject* py_tune(PyObject*, PyObject* const* args, Py_ssize_t n) {
   return list;
 }
 
+// prewarm_load(n, k, groups, variants: str) -> kernels loaded: nvfp4::jit::prewarm of one weight
+// shape with load, into the thread's current context
+PyObject* py_prewarm_load(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (n != 4 || !PyUnicode_Check(args[3])) {
+    PyErr_SetString(PyExc_TypeError, "nvfp4_jit._C.prewarm_load(n, k, groups, variants: str)");
+    return nullptr;
+  }
+  const char* variants = PyUnicode_AsUTF8(args[3]);
+  if (!variants) return nullptr;
+  Reader r("prewarm_load", args, 3);
+  PrewarmShape shape;
+  shape.n = r.i64(), shape.k = r.i64(), shape.groups = static_cast<int32_t>(r.i64());
+  if (!r.done()) return nullptr;
+  PrewarmOptions o;
+  o.shapes.push_back(shape);
+  o.variants = variants;
+  o.load = true;
+  PrewarmResult result;
+  if (!call_released([&] { result = prewarm(o); })) return nullptr;
+  if (result.failed) {
+    raise_error(Status::compile_failed, (std::to_string(result.failed) + " kernels failed; the first: " + result.errors.front()).c_str());
+    return nullptr;
+  }
+  return PyLong_FromLongLong(result.loaded);
+}
+
 PyObject* py_version(PyObject*, PyObject*) { return PyUnicode_FromString(version()); }
 
 // ---------------------------------------------------------------------------------------------
@@ -727,6 +753,7 @@ PyMethodDef g_methods[] = {
     {"prepacked_bytes", FASTCALL((method<PrepackedBytesQuery, prepacked_bytes_of>)), "prepacked_bytes(n, k)"},
     {"from_modelopt", FASTCALL(py_from_modelopt), "from_modelopt(ModelOptLinear fields..., layout, swizzled_scales, stream)"},
     {"tune", FASTCALL(py_tune), "tune(GemmProblem fields..., m, runs)"},
+    {"prewarm_load", FASTCALL(py_prewarm_load), "prewarm_load(n, k, groups, variants)"},
     {"version", py_version, METH_NOARGS, "the library's version"},
     {"bind_torch", FASTCALL(nvfp4_py::bind_torch), "bind_torch(Tensor, dtypes, current_device, current_stream): once, from nvfp4_jit.ops"},
     {"dlpack_dtypes", nvfp4_py::dlpack_dtypes, METH_NOARGS, "the bound dtypes the fast path reads through DLPack"},
