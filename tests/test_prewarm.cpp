@@ -33,10 +33,11 @@ std::vector<Asked> default_calls(Arch arch, int sms, int64_t m, int64_t n, int64
     for (const KernelSpec& s : scope.specs()) asked.push_back({call, s});
   };
 
+  const bool runs_w4a16 = arch == Arch::sm_90a;  // the Blackwell GEMMs take NVFP4 activations only
   GemmArgs w4a16;
   w4a16.m = m, w4a16.n = n, w4a16.k = k;
   w4a16.a = w4a16.b.data = w4a16.b.scales = w4a16.d = p;
-  record("gemm W4A16", [&] { gemm(w4a16, nullptr); });
+  if (runs_w4a16) record("gemm W4A16", [&] { gemm(w4a16, nullptr); });
 
   QuantizeArgs q;
   q.in = p, q.rows = m, q.k = k, q.out = p, q.scales = p;
@@ -73,9 +74,10 @@ std::vector<Asked> default_calls(Arch arch, int sms, int64_t m, int64_t n, int64
   grouped.groups = experts;
   grouped.group_ends = static_cast<const int32_t*>(p);
   grouped.row_index = static_cast<const int32_t*>(p);
+  grouped.a_rows = m;  // the tokens row_index reads
   record("grouped_gemm W4A4 (contiguous) on moe_stage's A", [&] { grouped_gemm(grouped, nullptr); });
   grouped.gemm.a = p, grouped.gemm.a_dtype = DType::bf16, grouped.gemm.a_fp4 = {};
-  record("grouped_gemm W4A16 (contiguous)", [&] { grouped_gemm(grouped, nullptr); });
+  if (runs_w4a16) record("grouped_gemm W4A16 (contiguous)", [&] { grouped_gemm(grouped, nullptr); });
   return asked;
 }
 
@@ -101,7 +103,7 @@ TEST_SUITE("prewarm") {
           INFO(to_string(device.arch), " (", device.sms, " SMs), M = ", m, ": ", a.call, " loads ", a.spec.describe());
           CHECK(prewarmed.count(a.spec) == 1);
         }
-        CHECK(gemms >= 4);  // the recording saw the GEMMs
+        CHECK(gemms >= 3);  // the recording saw the GEMMs
       }
     }
   }
