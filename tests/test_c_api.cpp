@@ -260,7 +260,9 @@ TEST_SUITE("c_api") {
     CHECK(r.kernels == int64_t(d::prewarm_specs({d::parse_shape("8,64")}, {d::Arch::sm_90a}).size()));
     CHECK(r.compiled + r.cached == r.kernels);
     CHECK(r.failed == 0);
+    CHECK(r.loaded == 0);  // nothing asked to load
     CHECK(p.variants == nullptr);
+    CHECK(p.load == 0);
     // variants as a manifest line's fields; these are a subset of the defaults, so all cached
     const int64_t all = r.kernels;
     p.variants = "b-layout=linear in-dtype=bf16";
@@ -290,6 +292,9 @@ TEST_SUITE("c_api") {
     if (!nvfp4::jit::detail::driver_available()) {  // no arch given and no GPU to take it from
       p.shapes = shapes, p.num_shapes = 1, p.archs = nullptr;
       CHECK(nvfp4_jit_prewarm(&p, nullptr) == NVFP4_NO_DEVICE);
+      p.archs = "sm_90a", p.load = 1;  // archs given, but no context to load into
+      CHECK(nvfp4_jit_prewarm(&p, nullptr) == NVFP4_NO_DEVICE);
+      CHECK(last_error().find("CUDA driver unavailable") != std::string::npos);
     }
   }
 

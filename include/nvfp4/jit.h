@@ -343,12 +343,17 @@ typedef struct nvfp4_prewarm_args {
   const char* model;
   int32_t tp; /* tensor-parallel size, with model (init: 1) */
   int32_t ep; /* expert-parallel size, with model (init: 1) */
+  /* non-zero: also load every kernel into the current device's context (compiling what the
+   * cache lacks), so graph capture right after needs no eager warm-up call; archs then default
+   * to the current device's and must include it, sm_count must be 0 or the device's */
+  int32_t load;
 } nvfp4_prewarm_args;
 typedef struct nvfp4_prewarm_result {
   int64_t kernels, compiled, cached, failed;
   int64_t not_stored; /* compiled but not written to the cache */
   int64_t deferred;   /* another process was compiling them when reached */
   double seconds;
+  int64_t loaded;     /* load: the current device's kernels now loaded in its context */
 } nvfp4_prewarm_result;
 void nvfp4_prewarm_args_init(nvfp4_prewarm_args* args);
 /* NVFP4_OK when every kernel is in the cache; NVFP4_COMPILE_FAILED when some failed,

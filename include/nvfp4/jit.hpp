@@ -373,7 +373,7 @@ struct GemmProblem {
   bool has_bias = false;
   DType bias_dtype = DType::bf16;
   bool b_prepacked = false;
-  ScaleLayout a_scale_layout = ScaleLayout::swizzled128x4;  // W4A4's activation scales, as the quantizers write them
+  ScaleLayout a_scale_layout = ScaleLayout::linear;  // W4A4's activation scales, as the quantizers write them by default
   // A grouped weight (grouped_gemm) of this many experts, contiguous or masked; 0: a dense one.
   // Its M buckets are rows per expert (GroupedGemmArgs::expected_m).
   int32_t groups = 0;
@@ -492,9 +492,14 @@ struct PrewarmOptions {
   std::string model;
   int tp = 1;  // tensor-parallel size, with model
   int ep = 1;  // expert-parallel size, with model
+  // Also load every kernel into the current device's context (compiling what the cache lacks),
+  // so graph capture right after needs no eager warm-up call. archs then default to the current
+  // device's and must include it; sm_count must be 0 or the device's.
+  bool load = false;
 };
 struct PrewarmResult {
   int64_t kernels = 0, compiled = 0, cached = 0, failed = 0;
+  int64_t loaded = 0;      // load: the current device's kernels now loaded in its context
   int64_t not_stored = 0;  // compiled but not written to the cache (read-only or full root, ...)
   int64_t deferred = 0;    // another process was compiling them when reached: visited again at the end
   double seconds = 0;

@@ -2,6 +2,7 @@
 engine runs, read from a ModelOpt NVFP4 checkpoint's config.json and its quant config, as
 `nvfp4-jit prewarm --model DIR --tp N --ep N` derives them (README, "Prewarm from a model")."""
 import os
+import sys
 
 from . import _C
 from ._core import bad
@@ -29,14 +30,23 @@ def model_shapes(model_dir, *, tp=1, ep=1):
     return [tuple(s) for s in _C.model_shapes(_model_dir(op, model_dir), _size(op, "tp", tp), _size(op, "ep", ep))]
 
 
-def prewarm_model(model_dir, *, tp=1, ep=1, archs=None, sm_count=0, variants="", threads=0):
+def prewarm_model(model_dir, *, tp=1, ep=1, archs=None, sm_count=0, variants="", threads=0, load=False):
     """Compiles into the disk cache every kernel the model's shapes (model_shapes) need, as
     `nvfp4-jit prewarm --model` does: for `archs` ("sm_90a", a list of them, or None: the
     current GPU's), GEMM tiles for `sm_count` SMs (0: the current GPU's, else 132), in the
     `variants` a deployment runs (a manifest line's fields, e.g. "a-dtype=fp16 bias=bf16"),
-    on `threads` threads (0: one per core). Returns the PrewarmResult's fields as a dict:
-    kernels, compiled, cached, failed, not_stored, deferred, seconds, errors, notes."""
+    on `threads` threads (0: one per core). load=True also loads every kernel into the current
+    GPU's context (torch's current device where torch is imported), so a CUDA graph captured
+    right after needs no warm-up call. Returns the PrewarmResult's fields as a dict: kernels,
+    compiled, cached, failed, not_stored, deferred, loaded, seconds, errors, notes."""
     op = "prewarm_model"
+    return prewarm_shapes(op, _model_dir(op, model_dir), _size(op, "tp", tp), _size(op, "ep", ep), [], archs, sm_count,
+                          variants, threads, load)
+
+
+def prewarm_shapes(op, model, tp, ep, shapes, archs, sm_count, variants, threads, load):
+    """nvfp4::jit::prewarm of a model ("" for none) and/or (n, k, groups) shapes, its arguments
+    checked for `op`; with load, into torch's current device when torch is imported."""
     if archs is None:
         archs = ""
     elif not isinstance(archs, str):
@@ -48,5 +58,7 @@ def prewarm_model(model_dir, *, tp=1, ep=1, archs=None, sm_count=0, variants="",
     for name, value in (("sm_count", sm_count), ("threads", threads)):
         if isinstance(value, bool) or not isinstance(value, int):
             bad(op, f"{name} must be an int, got {value!r}")
-    return _C.prewarm_model(_model_dir(op, model_dir), _size(op, "tp", tp), _size(op, "ep", ep), archs, sm_count, variants,
-                            threads)
+    torch = sys.modules.get("torch")
+    if load and torch is not None and torch.cuda.is_available():
+        torch.cuda.synchronize()  # torch's context of its current device, created and current on this thread
+    return _C.prewarm(model, tp, ep, shapes, archs, sm_count, variants, threads, bool(load))

@@ -134,9 +134,16 @@ class Nvfp4Linear(torch.nn.Module):
         return packed.data_ptr(), packed.get_device(), b, tail
 
     @torch.no_grad()
-    def prewarm(self, ms=(1,), dtype=torch.bfloat16):
+    def prewarm(self, ms=(1,), dtype=torch.bfloat16, load=False):
         """Loads the kernels forward runs for each batch size in `ms` (one call each on random
-        input, then a synchronize), so a CUDA graph captured afterwards finds them."""
+        input, then a synchronize), so a CUDA graph captured afterwards finds them. load=True:
+        no call; the library's prewarm of this layer's variant (its quantize too in w4a4) loads
+        them for every batch size (`ms` unused) and returns how many are loaded."""
+        if load:
+            w4a4 = self.mode == "w4a4"
+            variants = ops._prewarm_variants("nvfp4" if w4a4 else dtype, dtype, "linear", True,
+                                             None if self.bias is None else self.bias.dtype, in_dtype=dtype)
+            return ops.prewarm_load(self.packed.device, self.out_features, self.in_features, variants)
         for m in ms:
             self(torch.randn(m, self.in_features, dtype=dtype, device=self.packed.device))
         torch.cuda.synchronize(self.packed.device)

@@ -20,7 +20,8 @@ import torch.utils.dlpack
 from torch import Tensor
 
 from . import _C
-from ._core import DTYPES, GROUPED_LAYOUTS, SCALE_LAYOUTS, SCALE_MODES, NotLoadedInCapture, bad, enum_value
+from ._core import DTYPES, GROUPED_LAYOUTS, SCALE_LAYOUTS, SCALE_MODES, Error, NotLoadedInCapture, bad, enum_value
+from .deploy import prewarm_shapes
 
 _ACT = {torch.bfloat16: DTYPES["bf16"], torch.float16: DTYPES["fp16"], torch.float32: DTYPES["fp32"]}
 _FP4 = tuple(t for t in (torch.uint8, getattr(torch, "float4_e2m1fn_x2", None)) if t is not None)
@@ -1078,12 +1079,16 @@ def tune(n, k, *, a_dtype=torch.bfloat16, out_dtype=torch.bfloat16, scale_layout
 
 
 def prewarm(n, k, ms=(1,), *, a_dtype=torch.bfloat16, out_dtype=None, scale_layout="linear", b_prepacked=False,
-            bias_dtype=None, device=None):
+            bias_dtype=None, device=None, load=False):
     """Loads (compiling where the disk cache misses) the kernels a gemm of weight shape [n, k]
     runs for each M in `ms`, by running it once on scratch tensors (random weight, unit scales)
     and synchronizing. A CUDA graph captured afterwards finds them loaded. For a layer in hand,
-    Nvfp4Linear.prewarm(ms) does the same with its own weight."""
+    Nvfp4Linear.prewarm(ms) does the same with its own weight. load=True: no call, no scratch
+    tensors; the library's prewarm of this variant loads its kernels for every M (`ms` unused),
+    W4A4's activations quantized with linear scales; returns how many are loaded."""
     device = torch.device("cuda", torch.cuda.current_device()) if device is None else torch.device(device)
+    if load:
+        return prewarm_load(device, n, k, _prewarm_variants(a_dtype, out_dtype, scale_layout, b_prepacked, bias_dtype))
     gen = torch.Generator(device=device).manual_seed(0)
     b = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, device=device, generator=gen)
     scales = torch.full((n, k // 16), 0x38, dtype=torch.uint8, device=device).view(torch.float8_e4m3fn)
@@ -1104,6 +1109,28 @@ def prewarm(n, k, ms=(1,), *, a_dtype=torch.bfloat16, out_dtype=None, scale_layo
             gemm(a, b, scales, 1.0, b_scale_layout=scale_layout, b_prepacked=b_prepacked, n=n, bias=bias,
                  out_dtype=out_dtype)
     torch.cuda.synchronize(device)
+
+
+def _prewarm_variants(a_dtype, out_dtype, scale_layout, b_prepacked, bias_dtype, in_dtype=torch.bfloat16):
+    """The prewarm variant fields of one gemm (see `nvfp4-jit prewarm --help`)."""
+    name = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32"}
+    w4a4 = _dtype_code("prewarm", "a_dtype", a_dtype) == _NVFP4
+    layout = "prepacked" if b_prepacked else "swizzled" if scale_layout == "swizzled128x4" else "linear"
+    fields = [f"a-dtype={'nvfp4' if w4a4 else name[a_dtype]}", f"d-dtype={name[out_dtype or torch.bfloat16]}",
+              f"bias={'none' if bias_dtype is None else name[bias_dtype]}", f"b-layout={layout}", "a-scales=linear"]
+    if w4a4:
+        fields += ["a-from=quantize", f"in-dtype={name[in_dtype]}"]
+    return " ".join(fields)
+
+
+def prewarm_load(device, n, k, variants):
+    """nvfp4::jit::prewarm with load for weight shape [n, k] and `variants` (manifest fields), into
+    `device`'s context (torch's); returns how many kernels are loaded there."""
+    with torch.cuda.device(torch.device(device)):
+        r = prewarm_shapes("prewarm", "", 1, 1, [(int(n), int(k), 1)], None, 0, variants, 0, True)
+    if r["failed"]:
+        raise Error(f"nvfp4_jit.prewarm: {r['failed']} of {r['kernels']} kernels failed; the first: {r['errors'][0]}")
+    return r["loaded"]
 
 
 # Last, once every op is defined: their CUDA kernels.

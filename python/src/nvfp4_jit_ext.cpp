@@ -481,10 +481,21 @@ PyObject* py_model_shapes(PyObject*, PyObject* const* args, Py_ssize_t n) {
   return list;
 }
 
-// prewarm_model(model_dir, tp, ep, archs (comma-separated), sm_count, variants, threads) -> dict of PrewarmResult
-PyObject* py_prewarm_model(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  Reader r("prewarm_model", args, n);
+// prewarm(model, tp, ep, shapes: [(n, k, groups)], archs, sm_count, variants, threads, load)
+// -> the PrewarmResult's fields as a dict (nvfp4::jit::prewarm; "" for no model / archs / variants)
+PyObject* py_prewarm(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (n != 9 || !PyList_Check(args[3])) {
+    PyErr_SetString(PyExc_TypeError, "nvfp4_jit._C.prewarm(model, tp, ep, shapes: list, archs, sm_count, variants, threads, load)");
+    return nullptr;
+  }
   PrewarmOptions o;
+  for (Py_ssize_t i = 0; i < PyList_Size(args[3]); ++i) {
+    PrewarmShape s;
+    if (!PyArg_ParseTuple(PyList_GetItem(args[3], i), "LLi", &s.n, &s.k, &s.groups)) return nullptr;
+    o.shapes.push_back(s);
+  }
+  PyObject* rest[] = {args[0], args[1], args[2], args[4], args[5], args[6], args[7], args[8]};
+  Reader r("prewarm", rest, 8);
   o.model = r.str();
   o.tp = static_cast<int>(r.i64());
   o.ep = static_cast<int>(r.i64());
@@ -492,6 +503,7 @@ PyObject* py_prewarm_model(PyObject*, PyObject* const* args, Py_ssize_t n) {
   o.sm_count = static_cast<int>(r.i64());
   o.variants = r.str();
   o.threads = static_cast<int>(r.i64());
+  o.load = r.flag();
   if (!r.done()) return nullptr;
   for (size_t start = 0; start < archs.size();) {
     const size_t comma = std::min(archs.find(',', start), archs.size());
@@ -502,11 +514,12 @@ PyObject* py_prewarm_model(PyObject*, PyObject* const* args, Py_ssize_t n) {
   if (!call_released([&] { res = prewarm(o); })) return nullptr;
   PyObject* errors = str_list(res.errors);
   PyObject* notes = errors ? str_list(res.notes) : nullptr;
-  PyObject* d = notes ? Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:d,s:O,s:O}", "kernels", static_cast<long long>(res.kernels),
+  PyObject* d = notes ? Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:d,s:O,s:O}", "kernels", static_cast<long long>(res.kernels),
                                       "compiled", static_cast<long long>(res.compiled), "cached",
                                       static_cast<long long>(res.cached), "failed", static_cast<long long>(res.failed),
                                       "not_stored", static_cast<long long>(res.not_stored), "deferred",
-                                      static_cast<long long>(res.deferred), "seconds", res.seconds, "errors", errors, "notes", notes)
+                                      static_cast<long long>(res.deferred), "loaded", static_cast<long long>(res.loaded),
+                                      "seconds", res.seconds, "errors", errors, "notes", notes)
                       : nullptr;
   Py_XDECREF(errors);
   Py_XDECREF(notes);
@@ -863,7 +876,7 @@ PyMethodDef g_methods[] = {
     {"from_modelopt", FASTCALL(py_from_modelopt), "from_modelopt(ModelOptLinear fields..., layout, swizzled_scales, stream)"},
     {"tune", FASTCALL(py_tune), "tune(GemmProblem fields..., m, runs)"},
     {"model_shapes", FASTCALL(py_model_shapes), "model_shapes(model_dir, tp, ep) -> [(name, n, k, groups)]"},
-    {"prewarm_model", FASTCALL(py_prewarm_model), "prewarm_model(model_dir, tp, ep, archs, sm_count, variants, threads)"},
+    {"prewarm", FASTCALL(py_prewarm), "prewarm(model, tp, ep, shapes, archs, sm_count, variants, threads, load) -> dict"},
     {"version", py_version, METH_NOARGS, "the library's version"},
     {"bind_torch", FASTCALL(nvfp4_py::bind_torch), "bind_torch(Tensor, dtypes, current_device, current_stream): once, from nvfp4_jit.ops"},
     {"dlpack_dtypes", nvfp4_py::dlpack_dtypes, METH_NOARGS, "the bound dtypes the fast path reads through DLPack"},

@@ -75,3 +75,23 @@ def test_prewarm_model_compiles_the_shapes_kernels_into_the_cache(tmp_path, monk
     assert result["compiled"] + result["cached"] == result["kernels"]
     again = nvfp4_jit.prewarm_model(str(model), archs="sm_90a", variants="a-dtype=bf16 in-dtype=bf16", threads=2)
     assert again["kernels"] == result["kernels"] and again["compiled"] == 0
+    assert result["loaded"] == 0  # nothing loaded without load=True
+
+
+def test_prewarm_model_with_load_needs_a_gpu(tmp_path, monkeypatch):
+    import importlib.util
+    if importlib.util.find_spec("torch") is not None:
+        pytest.skip("torch is installed here: test_gpu.py loads on a GPU")
+    monkeypatch.setenv("NVFP4_JIT_CACHE_DIR", str(tmp_path / "cache"))
+    model = tmp_path / "model"
+    model.mkdir()
+    checkpoint(model, {"model_type": "llama", "hidden_size": 64, "intermediate_size": 32, "num_attention_heads": 2,
+                       "num_key_value_heads": 2, "num_hidden_layers": 1})
+    try:
+        import ctypes
+        ctypes.CDLL("libcuda.so.1")
+        pytest.skip("a CUDA driver is installed here")
+    except OSError:
+        pass
+    with pytest.raises(nvfp4_jit.NoDevice, match="CUDA driver unavailable"):
+        nvfp4_jit.prewarm_model(model, archs="sm_90a", variants="a-dtype=bf16", load=True)

@@ -493,7 +493,7 @@ NVFP4_ENSURE_LOADED(moe_combine)
 void nvfp4_prewarm_args_init(nvfp4_prewarm_args* args) {
   if (!args) return;
   const nvfp4::jit::PrewarmOptions d;
-  *args = {nullptr, nullptr, 0, nullptr, d.sm_count, d.threads, nullptr, nullptr, d.tp, d.ep};
+  *args = {nullptr, nullptr, 0, nullptr, d.sm_count, d.threads, nullptr, nullptr, d.tp, d.ep, int32_t(d.load)};
 }
 
 nvfp4_status nvfp4_jit_prewarm(const nvfp4_prewarm_args* args, nvfp4_prewarm_result* result) {
@@ -525,9 +525,10 @@ nvfp4_status nvfp4_jit_prewarm(const nvfp4_prewarm_args* args, nvfp4_prewarm_res
     if (args->model) o.model = args->model;
     o.tp = args->tp;
     o.ep = args->ep;
+    o.load = args->load != 0;
     r = nvfp4::jit::prewarm(o);
   });
-  if (result) *result = {r.kernels, r.compiled, r.cached, r.failed, r.not_stored, r.deferred, r.seconds};
+  if (result) *result = {r.kernels, r.compiled, r.cached, r.failed, r.not_stored, r.deferred, r.seconds, r.loaded};
   if (status != NVFP4_OK) return status;
   if (r.failed) {
     set_last_error(who, std::to_string(r.failed) + " of " + std::to_string(r.kernels) + " kernels failed; the first: " +

@@ -1,5 +1,8 @@
 // Warming up through the public API: ensure_loaded (a call in load-only mode) and prewarm.
+#include <algorithm>
+#include <optional>
 #include <thread>
+#include <unordered_set>
 
 #include "core/driver.hpp"
 #include "core/launcher.hpp"
@@ -80,11 +83,14 @@ PrewarmResult prewarm(const PrewarmOptions& options) {
     archs.push_back(*arch);
   }
   int sm_count = options.sm_count;
+  // load: the context a call on the legacy stream from this thread runs in (CallDevice's rule)
+  std::optional<CallDevice> target;
+  if (options.load) target.emplace(nullptr, nullptr, "nvfp4::jit::prewarm");
   if (archs.empty() || sm_count == 0) {
-    const DeviceInfo* device = nullptr;
-    if (archs.empty()) {
+    const DeviceInfo* device = target ? &target->info : nullptr;
+    if (!device && archs.empty()) {
       device = &current_device();  // no_device / cuda_error: nothing to take the arch from
-    } else if (driver_available()) {
+    } else if (!device && driver_available()) {
       try {
         device = &current_device();
       } catch (const Error&) {  // no current context: the default SM count
@@ -94,14 +100,27 @@ PrewarmResult prewarm(const PrewarmOptions& options) {
     if (sm_count == 0) sm_count = device ? device->sm_count : kDefaultSmCount;
   }
 
+  if (target) {
+    const DeviceInfo& device = target->info;
+    if (std::find(archs.begin(), archs.end(), device.arch) == archs.end())
+      check.fail("archs", fmt::format("archs: load = true loads into the current device, an {}: name it too", to_string(device.arch)));
+    if (sm_count != device.sm_count)
+      check.fail("sm_count", fmt::format("sm_count = {}: load = true loads the tiles the current device's calls choose, "
+                                         "for its {} SMs: give 0", sm_count, device.sm_count));
+  }
+
   const std::vector<KernelSpec> specs = prewarm_specs(shapes, archs, sm_count);
   PrewarmResult result;
   result.notes = prewarm_gaps(shapes, archs, specs);
   const int threads = options.threads ? options.threads : int(std::max(1u, std::thread::hardware_concurrency()));
   const uint64_t not_stored_before = KernelStore::instance().disk().not_stored();
+  std::unordered_set<KernelSpec, KernelSpecHash> failed;
   const PrewarmSummary summary = detail::prewarm(specs, threads, [&](const PrewarmEvent& e) {
-    if (!e.error.empty()) result.errors.push_back(e.error);
+    if (e.error.empty()) return;
+    result.errors.push_back(e.error);
+    failed.insert(*e.spec);
   });
+  if (target) result.loaded = int64_t(load_prewarmed(target->info, specs, failed));
   result.kernels = int64_t(summary.total);
   result.compiled = int64_t(summary.compiled);
   result.cached = int64_t(summary.cached);

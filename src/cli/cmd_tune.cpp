@@ -20,7 +20,7 @@ int cmd_tune(const Args& args) {
   const std::string layout = args.get("--layout", "linear");
   if (layout != "linear" && layout != "swizzled128x4" && layout != "prepacked")
     throw UsageError("--layout is linear, swizzled128x4 or prepacked");
-  const std::string a_dtype = args.get("--a-dtype", "bf16"), a_scales = args.get("--a-scales", "swizzled");
+  const std::string a_dtype = args.get("--a-dtype", "bf16"), a_scales = args.get("--a-scales", "linear");
   if (a_dtype != "bf16" && a_dtype != "fp16" && a_dtype != "nvfp4") throw UsageError("--a-dtype is bf16, fp16 or nvfp4");
   if (a_scales != "linear" && a_scales != "swizzled") throw UsageError("--a-scales is linear or swizzled");
   const std::string grouped = args.get("--grouped", "contiguous");

@@ -67,7 +67,7 @@ line's own `key=value` fields, e.g. `qkv_proj 6144 4096 bias=bf16`, replace thes
   --d-dtype   GEMM output: bf16, fp16, fp32                          (default bf16)
   --bias      none, bf16, fp32                                       (default none)
   --b-layout  weight scales: linear, swizzled, prepacked             (default linear)
-  --a-scales  W4A4 activation scales: linear, swizzled               (default swizzled)
+  --a-scales  W4A4 activation scales: linear, swizzled               (default linear)
   --grouped   a grouped weight's layout: contiguous, masked          (default contiguous)
   --in-dtype  quantizer inputs: bf16, fp16, fp32    (default quantize bf16,fp16; fused bf16)
   --a-from    the ops that write the activations: quantize, rmsnorm, swiglu, mhc, stage
@@ -89,7 +89,7 @@ Candidates compile in parallel (cached ones load from disk). Needs a GPU (exit 3
   --runs R  timed launches per candidate (default 10)
   --layout  the weights' layout: scale layout as stored, or prepacked (default linear)
   --a-dtype the activations (default bf16; sm_120a / sm_121a run nvfp4 only: W4A4)
-  --a-scales W4A4's activation scales, linear or swizzled (default swizzled, as quantized)
+  --a-scales W4A4's activation scales, linear or swizzled (default linear, as quantized)
   --grouped  a grouped weight's (G experts) layout (default contiguous); its M buckets are rows
              per expert (grouped_gemm's expected_m), up to 512, timed at --m (each bucket's
              largest without it) on a uniform routing: tune at the rows per expert you serve;

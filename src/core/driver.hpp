@@ -11,13 +11,14 @@ struct Driver {
 #define NVFP4_DRIVER_FUNCTIONS(X)                                                                        \
   X(cuInit) X(cuDriverGetVersion) X(cuGetErrorString) X(cuGetErrorName) X(cuDeviceGetCount) X(cuDeviceGet) \
   X(cuDeviceGetName) X(cuDeviceGetAttribute) X(cuDevicePrimaryCtxRetain) X(cuDevicePrimaryCtxRelease)       \
-  X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxGetDevice) X(cuCtxGetId) X(cuCtxSynchronize)                 \
+  X(cuCtxGetCurrent) X(cuCtxSetCurrent) X(cuCtxPushCurrent) X(cuCtxPopCurrent) X(cuCtxGetDevice) X(cuCtxGetId) X(cuCtxSynchronize)                 \
   X(cuModuleLoadData) X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuFuncGetAttribute)                    \
-  X(cuLaunchKernelEx) X(cuLaunchKernel) X(cuStreamIsCapturing) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize)   \
+  X(cuLaunchKernelEx) X(cuLaunchKernel) X(cuStreamIsCapturing) X(cuStreamGetCtx) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize)   \
   X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphDestroy)   \
   X(cuGraphExecDestroy) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoDAsync)   \
   X(cuMemsetD8) X(cuMemsetD32Async) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)              \
-  X(cuEventDestroy) X(cuTensorMapEncodeTiled) X(cuMemAllocAsync) X(cuMemFreeAsync)
+  X(cuEventDestroy) X(cuTensorMapEncodeTiled) X(cuMemAllocAsync) X(cuMemFreeAsync) \
+  X(cuPointerGetAttributes)
 #define NVFP4_DECLARE(name) decltype(&::name) name = nullptr;
   NVFP4_DRIVER_FUNCTIONS(NVFP4_DECLARE)
 #undef NVFP4_DECLARE

@@ -18,6 +18,9 @@ struct OpKernels {
   // Ops with tuned tiles: why a tuning entry (a problem, its M bucket, a tile) is not one the op
   // can run; empty when it is. Null: the op has no tuned tiles.
   std::string (*tuned_tile_problem)(const KernelSpec& problem, int m_bucket, const TileConfig& tile) = nullptr;
+  // The dynamic shared memory every launch of the kernel takes, from its spec alone: a kernel
+  // is loaded allowing it, by its first call or by a prewarm. Null: none.
+  unsigned (*shared_bytes)(const KernelSpec& spec) = nullptr;
 };
 
 // Every kernel an op needs for one weight shape on `arch`, GEMM tiles picked for `sm_count` SMs.

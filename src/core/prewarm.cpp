@@ -90,6 +90,17 @@ std::vector<std::string> prewarm_gaps(const std::vector<WeightShape>& shapes, co
   return gaps;
 }
 
+size_t load_prewarmed(const DeviceInfo& device, const std::vector<KernelSpec>& specs,
+                      const std::unordered_set<KernelSpec, KernelSpecHash>& failed) {
+  size_t loaded = 0;
+  for (const KernelSpec& spec : specs) {
+    if (spec.arch != device.arch || failed.count(spec)) continue;
+    if (!find_kernel(device, spec)) load_kernel(device, spec, nullptr, "nvfp4::jit::prewarm with load, not capturing");
+    ++loaded;
+  }
+  return loaded;
+}
+
 PrewarmSummary prewarm(const std::vector<KernelSpec>& specs, int threads,
                        const std::function<void(const PrewarmEvent&)>& on_done) {
   using clock = std::chrono::steady_clock;

@@ -5,9 +5,11 @@
 #include <optional>
 #include <string_view>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "core/kernel_store.hpp"
+#include "core/launcher.hpp"
 #include "core/manifest.hpp"
 #include "core/spec.hpp"
 
@@ -41,6 +43,12 @@ struct PrewarmSummary {
   size_t deferred = 0;  // kernels another process was compiling when reached, visited again at the end
   double seconds = 0;
 };
+
+// Loads into `device`'s context each of `specs` of its arch that is not in `failed` (compiled
+// already: a disk or memory hit), with the shared memory its op registers, so the ops' warm
+// paths find them. Returns how many of them are loaded there now.
+size_t load_prewarmed(const DeviceInfo& device, const std::vector<KernelSpec>& specs,
+                      const std::unordered_set<KernelSpec, KernelSpecHash>& failed);
 
 // `on_done` is called (serialized) after each kernel. A kernel whose key another process holds
 // (another prewarm of the same shapes) is put off until the rest is done, so processes

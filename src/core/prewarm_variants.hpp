@@ -29,7 +29,10 @@ struct PrewarmVariants {
   // ModelOpt's layout, the one every arch runs: a deployment runs one layout, and each more is
   // another compile of every GEMM tile (prepacked, the faster sm_90a path: --b-layout prepacked).
   std::vector<WeightLayout> b_layouts{WeightLayout::linear};
-  std::vector<ScaleLayout> a_scales{ScaleLayout::swizzled128x4};  // of W4A4's A, as the quantizers write it
+  // Of W4A4's A: linear, what quantize, the fused quantizers and Nvfp4Linear write by default
+  // (swizzled128x4 only when asked for). One layout, not both: each more is another compile of
+  // every W4A4 tile on sm_100a and sm_120a, and a deployment quantizes its activations one way.
+  std::vector<ScaleLayout> a_scales{ScaleLayout::linear};
   std::vector<GroupedLayout> grouped{GroupedLayout::contiguous};  // of a grouped weight (groups > 1)
   // Input dtypes of the quantizers (bf16, fp16, fp32); empty: quantize and row amax for bf16 and
   // fp16, the fused row quantizers (RMSNorm, SwiGLU, mHC) for bf16.
@@ -59,7 +62,7 @@ struct GemmVariant {
   DType a = DType::bf16, d = DType::bf16;
   uint8_t bias = kNoDType;
   WeightLayout b = WeightLayout::linear;
-  ScaleLayout a_scales = ScaleLayout::swizzled128x4;
+  ScaleLayout a_scales = ScaleLayout::linear;
   GroupedLayout grouped = GroupedLayout::contiguous;
 };
 std::string prewarm_variant_flags(const GemmVariant& v, bool grouped);

@@ -66,9 +66,10 @@ using namespace detail;
 void convert_scales(const ConvertScalesArgs& args, CUstream stream) {
   validate(args);
   if (args.rows == 0) return;
-  const DeviceInfo& device = current_device();
+  const CallDevice call_device(stream, args.dst, kWho);
+  const DeviceInfo& device = call_device.info;
   const KernelSpec spec = convert_scales_spec(device.arch, args.k, args.src_layout, args.dst_layout);
-  const CUfunction function = kernel_for(device, spec, 0, stream, [&] {
+  const CUfunction function = kernel_for(device, spec, stream, [&] {
     return fmt::format("nvfp4-jit prewarm --shape {},{} --arch {}", args.rows, args.k, to_string(device.arch));
   });
   const int64_t threads = nvfp4k::scale_bytes(int(args.dst_layout), args.rows, args.k / 16);  // one per destination byte

@@ -120,7 +120,8 @@ void dequantize(const DequantizeArgs& args, CUstream stream) {
   check.aligned("row_indices", args.row_indices, 4);
   check.aligned("src.global_scale.device_ptr", args.src.global_scale.device_ptr, 4);
 
-  const DeviceInfo& device = current_device();
+  const CallDevice call_device(stream, args.out, kWho);
+  const DeviceInfo& device = call_device.info;
   const KernelSpec spec = dequantize_spec(device.arch, args.k, args.out_dtype, args.src.scale_layout);
   // LOADS passes per thread where that fills the GPU twice over; a small call (decode) takes
   // more blocks and fewer passes each, so that more SMs wait on its few round trips.
@@ -129,7 +130,7 @@ void dequantize(const DequantizeArgs& args, CUstream stream) {
                                   std::min<int64_t>((groups + kThreads - 1) / kThreads, 2 * device.sm_count));
   if (blocks > 0x7FFFFFFF) check.fail("rows", fmt::format("rows * k = {} * {} is too large for one launch", r.rows, args.k));
 
-  const CUfunction function = kernel_for(device, spec, 0, stream, [&] {
+  const CUfunction function = kernel_for(device, spec, stream, [&] {
     return fmt::format("nvfp4-jit prewarm --shape {},{} --arch {}", args.src_rows, args.k, to_string(device.arch));
   });
   nvfp4k::DequantizeParams p{};

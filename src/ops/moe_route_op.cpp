@@ -127,7 +127,13 @@ std::vector<KernelSpec> moe_prewarm_specs(Arch arch, const WeightShape& shape, i
   return specs;
 }
 
-const bool registered = register_op(Op::moe_route, {generate_moe_route, moe_route_kernel_name}) &&
+// a count per warp and expert, the experts' totals and earlier CTAs' rows, the scan's warp
+// sums (templates/moe_route.cuh)
+unsigned moe_route_shared_bytes(const KernelSpec& spec) {
+  return unsigned((nvfp4k::MOE_ROUTE_WARPS * spec.groups + 2 * spec.groups + 32) * 4);
+}
+
+const bool registered = register_op(Op::moe_route, {generate_moe_route, moe_route_kernel_name, nullptr, moe_route_shared_bytes}) &&
                         register_op(Op::moe_combine, {generate_moe_combine, moe_combine_kernel_name}) &&
                         register_prewarm(45, moe_prewarm_specs);
 
@@ -173,20 +179,19 @@ using namespace detail;
 
 void moe_route(const MoeRouteArgs& args, CUstream stream) {
   validate(args);
-  const DeviceInfo& device = current_device();
+  const CallDevice call_device(stream, args.row_index, kRouteWho);
+  const DeviceInfo& device = call_device.info;
   const bool ids64 = args.topk_ids_type == IndexType::int64;
   const int64_t ctas = route_ctas(args);
-  // a count per warp and expert, the experts' totals and earlier CTAs' rows, the scan's warp
-  // sums (templates/moe_route.cuh)
-  const unsigned shared = unsigned((nvfp4k::MOE_ROUTE_WARPS * args.groups + 2 * args.groups + 32) * 4);
+  const unsigned shared = moe_route_shared_bytes(moe_route_spec(device.arch, args.groups, ids64, false));
   auto hint = [&] {  // K = 16: no GEMM serves it, so the routing and a few small kernels are compiled
     return fmt::format("nvfp4-jit prewarm --shape 16,16,{} --arch {} (any grouped weight of {} groups prewarms its routing)",
                        args.groups, to_string(device.arch), args.groups);
   };
   // both kernels loaded before anything is enqueued: a capture error leaves the stream untouched
-  const CUfunction place = kernel_for(device, moe_route_spec(device.arch, args.groups, ids64, false), shared, stream, hint);
+  const CUfunction place = kernel_for(device, moe_route_spec(device.arch, args.groups, ids64, false), stream, hint);
   const CUfunction count =
-      ctas > 1 ? kernel_for(device, moe_route_spec(device.arch, args.groups, ids64, true), shared, stream, hint) : nullptr;
+      ctas > 1 ? kernel_for(device, moe_route_spec(device.arch, args.groups, ids64, true), stream, hint) : nullptr;
   if (load_only()) return;
 
   const int64_t entries = args.tokens * args.topk;
@@ -225,9 +230,10 @@ int64_t moe_route_workspace_bytes(const MoeRouteArgs& args) {
 void moe_combine(const MoeCombineArgs& args, CUstream stream) {
   const CombineShape s = validate(args);
   if (args.tokens == 0) return;
-  const DeviceInfo& device = current_device();
+  const CallDevice call_device(stream, args.out, kCombineWho);
+  const DeviceInfo& device = call_device.info;
   const KernelSpec spec = moe_combine_spec(device.arch, args.d_dtype, args.weights_dtype, args.out_dtype, s.vec);
-  const CUfunction function = kernel_for(device, spec, 0, stream, [&] {
+  const CUfunction function = kernel_for(device, spec, stream, [&] {
     return fmt::format("nvfp4-jit prewarm --shape 16,16,2 --arch {} (a grouped weight's combine: BF16 d and out, FP32 "
                        "weights; other dtypes: call once before capturing)", to_string(device.arch));
   });

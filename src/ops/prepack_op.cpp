@@ -80,9 +80,10 @@ int64_t prepacked_bytes(int64_t n, int64_t k) {
 
 void prepack(const PrepackArgs& args, CUstream stream) {
   const int64_t stride = validate(args);
-  const DeviceInfo& device = current_device();
+  const CallDevice call_device(stream, args.out, kWho);
+  const DeviceInfo& device = call_device.info;
   const KernelSpec spec = prepack_spec(device.arch, args.k, args.weight.scale_layout);
-  const CUfunction function = kernel_for(device, spec, 0, stream, [&] {
+  const CUfunction function = kernel_for(device, spec, stream, [&] {
     return fmt::format("nvfp4-jit prewarm --shape {},{} --arch {}", args.n, args.k, to_string(device.arch));
   });
   nvfp4k::PrepackParams p{static_cast<const unsigned char*>(args.weight.data), stride,

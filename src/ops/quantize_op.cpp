@@ -181,20 +181,21 @@ void quantize(const QuantizeArgs& args, CUstream stream) {
   check.aligned("global_scale.device_ptr", args.global_scale.device_ptr, 4);
   check.aligned("global_scale_out", args.global_scale_out, 4);
 
-  const DeviceInfo& device = current_device();
+  const CallDevice call_device(stream, args.out, kWho);
+  const DeviceInfo& device = call_device.info;
   auto hint = [&] {
     return fmt::format("nvfp4-jit prewarm --shape {},{} --arch {} --in-dtype {}", std::max<int64_t>(args.rows, 1), args.k,
                        to_string(device.arch), dtype_name(uint8_t(args.in_dtype)));
   };
   // Every kernel is resolved before anything is enqueued, so a capture error leaves nothing behind.
   const KernelSpec qspec = quantize_spec(device.arch, args.k, args.in_dtype, args.scale_layout);
-  const CUfunction quantize_fn = kernel_for(device, qspec, 0, stream, hint);
+  const CUfunction quantize_fn = kernel_for(device, qspec, stream, hint);
   const bool per_row = args.scale_mode == GlobalScaleMode::compute_per_row;
   CUfunction amax_fn = nullptr, finalize_fn = nullptr;
   if (args.scale_mode != GlobalScaleMode::given)
-    amax_fn = kernel_for(device, row_amax_spec(device.arch, args.k, args.in_dtype, per_row), 0, stream, hint);
+    amax_fn = kernel_for(device, row_amax_spec(device.arch, args.k, args.in_dtype, per_row), stream, hint);
   if (args.scale_mode == GlobalScaleMode::compute_per_tensor)
-    finalize_fn = kernel_for(device, amax_finalize_spec(device.arch), 0, stream, hint);
+    finalize_fn = kernel_for(device, amax_finalize_spec(device.arch), stream, hint);
 
   nvfp4k::QuantizeParams p{};
   p.in = args.in;

@@ -294,11 +294,12 @@ void run_on_gpu(const RowJob& j, CUstream stream) {
   if (j.h && j.h_stride * esize % 16)
     check.fail("h_row_stride", fmt::format("h_row_stride = {} elements is not a multiple of 16 bytes", j.h_stride));
 
-  const DeviceInfo& device = current_device();
+  const CallDevice call_device(stream, j.out.data, j.who);
+  const DeviceInfo& device = call_device.info;
   RowKernel kernel = j.kernel();
   kernel.few_rows = row_quantize_few_rows(j.rows, device.sm_count);
   const KernelSpec spec = row_quantize_spec(device.arch, kernel);
-  const CUfunction fn = kernel_for(device, spec, 0, stream, [&] {
+  const CUfunction fn = kernel_for(device, spec, stream, [&] {
     // MoE staging is prewarmed with a grouped weight
     // a norm weight of another dtype than the op's usual one: named
     const bool named_weight = normalizes(j.op) && j.weight_dtype != norm_weight_dtype(usual_norm_weight(j.op), j.in_dtype);
@@ -306,6 +307,7 @@ void run_on_gpu(const RowJob& j, CUstream stream) {
                        j.op == Op::moe_stage ? ",2" : "", to_string(device.arch), dtype_name(uint8_t(j.in_dtype)),
                        !named_weight ? "" : j.weight_dtype == DType::fp32 ? " --norm-weight fp32" : " --norm-weight input");
   });
+  if (load_only()) return;  // (resident_ctas asks the driver about `fn`)
   nvfp4k::RowQuantizeParams p{};
   p.in = j.in;
   p.in_stride = j.in_stride;

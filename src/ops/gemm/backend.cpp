@@ -45,7 +45,10 @@ std::string gemm_tuned_tile_problem(const KernelSpec& problem, int m_bucket, con
   return backend->tile_problem(gemm_spec(problem, tile));
 }
 
-const bool registered = register_op(Op::gemm, {generate_gemm, gemm_kernel_name, gemm_tuned_tile_problem});
+// (a backend's kernel_spec keeps what its shared memory depends on: the tile, K, the layout)
+unsigned gemm_shared_bytes(const KernelSpec& spec) { return gemm_backend(spec.arch, "nvfp4::jit::gemm").shared_bytes(spec); }
+
+const bool registered = register_op(Op::gemm, {generate_gemm, gemm_kernel_name, gemm_tuned_tile_problem, gemm_shared_bytes});
 
 }  // namespace
 

@@ -25,7 +25,7 @@ void gemm_w4a4(const GemmCall& call, const DeviceInfo& device, CUstream stream) 
   // the GEMM's kernel, found for the decoded A (its pointer does not choose the kernel)
   GemmCall inner = gemm_call_on_decoded_a(call, args.workspace);
   const GemmKernel& kernel = gemm_dispatch(device, inner, stream);
-  kernel_for(device, dequantize_spec(device.arch, args.k, DType::bf16, args.a_fp4.scale_layout), 0, stream,
+  kernel_for(device, dequantize_spec(device.arch, args.k, DType::bf16, args.a_fp4.scale_layout), stream,
              [&] { return gemm_prewarm_hint(call, device); });
 
   StreamBuffer owned;
@@ -48,9 +48,10 @@ void gemm_w4a4(const GemmCall& call, const DeviceInfo& device, CUstream stream) 
 }
 
 // A validated call (dense or grouped): W4A4 through its decode, else the warm kernel.
-void run_gemm(const GemmCall& call, CUstream stream) {
+void run_gemm(const GemmCall& call, const char* who, CUstream stream) {
   if (call.args.m == 0) return;
-  const DeviceInfo& device = current_device();
+  const CallDevice call_device(stream, call.args.d, who);
+  const DeviceInfo& device = call_device.info;
   if (call.args.a_dtype == DType::nvfp4 && !gemm_backend(device.arch, kWho).native_fp4_activations())
     return gemm_w4a4(call, device, stream);
   launch_gemm(gemm_dispatch(device, call, stream), call, stream);
@@ -59,7 +60,8 @@ void run_gemm(const GemmCall& call, CUstream stream) {
 // A validated call on a given tile.
 void run_gemm_with_tile(const GemmCall& call, const TileConfig& tile, const char* who, CUstream stream) {
   if (call.args.m == 0) return;
-  const DeviceInfo& device = current_device();
+  const CallDevice call_device(stream, call.args.d, who);
+  const DeviceInfo& device = call_device.info;
   const GemmBackend& backend = gemm_backend(device.arch, who);
   if (call.args.a_dtype == DType::nvfp4 && !backend.native_fp4_activations())  // W4A4 runs the BF16 kernel on decoded A
     Check(who).fail("a_dtype",
@@ -94,10 +96,10 @@ int64_t gemm_workspace_bytes(const GemmArgs& args) {
   return args.a_dtype == DType::nvfp4 ? check.bytes("workspace (m * k * 2)", {args.m, args.k, 2}) : 0;
 }
 
-void gemm(const GemmArgs& args, CUstream stream) { detail::run_gemm(detail::gemm_call(args, detail::kWho), stream); }
+void gemm(const GemmArgs& args, CUstream stream) { detail::run_gemm(detail::gemm_call(args, detail::kWho), detail::kWho, stream); }
 
 void grouped_gemm(const GroupedGemmArgs& args, CUstream stream) {
-  detail::run_gemm(detail::grouped_gemm_call(args, detail::kGroupedWho), stream);
+  detail::run_gemm(detail::grouped_gemm_call(args, detail::kGroupedWho), detail::kGroupedWho, stream);
 }
 
 int64_t grouped_gemm_workspace_bytes(const GroupedGemmArgs& args) {

@@ -26,7 +26,7 @@ GemmKernel load_gemm_kernel(const DeviceInfo& device, const GemmBackend& backend
   GemmKernel kernel;
   kernel.backend = &backend;
   kernel.spec = spec;
-  kernel.function = kernel_for(device, backend.kernel_spec(spec), backend.shared_bytes(spec), stream,
+  kernel.function = kernel_for(device, backend.kernel_spec(spec), stream,
                                [&] { return gemm_prewarm_hint(call, device); });
   kernel.plan = backend.plan(spec, m, device.sm_count);
   return kernel;
