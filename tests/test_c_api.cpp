@@ -100,6 +100,19 @@ TEST_SUITE("c_api") {
     CHECK(std::string(nvfp4_jit_version()).size() > 0);
   }
 
+  TEST_CASE("nvrtc_info: the C++ form's NVRTC; NULL is refused") {
+    const nvfp4::jit::NvrtcInfo cpp = nvfp4::jit::nvrtc_info();
+    REQUIRE_MESSAGE(cpp.error.empty(), cpp.error);
+    nvfp4_nvrtc_info c{};
+    REQUIRE(nvfp4_jit_nvrtc_info(&c) == NVFP4_OK);
+    CHECK(c.path == cpp.path);
+    CHECK(c.version == cpp.version);
+    CHECK(c.source == cpp.source);
+    CHECK(std::string(c.error).empty());
+    CHECK(nvfp4_jit_nvrtc_info(nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(std::string(nvfp4_jit_last_error()) == "nvfp4_jit_nvrtc_info: info must not be NULL");
+  }
+
   TEST_CASE("args_init gives the C++ defaults") {
     namespace j = nvfp4::jit;
     nvfp4_gemm_args g;

@@ -25,7 +25,7 @@ typedef enum nvfp4_status {
   NVFP4_OK = 0,
   NVFP4_INVALID_ARGUMENT = 1,   /* a pointer, shape, stride or value is wrong */
   NVFP4_UNSUPPORTED = 2,        /* arch, dtype or layout combination not supported */
-  NVFP4_COMPILE_FAILED = 3,     /* NVRTC rejected the generated source (log in the message) */
+  NVFP4_COMPILE_FAILED = 3,     /* NVRTC rejected the generated source (log in the message), or no NVRTC was found */
   NVFP4_CUDA_ERROR = 4,         /* the driver failed (no driver, no context, launch error) */
   NVFP4_NOT_LOADED_IN_CAPTURE = 5, /* the stream is capturing and the kernel is not loaded */
   NVFP4_CACHE_ERROR = 6,        /* the kernel cache cannot be used as asked */
@@ -213,6 +213,16 @@ typedef struct nvfp4_prepack_args {
   void* out; /* nvfp4_jit_prepacked_bytes(n, k) bytes */
 } nvfp4_prepack_args;
 const char* nvfp4_jit_version(void);
+/* The NVRTC this process compiles with (see jit.hpp's nvrtc_info); the strings live as long as
+ * the process. NVFP4_OK when one is loaded; NVFP4_COMPILE_FAILED when none can be (`error` and
+ * the last error say why); NVFP4_INVALID_ARGUMENT when `info` is NULL. */
+typedef struct nvfp4_nvrtc_info {
+  const char* path;    /* "" when none */
+  const char* version; /* "13.0" (major.minor, as in every cache key); "" when none */
+  const char* source;  /* "env", "process", "wheel" or "system"; "" when none */
+  const char* error;   /* "" when one is loaded */
+} nvfp4_nvrtc_info;
+nvfp4_status nvfp4_jit_nvrtc_info(nvfp4_nvrtc_info* info);
 /* The message of the last failed call on this thread ("" if none). */
 const char* nvfp4_jit_last_error(void);
 

@@ -527,6 +527,18 @@ std::vector<ModelShape> model_shapes(const std::string& model_dir, int tp = 1, i
 
 const char* version() noexcept;
 
+// The NVRTC this process compiles kernels with: the first of NVFP4_JIT_NVRTC, an NVRTC already
+// loaded in the process, the nvidia-cuda-nvrtc wheel beside the library, the system CUDA
+// (README, Environment). Found at the first call (or first compile), never at library load.
+struct NvrtcInfo {
+  std::string path;     // the loaded libnvrtc; "" when none
+  std::string version;  // "13.0": major.minor, as in every cache key; "" when none
+  std::string source;   // how it was found: "env", "process", "wheel" or "system"; "" when none
+  std::string error;    // why none could be loaded ("" when one was): the places looked at, and the fix
+};
+// Never throws: kernels that are not compiled (cache reads, CPU references) need no NVRTC.
+NvrtcInfo nvrtc_info();
+
 }  // namespace nvfp4::jit
 
 namespace nvfp4::jit::cpu {

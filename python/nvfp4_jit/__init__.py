@@ -1,7 +1,7 @@
 """nvfp4_jit: NVFP4 kernels generated at run time, on torch tensors.
 
-Without torch the binding's torch-free part is here (version, sizes, cache info, errors, and
-prewarm from a checkpoint: model_shapes, prewarm_model) and
+Without torch the binding's torch-free part is here (version, sizes, cache and NVRTC info, errors,
+and prewarm from a checkpoint: model_shapes, prewarm_model) and
 `nvfp4_jit.cpu` holds the CPU references on numpy arrays. With torch: the ops (also as
 torch.ops.nvfp4_jit.*, with fake implementations for torch.compile) and Nvfp4Linear.
 """
@@ -13,7 +13,7 @@ else:
     HAS_TORCH = True
 
 from ._core import (DTYPES, SCALE_LAYOUTS, SCALE_MODES, Error, InvalidArgument, NoDevice, NotLoadedInCapture,  # noqa: E402,F401,E501
-                    Unsupported, cache_info, prepacked_bytes, scale_bytes, version)
+                    Unsupported, cache_info, info, nvrtc_info, prepacked_bytes, scale_bytes, version)
 
 from .deploy import model_shapes, prewarm_model  # noqa: E402,F401
 

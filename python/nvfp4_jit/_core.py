@@ -46,3 +46,17 @@ def cache_info():
         os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "nvfp4-jit")
     extra = [p for p in os.environ.get("NVFP4_JIT_CACHE_PATH", "").split(":") if p]
     return {"root": root, "read_only_roots": extra, "version": version()}
+
+
+def nvrtc_info():
+    """The NVRTC this process compiles kernels with, found at the first call by README's order
+    (NVFP4_JIT_NVRTC, an NVRTC already loaded, as torch's is, the nvidia-cuda-nvrtc wheel beside
+    the package, the system CUDA): {"path", "version" (major.minor, as in every cache key),
+    "source" ("env", "process", "wheel" or "system"), "error" (why none was found, else "")}."""
+    return _C.nvrtc_info()
+
+
+def info():
+    """What this process uses, without torch or a GPU: the library's version, its NVRTC
+    (nvrtc_info()) and its cache roots (cache_info())."""
+    return {"version": version(), "nvrtc": nvrtc_info(), **{k: v for k, v in cache_info().items() if k != "version"}}

@@ -528,6 +528,13 @@ PyObject* py_prewarm(PyObject*, PyObject* const* args, Py_ssize_t n) {
 
 PyObject* py_version(PyObject*, PyObject*) { return PyUnicode_FromString(version()); }
 
+PyObject* py_nvrtc_info(PyObject*, PyObject*) {
+  NvrtcInfo n;
+  if (!call_released([&] { n = nvrtc_info(); })) return nullptr;
+  return Py_BuildValue("{s:s,s:s,s:s,s:s}", "path", n.path.c_str(), "version", n.version.c_str(), "source",
+                       n.source.c_str(), "error", n.error.c_str());
+}
+
 // ---------------------------------------------------------------------------------------------
 // The checked eager fast path of the torch functions (nvfp4_jit.gemm, nvfp4_jit.quantize): the
 // tensors are read and checked here, as the Python layer's checks (nvfp4_jit/ops.py) would
@@ -878,6 +885,7 @@ PyMethodDef g_methods[] = {
     {"model_shapes", FASTCALL(py_model_shapes), "model_shapes(model_dir, tp, ep) -> [(name, n, k, groups)]"},
     {"prewarm", FASTCALL(py_prewarm), "prewarm(model, tp, ep, shapes, archs, sm_count, variants, threads, load) -> dict"},
     {"version", py_version, METH_NOARGS, "the library's version"},
+    {"nvrtc_info", py_nvrtc_info, METH_NOARGS, "the NVRTC this process compiles with: {path, version, source, error}"},
     {"bind_torch", FASTCALL(nvfp4_py::bind_torch), "bind_torch(Tensor, dtypes, current_device, current_stream): once, from nvfp4_jit.ops"},
     {"dlpack_dtypes", nvfp4_py::dlpack_dtypes, METH_NOARGS, "the bound dtypes the fast path reads through DLPack"},
     {"gemm_checked", FASTCALL(checked::gemm_checked), "nvfp4_jit.gemm's eager fast path (NotImplemented: not taken)"},

@@ -1,4 +1,4 @@
-"""The binding without a GPU or torch: version, sizes, cache info, errors and their messages."""
+"""The binding without a GPU or torch: version, sizes, cache and NVRTC info, errors and their messages."""
 import os
 import pathlib
 import re
@@ -50,6 +50,43 @@ def test_cache_info_follows_the_environment(monkeypatch, tmp_path):
     monkeypatch.delenv("NVFP4_JIT_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert nvfp4_jit.cache_info()["root"] == str(tmp_path / "nvfp4-jit")
+
+
+def test_info_names_the_nvrtc_and_the_cache(monkeypatch, tmp_path):
+    monkeypatch.setenv("NVFP4_JIT_CACHE_DIR", str(tmp_path / "c"))
+    info = nvfp4_jit.info()
+    assert info["version"] == nvfp4_jit.version() and info["root"] == str(tmp_path / "c")
+    nvrtc = info["nvrtc"]
+    assert nvrtc == nvfp4_jit.nvrtc_info()
+    assert nvrtc["error"] == "" and os.path.exists(nvrtc["path"]), nvrtc
+    assert re.fullmatch(r"\d+\.\d+", nvrtc["version"]) and nvrtc["source"] in ("env", "process", "wheel", "system")
+
+
+SYSTEM_NVRTC = "/usr/local/cuda/lib64/libnvrtc.so.13"
+
+
+def nvrtc_in_child(code, **env):
+    """nvfp4_jit.nvrtc_info() in a fresh interpreter (a process searches once) after `code`."""
+    import json
+    import subprocess
+    import sys
+    run_env = {k: v for k, v in os.environ.items() if k != "NVFP4_JIT_NVRTC"} | env
+    out = subprocess.run([sys.executable, "-c", code + "\nimport json, nvfp4_jit; print(json.dumps(nvfp4_jit.nvrtc_info()))"],
+                         env=run_env, capture_output=True, text=True, check=True)
+    return json.loads(out.stdout.splitlines()[-1])
+
+
+@pytest.mark.skipif(not os.path.exists(SYSTEM_NVRTC), reason="no CUDA 13 toolkit at /usr/local/cuda")
+def test_an_nvrtc_already_loaded_is_used_as_torchs_would_be(tmp_path):
+    (tmp_path / "libnvrtc.so.13").symlink_to(SYSTEM_NVRTC)
+    nvrtc = nvrtc_in_child(f"import ctypes; ctypes.CDLL({str(tmp_path / 'libnvrtc.so.13')!r})")
+    assert nvrtc["source"] == "process" and nvrtc["path"] == str(tmp_path / "libnvrtc.so.13"), nvrtc
+
+
+def test_a_missing_nvrtc_variable_is_reported_not_raised(tmp_path):
+    nvrtc = nvrtc_in_child("", NVFP4_JIT_NVRTC=str(tmp_path / "nope.so"))
+    assert nvrtc["path"] == "" and nvrtc["source"] == ""
+    assert nvrtc["error"].startswith(f"NVFP4_JIT_NVRTC={tmp_path / 'nope.so'} cannot be loaded"), nvrtc
 
 
 def test_library_errors_are_python_exceptions_with_its_message():

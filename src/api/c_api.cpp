@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/nvrtc_library.hpp"
 #include "nvfp4/jit.h"
 #include "nvfp4/jit.hpp"
 
@@ -277,6 +278,18 @@ extern "C" {
 
 const char* nvfp4_jit_version(void) { return nvfp4::jit::version(); }
 const char* nvfp4_jit_last_error(void) { return last_error.c_str(); }
+
+nvfp4_status nvfp4_jit_nvrtc_info(nvfp4_nvrtc_info* info) {
+  return guarded("nvfp4_jit_nvrtc_info", [&] {
+    if (!info) throw nvfp4::jit::Error(nvfp4::jit::Status::invalid_argument, "info must not be NULL");
+    // The loaded NVRTC's strings, kept for the process's life (nvrtc_info() returns copies).
+    const auto& loaded = nvfp4::jit::detail::nvrtc_loaded();
+    const bool ok = loaded.error.empty();
+    *info = {ok ? loaded.path.c_str() : "", ok ? loaded.version.c_str() : "",
+             ok ? nvfp4::jit::detail::to_string(loaded.source) : "", loaded.error.c_str()};
+    if (!ok) throw nvfp4::jit::Error(nvfp4::jit::Status::compile_failed, loaded.error);
+  });
+}
 
 nvfp4_status nvfp4_jit_dequantize(const nvfp4_dequantize_args* args, CUstream stream) {
   return run("nvfp4_jit_dequantize", nvfp4::jit::dequantize, args, stream);

@@ -13,6 +13,8 @@
 #include "cli/cli.hpp"
 #include "core/cache_archive.hpp"
 #include "core/kernel_store.hpp"
+#include "core/nvrtc_library.hpp"
+#include "core/nvrtc_mismatch.hpp"
 
 namespace nvfp4::jit::cli {
 
@@ -99,7 +101,15 @@ int stats(DiskCache& cache, bool json) {
   }
   const CacheRoots& roots = cache.roots();
   const std::string why = cache.not_writable_reason();
+  const NvrtcCounts by_nvrtc = count_by_nvrtc(entries);
   if (json) {
+    std::string nvrtc_roots;
+    for (const auto& [root, versions] : by_nvrtc) {
+      std::string counts;
+      for (const auto& [version, n] : versions)
+        counts += fmt::format("{}{}:{}", counts.empty() ? "" : ",", json_string(version.empty() ? "unknown" : version), n);
+      nvrtc_roots += fmt::format("{}{}:{{{}}}", nvrtc_roots.empty() ? "" : ",", json_string(root), counts);
+    }
     std::string archs;
     for (const auto& [arch, v] : per_arch)
       archs += fmt::format("{}{}:{{\"entries\":{},\"bytes\":{}}}", archs.empty() ? "" : ",", json_string(arch), v.first, v.second);
@@ -108,10 +118,10 @@ int stats(DiskCache& cache, bool json) {
     for (const auto& [path, reason] : cache.refused_roots())
       refused += fmt::format("{}{{\"path\":{},\"why\":{}}}", refused.empty() ? "" : ",", json_string(path), json_string(reason));
     std::printf("{\"root\":%s,\"writable\":%s,\"read_only\":%s,\"why\":%s,\"read_only_roots\":[%s],\"refused_roots\":[%s],"
-                "\"entries\":%zu,\"bytes\":%llu,\"archs\":{%s}}\n",
+                "\"entries\":%zu,\"bytes\":%llu,\"archs\":{%s},%s,\"entries_by_nvrtc\":{%s}}\n",
                 json_string(roots.primary).c_str(), cache.writable() ? "true" : "false",
                 cache.writable() ? "false" : "true", json_string(why).c_str(), ro.c_str(), refused.c_str(),
-                entries.size(), (unsigned long long)bytes, archs.c_str());
+                entries.size(), (unsigned long long)bytes, archs.c_str(), nvrtc_json_fields().c_str(), nvrtc_roots.c_str());
     return kOk;
   }
   std::printf("root       %s (%s)\n", roots.primary.c_str(),
@@ -120,6 +130,13 @@ int stats(DiskCache& cache, bool json) {
   for (const auto& [path, reason] : cache.refused_roots()) std::printf("NOT USED   %s: %s\n", path.c_str(), reason.c_str());
   std::printf("entries    %zu, %.1f MiB\n", entries.size(), bytes / 1048576.0);
   for (const auto& [arch, v] : per_arch) std::printf("  %-8s %6zu entries %8.1f MiB\n", arch.c_str(), v.first, v.second / 1048576.0);
+  std::printf("NVRTC      %s\n", nvrtc_line().c_str());
+  // Entries are keyed by the NVRTC that built them: another's are misses for this process.
+  const NvrtcLoaded& ours = nvrtc_loaded();
+  for (const auto& [root, versions] : by_nvrtc)
+    for (const auto& [version, n] : versions)
+      std::printf("  built by NVRTC %-7s %6zu entries in %s%s\n", version.empty() ? "unknown" : version.c_str(), n,
+                  root.c_str(), ours.error.empty() && version != ours.version ? " (not used by this NVRTC)" : "");
   return kOk;
 }
 

@@ -53,9 +53,10 @@ int cmd_info(const Args& args) {
   const bool have_driver = driver_available(&why);
   int driver_version = 0;
   if (have_driver) driver().cuDriverGetVersion(&driver_version);
-  std::vector<std::string> targets;
-  for (Arch a : kAllArchs)
-    if (nvrtc_supports(a)) targets.emplace_back(to_string(a));
+  std::vector<std::string> targets;  // none without an NVRTC: info still reports the rest
+  if (nvrtc_info().error.empty())
+    for (Arch a : kAllArchs)
+      if (nvrtc_supports(a)) targets.emplace_back(to_string(a));
   const auto devs = devices();
   const DiskCache& cache = KernelStore::instance().disk();
   const auto manifests = builtin_manifest_names();
@@ -70,10 +71,10 @@ int cmd_info(const Args& args) {
     for (const auto& t : targets) tj += fmt::format("{}\"{}\"", tj.empty() ? "" : ",", t);
     for (const auto& m : manifests) mj += fmt::format("{}\"{}\"", mj.empty() ? "" : ",", m);
     for (const auto& r : cache.roots().read_only) roj += fmt::format("{}\"{}\"", roj.empty() ? "" : ",", json_escape(r));
-    std::printf("{\"library\":\"%s\",\"nvrtc\":\"%s\",\"nvrtc_targets\":[%s],\"driver\":\"%s\",\"devices\":[%s],"
+    std::printf("{\"library\":\"%s\",%s,\"nvrtc_targets\":[%s],\"driver\":\"%s\",\"devices\":[%s],"
                 "\"cache_root\":\"%s\",\"cache_writable\":%s,\"read_only_roots\":[%s],\"templates_hash\":\"%s\","
                 "\"manifests\":[%s]}\n",
-                version(), nvrtc_version().c_str(), tj.c_str(), json_escape(driver_text).c_str(), devj.c_str(),
+                version(), nvrtc_json_fields().c_str(), tj.c_str(), json_escape(driver_text).c_str(), devj.c_str(),
                 json_escape(cache.roots().primary).c_str(), cache.writable() ? "true" : "false", roj.c_str(),
                 templates_hash().c_str(), mj.c_str());
     return kOk;
@@ -81,7 +82,8 @@ int cmd_info(const Args& args) {
   std::printf("nvfp4-jit   %s (templates %s)\n", version(), templates_hash().substr(0, 16).c_str());
   std::string tl;
   for (const auto& t : targets) tl += " " + t;
-  std::printf("NVRTC       %s, targets:%s\n", nvrtc_version().c_str(), tl.c_str());
+  std::printf("NVRTC       %s\n", nvrtc_line().c_str());
+  if (!targets.empty()) std::printf("targets    %s\n", tl.c_str());
   std::printf("driver      %s\n", driver_text.c_str());
   if (devs.empty()) std::printf("devices     none\n");
   for (size_t i = 0; i < devs.size(); ++i)

@@ -17,7 +17,7 @@ verbs:
   prewarm   compile the kernels of model shapes into the disk cache (no GPU needed)
   tune      time the GEMM tile candidates of model shapes on this GPU, remember the fastest
   cache     stats | ls | verify | prune | clear | export | import: look after the disk cache
-  info      library, NVRTC and driver versions, devices, cache roots, manifests
+  info      library, NVRTC (path, version, how found) and driver versions, devices, cache roots, manifests
   bench     core | dequantize | quantize | rmsnorm-quantize | swiglu-quantize | mhc-rmsnorm-quantize | moe-stage |
             gemm | grouped:
             time the JIT and the kernels on this GPU
@@ -27,6 +27,8 @@ environment:
   NVFP4_JIT_CACHE_PATH   extra read-only cache roots, colon-separated
   NVFP4_JIT_AUTOTUNE     1: a GEMM tunes an untuned M bucket on first use (default: tuned
                          entries when present, else the heuristic)
+  NVFP4_JIT_NVRTC        the libnvrtc.so to compile with (else one already loaded, the
+                         nvidia-cuda-nvrtc wheel beside the binary, the system CUDA; `info` says which)
 
 exit codes: 0 success, 1 something failed (kernels, cache entries, GPU work),
             2 usage error, 3 no GPU where one is needed

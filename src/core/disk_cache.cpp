@@ -396,6 +396,7 @@ std::vector<CacheEntryInfo> DiskCache::list(bool verify) const {
       const auto sidecar = read_file_nofollow(sidecar_path, kMaxSidecarBytes, &sidecar_why);
       const std::string side = sidecar ? std::string(sidecar->begin(), sidecar->end()) : std::string{};
       info.created = sidecar_field(side, "created");
+      info.nvrtc = sidecar_field(side, "nvrtc");
       if (const size_t pos = side.find("\"spec\":"); pos != std::string::npos && side.find_last_of('}') > pos + 7)
         info.spec_json = side.substr(pos + 7, side.find_last_of('}') - pos - 7);
       if (verify) {

@@ -43,6 +43,7 @@ struct CacheEntryInfo {
   std::string root, arch, key, path;
   uint64_t size = 0;
   std::string created, spec_json;
+  std::string nvrtc;       // the NVRTC version that built it (the sidecar's; "" when unknown)
   std::string problem;     // empty when the entry verifies (or was not verified)
   bool in_flight = false;  // verify: another process holds its lock, or it is being written
 };

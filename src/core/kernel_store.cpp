@@ -8,6 +8,7 @@
 
 #include "core/error.hpp"
 #include "core/nvrtc_compiler.hpp"
+#include "core/nvrtc_mismatch.hpp"
 #include "core/embedded.hpp"
 
 namespace nvfp4::jit::detail {
@@ -18,6 +19,7 @@ struct KernelStore::Table {
   mutable std::mutex mutex;
   std::unordered_map<KernelSpec, Future, KernelSpecHash> entries;
   std::atomic<uint64_t> compiled{0}, disk_hits{0}, memory_hits{0}, failed{0}, compile_us{0};
+  std::atomic<bool> missed{false};  // a disk miss was seen (the NVRTC mismatch check ran)
 };
 
 CacheKey key_for(const KernelSpec& spec, const GeneratedKernel& kernel) {
@@ -98,6 +100,7 @@ std::shared_ptr<const CompiledKernel> KernelStore::build(const KernelSpec& spec,
     return false;
   };
   if (from_disk()) return result;
+  if (!table_->missed.exchange(true)) warn_if_built_by_other_nvrtc(disk_);
   bool busy = false;
   const DiskCache::Lock lock = defer_busy ? disk_.try_lock(result->key, spec.arch, &busy) : disk_.lock(result->key, spec.arch);
   if (busy) throw KeyBusy{};

@@ -1,12 +1,11 @@
 #include "core/nvrtc_compiler.hpp"
 
-#include <nvrtc.h>
-
 #include <algorithm>
 #include <memory>
 
 #include "core/error.hpp"
 #include "core/embedded.hpp"
+#include "core/nvrtc_library.hpp"
 
 namespace nvfp4::jit::detail {
 
@@ -24,12 +23,12 @@ int arch_number(Arch arch) {
 }
 
 void check(nvrtcResult result, const char* what) {
-  if (result != NVRTC_SUCCESS) fail(Status::compile_failed, "NVRTC {} failed: {}", what, nvrtcGetErrorString(result));
+  if (result != NVRTC_SUCCESS) fail(Status::compile_failed, "NVRTC {} failed: {}", what, nvrtc().nvrtcGetErrorString(result));
 }
 
 struct ProgramDeleter {
   void operator()(nvrtcProgram* program) const {
-    nvrtcDestroyProgram(program);
+    nvrtc().nvrtcDestroyProgram(program);
     delete program;
   }
 };
@@ -37,20 +36,16 @@ struct ProgramDeleter {
 }  // namespace
 
 const std::string& nvrtc_version() {
-  static const std::string version = [] {
-    int major = 0, minor = 0;
-    check(nvrtcVersion(&major, &minor), "version query");
-    return std::to_string(major) + "." + std::to_string(minor);
-  }();
-  return version;
+  nvrtc();  // throws when there is none
+  return nvrtc_loaded().version;
 }
 
 bool nvrtc_supports(Arch arch) {
   static const std::vector<int> archs = [] {
     int count = 0;
-    check(nvrtcGetNumSupportedArchs(&count), "arch query");
+    check(nvrtc().nvrtcGetNumSupportedArchs(&count), "arch query");
     std::vector<int> list(count);
-    check(nvrtcGetSupportedArchs(list.data()), "arch query");
+    check(nvrtc().nvrtcGetSupportedArchs(list.data()), "arch query");
     return list;
   }();
   return std::find(archs.begin(), archs.end(), arch_number(arch)) != archs.end();
@@ -73,26 +68,26 @@ std::vector<char> nvrtc_compile(const GeneratedKernel& kernel, Arch arch) {
     header_sources.push_back(file.data);
   }
   std::unique_ptr<nvrtcProgram, ProgramDeleter> program(new nvrtcProgram{});
-  check(nvrtcCreateProgram(program.get(), kernel.source.c_str(), (kernel.name + ".cu").c_str(),
+  check(nvrtc().nvrtcCreateProgram(program.get(), kernel.source.c_str(), (kernel.name + ".cu").c_str(),
                            static_cast<int>(header_names.size()), header_sources.data(), header_names.data()),
         "program creation");
 
   const std::vector<std::string> options = nvrtc_options(arch);
   std::vector<const char*> option_ptrs;
   for (const std::string& option : options) option_ptrs.push_back(option.c_str());
-  const nvrtcResult result = nvrtcCompileProgram(*program, static_cast<int>(option_ptrs.size()), option_ptrs.data());
+  const nvrtcResult result = nvrtc().nvrtcCompileProgram(*program, static_cast<int>(option_ptrs.size()), option_ptrs.data());
   if (result != NVRTC_SUCCESS) {
     size_t log_size = 0;
-    nvrtcGetProgramLogSize(*program, &log_size);
+    nvrtc().nvrtcGetProgramLogSize(*program, &log_size);
     std::string log(log_size, '\0');
-    if (log_size) nvrtcGetProgramLog(*program, log.data());
+    if (log_size) nvrtc().nvrtcGetProgramLog(*program, log.data());
     fail(Status::compile_failed, "NVRTC {} could not compile kernel {} for {}: {}\n{}", nvrtc_version(), kernel.name,
-         to_string(arch), nvrtcGetErrorString(result), log);
+         to_string(arch), nvrtc().nvrtcGetErrorString(result), log);
   }
   size_t size = 0;
-  check(nvrtcGetCUBINSize(*program, &size), "CUBIN size query");
+  check(nvrtc().nvrtcGetCUBINSize(*program, &size), "CUBIN size query");
   std::vector<char> cubin(size);
-  check(nvrtcGetCUBIN(*program, cubin.data()), "CUBIN retrieval");
+  check(nvrtc().nvrtcGetCUBIN(*program, cubin.data()), "CUBIN retrieval");
   return cubin;
 }
 
