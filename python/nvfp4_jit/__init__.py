@@ -11,6 +11,10 @@ except ImportError:  # the torch layer needs torch; the rest does not
 else:
     HAS_TORCH = True
 
+from . import _nvrtc  # noqa: E402
+
+_nvrtc.preload()  # before the binding: the library then finds the nvrtc extra's NVRTC
+
 from ._core import (DTYPES, SCALE_LAYOUTS, SCALE_MODES, Error, InvalidArgument, NotLoadedInCapture,  # noqa: E402,F401
                     Unsupported, cache_info, prepacked_bytes, scale_bytes, version)
 
