@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake g++ make libfmt-dev libxxhash-dev nlohmann-json3-dev doctest-dev util-linux python3-dev python3-venv)
+packages=(cmake g++ make ccache libfmt-dev libxxhash-dev nlohmann-json3-dev doctest-dev util-linux python3-dev python3-venv)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then
@@ -24,5 +24,8 @@ if ! command -v nvdisasm >/dev/null && [ ! -x /usr/local/cuda/bin/nvdisasm ]; th
     echo "setup: nvdisasm not installed (the sm_120a SASS test will skip)"
 fi
 
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+# Through ccache: python/check-wheel.sh rebuilds the library for the wheel from the same objects.
+launcher=()
+command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release "${launcher[@]}" >/dev/null
 cmake --build build -j "$(nproc)"

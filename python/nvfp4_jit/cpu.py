@@ -5,7 +5,10 @@ arrays: float32, float16, or BF16 held as uint16 with in_dtype="bf16" (numpy has
 NVFP4 data is uint8 [rows, k/2]; scales are uint8 (E4M3 bits): [rows, k/16] when linear,
 [rows padded to 128, k/16 padded to 4] when swizzled128x4; global scales are float32 (a scalar, or one per row).
 """
-import numpy as np
+try:
+    import numpy as np
+except ImportError as e:  # numpy is optional for the rest of the package
+    raise ImportError("nvfp4_jit.cpu needs numpy: pip install numpy (or nvfp4-jit[cpu])") from e
 
 from . import _C
 from ._core import DTYPES, SCALE_LAYOUTS, SCALE_MODES, InvalidArgument, bad, enum_value, scale_bytes

@@ -9,6 +9,7 @@ cmake -S "$src" -B "$work/build" -DCMAKE_PREFIX_PATH="$work/prefix" -DCMAKE_BUIL
 cmake --build "$work/build" -j 2 >/dev/null
 "$work/build/consumer"
 "$work/build/consumer_c"
+[ -x "$work/build/app" ]   # the README's example links (it runs on a GPU machine)
 "$work/prefix/bin/nvfp4-jit" info >/dev/null
 # The exported target asks consumers for C++17 (the public headers' language).
 grep -q 'INTERFACE_COMPILE_FEATURES "cxx_std_17"' "$work"/prefix/lib*/cmake/nvfp4_jit/nvfp4_jitTargets.cmake ||
