@@ -7,7 +7,7 @@
 set(NVFP4_JIT_GLIBC_WRAPPED
     pthread_create pthread_join pthread_detach pthread_once pthread_key_create __pthread_key_create
     pthread_key_delete pthread_getspecific pthread_setspecific pthread_rwlock_rdlock pthread_rwlock_wrlock
-    pthread_rwlock_unlock dlopen dlsym exp log pow stat lstat fstat fstat64 fstatat __libc_single_threaded arc4random)
+    pthread_rwlock_unlock dlopen dlsym dlerror dlclose dladdr dladdr1 dlinfo exp log pow stat lstat fstat fstat64 fstatat __libc_single_threaded arc4random)
 
 function(nvfp4_jit_make_portable target)
   set(root ${CMAKE_CURRENT_FUNCTION_LIST_DIR}/..)

@@ -26,9 +26,9 @@ export PYTHONPATH=/tmp/site
 timeout 60 ./bin/nvfp4-jit bench core --quick --out "$OUT/core.json" > "$OUT/core.log" 2>&1
 timeout 90 "$py" python/bench/overhead.py --core "$OUT/core.json" --out "$OUT/overhead.json" 2>&1 | tee "$OUT/overhead.log"
 {
-  cc -shared -fPIC -O2 -o /tmp/nvrtc_count.so python/tests/nvrtc_count.c -ldl
+  cc -shared -fPIC -O2 -o /tmp/nvrtc_count.so python/tests/nvrtc_count.c -ldl -Wl,--no-as-needed /usr/local/cuda/lib64/libnvrtc.so.13 -Wl,-rpath,/usr/local/cuda/lib64
   rm -rf /tmp/tp-cache /tmp/tp-compiles
-  LD_PRELOAD=/tmp/nvrtc_count.so NVRTC_COUNT_FILE=/tmp/tp-compiles NVFP4_JIT_CACHE_DIR=/tmp/tp-cache \
+  NVFP4_JIT_NVRTC=/tmp/nvrtc_count.so NVRTC_COUNT_FILE=/tmp/tp-compiles NVFP4_JIT_CACHE_DIR=/tmp/tp-cache \
     timeout 90 "$py" python/examples/tp_mlp.py --world 2
   echo "exit $?"
 } > "$OUT/tp_mlp.log" 2>&1

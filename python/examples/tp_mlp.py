@@ -7,7 +7,7 @@ library's quantizer, identically on every rank) sliced per rank, as a TP loader 
 for column-parallel layers, packed bytes and scale columns for row-parallel ones (K slices are
 multiples of 32). Every rank then checks the all-reduced result against the single-GPU MLP on
 the full weights, and rank 0 counts the cache's kernels (and, with the nvrtc_count.c shim as
-LD_PRELOAD and NVRTC_COUNT_FILE set, the compiles: each kernel compiled once across ranks).
+NVFP4_JIT_NVRTC and NVRTC_COUNT_FILE set, the compiles: each kernel compiled once across ranks).
 
     python python/examples/tp_mlp.py --world 2        # spawns one process per GPU
     torchrun --nproc-per-node 2 python/examples/tp_mlp.py
@@ -17,7 +17,7 @@ r mod count) and talk through the gloo backend (the all-reduce and all-gather go
 copies), so the sharded math and the shared cache are checked on one GPU; NCCL and two devices
 are not. It is chosen by itself when the GPUs are too few (--backend gloo forces it):
 
-    LD_PRELOAD=nvrtc_count.so NVRTC_COUNT_FILE=/tmp/compiles NVFP4_JIT_CACHE_DIR=/tmp/empty \
+    NVFP4_JIT_NVRTC=nvrtc_count.so NVRTC_COUNT_FILE=/tmp/compiles NVFP4_JIT_CACHE_DIR=/tmp/empty \
         python python/examples/tp_mlp.py --world 2
 """
 import argparse
@@ -120,7 +120,7 @@ def run(rank, world, backend):
                   f"{'each compiled once' if len(compiles) == kernels else 'NOT each compiled once'}")
             ok = ok and len(compiles) == kernels
         else:
-            print(f"cache {root}: {kernels} new kernels (set LD_PRELOAD to nvrtc_count.so and NVRTC_COUNT_FILE to count compiles)")
+            print(f"cache {root}: {kernels} new kernels (set NVFP4_JIT_NVRTC to nvrtc_count.so and NVRTC_COUNT_FILE to count compiles)")
     dist.destroy_process_group()
     if not ok:
         sys.exit(1)

@@ -1,5 +1,10 @@
-/* LD_PRELOAD shim for the shared-cache test: appends one line per nvrtcCompileProgram call (the
- * library's only way to compile a kernel) to $NVRTC_COUNT_FILE, then calls the real one. */
+/* A counting NVRTC for the shared-cache test: appends one line per nvrtcCompileProgram call (the
+ * library's only way to compile a kernel) to $NVRTC_COUNT_FILE, then calls the real one. The
+ * library loads NVRTC itself (dlopen) and resolves its functions from that handle, so the shim is
+ * given to it as the NVRTC: NVFP4_JIT_NVRTC=nvrtc_count.so, built linked to the real libnvrtc
+ * (whose other functions the handle's lookup then finds behind this one):
+ *   cc -shared -fPIC -O2 -o nvrtc_count.so nvrtc_count.c -ldl -Wl,--no-as-needed /path/libnvrtc.so.13 \
+ *      -Wl,-rpath,/path */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>

@@ -1,5 +1,5 @@
 """Two processes on one GPU sharing one cache root: each kernel is compiled once (compiles
-counted by an LD_PRELOAD shim over nvrtcCompileProgram), both get the same bits, and a third
+counted by a shim over nvrtcCompileProgram given to the library as its NVRTC), both get the same bits, and a third
 process compiles nothing. (The two-GPU, two-rank NCCL version needs a 2-GPU machine.)"""
 import os
 import pathlib
@@ -20,13 +20,18 @@ def counter(tmp_path_factory):
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         pytest.skip("no C compiler to build the nvrtcCompileProgram counter")
+    import nvfp4_jit
+    real = nvfp4_jit.nvrtc_info()["path"]  # the NVRTC the library would load, behind the shim
+    if not real:
+        pytest.skip("no NVRTC found to count the compiles of")
     so = tmp_path_factory.mktemp("shim") / "nvrtc_count.so"
-    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(so), str(HERE / "nvrtc_count.c"), "-ldl"], check=True)
+    subprocess.run([cc, "-shared", "-fPIC", "-O2", "-o", str(so), str(HERE / "nvrtc_count.c"), "-ldl",
+                    "-Wl,--no-as-needed", real, f"-Wl,-rpath,{os.path.dirname(real)}"], check=True)
     return so
 
 
 def run_workers(count, cache, shim, log, seeds):
-    env = dict(os.environ, NVFP4_JIT_CACHE_DIR=str(cache), LD_PRELOAD=str(shim), NVRTC_COUNT_FILE=str(log))
+    env = dict(os.environ, NVFP4_JIT_CACHE_DIR=str(cache), NVFP4_JIT_NVRTC=str(shim), NVRTC_COUNT_FILE=str(log))
     env.pop("NVFP4_JIT_CACHE_PATH", None)
     procs = [subprocess.Popen([sys.executable, str(HERE / "shared_cache_worker.py"), str(seed)], env=env,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for seed in seeds[:count]]
