@@ -47,6 +47,19 @@ std::vector<Asked> default_calls(Arch arch, int sms, int64_t m, int64_t n, int64
   w4a4.a_fp4 = {p, 0, p, q.scale_layout, GlobalScale{}};
   record("gemm W4A4 on quantize's A", [&] { gemm(w4a4, nullptr); });
 
+  // Nvfp4Linear: its weight prepacked and static, W4A16, or W4A4 on its input_scale (given)
+  if (runs_w4a16) {
+    GemmArgs linear = w4a16;
+    linear.b_prepacked = linear.weights_static = true;
+    record("Nvfp4Linear w4a16", [&] { gemm(linear, nullptr); });
+    QuantizeArgs q_given = q;
+    q_given.scale_mode = GlobalScaleMode::given;
+    record("Nvfp4Linear w4a4: quantize on input_scale", [&] { quantize(q_given, nullptr); });
+    GemmArgs linear4 = w4a4;
+    linear4.b_prepacked = linear4.weights_static = true;
+    record("Nvfp4Linear w4a4", [&] { gemm(linear4, nullptr); });
+  }
+
   DequantizeArgs dq;
   dq.src = {p, 0, p, ScaleLayout::linear, GlobalScale{}};
   dq.src_rows = m, dq.k = k, dq.out = p;

@@ -26,9 +26,10 @@ struct PrewarmVariants {
   std::vector<DType> a_dtypes{DType::bf16, DType::nvfp4};  // bf16, fp16, nvfp4 (W4A4)
   std::vector<DType> d_dtypes{DType::bf16};                // bf16, fp16, fp32
   std::vector<uint8_t> biases{kNoDType};                   // kNoDType (none), bf16, fp32
-  // ModelOpt's layout, the one every arch runs: a deployment runs one layout, and each more is
-  // another compile of every GEMM tile (prepacked, the faster sm_90a path: --b-layout prepacked).
-  std::vector<WeightLayout> b_layouts{WeightLayout::linear};
+  // ModelOpt's layout as stored (what gemm on a checkpoint's tensors runs, on every arch) and
+  // prepacked (what Nvfp4Linear runs: sm_90a's faster path; the archs without it skip it).
+  // A deployment that runs one of them names it (--b-layout linear): half the sm_90a GEMMs.
+  std::vector<WeightLayout> b_layouts{WeightLayout::linear, WeightLayout::prepacked};
   // Of W4A4's A: linear, what quantize, the fused quantizers and Nvfp4Linear write by default
   // (swizzled128x4 only when asked for). One layout, not both: each more is another compile of
   // every W4A4 tile on sm_100a and sm_120a, and a deployment quantizes its activations one way.
