@@ -458,7 +458,8 @@ int64_t scale_bytes(ScaleLayout layout, int64_t rows, int64_t k);
 // null, and the shapes, dtypes, layouts, flags and M (rows) choose the kernels. An engine warms
 // up this way without real buffers; a later call, captured or not, finds its kernels loaded.
 // Arguments are checked as the call checks them; rows (m) = 0 loads nothing, as the call
-// launches nothing. Needs a current context (Error(no_device) without a GPU).
+// launches nothing. Loads into the context a call on the legacy stream runs in (the current
+// one, else device 0's primary context; Error(no_device) without a GPU).
 void ensure_loaded(const DequantizeArgs& args);
 void ensure_loaded(const QuantizeArgs& args);
 void ensure_loaded(const RmsNormQuantizeArgs& args);
@@ -536,7 +537,8 @@ struct NvrtcInfo {
   std::string source;   // how it was found: "env", "process", "wheel" or "system"; "" when none
   std::string error;    // why none could be loaded ("" when one was): the places looked at, and the fix
 };
-// Never throws: kernels that are not compiled (cache reads, CPU references) need no NVRTC.
+// Never throws. Without an NVRTC the CPU references, info and the cache commands still work; a
+// kernel cannot be found even on disk (its key holds the NVRTC's version).
 NvrtcInfo nvrtc_info();
 
 }  // namespace nvfp4::jit

@@ -142,7 +142,8 @@ def _gs_fields(g, value, rows):
 
 def _launch(fn, index, *args):
     """fn(*args, stream) on torch's current stream of CUDA device `index`, with that device
-    current (the library launches in the thread's current context)."""
+    current (the library runs a call in its stream's context; torch's current stream of a device
+    that is not current would still be another device's legacy stream)."""
     try:
         if torch._C._cuda_getDevice() == index:
             return fn(*args, torch._C._cuda_getCurrentRawStream(index))

@@ -505,6 +505,17 @@ PyObject* py_prewarm(PyObject*, PyObject* const* args, Py_ssize_t n) {
   o.threads = static_cast<int>(r.i64());
   o.load = r.flag();
   if (!r.done()) return nullptr;
+  // read as int64 above and narrowed: refused when they do not fit the C++ fields' int
+  PyObject* ints[] = {args[1], args[2], args[5], args[7]};
+  const char* names[] = {"tp", "ep", "sm_count", "threads"};
+  for (int i = 0; i < 4; ++i) {
+    const long long v = PyLong_AsLongLong(ints[i]);
+    if (v < INT32_MIN || v > INT32_MAX) {
+      raise_error(Status::invalid_argument, (std::string("nvfp4_jit.prewarm: ") + names[i] + " = " + std::to_string(v) +
+                                             " is out of range").c_str());
+      return nullptr;
+    }
+  }
   for (size_t start = 0; start < archs.size();) {
     const size_t comma = std::min(archs.find(',', start), archs.size());
     if (comma > start) o.archs.push_back(archs.substr(start, comma - start));

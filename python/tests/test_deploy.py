@@ -95,3 +95,14 @@ def test_prewarm_model_with_load_needs_a_gpu(tmp_path, monkeypatch):
         pass
     with pytest.raises(nvfp4_jit.NoDevice, match="CUDA driver unavailable"):
         nvfp4_jit.prewarm_model(model, archs="sm_90a", variants="a-dtype=bf16", load=True)
+
+
+def test_prewarm_model_refuses_sizes_that_do_not_fit(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    checkpoint(model, {"model_type": "llama", "hidden_size": 64, "intermediate_size": 32, "num_attention_heads": 2,
+                       "num_key_value_heads": 2, "num_hidden_layers": 1})
+    with pytest.raises(nvfp4_jit.InvalidArgument, match=r"tp = 4294967298 is out of range"):
+        nvfp4_jit.prewarm_model(model, tp=2**32 + 2, archs="sm_90a")
+    with pytest.raises(nvfp4_jit.InvalidArgument, match=r"sm_count = 4294967296 is out of range"):
+        nvfp4_jit.prewarm_model(model, archs="sm_90a", sm_count=2**32)

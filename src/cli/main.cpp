@@ -68,7 +68,7 @@ line's own `key=value` fields, e.g. `qkv_proj 6144 4096 bias=bf16`, replace thes
   --a-dtype   GEMM activations: bf16, fp16, nvfp4 (W4A4)            (default bf16,nvfp4)
   --d-dtype   GEMM output: bf16, fp16, fp32                          (default bf16)
   --bias      none, bf16, fp32                                       (default none)
-  --b-layout  weight scales: linear, swizzled, prepacked             (default linear)
+  --b-layout  weight scales: linear, swizzled, prepacked             (default linear,prepacked)
   --a-scales  W4A4 activation scales: linear, swizzled               (default linear)
   --grouped   a grouped weight's layout: contiguous, masked          (default contiguous)
   --in-dtype  quantizer inputs: bf16, fp16, fp32    (default quantize bf16,fp16; fused bf16)

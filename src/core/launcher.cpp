@@ -45,7 +45,13 @@ ContextState& context_state(CUcontext ctx, uint64_t id) {
     info.state = state.get();
     info.context = ctx;
     info.context_id = id;
-    check_cu(d.cuCtxGetDevice(&info.device), "cuCtxGetDevice");
+    // ctx need not be current on this thread (a stream's context, or one about to be adopted):
+    // its device is asked with it current for the moment.
+    check_cu(d.cuCtxPushCurrent(ctx), "cuCtxPushCurrent");
+    const CUresult got = d.cuCtxGetDevice(&info.device);
+    CUcontext popped = nullptr;
+    d.cuCtxPopCurrent(&popped);
+    check_cu(got, "cuCtxGetDevice");
     int major = 0, minor = 0;
     check_cu(d.cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, info.device), "cuDeviceGetAttribute");
     check_cu(d.cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, info.device), "cuDeviceGetAttribute");

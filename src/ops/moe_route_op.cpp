@@ -183,13 +183,14 @@ void moe_route(const MoeRouteArgs& args, CUstream stream) {
   const DeviceInfo& device = call_device.info;
   const bool ids64 = args.topk_ids_type == IndexType::int64;
   const int64_t ctas = route_ctas(args);
-  const unsigned shared = moe_route_shared_bytes(moe_route_spec(device.arch, args.groups, ids64, false));
+  const KernelSpec place_spec = moe_route_spec(device.arch, args.groups, ids64, false);
+  const unsigned shared = moe_route_shared_bytes(place_spec);
   auto hint = [&] {  // K = 16: no GEMM serves it, so the routing and a few small kernels are compiled
     return fmt::format("nvfp4-jit prewarm --shape 16,16,{} --arch {} (any grouped weight of {} groups prewarms its routing)",
                        args.groups, to_string(device.arch), args.groups);
   };
   // both kernels loaded before anything is enqueued: a capture error leaves the stream untouched
-  const CUfunction place = kernel_for(device, moe_route_spec(device.arch, args.groups, ids64, false), stream, hint);
+  const CUfunction place = kernel_for(device, place_spec, stream, hint);
   const CUfunction count =
       ctas > 1 ? kernel_for(device, moe_route_spec(device.arch, args.groups, ids64, true), stream, hint) : nullptr;
   if (load_only()) return;
