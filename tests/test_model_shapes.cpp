@@ -256,6 +256,15 @@ TEST_SUITE("model_shapes") {
                   {"model.layers.*.block_sparse_moe.experts.w2", 4096, 14336, 8 / 8, kSwiglu}});
   }
 
+  TEST_CASE("a-from given with a model is refused, not ignored") {
+    const Model m(R"({"model_type": "llama", "hidden_size": 64, "intermediate_size": 32,
+      "num_attention_heads": 2, "num_key_value_heads": 2, "num_hidden_layers": 1})",
+                  modelopt());
+    PrewarmVariants base;
+    REQUIRE(set_prewarm_variant(base, "a-from", "quantize").empty());
+    CHECK_THROWS_WITH_AS(derive_model_shapes(m.str(), 1, 1, base), doctest::Contains("a-from: with a model"), Error);
+  }
+
   TEST_CASE("the built-in llama-3.1-8b manifest is what Llama-3.1-8B's config derives at tp 1") {
     const Model m(R"({"model_type": "llama", "hidden_size": 4096, "intermediate_size": 14336,
       "num_attention_heads": 32, "num_key_value_heads": 8, "num_hidden_layers": 32})",

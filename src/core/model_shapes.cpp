@@ -411,11 +411,13 @@ bool module_pattern_matches(std::string_view p, std::string_view s) {
   }
 }
 
-std::vector<std::string> known_model_types() { return kModelTypes; }
-
 ModelShapes derive_model_shapes(const std::string& model_dir, int tp, int ep, const PrewarmVariants& base) {
   if (tp < 1) bad(fmt::format("tp = {}: a tensor-parallel size is at least 1", tp));
   if (ep < 1) bad(fmt::format("ep = {}: an expert-parallel size is at least 1", ep));
+  // each module's quantizers come from the model (an RMSNorm before qkv, SwiGLU before down)
+  if (base.a_from != PrewarmVariants{}.a_from)
+    bad("a-from: with a model, each module's activation quantizers are derived from it; give a-from in a manifest "
+        "(prewarm --model ... --shapes writes one to edit)");
   const std::string dir = model_dir.size() > 1 && model_dir.back() == '/' ? model_dir.substr(0, model_dir.size() - 1) : model_dir;
   const std::string path = dir + "/config.json";
   const std::optional<json> config_json = read_json(path);

@@ -22,9 +22,6 @@ struct ModelShapes {
   std::vector<WeightShape> shapes;
 };
 
-// The model families known, as config.json's model_type names them.
-std::vector<std::string> known_model_types();
-
 // Throws Error(invalid_argument) naming the file and field: a missing or unreadable config,
 // a model_type not known, a quant config that is not ModelOpt NVFP4 (or none), tp or ep that
 // does not divide what it shards, a K that is not a multiple of 16, fused parts of which some
