@@ -480,7 +480,7 @@ struct PrewarmShape {
 struct PrewarmOptions {
   std::string manifest;              // a built-in manifest ("llama-3.1-8b", ...) or a manifest file; or empty
   std::vector<PrewarmShape> shapes;  // weight shapes besides the manifest's
-  std::vector<std::string> archs;    // "sm_90a", "sm_100a", ...; empty: the current device's
+  std::vector<std::string> archs;    // "sm_90a", "sm_100a", ...; empty: the current context's device, else device 0
   int sm_count = 0;                  // GEMM tiles for this many SMs; 0: the current device's, else 132
   int threads = 0;                   // compiling threads; 0: one per core
   // The variants a deployment runs, as a manifest line's fields; every shape without its own

@@ -83,14 +83,13 @@ PrewarmResult prewarm(const PrewarmOptions& options) {
     archs.push_back(*arch);
   }
   int sm_count = options.sm_count;
-  // load: the context a call on the legacy stream from this thread runs in (CallDevice's rule)
+  // The device a call on the legacy stream from this thread runs on (CallDevice's rule): what
+  // load loads into, and the arch when none is given (no_device without a GPU).
   std::optional<CallDevice> target;
-  if (options.load) target.emplace(nullptr, nullptr, "nvfp4::jit::prewarm");
+  if (options.load || archs.empty()) target.emplace(nullptr, nullptr, "nvfp4::jit::prewarm");
   if (archs.empty() || sm_count == 0) {
     const DeviceInfo* device = target ? &target->info : nullptr;
-    if (!device && archs.empty()) {
-      device = &current_device();  // no_device / cuda_error: nothing to take the arch from
-    } else if (!device && driver_available()) {
+    if (!device && driver_available()) {
       try {
         device = &current_device();
       } catch (const Error&) {  // no current context: the default SM count
@@ -100,7 +99,7 @@ PrewarmResult prewarm(const PrewarmOptions& options) {
     if (sm_count == 0) sm_count = device ? device->sm_count : kDefaultSmCount;
   }
 
-  if (target) {
+  if (options.load) {
     const DeviceInfo& device = target->info;
     if (std::find(archs.begin(), archs.end(), device.arch) == archs.end())
       check.fail("archs", fmt::format("archs: load = true loads into the current device, an {}: name it too", to_string(device.arch)));
@@ -120,7 +119,7 @@ PrewarmResult prewarm(const PrewarmOptions& options) {
     result.errors.push_back(e.error);
     failed.insert(*e.spec);
   });
-  if (target) result.loaded = int64_t(load_prewarmed(target->info, specs, failed));
+  if (options.load) result.loaded = int64_t(load_prewarmed(target->info, specs, failed));
   result.kernels = int64_t(summary.total);
   result.compiled = int64_t(summary.compiled);
   result.cached = int64_t(summary.cached);
