@@ -637,6 +637,28 @@ struct Owned {
   }
 };
 
+// The activation dtype (bf16, fp16, fp32) a torch dtype names, or -1.
+int act_dtype(PyObject* dtype) {
+  for (int d : {tt::kBf16, tt::kFp16, tt::kFp32})
+    if (dtype == tt::g_torch.dtypes[d]) return d;
+  return -1;
+}
+
+// The op's output: `given` itself, or [rows, cols] of `dt` allocated like `like` and kept by
+// `owned`, read into `out`. False with a Python error set, or none (declined).
+bool output(PyObject*& given, PyObject* like, std::initializer_list<int64_t> shape, int dt, Owned& owned, Tensor& out) {
+  if (given != Py_None) return true;
+  given = owned.keep(tt::new_empty(like, shape, static_cast<tt::Dt>(dt)));
+  return given && tt::read_tensor(given, out);
+}
+
+// What a checked call returns: the caller's `out` (a new reference), else the one allocated.
+PyObject* result(PyObject* out, PyObject* given, Owned& owned) {
+  if (out != given) return owned.release(0);
+  Py_INCREF(out);
+  return out;
+}
+
 // gemm_checked(a, b, b_scales, b_global_scale, b_scale_layout, b_prepacked, n, a_scales,
 //              a_global_scale, a_scale_layout, bias, alpha, out_dtype, out, workspace,
 //              weights_static) -> out (allocated when None) or NotImplemented.
@@ -709,10 +731,7 @@ PyObject* gemm_checked(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     if (!arg(o_out, out, tt::kAct, 2, dev) || !out.has_shape({g.m, g.n})) return not_here();
     out_dt = out.dt;
   } else if (o_out_dtype != Py_None) {
-    out_dt = -1;
-    for (int d : {tt::kBf16, tt::kFp16, tt::kFp32})
-      if (o_out_dtype == tt::g_torch.dtypes[d]) out_dt = d;
-    if (out_dt < 0) return not_here();
+    if ((out_dt = act_dtype(o_out_dtype)) < 0) return not_here();
   }
   if (o_ws != Py_None) {
     if (!arg(o_ws, ws, tt::bit(tt::kU8), 1, dev)) return not_here();
@@ -723,10 +742,7 @@ PyObject* gemm_checked(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (!tt::current_stream_of(dev, stream)) return not_here();
   // Checked: from here on the outputs are allocated and the op runs.
   Owned owned;
-  if (o_out == Py_None) {
-    o_out = owned.keep(tt::new_empty(o_a, {g.m, g.n}, static_cast<tt::Dt>(out_dt)));
-    if (!o_out || !tt::read_tensor(o_out, out)) return PyErr_Occurred() ? nullptr : not_here();
-  }
+  if (!output(o_out, o_a, {g.m, g.n}, out_dt, owned, out)) return PyErr_Occurred() ? nullptr : not_here();
   g.d = reinterpret_cast<void*>(out.ptr);
   g.d_dtype = static_cast<DType>(out_dt);
   g.d_row_stride = out.stride[0];
@@ -739,11 +755,7 @@ PyObject* gemm_checked(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     g.workspace_bytes = bytes;
   }
   if (!call_released([&] { gemm(g, reinterpret_cast<CUstream>(stream)); }, kCaptureHint)) return nullptr;
-  if (o_out == args[13]) {
-    Py_INCREF(o_out);
-    return o_out;
-  }
-  return owned.release(0);
+  return result(o_out, args[13], owned);
 }
 
 // quantize_checked(x, global_scale, scale_mode, scale_layout, out, out_scales, out_global_scale)
@@ -832,18 +844,13 @@ PyObject* dequantize_checked(PyObject*, PyObject* const* args, Py_ssize_t nargs)
   if (o_out != Py_None) {
     if (!arg(o_out, out, tt::kAct, 2, dev) || !out.has_shape({d.rows, d.k})) return not_here();
     out_dt = out.dt;
-  } else {
-    for (int t : {tt::kBf16, tt::kFp16, tt::kFp32})
-      if (o_dtype == tt::g_torch.dtypes[t]) out_dt = t;
-    if (out_dt < 0) return not_here();
+  } else if ((out_dt = act_dtype(o_dtype)) < 0) {
+    return not_here();
   }
   uintptr_t stream = 0;
   if (!tt::current_stream_of(dev, stream)) return not_here();
   Owned owned;
-  if (o_out == Py_None) {
-    o_out = owned.keep(tt::new_empty(o_q, {d.rows, d.k}, static_cast<tt::Dt>(out_dt)));
-    if (!o_out || !tt::read_tensor(o_out, out)) return PyErr_Occurred() ? nullptr : not_here();
-  }
+  if (!output(o_out, o_q, {d.rows, d.k}, out_dt, owned, out)) return PyErr_Occurred() ? nullptr : not_here();
   d.src.data = reinterpret_cast<const void*>(q.ptr);
   d.src.row_stride_bytes = q.stride[0];
   d.src.scales = reinterpret_cast<const void*>(sc.ptr);
@@ -851,11 +858,7 @@ PyObject* dequantize_checked(PyObject*, PyObject* const* args, Py_ssize_t nargs)
   d.out_dtype = static_cast<DType>(out_dt);
   d.out_row_stride = out.stride[0];
   if (!call_released([&] { dequantize(d, reinterpret_cast<CUstream>(stream)); }, kCaptureHint)) return nullptr;
-  if (o_out == args[7]) {
-    Py_INCREF(o_out);
-    return o_out;
-  }
-  return owned.release(0);
+  return result(o_out, args[7], owned);
 }
 
 }  // namespace checked
