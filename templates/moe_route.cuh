@@ -36,7 +36,7 @@ __device__ __forceinline__ int local_expert(const MoeRouteParams& p, long long i
 }
 
 // A pass reads ROUTE_BATCH steps of ids before it uses the first: one step's load at a time
-// left each warp waiting on memory latency (104 us for 32768 entries on the H100).
+// leaves each warp waiting on memory latency.
 constexpr int ROUTE_BATCH = 8;
 
 // Lane's entries i, i + 32, ... of ROUTE_BATCH steps; -1 past `end`.

@@ -44,7 +44,7 @@ void DeviceBuffer::download(void* dst, size_t bytes, size_t offset) const {
 
 void DeviceBuffer::fill(unsigned char byte) { check_cu(driver().cuMemsetD8(ptr_, byte, bytes_), "cuMemsetD8"); }
 
-// About 35 us of memset on an H100/H200; a warm launch costs the host 3-10 us.
+// Enough memset to outlast a warm launch's host time, so the launches queue behind it.
 constexpr size_t kBusyBytes = size_t(128) << 20;
 
 EventTimer::EventTimer() : busy_(kBusyBytes) {

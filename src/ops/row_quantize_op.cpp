@@ -48,18 +48,14 @@ struct RowShape {
 };
 
 // Whole rows: about two blocks of 16 per thread, enough loads in flight and few registers
-// (mHC too, whose sum of squares must add up in RMSNorm's order: one block per thread would
-// have taken it from 64.5 to 62 us at 4096 x 4096 on the H100). RMSNorm on 16-bit input and
-// weights is held to 48 registers (40 warps an SM): 76.8 against 79.1 us at 8192 x 8192 with
-// 56 (on sm_90a only: row_quantize_spec); fp32 input or weights spill at 48 (or 64) and run
-// free (H100 8192 x 8192, fp32 input: 114 against 359 us). SwiGLU spreads a row widest
-// instead: one block per thread up to 1024 threads (H100, 16 x 8192: 9.7 us against 14.0;
-// RMSNorm the same way lost 15% at 8192 x 8192).
+// (mHC too, whose sum of squares must add up in RMSNorm's order). RMSNorm on 16-bit input and
+// weights is held to 48 registers (40 warps an SM; on sm_90a only: row_quantize_spec); fp32
+// input or weights would spill at 48 (or 64) and run free. SwiGLU spreads a row widest
+// instead: one block per thread up to 1024 threads (RMSNorm loses that way).
 // Slices: 128 threads with one (SwiGLU) or two blocks each, so that 16 rows of 8192 still make
-// 64 or 32 CTAs (two SwiGLU blocks a thread: 171 against 136 us at 8192 x 8192 on the H100).
-// SwiGLU's 16-bit slices get up to 64 registers (8 CTAs an SM): their estimate paths
-// (common/silu_bf16.cuh, silu_fp16.cuh) then issue all four loads at once without spilling
-// (40 spilled).
+// 64 or 32 CTAs. SwiGLU's 16-bit slices get up to 64 registers (8 CTAs an SM): their estimate
+// paths (common/silu_bf16.cuh, silu_fp16.cuh) then issue all four loads at once without
+// spilling. The measurements behind each choice: docs/perf-log.md.
 RowShape row_shape(const RowKernel& kernel) {
   const int64_t blocks = kernel.k / 16;
   const int64_t per_thread = kernel.op == Op::swiglu_quantize ? 1 : 2;

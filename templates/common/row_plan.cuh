@@ -15,10 +15,8 @@ NVFP4_HD constexpr int row_per_thread(long long slice, int threads) { return int
 NVFP4_HD constexpr bool row_hold_weights(bool norm, int per_thread) { return norm && per_thread <= 2; }
 
 // A CTA works on several rows (gridDim.x apart) where it holds the weights and reads several
-// streams a row (mHC: 91-93% of copy bandwidth at 8192 x 4 x 8192 on the H100, 88% one row
-// per CTA). RMSNorm alone ran no faster so (84-86 us against 71 at 8192 x 8192 with its
-// weights loaded ahead of the next row), nor did SwiGLU or MoE staging: their registers
-// cost more occupancy than the loop won.
+// streams a row (mHC). RMSNorm alone runs no faster so, nor do SwiGLU or MoE staging: their
+// registers cost more occupancy than the loop wins (docs/perf-log.md).
 NVFP4_HD constexpr bool row_persistent(int chunks, bool hold_weights) { return chunks > 1 && hold_weights; }
 
 }  // namespace nvfp4k
