@@ -1,6 +1,7 @@
 // nvfp4-jit tune: pick the fastest GEMM tile per M bucket on this GPU and remember it.
 #include <chrono>
 #include <cstdio>
+#include <limits>
 
 #include <fmt/format.h>
 
@@ -12,6 +13,11 @@
 namespace nvfp4::jit::cli {
 
 using namespace detail;
+
+namespace {
+// Timed launches per candidate: each is a GEMM on this GPU, times every candidate and bucket.
+constexpr int kMaxRuns = 10000;
+}  // namespace
 
 int cmd_tune(const Args& args) {
   args.allow_only({"--manifest", "--shape", "--m", "--runs", "--layout", "--a-dtype", "--a-scales", "--grouped", "--json"});
@@ -26,8 +32,8 @@ int cmd_tune(const Args& args) {
   const std::string grouped = args.get("--grouped", "contiguous");
   if (grouped != "contiguous" && grouped != "masked") throw UsageError("--grouped is contiguous or masked");
   TuneOptions options;
-  options.m = args.get_int("--m", 0);
-  options.runs = args.get_int("--runs", options.runs);
+  options.m = args.get_int("--m", 0, 1, std::numeric_limits<int>::max());
+  options.runs = args.get_int("--runs", options.runs, 1, kMaxRuns);
   const bool json = args.has("--json");
 
   std::string why;

@@ -41,6 +41,7 @@ struct PrewarmEvent {
 struct PrewarmSummary {
   size_t total = 0, compiled = 0, cached = 0, failed = 0;
   size_t deferred = 0;  // kernels another process was compiling when reached, visited again at the end
+  size_t threads = 0;   // threads that compiled (the calling one included)
   double seconds = 0;
 };
 
@@ -50,7 +51,15 @@ struct PrewarmSummary {
 size_t load_prewarmed(const DeviceInfo& device, const std::vector<KernelSpec>& specs,
                       const std::unordered_set<KernelSpec, KernelSpecHash>& failed);
 
-// `on_done` is called (serialized) after each kernel. A kernel whose key another process holds
+// The most compile threads a prewarm runs: NVRTC compiles are CPU-bound, and past the cores
+// more threads only add memory and contention.
+inline constexpr int kMaxPrewarmThreads = 256;
+// The threads a prewarm of `kernels` kernels runs when `requested` are asked for: 1 to
+// kMaxPrewarmThreads, never more than the kernels (a request below 1 is 1).
+int prewarm_thread_count(int requested, size_t kernels);
+
+// Runs on prewarm_thread_count(threads, specs.size()) threads. `on_done` is called
+// (serialized) after each kernel. A kernel whose key another process holds
 // (another prewarm of the same shapes) is put off until the rest is done, so processes
 // prewarming one cache split the work instead of waiting on each other.
 PrewarmSummary prewarm(const std::vector<KernelSpec>& specs, int threads,
