@@ -8,6 +8,7 @@
 #include "cli/cli.hpp"
 #include "core/gpu_util.hpp"
 #include "core/manifest.hpp"
+#include "core/prewarm.hpp"
 #include "nvfp4/jit.hpp"
 
 namespace nvfp4::jit::cli {
@@ -23,6 +24,9 @@ int cmd_tune(const Args& args) {
   args.allow_only({"--manifest", "--shape", "--m", "--runs", "--layout", "--a-dtype", "--a-scales", "--grouped", "--json"});
   if (!args.positional().empty()) throw UsageError(fmt::format("unexpected argument `{}`", args.positional()[0]));
   const std::vector<WeightShape> shapes = shapes_from(args);
+  for (const WeightShape& s : shapes)  // known without a GPU: said before one is looked for
+    if (const std::string why = gemm_k_problem(s); !why.empty())
+      throw UsageError(fmt::format("{}`{}` (N = {}, K = {}): {}", s.origin.empty() ? "" : s.origin + ": ", s.name, s.n, s.k, why));
   const std::string layout = args.get("--layout", "linear");
   if (layout != "linear" && layout != "swizzled128x4" && layout != "prepacked")
     throw UsageError("--layout is linear, swizzled128x4 or prepacked");

@@ -65,6 +65,12 @@ std::string known_gpu_names() {
   return names;
 }
 
+std::string gemm_k_problem(const WeightShape& shape) {
+  // the GEMM reads K two NVFP4 blocks at a time
+  if (shape.k % 32) return fmt::format("K = {} is not a multiple of 32, so no GEMM kernel serves this shape", shape.k);
+  return {};
+}
+
 std::vector<std::string> prewarm_gaps(const std::vector<WeightShape>& shapes, const std::vector<Arch>& archs,
                                       const std::vector<KernelSpec>& specs) {
   // The GEMMs found, by arch and (N, K); a GEMM kernel that takes N as an argument (n = 0 in
@@ -76,8 +82,7 @@ std::vector<std::string> prewarm_gaps(const std::vector<WeightShape>& shapes, co
   auto has_gemm = [&](Arch arch, const WeightShape& shape) {
     return gemms.count({arch, shape.n, shape.k}) || gemms.count({arch, int64_t(0), shape.k});
   };
-  // the GEMM reads K two NVFP4 blocks at a time
-  auto k_served = [](const WeightShape& shape) { return shape.k % 32 == 0; };
+  auto k_served = [](const WeightShape& shape) { return gemm_k_problem(shape).empty(); };
   std::vector<std::string> gaps;
   std::vector<Arch> served;
   // An arch without GEMMs lacks a backend only when some shape's K could have had one.
@@ -90,9 +95,8 @@ std::vector<std::string> prewarm_gaps(const std::vector<WeightShape>& shapes, co
   for (const WeightShape& shape : shapes) {
     const std::string where = shape.origin.empty() ? "" : shape.origin + ": ";
     if (!k_served(shape)) {
-      gaps.push_back(fmt::format("{}`{}` (N = {}, K = {}): no GEMM kernels: K = {} is not a multiple of 32, so no GEMM "
-                                 "kernel serves this shape; its quantizers and dequantize are prewarmed",
-                                 where, shape.name, shape.n, shape.k, shape.k));
+      gaps.push_back(fmt::format("{}`{}` (N = {}, K = {}): no GEMM kernels: {}; its quantizers and dequantize are prewarmed",
+                                 where, shape.name, shape.n, shape.k, gemm_k_problem(shape)));
       continue;
     }
     std::string missing;

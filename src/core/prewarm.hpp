@@ -26,6 +26,9 @@ std::vector<KernelSpec> prewarm_specs(const std::vector<WeightShape>& shapes, co
 std::optional<int> known_gpu_sm_count(std::string_view name);
 std::string known_gpu_names();  // "h100-sxm (132), h100-pcie (114), ..."
 
+// Why no GEMM kernel serves `shape` on any arch ("" when its K is one a GEMM reads).
+std::string gemm_k_problem(const WeightShape& shape);
+
 // Shapes that get no GEMM kernels, and why: one line per arch without a GEMM backend, one per
 // shape whose K no GEMM serves (they still get their quantizers and dequantize).
 std::vector<std::string> prewarm_gaps(const std::vector<WeightShape>& shapes, const std::vector<Arch>& archs,
