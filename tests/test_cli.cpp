@@ -642,7 +642,7 @@ TEST_SUITE("cli") {
     CHECK(r.code == 2);
     CHECK(r.err.find("manifest: " + fifo + " is a FIFO, not a regular file") != std::string::npos);
     // a device: refused before a byte is read (memory bounded so a reader of /dev/zero stops)
-    r = run("ulimit -v 4000000; " + cli() + " prewarm --manifest /dev/zero --list");
+    r = run("ulimit -v 1000000; " + cli() + " prewarm --manifest /dev/zero --list");
     CHECK(r.code == 2);
     CHECK(r.err.find("manifest: /dev/zero is a device, not a regular file") != std::string::npos);
     // a directory is an error, also beside --shape (not an empty manifest)
