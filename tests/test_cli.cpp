@@ -1,8 +1,11 @@
 // The nvfp4-jit command as a user runs it.
 #include <doctest/doctest.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -540,9 +543,200 @@ TEST_SUITE("cli") {
     CHECK(r2.err.find("--shapes needs --model DIR") != std::string::npos);
     r2 = run(cli() + " prewarm --model " + model.str() + " --ep 0 --shapes");
     CHECK(r2.code == 2);
-    CHECK(r2.err.find("--ep 0: a parallel size is at least 1") != std::string::npos);
+    CHECK(r2.err.find("--ep: expects an integer from 1 to 65536, got `0`") != std::string::npos);
     r2 = run(cli() + " prewarm --model " + model.str() + "/nowhere --shapes");
     CHECK(r2.code == 2);
     CHECK(r2.err.find("nowhere/config.json: no such file") != std::string::npos);
+  }
+
+  TEST_CASE("cache export writes only a regular file or stdout, never through a FIFO, a device or a symlink") {
+    testutil::TempDir dir;
+    // a few kernels (K = 48: no GEMM), so the archive holds something
+    REQUIRE(run(with_cache(dir) + " prewarm --shape 16,48 --arch sm_90a --a-from quantize --in-dtype bf16 --quiet").code == 0);
+    const std::string fifo = dir.str() + "/fifo";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    auto r = run(with_cache(dir) + " cache export " + fifo);
+    CHECK(r.code == 2);
+    CHECK(r.err.find(fifo + " is a FIFO: an archive is written only to a regular file") != std::string::npos);
+    struct stat st{};
+    CHECK((::lstat(fifo.c_str(), &st) == 0 && S_ISFIFO(st.st_mode)));
+    // a symlink is neither followed nor replaced, whether it points at a file or at nothing
+    const std::string target = dir.str() + "/target", link = dir.str() + "/link", dangling = dir.str() + "/dangling";
+    { std::ofstream(target) << "keep"; }
+    std::filesystem::create_symlink(target, link);
+    std::filesystem::create_symlink(dir.str() + "/nothing", dangling);
+    for (const std::string& l : {link, dangling}) {
+      r = run(with_cache(dir) + " cache export " + l);
+      CAPTURE(l);
+      CHECK(r.code == 2);
+      CHECK(r.err.find(l + " is a symlink") != std::string::npos);
+      CHECK(std::filesystem::is_symlink(l));
+    }
+    CHECK(testutil::run("cat " + target).out == "keep");
+    CHECK(!std::filesystem::exists(dir.path / "nothing"));
+    // a device node (made where this user may: as root, a null device in the temp dir)
+    const std::string device = dir.str() + "/null";
+    if (::mknod(device.c_str(), S_IFCHR | 0600, makedev(1, 3)) == 0) {
+      r = run(with_cache(dir) + " cache export " + device);
+      CHECK(r.code == 2);
+      CHECK(r.err.find(device + " is a device") != std::string::npos);
+      CHECK((::lstat(device.c_str(), &st) == 0 && S_ISCHR(st.st_mode)));
+    }
+    // a regular file is replaced, keeping its permissions; a new one is made
+    const std::string file = dir.str() + "/out.tar";
+    { std::ofstream(file) << "old"; }
+    ::chmod(file.c_str(), 0640);
+    r = run(with_cache(dir) + " cache export " + file + " --json");
+    CAPTURE(r.err);
+    CHECK(r.code == 0);
+    const long n = testutil::json_int(r.out, "kernels");
+    const std::string listed = run(cli() + " prewarm --shape 16,48 --arch sm_90a --a-from quantize --in-dtype bf16 --list").out;
+    CHECK(n == long(std::count(listed.begin(), listed.end(), '\n')));
+    CHECK((::stat(file.c_str(), &st) == 0 && (st.st_mode & 0777) == 0640));
+    CHECK(run("tar -tf " + file + " | grep -c cubin").out == std::to_string(n) + "\n");
+    // `-`: the archive on stdout, the summary on stderr; import `-` reads it from stdin
+    r = run(with_cache(dir) + " cache export - --json > " + dir.str() + "/piped.tar");
+    CHECK(r.code == 0);
+    CHECK(testutil::json_int(r.err, "kernels") == n);
+    CHECK(run("cmp " + file + " " + dir.str() + "/piped.tar").code == 0);
+    testutil::TempDir other;
+    r = run("cat " + file + " | " + with_cache(other) + " cache import - --json");
+    CAPTURE(r.err);
+    CHECK(r.code == 0);
+    CHECK(testutil::json_int(r.out, "kernels") == n);
+    // import reads a regular file or stdin only
+    r = run(with_cache(other) + " cache import " + fifo);
+    CHECK(r.code == 1);
+    CHECK(r.err.find("is a FIFO, not a regular file") != std::string::npos);
+  }
+
+  TEST_CASE("cache ls prints a sidecar's control bytes escaped") {
+    testutil::TempDir dir;
+    REQUIRE(run(with_cache(dir) + " prewarm --shape 16,48 --arch sm_90a --a-from quantize --in-dtype bf16 --quiet").code == 0);
+    bool planted = false;
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir.path / "v1"))
+      if (e.path().extension() == ".json" && !planted) {
+        std::ifstream in(e.path());
+        std::string side((std::istreambuf_iterator<char>(in)), {});
+        const size_t at = side.find("\"created\":\"");
+        REQUIRE(at != std::string::npos);
+        side.insert(at + 11, "\x1b[2J\x1b]0;owned\x07\r\xff");
+        std::ofstream(e.path(), std::ios::trunc) << side;
+        planted = true;
+      }
+    REQUIRE(planted);
+    const auto r = run(with_cache(dir) + " cache ls");
+    CHECK(r.code == 0);
+    CHECK(r.out.find('\x1b') == std::string::npos);
+    CHECK(r.out.find('\r') == std::string::npos);
+    CHECK(r.out.find('\x07') == std::string::npos);
+    CHECK(r.out.find("\\x1b[2J\\x1b]0;owned\\x07\\x0d\\xff") != std::string::npos);
+  }
+
+  TEST_CASE("manifests are regular files of bounded size, read once, duplicate lines merged") {
+    testutil::TempDir dir;
+    const std::string fifo = dir.str() + "/fifo";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    // `timeout`: a manifest read that waits on the FIFO fails here instead of hanging the suite
+    auto r = run("timeout 60 " + cli() + " prewarm --manifest " + fifo + " --list");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("manifest: " + fifo + " is a FIFO, not a regular file") != std::string::npos);
+    // a device: refused before a byte is read (memory bounded so a reader of /dev/zero stops)
+    r = run("ulimit -v 1000000; " + cli() + " prewarm --manifest /dev/zero --list");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("manifest: /dev/zero is a device, not a regular file") != std::string::npos);
+    // a directory is an error, also beside --shape (not an empty manifest)
+    r = run(cli() + " prewarm --manifest " + dir.str() + " --shape 8,64 --list");
+    CHECK(r.code == 2);
+    CHECK(r.err.find(dir.str() + " is a directory, not a regular file") != std::string::npos);
+    // over the bound
+    const std::string big = dir.str() + "/big.txt";
+    { std::ofstream(big) << "w 64 64\n"; }
+    std::filesystem::resize_file(big, nvfp4::jit::detail::kMaxManifestBytes + 1);
+    r = run(cli() + " prewarm --manifest " + big + " --list");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("over the limit of " + std::to_string(nvfp4::jit::detail::kMaxManifestBytes)) != std::string::npos);
+    // comments only: no shapes is an error naming the file
+    { std::ofstream(dir.path / "empty.txt") << "# nothing\n\n"; }
+    r = run(cli() + " prewarm --manifest " + dir.str() + "/empty.txt --shape 8,64 --list");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("empty.txt: no weight shapes") != std::string::npos);
+    // 2000 copies of one line cost what one line costs
+    {
+      std::ofstream many(dir.path / "many.txt");
+      for (int i = 0; i < 2000; ++i) many << "w" << i % 3 << " 4096 4096\n";
+    }
+    { std::ofstream(dir.path / "one.txt") << "w 4096 4096\n"; }
+    const auto t0 = std::chrono::steady_clock::now();
+    r = run(cli() + " prewarm --manifest " + dir.str() + "/many.txt --arch sm_90a --list");
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    CHECK(r.code == 0);
+    CHECK(r.out == run(cli() + " prewarm --manifest " + dir.str() + "/one.txt --arch sm_90a --list").out);
+    CHECK(seconds < 10);
+    // a bad line is named by file and line, its bytes escaped
+    { std::ofstream(dir.path / "bad.txt") << "w 64 64\nq\x1b[2J 64\n"; }
+    r = run(cli() + " prewarm --manifest " + dir.str() + "/bad.txt --list");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("bad.txt:2: expected `<name> <N> <K> [groups] [key=value...]`, got `q\\x1b[2J 64`") != std::string::npos);
+  }
+
+  TEST_CASE("integer flags state their range; -j is 1 to 256 and never more threads than kernels") {
+    auto r = run(cli() + " prewarm --shape 8,64 --list -j 100000");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("-j: expects an integer from 1 to 256, got `100000`") != std::string::npos);
+    r = run(cli() + " prewarm --shape 8,64 --list -j 2147483648");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("-j: expects an integer from 1 to 256, got `2147483648`") != std::string::npos);
+    r = run(cli() + " prewarm --shape 8,64 --list -j0");
+    CHECK(r.err.find("-j: expects an integer from 1 to 256, got `0`") != std::string::npos);
+    r = run(cli() + " prewarm --shape 8,64 --list --sms 5000");
+    CHECK(r.err.find("--sms: expects an integer from 1 to 1024, got `5000`") != std::string::npos);
+    r = run(cli() + " tune --shape 64,64 --m x");
+    CHECK(r.code == 2);
+    CHECK(r.err.find("--m: expects an integer from 1 to 2147483647, got `x`") != std::string::npos);
+    CHECK(run(cli() + " --help prewarm").out.find("1 to 256") != std::string::npos);
+    testutil::TempDir dir;
+    r = run(with_cache(dir) + " prewarm --shape 16,48 --arch sm_90a --a-from quantize --in-dtype bf16 -j 256 --json");
+    CAPTURE(r.err);
+    CHECK(r.code == 0);
+    CHECK(testutil::json_int(r.out, "threads") >= 1);
+    CHECK(testutil::json_int(r.out, "threads") <= testutil::json_int(r.out, "kernels"));
+  }
+
+  TEST_CASE("a K no GEMM serves is named as the reason, with the manifest's file and line; no arch is blamed") {
+    testutil::TempDir dir;
+    { std::ofstream(dir.path / "k48.txt") << "# K = 48: two NVFP4 blocks short\nodd 64 48\n"; }
+    const auto r = run(with_cache(dir) + " prewarm --manifest " + dir.str() + "/k48.txt --arch sm_90a --a-from quantize "
+                                         "--in-dtype bf16 --json");
+    CAPTURE(r.err);
+    CHECK(r.code == 0);
+    CHECK(r.err.find("k48.txt:2: `odd` (N = 64, K = 48): no GEMM kernels: K = 48 is not a multiple of 32, so no GEMM "
+                     "kernel serves this shape") != std::string::npos);
+    CHECK(r.err.find("no GEMM backend serves this arch") == std::string::npos);
+    // tune says it before looking for a GPU
+    const auto t = run(cli() + " tune --shape 64,48");
+    CHECK(t.code == 2);
+    CHECK(t.err.find("K = 48 is not a multiple of 32") != std::string::npos);
+  }
+
+  TEST_CASE("--arch with an empty name is a usage error, not the current device") {
+    for (const char* archs : {",,", ",", "sm_90a,,sm_100a", "sm_90a,"}) {
+      const auto r = run(cli() + " prewarm --shape 8,64 --list --arch " + archs);
+      CAPTURE(archs);
+      CHECK(r.code == 2);
+      CHECK(r.err.find(std::string("--arch `") + archs + "`: an empty arch name") != std::string::npos);
+    }
+  }
+
+  TEST_CASE("usage is checked before any GPU is looked for, on every verb") {
+    for (const char* command : {" tune --shape 64,64 --runs 0", " tune --shape 64,64 --m 0", " tune --shape 64,64 --runs 99999",
+                                " bench gemm --m 0", " prewarm --shape 8,64 --tp 0", " tune --shape 64,64 --frob"}) {
+      const auto r = run(cli() + command);
+      CAPTURE(command);
+      CAPTURE(r.err);
+      CHECK(r.code == 2);
+    }
+    CHECK(run(cli() + " tune --shape 64,64 --runs 0").err.find("--runs: expects an integer from 1 to 10000, got `0`") !=
+          std::string::npos);
   }
 }

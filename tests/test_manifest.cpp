@@ -1,6 +1,10 @@
 #include <doctest/doctest.h>
 
+#include <filesystem>
+#include <fstream>
+
 #include "core/manifest.hpp"
+#include "test_util.hpp"
 #include "nvfp4/jit.hpp"
 
 using namespace nvfp4::jit;
@@ -65,5 +69,47 @@ TEST_SUITE("manifest") {
     CHECK(v.a_scales.size() == 2);
     CHECK(set_prewarm_variants(v, "a-dtype=fp32").find("a-dtype: `fp32` is not one of bf16, fp16, nvfp4") == 0);
     CHECK(set_prewarm_variants(v, "grouped").find("`grouped` is not `key=value") == 0);
+  }
+
+  TEST_CASE("lines of one shape and variants are merged into the first; other variants stay apart") {
+    std::string text;
+    for (int i = 0; i < 2000; ++i) text += i % 2 ? "b 64 64\n" : "a 64 64\n";
+    text += "c 64 64 bias=bf16\nd 64 64 4\ne 64 128\n";
+    const auto shapes = parse_manifest(text, "m");
+    REQUIRE(shapes.size() == 4);
+    CHECK(shapes[0].name == "a");
+    CHECK(shapes[0].origin == "m:1");
+    CHECK(shapes[1].name == "c");
+    CHECK(shapes[1].origin == "m:2001");
+    CHECK(shapes[2].groups == 4);
+    CHECK(shapes[3].k == 128);
+    // across manifests and --shape too
+    std::vector<WeightShape> all = shapes;
+    all.push_back(parse_shape("64,64"));
+    all.push_back(parse_shape("64,128,1"));
+    CHECK(merge_duplicate_shapes(all).size() == 4);
+  }
+
+  TEST_CASE("a manifest with no shapes, a directory or an oversized file is an error naming it") {
+    CHECK_THROWS_WITH_AS(parse_manifest("# only a comment\n\n   \n", "empty.txt"),
+                         doctest::Contains("empty.txt: no weight shapes"), nvfp4::jit::Error);
+    testutil::TempDir dir;
+    const std::string is_dir = dir.str() + " is a directory, not a regular file";
+    CHECK_THROWS_WITH_AS(load_manifest(dir.str()), doctest::Contains(is_dir.c_str()), nvfp4::jit::Error);
+    const std::string big = dir.str() + "/big.txt";
+    { std::ofstream(big) << "w 64 64\n"; }
+    std::filesystem::resize_file(big, kMaxManifestBytes + 1);
+    CHECK_THROWS_WITH_AS(load_manifest(big), doctest::Contains("over the limit of 16777216"), nvfp4::jit::Error);
+    // a line quoted in an error: its control bytes escaped, a long one cut
+    CHECK_THROWS_WITH_AS(parse_manifest("x\x1b[31m 1\n", "m"), doctest::Contains("m:1: expected `<name> <N> <K> [groups] "
+                                                                                   "[key=value...]`, got `x\\x1b[31m 1`"),
+                         nvfp4::jit::Error);
+    try {
+      parse_manifest(std::string(100000, 'z') + "\n", "long.txt");
+      FAIL("expected an error");
+    } catch (const nvfp4::jit::Error& e) {
+      CHECK(std::string(e.what()).size() < 400);
+      CHECK(std::string(e.what()).find("long.txt:1:") != std::string::npos);
+    }
   }
 }

@@ -374,6 +374,12 @@ TEST_SUITE("model_shapes") {
     expect_model_error(big.str(), 1, 1, "over the limit");
   }
 
+  TEST_CASE("a model path that is a file, not a directory, is named as such") {
+    const Model m(kLlama70b, modelopt());
+    const std::string file = (m.dir.path / "config.json").string();
+    expect_model_error(file, 1, 1, "config.json is a regular file, not a model directory");
+  }
+
   TEST_CASE("a config.json that is a symlink (a download cache's layout) is followed") {
     const Model m(kLlama70b, modelopt());
     testutil::TempDir link;

@@ -9,6 +9,7 @@
 
 #include "core/launcher.hpp"
 #include "core/prewarm.hpp"
+#include "nvfp4/jit.h"
 #include "nvfp4/jit.hpp"
 
 using namespace nvfp4::jit;
@@ -136,5 +137,54 @@ TEST_SUITE("prewarm") {
     quantize(q, nullptr);  // the outer scope again
     REQUIRE(outer.specs().size() == 1);
     CHECK(outer.specs()[0].arch == Arch::sm_100a);
+  }
+
+  TEST_CASE("a prewarm runs 1 to 256 threads, never more than its kernels") {
+    CHECK(kMaxPrewarmThreads == 256);
+    CHECK(prewarm_thread_count(100000, 31) == 31);
+    CHECK(prewarm_thread_count(100000, 100000) == 256);
+    CHECK(prewarm_thread_count(4, 100) == 4);
+    CHECK(prewarm_thread_count(0, 100) == 1);
+    CHECK(prewarm_thread_count(8, 0) == 1);
+    CHECK(prewarm({}, 100000, nullptr).threads == 1);
+    PrewarmOptions o;
+    o.shapes = {{8, 64, 1}};
+    o.archs = {"sm_90a"};
+    o.threads = 100000;
+    CHECK_THROWS_WITH_AS(nvfp4::jit::prewarm(o), doctest::Contains("threads = 100000 is not 0 (one per core) or 1 to 256"),
+                         nvfp4::jit::Error);
+  }
+
+  TEST_CASE("a shape whose K no GEMM serves is named with its reason; its arch is not said to lack a GEMM backend") {
+    WeightShape odd = parse_shape("64,48");
+    odd.name = "odd", odd.origin = "m.txt:3";
+    const std::vector<Arch> archs = {Arch::sm_90a, Arch::sm_100a};
+    std::vector<std::string> gaps = prewarm_gaps({odd}, archs, prewarm_specs({odd}, archs));
+    REQUIRE(gaps.size() == 1);
+    CHECK(gaps[0] == "m.txt:3: `odd` (N = 64, K = 48): no GEMM kernels: K = 48 is not a multiple of 32, so no GEMM kernel "
+                     "serves this shape; its quantizers and dequantize are prewarmed");
+    // beside a shape a GEMM serves, the arch is served: still only the K note
+    const WeightShape even = parse_shape("64,64");
+    gaps = prewarm_gaps({odd, even}, archs, prewarm_specs({odd, even}, archs));
+    CHECK(gaps.size() == 1);
+    CHECK(gemm_k_problem(even).empty());
+  }
+
+  TEST_CASE("archs with an empty name are refused, naming the argument, in C++ and C") {
+    PrewarmOptions o;
+    o.shapes = {{8, 64, 1}};
+    o.archs = {"sm_90a", ""};
+    CHECK_THROWS_WITH_AS(nvfp4::jit::prewarm(o), doctest::Contains("archs[1] is empty"), nvfp4::jit::Error);
+    const int64_t shape[] = {8, 64, 1};
+    nvfp4_prewarm_args p;
+    nvfp4_prewarm_args_init(&p);
+    p.shapes = shape, p.num_shapes = 1;
+    for (const char* archs : {",,", ",", "sm_90a,", ",sm_90a"}) {
+      CAPTURE(archs);
+      p.archs = archs;
+      CHECK(nvfp4_jit_prewarm(&p, nullptr) == NVFP4_INVALID_ARGUMENT);
+      CHECK(std::string(nvfp4_jit_last_error()).find("archs[") != std::string::npos);
+      CHECK(std::string(nvfp4_jit_last_error()).find("] is empty") != std::string::npos);
+    }
   }
 }

@@ -342,9 +342,9 @@ typedef struct nvfp4_prewarm_args {
   const char* manifest;  /* a built-in manifest ("llama-3.1-8b", ...) or a manifest file, or NULL */
   const int64_t* shapes; /* num_shapes x {n, k, groups} (host), or NULL */
   int64_t num_shapes;
-  const char* archs;     /* comma-separated, e.g. "sm_90a,sm_100a"; NULL or "": the current context's device, else device 0 */
+  const char* archs;     /* comma-separated, e.g. "sm_90a,sm_100a" (no empty names); NULL or "": the current context's device, else device 0 */
   int32_t sm_count;      /* GEMM tiles for this many SMs; 0: the current device's, else 132 */
-  int32_t threads;       /* 0: one per core */
+  int32_t threads;       /* 1 to 256 (never more than kernels); 0: one per core */
   /* the variants a deployment runs, as a manifest line's fields (NULL: the defaults), e.g.
    * "a-dtype=fp16 d-dtype=fp16,fp32 bias=bf16 b-layout=prepacked"; see nvfp4-jit prewarm --help */
   const char* variants;

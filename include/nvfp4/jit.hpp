@@ -480,9 +480,9 @@ struct PrewarmShape {
 struct PrewarmOptions {
   std::string manifest;              // a built-in manifest ("llama-3.1-8b", ...) or a manifest file; or empty
   std::vector<PrewarmShape> shapes;  // weight shapes besides the manifest's
-  std::vector<std::string> archs;    // "sm_90a", "sm_100a", ...; empty: the current context's device, else device 0
+  std::vector<std::string> archs;    // "sm_90a", "sm_100a", ... (no empty names); none: the current context's device, else device 0
   int sm_count = 0;                  // GEMM tiles for this many SMs; 0: the current device's, else 132
-  int threads = 0;                   // compiling threads; 0: one per core
+  int threads = 0;                   // compiling threads, 1 to 256 (never more than kernels); 0: one per core
   // The variants a deployment runs, as a manifest line's fields; every shape without its own
   // takes them. Empty: the defaults (BF16 and W4A4 activations, BF16 out, no bias, ModelOpt's
   // linear weight scales, every quantizer). E.g. "a-dtype=fp16 d-dtype=fp16,fp32 bias=bf16

@@ -527,11 +527,13 @@ nvfp4_status nvfp4_jit_prewarm(const nvfp4_prewarm_args* args, nvfp4_prewarm_res
                                 "shapes[" + std::to_string(i) + "]: groups = " + std::to_string(s[2]) + " is out of range");
       o.shapes.push_back({s[0], s[1], int32_t(s[2])});
     }
-    for (std::string_view list = args->archs ? args->archs : ""; !list.empty();) {
-      const size_t comma = std::min(list.find(','), list.size());
-      if (comma) o.archs.emplace_back(list.substr(0, comma));
-      list.remove_prefix(std::min(comma + 1, list.size()));
-    }
+    // every name between commas, empty ones too: prewarm refuses them ("" alone is no archs)
+    if (std::string_view list = args->archs ? args->archs : ""; !list.empty())
+      for (size_t start = 0; start <= list.size();) {
+        const size_t comma = std::min(list.find(',', start), list.size());
+        o.archs.emplace_back(list.substr(start, comma - start));
+        start = comma + 1;
+      }
     o.sm_count = args->sm_count;
     o.threads = args->threads;
     if (args->variants) o.variants = args->variants;

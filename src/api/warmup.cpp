@@ -69,15 +69,20 @@ PrewarmResult prewarm(const PrewarmOptions& options) {
     const PrewarmShape& s = options.shapes[i];
     if (const std::string why = weight_shape_problem(s.n, s.k, s.groups); !why.empty())
       check.fail("shapes", fmt::format("shapes[{}]: {}", i, why));
-    shapes.push_back({fmt::format("shapes[{}]", i), s.n, s.k, s.groups, variants});
+    shapes.push_back({fmt::format("shapes[{}]", i), s.n, s.k, s.groups, variants, {}});
   }
   if (shapes.empty()) check.fail("manifest", "no weight shapes: give a model, a manifest or shapes");
+  shapes = merge_duplicate_shapes(std::move(shapes));
   if (options.sm_count < 0 || options.sm_count > 1024)
     check.fail("sm_count", fmt::format("sm_count = {} is not 0 (the device's) or an SM count 1 to 1024", options.sm_count));
-  if (options.threads < 0) check.fail("threads", fmt::format("threads = {} is negative", options.threads));
+  if (options.threads < 0 || options.threads > kMaxPrewarmThreads)
+    check.fail("threads", fmt::format("threads = {} is not 0 (one per core) or 1 to {}", options.threads, kMaxPrewarmThreads));
 
   std::vector<Arch> archs;
-  for (const std::string& name : options.archs) {
+  for (size_t i = 0; i < options.archs.size(); ++i) {
+    const std::string& name = options.archs[i];
+    // an empty name is a mistake in the list, not "the current device" (that is no archs at all)
+    if (name.empty()) check.fail("archs", fmt::format("archs[{}] is empty: name an arch (sm_90a, ...) or give no archs", i));
     const auto arch = parse_arch(name);
     if (!arch) check.fail("archs", fmt::format("archs: `{}` is not sm_90a, sm_100a, sm_103a, sm_120a or sm_121a", name));
     archs.push_back(*arch);

@@ -1,7 +1,9 @@
 #include <algorithm>
+#include <charconv>
 #include <fmt/format.h>
 
 #include "cli/cli.hpp"
+#include "core/printable.hpp"
 
 namespace nvfp4::jit::cli {
 
@@ -38,15 +40,13 @@ std::vector<std::string> Args::all(const std::string& flag) const {
   return it == values_.end() ? std::vector<std::string>{} : it->second;
 }
 
-int Args::get_int(const std::string& flag, int fallback) const {
+int Args::get_int(const std::string& flag, int fallback, int lo, int hi) const {
   if (!has(flag)) return fallback;
-  try {
-    size_t used = 0;
-    const int v = std::stoi(get(flag), &used);
-    if (used == get(flag).size()) return v;
-  } catch (const std::exception&) {
-  }
-  throw UsageError(fmt::format("{} expects an integer, got `{}`", flag, get(flag)));
+  const std::string text = get(flag);
+  int v = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc{} && end == text.data() + text.size() && v >= lo && v <= hi) return v;
+  throw UsageError(fmt::format("{}: expects an integer from {} to {}, got `{}`", flag, lo, hi, text));
 }
 
 void Args::allow_only(const std::vector<std::string>& known) const {
@@ -64,25 +64,6 @@ std::vector<std::string> split(const std::string& text, char sep) {
   return parts;
 }
 
-// Length of the well-formed UTF-8 sequence at text[i] (0: not one).
-size_t utf8_length(const std::string& text, size_t i) {
-  const auto byte = [&](size_t k) { return k < text.size() ? static_cast<unsigned char>(text[k]) : 0u; };
-  const unsigned c = byte(i);
-  const auto cont = [&](size_t k) { return (byte(k) & 0xC0) == 0x80; };
-  if (c >= 0xC2 && c <= 0xDF) return cont(i + 1) ? 2 : 0;
-  if (c >= 0xE0 && c <= 0xEF) {
-    const unsigned c1 = byte(i + 1);
-    if ((c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 > 0x9F)) return 0;  // overlong, surrogate
-    return cont(i + 1) && cont(i + 2) ? 3 : 0;
-  }
-  if (c >= 0xF0 && c <= 0xF4) {
-    const unsigned c1 = byte(i + 1);
-    if ((c == 0xF0 && c1 < 0x90) || (c == 0xF4 && c1 > 0x8F)) return 0;
-    return cont(i + 1) && cont(i + 2) && cont(i + 3) ? 4 : 0;
-  }
-  return 0;
-}
-
 // Escaped for a JSON string whatever `text` holds: bytes that are not UTF-8 (a file name, a
 // sidecar, a device name can hold any) become U+FFFD, so the output always parses.
 std::string json_escape(const std::string& text) {
@@ -93,7 +74,7 @@ std::string json_escape(const std::string& text) {
     else if (c == '\n') out += "\\n", ++i;
     else if (c < 0x20 || c == 0x7f) out += fmt::format("\\u{:04x}", unsigned(c)), ++i;
     else if (c < 0x80) out += char(c), ++i;
-    else if (const size_t n = utf8_length(text, i)) out.append(text, i, n), i += n;
+    else if (const size_t n = detail::utf8_length(text, i)) out.append(text, i, n), i += n;
     else out += "\\ufffd", ++i;
   }
   return out;
@@ -107,7 +88,7 @@ std::vector<detail::WeightShape> shapes_from(const Args& args, const detail::Pre
   }
   for (const std::string& s : args.all("--shape")) shapes.push_back(detail::parse_shape(s, variants));
   if (shapes.empty()) throw UsageError("give at least one --manifest or --shape");
-  return shapes;
+  return detail::merge_duplicate_shapes(std::move(shapes));
 }
 
 }  // namespace nvfp4::jit::cli

@@ -23,7 +23,9 @@ class Args {
   bool has(const std::string& flag) const { return values_.count(flag) > 0; }
   std::string get(const std::string& flag, const std::string& fallback = "") const;
   std::vector<std::string> all(const std::string& flag) const;
-  int get_int(const std::string& flag, int fallback) const;
+  // The flag's integer, `fallback` when it is not given; UsageError stating the range [lo, hi]
+  // when it is not an integer in it.
+  int get_int(const std::string& flag, int fallback, int lo, int hi) const;
   const std::vector<std::string>& positional() const { return positional_; }
   // Throws UsageError unless every flag given is in `known`.
   void allow_only(const std::vector<std::string>& known) const;

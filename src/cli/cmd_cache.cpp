@@ -15,6 +15,7 @@
 #include "core/kernel_store.hpp"
 #include "core/nvrtc_library.hpp"
 #include "core/nvrtc_mismatch.hpp"
+#include "core/printable.hpp"
 
 namespace nvfp4::jit::cli {
 
@@ -165,8 +166,10 @@ int list(DiskCache& cache, bool json, bool verify, bool remove_bad) {
       const std::string note = e.problem.empty() ? ""
                                : e.in_flight     ? fmt::format("  IN FLIGHT: {} ({})", e.problem, e.path)
                                                  : fmt::format("  BAD: {} ({})", e.problem, e.path);
-      std::printf("%-8s %s %8llu  %s  %s%s\n", e.arch.c_str(), e.key.c_str(), (unsigned long long)e.size,
-                  e.created.c_str(), spec_summary(e.spec_json).c_str(), note.c_str());
+      // a sidecar holds whatever was written into it (an imported one too): no raw control bytes
+      std::printf("%-8s %s %8llu  %s  %s%s\n", printable(e.arch).c_str(), printable(e.key).c_str(),
+                  (unsigned long long)e.size, printable(e.created).c_str(), printable(spec_summary(e.spec_json)).c_str(),
+                  printable(note).c_str());
     }
   }
   if (json) std::printf("]\n");
@@ -204,15 +207,19 @@ std::chrono::seconds parse_age(const std::string& text) {
 
 int archive(DiskCache& cache, const std::string& what, const std::string& file, bool json) {
   const ArchiveSummary s = what == "export" ? export_cache(cache, file) : import_cache(cache, file);
-  for (const std::string& why : s.skipped) std::fprintf(stderr, "nvfp4-jit cache %s: skipped %s\n", what.c_str(), why.c_str());
+  for (const std::string& why : s.skipped)
+    std::fprintf(stderr, "nvfp4-jit cache %s: skipped %s\n", what.c_str(), printable(why).c_str());
+  // `export -` writes the archive on stdout: the summary goes beside it, to stderr
+  FILE* out = what == "export" && file == "-" ? stderr : stdout;
   if (json)
-    std::printf("{\"kernels\":%zu,\"tables\":%zu,\"already_present\":%zu,\"skipped\":%zu}\n", s.kernels, s.tables,
-                s.already_present, s.skipped.size());
+    std::fprintf(out, "{\"kernels\":%zu,\"tables\":%zu,\"already_present\":%zu,\"skipped\":%zu}\n", s.kernels,
+                 s.tables, s.already_present, s.skipped.size());
   else if (what == "export")
-    std::printf("cache export: %zu kernels and %zu tuning tables to %s\n", s.kernels, s.tables, file.c_str());
+    std::fprintf(out, "cache export: %zu kernels and %zu tuning tables to %s\n", s.kernels, s.tables,
+                 file == "-" ? "standard output" : printable(file).c_str());
   else
-    std::printf("cache import: %zu new kernels (%zu already present), %zu tuning tables, %zu skipped, into %s\n",
-                s.kernels, s.already_present, s.tables, s.skipped.size(), cache.roots().primary.c_str());
+    std::fprintf(out, "cache import: %zu new kernels (%zu already present), %zu tuning tables, %zu skipped, into %s\n",
+                 s.kernels, s.already_present, s.tables, s.skipped.size(), printable(cache.roots().primary).c_str());
   return s.skipped.empty() ? kOk : kFailed;
 }
 
@@ -221,7 +228,7 @@ int archive(DiskCache& cache, const std::string& what, const std::string& file, 
 int cmd_cache(const Args& args) {
   args.allow_only({"--json", "--remove-bad", "--older-than"});
   if (args.positional().empty())
-    throw UsageError("expected one of: stats, ls, verify, prune, clear, export FILE, import FILE");
+    throw UsageError("expected one of: stats, ls, verify, prune, clear, export FILE|-, import FILE|-");
   const std::string& what = args.positional()[0];
   if ((what == "export" || what == "import") != (args.positional().size() == 2))
     throw UsageError(what == "export" || what == "import" ? fmt::format("cache {} takes one FILE", what)

@@ -23,14 +23,21 @@ using namespace detail;
 
 namespace {
 
+constexpr int kMaxSmCount = 1024;
+constexpr int kMaxParallelSize = 65536;
+
 std::vector<Arch> parse_archs(const std::string& list) {
   std::vector<Arch> archs;
-  for (const std::string& name : split(list, ',')) {
+  // every name between commas: `sm_90a,,sm_100a` or `,` is a mistake to report, not skipped
+  for (size_t start = 0; start <= list.size();) {
+    const size_t comma = std::min(list.find(',', start), list.size());
+    const std::string name = list.substr(start, comma - start);
+    if (name.empty()) throw UsageError(fmt::format("--arch `{}`: an empty arch name (sm_90a, sm_100a, sm_103a, sm_120a, sm_121a)", list));
     const auto arch = parse_arch(name);
     if (!arch) throw UsageError(fmt::format("unknown arch `{}` (sm_90a, sm_100a, sm_103a, sm_120a, sm_121a)", name));
     archs.push_back(*arch);
+    start = comma + 1;
   }
-  if (archs.empty()) throw UsageError("--arch is empty");
   return archs;
 }
 
@@ -70,21 +77,15 @@ int sm_count_from(const Args& args, const std::vector<Arch>& archs) {
     if (const auto known = known_gpu_sm_count(value)) return *known;
     if (value.empty() || value.find_first_not_of("0123456789") != std::string::npos)
       throw UsageError(fmt::format("--sms `{}` is neither an SM count nor a GPU we know ({})", value, known_gpu_names()));
-    const int sms = args.get_int("--sms", kDefaultSmCount);
-    if (sms < 1 || sms > 1024) throw UsageError(fmt::format("--sms {}: an SM count is 1 to 1024", sms));
-    return sms;
+    return args.get_int("--sms", kDefaultSmCount, 1, kMaxSmCount);
   }
   if (const auto gpu = local_gpu(); gpu && std::find(archs.begin(), archs.end(), gpu->first) != archs.end())
     return gpu->second;
   return kDefaultSmCount;
 }
 
-// --tp N / --ep N: a parallel size, 1 when not given.
-int sharding_size(const Args& args, const std::string& flag) {
-  const int n = args.get_int(flag, 1);
-  if (n < 1) throw UsageError(fmt::format("{} {}: a parallel size is at least 1", flag, n));
-  return n;
-}
+// --tp N / --ep N: a parallel size, 1 when not given; at most a grouped weight's expert count.
+int sharding_size(const Args& args, const std::string& flag) { return args.get_int(flag, 1, 1, kMaxParallelSize); }
 
 void draw_progress(const PrewarmSummary& s, size_t done) {
   constexpr int kWidth = 30;
@@ -102,10 +103,15 @@ int cmd_prewarm(const Args& args) {
   for (std::string_view key : kPrewarmVariantKeys) known.push_back("--" + std::string(key));
   args.allow_only(known);
   if (!args.positional().empty()) throw UsageError(fmt::format("unexpected argument `{}`", args.positional()[0]));
+  // every flag checked before any file is read or device looked at
   const PrewarmVariants variants = variants_from(args);
+  const std::vector<Arch> archs = parse_archs(args.get("--arch", "sm_90a,sm_100a,sm_120a"));
+  const int threads = args.get_int("-j", int(std::clamp(std::thread::hardware_concurrency(), 1u, unsigned(kMaxPrewarmThreads))),
+                                   1, kMaxPrewarmThreads);
+  const int tp = sharding_size(args, "--tp"), ep = sharding_size(args, "--ep");
   std::vector<WeightShape> shapes;
   if (args.has("--model")) {
-    const ModelShapes model = derive_model_shapes(args.get("--model"), sharding_size(args, "--tp"), sharding_size(args, "--ep"), variants);
+    const ModelShapes model = derive_model_shapes(args.get("--model"), tp, ep, variants);
     if (args.has("--shapes")) {  // the derived manifest, to read or save; nothing compiled
       std::fputs(model_manifest_text(model).c_str(), stdout);
       return kOk;
@@ -119,9 +125,7 @@ int cmd_prewarm(const Args& args) {
     std::vector<WeightShape> more = shapes_from(args, variants);
     shapes.insert(shapes.end(), more.begin(), more.end());
   }
-  const std::vector<Arch> archs = parse_archs(args.get("--arch", "sm_90a,sm_100a,sm_120a"));
-  const int threads = args.get_int("-j", int(std::max(1u, std::thread::hardware_concurrency())));
-  if (threads < 1) throw UsageError("-j must be at least 1");
+  shapes = merge_duplicate_shapes(std::move(shapes));
 
   const int sms = sm_count_from(args, archs);
   const std::vector<KernelSpec> specs = prewarm_specs(shapes, archs, sms);
@@ -163,10 +167,10 @@ int cmd_prewarm(const Args& args) {
                  (unsigned long long)not_stored, disk.roots().primary.empty() ? "(no cache root)" : disk.roots().primary.c_str(),
                  disk.last_store_problem().c_str());
   if (json) {
-    std::printf("{\"kernels\":%zu,\"compiled\":%zu,\"cached\":%zu,\"failed\":%zu,\"not_stored\":%llu,\"deferred\":%zu,"
-                "\"seconds\":%.3f}\n",
-                summary.total, summary.compiled, summary.cached, summary.failed, (unsigned long long)not_stored,
-                summary.deferred, summary.seconds);
+    std::printf("{\"kernels\":%zu,\"shapes\":%zu,\"compiled\":%zu,\"cached\":%zu,\"failed\":%zu,\"not_stored\":%llu,"
+                "\"deferred\":%zu,\"threads\":%zu,\"seconds\":%.3f}\n",
+                summary.total, shapes.size(), summary.compiled, summary.cached, summary.failed, (unsigned long long)not_stored,
+                summary.deferred, summary.threads, summary.seconds);
   } else {
     std::printf("prewarm: %zu kernels for %zu shapes on %zu archs: %zu compiled, %zu cache hits, %zu failed, %llu not "
                 "stored in %.1f s\n",

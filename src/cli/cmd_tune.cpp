@@ -1,22 +1,32 @@
 // nvfp4-jit tune: pick the fastest GEMM tile per M bucket on this GPU and remember it.
 #include <chrono>
 #include <cstdio>
+#include <limits>
 
 #include <fmt/format.h>
 
 #include "cli/cli.hpp"
 #include "core/gpu_util.hpp"
 #include "core/manifest.hpp"
+#include "core/prewarm.hpp"
 #include "nvfp4/jit.hpp"
 
 namespace nvfp4::jit::cli {
 
 using namespace detail;
 
+namespace {
+// Timed launches per candidate: each is a GEMM on this GPU, times every candidate and bucket.
+constexpr int kMaxRuns = 10000;
+}  // namespace
+
 int cmd_tune(const Args& args) {
   args.allow_only({"--manifest", "--shape", "--m", "--runs", "--layout", "--a-dtype", "--a-scales", "--grouped", "--json"});
   if (!args.positional().empty()) throw UsageError(fmt::format("unexpected argument `{}`", args.positional()[0]));
   const std::vector<WeightShape> shapes = shapes_from(args);
+  for (const WeightShape& s : shapes)  // known without a GPU: said before one is looked for
+    if (const std::string why = gemm_k_problem(s); !why.empty())
+      throw UsageError(fmt::format("{}`{}` (N = {}, K = {}): {}", s.origin.empty() ? "" : s.origin + ": ", s.name, s.n, s.k, why));
   const std::string layout = args.get("--layout", "linear");
   if (layout != "linear" && layout != "swizzled128x4" && layout != "prepacked")
     throw UsageError("--layout is linear, swizzled128x4 or prepacked");
@@ -26,8 +36,8 @@ int cmd_tune(const Args& args) {
   const std::string grouped = args.get("--grouped", "contiguous");
   if (grouped != "contiguous" && grouped != "masked") throw UsageError("--grouped is contiguous or masked");
   TuneOptions options;
-  options.m = args.get_int("--m", 0);
-  options.runs = args.get_int("--runs", options.runs);
+  options.m = args.get_int("--m", 0, 1, std::numeric_limits<int>::max());
+  options.runs = args.get_int("--runs", options.runs, 1, kMaxRuns);
   const bool json = args.has("--json");
 
   std::string why;

@@ -43,23 +43,25 @@ constexpr const char* kVerbHelp[][2] = {
 
 Compiles every kernel the given weight shapes need, for every arch given, into the cache.
 Built-in manifests: llama-3.1-8b, llama-3.3-70b, deepseek-v3, qwen3-30b-a3b, gpt-oss-120b
-(see `nvfp4-jit info`).
+(see `nvfp4-jit info`). A manifest FILE is a regular file of at most 16 MiB; lines of the
+same shape and variants are compiled once.
 Kernels already in the cache are not compiled again; processes running at once share work.
   --model DIR  a ModelOpt NVFP4 checkpoint (config.json, and hf_quant_config.json or
             config.json's quantization_config): the GEMMs one rank of the engine runs, fused
             as engines fuse them (qkv, gate_up); modules the checkpoint excludes, routers,
             lm_head and embeddings are left out. model_type llama, mistral, qwen2, qwen3,
             qwen3_moe, deepseek_v2, deepseek_v3, kimi_k2, gpt_oss, mixtral
-  --tp N    tensor-parallel size (default 1): column-parallel N / tp, row-parallel K / tp;
+  --tp N    tensor-parallel size, 1 to 65536 (default 1): column-parallel N / tp, row-parallel K / tp;
             KV heads fewer than tp are replicated
-  --ep N    expert-parallel size (default 1): a rank holds E / ep whole experts; with 1,
+  --ep N    expert-parallel size, 1 to 65536 (default 1): a rank holds E / ep whole experts; with 1,
             every expert's intermediate is split by tp
   --shapes  print the derived manifest (a --manifest file) and compile nothing
   --arch    comma-separated targets (default sm_90a,sm_100a,sm_120a; also sm_103a, sm_121a)
-  --sms N   the SM count of the GPUs that will run the kernels: GEMM tiles are chosen for it;
+  --sms N   the SM count (1 to 1024) of the GPUs that will run the kernels: GEMM tiles are chosen for it;
             or a GPU's name (h100-sxm, h100-pcie, h200, h20, b200, rtx-5090, ...). Default: this
             machine's GPU when its arch is prewarmed, else 132 (H100 SXM, H200)
-  -j N      compile threads (default: the number of cores)
+  -j N      compile threads, 1 to 256 (default: the number of cores); never more than the
+            kernels to compile
   --json    print a JSON summary on stdout
   --quiet   no per-kernel lines or progress bar
   --list    print the kernels it would visit (name, tab, spec as JSON), compile nothing
@@ -87,8 +89,8 @@ GEMM tile on this GPU (scratch buffers, weights rotated past L2, median of R run
 fastest (the heuristic's unless another is 2% faster) and records it in the cache root's
 v1/tuning/<arch>-<device>-<SMs>.json; gemm() uses it from then on, in every process.
 Candidates compile in parallel (cached ones load from disk). Needs a GPU (exit 3 without one).
-  --m M     tune only the bucket holding M
-  --runs R  timed launches per candidate (default 10)
+  --m M     tune only the bucket holding M (1 or more)
+  --runs R  timed launches per candidate, 1 to 10000 (default 10)
   --layout  the weights' layout: scale layout as stored, or prepacked (default linear)
   --a-dtype the activations (default bf16; sm_120a / sm_121a run nvfp4 only: W4A4)
   --a-scales W4A4's activation scales, linear or swizzled (default linear, as quantized)
@@ -98,7 +100,7 @@ Candidates compile in parallel (cached ones load from disk). Needs a GPU (exit 3
              the <=8 bucket also on one token's rows (one in each of 8 experts), scored by
              the geometric mean of the two times
 )"},
-    {"cache", R"(usage: nvfp4-jit cache stats|ls|verify|prune|clear|export FILE|import FILE [--json]
+    {"cache", R"(usage: nvfp4-jit cache stats|ls|verify|prune|clear|export FILE|-|import FILE|- [--json]
 
   stats        roots, writability, entries and bytes per arch
   ls           one line per entry: arch, key, size, created, kernel
@@ -108,8 +110,10 @@ Candidates compile in parallel (cached ones load from disk). Needs a GPU (exit 3
                delete the writable root's entries written more than AGE ago
                (AGE: days, or a number with d, h, m or s)
   clear        delete every entry of the writable root (read-only roots are never touched)
-  export FILE  write the writable root's verified kernels and tuning tables to a tar file
-  import FILE  add a tar file's kernels (each verified) and tuning tables (merged; tables of
+  export FILE  write the writable root's verified kernels and tuning tables to a tar file:
+               a new file or a regular file it replaces (never a symlink, device or FIFO);
+               `-` writes it to standard output (not a terminal), the summary to stderr
+  import FILE  add a tar file's (a regular file, or `-`: standard input; at most 1 GiB) kernels (each verified) and tuning tables (merged; tables of
                other library / NVRTC / driver versions are left out) to the writable root;
                exit 1 if any member was skipped. To serve a shipped cache read-only instead,
                unpack it and name the directory in NVFP4_JIT_CACHE_PATH.

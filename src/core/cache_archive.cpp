@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "core/archive_io.hpp"
 #include "core/error.hpp"
 #include "core/fs_util.hpp"
 #include "core/tuning_table.hpp"
@@ -108,6 +109,8 @@ bool same_file(const std::string& path, const std::vector<char>& data) {
 }  // namespace
 
 ArchiveSummary export_cache(const DiskCache& cache, const std::string& file) {
+  // refused before the archive is built (a device, a FIFO, a symlink, a terminal)
+  if (const std::string why = archive_output_problem(file); !why.empty()) fail(Status::invalid_argument, "cache export: {}", why);
   ArchiveSummary summary;
   const std::string& root = cache.roots().primary;
   if (root.empty()) fail(Status::cache_error, "cache export: there is no cache root");
@@ -137,14 +140,14 @@ ArchiveSummary export_cache(const DiskCache& cache, const std::string& file) {
     }
   }
   tar.append(2 * kBlock, '\0');
-  if (int err = write_file_atomic(file, std::span<const char>(tar.data(), tar.size())))
-    fail(Status::cache_error, "cache export: cannot write {}: {}", file, std::strerror(err));
+  if (const std::string why = write_archive_output(file, std::span<const char>(tar.data(), tar.size())); !why.empty())
+    fail(Status::cache_error, "cache export: {}", why);
   return summary;
 }
 
 ArchiveSummary import_cache(DiskCache& cache, const std::string& file) {
   std::string why;
-  const auto tar = read_file_nofollow(file, kMaxArchive, &why);
+  const auto tar = read_archive_input(file, kMaxArchive, why);
   if (!tar) fail(Status::cache_error, "cache import: cannot read {}: {}", file, why.empty() ? "no such file" : why);
   if (!cache.writable()) fail(Status::cache_error, "cache import: the cache root {} is not writable", cache.roots().primary);
   const std::string& root = cache.roots().primary;

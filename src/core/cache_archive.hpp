@@ -17,9 +17,12 @@ struct ArchiveSummary {
   std::vector<std::string> skipped;  // members left out, with why
 };
 
-// Throws Error(io_error...) when FILE cannot be written.
+// FILE: a regular file (new, or replaced) or `-`, standard output (core/archive_io.hpp).
+// Throws Error(invalid_argument) when FILE is something else, Error(cache_error) when it
+// cannot be written.
 ArchiveSummary export_cache(const DiskCache& cache, const std::string& file);
-// Throws Error when FILE cannot be read or is not a tar file, or the root is not writable.
+// FILE: a regular file or `-`, standard input; at most 1 GiB. Throws Error when FILE cannot be
+// read or is not a tar file, or the root is not writable.
 ArchiveSummary import_cache(DiskCache& cache, const std::string& file);
 
 }  // namespace nvfp4::jit::detail

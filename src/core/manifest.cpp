@@ -2,11 +2,14 @@
 
 #include <charconv>
 #include <cstdint>
-#include <fstream>
+#include <map>
 #include <sstream>
+#include <tuple>
 
 #include "core/embedded.hpp"
 #include "core/error.hpp"
+#include "core/fs_util.hpp"
+#include "core/printable.hpp"
 
 namespace nvfp4::jit::detail {
 
@@ -20,6 +23,8 @@ bool parse_int(std::string_view s, int64_t& out) {
 // N and K are what the kernels are specialized on (32-bit in the kernels); a group count is
 // an expert count.
 constexpr int64_t kMaxDim = INT32_MAX, kMaxGroups = 1 << 16;
+// A line quoted in an error: enough to find it, never a whole binary file.
+constexpr size_t kQuotedLineBytes = 120;
 
 }  // namespace
 
@@ -49,17 +54,34 @@ std::vector<WeightShape> parse_manifest(std::string_view text, std::string_view 
     if (numbers < 3 || numbers > 4 || !parse_int(f[1], s.n) || !parse_int(f[2], s.k) ||
         (numbers == 4 && !parse_int(f[3], groups)))
       fail(Status::invalid_argument, "{}:{}: expected `<name> <N> <K> [groups] [key=value...]`, got `{}`", origin, number,
-           line);
+           printable(line, kQuotedLineBytes));
     for (size_t i = numbers; i < f.size(); ++i)
       if (std::string why = set_prewarm_variants(s.variants, f[i]); !why.empty())
         fail(Status::invalid_argument, "{}:{}: {}", origin, number, why);
     s.name = f[0];
+    s.origin = fmt::format("{}:{}", origin, number);
     if (const std::string why = weight_shape_problem(s.n, s.k, groups); !why.empty())
       fail(Status::invalid_argument, "{}:{}: {}", origin, number, why);
     s.groups = static_cast<int32_t>(groups);
     shapes.push_back(std::move(s));
   }
-  return shapes;
+  if (shapes.empty()) fail(Status::invalid_argument, "{}: no weight shapes (every line is blank or a comment)", origin);
+  return merge_duplicate_shapes(std::move(shapes));
+}
+
+std::vector<WeightShape> merge_duplicate_shapes(std::vector<WeightShape> shapes) {
+  std::vector<WeightShape> kept;
+  // (N, K, groups) -> the kept shapes of those numbers: their variants tell them apart
+  std::map<std::tuple<int64_t, int64_t, int32_t>, std::vector<size_t>> by_numbers;
+  for (WeightShape& s : shapes) {
+    std::vector<size_t>& same_numbers = by_numbers[{s.n, s.k, s.groups}];
+    bool duplicate = false;
+    for (size_t i : same_numbers) duplicate = duplicate || kept[i].variants == s.variants;
+    if (duplicate) continue;
+    same_numbers.push_back(kept.size());
+    kept.push_back(std::move(s));
+  }
+  return kept;
 }
 
 std::vector<std::string> builtin_manifest_names() {
@@ -74,15 +96,15 @@ std::vector<std::string> builtin_manifest_names() {
 std::vector<WeightShape> load_manifest(const std::string& name_or_path, const PrewarmVariants& base) {
   for (const EmbeddedFile& f : embedded_manifests())
     if (name_or_path + ".txt" == f.name) return parse_manifest(std::string_view(f.data, f.size), f.name, base);
-  std::ifstream file(name_or_path);
-  if (!file) {
+  std::string why;
+  const auto text = read_file_following(name_or_path, kMaxManifestBytes, &why);
+  if (!text) {
+    if (!why.empty()) fail(Status::invalid_argument, "manifest: {}", why);
     std::string names;
     for (const std::string& n : builtin_manifest_names()) names += " " + n;
-    fail(Status::invalid_argument, "manifest `{}` is neither a built-in manifest ({} ) nor a readable file", name_or_path, names);
+    fail(Status::invalid_argument, "manifest `{}` is neither a built-in manifest ({} ) nor a file", name_or_path, names);
   }
-  std::stringstream text;
-  text << file.rdbuf();
-  return parse_manifest(text.str(), name_or_path, base);
+  return parse_manifest(std::string_view(text->data(), text->size()), name_or_path, base);
 }
 
 WeightShape parse_shape(std::string_view text, const PrewarmVariants& base) {

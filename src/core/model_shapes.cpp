@@ -1,5 +1,7 @@
 #include "core/model_shapes.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <optional>
@@ -419,6 +421,8 @@ ModelShapes derive_model_shapes(const std::string& model_dir, int tp, int ep, co
     bad("a-from: with a model, each module's activation quantizers are derived from it; give a-from in a manifest "
         "(prewarm --model ... --shapes writes one to edit)");
   const std::string dir = model_dir.size() > 1 && model_dir.back() == '/' ? model_dir.substr(0, model_dir.size() - 1) : model_dir;
+  if (struct stat st{}; ::stat(dir.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
+    bad(fmt::format("{} is {}, not a model directory (one holding config.json)", dir, file_kind(st.st_mode)));
   const std::string path = dir + "/config.json";
   const std::optional<json> config_json = read_json(path);
   if (!config_json) bad(fmt::format("{}: no such file (a model directory holds config.json)", path));
@@ -452,7 +456,7 @@ ModelShapes derive_model_shapes(const std::string& model_dir, int tp, int ep, co
     if (same == out.shapes.end()) {
       PrewarmVariants v = base;
       v.a_from = r.a_from;
-      out.shapes.push_back({name, r.n, r.k, r.groups, std::move(v)});
+      out.shapes.push_back({name, r.n, r.k, r.groups, std::move(v), {}});
       continue;
     }
     same->name += "+" + name;

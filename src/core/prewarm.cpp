@@ -1,11 +1,14 @@
 #include "core/prewarm.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <chrono>
 #include <mutex>
+#include <set>
 #include <system_error>
 #include <thread>
+#include <tuple>
 #include <unordered_set>
 
 #include <fmt/format.h>
@@ -62,30 +65,46 @@ std::string known_gpu_names() {
   return names;
 }
 
+std::string gemm_k_problem(const WeightShape& shape) {
+  // the GEMM reads K two NVFP4 blocks at a time
+  if (shape.k % 32) return fmt::format("K = {} is not a multiple of 32, so no GEMM kernel serves this shape", shape.k);
+  return {};
+}
+
 std::vector<std::string> prewarm_gaps(const std::vector<WeightShape>& shapes, const std::vector<Arch>& archs,
                                       const std::vector<KernelSpec>& specs) {
-  // (a GEMM kernel that takes N as an argument, n = 0 in its spec, serves every N of its K)
-  auto has_gemm = [&](Arch arch, const WeightShape* shape) {
-    for (const KernelSpec& s : specs)
-      if (s.op == Op::gemm && s.arch == arch && (!shape || ((s.n == shape->n || s.n == 0) && s.k == shape->k)))
-        return true;
-    return false;
+  // The GEMMs found, by arch and (N, K); a GEMM kernel that takes N as an argument (n = 0 in
+  // its spec) serves every N of its K. Built once: a manifest may hold thousands of shapes.
+  std::set<std::tuple<Arch, int64_t, int64_t>> gemms;
+  std::set<Arch> archs_with_gemm;
+  for (const KernelSpec& s : specs)
+    if (s.op == Op::gemm) gemms.insert({s.arch, s.n, s.k}), archs_with_gemm.insert(s.arch);
+  auto has_gemm = [&](Arch arch, const WeightShape& shape) {
+    return gemms.count({arch, shape.n, shape.k}) || gemms.count({arch, int64_t(0), shape.k});
   };
+  auto k_served = [](const WeightShape& shape) { return gemm_k_problem(shape).empty(); };
   std::vector<std::string> gaps;
   std::vector<Arch> served;
+  // An arch without GEMMs lacks a backend only when some shape's K could have had one.
+  const bool any_k_served = std::any_of(shapes.begin(), shapes.end(), k_served);
   for (Arch arch : archs) {
-    if (has_gemm(arch, nullptr)) served.push_back(arch);
-    else gaps.push_back(fmt::format("{}: no GEMM kernels (no GEMM backend serves this arch in this build)", to_string(arch)));
+    if (archs_with_gemm.count(arch)) served.push_back(arch);
+    else if (any_k_served)
+      gaps.push_back(fmt::format("{}: no GEMM kernels (no GEMM backend serves this arch in this build)", to_string(arch)));
   }
   for (const WeightShape& shape : shapes) {
+    const std::string where = shape.origin.empty() ? "" : shape.origin + ": ";
+    if (!k_served(shape)) {
+      gaps.push_back(fmt::format("{}`{}` (N = {}, K = {}): no GEMM kernels: {}; its quantizers and dequantize are prewarmed",
+                                 where, shape.name, shape.n, shape.k, gemm_k_problem(shape)));
+      continue;
+    }
     std::string missing;
     for (Arch arch : served)
-      if (!has_gemm(arch, &shape)) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", to_string(arch));
-    const bool k_unserved = shape.k % 32 != 0;  // the GEMM reads K two NVFP4 blocks at a time
-    if (missing.empty() && !k_unserved) continue;
-    gaps.push_back(fmt::format("`{}` (N = {}, K = {}): no GEMM kernels{}{}; its quantizers and dequantize are prewarmed",
-                               shape.name, shape.n, shape.k, missing.empty() ? "" : " on " + missing,
-                               k_unserved ? fmt::format(": K = {} is not a multiple of 32", shape.k) : ""));
+      if (!has_gemm(arch, shape)) missing += fmt::format("{}{}", missing.empty() ? "" : ", ", to_string(arch));
+    if (!missing.empty())
+      gaps.push_back(fmt::format("{}`{}` (N = {}, K = {}): no GEMM kernels on {}; its quantizers and dequantize are prewarmed",
+                                 where, shape.name, shape.n, shape.k, missing));
   }
   return gaps;
 }
@@ -99,6 +118,11 @@ size_t load_prewarmed(const DeviceInfo& device, const std::vector<KernelSpec>& s
     ++loaded;
   }
   return loaded;
+}
+
+int prewarm_thread_count(int requested, size_t kernels) {
+  const size_t most = std::min<size_t>(kMaxPrewarmThreads, std::max<size_t>(kernels, 1));
+  return int(std::clamp<size_t>(size_t(std::max(requested, 1)), 1, most));
 }
 
 PrewarmSummary prewarm(const std::vector<KernelSpec>& specs, int threads,
@@ -159,14 +183,17 @@ PrewarmSummary prewarm(const std::vector<KernelSpec>& specs, int threads,
     }
   };
   std::vector<std::thread> pool;
-  for (int t = 1; t < std::max(threads, 1); ++t) {
+  // never more threads than kernels: an idle thread costs its stack and its start
+  const int wanted = prewarm_thread_count(threads, specs.size());
+  for (int t = 1; t < wanted; ++t) {
     try {
       pool.emplace_back(worker);
     } catch (const std::system_error& e) {  // no more threads: the ones started (and this one) do the rest
-      warn_once("prewarm-threads", fmt::format("prewarm runs on {} threads, not {}: {}", pool.size() + 1, threads, e.what()));
+      warn_once("prewarm-threads", fmt::format("prewarm runs on {} threads, not {}: {}", pool.size() + 1, wanted, e.what()));
       break;
     }
   }
+  summary.threads = pool.size() + 1;
   worker();
   for (std::thread& t : pool) t.join();
   summary.seconds = std::chrono::duration<double>(clock::now() - start).count();

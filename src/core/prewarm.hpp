@@ -26,6 +26,9 @@ std::vector<KernelSpec> prewarm_specs(const std::vector<WeightShape>& shapes, co
 std::optional<int> known_gpu_sm_count(std::string_view name);
 std::string known_gpu_names();  // "h100-sxm (132), h100-pcie (114), ..."
 
+// Why no GEMM kernel serves `shape` on any arch ("" when its K is one a GEMM reads).
+std::string gemm_k_problem(const WeightShape& shape);
+
 // Shapes that get no GEMM kernels, and why: one line per arch without a GEMM backend, one per
 // shape whose K no GEMM serves (they still get their quantizers and dequantize).
 std::vector<std::string> prewarm_gaps(const std::vector<WeightShape>& shapes, const std::vector<Arch>& archs,
@@ -41,6 +44,7 @@ struct PrewarmEvent {
 struct PrewarmSummary {
   size_t total = 0, compiled = 0, cached = 0, failed = 0;
   size_t deferred = 0;  // kernels another process was compiling when reached, visited again at the end
+  size_t threads = 0;   // threads that compiled (the calling one included)
   double seconds = 0;
 };
 
@@ -50,7 +54,15 @@ struct PrewarmSummary {
 size_t load_prewarmed(const DeviceInfo& device, const std::vector<KernelSpec>& specs,
                       const std::unordered_set<KernelSpec, KernelSpecHash>& failed);
 
-// `on_done` is called (serialized) after each kernel. A kernel whose key another process holds
+// The most compile threads a prewarm runs: NVRTC compiles are CPU-bound, and past the cores
+// more threads only add memory and contention.
+inline constexpr int kMaxPrewarmThreads = 256;
+// The threads a prewarm of `kernels` kernels runs when `requested` are asked for: 1 to
+// kMaxPrewarmThreads, never more than the kernels (a request below 1 is 1).
+int prewarm_thread_count(int requested, size_t kernels);
+
+// Runs on prewarm_thread_count(threads, specs.size()) threads. `on_done` is called
+// (serialized) after each kernel. A kernel whose key another process holds
 // (another prewarm of the same shapes) is put off until the rest is done, so processes
 // prewarming one cache split the work instead of waiting on each other.
 PrewarmSummary prewarm(const std::vector<KernelSpec>& specs, int threads,

@@ -46,6 +46,7 @@ struct PrewarmVariants {
   std::vector<NormWeight> norm_weights;
 
   bool writes_a(AFrom op) const;
+  bool operator==(const PrewarmVariants&) const = default;
 };
 
 // The variant keys, in the order `prewarm_variant_flags` prints them.
