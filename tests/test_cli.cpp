@@ -672,7 +672,7 @@ TEST_SUITE("cli") {
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     CHECK(r.code == 0);
     CHECK(r.out == run(cli() + " prewarm --manifest " + dir.str() + "/one.txt --arch sm_90a --list").out);
-    CHECK(seconds < 10);
+    CHECK(seconds < 20);  // one line costs well under a second; 2000 unmerged lines took over 20 s
     // a bad line is named by file and line, its bytes escaped
     { std::ofstream(dir.path / "bad.txt") << "w 64 64\nq\x1b[2J 64\n"; }
     r = run(cli() + " prewarm --manifest " + dir.str() + "/bad.txt --list");
