@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "ops/gemm/block_scaled/tiles.hpp"
 #include "ops/gemm/m_buckets.hpp"
 #include "sm100/gemm_tile.cuh"
 
@@ -73,14 +74,8 @@ std::string describe(const Tile& t) {
 }
 
 TileConfig to_config(const Tile& t) {
-  TileConfig c;
-  c.block_m = uint16_t(nvfp4k::sm100::GEMM_BM * t.ctas);
-  c.block_n = uint16_t(t.block_n);
-  c.block_k = uint16_t(nvfp4k::sm100::GEMM_BK);
-  c.threads = uint16_t(nvfp4k::sm100::GEMM_THREADS);
-  c.stages = uint8_t(t.stages);
-  c.split_k = 1;
-  return c;
+  return block_scaled::tile_config(nvfp4k::sm100::GEMM_BM * t.ctas, t.block_n, nvfp4k::sm100::GEMM_BK,
+                                   nvfp4k::sm100::GEMM_THREADS, t.stages, 1);
 }
 
 Tile from_config(const TileConfig& c) { return Tile{c.block_n, c.stages, c.block_m / nvfp4k::sm100::GEMM_BM}; }

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "ops/gemm/block_scaled/tiles.hpp"
 #include "ops/gemm/m_buckets.hpp"
 #include "sm120/gemm_tile.cuh"
 
@@ -85,14 +86,7 @@ std::string describe(const Tile& t) {
 }
 
 TileConfig to_config(const Tile& t) {
-  TileConfig c;
-  c.block_m = uint16_t(t.block_m);
-  c.block_n = uint16_t(t.block_n);
-  c.block_k = uint16_t(nvfp4k::sm120::GEMM_BK);
-  c.threads = uint16_t(threads(t));
-  c.stages = uint8_t(t.stages);
-  c.split_k = uint8_t(t.split_k);
-  return c;
+  return block_scaled::tile_config(t.block_m, t.block_n, nvfp4k::sm120::GEMM_BK, threads(t), t.stages, t.split_k);
 }
 
 Tile from_config(const TileConfig& c) { return Tile{c.block_m, c.block_n, c.stages, c.split_k}; }
