@@ -10,6 +10,7 @@
 // MMA emulated exactly (the spec's arch is the device's, so their keys, names and sources differ
 // from the real kernels').
 #pragma once
+#include <concepts>
 #include <string>
 #include <vector>
 
@@ -21,42 +22,49 @@
 
 namespace nvfp4::jit::detail::block_scaled {
 
-// What an arch pair of the family is called and where its kernel lives.
+// An arch pair of the family: its backend's name, which also names its template folder
+// (templates/<name>/gemm_w4a4.cuh) and namespace (nvfp4k::<name>).
 struct ArchPair {
-  std::string_view name;     // the backend's: "sm100"
-  Arch archs[2];             // the archs it serves
-  std::string_view label;    // in messages: "sm_100a / sm_103a"
-  std::string_view prefix;   // the kernel name's after "nvfp4_gemm_w4a4_": "sm100_"
-  std::string_view emulated_prefix;  // an emulated kernel's: "sm100emu_"
-  std::string_view header;   // the template's: "sm100/gemm_w4a4.cuh"
-  std::string_view params;   // its parameter block, in nvfp4k: "GemmSm100Params"
-  std::string_view space;    // its kernel and GemmConfig's namespace: "nvfp4k::sm100"
+  std::string_view name;    // "sm100"
+  Arch archs[2];            // the archs it serves
+  std::string_view prefix;  // its kernel names' after "nvfp4_gemm_w4a4_": "sm100_" (an emulated one's: "<name>emu_")
+  std::string_view params;  // its kernel's parameter block, in nvfp4k: "GemmSm100Params"
 };
 
 // Why the family cannot run `problem` on `pair`; empty when it can (an arch's own rules follow).
 std::string family_problem(const ArchPair& pair, const KernelSpec& problem);
 // "nvfp4_gemm_w4a4_<prefix><grouped>n<N>_k<K>_<out>_a<layout>_w<layout><bias>_<tile>"
 std::string family_kernel_name(const ArchPair& pair, const KernelSpec& spec, bool emulated, std::string_view tile);
-// The entry point calling <space>::gemm_w4a4<<space>::GemmConfig<out, bias, N, K, A's layout,
-// W's layout, <tile_args>[, grouped layout, groups]>>(p).
+// The entry point calling nvfp4k::<name>::gemm_w4a4<nvfp4k::<name>::GemmConfig<out, bias, N, K,
+// A's layout, W's layout, <tile_args>[, grouped layout, groups]>>(p).
 GeneratedKernel family_kernel(const ArchPair& pair, const KernelSpec& spec, std::string name, std::string_view tile_args);
 
 // A kernel for an sm_90a device is the emulation's.
 inline bool emulated(const KernelSpec& spec) { return spec.arch == Arch::sm_90a; }
 
-// One arch pair's backend. Family, what the pair's folder provides:
-//   static constexpr ArchPair pair;
-//   using Tile (comparable); using Params (the kernel's parameter block);
-//   static TileConfig to_config(const Tile&); static Tile from_config(const TileConfig&);
-//   static std::string k_problem(const KernelSpec& problem): the pair's own rule on K, or empty;
-//   static Tile heuristic(int64_t n, int64_t k, int64_t m, int sm_count, int groups);
-//   static std::vector<Tile> candidates(int64_t n, int64_t k, int bucket, int sm_count, int groups);
-//   static std::string tile_problem(const Tile&, int64_t k); static std::string describe(const Tile&);
-//   static unsigned shared_bytes(const Tile&);
-//   static std::string name_tile(const Tile&): the kernel name's tail ("bn128_s6");
-//   static std::string config_args(const Tile&, bool emulated): GemmConfig's tile arguments;
-// and the backend's plan and bind (the launch and the parameter block, which differ).
-template <class Family>
+// What an arch pair's folder gives its backend: the pair, its kernel's parameter block, its
+// tiles (the Tile a TileConfig stands for; heuristic and search space, taking K where the pair's
+// depend on it), the kernel name's tail for a tile ("bn128_s6") and GemmConfig's tile arguments.
+// Optionally k_problem: the pair's own rule on K (empty: K fits).
+template <class F>
+concept FamilyFacts = requires(const typename F::Tile& t, const TileConfig& c, const KernelSpec& spec, int64_t n, int i, bool b) {
+  { F::pair } -> std::convertible_to<ArchPair>;
+  typename F::Params;
+  { t == t } -> std::convertible_to<bool>;
+  { F::to_config(t) } -> std::same_as<TileConfig>;
+  { F::from_config(c) } -> std::same_as<typename F::Tile>;
+  { F::shared_bytes(t) } -> std::same_as<unsigned>;
+  { F::describe(t) } -> std::same_as<std::string>;
+  { F::tile_problem(t, n) } -> std::same_as<std::string>;
+  { F::heuristic_tile(n, n, n, i, i) } -> std::same_as<typename F::Tile>;
+  { F::candidate_tiles(n, n, i, i, i) } -> std::same_as<std::vector<typename F::Tile>>;
+  { F::name_tile(t) } -> std::same_as<std::string>;
+  { F::config_args(t, b) } -> std::same_as<std::string>;
+};
+
+// One arch pair's backend; the backend derived from it adds its plan and bind (its launch and
+// parameter block).
+template <FamilyFacts Family>
 class Backend : public GemmBackend {
  public:
   using Tile = typename Family::Tile;
@@ -71,17 +79,19 @@ class Backend : public GemmBackend {
 
   std::string unsupported(const KernelSpec& problem) const final {
     std::string why = family_problem(Family::pair, problem);
-    return why.empty() ? Family::k_problem(problem) : why;
+    if constexpr (requires { Family::k_problem(problem); })
+      if (why.empty()) why = Family::k_problem(problem);
+    return why;
   }
 
   // (the groups a call reaches do not change these tiles)
   TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count, int64_t = 0) const final {
-    return Family::to_config(Family::heuristic(problem.n, problem.k, m, sm_count, gemm_problem_groups(problem)));
+    return Family::to_config(Family::heuristic_tile(problem.n, problem.k, m, sm_count, gemm_problem_groups(problem)));
   }
 
   std::vector<TileConfig> candidates(const KernelSpec& problem, int bucket, int sm_count) const final {
     std::vector<TileConfig> configs;
-    for (const Tile& t : Family::candidates(problem.n, problem.k, bucket, sm_count, gemm_problem_groups(problem)))
+    for (const Tile& t : Family::candidate_tiles(problem.n, problem.k, bucket, sm_count, gemm_problem_groups(problem)))
       configs.push_back(Family::to_config(t));
     return configs;
   }

@@ -17,30 +17,23 @@ namespace nvfp4::jit::detail::sm100 {
 
 namespace {
 
-struct Family {
-  static constexpr block_scaled::ArchPair pair{"sm100",         {Arch::sm_100a, Arch::sm_103a}, "sm_100a / sm_103a",
-                                               "sm100_",        "sm100emu_",                    "sm100/gemm_w4a4.cuh",
-                                               "GemmSm100Params", "nvfp4k::sm100"};
-  using Tile = sm100::Tile;
+struct Family : Tiles {
+  static constexpr block_scaled::ArchPair pair{"sm100", {Arch::sm_100a, Arch::sm_103a}, "sm100_", "GemmSm100Params"};
   using Params = nvfp4k::GemmSm100Params;
 
-  static TileConfig to_config(const Tile& t) { return sm100::to_config(t); }
-  static Tile from_config(const TileConfig& c) { return sm100::from_config(c); }
   static std::string k_problem(const KernelSpec& problem) {
     if (problem.k % nvfp4k::sm100::GEMM_MMA_K)
       return fmt::format("k = {}: the sm_100a / sm_103a GEMM takes K in whole MMAs of 64", problem.k);
     return {};
   }
-  // (K does not change these tiles)
-  static Tile heuristic(int64_t n, int64_t, int64_t m, int sm_count, int groups) {
-    return heuristic_tile(n, m, sm_count, groups);
+  // K changes neither the tiles that build nor the heuristic's
+  static std::string tile_problem(const Tile& t, int64_t) { return Tiles::tile_problem(t); }
+  static Tile heuristic_tile(int64_t n, int64_t, int64_t m, int sm_count, int groups) {
+    return Tiles::heuristic_tile(n, m, sm_count, groups);
   }
-  static std::vector<Tile> candidates(int64_t n, int64_t, int bucket, int sm_count, int groups) {
-    return candidate_tiles(n, bucket, sm_count, groups);
+  static std::vector<Tile> candidate_tiles(int64_t n, int64_t, int bucket, int sm_count, int groups) {
+    return Tiles::candidate_tiles(n, bucket, sm_count, groups);
   }
-  static std::string tile_problem(const Tile& t, int64_t) { return sm100::tile_problem(t); }
-  static std::string describe(const Tile& t) { return sm100::describe(t); }
-  static unsigned shared_bytes(const Tile& t) { return sm100::shared_bytes(t); }
   static std::string name_tile(const Tile& t) { return fmt::format("{}bn{}_s{}", t.ctas == 2 ? "bm256_" : "", t.block_n, t.stages); }
   static std::string config_args(const Tile& t, bool emulated) {
     return fmt::format("{}, {}, {}, {}", t.block_n, t.stages, t.ctas, emulated ? "true" : "false");
@@ -50,7 +43,7 @@ struct Family {
 class Sm100Backend final : public block_scaled::Backend<Family> {
  public:
   GemmPlan plan(const KernelSpec& spec, int64_t m, int sm_count) const override {
-    const Tile t = from_config(spec.tile);
+    const Tile t = Tiles::from_config(spec.tile);
     const int grouped = gemm_problem_grouped(spec);
     const int block_m = nvfp4k::sm100::GEMM_BM * t.ctas;
     const GemmGrid grid = grouped ? gemm_grouped_grid(grouped, spec.groups, m, spec.n, block_m, t.block_n)
@@ -62,13 +55,13 @@ class Sm100Backend final : public block_scaled::Backend<Family> {
     plan.shape.grid[0] = unsigned(t.ctas) * std::min<unsigned>(grid.clusters, unsigned(std::max(sm_count / t.ctas, 1)));
     if (t.ctas == 2) plan.shape.cluster[0] = 2, plan.shape.cluster[1] = plan.shape.cluster[2] = 1;
     plan.shape.block[0] = unsigned(nvfp4k::sm100::GEMM_THREADS);
-    plan.shape.shared_bytes = sm100::shared_bytes(t);
+    plan.shape.shared_bytes = Tiles::shared_bytes(t);
     plan.early_launch = false;  // the kernel makes no programmatic-launch calls
     return plan;
   }
 
   void bind(const KernelSpec& spec, const GemmCall& call, void* params) const override {
-    const Tile t = from_config(spec.tile);
+    const Tile t = Tiles::from_config(spec.tile);
     const GemmArgs& args = call.args;
     auto& p = *static_cast<nvfp4k::GemmSm100Params*>(params);
     const int64_t a_stride = args.a_fp4.row_stride_bytes ? args.a_fp4.row_stride_bytes : args.k / 2;

@@ -14,25 +14,10 @@ namespace nvfp4::jit::detail::sm120 {
 
 namespace {
 
-struct Family {
-  static constexpr block_scaled::ArchPair pair{"sm120",          {Arch::sm_120a, Arch::sm_121a}, "sm_120a / sm_121a",
-                                               "",               "sm120emu_",                    "sm120/gemm_w4a4.cuh",
-                                               "GemmW4A4Params", "nvfp4k::sm120"};
-  using Tile = sm120::Tile;
+struct Family : Tiles {
+  static constexpr block_scaled::ArchPair pair{"sm120", {Arch::sm_120a, Arch::sm_121a}, "", "GemmW4A4Params"};
   using Params = nvfp4k::GemmW4A4Params;
 
-  static TileConfig to_config(const Tile& t) { return sm120::to_config(t); }
-  static Tile from_config(const TileConfig& c) { return sm120::from_config(c); }
-  static std::string k_problem(const KernelSpec&) { return {}; }  // no rule of its own
-  static Tile heuristic(int64_t n, int64_t k, int64_t m, int sm_count, int groups) {
-    return heuristic_tile(n, k, m, sm_count, groups);
-  }
-  static std::vector<Tile> candidates(int64_t n, int64_t k, int bucket, int sm_count, int groups) {
-    return candidate_tiles(n, k, bucket, sm_count, groups);
-  }
-  static std::string tile_problem(const Tile& t, int64_t k) { return sm120::tile_problem(t, k); }
-  static std::string describe(const Tile& t) { return sm120::describe(t); }
-  static unsigned shared_bytes(const Tile& t) { return sm120::shared_bytes(t); }
   static std::string name_tile(const Tile& t) {
     return fmt::format("bm{}_bn{}_s{}{}", t.block_m, t.block_n, t.stages, t.split_k > 1 ? fmt::format("_ks{}", t.split_k) : "");
   }
@@ -44,7 +29,7 @@ struct Family {
 class Sm120Backend final : public block_scaled::Backend<Family> {
  public:
   GemmPlan plan(const KernelSpec& spec, int64_t m, int sm_count) const override {
-    const Tile t = from_config(spec.tile);
+    const Tile t = Tiles::from_config(spec.tile);
     const int grouped = gemm_problem_grouped(spec);
     const GemmGrid grid = grouped ? gemm_grouped_grid(grouped, spec.groups, m, spec.n, t.block_m, t.block_n)
                                   : gemm_grid(m, spec.n, spec.k, t.block_m, t.block_n, t.split_k, sm_count);
@@ -58,8 +43,8 @@ class Sm120Backend final : public block_scaled::Backend<Family> {
       plan.shape.cluster[1] = 1;
       plan.shape.cluster[2] = unsigned(t.split_k);
     }
-    plan.shape.block[0] = unsigned(threads(t));
-    plan.shape.shared_bytes = sm120::shared_bytes(t);
+    plan.shape.block[0] = unsigned(Tiles::threads(t));
+    plan.shape.shared_bytes = Tiles::shared_bytes(t);
     plan.early_launch = false;  // the kernel makes no programmatic-launch calls
     return plan;
   }
