@@ -1,5 +1,8 @@
 #include "ops/gemm/block_scaled/backend.hpp"
 
+#include <fmt/format.h>
+
+#include "common/scale_layout.cuh"
 #include "common/tile_scheduler.cuh"
 
 namespace nvfp4::jit::detail::block_scaled {

@@ -2,8 +2,8 @@
 // sm_103a: tcgen05; sm_120a / sm_121a: the warp-level FP4 MMA): NVFP4 activations x an NVFP4
 // weight, either scale layout for each, dense or grouped (contiguous, A's rows optionally
 // gathered, or masked). What the pairs share lives here: the problems they refuse, their
-// emulation on sm_90a, the front's tile calls, the kernel's name and source; each arch's folder
-// keeps what differs (its Family: tiles, launch shape, parameter binding, template names).
+// emulation on sm_90a, the front's tile calls, the kernel's name and source; each pair's folder
+// keeps what differs: its tiles and kernel names (its Family), its launch and parameter binding.
 //
 // Emulation, a test facility: with NVFP4_JIT_EMULATE_ARCH naming one of a pair's archs, its
 // backend takes the GEMM calls of an sm_90a device and compiles its kernels for sm_90a with its
@@ -12,11 +12,9 @@
 #pragma once
 #include <concepts>
 #include <string>
+#include <string_view>
 #include <vector>
 
-#include <fmt/format.h>
-
-#include "common/scale_layout.cuh"
 #include "ops/gemm/backend.hpp"
 #include "ops/gemm/spec_codes.hpp"
 
@@ -47,7 +45,7 @@ inline bool emulated(const KernelSpec& spec) { return spec.arch == Arch::sm_90a;
 // depend on it), the kernel name's tail for a tile ("bn128_s6") and GemmConfig's tile arguments.
 // Optionally k_problem: the pair's own rule on K (empty: K fits).
 template <class F>
-concept FamilyFacts = requires(const typename F::Tile& t, const TileConfig& c, const KernelSpec& spec, int64_t n, int i, bool b) {
+concept FamilyFacts = requires(const typename F::Tile& t, const TileConfig& c, int64_t n, int i, bool b) {
   { F::pair } -> std::convertible_to<ArchPair>;
   typename F::Params;
   { t == t } -> std::convertible_to<bool>;

@@ -6,9 +6,11 @@
 
 #include <fmt/format.h>
 
+#include "common/scale_layout.cuh"
 #include "core/error.hpp"
 #include "ops/gemm/block_scaled/backend.hpp"
 #include "ops/gemm/schedule.hpp"
+#include "ops/gemm/spec_codes.hpp"
 #include "ops/gemm/sm100/tiles.hpp"
 #include "sm100/gemm_params.cuh"
 #include "sm100/gemm_tile.cuh"

@@ -5,8 +5,10 @@
 
 #include <fmt/format.h>
 
+#include "common/scale_layout.cuh"
 #include "ops/gemm/block_scaled/backend.hpp"
 #include "ops/gemm/schedule.hpp"
+#include "ops/gemm/spec_codes.hpp"
 #include "ops/gemm/sm120/tiles.hpp"
 #include "sm120/gemm_params.cuh"
 
