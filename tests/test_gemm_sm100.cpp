@@ -40,38 +40,38 @@ TEST_SUITE("gemm_sm100") {
           CAPTURE(sms);
           CAPTURE(n);
           CAPTURE(bucket);
-          const sm100::Tile h = sm100::heuristic_tile(n, gemm_bucket_m(bucket), sms);
-          CHECK(sm100::tile_problem(h) == "");
-          const std::vector<sm100::Tile> tiles = sm100::candidate_tiles(n, bucket, sms);
+          const sm100::Tile h = sm100::Tiles::heuristic_tile(n, gemm_bucket_m(bucket), sms);
+          CHECK(sm100::Tiles::tile_problem(h) == "");
+          const std::vector<sm100::Tile> tiles = sm100::Tiles::candidate_tiles(n, bucket, sms);
           REQUIRE(!tiles.empty());
           CHECK(tiles.front() == h);
           for (const sm100::Tile& t : tiles) {
-            CHECK(sm100::tile_problem(t) == "");
-            CHECK(sm100::shared_bytes(t) <= nvfp4k::sm100::GEMM_MAX_SHARED);
+            CHECK(sm100::Tiles::tile_problem(t) == "");
+            CHECK(sm100::Tiles::shared_bytes(t) <= nvfp4k::sm100::GEMM_MAX_SHARED);
             CHECK(nvfp4k::sm100::gemm_tmem_columns_used(t.block_n, t.stages) <= 512);
           }
         }
     // the most stages that fit: a pair's 256 x 256 tile 5 of 38 KB a CTA (and 5 x 48 scale
     // columns beside its 256-column accumulator); one CTA's 4 of 54 KB at 256 weight rows, 6 of
     // 36 KB at 128, 8 of 28 KB at 64
-    CHECK(sm100::heuristic_tile(14336, 4096, 148) == sm100::Tile{256, 5, 2});
-    CHECK(sm100::heuristic_tile(4096, 1, 148) == sm100::Tile{64, 8, 1});  // 64 CTAs at most: the most of them
-    CHECK(sm100::heuristic_tile(4096, 4096, 148) == sm100::Tile{256, 5, 2});  // 16 x 16 pairs fill 148 SMs
-    CHECK(sm100::heuristic_tile(4096, 2048, 148) == sm100::Tile{256, 5, 2});  // 8 x 16 pairs: 256 CTAs
-    CHECK(sm100::heuristic_tile(4096, 1024, 148) == sm100::Tile{128, 6, 1});  // 4 x 16 pairs, 8 x 16 CTAs do not, 8 x 32 do
+    CHECK(sm100::Tiles::heuristic_tile(14336, 4096, 148) == sm100::Tile{256, 5, 2});
+    CHECK(sm100::Tiles::heuristic_tile(4096, 1, 148) == sm100::Tile{64, 8, 1});  // 64 CTAs at most: the most of them
+    CHECK(sm100::Tiles::heuristic_tile(4096, 4096, 148) == sm100::Tile{256, 5, 2});  // 16 x 16 pairs fill 148 SMs
+    CHECK(sm100::Tiles::heuristic_tile(4096, 2048, 148) == sm100::Tile{256, 5, 2});  // 8 x 16 pairs: 256 CTAs
+    CHECK(sm100::Tiles::heuristic_tile(4096, 1024, 148) == sm100::Tile{128, 6, 1});  // 4 x 16 pairs, 8 x 16 CTAs do not, 8 x 32 do
     // a grouped call's grid is all its groups' tiles: 128 experts of 2880 rows fill 148 SMs with
     // the widest tile from one row an expert, and pairs once an expert has 256 rows
-    CHECK(sm100::heuristic_tile(2880, 8, 148, 128) == sm100::Tile{256, 4, 1});
-    CHECK(sm100::heuristic_tile(2880, 512, 148, 128) == sm100::Tile{256, 5, 2});
-    CHECK(sm100::heuristic_tile(2880, 512, 148, 1) == sm100::Tile{64, 8, 1});  // 4 x 45 CTAs of 64 rows: 180
-    CHECK(sm100::tile_problem({256, 4, 1}) == "");
-    CHECK(sm100::tile_problem({256, 6, 2}) != "");  // 256 + 6 x 48 tensor memory columns
-    CHECK(sm100::tile_problem({64, 4, 2}) != "");   // 32 weight rows a CTA
-    CHECK(sm100::tile_problem({128, 2, 3}) != "");
+    CHECK(sm100::Tiles::heuristic_tile(2880, 8, 148, 128) == sm100::Tile{256, 4, 1});
+    CHECK(sm100::Tiles::heuristic_tile(2880, 512, 148, 128) == sm100::Tile{256, 5, 2});
+    CHECK(sm100::Tiles::heuristic_tile(2880, 512, 148, 1) == sm100::Tile{64, 8, 1});  // 4 x 45 CTAs of 64 rows: 180
+    CHECK(sm100::Tiles::tile_problem({256, 4, 1}) == "");
+    CHECK(sm100::Tiles::tile_problem({256, 6, 2}) != "");  // 256 + 6 x 48 tensor memory columns
+    CHECK(sm100::Tiles::tile_problem({64, 4, 2}) != "");   // 32 weight rows a CTA
+    CHECK(sm100::Tiles::tile_problem({128, 2, 3}) != "");
     // a pair's plan: clusters of 2 along x, at most a CTA per SM
     {
       const GemmBackend& b = gemm_backend(Arch::sm_100a, "test");
-      const KernelSpec spec = gemm_spec(fp4_problem(Arch::sm_100a, 4096, 4096), sm100::to_config({256, 5, 2}));
+      const KernelSpec spec = gemm_spec(fp4_problem(Arch::sm_100a, 4096, 4096), sm100::Tiles::to_config({256, 5, 2}));
       CHECK(b.tile_problem(spec) == "");
       CHECK(b.kernel_name(spec).find("_bm256_bn256_s5") != std::string::npos);
       for (int64_t m : {1, 300, 4096, 65536}) {
@@ -82,21 +82,21 @@ TEST_SUITE("gemm_sm100") {
         CHECK(plan.shape.grid[0] <= 148);
         CHECK(plan.shape.grid[0] == std::min<unsigned>(148, 2 * unsigned((m + 255) / 256 * 16)));
       }
-      CHECK(b.plan(gemm_spec(fp4_problem(Arch::sm_100a, 4096, 4096), sm100::to_config({256, 4, 1})), 4096, 148).shape.cluster[0] ==
+      CHECK(b.plan(gemm_spec(fp4_problem(Arch::sm_100a, 4096, 4096), sm100::Tiles::to_config({256, 4, 1})), 4096, 148).shape.cluster[0] ==
             0);
     }
     // a tuned tile runs as it won, whatever M (one row height: nothing to trim)
     const GemmBackend& backend = gemm_backend(Arch::sm_100a, "test");
-    const TileConfig won = sm100::to_config({128, 3});
+    const TileConfig won = sm100::Tiles::to_config({128, 3});
     for (int64_t m : {1, 5, 40, 129, 700}) CHECK(backend.for_rows(won, m) == won);
     CHECK(gemm_tuned_tiles(backend, won, 64) == std::vector<TileConfig>{won});
-    CHECK(sm100::tile_problem({256, 5}) != "");  // 5 x 54 KB
-    CHECK(sm100::tile_problem({96, 4}) != "");
-    CHECK(sm100::tile_problem({128, 1}) != "");
+    CHECK(sm100::Tiles::tile_problem({256, 5}) != "");  // 5 x 54 KB
+    CHECK(sm100::Tiles::tile_problem({96, 4}) != "");
+    CHECK(sm100::Tiles::tile_problem({128, 1}) != "");
     for (int sms : {148, 132}) {
       std::string line;
       for (int bucket : kGemmMBuckets)
-        line += fmt::format(" {}:{}", gemm_bucket_m(bucket), sm100::describe(sm100::heuristic_tile(4096, gemm_bucket_m(bucket), sms)));
+        line += fmt::format(" {}:{}", gemm_bucket_m(bucket), sm100::Tiles::describe(sm100::Tiles::heuristic_tile(4096, gemm_bucket_m(bucket), sms)));
       MESSAGE(sms << " SMs, N = 4096, M: tile" << line);
     }
   }
@@ -144,8 +144,8 @@ TEST_SUITE("gemm_sm100") {
     // and NVRTC builds the emulation for sm_90a, every weight tile width, one CTA or a pair
     ::setenv("NVFP4_JIT_EMULATE_ARCH", "sm_100a", 1);
     for (const sm100::Tile& t : {sm100::Tile{64, 2, 1}, {128, 2, 1}, {256, 2, 1}, {128, 2, 2}, {256, 2, 2}}) {
-      const KernelSpec spec = gemm_spec(p90, sm100::to_config(t));
-      CAPTURE(sm100::describe(t));
+      const KernelSpec spec = gemm_spec(p90, sm100::Tiles::to_config(t));
+      CAPTURE(sm100::Tiles::describe(t));
       CHECK(!KernelStore::instance().get(spec)->cubin.empty());
     }
     ::unsetenv("NVFP4_JIT_EMULATE_ARCH");

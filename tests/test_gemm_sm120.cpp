@@ -173,54 +173,54 @@ TEST_SUITE("gemm_sm120") {
             CAPTURE(sms);
             CAPTURE(n);
             CAPTURE(bucket);
-            const sm120::Tile h = sm120::heuristic_tile(n, k, gemm_bucket_m(bucket), sms);
-            CHECK(sm120::tile_problem(h) == "");
-            const std::vector<sm120::Tile> tiles = sm120::candidate_tiles(n, k, bucket, sms);
+            const sm120::Tile h = sm120::Tiles::heuristic_tile(n, k, gemm_bucket_m(bucket), sms);
+            CHECK(sm120::Tiles::tile_problem(h) == "");
+            const std::vector<sm120::Tile> tiles = sm120::Tiles::candidate_tiles(n, k, bucket, sms);
             REQUIRE(!tiles.empty());
             CHECK(tiles.front() == h);
             for (const sm120::Tile& t : tiles) {
-              CHECK(sm120::tile_problem(t, k) == "");
-              CHECK(sm120::shared_bytes(t) <= GEMM_MAX_SHARED);
-              CHECK(sm120::threads(t) <= 256);
+              CHECK(sm120::Tiles::tile_problem(t, k) == "");
+              CHECK(sm120::Tiles::shared_bytes(t) <= GEMM_MAX_SHARED);
+              CHECK(sm120::Tiles::threads(t) <= 256);
               CHECK(t.block_m <= std::max(16, h.block_m));
             }
             // every M of the bucket runs the bucket's tile (one kernel per bucket for prewarm)
             const auto [first, last] = gemm_bucket_rows(bucket);
-            CHECK(sm120::heuristic_tile(n, k, first, sms) == h);
-            CHECK(sm120::heuristic_tile(n, k, std::min<int64_t>(last, 20000), sms) == h);
+            CHECK(sm120::Tiles::heuristic_tile(n, k, first, sms) == h);
+            CHECK(sm120::Tiles::heuristic_tile(n, k, std::min<int64_t>(last, 20000), sms) == h);
           }
     // the filter: too much shared memory or too many accumulators a thread
-    CHECK(sm120::tile_problem({128, 256, 3}) != "");  // 128 accumulators a thread
-    CHECK(sm120::tile_problem({64, 256, 4}) != "");   // 4 x 28160 bytes > 99 KB
-    CHECK(sm120::tile_problem({64, 256, 3}) == "");
-    CHECK(sm120::tile_problem({128, 128, 4}) == "");  // 90112 bytes
-    CHECK(sm120::tile_problem({8, 64, 2}) != "");
+    CHECK(sm120::Tiles::tile_problem({128, 256, 3}) != "");  // 128 accumulators a thread
+    CHECK(sm120::Tiles::tile_problem({64, 256, 4}) != "");   // 4 x 28160 bytes > 99 KB
+    CHECK(sm120::Tiles::tile_problem({64, 256, 3}) == "");
+    CHECK(sm120::Tiles::tile_problem({128, 128, 4}) == "");  // 90112 bytes
+    CHECK(sm120::Tiles::tile_problem({8, 64, 2}) != "");
     // the SM count decides 64 or 128 weight rows a CTA: N = 14336 at decode is 112 CTAs of 128
     // rows, which fill GB10's 48 SMs but not an RTX 5090's 170
-    CHECK(sm120::heuristic_tile(14336, 4096, 1, 48).block_n == 128);
-    CHECK(sm120::heuristic_tile(14336, 4096, 1, 170).block_n == 64);
-    CHECK(sm120::heuristic_tile(14336, 4096, 1, 188).block_n == 64);
-    CHECK(sm120::heuristic_tile(4096, 4096, 4096, 188).block_n == 128);
+    CHECK(sm120::Tiles::heuristic_tile(14336, 4096, 1, 48).block_n == 128);
+    CHECK(sm120::Tiles::heuristic_tile(14336, 4096, 1, 170).block_n == 64);
+    CHECK(sm120::Tiles::heuristic_tile(14336, 4096, 1, 188).block_n == 64);
+    CHECK(sm120::Tiles::heuristic_tile(4096, 4096, 4096, 188).block_n == 128);
     // split-K where the grid leaves half the SMs idle or more, each split 4 k-tiles or more: at
     // decode N = 4096 is 64 CTAs (2 splits fill 128 of 170 SMs, not 48), N = 1000 16 (4 splits)
-    CHECK(sm120::heuristic_tile(4096, 4096, 1, 170).split_k == 2);
-    CHECK(sm120::heuristic_tile(4096, 4096, 1, 48).split_k == 1);
-    CHECK(sm120::heuristic_tile(1000, 8192, 1, 188).split_k == 4);
-    CHECK(sm120::heuristic_tile(1000, 512, 1, 188).split_k == 1);  // 4 k-tiles: no split keeps 4
-    CHECK(sm120::heuristic_tile(1000, 1024, 1, 188).split_k == 2);
-    CHECK(sm120::heuristic_tile(4096, 4096, 4096, 188).split_k == 1);
-    CHECK(sm120::heuristic_tile(4096, 4096, 1, 170, 8).split_k == 1);  // grouped: unsplit
-    CHECK(sm120::heuristic_tile(4096, 4096, 1, 170, 1).split_k == 1);  // one expert too
-    CHECK(sm120::tile_problem({16, 64, 4, 2}, 256) != "");   // 2 k-tiles in 2 splits
-    CHECK(sm120::tile_problem({16, 64, 4, 2}, 512) == "");
-    CHECK(sm120::tile_problem({64, 256, 2, 2}) != "");       // a 64 KB partial tile in 55 KB of stages
-    CHECK(sm120::tile_problem({16, 64, 4, 8}) != "");
+    CHECK(sm120::Tiles::heuristic_tile(4096, 4096, 1, 170).split_k == 2);
+    CHECK(sm120::Tiles::heuristic_tile(4096, 4096, 1, 48).split_k == 1);
+    CHECK(sm120::Tiles::heuristic_tile(1000, 8192, 1, 188).split_k == 4);
+    CHECK(sm120::Tiles::heuristic_tile(1000, 512, 1, 188).split_k == 1);  // 4 k-tiles: no split keeps 4
+    CHECK(sm120::Tiles::heuristic_tile(1000, 1024, 1, 188).split_k == 2);
+    CHECK(sm120::Tiles::heuristic_tile(4096, 4096, 4096, 188).split_k == 1);
+    CHECK(sm120::Tiles::heuristic_tile(4096, 4096, 1, 170, 8).split_k == 1);  // grouped: unsplit
+    CHECK(sm120::Tiles::heuristic_tile(4096, 4096, 1, 170, 1).split_k == 1);  // one expert too
+    CHECK(sm120::Tiles::tile_problem({16, 64, 4, 2}, 256) != "");   // 2 k-tiles in 2 splits
+    CHECK(sm120::Tiles::tile_problem({16, 64, 4, 2}, 512) == "");
+    CHECK(sm120::Tiles::tile_problem({64, 256, 2, 2}) != "");       // a 64 KB partial tile in 55 KB of stages
+    CHECK(sm120::Tiles::tile_problem({16, 64, 4, 8}) != "");
     // the table for the report: one line per SM count and bucket at N = K = 4096 and N = 14336
     for (int sms : {170, 188, 48}) {
       std::string line;
       for (int bucket : kGemmMBuckets)
-        line += fmt::format(" {}:{}/{}", gemm_bucket_m(bucket), sm120::describe(sm120::heuristic_tile(4096, 4096, gemm_bucket_m(bucket), sms)),
-                            sm120::heuristic_tile(14336, 4096, gemm_bucket_m(bucket), sms).block_n);
+        line += fmt::format(" {}:{}/{}", gemm_bucket_m(bucket), sm120::Tiles::describe(sm120::Tiles::heuristic_tile(4096, 4096, gemm_bucket_m(bucket), sms)),
+                            sm120::Tiles::heuristic_tile(14336, 4096, gemm_bucket_m(bucket), sms).block_n);
       MESSAGE(sms << " SMs, M: tile at N = 4096 / block_n at N = 14336:" << line);
     }
   }
@@ -235,17 +235,17 @@ TEST_SUITE("gemm_sm120") {
             CAPTURE(n);
             CAPTURE(bucket);
             const int64_t rows = gemm_bucket_m(bucket);
-            const sm120::Tile h = sm120::heuristic_tile(n, 4096, rows, sms, groups);
-            CHECK(sm120::tile_problem(h) == "");
+            const sm120::Tile h = sm120::Tiles::heuristic_tile(n, 4096, rows, sms, groups);
+            CHECK(sm120::Tiles::tile_problem(h) == "");
             // the row tile follows the rows per group; 128 weight rows where the groups' CTAs fill the SMs
-            CHECK(h.block_m == sm120::heuristic_tile(n, 4096, rows, sms).block_m);
+            CHECK(h.block_m == sm120::Tiles::heuristic_tile(n, 4096, rows, sms).block_m);
             const int64_t ctas_128 = groups * ((rows + h.block_m - 1) / h.block_m) * ((n + 127) / 128);
             CHECK(h.block_n == (ctas_128 >= sms ? 128 : 64));
-            const std::vector<sm120::Tile> tiles = sm120::candidate_tiles(n, 4096, bucket, sms, groups);
+            const std::vector<sm120::Tile> tiles = sm120::Tiles::candidate_tiles(n, 4096, bucket, sms, groups);
             REQUIRE(!tiles.empty());
             CHECK(tiles.front() == h);
             for (const sm120::Tile& t : tiles) {
-              CHECK(sm120::tile_problem(t) == "");
+              CHECK(sm120::Tiles::tile_problem(t) == "");
               CHECK(t.split_k == 1);  // the groups' tiles fill the grid
             }
           }
@@ -255,12 +255,12 @@ TEST_SUITE("gemm_sm120") {
     KernelSpec problem = gemm_fp4_problem(gemm_problem(Arch::sm_120a, 2880, 4096, DType::bf16, DType::bf16,
                                                        ScaleLayout::linear, false, kNoDType),
                                           ScaleLayout::swizzled128x4);
-    CHECK(sm120::from_config(backend.heuristic(problem, 4, 170)).block_n == 64);
-    CHECK(sm120::from_config(backend.heuristic(problem, 4, 170)).split_k == 2);  // dense: 45 CTAs split in 2
+    CHECK(sm120::Tiles::from_config(backend.heuristic(problem, 4, 170)).block_n == 64);
+    CHECK(sm120::Tiles::from_config(backend.heuristic(problem, 4, 170)).split_k == 2);  // dense: 45 CTAs split in 2
     problem.groups = 128;
     problem.flags |= kFlagGroupedContiguous;
     CHECK(backend.unsupported(problem) == "");
-    CHECK(sm120::from_config(backend.heuristic(problem, 4, 170)).block_n == 128);
+    CHECK(sm120::Tiles::from_config(backend.heuristic(problem, 4, 170)).block_n == 128);
     const std::string name = backend.kernel_name(gemm_spec(problem, backend.heuristic(problem, 4, 170)));
     CHECK(name.find("grouped128_") != std::string::npos);
     TileConfig split = backend.heuristic(problem, 4, 170);
@@ -270,12 +270,12 @@ TEST_SUITE("gemm_sm120") {
     KernelSpec one = problem;
     one.groups = 1;
     one.flags = (one.flags & ~kFlagGroupedContiguous) | kFlagGroupedMasked;
-    CHECK(sm120::from_config(backend.heuristic(one, 700, 132)).split_k == 1);
+    CHECK(sm120::Tiles::from_config(backend.heuristic(one, 700, 132)).split_k == 1);
     for (const TileConfig& c : backend.candidates(one, gemm_m_bucket(700), 132)) CHECK(backend.tile_problem(gemm_spec(one, c)) == "");
     for (int sms : {170, 188, 48}) {
       std::string line;
       for (int bucket : kGemmMBuckets)
-        line += fmt::format(" {}:{}", gemm_bucket_m(bucket), sm120::describe(sm120::heuristic_tile(2880, 4096, gemm_bucket_m(bucket), sms, 128)));
+        line += fmt::format(" {}:{}", gemm_bucket_m(bucket), sm120::Tiles::describe(sm120::Tiles::heuristic_tile(2880, 4096, gemm_bucket_m(bucket), sms, 128)));
       MESSAGE(sms << " SMs, 128 groups of N = 2880, rows per group: tile" << line);
     }
   }
@@ -331,7 +331,7 @@ TEST_SUITE("gemm_sm120") {
     const GeneratedKernel real = emulated->generate(gemm_spec(p120, tile)), emu = emulated->generate(gemm_spec(p90, tile));
     CHECK(real.name != emu.name);
     CHECK(emu.name.find("sm120emu") != std::string::npos);
-    const int split = sm120::from_config(tile).split_k;
+    const int split = sm120::Tiles::from_config(tile).split_k;
     CHECK(real.source.find(fmt::format(", false, {}>>(p)", split)) != std::string::npos);
     CHECK(emu.source.find(fmt::format(", true, {}>>(p)", split)) != std::string::npos);
   }

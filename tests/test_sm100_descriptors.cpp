@@ -282,7 +282,7 @@ unsigned kernel_sfw_column(int bn, int stages, int s) { return kernel_sfa_column
 
 // ---- comparison ------------------------------------------------------------------------------
 
-std::string name_of(const Tile& t) { return nvfp4::jit::detail::sm100::describe(t); }
+std::string name_of(const Tile& t) { return nvfp4::jit::detail::sm100::Tiles::describe(t); }
 
 // One field: names the place, the field and both values.
 #define CHECK_FIELD(where, field, got, want)                                                              \
@@ -309,7 +309,7 @@ std::vector<Tile> every_candidate_tile() {
   for (int sms : {1, 16, 132, 148, 160})
     for (int64_t n : {8, 1000, 4096, 14336, 65536})
       for (int bucket : nvfp4::jit::detail::kGemmMBuckets)
-        for (const Tile& t : nvfp4::jit::detail::sm100::candidate_tiles(n, bucket, sms))
+        for (const Tile& t : nvfp4::jit::detail::sm100::Tiles::candidate_tiles(n, bucket, sms))
           if (std::find(tiles.begin(), tiles.end(), t) == tiles.end()) tiles.push_back(t);
   return tiles;
 }

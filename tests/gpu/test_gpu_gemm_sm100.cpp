@@ -24,7 +24,7 @@ constexpr ScaleLayout lin = ScaleLayout::linear, sw = ScaleLayout::swizzled128x4
 
 // ctas 2: a CTA pair's 256-row tile
 Case with_tile(Case c, int block_n, int stages, int ctas = 1) {
-  c.backend_tile = sm100::to_config({block_n, stages, ctas});
+  c.backend_tile = sm100::Tiles::to_config({block_n, stages, ctas});
   return c;
 }
 

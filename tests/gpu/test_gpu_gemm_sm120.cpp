@@ -63,8 +63,8 @@ TEST_SUITE("gpu_gemm_sm120") {
         unaligned({5, 200, 96, fp4, bf16, sw}),
     };
     // (the split cases do run split on this device)
-    CHECK(sm120::heuristic_tile(200, 4128, 5, current_device().sm_count).split_k > 1);
-    CHECK(sm120::heuristic_tile(1000, 6144, 40, current_device().sm_count).split_k > 1);
+    CHECK(sm120::Tiles::heuristic_tile(200, 4128, 5, current_device().sm_count).split_k > 1);
+    CHECK(sm120::Tiles::heuristic_tile(1000, 6144, 40, current_device().sm_count).split_k > 1);
     for (const Case& c : cases) run_case(c, rng);
   }
 

@@ -290,7 +290,7 @@ constexpr DType bf16 = DType::bf16, fp16 = DType::fp16, fp32 = DType::fp32;
 
 // `c` on the sm_100a backend's tile of block_n weight rows (ctas 2: a CTA pair's)
 Experts with_tile(Experts c, int block_n, int stages, int ctas) {
-  c.tile = sm100::to_config({block_n, stages, ctas});
+  c.tile = sm100::Tiles::to_config({block_n, stages, ctas});
   return c;
 }
 

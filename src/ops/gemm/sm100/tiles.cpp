@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "ops/gemm/block_scaled/tiles.hpp"
 #include "ops/gemm/m_buckets.hpp"
 #include "sm100/gemm_tile.cuh"
 
@@ -24,9 +25,9 @@ int64_t ctas(int64_t m, int64_t n, int block_n, int tile_ctas = 1) {
 }
 }  // namespace
 
-unsigned shared_bytes(const Tile& t) { return nvfp4k::sm100::gemm_shared_bytes(t.block_n, t.stages, t.ctas); }
+unsigned Tiles::shared_bytes(const Tile& t) { return nvfp4k::sm100::gemm_shared_bytes(t.block_n, t.stages, t.ctas); }
 
-std::string tile_problem(const Tile& t) {
+std::string Tiles::tile_problem(const Tile& t) {
   if (t.ctas != 1 && t.ctas != 2) return fmt::format("{} CTAs a tile (1, or 2: a pair)", t.ctas);
   if (t.block_n != 64 && t.block_n != 128 && t.block_n != 256) return fmt::format("block_n {} (64, 128 or 256)", t.block_n);
   if (t.ctas == 2 && t.block_n == 64) return "block_n 64 on a CTA pair (128 or 256: 64 weight rows a CTA at least)";
@@ -40,7 +41,7 @@ std::string tile_problem(const Tile& t) {
   return {};
 }
 
-Tile heuristic_tile(int64_t n, int64_t m, int sm_count, int groups) {
+Tile Tiles::heuristic_tile(int64_t n, int64_t m, int sm_count, int groups) {
   // chosen for m's bucket (its largest M): one tile per bucket, which prewarm compiles
   const int64_t rows = gemm_bucket_m(gemm_m_bucket(m));
   groups = std::max(groups, 1);  // the grid holds every group's tiles
@@ -54,7 +55,7 @@ Tile heuristic_tile(int64_t n, int64_t m, int sm_count, int groups) {
   return {block_n, max_stages(block_n, 1)};
 }
 
-std::vector<Tile> candidate_tiles(int64_t n, int bucket, int sm_count, int groups) {
+std::vector<Tile> Tiles::candidate_tiles(int64_t n, int bucket, int sm_count, int groups) {
   const Tile heuristic = heuristic_tile(n, gemm_bucket_m(bucket), sm_count, groups);
   std::vector<Tile> tiles{heuristic};
   for (int tile_ctas : {1, 2}) {
@@ -68,21 +69,15 @@ std::vector<Tile> candidate_tiles(int64_t n, int bucket, int sm_count, int group
   return tiles;
 }
 
-std::string describe(const Tile& t) {
+std::string Tiles::describe(const Tile& t) {
   return t.ctas == 2 ? fmt::format("bm256 bn{} s{}", t.block_n, t.stages) : fmt::format("bn{} s{}", t.block_n, t.stages);
 }
 
-TileConfig to_config(const Tile& t) {
-  TileConfig c;
-  c.block_m = uint16_t(nvfp4k::sm100::GEMM_BM * t.ctas);
-  c.block_n = uint16_t(t.block_n);
-  c.block_k = uint16_t(nvfp4k::sm100::GEMM_BK);
-  c.threads = uint16_t(nvfp4k::sm100::GEMM_THREADS);
-  c.stages = uint8_t(t.stages);
-  c.split_k = 1;
-  return c;
+TileConfig Tiles::to_config(const Tile& t) {
+  return block_scaled::tile_config(nvfp4k::sm100::GEMM_BM * t.ctas, t.block_n, nvfp4k::sm100::GEMM_BK,
+                                   nvfp4k::sm100::GEMM_THREADS, t.stages, 1);
 }
 
-Tile from_config(const TileConfig& c) { return Tile{c.block_n, c.stages, c.block_m / nvfp4k::sm100::GEMM_BM}; }
+Tile Tiles::from_config(const TileConfig& c) { return Tile{c.block_n, c.stages, c.block_m / nvfp4k::sm100::GEMM_BM}; }
 
 }  // namespace nvfp4::jit::detail::sm100

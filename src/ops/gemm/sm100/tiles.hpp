@@ -18,27 +18,32 @@ struct Tile {
   bool operator==(const Tile&) const = default;
 };
 
-TileConfig to_config(const Tile& tile);
-Tile from_config(const TileConfig& config);
+// The tiles, as the block-scaled family's backend takes them (block_scaled::Backend).
+struct Tiles {
+  using Tile = sm100::Tile;
 
-unsigned shared_bytes(const Tile& tile);
-// Why the kernel cannot be built or launched with `tile`; empty when it can.
-std::string tile_problem(const Tile& tile);
+  static TileConfig to_config(const Tile& tile);
+  static Tile from_config(const TileConfig& config);
 
-// The tile an untuned call with m rows (a grouped call's: m rows in each of `groups`, 0 for a
-// dense call as on every backend) runs, chosen for m's bucket: a pair's 256 x 256 tile where the
-// bucket has 256 rows and its grid fills every SM (each weight tile then feeds 256 rows at half
-// the shared memory a CTA), else the widest single-CTA weight tile (256, 128, then 64 rows)
-// whose grid still fills every SM, else the one with the most CTAs (64); the most stages that
-// fit.
-Tile heuristic_tile(int64_t n, int64_t m, int sm_count, int groups = 0);
+  static unsigned shared_bytes(const Tile& tile);
+  // Why the kernel cannot be built or launched with `tile`; empty when it can.
+  static std::string tile_problem(const Tile& tile);
 
-// The tuner's search space for a bucket: the heuristic's tile first, then 64 / 128 / 256 weight
-// rows with 2 stages to as many as fit, then the pair's 128 / 256 where the bucket has more
-// than 128 rows.
-std::vector<Tile> candidate_tiles(int64_t n, int bucket, int sm_count, int groups = 0);
+  // The tile an untuned call with m rows (a grouped call's: m rows in each of `groups`, 0 for a
+  // dense call as on every backend) runs, chosen for m's bucket: a pair's 256 x 256 tile where the
+  // bucket has 256 rows and its grid fills every SM (each weight tile then feeds 256 rows at half
+  // the shared memory a CTA), else the widest single-CTA weight tile (256, 128, then 64 rows)
+  // whose grid still fills every SM, else the one with the most CTAs (64); the most stages that
+  // fit.
+  static Tile heuristic_tile(int64_t n, int64_t m, int sm_count, int groups = 0);
 
-// "bn128 s6", a pair's "bm256 bn256 s5"
-std::string describe(const Tile& tile);
+  // The tuner's search space for a bucket: the heuristic's tile first, then 64 / 128 / 256 weight
+  // rows with 2 stages to as many as fit, then the pair's 128 / 256 where the bucket has more
+  // than 128 rows.
+  static std::vector<Tile> candidate_tiles(int64_t n, int bucket, int sm_count, int groups = 0);
+
+  // "bn128 s6", a pair's "bm256 bn256 s5"
+  static std::string describe(const Tile& tile);
+};
 
 }  // namespace nvfp4::jit::detail::sm100

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "ops/gemm/block_scaled/tiles.hpp"
 #include "ops/gemm/m_buckets.hpp"
 #include "sm120/gemm_tile.cuh"
 
@@ -22,11 +23,11 @@ int64_t ktiles(int64_t k) { return (k + nvfp4k::sm120::GEMM_BK - 1) / nvfp4k::sm
 int row_tile_for(int64_t m) { return m <= 16 ? 16 : m <= 32 ? 32 : m <= 64 ? 64 : 128; }
 }  // namespace
 
-int threads(const Tile& t) { return nvfp4k::sm120::gemm_threads(t.block_m, t.block_n); }
+int Tiles::threads(const Tile& t) { return nvfp4k::sm120::gemm_threads(t.block_m, t.block_n); }
 
-unsigned shared_bytes(const Tile& t) { return nvfp4k::sm120::gemm_shared_bytes(t.block_m, t.block_n, t.stages); }
+unsigned Tiles::shared_bytes(const Tile& t) { return nvfp4k::sm120::gemm_shared_bytes(t.block_m, t.block_n, t.stages); }
 
-std::string tile_problem(const Tile& t, int64_t k) {
+std::string Tiles::tile_problem(const Tile& t, int64_t k) {
   if (t.block_m != 16 && t.block_m != 32 && t.block_m != 64 && t.block_m != 128)
     return fmt::format("block_m {} (16, 32, 64 or 128)", t.block_m);
   if (t.block_n != 64 && t.block_n != 128 && t.block_n != 256) return fmt::format("block_n {} (64, 128 or 256)", t.block_n);
@@ -45,7 +46,7 @@ std::string tile_problem(const Tile& t, int64_t k) {
   return {};
 }
 
-Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, int groups) {
+Tile Tiles::heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, int groups) {
   // chosen for m's bucket (its largest M): one tile per bucket, which prewarm compiles
   const int64_t rows = gemm_bucket_m(gemm_m_bucket(m));
   Tile t;
@@ -64,7 +65,7 @@ Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, int groups) {
   return t;
 }
 
-std::vector<Tile> candidate_tiles(int64_t n, int64_t k, int bucket, int sm_count, int groups) {
+std::vector<Tile> Tiles::candidate_tiles(int64_t n, int64_t k, int bucket, int sm_count, int groups) {
   const Tile heuristic = heuristic_tile(n, k, gemm_bucket_m(bucket), sm_count, groups);
   std::vector<Tile> tiles{heuristic};
   for (int block_m : {16, 32, 64, 128}) {
@@ -80,21 +81,14 @@ std::vector<Tile> candidate_tiles(int64_t n, int64_t k, int bucket, int sm_count
   return tiles;
 }
 
-std::string describe(const Tile& t) {
+std::string Tiles::describe(const Tile& t) {
   return fmt::format("bm{} bn{} s{}{}", t.block_m, t.block_n, t.stages, t.split_k > 1 ? fmt::format(" ks{}", t.split_k) : "");
 }
 
-TileConfig to_config(const Tile& t) {
-  TileConfig c;
-  c.block_m = uint16_t(t.block_m);
-  c.block_n = uint16_t(t.block_n);
-  c.block_k = uint16_t(nvfp4k::sm120::GEMM_BK);
-  c.threads = uint16_t(threads(t));
-  c.stages = uint8_t(t.stages);
-  c.split_k = uint8_t(t.split_k);
-  return c;
+TileConfig Tiles::to_config(const Tile& t) {
+  return block_scaled::tile_config(t.block_m, t.block_n, nvfp4k::sm120::GEMM_BK, threads(t), t.stages, t.split_k);
 }
 
-Tile from_config(const TileConfig& c) { return Tile{c.block_m, c.block_n, c.stages, c.split_k}; }
+Tile Tiles::from_config(const TileConfig& c) { return Tile{c.block_m, c.block_n, c.stages, c.split_k}; }
 
 }  // namespace nvfp4::jit::detail::sm120

@@ -18,28 +18,33 @@ struct Tile {
   bool operator==(const Tile&) const = default;
 };
 
-TileConfig to_config(const Tile& tile);
-Tile from_config(const TileConfig& config);
+// The tiles, as the block-scaled family's backend takes them (block_scaled::Backend).
+struct Tiles {
+  using Tile = sm120::Tile;
 
-int threads(const Tile& tile);
-unsigned shared_bytes(const Tile& tile);
-// Why the kernel cannot be built or launched with `tile` (at K = k; 0: any K, split-K unchecked);
-// empty when it can.
-std::string tile_problem(const Tile& tile, int64_t k = 0);
+  static TileConfig to_config(const Tile& tile);
+  static Tile from_config(const TileConfig& config);
 
-// The tile an untuned call with m rows (grouped, groups > 0: m rows in each group) runs,
-// chosen for m's bucket: the row tile of its size class (16, 32, 64, then 128 rows), 128 weight
-// rows a CTA where that grid fills every SM, else 64; the most stages that fit (at most 4). A
-// dense grid that leaves half the SMs idle or more splits K in 2 or 4 (the most that still fits
-// one wave, each split 4 k-tiles or more): small M at large K.
-Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, int groups = 0);
+  static int threads(const Tile& tile);
+  static unsigned shared_bytes(const Tile& tile);
+  // Why the kernel cannot be built or launched with `tile` (at K = k; 0: any K, split-K
+  // unchecked); empty when it can.
+  static std::string tile_problem(const Tile& tile, int64_t k = 0);
 
-// The tuner's search space for a bucket: the heuristic's tile first, then every row tile up to
-// the bucket's, 64 / 128 / 256 weight rows, 2 stages to as many as fit, split-K 1 / 2 / 4
-// (dense only); only tiles tile_problem accepts at K.
-std::vector<Tile> candidate_tiles(int64_t n, int64_t k, int bucket, int sm_count, int groups = 0);
+  // The tile an untuned call with m rows (grouped, groups > 0: m rows in each group) runs,
+  // chosen for m's bucket: the row tile of its size class (16, 32, 64, then 128 rows), 128 weight
+  // rows a CTA where that grid fills every SM, else 64; the most stages that fit (at most 4). A
+  // dense grid that leaves half the SMs idle or more splits K in 2 or 4 (the most that still fits
+  // one wave, each split 4 k-tiles or more): small M at large K.
+  static Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, int groups = 0);
 
-// "bm64 bn128 s4" ("bm16 bn64 s4 ks2" split)
-std::string describe(const Tile& tile);
+  // The tuner's search space for a bucket: the heuristic's tile first, then every row tile up to
+  // the bucket's, 64 / 128 / 256 weight rows, 2 stages to as many as fit, split-K 1 / 2 / 4
+  // (dense only); only tiles tile_problem accepts at K.
+  static std::vector<Tile> candidate_tiles(int64_t n, int64_t k, int bucket, int sm_count, int groups = 0);
+
+  // "bm64 bn128 s4" ("bm16 bn64 s4 ks2" split)
+  static std::string describe(const Tile& tile);
+};
 
 }  // namespace nvfp4::jit::detail::sm120

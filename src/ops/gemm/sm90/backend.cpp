@@ -120,7 +120,7 @@ class Sm90Backend final : public GemmBackend {
   std::string describe(const TileConfig& tile) const override { return sm90::describe(from_config(tile)); }
 
   // N is the kernel's argument (GemmParams::n): the weight shapes of one K, variant and tile run
-  // one kernel (a quarter of a Llama prewarm's sm_90a GEMMs; docs/perf-log.md).
+  // one kernel, so a prewarm compiles fewer.
   KernelSpec kernel_spec(const KernelSpec& spec) const override {
     KernelSpec kernel = spec;
     kernel.n = 0;
@@ -161,8 +161,7 @@ class Sm90Backend final : public GemmBackend {
     p.schedule = grid.schedule;
     p.n = spec.n;
     // A persistent grid: the CTAs the SMs hold at once, each taking every gridDim.x-th tile. Its
-    // loop pays from three tiles a CTA; with fewer, a CTA a tile (gpt-oss-120b's experts at one
-    // token: 10% faster so, docs/perf-log.md).
+    // loop pays from three tiles a CTA; with fewer, a CTA a tile (docs/perf-log.md).
     const unsigned resident = unsigned(sm_count * ctas_per_sm(t));
     plan.shape.grid[0] = t.persistent > 0 && grid.clusters > 2 * resident ? resident : grid.clusters;
     plan.shape.grid[2] = unsigned(t.split_k);

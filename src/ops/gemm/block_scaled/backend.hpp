@@ -1,0 +1,116 @@
+// The block-scaled GEMM family's backend, written once for its two arch pairs (sm_100a /
+// sm_103a: tcgen05; sm_120a / sm_121a: the warp-level FP4 MMA): NVFP4 activations x an NVFP4
+// weight, either scale layout for each, dense or grouped (contiguous, A's rows optionally
+// gathered, or masked). What the pairs share lives here: the problems they refuse, their
+// emulation on sm_90a, the front's tile calls, the kernel's name and source; each pair's folder
+// keeps what differs: its tiles and kernel names (its Family), its launch and parameter binding.
+//
+// Emulation, a test facility: with NVFP4_JIT_EMULATE_ARCH naming one of a pair's archs, its
+// backend takes the GEMM calls of an sm_90a device and compiles its kernels for sm_90a with its
+// MMA emulated exactly (the spec's arch is the device's, so their keys, names and sources differ
+// from the real kernels').
+#pragma once
+#include <concepts>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ops/gemm/backend.hpp"
+#include "ops/gemm/spec_codes.hpp"
+
+namespace nvfp4::jit::detail::block_scaled {
+
+// An arch pair of the family: its backend's name, which also names its template folder
+// (templates/<name>/gemm_w4a4.cuh) and namespace (nvfp4k::<name>).
+struct ArchPair {
+  std::string_view name;    // "sm100"
+  Arch archs[2];            // the archs it serves
+  std::string_view prefix;  // its kernel names' after "nvfp4_gemm_w4a4_": "sm100_" (an emulated one's: "<name>emu_")
+  std::string_view params;  // its kernel's parameter block, in nvfp4k: "GemmSm100Params"
+};
+
+// Why the family cannot run `problem` on `pair`; empty when it can (an arch's own rules follow).
+std::string family_problem(const ArchPair& pair, const KernelSpec& problem);
+// "nvfp4_gemm_w4a4_<prefix><grouped>n<N>_k<K>_<out>_a<layout>_w<layout><bias>_<tile>"
+std::string family_kernel_name(const ArchPair& pair, const KernelSpec& spec, bool emulated, std::string_view tile);
+// The entry point calling nvfp4k::<name>::gemm_w4a4<nvfp4k::<name>::GemmConfig<out, bias, N, K,
+// A's layout, W's layout, <tile_args>[, grouped layout, groups]>>(p).
+GeneratedKernel family_kernel(const ArchPair& pair, const KernelSpec& spec, std::string name, std::string_view tile_args);
+
+// A kernel for an sm_90a device is the emulation's.
+inline bool emulated(const KernelSpec& spec) { return spec.arch == Arch::sm_90a; }
+
+// What an arch pair's folder gives its backend: the pair, its kernel's parameter block, its
+// tiles (the Tile a TileConfig stands for; heuristic and search space, taking K where the pair's
+// depend on it), the kernel name's tail for a tile ("bn128_s6") and GemmConfig's tile arguments.
+// Optionally k_problem: the pair's own rule on K (empty: K fits).
+template <class F>
+concept FamilyFacts = requires(const typename F::Tile& t, const TileConfig& c, int64_t n, int i, bool b) {
+  { F::pair } -> std::convertible_to<ArchPair>;
+  typename F::Params;
+  { t == t } -> std::convertible_to<bool>;
+  { F::to_config(t) } -> std::same_as<TileConfig>;
+  { F::from_config(c) } -> std::same_as<typename F::Tile>;
+  { F::shared_bytes(t) } -> std::same_as<unsigned>;
+  { F::describe(t) } -> std::same_as<std::string>;
+  { F::tile_problem(t, n) } -> std::same_as<std::string>;
+  { F::heuristic_tile(n, n, n, i, i) } -> std::same_as<typename F::Tile>;
+  { F::candidate_tiles(n, n, i, i, i) } -> std::same_as<std::vector<typename F::Tile>>;
+  { F::name_tile(t) } -> std::same_as<std::string>;
+  { F::config_args(t, b) } -> std::same_as<std::string>;
+};
+
+// One arch pair's backend; the backend derived from it adds its plan and bind (its launch and
+// parameter block).
+template <FamilyFacts Family>
+class Backend : public GemmBackend {
+ public:
+  using Tile = typename Family::Tile;
+  static_assert(sizeof(typename Family::Params) <= GemmPlan::kMaxParamBytes);
+
+  std::string_view name() const final { return Family::pair.name; }
+  bool serves(Arch arch) const final { return arch == Family::pair.archs[0] || arch == Family::pair.archs[1]; }
+  bool native_fp4_activations() const final { return true; }
+  bool emulates(Arch arch) const final {
+    return arch == Arch::sm_90a && emulation_requested({Family::pair.archs[0], Family::pair.archs[1]});
+  }
+
+  std::string unsupported(const KernelSpec& problem) const final {
+    std::string why = family_problem(Family::pair, problem);
+    if constexpr (requires { Family::k_problem(problem); })
+      if (why.empty()) why = Family::k_problem(problem);
+    return why;
+  }
+
+  // (the groups a call reaches do not change these tiles)
+  TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count, int64_t = 0) const final {
+    return Family::to_config(Family::heuristic_tile(problem.n, problem.k, m, sm_count, gemm_problem_groups(problem)));
+  }
+
+  std::vector<TileConfig> candidates(const KernelSpec& problem, int bucket, int sm_count) const final {
+    std::vector<TileConfig> configs;
+    for (const Tile& t : Family::candidate_tiles(problem.n, problem.k, bucket, sm_count, gemm_problem_groups(problem)))
+      configs.push_back(Family::to_config(t));
+    return configs;
+  }
+
+  std::string arch_tile_problem(const KernelSpec& spec) const final {
+    const Tile t = Family::from_config(spec.tile);
+    if (Family::to_config(t) != spec.tile) return "a tile this backend does not describe";
+    return Family::tile_problem(t, spec.k);
+  }
+
+  std::string describe(const TileConfig& tile) const final { return Family::describe(Family::from_config(tile)); }
+
+  std::string kernel_name(const KernelSpec& spec) const final {
+    return family_kernel_name(Family::pair, spec, emulated(spec), Family::name_tile(Family::from_config(spec.tile)));
+  }
+
+  GeneratedKernel generate(const KernelSpec& spec) const final {
+    return family_kernel(Family::pair, spec, kernel_name(spec), Family::config_args(Family::from_config(spec.tile), emulated(spec)));
+  }
+
+  unsigned shared_bytes(const KernelSpec& spec) const final { return Family::shared_bytes(Family::from_config(spec.tile)); }
+};
+
+}  // namespace nvfp4::jit::detail::block_scaled
