@@ -17,6 +17,8 @@
 #include <iterator>
 #include <thread>
 
+#include <fmt/format.h>
+
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
@@ -366,5 +368,94 @@ TEST_SUITE("cache_maintenance") {
     const auto r = run(with_cache(b.str()) + " cache import " + file);
     CHECK(r.code == 1);
     CHECK(r.err.find("over the limit") != std::string::npos);
+  }
+
+  TEST_CASE("a sidecar that cannot be written leaves no CUBIN behind, and fails that key only") {
+    testutil::TempDir dir;
+    const std::string root = dir.str();
+    REQUIRE(run(with_cache(root) + " prewarm --shape 8,128 --arch sm_90a --quiet").code == 0);
+    const long n = kernel_count("8,128");
+    const std::vector<fs::path> all = cubins(root);
+    for (const fs::path& c : all) fs::remove(fs::path(c).replace_extension(".json")), fs::remove(c);
+    // a non-empty directory where one key's sidecar goes: that rename fails (EISDIR)
+    const fs::path blocked = fs::path(all[0]).replace_extension(".json");
+    fs::create_directories(blocked / "x");
+    const auto r = run(with_cache(root) + " prewarm --shape 8,128 --arch sm_90a --json");
+    CAPTURE(r.err);
+    CHECK(r.code == 1);
+    CHECK(testutil::json_int(r.out, "not_stored") == 1);
+    CHECK_FALSE(fs::exists(all[0]));  // its CUBIN did not stay behind without a sidecar
+    CHECK(long(cubins(root).size()) == n - 1);  // every other kernel was stored
+  }
+
+  TEST_CASE("a directory at one key's CUBIN path fails that key only, and clear removes it") {
+    testutil::TempDir dir;
+    const std::string root = dir.str();
+    REQUIRE(run(with_cache(root) + " prewarm --shape 8,128 --arch sm_90a --quiet").code == 0);
+    const long n = kernel_count("8,128");
+    const std::vector<fs::path> all = cubins(root);
+    for (const fs::path& c : all) fs::remove(fs::path(c).replace_extension(".json")), fs::remove(c);
+    fs::create_directories(all[0] / "inside");
+    spit(all[0] / "inside" / "file", "x");
+    const auto r = run(with_cache(root) + " prewarm --shape 8,128 --arch sm_90a --json");
+    CAPTURE(r.err);
+    CHECK(testutil::json_int(r.out, "not_stored") == 1);
+    size_t stored = 0;
+    for (const fs::path& c : all) stored += fs::is_regular_file(c);
+    CHECK(long(stored) == n - 1);
+    const auto clear = run(with_cache(root) + " cache clear");
+    CAPTURE(clear.out);
+    CAPTURE(clear.err);
+    CHECK(clear.code == 0);
+    CHECK_FALSE(fs::exists(all[0]));
+    CHECK(cubins(root).empty());
+  }
+
+  TEST_CASE("a CUBIN without its sidecar past the grace period is a leftover that verify reports and sweeps remove") {
+    testutil::TempDir dir;
+    const std::string root = dir.str();
+    REQUIRE(run(with_cache(root) + " prewarm --shape 8,128 --arch sm_90a --quiet").code == 0);
+    const fs::path cubin = cubins(root)[0];
+    fs::remove(fs::path(cubin).replace_extension(".json"));
+    const timespec times[2] = {{::time(nullptr) - 200, 0}, {::time(nullptr) - 200, 0}};  // past the 120 s grace
+    REQUIRE(::utimensat(AT_FDCWD, cubin.c_str(), times, 0) == 0);
+    const auto v = run(with_cache(root) + " cache verify");
+    CAPTURE(v.out);
+    CHECK(v.out.find("leftover " + cubin.string()) != std::string::npos);
+    CHECK(v.out.find("1 leftover files") != std::string::npos);
+    SUBCASE("prune") { CHECK(run(with_cache(root) + " cache prune --older-than 100d").code == 0); }
+    SUBCASE("clear") { CHECK(run(with_cache(root) + " cache clear").code == 0); }
+    SUBCASE("verify --remove-bad") { CHECK(run(with_cache(root) + " cache verify --remove-bad").code == 0); }
+    CHECK_FALSE(fs::exists(cubin));
+  }
+
+  TEST_CASE("an entry removed while verify lists it is gone, not bad") {
+    testutil::TempDir dir;
+    const std::string root = dir.str();
+    const fs::path kk = fs::path(root) / "v1" / "sm_90a" / "ab";
+    fs::create_directories(kk);
+    for (fs::path p = kk; p != fs::path(root); p = p.parent_path()) ::chmod(p.c_str(), 0700);
+    // many entries in one directory, so verify reads names the remover has since taken
+    constexpr int kEntries = 4000;
+    auto name = [](int i) { return fmt::format("ab{:030x}", i); };
+    for (int i = 0; i < kEntries; ++i) {
+      spit(kk / (name(i) + ".json"), "{}");
+      spit(kk / (name(i) + ".cubin"), "not an ELF file");
+    }
+    std::atomic<bool> verifying{false};
+    std::thread remover([&] {
+      while (!verifying) std::this_thread::yield();
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      for (int i = kEntries - 1; i >= 0; --i) {  // as a clear does: the CUBIN, then its sidecar
+        fs::remove(kk / (name(i) + ".cubin"));
+        fs::remove(kk / (name(i) + ".json"));
+        if (i % 8 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+      }
+    });
+    verifying = true;
+    const auto v = run(with_cache(root) + " cache verify");
+    remover.join();
+    CHECK(v.out.find("BAD: missing (") == std::string::npos);
+    CHECK(v.out.find("BAD: missing CUBIN") == std::string::npos);
   }
 }

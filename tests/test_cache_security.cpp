@@ -68,6 +68,14 @@ void forge(const std::string& root, const KernelSpec& spec, const std::string& c
   spit(entry_path(root, spec, ".json"), side);
 }
 
+std::vector<fs::path> cubins(const std::string& root) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::recursive_directory_iterator(root))
+    if (e.path().extension() == ".cubin") out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 bool python_available() { return run("python3 -c 1").code == 0; }
 
 long kernel_count(const std::string& shape) {
@@ -248,5 +256,119 @@ TEST_SUITE("cache_security") {
     const TuningTable big(table, Arch::sm_90a, "Big GPU", 132);
     REQUIRE(big.notes().size() == 1);
     CHECK(big.notes()[0].find("over the limit") != std::string::npos);
+  }
+
+  TEST_CASE("below a root, a directory or file another user owns or can write is refused, sticky bit or not") {
+    testutil::TempDir dir, mine;
+    const std::string root = dir.str() + "/shared";
+    REQUIRE(run(with_cache(root) + " prewarm --shape 8,128 --arch sm_90a --quiet").code == 0);
+    const long n = kernel_count("8,128");
+    const std::vector<fs::path> all = cubins(root);
+    REQUIRE(long(all.size()) == n);
+    const fs::path target = all[0];
+    const fs::path kk = target.parent_path();
+    long in_kk = 0;  // the kernels below the compromised directory
+    for (const fs::path& c : all) in_kk += c.parent_path() == kk;
+    long refused = 0;
+    std::string why;
+    // another user put the code there and made its sidecar agree
+    forge(root, kSpec, slurp(target));
+    SUBCASE("the root itself is sticky and world-writable (a shared /tmp/x or /dev/shm/x)") {
+      REQUIRE(::chmod(root.c_str(), 01777) == 0);
+      why = "writable by other users", refused = n;
+    }
+    SUBCASE("an entry directory is sticky and world-writable") {
+      REQUIRE(::chmod(kk.c_str(), 01777) == 0);
+      why = "writable by other users", refused = in_kk;
+    }
+    SUBCASE("a CUBIN is writable by others") {
+      REQUIRE(::chmod(target.c_str(), 0666) == 0);
+      why = "writable by other users", refused = 1;
+    }
+    SUBCASE("v1 belongs to another user") {
+      if (::geteuid() != 0) {
+        MESSAGE("skipped: giving v1 to another uid needs root");
+        return;
+      }
+      REQUIRE(run("chown -R 12345:12345 " + root + "/v1").code == 0);
+      why = "owned by uid 12345", refused = n;
+    }
+    SUBCASE("a CUBIN belongs to another user") {
+      if (::geteuid() != 0) {
+        MESSAGE("skipped: giving a file to another uid needs root");
+        return;
+      }
+      REQUIRE(::chown(target.c_str(), 12345, 12345) == 0);
+      why = "owned by uid 12345", refused = 1;
+    }
+    CAPTURE(why);
+    CAPTURE(refused);
+    // through NVFP4_JIT_CACHE_PATH: only what is not below the refused part is read
+    const auto as_path = run("NVFP4_JIT_CACHE_PATH=" + root + " " + with_cache(mine.str() + "/c") +
+                             " prewarm --shape 8,128 --arch sm_90a --json");
+    CAPTURE(as_path.err);
+    CHECK(testutil::json_int(as_path.out, "cached") == n - refused);
+    CHECK(as_path.err.find(why) != std::string::npos);
+    // and verify says so and fails, for either kind of root
+    for (const std::string& env : {"NVFP4_JIT_CACHE_DIR=" + root + " ",
+                                   "NVFP4_JIT_CACHE_DIR=" + mine.str() + "/c NVFP4_JIT_CACHE_PATH=" + root + " "}) {
+      CAPTURE(env);
+      const auto verify = run(env + cli() + " cache verify");
+      CAPTURE(verify.out);
+      CAPTURE(verify.err);
+      CHECK(verify.code == 1);
+      CHECK((verify.out + verify.err).find(why) != std::string::npos);
+    }
+    // through NVFP4_JIT_CACHE_DIR: the same (last: it replaces what it may write)
+    const auto as_dir = run(with_cache(root) + " prewarm --shape 8,128 --arch sm_90a --json");
+    CAPTURE(as_dir.err);
+    CHECK(testutil::json_int(as_dir.out, "cached") == n - refused);
+  }
+
+  TEST_CASE("cache verify on a root it refuses says it refused it and exits 1") {
+    testutil::TempDir dir;
+    const std::string root = dir.str() + "/open";
+    REQUIRE(run(with_cache(root) + " prewarm --shape 8,128 --arch sm_90a --quiet").code == 0);
+    REQUIRE(::chmod(root.c_str(), 0777) == 0);
+    const auto verify = run(with_cache(root) + " cache verify");
+    CAPTURE(verify.out);
+    CAPTURE(verify.err);
+    CHECK(verify.code == 1);
+    CHECK(verify.err.find("refused") != std::string::npos);
+    CHECK(verify.err.find(root) != std::string::npos);
+  }
+
+  TEST_CASE("commands that only read create nothing on the cache's path; nothing is made through another user's symlink") {
+    testutil::TempDir dir;
+    SUBCASE("stats, ls, verify and info with a root that does not exist") {
+      const std::string root = dir.str() + "/new/a/b";
+      for (const char* cmd : {" cache stats", " cache stats --json", " cache ls", " cache verify", " info", " info --json"}) {
+        CAPTURE(cmd);
+        const auto r = run(with_cache(root) + cmd);
+        CAPTURE(r.err);
+        CHECK(r.code == 0);
+        CHECK_FALSE(fs::exists(dir.path / "new"));
+      }
+      CHECK(run(with_cache(root) + " cache stats").out.find("not made yet") != std::string::npos);
+    }
+    SUBCASE("a path through a symlink owned by another user") {
+      if (::geteuid() != 0) {
+        MESSAGE("skipped: planting a symlink owned by another uid needs root");
+        return;
+      }
+      const std::string target = dir.str() + "/rootdir", link = dir.str() + "/l";
+      fs::create_directory(target);
+      ::chmod(dir.str().c_str(), 0755);
+      fs::create_directory_symlink(target, link);
+      REQUIRE(::lchown(link.c_str(), 12345, 12345) == 0);
+      for (const char* cmd : {" cache stats", " cache ls", " cache verify", " info", " prewarm --shape 8,128 --arch sm_90a"}) {
+        CAPTURE(cmd);
+        const auto r = run(with_cache(link + "/a/b") + cmd);
+        CAPTURE(r.err);
+        CHECK(fs::is_empty(target));
+      }
+      const auto prewarm = run(with_cache(link + "/a/b") + " prewarm --shape 8,128 --arch sm_90a --json");
+      CHECK(prewarm.err.find("symlink owned by uid 12345") != std::string::npos);
+    }
   }
 }

@@ -7,6 +7,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -92,7 +93,8 @@ int refuse_read_only(const DiskCache& cache, const std::string& what, bool json)
 }
 
 int stats(DiskCache& cache, bool json) {
-  const auto entries = cache.list(false);
+  std::vector<CacheEntryInfo> entries, refused_dirs;
+  for (CacheEntryInfo& e : cache.list(false)) (e.key.empty() ? refused_dirs : entries).push_back(std::move(e));
   std::map<std::string, std::pair<size_t, uint64_t>> per_arch;
   uint64_t bytes = 0;
   for (const auto& e : entries) {
@@ -115,9 +117,11 @@ int stats(DiskCache& cache, bool json) {
     for (const auto& [arch, v] : per_arch)
       archs += fmt::format("{}{}:{{\"entries\":{},\"bytes\":{}}}", archs.empty() ? "" : ",", json_string(arch), v.first, v.second);
     std::string ro, refused;
-    for (const auto& r : roots.read_only) ro += fmt::format("{}{}", ro.empty() ? "" : ",", json_string(r));
+    for (const auto& r : cache.read_only_in_use()) ro += fmt::format("{}{}", ro.empty() ? "" : ",", json_string(r));
     for (const auto& [path, reason] : cache.refused_roots())
       refused += fmt::format("{}{{\"path\":{},\"why\":{}}}", refused.empty() ? "" : ",", json_string(path), json_string(reason));
+    for (const auto& d : refused_dirs)
+      refused += fmt::format("{}{{\"path\":{},\"why\":{}}}", refused.empty() ? "" : ",", json_string(d.path), json_string(d.problem));
     std::printf("{\"root\":%s,\"writable\":%s,\"read_only\":%s,\"why\":%s,\"read_only_roots\":[%s],\"refused_roots\":[%s],"
                 "\"entries\":%zu,\"bytes\":%llu,\"archs\":{%s},%s,\"entries_by_nvrtc\":{%s}}\n",
                 json_string(roots.primary).c_str(), cache.writable() ? "true" : "false",
@@ -126,9 +130,12 @@ int stats(DiskCache& cache, bool json) {
     return kOk;
   }
   std::printf("root       %s (%s)\n", roots.primary.c_str(),
-              cache.writable() ? "writable" : fmt::format("read-only: {}; compiled kernels are not stored", why).c_str());
-  for (const auto& r : roots.read_only) std::printf("read-only  %s\n", r.c_str());
+              cache.writable()         ? "writable"
+              : cache.primary_absent() ? "not made yet: made by the first kernel stored"
+                                       : fmt::format("read-only: {}; compiled kernels are not stored", why).c_str());
+  for (const auto& r : cache.read_only_in_use()) std::printf("read-only  %s\n", r.c_str());
   for (const auto& [path, reason] : cache.refused_roots()) std::printf("NOT USED   %s: %s\n", path.c_str(), reason.c_str());
+  for (const auto& d : refused_dirs) std::printf("NOT USED   %s: %s\n", d.path.c_str(), d.problem.c_str());
   std::printf("entries    %zu, %.1f MiB\n", entries.size(), bytes / 1048576.0);
   for (const auto& [arch, v] : per_arch) std::printf("  %-8s %6zu entries %8.1f MiB\n", arch.c_str(), v.first, v.second / 1048576.0);
   std::printf("NVRTC      %s\n", nvrtc_line().c_str());
@@ -142,7 +149,8 @@ int stats(DiskCache& cache, bool json) {
 }
 
 int list(DiskCache& cache, bool json, bool verify, bool remove_bad) {
-  if (remove_bad && !cache.writable()) return refuse_read_only(cache, "verify --remove-bad", json);
+  if (remove_bad && !cache.writable() && !cache.primary_absent())
+    return refuse_read_only(cache, "verify --remove-bad", json);
   const auto entries = cache.list(verify);
   size_t bad = 0, removed = 0, in_flight = 0;
   if (json) std::printf("[");
@@ -180,14 +188,17 @@ int list(DiskCache& cache, bool json, bool verify, bool remove_bad) {
     if (l.in_use) continue;
     ++stale;
     // stdout under --json holds the entries' array only
-    std::fprintf(json ? stderr : stdout, "leftover %s (temp or lock file of a writer that is gone)\n", l.path.c_str());
+    std::fprintf(json ? stderr : stdout, "leftover %s (%s)\n", l.path.c_str(), l.what.c_str());
   }
   const size_t swept = remove_bad ? cache.sweep_leftovers() : 0;
   if (!json)
     std::printf("verify: %zu entries, %zu bad%s, %zu being written, %zu leftover files%s\n", entries.size(), bad,
                 remove_bad ? fmt::format(", {} removed", removed).c_str() : "", in_flight, stale,
                 remove_bad ? fmt::format(", {} removed", swept).c_str() : "");
-  return bad && removed < bad ? kFailed : kOk;
+  // A root refused as untrusted was not verified: that is no clean bill.
+  for (const auto& [path, reason] : cache.refused_roots())
+    std::fprintf(stderr, "nvfp4-jit cache verify: refused the cache root %s, not verified: %s\n", path.c_str(), reason.c_str());
+  return (bad && removed < bad) || !cache.refused_roots().empty() ? kFailed : kOk;
 }
 
 // "30" (days), "30d", "12h", "90m", "45s": digits only, and a count of seconds that fits.
@@ -233,7 +244,15 @@ int cmd_cache(const Args& args) {
   if ((what == "export" || what == "import") != (args.positional().size() == 2))
     throw UsageError(what == "export" || what == "import" ? fmt::format("cache {} takes one FILE", what)
                                                           : fmt::format("unexpected argument `{}`", args.positional().back()));
-  DiskCache& cache = KernelStore::instance().disk();
+  // Commands that only read make nothing on the cache's path (not even its root).
+  const bool reads_only = what == "stats" || what == "ls" || what == "verify";
+  std::optional<DiskCache> reader;
+  if (reads_only) {
+    CacheRoots roots = CacheRoots::from_env();
+    roots.create_primary = false;
+    reader.emplace(std::move(roots));
+  }
+  DiskCache& cache = reads_only ? *reader : KernelStore::instance().disk();
   const bool json = args.has("--json");
   if (what == "stats") return stats(cache, json);
   if (what == "ls") return list(cache, json, false, false);
@@ -252,10 +271,12 @@ int cmd_cache(const Args& args) {
   }
   if (what == "clear") {
     if (!cache.writable()) return refuse_read_only(cache, what, json);
-    const size_t n = cache.clear();
-    if (json) std::printf("{\"removed_files\":%zu}\n", n);
+    std::vector<std::string> not_removed;
+    const size_t n = cache.clear(&not_removed);
+    for (const std::string& why : not_removed) std::fprintf(stderr, "nvfp4-jit cache clear: not removed: %s\n", why.c_str());
+    if (json) std::printf("{\"removed_files\":%zu,\"not_removed\":%zu}\n", n, not_removed.size());
     else std::printf("cache clear: removed %zu files from %s\n", n, cache.roots().primary.c_str());
-    return kOk;
+    return not_removed.empty() ? kOk : kFailed;
   }
   throw UsageError(fmt::format("unknown cache action `{}`", what));
 }

@@ -58,7 +58,10 @@ int cmd_info(const Args& args) {
     for (Arch a : kAllArchs)
       if (nvrtc_supports(a)) targets.emplace_back(to_string(a));
   const auto devs = devices();
-  const DiskCache& cache = KernelStore::instance().disk();
+  CacheRoots roots = CacheRoots::from_env();
+  roots.create_primary = false;  // info makes nothing on the cache's path
+  const DiskCache cache(std::move(roots));
+  const bool writable = cache.writable() || cache.primary_absent();  // an absent root is made by the first store
   const auto manifests = builtin_manifest_names();
   const std::string driver_text =
       have_driver ? fmt::format("{}.{}", driver_version / 1000, driver_version % 1000 / 10) : "none (" + why + ")";
@@ -75,7 +78,7 @@ int cmd_info(const Args& args) {
                 "\"cache_root\":\"%s\",\"cache_writable\":%s,\"read_only_roots\":[%s],\"templates_hash\":\"%s\","
                 "\"manifests\":[%s]}\n",
                 version(), nvrtc_json_fields().c_str(), tj.c_str(), json_escape(driver_text).c_str(), devj.c_str(),
-                json_escape(cache.roots().primary).c_str(), cache.writable() ? "true" : "false", roj.c_str(),
+                json_escape(cache.roots().primary).c_str(), writable ? "true" : "false", roj.c_str(),
                 templates_hash().c_str(), mj.c_str());
     return kOk;
   }
@@ -89,7 +92,7 @@ int cmd_info(const Args& args) {
   for (size_t i = 0; i < devs.size(); ++i)
     std::printf("device %zu    %s, compute capability %d.%d, %d SMs, kernels for %s\n", i, devs[i].name.c_str(),
                 devs[i].major, devs[i].minor, devs[i].sms, devs[i].arch.c_str());
-  std::printf("cache root  %s (%s)\n", cache.roots().primary.c_str(), cache.writable() ? "writable" : "memory-only");
+  std::printf("cache root  %s (%s)\n", cache.roots().primary.c_str(), writable ? "writable" : "memory-only");
   for (const auto& r : cache.roots().read_only) std::printf("read-only   %s\n", r.c_str());
   std::string ml;
   for (const auto& m : manifests) ml += " " + m;

@@ -9,7 +9,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
+#include <algorithm>
+#include <cmath>
 #include <thread>
 
 #define XXH_INLINE_ALL
@@ -21,7 +22,6 @@
 
 namespace nvfp4::jit::detail {
 
-namespace fs = std::filesystem;
 
 namespace {
 
@@ -47,6 +47,31 @@ __int128 now_ns() {
   timespec ts{};
   ::clock_gettime(CLOCK_REALTIME, &ts);
   return __int128(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+bool older_than_grace(const struct stat& st) {
+  return now_ns() - mtime_ns(st) >= __int128(kInFlightGrace.count()) * 1000000000;
+}
+
+// A CUBIN without its sidecar: a store in progress while young, a leftover once old (a store
+// killed or failed between its two files).
+enum class Torn { no, young, aged };
+Torn torn_state(int dir_fd, const std::string& key_hex) {
+  struct stat cubin{}, sidecar{};
+  if (::fstatat(dir_fd, (key_hex + ".cubin").c_str(), &cubin, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(cubin.st_mode))
+    return Torn::no;
+  if (::fstatat(dir_fd, (key_hex + ".json").c_str(), &sidecar, AT_SYMLINK_NOFOLLOW) == 0 || errno != ENOENT)
+    return Torn::no;
+  return older_than_grace(cubin) ? Torn::aged : Torn::young;
+}
+
+size_t slashes(std::string_view s) { return size_t(std::count(s.begin(), s.end(), '/')); }
+
+// The arch of an entry directory "v1/<arch>/<kk>" ("" above that level).
+std::string rel_arch(const std::string& rel) {
+  const size_t first = rel.find('/');
+  if (first == std::string::npos) return {};
+  return rel.substr(first + 1, rel.find('/', first + 1) - first - 1);
 }
 
 // Locks `name` in `dir_fd` without waiting: the fd when we hold it, -1 when another process
@@ -159,30 +184,47 @@ std::string verify_entry(const std::vector<char>& cubin, const std::string& side
   return cubin_problem(cubin, arch, kernel.empty() ? std::string_view(named) : kernel);
 }
 
+std::chrono::milliseconds parse_lock_wait(const std::string& text, std::string* warning) {
+  if (warning) warning->clear();
+  char* end = nullptr;
+  const double seconds = text.empty() || std::isspace(static_cast<unsigned char>(text[0]))
+                             ? std::nan("")
+                             : std::strtod(text.c_str(), &end);
+  auto warn = [&](std::chrono::milliseconds used, std::string_view why) {
+    if (warning)
+      *warning = fmt::format("NVFP4_JIT_LOCK_WAIT_S={} is {}; waiting {} s for another process's lock", text, why,
+                             used.count() / 1000.0);
+    return used;
+  };
+  if (std::isnan(seconds) || *end != '\0' || seconds < 0)
+    return warn(kDefaultLockWait, fmt::format("not a number of seconds from 0 to {}", kMaxLockWait.count()));
+  if (seconds > double(kMaxLockWait.count())) return warn(kMaxLockWait, fmt::format("over the maximum of {} s", kMaxLockWait.count()));
+  return std::chrono::milliseconds(std::llround(seconds * 1000));
+}
+
 DiskCache::DiskCache(CacheRoots roots) : roots_(std::move(roots)) {
-  if (const char* wait = std::getenv("NVFP4_JIT_LOCK_WAIT_S"); wait && *wait)
-    lock_wait_ = std::chrono::milliseconds(int64_t(std::max(0.0, std::atof(wait)) * 1000));
-  for (const std::string& root : roots_.read_only) {
-    struct stat st{};
-    if (::stat(root.c_str(), &st) != 0 && errno == ENOENT) continue;  // nothing to read
-    std::string why = untrusted_reason(root, false);
-    const int fd = why.empty() ? ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
-    if (fd < 0) {
-      if (why.empty()) why = std::strerror(errno);
-      warn_once("cache-root-" + root,
-                fmt::format("read-only cache directory {} is not used: {}", root, why));
-      refused_.emplace_back(root, why);
-      continue;
-    }
-    read_only_.push_back({root, fd});
+  if (const char* wait = std::getenv("NVFP4_JIT_LOCK_WAIT_S"); wait && *wait) {
+    std::string warning;
+    lock_wait_ = parse_lock_wait(wait, &warning);
+    if (!warning.empty()) warn_once("lock-wait-env", warning);
   }
+  open_primary();
+  open_read_only();  // after the primary: a read-only root that is the primary is not used twice
+}
+
+void DiskCache::open_primary() {
   if (roots_.primary.empty()) {
     not_writable_ = "no cache directory";
     warn_once("cache-root", "no cache directory (set NVFP4_JIT_CACHE_DIR or HOME); kernels are kept in memory only");
     return;
   }
+  struct stat st{};
+  if (!roots_.create_primary && ::lstat(roots_.primary.c_str(), &st) != 0 && errno == ENOENT) {
+    primary_absent_ = true;
+    not_writable_ = "it does not exist yet";
+    return;
+  }
   if (const std::string why = make_private_dir(roots_.primary); !why.empty()) {
-    struct stat st{};
     if (::stat(roots_.primary.c_str(), &st) == 0) {
       // root's (a shared, prewarmed directory) can still be read; anyone else's cannot
       if (untrusted_reason(roots_.primary, false).empty())
@@ -206,6 +248,42 @@ DiskCache::DiskCache(CacheRoots roots) : roots_(std::move(roots)) {
   writable_ = true;
 }
 
+void DiskCache::open_read_only() {
+  // Told apart by device and inode: the same directory by two spellings, or the primary root
+  // again, is read once.
+  std::vector<std::pair<dev_t, ino_t>> seen;
+  struct stat st{};
+  if (primary_fd_ >= 0 && ::fstat(primary_fd_, &st) == 0) seen.emplace_back(st.st_dev, st.st_ino);
+  size_t considered = 0;
+  for (const std::string& root : roots_.read_only) {
+    if (::stat(root.c_str(), &st) != 0 && errno == ENOENT) continue;  // nothing to read
+    const std::pair<dev_t, ino_t> id{st.st_dev, st.st_ino};
+    if (std::find(seen.begin(), seen.end(), id) != seen.end()) continue;
+    if (considered++ == kMaxReadOnlyRoots) {
+      warn_once("cache-path-limit", fmt::format("NVFP4_JIT_CACHE_PATH names more than {} distinct roots: {} and those "
+                                                "after it are not used",
+                                                kMaxReadOnlyRoots, root));
+      break;
+    }
+    seen.push_back(id);
+    std::string why = untrusted_reason(root, false);
+    const int fd = why.empty() ? ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (fd < 0) {
+      if (why.empty()) why = std::strerror(errno);
+      warn_once("cache-root-" + root, fmt::format("read-only cache directory {} is not used: {}", root, why));
+      refused_.emplace_back(root, why);
+      continue;
+    }
+    read_only_.push_back({root, fd});
+  }
+}
+
+std::vector<std::string> DiskCache::read_only_in_use() const {
+  std::vector<std::string> out;
+  for (const Root& r : read_only_) out.push_back(r.path);
+  return out;
+}
+
 DiskCache::~DiskCache() {
   if (primary_fd_ >= 0) ::close(primary_fd_);
   for (const Root& r : read_only_) ::close(r.fd);
@@ -220,6 +298,22 @@ void DiskCache::degrade(const std::string& why) {
   warn_once("cache-write", fmt::format("cache directory {} cannot be used ({}); compiled kernels are kept in memory "
                                        "only for this process",
                                        roots_.primary, why));
+}
+
+bool DiskCache::root_failure(int err) const {
+  switch (err) {
+    case EROFS:
+    case ENOSPC:
+    case EDQUOT:
+    case EIO:
+    case ENAMETOOLONG:
+      return true;
+    case EACCES:
+    case EPERM:  // the root no longer writable, or only this key's directory
+      return ::faccessat(primary_fd_, ".", W_OK | X_OK, AT_EACCESS) != 0;
+    default:
+      return false;  // EISDIR, ENOTDIR, ELOOP, ENOTEMPTY, ...: something in this key's way
+  }
 }
 
 std::string DiskCache::not_writable_reason() const {
@@ -256,14 +350,17 @@ std::optional<std::vector<char>> DiskCache::load(const CacheKey& key, Arch arch,
     const int dir = open_dir_at(root.fd, entry_rel(to_string(arch), hex), false, &why);
     const std::string base = fmt::format("{}/{}/{}", root.path, entry_rel(to_string(arch), hex), hex);
     if (dir < 0) {
-      if (!why.empty()) warn_once("bad-entry-" + base, fmt::format("ignoring cache entry {}.cubin: {}", base, why));
+      // One line for a directory, however many keys are below it.
+      if (!why.empty()) warn_once("bad-dir-" + root.path + why, fmt::format("ignoring cache entries in {}: {}", root.path, why));
       continue;
     }
     std::string cubin_why, sidecar_why;
     auto cubin = read_file_at(dir, hex + ".cubin", kMaxCubinBytes, &cubin_why);
     auto sidecar = read_file_at(dir, hex + ".json", kMaxSidecarBytes, &sidecar_why);
+    const bool in_flight = torn_state(dir, hex) == Torn::young;  // its writer is between its two files
     ::close(dir);
     if (!cubin && !sidecar && cubin_why.empty() && sidecar_why.empty()) continue;
+    if (in_flight) continue;
     const std::string side = sidecar ? std::string(sidecar->begin(), sidecar->end()) : std::string{};
     const std::string why_bad = !cubin_why.empty()   ? cubin_why
                                 : !cubin             ? "missing CUBIN"
@@ -271,7 +368,8 @@ std::optional<std::vector<char>> DiskCache::load(const CacheKey& key, Arch arch,
                                 : !sidecar           ? "missing sidecar"
                                                      : verify_entry(*cubin, side, hex, to_string(arch), kernel);
     if (why_bad.empty()) return cubin;
-    warn_once("bad-entry-" + base, fmt::format("ignoring cache entry {}.cubin: {}; it will be recompiled", base, why_bad));
+    // Not "recompiled": another root, or a process we wait for, may still provide it.
+    warn_once("bad-entry-" + base, fmt::format("ignoring cache entry {}.cubin: {}", base, why_bad));
   }
   return std::nullopt;
 }
@@ -302,20 +400,24 @@ std::string DiskCache::store_files(std::string_view arch, const std::string& key
     if (dir < 0) {
       err = errno;
       if (err == ENOENT) continue;  // a cleaner removed a directory as we made the next
-      degrade(why);
+      if (root_failure(err)) degrade(why);
       count_not_stored(why);
       return why;
     }
     // The CUBIN first: a reader that meets the new sidecar with the old CUBIN sees a mismatch,
     // takes the key's lock and waits for us.
     err = write_file_atomic_at(dir, key_hex + ".cubin", cubin);
-    if (!err) err = write_file_atomic_at(dir, key_hex + ".json", sidecar);
+    if (!err && (err = write_file_atomic_at(dir, key_hex + ".json", sidecar)) != 0) {
+      // No CUBIN without its sidecar left behind (nor an old sidecar that no longer matches).
+      ::unlinkat(dir, (key_hex + ".cubin").c_str(), 0);
+      ::unlinkat(dir, (key_hex + ".json").c_str(), 0);
+    }
     ::close(dir);
     if (!err) return {};
     if (err != ENOENT) break;  // ENOENT: our directory or temp file was removed; try again
   }
   why = writable_ ? fmt::format("writing {}: {}", base, std::strerror(err)) : not_writable_reason();
-  if (writable_ && err != ENOENT) degrade(why);
+  if (writable_ && err != ENOENT && root_failure(err)) degrade(why);
   count_not_stored(why);
   return why;
 }
@@ -373,27 +475,55 @@ DiskCache::Lock DiskCache::lock_at(std::string_view arch, const std::string& key
   }
 }
 
+template <class File, class Refused>
+void DiskCache::walk(const Root& root, File file, Refused refused) const {
+  std::string why;
+  const int top = open_dir_at(root.fd, std::string(kLayout), false, &why);
+  if (top < 0) {
+    if (!why.empty()) refused(std::string(kLayout), fmt::format("{}/{}", root.path, why));
+    return;
+  }
+  // Directories: v1, v1/<arch> (and v1/tuning), v1/<arch>/<kk>; what is below is a file.
+  auto visit = [&](auto& self, int dir, const std::string& rel) -> void {
+    for (const std::string& name : dir_names(dir)) {
+      struct stat st{};
+      if (slashes(rel) < 2 && ::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISDIR(st.st_mode)) {
+        const std::string sub_rel = rel + "/" + name;
+        const int sub = ::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0) continue;  // removed since the directory was read
+        std::string bad = ::fstat(sub, &st) != 0 ? std::string(std::strerror(errno))
+                                                 : untrusted_below(st, root.path + "/" + sub_rel, false);
+        if (bad.empty())
+          self(self, sub, sub_rel);
+        else
+          refused(sub_rel, bad);
+        ::close(sub);
+        continue;
+      }
+      file(dir, rel, name);
+    }
+  };
+  visit(visit, top, std::string(kLayout));
+  ::close(top);
+}
+
 std::vector<CacheEntryInfo> DiskCache::list(bool verify) const {
   std::vector<CacheEntryInfo> entries;
   for (const Root& root : readable_roots()) {
-    std::error_code ec;
-    const fs::path top = fs::path(root.path) / kLayout;
-    // Directory symlinks below the root are not followed (directory_options::none).
-    for (auto it = fs::recursive_directory_iterator(top, fs::directory_options::skip_permission_denied, ec);
-         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      const fs::path& p = it->path();
-      if (p.extension() != ".cubin" || it.depth() != 2) continue;
-      if (it->is_directory(ec)) it.disable_recursion_pending();
+    auto entry = [&](int dir, const std::string& rel, const std::string& name) {
+      if (slashes(rel) != 2 || !ends_with(name, ".cubin")) return;
       CacheEntryInfo info;
       info.root = root.path;
-      info.path = p.string();
-      info.key = p.stem().string();
-      info.arch = p.parent_path().parent_path().filename().string();
+      info.path = fmt::format("{}/{}/{}", root.path, rel, name);
+      info.key = name.substr(0, name.size() - 6);
+      info.arch = rel_arch(rel);
       struct stat st{};
-      if (::lstat(info.path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) info.size = uint64_t(st.st_size);
+      if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return;  // removed since listed
+      if (S_ISREG(st.st_mode)) info.size = uint64_t(st.st_size);
+      const Torn torn = torn_state(dir, info.key);
+      if (torn == Torn::aged) return;  // a leftover (leftovers())
       std::string sidecar_why;
-      const std::string sidecar_path = fs::path(p).replace_extension(".json").string();
-      const auto sidecar = read_file_nofollow(sidecar_path, kMaxSidecarBytes, &sidecar_why);
+      const auto sidecar = read_file_at(dir, info.key + ".json", kMaxSidecarBytes, &sidecar_why);
       const std::string side = sidecar ? std::string(sidecar->begin(), sidecar->end()) : std::string{};
       info.created = sidecar_field(side, "created");
       info.nvrtc = sidecar_field(side, "nvrtc");
@@ -401,28 +531,31 @@ std::vector<CacheEntryInfo> DiskCache::list(bool verify) const {
         info.spec_json = side.substr(pos + 7, side.find_last_of('}') - pos - 7);
       if (verify) {
         std::string cubin_why;
-        const auto cubin = read_file_nofollow(info.path, kMaxCubinBytes, &cubin_why);
-        info.problem = !cubin               ? (cubin_why.empty() ? "missing" : cubin_why)
+        const auto cubin = read_file_at(dir, name, kMaxCubinBytes, &cubin_why);
+        if (!cubin && cubin_why.empty()) return;  // removed since listed: gone, not bad
+        info.problem = !cubin               ? cubin_why
                        : !sidecar_why.empty() ? "sidecar: " + sidecar_why
                        : !sidecar           ? "missing sidecar"
                                             : verify_entry(*cubin, side, info.key, info.arch);
         if (!info.problem.empty()) {
-          // Being written: a store holds the key's lock; a CUBIN without its sidecar yet is young.
+          // Being written: a store holds the key's lock, or its CUBIN is in and its sidecar not yet.
           bool held = false;
-          const std::string lock_path = fs::path(p).replace_extension(".lock").string();
-          const int dir = ::open(p.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-          if (dir >= 0) {
-            const int fd = try_flock(dir, info.key + ".lock", false, &held);
-            if (fd >= 0) ::close(fd);
-            ::close(dir);
-          }
-          const bool young = !sidecar && sidecar_why.empty() && S_ISREG(st.st_mode) &&
-                             now_ns() - mtime_ns(st) < __int128(kInFlightGrace.count()) * 1000000000;
-          info.in_flight = held || young;
+          if (const int fd = try_flock(dir, info.key + ".lock", false, &held); fd >= 0) ::close(fd);
+          info.in_flight = held || torn == Torn::young;
         }
       }
       entries.push_back(std::move(info));
-    }
+    };
+    auto refused = [&](const std::string& rel, const std::string& why) {
+      warn_once("bad-dir-" + root.path + "/" + rel, fmt::format("ignoring cache entries in {}: {}", root.path, why));
+      CacheEntryInfo info;
+      info.root = root.path;
+      info.path = fmt::format("{}/{}", root.path, rel);
+      info.arch = rel_arch(rel);
+      info.problem = why;
+      entries.push_back(std::move(info));
+    };
+    walk(root, entry, refused);
   }
   return entries;
 }
@@ -430,30 +563,32 @@ std::vector<CacheEntryInfo> DiskCache::list(bool verify) const {
 std::vector<CacheLeftover> DiskCache::leftovers() const {
   std::vector<CacheLeftover> out;
   for (const Root& root : readable_roots()) {
-    std::error_code ec;
-    for (auto it = fs::recursive_directory_iterator(fs::path(root.path) / kLayout,
-                                                    fs::directory_options::skip_permission_denied, ec);
-         !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
-      const std::string name = it->path().filename().string();
+    auto leftover = [&](int dir, const std::string& rel, const std::string& name) {
       const auto writer = temp_file_writer(name);
-      if (!writer && !ends_with(name, ".lock")) continue;
+      const bool lock = ends_with(name, ".lock");
+      const bool cubin = slashes(rel) == 2 && ends_with(name, ".cubin");
+      if (!writer && !lock && !cubin) return;
       struct stat st{};
-      if (::lstat(it->path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
-      CacheLeftover l{root.path, it->path().string(), false};
+      if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) return;
+      CacheLeftover l{root.path, fmt::format("{}/{}/{}", root.path, rel, name), false, {}};
+      bool held = false;
       if (writer) {
         l.in_use = process_alive(*writer) && now_ns() - mtime_ns(st) < __int128(std::chrono::seconds(kTempFileMaxAge).count()) * 1000000000;
+        l.what = "temp file of a writer that is gone";
+      } else if (lock) {
+        if (const int fd = try_flock(dir, name, false, &held); fd >= 0) ::close(fd);
+        l.in_use = held;
+        l.what = "lock file no process holds";
       } else {
-        const int dir = ::open(it->path().parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dir >= 0) {
-          bool held = false;
-          const int fd = try_flock(dir, name, false, &held);
-          l.in_use = held;
-          if (fd >= 0) ::close(fd);
-          ::close(dir);
-        }
+        const std::string key = name.substr(0, name.size() - 6);
+        if (torn_state(dir, key) != Torn::aged) return;
+        if (const int fd = try_flock(dir, key + ".lock", false, &held); fd >= 0) ::close(fd);
+        l.in_use = held;
+        l.what = "CUBIN without its sidecar: a store that did not finish";
       }
       out.push_back(std::move(l));
-    }
+    };
+    walk(root, leftover, [](const std::string&, const std::string&) {});
   }
   return out;
 }
@@ -463,10 +598,17 @@ size_t DiskCache::sweep_leftovers() {
   size_t removed = 0;
   for (const CacheLeftover& l : leftovers()) {
     if (l.root != roots_.primary || l.in_use) continue;
-    const fs::path p(l.path);
-    const int dir = ::open(p.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const std::string rel_path = l.path.substr(l.root.size() + 1);
+    const std::string rel = rel_path.substr(0, rel_path.rfind('/')), name = rel_path.substr(rel_path.rfind('/') + 1);
+    if (ends_with(name, ".cubin")) {  // a torn entry: under its key's lock, if still torn
+      CacheEntryInfo e;
+      e.root = l.root, e.path = l.path, e.arch = rel_arch(rel), e.key = name.substr(0, name.size() - 6);
+      removed += remove_locked(e, [&](int dir, const struct stat&) { return torn_state(dir, e.key) == Torn::aged; });
+      continue;
+    }
+    std::string why;
+    const int dir = open_dir_at(primary_fd_, rel, false, &why);
     if (dir < 0) continue;
-    const std::string name = p.filename().string();
     if (temp_file_writer(name)) {
       removed += ::unlinkat(dir, name.c_str(), 0) == 0;
     } else {
@@ -484,25 +626,39 @@ size_t DiskCache::sweep_leftovers() {
 }
 
 template <class Still>
-size_t DiskCache::remove_locked(const CacheEntryInfo& entry, Still still) {
+size_t DiskCache::remove_locked(const CacheEntryInfo& entry, Still still, std::vector<std::string>* not_removed) {
+  auto report = [&](const std::string& path, const std::string& why) {
+    if (not_removed) not_removed->push_back(fmt::format("{}: {}", path, why));
+  };
   if (entry.root != roots_.primary || !writable_) return 0;
+  if (entry.key.empty()) {  // a directory that is not trusted: never entered
+    report(entry.path, entry.problem);
+    return 0;
+  }
   const Lock lock = lock_at(entry.arch, entry.key, false);
   if (!lock.held()) return 0;  // another process is compiling or removing it
   std::string why;
   const int dir = open_dir_at(primary_fd_, entry_rel(entry.arch, entry.key), false, &why);
-  if (dir < 0) return 0;
+  if (dir < 0) {
+    if (!why.empty()) report(entry.path, why);
+    return 0;
+  }
   struct stat cubin{}, sidecar{};
   const bool has_cubin = ::fstatat(dir, (entry.key + ".cubin").c_str(), &cubin, AT_SYMLINK_NOFOLLOW) == 0;
   const bool has_sidecar = ::fstatat(dir, (entry.key + ".json").c_str(), &sidecar, AT_SYMLINK_NOFOLLOW) == 0;
   // A CUBIN without its sidecar, written moments ago: a store that holds no lock (an older
   // version, or one whose lock wait ran out) is between its two renames.
-  const bool young = has_cubin && !has_sidecar && S_ISREG(cubin.st_mode) &&
-                     now_ns() - mtime_ns(cubin) < __int128(kInFlightGrace.count()) * 1000000000;
+  const bool young = torn_state(dir, entry.key) == Torn::young;
   size_t removed = 0;
+  // A directory in a file's place is removed with what is below it (nothing followed).
+  auto remove = [&](const std::string& name) {
+    const int err = remove_tree_at(dir, name);
+    if (err && err != ENOENT) report(fmt::format("{}/{}/{}", roots_.primary, entry_rel(entry.arch, entry.key), name), std::strerror(err));
+    return err == 0;
+  };
   if (has_cubin && !young && still(dir, cubin)) {
-    removed = ::unlinkat(dir, (entry.key + ".cubin").c_str(), S_ISDIR(cubin.st_mode) ? AT_REMOVEDIR : 0) == 0;
-    if (removed && has_sidecar)
-      removed += ::unlinkat(dir, (entry.key + ".json").c_str(), S_ISDIR(sidecar.st_mode) ? AT_REMOVEDIR : 0) == 0;
+    removed = remove(entry.key + ".cubin");
+    if (removed && has_sidecar) removed += remove(entry.key + ".json");
   }
   ::close(dir);
   return removed;
@@ -531,21 +687,25 @@ size_t DiskCache::prune(std::chrono::seconds age) {
   return removed;
 }
 
-size_t DiskCache::clear() {
+size_t DiskCache::clear(std::vector<std::string>* not_removed) {
   if (!writable_) return 0;
   size_t removed = 0;
   for (const CacheEntryInfo& e : list(false))
-    removed += remove_locked(e, [](int, const struct stat&) { return true; });
+    removed += remove_locked(e, [](int, const struct stat&) { return true; }, not_removed);
   // Tuning tables (their writers rename over whatever is there, so no lock is needed).
   std::string why;
-  const int dir = open_dir_at(primary_fd_, std::string(kLayout) + "/tuning", false, &why);
+  const std::string tuning = std::string(kLayout) + "/tuning";
+  const int dir = open_dir_at(primary_fd_, tuning, false, &why);
+  if (dir < 0 && !why.empty() && not_removed) not_removed->push_back(fmt::format("{}/{}: {}", roots_.primary, tuning, why));
   if (dir >= 0) {
-    std::error_code ec;
-    for (auto it = fs::directory_iterator(fs::path(roots_.primary) / kLayout / "tuning", ec);
-         !ec && it != fs::directory_iterator(); it.increment(ec)) {
-      const std::string name = it->path().filename().string();
-      if (ends_with(name, ".json") && it->is_regular_file(ec) && !it->is_symlink(ec))
-        removed += ::unlinkat(dir, name.c_str(), 0) == 0;
+    for (const std::string& name : dir_names(dir)) {
+      struct stat st{};
+      if (!ends_with(name, ".json") || ::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+        continue;
+      if (::unlinkat(dir, name.c_str(), 0) == 0)
+        ++removed;
+      else if (errno != ENOENT && not_removed)
+        not_removed->push_back(fmt::format("{}/{}/{}: {}", roots_.primary, tuning, name, std::strerror(errno)));
     }
     ::close(dir);
   }

@@ -1,5 +1,6 @@
 #include "core/fs_util.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -21,7 +22,8 @@ namespace {
 bool trusted_owner(uid_t uid) { return uid == 0 || uid == ::geteuid(); }
 
 // Group/world-writable without the sticky bit: anyone in the group (or anyone) can rename
-// what is inside.
+// what is inside. Allowed above a root only: the sticky bit stops others removing names, not
+// creating them, so a root and what is below it must not be writable by others at all.
 bool writable_by_others(const struct stat& st) { return (st.st_mode & 022) && !(st.st_mode & S_ISVTX); }
 
 std::string absolute(const std::string& path) {
@@ -42,7 +44,9 @@ std::vector<std::string> prefixes(const std::string& path) {
   return out;
 }
 
-std::optional<std::vector<char>> read_fd(int fd, const std::string& path, size_t max_bytes, std::string* why) {
+// `trusted_only`: the file must also pass untrusted_below (a file below a cache root).
+std::optional<std::vector<char>> read_fd(int fd, const std::string& path, size_t max_bytes, std::string* why,
+                                         bool trusted_only = false) {
   auto fail = [&](std::string reason) {
     if (why) *why = std::move(reason);
     ::close(fd);
@@ -51,6 +55,8 @@ std::optional<std::vector<char>> read_fd(int fd, const std::string& path, size_t
   struct stat st{};
   if (::fstat(fd, &st) != 0) return fail(fmt::format("stat {}: {}", path, std::strerror(errno)));
   if (!S_ISREG(st.st_mode)) return fail(fmt::format("{} is {}, not a regular file", path, file_kind(st.st_mode)));
+  if (trusted_only)
+    if (std::string reason = untrusted_below(st, path, false); !reason.empty()) return fail(std::move(reason));
   if (static_cast<uint64_t>(st.st_size) > max_bytes)
     return fail(fmt::format("{} is {} bytes, over the limit of {}", path, st.st_size, max_bytes));
   std::vector<char> data(static_cast<size_t>(st.st_size));
@@ -73,6 +79,15 @@ std::string open_error(const std::string& path, int err) {
 }
 
 }  // namespace
+
+std::string untrusted_below(const struct stat& st, const std::string& path, bool own) {
+  if (own ? st.st_uid != ::geteuid() : !trusted_owner(st.st_uid))
+    return fmt::format("{} is owned by uid {}, {}", path, st.st_uid, own ? "not by this user" : "another user");
+  if (st.st_mode & 022)
+    return fmt::format("{} is writable by other users (mode {:o}); below a cache root nothing may be", path,
+                       st.st_mode & 07777);
+  return {};
+}
 
 std::string file_kind(mode_t mode) {
   if (S_ISREG(mode)) return "a regular file";
@@ -112,7 +127,7 @@ std::optional<std::vector<char>> read_file_at(int dir_fd, const std::string& nam
     if (why) *why = open_error(name, errno);
     return std::nullopt;
   }
-  return read_fd(fd, name, max_bytes, why);
+  return read_fd(fd, name, max_bytes, why, true);
 }
 
 int write_file_atomic_at(int dir_fd, const std::string& name, std::span<const char> data) {
@@ -148,7 +163,11 @@ int write_file_atomic(const std::string& path, std::span<const char> data) {
   return err;
 }
 
-std::string untrusted_reason(const std::string& dir_in, bool own) {
+namespace {
+
+// untrusted_reason, where `is_root`: the last directory is the root itself, which others must
+// not be able to write even with the sticky bit (else only an ancestor on its way, as /tmp).
+std::string untrusted_path(const std::string& dir_in, bool own, bool is_root) {
   if (dir_in.empty()) return "empty path";
   const std::string dir = absolute(dir_in);
   // Symlinks met on the way as written: each must be ours or root's.
@@ -170,8 +189,10 @@ std::string untrusted_reason(const std::string& dir_in, bool own) {
     struct stat st{};
     if (::stat(p.c_str(), &st) != 0) return fmt::format("stat {}: {}", p, std::strerror(errno));
     if (!S_ISDIR(st.st_mode)) return fmt::format("{} is {}, not a directory", p, file_kind(st.st_mode));
-    if (last && own && st.st_uid != ::geteuid())
-      return fmt::format("{} is owned by uid {}, not by this user", p, st.st_uid);
+    if (last && is_root) {
+      if (std::string why = untrusted_below(st, p, own); !why.empty()) return why;
+      continue;
+    }
     if (!trusted_owner(st.st_uid)) return fmt::format("{} is owned by uid {}, another user", p, st.st_uid);
     if (writable_by_others(st))
       return fmt::format("{} is writable by other users (mode {:o}) without the sticky bit", p, st.st_mode & 07777);
@@ -179,13 +200,47 @@ std::string untrusted_reason(const std::string& dir_in, bool own) {
   return {};
 }
 
+}  // namespace
+
+std::string untrusted_reason(const std::string& dir, bool own) { return untrusted_path(dir, own, true); }
+
 std::string make_private_dir(const std::string& dir_in) {
   if (dir_in.empty()) return "empty path";
   const std::string dir = absolute(dir_in);
-  // Missing parents first (0700 for the ones we make); what they turn out to be is checked below.
-  for (const std::string& p : prefixes(dir))
-    if (::mkdir(p.c_str(), 0700) != 0 && errno != EEXIST) return fmt::format("mkdir {}: {}", p, std::strerror(errno));
-  return untrusted_reason(dir, true);
+  // The deepest part of the path that exists is checked before anything is made in it: a
+  // directory made through another user's symlink or in their directory is already a write.
+  const std::vector<std::string> parts = prefixes(dir);
+  size_t existing = parts.size();  // parts[existing - 1] exists; 0: only "/"
+  for (; existing > 0; --existing) {
+    struct stat lst{};
+    if (::lstat(parts[existing - 1].c_str(), &lst) == 0) break;
+    if (errno != ENOENT) return fmt::format("stat {}: {}", parts[existing - 1], std::strerror(errno));
+  }
+  if (existing == parts.size()) return untrusted_path(dir, true, true);
+  const std::string base = existing == 0 ? "/" : parts[existing - 1];
+  if (std::string why = untrusted_path(base, false, false); !why.empty()) return why;
+  int fd = ::open(base.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return fmt::format("open {}: {}", base, std::strerror(errno));
+  // The rest one component at a time below that checked directory, each ours and private.
+  for (size_t i = existing; i < parts.size(); ++i) {
+    const std::string name = parts[i].substr(parts[i].rfind('/') + 1);
+    std::string why;
+    if (::mkdirat(fd, name.c_str(), 0700) != 0 && errno != EEXIST)
+      why = fmt::format("mkdir {}: {}", parts[i], std::strerror(errno));
+    const int next = why.empty() ? ::openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC) : -1;
+    if (why.empty() && next < 0) why = fmt::format("open {}: {}", parts[i], std::strerror(errno));
+    ::close(fd);
+    fd = next;
+    struct stat st{};
+    if (why.empty() && ::fstat(fd, &st) != 0) why = fmt::format("stat {}: {}", parts[i], std::strerror(errno));
+    if (why.empty()) why = untrusted_below(st, parts[i], true);
+    if (!why.empty()) {
+      if (fd >= 0) ::close(fd);
+      return why;
+    }
+  }
+  ::close(fd);
+  return untrusted_path(dir, true, true);
 }
 
 int open_dir_at(int base_fd, const std::string& rel, bool create, std::string* why) {
@@ -219,9 +274,13 @@ int open_dir_at(int base_fd, const std::string& rel, bool create, std::string* w
       return -1;
     }
     fd = next;
+    // Anyone who can write a directory below a root can put code in it (a sticky bit does
+    // not stop them creating names), and what another user owns they can change.
     struct stat st{};
-    if (create && (::fstat(fd, &st) != 0 || st.st_uid != ::geteuid())) {
-      *why = fmt::format("{} in {} is owned by uid {}, not by this user", name, rel, st.st_uid);
+    std::string bad = ::fstat(fd, &st) != 0 ? fmt::format("stat {}: {}", rel, std::strerror(errno))
+                                            : untrusted_below(st, rel.substr(0, end), create);
+    if (!bad.empty()) {
+      *why = std::move(bad);
       ::close(fd);
       errno = EPERM;
       return -1;
@@ -229,6 +288,43 @@ int open_dir_at(int base_fd, const std::string& rel, bool create, std::string* w
   }
   return fd;
 }
+
+std::vector<std::string> dir_names(int dir_fd) {
+  std::vector<std::string> names;
+  const int fd = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return names;
+  DIR* d = ::fdopendir(fd);
+  if (!d) {
+    ::close(fd);
+    return names;
+  }
+  ::rewinddir(d);  // the duplicate shares the original's offset
+  while (const dirent* e = ::readdir(d)) {
+    const std::string_view name(e->d_name);
+    if (name != "." && name != "..") names.emplace_back(name);
+  }
+  ::closedir(d);
+  return names;
+}
+
+namespace {
+int remove_tree_below(int dir_fd, const std::string& name, int depth) {
+  struct stat st{};
+  if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return errno;
+  if (!S_ISDIR(st.st_mode)) return ::unlinkat(dir_fd, name.c_str(), 0) == 0 ? 0 : errno;
+  if (depth > 64) return ELOOP;
+  const int fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) return errno;
+  int err = 0;
+  for (const std::string& below : dir_names(fd))
+    if (const int e = remove_tree_below(fd, below, depth + 1); e && e != ENOENT && !err) err = e;
+  ::close(fd);
+  if (::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR) != 0 && !err) err = errno;
+  return err;
+}
+}  // namespace
+
+int remove_tree_at(int dir_fd, const std::string& name) { return remove_tree_below(dir_fd, name, 0); }
 
 std::optional<pid_t> temp_file_writer(const std::string& name) {
   const size_t tmp = name.rfind(".tmp.");

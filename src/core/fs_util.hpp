@@ -1,6 +1,7 @@
 // Small POSIX file helpers for the cache: trusted roots, no symlink following below them,
 // opens that never block, bounded reads, atomic replace.
 #pragma once
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cstddef>
@@ -24,7 +25,8 @@ std::optional<std::vector<char>> read_file_nofollow(const std::string& path, siz
 // The same, following symlinks: a checkpoint's files are often links into a download cache
 // (a model's config.json, never the cache's own files).
 std::optional<std::vector<char>> read_file_following(const std::string& path, size_t max_bytes, std::string* why = nullptr);
-// The same for `name` in the directory `dir_fd`.
+// The same for `name` in the directory `dir_fd`, a directory below a cache root: the file must
+// also pass untrusted_below (owned by root or this user, writable by nobody else).
 std::optional<std::vector<char>> read_file_at(int dir_fd, const std::string& name, size_t max_bytes,
                                               std::string* why = nullptr);
 
@@ -37,18 +39,34 @@ int write_file_atomic_at(int dir_fd, const std::string& name, std::span<const ch
 // Why `dir` cannot be trusted as a cache root (empty: it can). Every directory on its path,
 // and every symlink met on the way, must belong to root or to this user and be writable by
 // nobody else (group/world-writable only with the sticky bit, as /tmp); the root itself must
-// belong to this user when `own` (a root we write), else to root or this user. A directory
-// another user can write could be swapped for theirs, and a kernel cache holds GPU code.
+// belong to this user when `own` (a root we write), else to root or this user, and must not be
+// writable by others even with the sticky bit (which stops them removing names, not creating
+// v1/). A directory another user can write could be swapped for theirs, and a kernel cache
+// holds GPU code.
 std::string untrusted_reason(const std::string& dir, bool own);
 
+// Why a file or directory below a root (its fstat `st`, named `path` in messages) cannot be
+// trusted: not owned by this user (`own`) or by root or this user, or writable by others.
+std::string untrusted_below(const struct stat& st, const std::string& path, bool own);
+
 // Creates `dir` (mode 0700) and missing parents, then checks it with untrusted_reason(dir,
-// own = true). Returns an empty string or why not.
+// own = true). The deepest existing part of the path is checked before anything is made, and
+// the rest is made one component at a time below it without following symlinks, so nothing
+// is created through a path another user controls. Returns an empty string or why not.
 std::string make_private_dir(const std::string& dir);
 
 // Opens the directory `rel` ("a/b/c") below `base_fd`, one component at a time with
-// O_NOFOLLOW, so no symlink below a trusted base is ever followed. With `create`, missing
-// components are made (0700) and each must belong to this user. Returns the fd or -1 with `why`.
+// O_NOFOLLOW, so no symlink below a trusted base is ever followed. Each component must pass
+// untrusted_below (owned by this user with `create`, which makes missing ones 0700; else by
+// root or this user); one that does not fails with errno EPERM. Returns the fd or -1 with
+// `why` (empty when a component does not exist).
 int open_dir_at(int base_fd, const std::string& rel, bool create, std::string* why);
+
+// The names in the directory `dir_fd` but "." and "..", read through a duplicate of the fd.
+std::vector<std::string> dir_names(int dir_fd);
+// Removes `name` in `dir_fd` and, when it is a directory, everything below it, following no
+// symlink (at most 64 levels deep). Returns 0 or the first errno that stopped a removal.
+int remove_tree_at(int dir_fd, const std::string& name);
 
 // "a FIFO", "a directory", ...: what a non-regular file is, for messages.
 std::string file_kind(mode_t mode);
