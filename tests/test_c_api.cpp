@@ -297,6 +297,26 @@ TEST_SUITE("c_api") {
     refused(h, "a_row_stride = 1152921504606846976");
     CHECK(nvfp4_jit_gemm_workspace_bytes(&h) == -1);  // the size helper refuses them too
     CHECK(last_error().find("a_row_stride = 1152921504606846976") != std::string::npos);
+
+    // dequantize and quantize, on the same rule
+    nvfp4_dequantize_args d;
+    nvfp4_dequantize_args_init(&d);
+    d.src.data = buffer, d.src.scales = buffer, d.out = buffer, d.src_rows = 2, d.k = 32;
+    d.out_row_stride = int64_t(1) << 62;
+    CHECK(nvfp4_jit_dequantize(&d, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(starts_with(last_error(), "nvfp4_jit_dequantize: out: rows = 2 rows of out_row_stride = 4611686018427387904"));
+    d.out_row_stride = 0, d.src_rows = INT64_MAX;
+    CHECK(nvfp4_jit_dequantize(&d, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(starts_with(last_error(), "nvfp4_jit_dequantize: src.data: src_rows = 9223372036854775807 rows"));
+    nvfp4_quantize_args q;
+    nvfp4_quantize_args_init(&q);
+    q.in = buffer, q.out = buffer, q.scales = buffer, q.rows = 2, q.k = 32;
+    q.in_row_stride = int64_t(1) << 62;
+    CHECK(nvfp4_jit_quantize(&q, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(starts_with(last_error(), "nvfp4_jit_quantize: in: rows = 2 rows of in_row_stride = 4611686018427387904"));
+    q.in_row_stride = 0, q.out_row_stride_bytes = INT64_MAX;
+    CHECK(nvfp4_jit_quantize(&q, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(starts_with(last_error(), "nvfp4_jit_quantize: out: rows = 2 rows of out_row_stride_bytes = 9223372036854775807"));
   }
 
   TEST_CASE("no GPU has its own status") {

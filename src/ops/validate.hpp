@@ -56,6 +56,11 @@ class Check {
   // must fit in 64 bits; else a failure naming both arguments.
   int64_t span(std::string_view tensor, std::string_view rows_arg, int64_t rows, std::string_view stride_arg, int64_t stride,
                int64_t element_bytes) const;
+  // span of the E4M3 scales of `rows` NVFP4 rows of k values, in either layout (swizzled128x4
+  // pads the rows to 128 and the k / 16 scales of a row to 4). `rows` a checked span's already.
+  void scale_span(std::string_view tensor, std::string_view rows_arg, int64_t rows, int64_t k) const {
+    span(tensor, rows_arg, rows + 127, "k / 16", k / 16 + 3, 1);
+  }
   void dtype_in(std::string_view arg, DType dtype, std::initializer_list<DType> allowed) const;
   void scale_layout(std::string_view arg, ScaleLayout layout) const;
   void index_type(std::string_view arg, IndexType type) const {

@@ -49,7 +49,6 @@ int64_t sum(const Check& check, std::string_view arg, int64_t a, int64_t b) {
 
 // Every byte offset the kernels (and W4A4's decode) form in A, B, their scales and D is below
 // the span checked here, so all of them fit in the 64-bit offsets the kernels compute with.
-// (Swizzled scales pad rows to 128 and k / 16 to 4.)
 void check_spans(const Check& check, const GemmArgs& g, const GemmCall& call) {
   const bool batched = call.groups && call.layout == GroupedLayout::batched;
   const int64_t rows = batched ? g.m : call.rows;  // batched: a row of A and D holds (or strides to) each group's
@@ -59,7 +58,7 @@ void check_spans(const Check& check, const GemmArgs& g, const GemmCall& call) {
   if (g.a_dtype == DType::nvfp4) {
     const int64_t stride = g.a_fp4.row_stride_bytes ? g.a_fp4.row_stride_bytes : g.k / 2;
     check.span("a_fp4.data", a_rows_arg, a_rows, "a_fp4.row_stride_bytes", stride, 1);
-    check.span("a_fp4.scales", a_rows_arg, a_rows + 127, "k / 16", g.k / 16 + 3, 1);
+    check.scale_span("a_fp4.scales", a_rows_arg, a_rows, g.k);
   } else {
     const int64_t a = check.span("a", a_rows_arg, a_rows, "a_row_stride", call.a_stride, element_bytes(g.a_dtype));
     if (batched)
@@ -70,7 +69,7 @@ void check_spans(const Check& check, const GemmArgs& g, const GemmCall& call) {
   const char* n_arg = call.groups ? "groups * n" : "n";
   if (!g.b_prepacked) {  // (a prepacked weight's size is prepacked_bytes', checked there)
     check.span("b.data", n_arg, weights * g.n, "b.row_stride_bytes", call.b_stride, 1);
-    check.span("b.scales", n_arg, weights * (g.n + 127), "k / 16", g.k / 16 + 3, 1);
+    check.scale_span("b.scales", n_arg, weights * g.n, g.k);
   }
   const int64_t d = check.span("d", rows_arg, rows, "d_row_stride", call.d_stride, element_bytes(g.d_dtype));
   if (batched)
