@@ -54,6 +54,16 @@ std::string error_of(const GemmArgs& g) {
   return "";
 }
 
+// The same for grouped_gemm.
+std::string error_of_grouped(const GroupedGemmArgs& g) {
+  try {
+    grouped_gemm(g, nullptr);
+  } catch (const Error& e) {
+    return e.status() == Status::cuda_error || e.status() == Status::no_device ? "" : e.what();
+  }
+  return "";
+}
+
 void check_error(const GemmArgs& g, const std::string& part) {
   const std::string msg = error_of(g);
   CAPTURE(msg);
@@ -163,26 +173,18 @@ TEST_SUITE("gemm") {
     b.gemm.a_row_stride = b.gemm.d_row_stride = 0;
     b.groups = 4;
     b.layout = GroupedLayout::batched;
-    auto grouped_error = [](const GroupedGemmArgs& args) -> std::string {
-      try {
-        grouped_gemm(args, nullptr);
-      } catch (const Error& e) {
-        return e.status() == Status::cuda_error || e.status() == Status::no_device ? "" : e.what();
-      }
-      return "";
-    };
-    CHECK(grouped_error(b) == "");
+    CHECK(error_of_grouped(b) == "");
     GroupedGemmArgs h = b;
     h.d_group_stride = int64_t(1) << 62;  // groups * d_group_stride, the default row stride, overflows
-    CHECK(grouped_error(h).find("groups * d_group_stride does not fit in 64 bits") != std::string::npos);
+    CHECK(error_of_grouped(h).find("groups * d_group_stride does not fit in 64 bits") != std::string::npos);
     h = b, h.gemm.d_row_stride = 4 * 64, h.d_group_stride = int64_t(1) << 61;  // [m, groups, n] rows cannot hold it
-    CHECK(grouped_error(h).find("d_group_stride = 2305843009213693952") != std::string::npos);
+    CHECK(error_of_grouped(h).find("d_group_stride = 2305843009213693952") != std::string::npos);
     h = b, h.gemm.a_row_stride = 256, h.a_group_stride = int64_t(1) << 61;  // [groups, m, k]: 2^63 bytes of BF16
-    CHECK(grouped_error(h).find("a: groups = 4 rows of a_group_stride = 2305843009213693952") != std::string::npos);
+    CHECK(error_of_grouped(h).find("a: groups = 4 rows of a_group_stride = 2305843009213693952") != std::string::npos);
     h = b, h.layout = GroupedLayout::contiguous, h.groups = 1 << 20, h.gemm.b.row_stride_bytes = int64_t(1) << 40;
     static int32_t ends[1 << 4] = {};
     h.group_ends = ends;
-    CHECK(grouped_error(h).find("b.data: groups * n = 67108864 rows of b.row_stride_bytes = 1099511627776") !=
+    CHECK(error_of_grouped(h).find("b.data: groups * n = 67108864 rows of b.row_stride_bytes = 1099511627776") !=
           std::string::npos);
     h = b, h.layout = GroupedLayout(0);
     CHECK_THROWS_WITH_AS(grouped_gemm_workspace_bytes(h), doctest::Contains("layout = 0 is not a GroupedLayout"), Error);
@@ -410,14 +412,6 @@ TEST_SUITE("gemm") {
       g.groups = 4;
       g.group_ends = ends;
       return g;
-    };
-    auto error_of_grouped = [](const GroupedGemmArgs& g) -> std::string {
-      try {
-        grouped_gemm(g, nullptr);
-      } catch (const Error& e) {
-        return e.status() == Status::cuda_error || e.status() == Status::no_device ? "" : e.what();
-      }
-      return "";
     };
     auto check_grouped = [&](const GroupedGemmArgs& g, const std::string& part) {
       const std::string msg = error_of_grouped(g);
