@@ -231,7 +231,7 @@ TEST_SUITE("c_api") {
     nvfp4_gemm_args_init(&g);
     g.n = 64, g.k = 256, g.a_dtype = NVFP4_DTYPE_NVFP4, g.m = huge;
     CHECK(nvfp4_jit_gemm_workspace_bytes(&g) == -1);
-    CHECK(starts_with(last_error(), "nvfp4_jit_gemm_workspace_bytes: workspace (m * k * 2) does not fit in 64 bits"));
+    CHECK(starts_with(last_error(), "nvfp4_jit_gemm_workspace_bytes: workspace (rows * k * 2) does not fit in 64 bits"));
     nvfp4::jit::GemmArgs cg;
     cg.n = 64, cg.k = 256, cg.a_dtype = nvfp4::jit::DType::nvfp4, cg.m = huge;
     CHECK_THROWS_AS(nvfp4::jit::gemm_workspace_bytes(cg), nvfp4::jit::Error);
@@ -240,11 +240,83 @@ TEST_SUITE("c_api") {
     nvfp4_grouped_gemm_args e;
     nvfp4_grouped_gemm_args_init(&e);
     e.gemm = g, e.groups = 1 << 30, e.layout = NVFP4_GROUPED_MASKED, e.gemm.m = int64_t(1) << 33;
-    CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == -1);
-    CHECK(last_error().find("does not fit in 64 bits") != std::string::npos);
+    CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == -1);  // the grouped call's own rows limit
+    CHECK(starts_with(last_error(), "nvfp4_jit_grouped_gemm_workspace_bytes: gemm.m = 8589934592 rows in each of"));
     g.n = int64_t(1) << 40;  // N is range-checked, not truncated
     CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_INVALID_ARGUMENT);
     CHECK(last_error().find("n = 1099511627776 is out of range") != std::string::npos);
+  }
+
+  TEST_CASE("workspace helpers check every argument the call does; byte offsets past 64 bits are refused before the device") {
+    alignas(16) static unsigned char buffer[4096];
+    nvfp4_gemm_args g;
+    nvfp4_gemm_args_init(&g);
+    g.m = 16, g.n = 64, g.k = 256;
+    CHECK(nvfp4_jit_gemm_workspace_bytes(&g) == 0);  // W4A16: none
+    g.a_dtype = nvfp4_dtype(77);
+    CHECK(nvfp4_jit_gemm_workspace_bytes(&g) == -1);
+    CHECK(starts_with(last_error(), "nvfp4_jit_gemm_workspace_bytes: a_dtype = 77 is not supported here"));
+    g.a_dtype = NVFP4_DTYPE_BF16, g.n = -5;
+    CHECK(nvfp4_jit_gemm_workspace_bytes(&g) == -1);
+    CHECK(starts_with(last_error(), "nvfp4_jit_gemm_workspace_bytes: n = -5 must be positive"));
+    g.n = 64, g.d_row_stride = 32;
+    CHECK(nvfp4_jit_gemm_workspace_bytes(&g) == -1);
+    CHECK(starts_with(last_error(), "nvfp4_jit_gemm_workspace_bytes: d_row_stride = 32 is less than n = 64"));
+    g.d_row_stride = 0;
+    nvfp4_grouped_gemm_args e;
+    nvfp4_grouped_gemm_args_init(&e);
+    e.gemm = g, e.gemm.a_dtype = NVFP4_DTYPE_NVFP4, e.groups = 8, e.layout = nvfp4_grouped_layout(0);
+    CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == -1);
+    CHECK(starts_with(last_error(), "nvfp4_jit_grouped_gemm_workspace_bytes: layout = 0 is not a GroupedLayout"));
+    e.layout = NVFP4_GROUPED_MASKED;
+    CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == 8 * 16 * 256 * 2);  // no buffer needed to ask
+    e.gemm.n = -5;
+    CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == -1);
+    CHECK(last_error().find("n = -5 must be positive") != std::string::npos);
+
+    // every argument valid, the buffers real: validation passes, and the call fails only at the
+    // device (no GPU here) or runs (on one); sizes whose offsets pass 2^63 bytes never get there
+    g.a = buffer, g.b.data = buffer, g.b.scales = buffer, g.d = buffer;
+    auto refused = [&](const nvfp4_gemm_args& args, const std::string& part) {
+      const nvfp4_status status = nvfp4_jit_gemm(&args, nullptr);
+      CAPTURE(last_error());
+      CHECK(status == NVFP4_INVALID_ARGUMENT);
+      CHECK(starts_with(last_error(), "nvfp4_jit_gemm: "));
+      CHECK(last_error().find(part) != std::string::npos);
+    };
+    nvfp4_gemm_args h = g;
+    h.m = INT64_MAX;
+    refused(h, "m = 9223372036854775807 rows of a_row_stride = 256");
+    h = g, h.d_row_stride = INT64_MAX;
+    refused(h, "d_row_stride = 9223372036854775807");
+    h = g, h.m = 1, h.d_row_stride = INT64_MAX / 2 + 1;  // its one row fits in elements, not in bytes
+    refused(h, "d_row_stride = 4611686018427387904");
+    h = g, h.b.row_stride_bytes = int64_t(1) << 62;
+    refused(h, "b.row_stride_bytes = 4611686018427387904");
+    h = g, h.a_row_stride = int64_t(1) << 60;
+    refused(h, "a_row_stride = 1152921504606846976");
+    CHECK(nvfp4_jit_gemm_workspace_bytes(&h) == -1);  // the size helper refuses them too
+    CHECK(last_error().find("a_row_stride = 1152921504606846976") != std::string::npos);
+
+    // dequantize and quantize, on the same rule
+    nvfp4_dequantize_args d;
+    nvfp4_dequantize_args_init(&d);
+    d.src.data = buffer, d.src.scales = buffer, d.out = buffer, d.src_rows = 2, d.k = 32;
+    d.out_row_stride = int64_t(1) << 62;
+    CHECK(nvfp4_jit_dequantize(&d, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(starts_with(last_error(), "nvfp4_jit_dequantize: out: rows = 2 rows of out_row_stride = 4611686018427387904"));
+    d.out_row_stride = 0, d.src_rows = INT64_MAX;
+    CHECK(nvfp4_jit_dequantize(&d, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(starts_with(last_error(), "nvfp4_jit_dequantize: src.data: src_rows = 9223372036854775807 rows"));
+    nvfp4_quantize_args q;
+    nvfp4_quantize_args_init(&q);
+    q.in = buffer, q.out = buffer, q.scales = buffer, q.rows = 2, q.k = 32;
+    q.in_row_stride = int64_t(1) << 62;
+    CHECK(nvfp4_jit_quantize(&q, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(starts_with(last_error(), "nvfp4_jit_quantize: in: rows = 2 rows of in_row_stride = 4611686018427387904"));
+    q.in_row_stride = 0, q.out_row_stride_bytes = INT64_MAX;
+    CHECK(nvfp4_jit_quantize(&q, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(starts_with(last_error(), "nvfp4_jit_quantize: out: rows = 2 rows of out_row_stride_bytes = 9223372036854775807"));
   }
 
   TEST_CASE("no GPU has its own status") {

@@ -54,6 +54,16 @@ std::string error_of(const GemmArgs& g) {
   return "";
 }
 
+// The same for grouped_gemm.
+std::string error_of_grouped(const GroupedGemmArgs& g) {
+  try {
+    grouped_gemm(g, nullptr);
+  } catch (const Error& e) {
+    return e.status() == Status::cuda_error || e.status() == Status::no_device ? "" : e.what();
+  }
+  return "";
+}
+
 void check_error(const GemmArgs& g, const std::string& part) {
   const std::string msg = error_of(g);
   CAPTURE(msg);
@@ -130,6 +140,54 @@ TEST_SUITE("gemm") {
     check_error(g, "b.data is null");
     g = pre, g.b.data = buffer + 8;
     check_error(g, "b.data = ");
+  }
+
+  TEST_CASE("sizes whose byte offsets pass 64 bits are refused, naming the argument; the size helpers check what the call does") {
+    GemmArgs g = valid();
+    g.m = INT64_MAX;
+    check_error(g, "a: m = 9223372036854775807 rows of a_row_stride = 256");
+    g = valid(), g.m = 1, g.d_row_stride = INT64_MAX;
+    check_error(g, "d: m = 1 rows of d_row_stride = 9223372036854775807");
+    g = valid(), g.m = 1, g.d_dtype = DType::fp32, g.d_row_stride = int64_t(1) << 61;  // 2^61 fp32 elements: 2^63 bytes
+    check_error(g, "d_row_stride = 2305843009213693952");
+    g = valid(), g.b.row_stride_bytes = int64_t(1) << 58;
+    check_error(g, "b.data: n = 64 rows of b.row_stride_bytes = 288230376151711744");
+    GemmArgs w4a4 = valid();
+    w4a4.a = nullptr, w4a4.a_dtype = DType::nvfp4;
+    w4a4.a_fp4.data = buffer, w4a4.a_fp4.scales = buffer;
+    g = w4a4, g.a_fp4.row_stride_bytes = int64_t(1) << 62;
+    check_error(g, "a_fp4.data: m = 7 rows of a_fp4.row_stride_bytes = 4611686018427387904");
+    // the size helper: every argument but the buffers, as the call checks them
+    g = valid(), g.a_dtype = DType(77);
+    CHECK_THROWS_WITH_AS(gemm_workspace_bytes(g), doctest::Contains("gemm_workspace_bytes: a_dtype = 77"), Error);
+    g = valid(), g.n = -5;
+    CHECK_THROWS_WITH_AS(gemm_workspace_bytes(g), doctest::Contains("n = -5 must be positive"), Error);
+    g = valid(), g.m = INT64_MAX;
+    CHECK_THROWS_WITH_AS(gemm_workspace_bytes(g), doctest::Contains("m = 9223372036854775807"), Error);
+    g = w4a4, g.a_fp4.data = nullptr, g.a_fp4.scales = nullptr;  // asked before the buffers exist
+    CHECK(gemm_workspace_bytes(g) == 7 * 256 * 2);
+
+    // grouped: all groups' weights and rows; batched group strides (their default row strides too)
+    GroupedGemmArgs b;
+    b.gemm = valid();
+    b.gemm.a_row_stride = b.gemm.d_row_stride = 0;
+    b.groups = 4;
+    b.layout = GroupedLayout::batched;
+    CHECK(error_of_grouped(b) == "");
+    GroupedGemmArgs h = b;
+    h.d_group_stride = int64_t(1) << 62;  // groups * d_group_stride, the default row stride, overflows
+    CHECK(error_of_grouped(h).find("groups * d_group_stride does not fit in 64 bits") != std::string::npos);
+    h = b, h.gemm.d_row_stride = 4 * 64, h.d_group_stride = int64_t(1) << 61;  // [m, groups, n] rows cannot hold it
+    CHECK(error_of_grouped(h).find("d_group_stride = 2305843009213693952") != std::string::npos);
+    h = b, h.gemm.a_row_stride = 256, h.a_group_stride = int64_t(1) << 61;  // [groups, m, k]: 2^63 bytes of BF16
+    CHECK(error_of_grouped(h).find("a: groups = 4 rows of a_group_stride = 2305843009213693952") != std::string::npos);
+    h = b, h.layout = GroupedLayout::contiguous, h.groups = 1 << 20, h.gemm.b.row_stride_bytes = int64_t(1) << 40;
+    static int32_t ends[1 << 4] = {};
+    h.group_ends = ends;
+    CHECK(error_of_grouped(h).find("b.data: groups * n = 67108864 rows of b.row_stride_bytes = 1099511627776") !=
+          std::string::npos);
+    h = b, h.layout = GroupedLayout(0);
+    CHECK_THROWS_WITH_AS(grouped_gemm_workspace_bytes(h), doctest::Contains("layout = 0 is not a GroupedLayout"), Error);
   }
 
   TEST_CASE("M buckets") {
@@ -354,14 +412,6 @@ TEST_SUITE("gemm") {
       g.groups = 4;
       g.group_ends = ends;
       return g;
-    };
-    auto error_of_grouped = [](const GroupedGemmArgs& g) -> std::string {
-      try {
-        grouped_gemm(g, nullptr);
-      } catch (const Error& e) {
-        return e.status() == Status::cuda_error || e.status() == Status::no_device ? "" : e.what();
-      }
-      return "";
     };
     auto check_grouped = [&](const GroupedGemmArgs& g, const std::string& part) {
       const std::string msg = error_of_grouped(g);

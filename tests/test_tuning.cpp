@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <random>
@@ -126,6 +127,147 @@ TEST_SUITE("tuning") {
     const TuningTable t(path, Arch::sm_90a, "GPU", 132, kVersions);
     CHECK(t.entries().size() == 12);
     CHECK(read(path).find("\"format\":1") != std::string::npos);
+  }
+}
+
+namespace {
+
+// `text` with the first `from` replaced by `to` (which must be there).
+std::string replaced(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  REQUIRE_MESSAGE(at != std::string::npos, from);
+  return text.replace(at, from.size(), to);
+}
+
+void write(const std::string& path, const std::string& text) { std::ofstream(path, std::ios::trunc) << text; }
+
+}  // namespace
+
+TEST_SUITE("tuning") {
+  TEST_CASE("every field of an entry is range-checked before it is narrowed, and given once") {
+    const std::string text = TuningTable::to_text({entry(8192, 8, 2, 28.5)}, Arch::sm_90a, "GPU", 132, kVersions);
+    std::string note;
+    REQUIRE(TuningTable::parse(text, kVersions, &note).size() == 1);
+    // each of these once read as another value that fits its field (op 262 as 6, block_m 65544
+    // as 8, ...), or as the first of two values
+    const std::pair<std::string, std::string> cases[] = {
+        {R"("op":6,)", R"("op":262,)"},
+        {R"("op":6,)", R"("op":99,)"},
+        {R"("block_m":8,)", R"("block_m":65544,)"},
+        {R"("threads":256,)", R"("threads":65920,)"},
+        {R"("groups":0,)", R"("groups":4294967296,)"},
+        {R"("n":8192,)", R"("n":9223372036854775807,)"},
+        {R"("n":8192,)", R"("n":18446744073709551615,)"},
+        {R"("k":4096,)", R"("k":-4096,)"},
+        {R"("stages":4,)", R"("stages":260,)"},
+        {R"("split_k":2,)", R"("split_k":2.5,)"},
+        {R"("m_bucket":8,)", R"("m_bucket":"8",)"},
+        {R"("a_dtype":)", R"("a_dtype":77,"x_dtype":)"},
+        {R"({"op":6,)", R"({"split_k":4,"op":6,)"},  // the first of two split_k
+        {R"({"op":6,)", R"({"op":6,"op":6,)"},
+        {R"("arch":0,)", R"("arch":1,)"},  // an sm_100a entry in an sm_90a table
+        {R"("arch":0,)", R"("arch":9,)"},
+        {R"("vec":0,)", ""},
+    };
+    const char* expected[] = {
+        "entries[0]: op = 262 is out of range (0 to 255)",
+        "entries[0]: op = 99 is not an op code",
+        "entries[0]: block_m = 65544 is out of range (1 to 256)",
+        "entries[0]: threads = 65920 is out of range (32 to 1024)",
+        "entries[0]: groups = 4294967296 is out of range (0 to 65536)",
+        "entries[0]: n = 9223372036854775807 is out of range (1 to 2147483647)",
+        "entries[0]: n = 18446744073709551615 is out of range",
+        "entries[0]: k = -4096 is out of range",
+        "entries[0]: stages = 260 is out of range",
+        "entries[0]: split_k = 2.5 is not an integer",
+        "entries[0]: m_bucket = \"8\" is not an integer",
+        "entries[0]: a_dtype = 77 is not a dtype code",
+        "entries[0]: split_k is given twice",
+        "entries[0]: op is given twice",
+        "entries[0]: arch = 1 (sm_100a) in a table for sm_90a",
+        "entries[0]: arch = 9 is out of range (0 to 4)",
+        "entries[0]: vec is missing",
+    };
+    for (size_t i = 0; i < std::size(cases); ++i) {
+      const std::string bad = replaced(text, cases[i].first, cases[i].second);
+      CAPTURE(bad);
+      note.clear();
+      const std::vector<TuningEntry> back = TuningTable::parse(bad, kVersions, &note);
+      CHECK_MESSAGE(back.empty(), "kept: block_m ", (back.empty() ? 0 : back[0].tile.block_m));
+      CHECK(note.find(expected[i]) != std::string::npos);
+    }
+    // an entry's index is the one it has in the file; the others still load
+    const std::string two = TuningTable::to_text({entry(8192, 8, 2, 28.5), entry(4096, 16, 1, 30)}, Arch::sm_90a, "GPU",
+                                                 132, kVersions);
+    note.clear();
+    CHECK(TuningTable::parse(replaced(two, R"("n":4096,)", R"("n":0,)"), kVersions, &note).size() == 1);
+    CHECK(note.find("1 entries that do not parse were skipped (the first: entries[1]: n = 0 is out of range") !=
+          std::string::npos);
+  }
+
+  TEST_CASE("a table whose header has a field out of range, given twice, or of another arch is not read") {
+    testutil::TempDir dir;
+    const std::string path = dir.str() + "/t.json";
+    const std::string text = TuningTable::to_text({entry(8192, 8, 2, 28.5)}, Arch::sm_90a, "GPU", 132, kVersions);
+    write(path, text);
+    REQUIRE(TuningTable(path, Arch::sm_90a, "GPU", 132, kVersions).entries().size() == 1);
+    const std::pair<std::string, std::string> cases[] = {
+        {R"("sm_count":132,)", R"("sm_count":-5,)"},
+        {R"("sm_count":132,)", R"("sm_count":4294967428,)"},
+        {R"("driver":13000,)", R"("driver":13000,"driver":13000,)"},
+        {R"("arch":"sm_90a",)", R"("arch":"sm_100a","arch":"sm_90a",)"},
+        {R"("arch":"sm_90a",)", R"("arch":"sm_100a",)"},
+    };
+    const char* expected[] = {
+        "header: sm_count = -5 is out of range (1 to 1024)",
+        "header: sm_count = 4294967428 is out of range (1 to 1024)",
+        "header: driver is given twice",
+        "header: arch is given twice",
+        "header: arch = \"sm_100a\" in a table for sm_90a",
+    };
+    for (size_t i = 0; i < std::size(cases); ++i) {
+      write(path, replaced(text, cases[i].first, cases[i].second));
+      const TuningTable t(path, Arch::sm_90a, "GPU", 132, kVersions);
+      CAPTURE(cases[i].second);
+      CHECK(t.entries().empty());
+      REQUIRE(t.notes().size() == 1);
+      CHECK(t.notes()[0] == path + ": " + expected[i]);
+    }
+  }
+
+  TEST_CASE("cache import refuses a table named for one arch holding another's, and names the file, entry and field") {
+    testutil::TempDir src, dst;
+    const TuningVersions here = TuningVersions::current();  // the CLI's
+    const std::string dir = src.str() + "/v1/tuning/";
+    std::filesystem::create_directories(dir);
+    // named for sm_100a, holding an sm_90a table
+    write(dir + TuningTable::file_name(Arch::sm_100a, "GPU", 132),
+          TuningTable::to_text({entry(8192, 8, 2, 28.5)}, Arch::sm_90a, "GPU", 132, here));
+    // named for 132 SMs, its header saying -5
+    write(dir + TuningTable::file_name(Arch::sm_90a, "GPU", 132),
+          replaced(TuningTable::to_text({entry(8192, 8, 2, 28.5)}, Arch::sm_90a, "GPU", 132, here), R"("sm_count":132,)",
+                   R"("sm_count":-5,)"));
+    // a good table with one entry whose block_m would wrap to 16
+    write(dir + TuningTable::file_name(Arch::sm_90a, "Other", 114),
+          replaced(TuningTable::to_text({entry(8192, 8, 2, 28.5), entry(4096, 16, 1, 30)}, Arch::sm_90a, "Other", 114, here),
+                   R"("block_m":16,)", R"("block_m":65552,)"));
+    const std::string tar = src.str() + "/tables.tar";
+    REQUIRE(testutil::run("tar --format=ustar -cf " + tar + " -C " + src.str() + " v1/tuning/sm_100a-GPU-132.json " +
+                          "v1/tuning/sm_90a-GPU-132.json v1/tuning/sm_90a-Other-114.json")
+                .code == 0);
+    const auto r = testutil::run("NVFP4_JIT_CACHE_DIR=" + dst.str() + " " + testutil::cli() + " cache import " + tar + " --json");
+    CAPTURE(r.out);
+    CAPTURE(r.err);
+    CHECK(r.code == 1);
+    CHECK(testutil::json_int(r.out, "tables") == 1);
+    CHECK(testutil::json_int(r.out, "skipped") == 3);
+    CHECK(r.err.find("v1/tuning/sm_100a-GPU-132.json: header: arch = \"sm_90a\" in a table for sm_100a") != std::string::npos);
+    CHECK(r.err.find("v1/tuning/sm_90a-GPU-132.json: header: sm_count = -5 is out of range") != std::string::npos);
+    CHECK(r.err.find("v1/tuning/sm_90a-Other-114.json: entries[1]: block_m = 65552 is out of range") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(dst.str() + "/v1/tuning/sm_100a-GPU-132.json"));
+    CHECK_FALSE(std::filesystem::exists(dst.str() + "/v1/tuning/sm_90a-GPU-132.json"));
+    const TuningTable imported(dst.str() + "/v1/tuning/sm_90a-Other-114.json", Arch::sm_90a, "Other", 114);
+    CHECK(imported.entries().size() == 1);
   }
 }
 

@@ -233,7 +233,9 @@ nvfp4_status nvfp4_jit_rmsnorm_quantize(const nvfp4_rmsnorm_quantize_args* args,
 nvfp4_status nvfp4_jit_swiglu_quantize(const nvfp4_swiglu_quantize_args* args, CUstream stream);
 nvfp4_status nvfp4_jit_moe_stage(const nvfp4_moe_stage_args* args, CUstream stream);
 nvfp4_status nvfp4_jit_gemm(const nvfp4_gemm_args* args, CUstream stream);
-/* Workspace bytes nvfp4_jit_gemm needs for `args` (W4A4: m * k * 2, else 0; -1: bad input). */
+/* Workspace bytes nvfp4_jit_gemm needs for `args` (W4A4: m * k * 2, else 0). -1, with
+   nvfp4_jit_last_error() naming the argument, for any argument nvfp4_jit_gemm would refuse
+   (the buffers aside: they need not exist yet). */
 int64_t nvfp4_jit_gemm_workspace_bytes(const nvfp4_gemm_args* args);
 
 /* A grouped GEMM (mixture of experts), as nvfp4::jit::grouped_gemm (jit.hpp says what each
@@ -257,7 +259,8 @@ typedef struct nvfp4_grouped_gemm_args {
   int64_t d_group_stride;    /* batched: the same in D; 0: n */
 } nvfp4_grouped_gemm_args;
 nvfp4_status nvfp4_jit_grouped_gemm(const nvfp4_grouped_gemm_args* args, CUstream stream);
-/* Workspace bytes nvfp4_jit_grouped_gemm needs for `args` (W4A4, else 0; -1: bad input). */
+/* Workspace bytes nvfp4_jit_grouped_gemm needs for `args` (W4A4, else 0); -1 as
+   nvfp4_jit_gemm_workspace_bytes. */
 int64_t nvfp4_jit_grouped_gemm_workspace_bytes(const nvfp4_grouped_gemm_args* args);
 
 /* Mixture-of-experts routing on the device, as nvfp4::jit::moe_route (jit.hpp): top-k ids

@@ -3,7 +3,8 @@
 // Calls take device pointers, shapes and strides, validate them, and launch on the
 // caller's stream. The first call for a new shape compiles (or loads from the disk cache);
 // later calls are a table lookup plus a launch. Errors throw nvfp4::jit::Error, whose
-// message names the bad argument.
+// message names the bad argument. Rows and strides whose tensor would span more than 2^63
+// bytes (an offset the kernels could not form) are refused so, naming both.
 #pragma once
 
 #include <cstdint>
@@ -254,7 +255,9 @@ struct GemmArgs {
   bool weights_static = false;
 };
 void gemm(const GemmArgs& args, CUstream stream);
-// Bytes of workspace gemm needs for `args` (W4A4: m * k * 2; otherwise 0).
+// Bytes of workspace gemm needs for `args` (W4A4: m * k * 2; otherwise 0). Checks every
+// argument gemm checks but the buffers (which need not exist yet): throws Error naming the one
+// gemm would refuse.
 int64_t gemm_workspace_bytes(const GemmArgs& args);
 
 // A grouped GEMM (mixture of experts): group g multiplies its rows of A by its own weight g.
@@ -307,6 +310,7 @@ struct GroupedGemmArgs {
 };
 void grouped_gemm(const GroupedGemmArgs& args, CUstream stream);
 // Bytes of workspace grouped_gemm needs for `args` (W4A4: all groups' rows * k * 2; otherwise 0).
+// Checks its arguments as gemm_workspace_bytes does.
 int64_t grouped_gemm_workspace_bytes(const GroupedGemmArgs& args);
 
 // Mixture-of-experts routing on the device: the router's top-k ids sorted into grouped_gemm's

@@ -168,33 +168,42 @@ ArchiveSummary import_cache(DiskCache& cache, const std::string& file) {
       auto& pair = kernels[m.name.substr(0, m.name.rfind('.'))];
       (match[4] == "cubin" ? pair.first : pair.second) = &m;
     } else if (std::regex_match(m.name, kTableName)) {
-      // merged entry by entry: a table of other versions is left out, not written over ours
-      std::string note;
-      const std::string text(m.data.begin(), m.data.end());
-      std::vector<TuningEntry> entries = TuningTable::parse(text, TuningVersions::current(), &note);
-      const size_t nl = text.find('\n');
-      const std::string header = text.substr(0, nl);
-      const auto arch = parse_arch(sidecar_field(header, "arch"));
+      // merged entry by entry: a table of other versions is left out, not written over ours; a
+      // table is for the arch, device and SM count its name says, as its header must say too
+      const std::string file_name = m.name.substr(m.name.rfind('/') + 1);
+      const auto arch = parse_arch(file_name.substr(0, file_name.find('-')));
       if (!arch) {
         summary.skipped.push_back(m.name + ": unknown arch");
         continue;
       }
-      if (!note.empty()) summary.skipped.push_back(m.name + ": " + note);
+      std::string note;
+      std::optional<TuningFile> file = TuningTable::parse_file(std::string(m.data.begin(), m.data.end()),
+                                                                TuningVersions::current(), &note, *arch);
+      if (!file) {
+        summary.skipped.push_back(m.name + ": " + note);
+        continue;
+      }
+      if (const std::string named = TuningTable::file_name(file->arch, file->device_name, file->sm_count);
+          named != file_name) {
+        summary.skipped.push_back(fmt::format("{}: its header is for {} (device \"{}\", {} SMs)", m.name, named,
+                                              file->device_name, file->sm_count));
+        continue;
+      }
+      for (const std::string& why : file->refused) summary.skipped.push_back(m.name + ": " + why);
       // every entry checked before anything is written: one that is not a tile the GEMM can
       // run is left out (and counted), not handed to a later call
       std::vector<TuningEntry> valid;
-      for (const TuningEntry& e : entries) {
+      for (const TuningEntry& e : file->entries) {
         if (const std::string why = tuning_entry_problem(e, *arch); !why.empty())
           summary.skipped.push_back(fmt::format("{}: entry for N={} K={} bucket {}: {}", m.name, e.problem.n, e.problem.k,
                                                 e.m_bucket, why));
         else valid.push_back(e);
       }
       if (valid.empty()) {
-        if (note.empty() && entries.empty()) summary.skipped.push_back(m.name + ": no entries");
+        if (file->entries.empty() && file->refused.empty()) summary.skipped.push_back(m.name + ": no entries");
         continue;
       }
-      TuningTable table(root + "/" + m.name, *arch, sidecar_field(header, "device"),
-                        std::atoi(sidecar_field(header, "sm_count").c_str()));
+      TuningTable table(root + "/" + m.name, *arch, file->device_name, file->sm_count);
       if (std::string why = table.record(valid); !why.empty()) summary.skipped.push_back(m.name + ": " + why);
       else ++summary.tables;
     } else {

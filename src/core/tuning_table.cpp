@@ -12,9 +12,11 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <set>
 #include <thread>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "core/disk_cache.hpp"
 #include "core/driver.hpp"
@@ -27,6 +29,8 @@
 namespace nvfp4::jit::detail {
 
 namespace {
+
+using nlohmann::json;
 
 constexpr int kFormat = 1;
 
@@ -42,49 +46,124 @@ std::string entry_line(const TuningEntry& e) {
       e.heuristic_us);
 }
 
-// One entry line back; false when a field is missing or malformed.
-bool parse_entry(const std::string& line, TuningEntry* e) {
-  bool ok = true;
-  auto num = [&](const char* name) -> long long {
-    const std::string v = sidecar_field(line, name);
-    char* end = nullptr;
-    const long long x = v.empty() ? 0 : std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || *end) ok = false;
-    return x;
+// `text` as one JSON value, or discarded. A key given twice in an object (which the parser would
+// take the last of, silently) is named in `duplicate`.
+json parse_json_once(const std::string& text, std::string* duplicate) {
+  std::vector<std::set<std::string>> keys;  // of each open object
+  const json::parser_callback_t note_keys = [&](int, json::parse_event_t event, json& parsed) {
+    if (event == json::parse_event_t::object_start) keys.emplace_back();
+    else if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
+    else if (event == json::parse_event_t::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second &&
+             duplicate->empty())
+      *duplicate = parsed.get<std::string>();
+    return true;
   };
-  auto real = [&](const char* name) {
-    const std::string v = sidecar_field(line, name);
-    char* end = nullptr;
-    const double x = v.empty() ? 0 : std::strtod(v.c_str(), &end);
-    if (v.empty() || *end) ok = false;
+  return json::parse(text, note_keys, /*allow_exceptions=*/false);
+}
+
+// Reads the fields of one JSON object, each checked against its range before it is narrowed to
+// the field it fills; the first field that is missing, of another type or out of range is `why`.
+class FieldReader {
+ public:
+  explicit FieldReader(const json& object) : object_(object) {}
+
+  int64_t integer(const char* name, int64_t lo, int64_t hi) {
+    const json* v = find(name);
+    if (!v) return lo;
+    if (!v->is_number_integer()) return bad(fmt::format("{} = {} is not an integer", name, v->dump()), lo);
+    // an unsigned value past INT64_MAX would wrap in get<int64_t>
+    const bool fits = v->is_number_unsigned() ? v->get<uint64_t>() <= uint64_t(hi) && uint64_t(lo) <= v->get<uint64_t>()
+                                              : v->get<int64_t>() >= lo && v->get<int64_t>() <= hi;
+    if (!fits) return bad(fmt::format("{} = {} is out of range ({} to {})", name, v->dump(), lo, hi), lo);
+    return v->get<int64_t>();
+  }
+  double real(const char* name, double lo, double hi) {
+    const json* v = find(name);
+    if (!v) return lo;
+    if (!v->is_number()) return bad(fmt::format("{} = {} is not a number", name, v->dump()), lo);
+    const double x = v->get<double>();
+    if (!(x >= lo && x <= hi)) return bad(fmt::format("{} = {} is out of range ({} to {})", name, v->dump(), lo, hi), lo);
     return x;
-  };
+  }
+  std::string text(const char* name) {
+    const json* v = find(name);
+    if (!v) return {};
+    if (!v->is_string()) return bad(fmt::format("{} = {} is not a string", name, v->dump()), std::string{});
+    return v->get<std::string>();
+  }
+  const std::string& why() const { return why_; }
+
+ private:
+  const json* find(const char* name) {
+    const auto it = object_.find(name);
+    if (it != object_.end()) return &*it;
+    bad(fmt::format("{} is missing", name), 0);
+    return nullptr;
+  }
+  template <class T>
+  T bad(const std::string& why, T fallback) {
+    if (why_.empty()) why_ = why;
+    return fallback;
+  }
+  const json& object_;
+  std::string why_;
+};
+
+bool known_op(int64_t code) { return code >= 0 && code <= 255 && to_string(Op(code)) != "unknown"; }
+
+// An element type a spec holds: a DType code or kNoDType.
+std::string dtype_problem(const char* name, int64_t code) {
+  for (DType d : {DType::bf16, DType::fp16, DType::fp32, DType::nvfp4})
+    if (code == int64_t(d)) return {};
+  if (code == kNoDType) return {};
+  return fmt::format("{} = {} is not a dtype code", name, code);
+}
+
+// The ranges of an entry's fields: the library's (N and K at most 2^31 - 1, up to 65536 groups)
+// and the widest any GEMM backend builds (the backend checks its own tiles after this).
+constexpr int64_t kMaxTileEdge = 256, kMaxBlockK = 1024, kMaxThreads = 1024, kMaxStages = 32, kMaxSplit = 16;
+
+// One entry line back (the line's trailing comma dropped), or why it is refused.
+std::string parse_entry(std::string line, Arch table_arch, TuningEntry* e) {
+  if (!line.empty() && line.back() == ',') line.pop_back();
+  std::string duplicate;
+  const json object = parse_json_once(line, &duplicate);
+  if (object.is_discarded() || !object.is_object()) return "not a JSON object";
+  if (!duplicate.empty()) return fmt::format("{} is given twice", duplicate);
+  FieldReader r(object);
   KernelSpec& p = e->problem;
   p = KernelSpec{};
-  p.op = Op(num("op"));
-  p.arch = Arch(num("arch"));
-  p.n = num("n");
-  p.k = num("k");
-  p.groups = int32_t(num("groups"));
-  p.a_dtype = uint8_t(num("a_dtype"));
-  p.b_dtype = uint8_t(num("b_dtype"));
-  p.out_dtype = uint8_t(num("out_dtype"));
-  p.scale_layout = uint8_t(num("scale_layout"));
-  p.gscale_mode = uint8_t(num("gscale_mode"));
-  p.flags = uint8_t(num("flags"));
-  e->m_bucket = int(num("m_bucket"));
+  const int64_t op = r.integer("op", 0, 255);
+  if (r.why().empty() && !known_op(op)) return fmt::format("op = {} is not an op code", op);
+  p.op = Op(op);
+  p.arch = Arch(r.integer("arch", 0, int64_t(std::size(kAllArchs)) - 1));
+  p.n = r.integer("n", 1, INT32_MAX);
+  p.k = r.integer("k", 1, INT32_MAX);
+  p.groups = int32_t(r.integer("groups", 0, 65536));
+  p.a_dtype = uint8_t(r.integer("a_dtype", 0, 255));
+  p.b_dtype = uint8_t(r.integer("b_dtype", 0, 255));
+  p.out_dtype = uint8_t(r.integer("out_dtype", 0, 255));
+  p.scale_layout = uint8_t(r.integer("scale_layout", 0, 255));
+  p.gscale_mode = uint8_t(r.integer("gscale_mode", 0, 255));
+  p.flags = uint8_t(r.integer("flags", 0, 127));
+  e->m_bucket = int(r.integer("m_bucket", 1, INT32_MAX));
   TileConfig& t = e->tile;
-  t.block_m = uint16_t(num("block_m"));
-  t.block_n = uint16_t(num("block_n"));
-  t.block_k = uint16_t(num("block_k"));
-  t.threads = uint16_t(num("threads"));
-  t.stages = uint8_t(num("stages"));
-  t.cluster_m = uint8_t(num("cluster_m"));
-  t.split_k = uint8_t(num("split_k"));
-  t.vec = uint8_t(num("vec"));
-  e->us = real("us");
-  e->heuristic_us = real("heuristic_us");
-  return ok && int(p.arch) < int(std::size(kAllArchs));
+  t.block_m = uint16_t(r.integer("block_m", 1, kMaxTileEdge));
+  t.block_n = uint16_t(r.integer("block_n", 1, kMaxTileEdge));
+  t.block_k = uint16_t(r.integer("block_k", 1, kMaxBlockK));
+  t.threads = uint16_t(r.integer("threads", 32, kMaxThreads));
+  t.stages = uint8_t(r.integer("stages", 1, kMaxStages));
+  t.cluster_m = uint8_t(r.integer("cluster_m", 0, kMaxSplit));
+  t.split_k = uint8_t(r.integer("split_k", 0, kMaxSplit));
+  t.vec = uint8_t(r.integer("vec", 0, kMaxSplit));
+  e->us = r.real("us", 0, 1e9);
+  e->heuristic_us = r.real("heuristic_us", 0, 1e9);
+  if (!r.why().empty()) return r.why();
+  for (const auto& [name, code] : {std::pair{"a_dtype", p.a_dtype}, {"b_dtype", p.b_dtype}, {"out_dtype", p.out_dtype}})
+    if (std::string why = dtype_problem(name, code); !why.empty()) return why;
+  if (p.arch != table_arch)
+    return fmt::format("arch = {} ({}) in a table for {}", int(p.arch), to_string(p.arch), to_string(table_arch));
+  return {};
 }
 
 // Holds an flock on `<path>.lock` while alive, as DiskCache::Lock does: waits a bounded time
@@ -147,33 +226,66 @@ std::string TuningTable::to_text(const std::vector<TuningEntry>& entries, Arch a
   return text + "\n]}\n";
 }
 
-std::vector<TuningEntry> TuningTable::parse(const std::string& text, const TuningVersions& v, std::string* note) {
-  std::vector<TuningEntry> entries;
+std::optional<TuningFile> TuningTable::parse_file(const std::string& text, const TuningVersions& v, std::string* note,
+                                                  std::optional<Arch> file_arch) {
+  // The header is the first line, up to the entries' "[": closed, it is a JSON object of its own;
+  // each entry is a line of its own, so a damaged one costs that entry only.
   const size_t header_end = text.find('\n');
-  const std::string header = text.substr(0, header_end);
-  if (sidecar_field(header, "format") != std::to_string(kFormat)) {
+  std::string duplicate;
+  const json header = parse_json_once(text.substr(0, header_end) + "]}", &duplicate);
+  if (header.is_discarded() || !header.is_object() || !header.contains("format") || header["format"] != kFormat) {
     *note = "not a tuning table of format " + std::to_string(kFormat);
-    return entries;
+    return std::nullopt;
   }
-  const TuningVersions file{sidecar_field(header, "library"), sidecar_field(header, "nvrtc"),
-                            std::atoi(sidecar_field(header, "driver").c_str())};
+  if (!duplicate.empty()) {
+    *note = fmt::format("header: {} is given twice", duplicate);
+    return std::nullopt;
+  }
+  FieldReader r(header);
+  const TuningVersions file{r.text("library"), r.text("nvrtc"), int(r.integer("driver", 0, INT32_MAX))};
+  TuningFile table;
+  const std::string arch_name = r.text("arch");
+  table.device_name = r.text("device");
+  table.sm_count = int(r.integer("sm_count", 1, kMaxSmCount));
+  if (!r.why().empty()) {
+    *note = "header: " + r.why();
+    return std::nullopt;
+  }
   if (!(file == v)) {
     *note = fmt::format("tuned with library {}, NVRTC {}, driver {} (this is {}, {}, {}): ignored; run `nvfp4-jit tune` again",
                         file.library, file.nvrtc, file.driver, v.library, v.nvrtc, v.driver);
-    return entries;
+    return std::nullopt;
   }
-  size_t bad = 0;
+  const std::optional<Arch> arch = parse_arch(arch_name);
+  if (!arch) {
+    *note = fmt::format("header: arch = \"{}\" is not an arch", arch_name);
+    return std::nullopt;
+  }
+  if (file_arch && *arch != *file_arch) {
+    *note = fmt::format("header: arch = \"{}\" in a table for {}", arch_name, to_string(*file_arch));
+    return std::nullopt;
+  }
+  table.arch = *arch;
+  size_t index = 0;
   for (size_t pos = header_end; pos != std::string::npos && pos < text.size();) {
     const size_t end = text.find('\n', pos + 1);
     const std::string line = text.substr(pos + 1, end == std::string::npos ? std::string::npos : end - pos - 1);
     pos = end;
     if (line.empty() || line[0] != '{') continue;
     TuningEntry e;
-    if (parse_entry(line, &e)) entries.push_back(e);
-    else ++bad;
+    if (std::string why = parse_entry(line, table.arch, &e); why.empty()) table.entries.push_back(e);
+    else table.refused.push_back(fmt::format("entries[{}]: {}", index, why));
+    ++index;
   }
-  if (bad) *note = fmt::format("{} entries that do not parse were skipped", bad);
-  return entries;
+  if (!table.refused.empty())
+    *note = fmt::format("{} entries that do not parse were skipped (the first: {})", table.refused.size(), table.refused[0]);
+  return table;
+}
+
+std::vector<TuningEntry> TuningTable::parse(const std::string& text, const TuningVersions& v, std::string* note,
+                                            std::optional<Arch> file_arch) {
+  std::optional<TuningFile> table = parse_file(text, v, note, file_arch);
+  return table ? std::move(table->entries) : std::vector<TuningEntry>{};
 }
 
 TuningTable::TuningTable(std::string path, Arch arch, std::string device_name, int sm_count, TuningVersions versions)
@@ -183,7 +295,7 @@ TuningTable::TuningTable(std::string path, Arch arch, std::string device_name, i
   std::string why;
   if (auto data = read_file_nofollow(path_, kMaxTableBytes, &why)) {
     std::string note;
-    merge(runnable(parse(std::string(data->begin(), data->end()), versions_, &note), &note));
+    merge(runnable(parse(std::string(data->begin(), data->end()), versions_, &note, arch_), &note));
     if (!note.empty()) notes_.push_back(path_ + ": " + note);
   } else if (!why.empty()) {
     notes_.push_back("tuning table not read: " + why);
@@ -240,7 +352,7 @@ std::string TuningTable::record(const std::vector<TuningEntry>& entries) {
   std::unordered_map<Key, TuningEntry, KeyHash> merged;
   if (auto data = read_file_nofollow(path_, kMaxTableBytes)) {
     std::string note;
-    for (const TuningEntry& e : runnable(parse(std::string(data->begin(), data->end()), versions_, &note), &note))
+    for (const TuningEntry& e : runnable(parse(std::string(data->begin(), data->end()), versions_, &note, arch_), &note))
       merged[Key{e.problem, e.m_bucket}] = e;
   }
   for (const TuningEntry& e : entries) merged[Key{e.problem, e.m_bucket}] = e;

@@ -35,6 +35,18 @@ struct TuningVersions {
   bool operator==(const TuningVersions&) const = default;
 };
 
+// A table file read back: its header's device and its entries.
+struct TuningFile {
+  Arch arch = Arch::sm_90a;
+  std::string device_name;
+  int sm_count = 0;
+  std::vector<TuningEntry> entries;
+  std::vector<std::string> refused;  // "entries[3]: block_m = 65544 is out of range (1 to 256)", one an entry left out
+};
+
+// The most SMs a table's header may count (a GPU has a few hundred at most).
+inline constexpr int kMaxSmCount = 1024;
+
 class TuningTable {
  public:
   // "sm_90a-NVIDIA_H100_80GB_HBM3-132.json": the device name with anything but [A-Za-z0-9.-] as '_'.
@@ -61,8 +73,16 @@ class TuningTable {
   // The serialized form (exposed for the tests).
   static std::string to_text(const std::vector<TuningEntry>& entries, Arch arch, const std::string& device_name,
                              int sm_count, const TuningVersions& versions);
-  // Entries of `text` if it is a table of `versions`; else none, with the reason in `note`.
-  static std::vector<TuningEntry> parse(const std::string& text, const TuningVersions& versions, std::string* note);
+  // `text` read as a table of `versions` (and of `file_arch`, where given): nullopt, with the
+  // reason in `note`, when its header is not one (another format or versions, a field missing,
+  // out of range or given twice, another arch). Every field is range-checked before it is
+  // narrowed; an entry with a field missing, out of range or given twice, or of another arch than
+  // the header's, is left out (in `refused`, counted in `note`).
+  static std::optional<TuningFile> parse_file(const std::string& text, const TuningVersions& versions, std::string* note,
+                                              std::optional<Arch> file_arch = std::nullopt);
+  // parse_file's entries, or none.
+  static std::vector<TuningEntry> parse(const std::string& text, const TuningVersions& versions, std::string* note,
+                                        std::optional<Arch> file_arch = std::nullopt);
 
  private:
   // `entries` less those tuning_entry_problem refuses, counted in `note`.

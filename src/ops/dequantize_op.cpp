@@ -49,6 +49,10 @@ Resolved resolve(const DequantizeArgs& a) {
     check.fail("src.row_stride_bytes", fmt::format("src.row_stride_bytes = {} is less than k/2 = {}", r.packed_stride, a.k / 2));
   if (r.out_stride < a.k)
     check.fail("out_row_stride", fmt::format("out_row_stride = {} is less than k = {}", r.out_stride, a.k));
+  // every byte offset the kernel forms fits in 64 bits
+  check.span("src.data", "src_rows", a.src_rows, "src.row_stride_bytes", r.packed_stride, 1);
+  check.scale_span("src.scales", "src_rows", a.src_rows, a.k);
+  check.span("out", "rows", r.rows, "out_row_stride", r.out_stride, element_bytes(a.out_dtype));
   if (r.rows > 0) {
     check.not_null("src.data", a.src.data);
     check.not_null("src.scales", a.src.scales);

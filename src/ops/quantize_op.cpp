@@ -38,6 +38,10 @@ Resolved resolve(const QuantizeArgs& a) {
   if (r.in_stride < a.k) check.fail("in_row_stride", fmt::format("in_row_stride = {} is less than k = {}", r.in_stride, a.k));
   if (r.out_stride < a.k / 2)
     check.fail("out_row_stride_bytes", fmt::format("out_row_stride_bytes = {} is less than k/2 = {}", r.out_stride, a.k / 2));
+  // every byte offset the kernels form fits in 64 bits
+  check.span("in", "rows", a.rows, "in_row_stride", r.in_stride, element_bytes(a.in_dtype));
+  check.span("out", "rows", a.rows, "out_row_stride_bytes", r.out_stride, 1);
+  check.scale_span("scales", "rows", a.rows, a.k);
   switch (a.scale_mode) {
     case GlobalScaleMode::given:
       if (!a.global_scale.device_ptr && !(a.global_scale.value > 0.0f && std::isfinite(a.global_scale.value)))

@@ -50,4 +50,14 @@ int64_t Check::bytes(std::string_view what, std::initializer_list<int64_t> facto
   return product;
 }
 
+int64_t Check::span(std::string_view tensor, std::string_view rows_arg, int64_t rows, std::string_view stride_arg,
+                    int64_t stride, int64_t element_bytes) const {
+  int64_t bytes = 0;
+  if (__builtin_mul_overflow(rows, stride, &bytes) || __builtin_mul_overflow(bytes, element_bytes, &bytes))
+    fail(rows_arg, fmt::format("{}: {} = {} rows of {} = {} (units of {} bytes) span more than 2^63 bytes: offsets into "
+                               "it do not fit in 64 bits",
+                               tensor, rows_arg, rows, stride_arg, stride, element_bytes));
+  return bytes;
+}
+
 }  // namespace nvfp4::jit::detail

@@ -19,16 +19,18 @@ inline int element_bytes(DType dtype) { return dtype == DType::fp32 ? 4 : 2; }
 
 class Check {
  public:
-  explicit Check(std::string_view who) : who_(who) {}
+  // `pointers` false: the sizes, strides and modes only (a size helper, asked before the
+  // buffers exist): not_null and aligned pass.
+  explicit Check(std::string_view who, bool pointers = true) : who_(who), pointers_(pointers) {}
 
   [[noreturn]] void fail(std::string_view /*arg*/, const std::string& message, Status status = Status::invalid_argument) const {
     throw Error(status, fmt::format("{}: {}", who_, message));
   }
   void not_null(std::string_view arg, const void* p) const {
-    if (!p && !load_only()) fail(arg, fmt::format("{} is null", arg));  // ensure_loaded reads no pointer
+    if (!p && !load_only() && pointers_) fail(arg, fmt::format("{} is null", arg));  // ensure_loaded reads no pointer
   }
   void aligned(std::string_view arg, const void* p, uintptr_t bytes) const {
-    if (!detail::aligned(p, bytes))
+    if (pointers_ && !detail::aligned(p, bytes))
       fail(arg, fmt::format("{} = {} is not {}-byte aligned", arg, p, bytes));
   }
   void not_negative(std::string_view arg, int64_t v) const {
@@ -49,6 +51,16 @@ class Check {
   // The product of `factors` (a size in bytes or elements), or a failure naming `what` when it
   // overflows int64.
   int64_t bytes(std::string_view what, std::initializer_list<int64_t> factors) const;
+  // The bytes `rows` rows of `stride` elements of `element_bytes` span in `tensor`: every byte
+  // offset a kernel forms in it (row * stride * element_bytes + column) is below that, so it
+  // must fit in 64 bits; else a failure naming both arguments.
+  int64_t span(std::string_view tensor, std::string_view rows_arg, int64_t rows, std::string_view stride_arg, int64_t stride,
+               int64_t element_bytes) const;
+  // span of the E4M3 scales of `rows` NVFP4 rows of k values, in either layout (swizzled128x4
+  // pads the rows to 128 and the k / 16 scales of a row to 4). `rows` a checked span's already.
+  void scale_span(std::string_view tensor, std::string_view rows_arg, int64_t rows, int64_t k) const {
+    span(tensor, rows_arg, rows + 127, "k / 16", k / 16 + 3, 1);
+  }
   void dtype_in(std::string_view arg, DType dtype, std::initializer_list<DType> allowed) const;
   void scale_layout(std::string_view arg, ScaleLayout layout) const;
   void index_type(std::string_view arg, IndexType type) const {
@@ -60,6 +72,7 @@ class Check {
 
  private:
   std::string_view who_;
+  bool pointers_;
 };
 
 }  // namespace nvfp4::jit::detail

@@ -25,6 +25,7 @@ void check_fp4_activations(const Check& check, const GemmArgs& g, GemmCall& call
     check.fail("a_fp4.row_stride_bytes",
                fmt::format("a_fp4.row_stride_bytes = {} must be at least k/2 = {} and a multiple of 4", stride, g.k / 2));
   call.a_stride = g.k;  // of the decoded A
+  const int64_t needed = check.bytes("workspace (rows * k * 2)", {rows, g.k, 2});
   if (g.m == 0) return;
   check.not_null("a_fp4.data", g.a_fp4.data);
   check.aligned("a_fp4.data", g.a_fp4.data, 4);
@@ -32,11 +33,48 @@ void check_fp4_activations(const Check& check, const GemmArgs& g, GemmCall& call
   check.aligned("a_fp4.global_scale.device_ptr", g.a_fp4.global_scale.device_ptr, 4);
   if (g.workspace) {
     check.aligned("workspace", g.workspace, 16);
-    const int64_t needed = check.bytes("workspace (rows * k * 2)", {rows, g.k, 2});
     if (g.workspace_bytes < needed)
       check.fail("workspace_bytes", fmt::format("workspace_bytes = {} is less than the {} bytes W4A4 needs (rows * k * 2)",
                                                 g.workspace_bytes, needed));
   }
+}
+
+// a + b, or a failure naming `arg`
+int64_t sum(const Check& check, std::string_view arg, int64_t a, int64_t b) {
+  int64_t s = 0;
+  if (__builtin_add_overflow(a, b, &s))
+    check.fail(arg, fmt::format("{} = {}: the offsets it makes do not fit in 64 bits", arg, b));
+  return s;
+}
+
+// Every byte offset the kernels (and W4A4's decode) form in A, B, their scales and D is below
+// the span checked here, so all of them fit in the 64-bit offsets the kernels compute with.
+void check_spans(const Check& check, const GemmArgs& g, const GemmCall& call) {
+  const bool batched = call.groups && call.layout == GroupedLayout::batched;
+  const int64_t rows = batched ? g.m : call.rows;  // batched: a row of A and D holds (or strides to) each group's
+  const char* rows_arg = rows == g.m ? "m" : "m * groups";
+  const int64_t a_rows = call.row_index ? call.a_rows : rows;
+  const char* a_rows_arg = call.row_index ? "a_rows" : rows_arg;
+  if (g.a_dtype == DType::nvfp4) {
+    const int64_t stride = g.a_fp4.row_stride_bytes ? g.a_fp4.row_stride_bytes : g.k / 2;
+    check.span("a_fp4.data", a_rows_arg, a_rows, "a_fp4.row_stride_bytes", stride, 1);
+    check.scale_span("a_fp4.scales", a_rows_arg, a_rows, g.k);
+  } else {
+    const int64_t a = check.span("a", a_rows_arg, a_rows, "a_row_stride", call.a_stride, element_bytes(g.a_dtype));
+    if (batched)
+      sum(check, "a_group_stride", a,
+          check.span("a", "groups", call.groups, "a_group_stride", call.a_group_stride, element_bytes(g.a_dtype)));
+  }
+  const int64_t weights = std::max<int32_t>(call.groups, 1);
+  const char* n_arg = call.groups ? "groups * n" : "n";
+  if (!g.b_prepacked) {  // (a prepacked weight's size is prepacked_bytes', checked there)
+    check.span("b.data", n_arg, weights * g.n, "b.row_stride_bytes", call.b_stride, 1);
+    check.scale_span("b.scales", n_arg, weights * g.n, g.k);
+  }
+  const int64_t d = check.span("d", rows_arg, rows, "d_row_stride", call.d_stride, element_bytes(g.d_dtype));
+  if (batched)
+    sum(check, "d_group_stride", d,
+        check.span("d", "groups", call.groups, "d_group_stride", call.d_group_stride, element_bytes(g.d_dtype)));
 }
 
 // The checks of a GemmArgs, in `call` (whose rows and groups are set).
@@ -114,13 +152,18 @@ void resolve_batched_strides(const Check& check, const GroupedGemmArgs& ga, Gemm
                Status::unsupported);
   call.a_group_stride = fp4 ? g.k : ga.a_group_stride ? ga.a_group_stride : g.k;
   call.d_group_stride = ga.d_group_stride ? ga.d_group_stride : g.n;
-  if (!fp4 && !g.a_row_stride) g.a_row_stride = ga.groups * call.a_group_stride;
-  if (!g.d_row_stride) g.d_row_stride = ga.groups * call.d_group_stride;
+  if (!fp4 && !g.a_row_stride) g.a_row_stride = check.bytes("groups * a_group_stride", {ga.groups, call.a_group_stride});
+  if (!g.d_row_stride) g.d_row_stride = check.bytes("groups * d_group_stride", {ga.groups, call.d_group_stride});
   if (call.a_group_stride % 8)
     check.fail("a_group_stride",
                fmt::format("a_group_stride = {} must be a multiple of 8 elements (16 bytes, for TMA)", call.a_group_stride));
   const int64_t n = g.n, rs = g.d_row_stride, gs = call.d_group_stride;
-  const bool rows_hold_groups = gs >= n && rs >= ga.groups * gs, groups_hold_rows = rs >= n && gs >= g.m * rs;
+  // x >= a * b, where a product past int64 is more than any x
+  auto at_least = [](int64_t x, int64_t a, int64_t b) {
+    int64_t p = 0;
+    return !__builtin_mul_overflow(a, b, &p) && x >= p;
+  };
+  const bool rows_hold_groups = gs >= n && at_least(rs, ga.groups, gs), groups_hold_rows = rs >= n && at_least(gs, g.m, rs);
   if (!rows_hold_groups && !groups_hold_rows)
     check.fail("d_group_stride", fmt::format("d_group_stride = {} with gemm.d_row_stride = {} makes rows of D overlap (n = {}, "
                                              "{} groups of {} rows): give [m, groups, n] or [groups, m, n] strides",
@@ -150,16 +193,18 @@ int64_t grouped_default_expected_m(int64_t m, int32_t groups) {
   return p;
 }
 
-GemmCall gemm_call(const GemmArgs& g, const char* who) {
+GemmCall gemm_call(const GemmArgs& g, const char* who, bool pointers) {
   GemmCall call;
   call.rows = g.m;
   call.expected_m = g.m;
-  check_gemm_args(Check(who), g, call);
+  const Check check(who, pointers);
+  check_gemm_args(check, g, call);
+  check_spans(check, g, call);
   return call;
 }
 
-GemmCall grouped_gemm_call(const GroupedGemmArgs& ga, const char* who) {
-  const Check check(who);
+GemmCall grouped_gemm_call(const GroupedGemmArgs& ga, const char* who, bool pointers) {
+  const Check check(who, pointers);
   GemmArgs g = ga.gemm;  // batched: with the default row strides filled in
   check.positive("groups", ga.groups);
   if (ga.layout != GroupedLayout::contiguous && ga.layout != GroupedLayout::masked && ga.layout != GroupedLayout::batched)
@@ -205,6 +250,7 @@ GemmCall grouped_gemm_call(const GroupedGemmArgs& ga, const char* who) {
     call.a_gscale_mode = nvfp4k::GSCALE_DEVICE_PER_GROUP;
   }
   if (ga.row_index) check_row_gather(check, ga, call);
+  check_spans(check, call.args, call);
   return call;
 }
 

@@ -44,9 +44,10 @@ void bind_epilogue(KernelParams& p, const GemmCall& call) {
 }
 
 // Validates `args` as `who` (the public entry point's name) and resolves defaults. Throws
-// Error(invalid_argument) naming the argument.
-GemmCall gemm_call(const GemmArgs& args, const char* who);
-GemmCall grouped_gemm_call(const GroupedGemmArgs& args, const char* who);
+// Error(invalid_argument) naming the argument. `pointers` false: all but the buffers (a size
+// helper's check, made before they exist).
+GemmCall gemm_call(const GemmArgs& args, const char* who, bool pointers = true);
+GemmCall grouped_gemm_call(const GroupedGemmArgs& args, const char* who, bool pointers = true);
 // A contiguous grouped call's expected_m where the caller gives none, from its m rows (an upper
 // bound of all groups') in `groups` groups: 1.25 m / groups, from 16 to 128 rows rounded up to a
 // power of two; past 128, mean + 2.5 sqrt(mean) (a random routing's spread).

@@ -5,6 +5,7 @@
 #include "core/error.hpp"
 #include "core/stream_buffer.hpp"
 #include "ops/dequantize_op.hpp"
+#include "ops/gemm/call.hpp"
 #include "ops/gemm/dispatch.hpp"
 #include "ops/validate.hpp"
 
@@ -89,11 +90,11 @@ void grouped_gemm_with_tile(const GroupedGemmArgs& args, const TileConfig& tile,
 
 namespace nvfp4::jit {
 
+// The size helpers check every argument the call does but the buffers: a size from arguments the
+// call would refuse is no size. W4A4's decoded A: all rows (a grouped call's every group's), k wide.
 int64_t gemm_workspace_bytes(const GemmArgs& args) {
-  const detail::Check check("nvfp4::jit::gemm_workspace_bytes");
-  check.not_negative("m", args.m);
-  check.positive_multiple("k", args.k, 32, "two NVFP4 blocks, the packed row granule the kernels load");
-  return args.a_dtype == DType::nvfp4 ? check.bytes("workspace (m * k * 2)", {args.m, args.k, 2}) : 0;
+  const detail::GemmCall call = detail::gemm_call(args, "nvfp4::jit::gemm_workspace_bytes", /*pointers=*/false);
+  return args.a_dtype == DType::nvfp4 ? call.rows * args.k * 2 : 0;  // (its size checked in gemm_call)
 }
 
 void gemm(const GemmArgs& args, CUstream stream) { detail::run_gemm(detail::gemm_call(args, detail::kWho), detail::kWho, stream); }
@@ -103,12 +104,9 @@ void grouped_gemm(const GroupedGemmArgs& args, CUstream stream) {
 }
 
 int64_t grouped_gemm_workspace_bytes(const GroupedGemmArgs& args) {
-  const detail::Check check("nvfp4::jit::grouped_gemm_workspace_bytes");
-  check.not_negative("gemm.m", args.gemm.m);
-  check.positive("groups", args.groups);
-  check.positive_multiple("gemm.k", args.gemm.k, 32, "two NVFP4 blocks, the packed row granule the kernels load");
-  const int64_t groups = args.layout == GroupedLayout::contiguous ? 1 : args.groups;
-  return args.gemm.a_dtype == DType::nvfp4 ? check.bytes("workspace (rows * k * 2)", {args.gemm.m, groups, args.gemm.k, 2}) : 0;
+  const detail::GemmCall call =
+      detail::grouped_gemm_call(args, "nvfp4::jit::grouped_gemm_workspace_bytes", /*pointers=*/false);
+  return args.gemm.a_dtype == DType::nvfp4 ? call.rows * args.gemm.k * 2 : 0;
 }
 
 }  // namespace nvfp4::jit
