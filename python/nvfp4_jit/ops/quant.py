@@ -6,7 +6,7 @@ import torch
 from torch import Tensor
 
 from .. import _C
-from .._core import SCALE_LAYOUTS, SCALE_MODES, enum_value, fields
+from .._core import SCALE_LAYOUTS, SCALE_MODES, bad, enum_value, fields
 from ._launch import _launch
 from ._qout import _mode, _out_scale, _qout_alloc, _qout_check, _qout_fields, _result
 from ._registry import _compiling, _none, _pick, _register
