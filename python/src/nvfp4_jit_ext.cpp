@@ -115,6 +115,21 @@ class Reader {
   E enumeration(const char* name) {
     return static_cast<E>(i64(name));
   }
+  // One field, read by its type.
+  void field(const char* name, int64_t& v) { v = i64(name); }
+  void field(const char* name, int32_t& v) { v = static_cast<int32_t>(i64(name)); }
+  void field(const char* name, float& v) { v = f32(name); }
+  void field(const char* name, bool& v) { v = flag(name); }
+  void field(const char* name, std::string& v) { v = str(name); }
+  template <class T>
+  void field(const char* name, T*& v) {
+    v = ptr<T>(name);
+  }
+  template <class E>
+    requires std::is_enum_v<E>
+  void field(const char* name, E& v) {
+    v = enumeration<E>(name);
+  }
   // The fields `body` reads are named "<name>.<field>": those of the nested struct `name`.
   template <class F>
   void nested(const char* name, F&& body) {
@@ -173,210 +188,213 @@ class Reader {
   bool failed_ = false;
 };
 
-// One overload per public struct, fields in declaration order, each named as in the struct.
+// One overload per public struct, fields in declaration order, each read under its member's
+// own name (the macros spell it once, so the name cannot drift from the field).
+#define FIELD(r, s, member) (r).field(#member, (s).member)
+#define NESTED(r, s, member) (r).nested(#member, [&] { read(r, (s).member); })
 void read(Reader& r, GlobalScale& g) {
-  g.value = r.f32("value");
-  g.device_ptr = r.ptr<const float>("device_ptr");
-  g.per_row = r.flag("per_row");
+  FIELD(r, g, value);
+  FIELD(r, g, device_ptr);
+  FIELD(r, g, per_row);
 }
 void read(Reader& r, Nvfp4Tensor& t) {
-  t.data = r.ptr("data");
-  t.row_stride_bytes = r.i64("row_stride_bytes");
-  t.scales = r.ptr("scales");
-  t.scale_layout = r.enumeration<ScaleLayout>("scale_layout");
-  r.nested("global_scale", [&] { read(r, t.global_scale); });
+  FIELD(r, t, data);
+  FIELD(r, t, row_stride_bytes);
+  FIELD(r, t, scales);
+  FIELD(r, t, scale_layout);
+  NESTED(r, t, global_scale);
 }
 void read(Reader& r, QuantizedOutput& o) {
-  o.data = r.ptr("data");
-  o.row_stride_bytes = r.i64("row_stride_bytes");
-  o.scales = r.ptr("scales");
-  o.scale_layout = r.enumeration<ScaleLayout>("scale_layout");
-  o.scale_mode = r.enumeration<GlobalScaleMode>("scale_mode");
-  r.nested("global_scale", [&] { read(r, o.global_scale); });
-  o.global_scale_out = r.ptr<float>("global_scale_out");
+  FIELD(r, o, data);
+  FIELD(r, o, row_stride_bytes);
+  FIELD(r, o, scales);
+  FIELD(r, o, scale_layout);
+  FIELD(r, o, scale_mode);
+  NESTED(r, o, global_scale);
+  FIELD(r, o, global_scale_out);
 }
 void read(Reader& r, DequantizeArgs& a) {
-  r.nested("src", [&] { read(r, a.src); });
-  a.src_rows = r.i64("src_rows");
-  a.k = r.i64("k");
-  a.out = r.ptr("out");
-  a.out_dtype = r.enumeration<DType>("out_dtype");
-  a.out_row_stride = r.i64("out_row_stride");
-  a.row_indices = r.ptr<const int32_t>("row_indices");
-  a.rows = r.i64("rows");
+  NESTED(r, a, src);
+  FIELD(r, a, src_rows);
+  FIELD(r, a, k);
+  FIELD(r, a, out);
+  FIELD(r, a, out_dtype);
+  FIELD(r, a, out_row_stride);
+  FIELD(r, a, row_indices);
+  FIELD(r, a, rows);
 }
 void read(Reader& r, QuantizeArgs& a) {
-  a.in = r.ptr("in");
-  a.in_dtype = r.enumeration<DType>("in_dtype");
-  a.in_row_stride = r.i64("in_row_stride");
-  a.rows = r.i64("rows");
-  a.k = r.i64("k");
-  a.out = r.ptr("out");
-  a.out_row_stride_bytes = r.i64("out_row_stride_bytes");
-  a.scales = r.ptr("scales");
-  a.scale_layout = r.enumeration<ScaleLayout>("scale_layout");
-  a.scale_mode = r.enumeration<GlobalScaleMode>("scale_mode");
-  r.nested("global_scale", [&] { read(r, a.global_scale); });
-  a.global_scale_out = r.ptr<float>("global_scale_out");
+  FIELD(r, a, in);
+  FIELD(r, a, in_dtype);
+  FIELD(r, a, in_row_stride);
+  FIELD(r, a, rows);
+  FIELD(r, a, k);
+  FIELD(r, a, out);
+  FIELD(r, a, out_row_stride_bytes);
+  FIELD(r, a, scales);
+  FIELD(r, a, scale_layout);
+  FIELD(r, a, scale_mode);
+  NESTED(r, a, global_scale);
+  FIELD(r, a, global_scale_out);
 }
 void read(Reader& r, RmsNormQuantizeArgs& a) {
-  a.in = r.ptr("in");
-  a.in_dtype = r.enumeration<DType>("in_dtype");
-  a.in_row_stride = r.i64("in_row_stride");
-  a.rows = r.i64("rows");
-  a.k = r.i64("k");
-  a.weight = r.ptr("weight");
-  a.weight_fp32 = r.flag("weight_fp32");
-  a.eps = r.f32("eps");
-  r.nested("out", [&] { read(r, a.out); });
-  a.normed = r.ptr("normed");
-  a.normed_row_stride = r.i64("normed_row_stride");
-  a.inv_rms = r.ptr<float>("inv_rms");
+  FIELD(r, a, in);
+  FIELD(r, a, in_dtype);
+  FIELD(r, a, in_row_stride);
+  FIELD(r, a, rows);
+  FIELD(r, a, k);
+  FIELD(r, a, weight);
+  FIELD(r, a, weight_fp32);
+  FIELD(r, a, eps);
+  NESTED(r, a, out);
+  FIELD(r, a, normed);
+  FIELD(r, a, normed_row_stride);
+  FIELD(r, a, inv_rms);
 }
 void read(Reader& r, SwigluQuantizeArgs& a) {
-  a.in = r.ptr("in");
-  a.in_dtype = r.enumeration<DType>("in_dtype");
-  a.in_row_stride = r.i64("in_row_stride");
-  a.rows = r.i64("rows");
-  a.k = r.i64("k");
-  a.interleave = r.i64("interleave");
-  r.nested("out", [&] { read(r, a.out); });
+  FIELD(r, a, in);
+  FIELD(r, a, in_dtype);
+  FIELD(r, a, in_row_stride);
+  FIELD(r, a, rows);
+  FIELD(r, a, k);
+  FIELD(r, a, interleave);
+  NESTED(r, a, out);
 }
 void read(Reader& r, MoeStageArgs& a) {
-  a.tokens = r.ptr("tokens");
-  a.in_dtype = r.enumeration<DType>("in_dtype");
-  a.in_row_stride = r.i64("in_row_stride");
-  a.rows = r.i64("rows");
-  a.k = r.i64("k");
-  r.nested("out", [&] { read(r, a.out); });
-  a.topk = r.i64("topk");
-  a.topk_ids = r.ptr("topk_ids");
-  a.topk_weights = r.ptr<const float>("topk_weights");
-  a.topk_ids_out = r.ptr("topk_ids_out");
-  a.topk_weights_out = r.ptr<float>("topk_weights_out");
-  a.topk_ids_type = r.enumeration<IndexType>("topk_ids_type");
-  a.topk_ids_out_type = r.enumeration<IndexType>("topk_ids_out_type");
+  FIELD(r, a, tokens);
+  FIELD(r, a, in_dtype);
+  FIELD(r, a, in_row_stride);
+  FIELD(r, a, rows);
+  FIELD(r, a, k);
+  NESTED(r, a, out);
+  FIELD(r, a, topk);
+  FIELD(r, a, topk_ids);
+  FIELD(r, a, topk_weights);
+  FIELD(r, a, topk_ids_out);
+  FIELD(r, a, topk_weights_out);
+  FIELD(r, a, topk_ids_type);
+  FIELD(r, a, topk_ids_out_type);
 }
 void read(Reader& r, MhcRmsNormQuantizeArgs& a) {
-  a.in = r.ptr("in");
-  a.in_dtype = r.enumeration<DType>("in_dtype");
-  a.rows = r.i64("rows");
-  a.n_hc = r.i64("n_hc");
-  a.k = r.i64("k");
-  a.in_row_stride = r.i64("in_row_stride");
-  a.in_hc_stride = r.i64("in_hc_stride");
-  a.mix = r.ptr<const float>("mix");
-  a.mix_row_stride = r.i64("mix_row_stride");
-  a.weight = r.ptr("weight");
-  a.weight_fp32 = r.flag("weight_fp32");
-  a.eps = r.f32("eps");
-  r.nested("out", [&] { read(r, a.out); });
-  a.h = r.ptr("h");
-  a.h_row_stride = r.i64("h_row_stride");
-  a.normed = r.ptr("normed");
-  a.normed_row_stride = r.i64("normed_row_stride");
-  a.inv_rms = r.ptr<float>("inv_rms");
+  FIELD(r, a, in);
+  FIELD(r, a, in_dtype);
+  FIELD(r, a, rows);
+  FIELD(r, a, n_hc);
+  FIELD(r, a, k);
+  FIELD(r, a, in_row_stride);
+  FIELD(r, a, in_hc_stride);
+  FIELD(r, a, mix);
+  FIELD(r, a, mix_row_stride);
+  FIELD(r, a, weight);
+  FIELD(r, a, weight_fp32);
+  FIELD(r, a, eps);
+  NESTED(r, a, out);
+  FIELD(r, a, h);
+  FIELD(r, a, h_row_stride);
+  FIELD(r, a, normed);
+  FIELD(r, a, normed_row_stride);
+  FIELD(r, a, inv_rms);
 }
 void read(Reader& r, MoeRouteArgs& a) {
-  a.topk_ids = r.ptr("topk_ids");
-  a.topk_ids_type = r.enumeration<IndexType>("topk_ids_type");
-  a.tokens = r.i64("tokens");
-  a.topk = r.i64("topk");
-  a.groups = static_cast<int32_t>(r.i64("groups"));
-  a.first_expert = r.i64("first_expert");
-  a.counts = r.ptr<int32_t>("counts");
-  a.group_ends = r.ptr<int32_t>("group_ends");
-  a.row_index = r.ptr<int32_t>("row_index");
-  a.positions = r.ptr<int32_t>("positions");
-  a.workspace = r.ptr("workspace");
-  a.workspace_bytes = r.i64("workspace_bytes");
+  FIELD(r, a, topk_ids);
+  FIELD(r, a, topk_ids_type);
+  FIELD(r, a, tokens);
+  FIELD(r, a, topk);
+  FIELD(r, a, groups);
+  FIELD(r, a, first_expert);
+  FIELD(r, a, counts);
+  FIELD(r, a, group_ends);
+  FIELD(r, a, row_index);
+  FIELD(r, a, positions);
+  FIELD(r, a, workspace);
+  FIELD(r, a, workspace_bytes);
 }
 void read(Reader& r, MoeCombineArgs& a) {
-  a.d = r.ptr("d");
-  a.d_dtype = r.enumeration<DType>("d_dtype");
-  a.d_row_stride = r.i64("d_row_stride");
-  a.d_rows = r.i64("d_rows");
-  a.positions = r.ptr<const int32_t>("positions");
-  a.weights = r.ptr("weights");
-  a.weights_dtype = r.enumeration<DType>("weights_dtype");
-  a.tokens = r.i64("tokens");
-  a.topk = r.i64("topk");
-  a.n = r.i64("n");
-  a.out = r.ptr("out");
-  a.out_dtype = r.enumeration<DType>("out_dtype");
-  a.out_row_stride = r.i64("out_row_stride");
+  FIELD(r, a, d);
+  FIELD(r, a, d_dtype);
+  FIELD(r, a, d_row_stride);
+  FIELD(r, a, d_rows);
+  FIELD(r, a, positions);
+  FIELD(r, a, weights);
+  FIELD(r, a, weights_dtype);
+  FIELD(r, a, tokens);
+  FIELD(r, a, topk);
+  FIELD(r, a, n);
+  FIELD(r, a, out);
+  FIELD(r, a, out_dtype);
+  FIELD(r, a, out_row_stride);
 }
 void read(Reader& r, ConvertScalesArgs& a) {
-  a.src = r.ptr("src");
-  a.src_layout = r.enumeration<ScaleLayout>("src_layout");
-  a.dst = r.ptr("dst");
-  a.dst_layout = r.enumeration<ScaleLayout>("dst_layout");
-  a.rows = r.i64("rows");
-  a.k = r.i64("k");
+  FIELD(r, a, src);
+  FIELD(r, a, src_layout);
+  FIELD(r, a, dst);
+  FIELD(r, a, dst_layout);
+  FIELD(r, a, rows);
+  FIELD(r, a, k);
 }
 void read(Reader& r, PrepackArgs& a) {
-  r.nested("weight", [&] { read(r, a.weight); });
-  a.n = r.i64("n");
-  a.k = r.i64("k");
-  a.out = r.ptr("out");
+  NESTED(r, a, weight);
+  FIELD(r, a, n);
+  FIELD(r, a, k);
+  FIELD(r, a, out);
 }
 void read(Reader& r, GemmArgs& a) {
-  a.m = r.i64("m");
-  a.n = r.i64("n");
-  a.k = r.i64("k");
-  a.a = r.ptr("a");
-  a.a_dtype = r.enumeration<DType>("a_dtype");
-  a.a_row_stride = r.i64("a_row_stride");
-  r.nested("b", [&] { read(r, a.b); });
-  a.d = r.ptr("d");
-  a.d_dtype = r.enumeration<DType>("d_dtype");
-  a.d_row_stride = r.i64("d_row_stride");
-  a.bias = r.ptr("bias");
-  a.bias_dtype = r.enumeration<DType>("bias_dtype");
-  a.alpha = r.f32("alpha");
-  r.nested("a_fp4", [&] { read(r, a.a_fp4); });
-  a.workspace = r.ptr("workspace");
-  a.workspace_bytes = r.i64("workspace_bytes");
-  a.b_prepacked = r.flag("b_prepacked");
-  a.weights_static = r.flag("weights_static");
+  FIELD(r, a, m);
+  FIELD(r, a, n);
+  FIELD(r, a, k);
+  FIELD(r, a, a);
+  FIELD(r, a, a_dtype);
+  FIELD(r, a, a_row_stride);
+  NESTED(r, a, b);
+  FIELD(r, a, d);
+  FIELD(r, a, d_dtype);
+  FIELD(r, a, d_row_stride);
+  FIELD(r, a, bias);
+  FIELD(r, a, bias_dtype);
+  FIELD(r, a, alpha);
+  NESTED(r, a, a_fp4);
+  FIELD(r, a, workspace);
+  FIELD(r, a, workspace_bytes);
+  FIELD(r, a, b_prepacked);
+  FIELD(r, a, weights_static);
 }
 void read(Reader& r, GroupedGemmArgs& a) {
   // The dense GEMM's fields under their own names (GroupedGemmArgs' own repeat none of them):
   // the Python layer builds them once for gemm and grouped_gemm.
   read(r, a.gemm);
-  a.groups = static_cast<int32_t>(r.i64("groups"));
-  a.layout = r.enumeration<GroupedLayout>("layout");
-  a.group_ends = r.ptr<const int32_t>("group_ends");
-  a.masked_m = r.ptr<const int32_t>("masked_m");
-  a.expected_m = r.i64("expected_m");
-  a.a_global_scale_per_group = r.flag("a_global_scale_per_group");
-  a.row_index = r.ptr<const int32_t>("row_index");
-  a.a_rows = r.i64("a_rows");
+  FIELD(r, a, groups);
+  FIELD(r, a, layout);
+  FIELD(r, a, group_ends);
+  FIELD(r, a, masked_m);
+  FIELD(r, a, expected_m);
+  FIELD(r, a, a_global_scale_per_group);
+  FIELD(r, a, row_index);
+  FIELD(r, a, a_rows);
 }
 void read(Reader& r, GemmProblem& p) {
-  p.n = r.i64("n");
-  p.k = r.i64("k");
-  p.a_dtype = r.enumeration<DType>("a_dtype");
-  p.d_dtype = r.enumeration<DType>("d_dtype");
-  p.scale_layout = r.enumeration<ScaleLayout>("scale_layout");
-  p.has_bias = r.flag("has_bias");
-  p.bias_dtype = r.enumeration<DType>("bias_dtype");
-  p.b_prepacked = r.flag("b_prepacked");
-  p.a_scale_layout = r.enumeration<ScaleLayout>("a_scale_layout");
-  p.groups = static_cast<int32_t>(r.i64("groups"));
-  p.grouped_layout = r.enumeration<GroupedLayout>("grouped_layout");
+  FIELD(r, p, n);
+  FIELD(r, p, k);
+  FIELD(r, p, a_dtype);
+  FIELD(r, p, d_dtype);
+  FIELD(r, p, scale_layout);
+  FIELD(r, p, has_bias);
+  FIELD(r, p, bias_dtype);
+  FIELD(r, p, b_prepacked);
+  FIELD(r, p, a_scale_layout);
+  FIELD(r, p, groups);
+  FIELD(r, p, grouped_layout);
 }
 void read(Reader& r, TuneOptions& o) {
-  o.m = r.i64("m");
-  o.runs = static_cast<int>(r.i64("runs"));
+  FIELD(r, o, m);
+  FIELD(r, o, runs);
 }
 void read(Reader& r, ModelOptLinear& l) {
-  l.n = r.i64("n");
-  l.k = r.i64("k");
-  l.weight = r.ptr("weight");
-  l.weight_scale = r.ptr("weight_scale");
-  r.nested("weight_scale_2", [&] { read(r, l.weight_scale_2); });
-  r.nested("input_scale", [&] { read(r, l.input_scale); });
+  FIELD(r, l, n);
+  FIELD(r, l, k);
+  FIELD(r, l, weight);
+  FIELD(r, l, weight_scale);
+  NESTED(r, l, weight_scale_2);
+  NESTED(r, l, input_scale);
 }
 
 // The arguments of the methods that are no single public struct, as structs read like those.
@@ -385,17 +403,17 @@ struct ScaleBytesQuery {
   int64_t rows = 0, k = 0;
 };
 void read(Reader& r, ScaleBytesQuery& q) {
-  q.layout = r.enumeration<ScaleLayout>("layout");
-  q.rows = r.i64("rows");
-  q.k = r.i64("k");
+  FIELD(r, q, layout);
+  FIELD(r, q, rows);
+  FIELD(r, q, k);
 }
 int64_t scale_bytes_of(const ScaleBytesQuery& q) { return scale_bytes(q.layout, q.rows, q.k); }
 struct PrepackedBytesQuery {
   int64_t n = 0, k = 0;
 };
 void read(Reader& r, PrepackedBytesQuery& q) {
-  q.n = r.i64("n");
-  q.k = r.i64("k");
+  FIELD(r, q, n);
+  FIELD(r, q, k);
 }
 int64_t prepacked_bytes_of(const PrepackedBytesQuery& q) { return prepacked_bytes(q.n, q.k); }
 
@@ -406,8 +424,8 @@ struct FromModeloptCall {  // from_modelopt(layer, layout, swizzled_scales, stre
 };
 void read(Reader& r, FromModeloptCall& c) {
   read(r, c.layer);
-  c.layout = r.enumeration<ScaleLayout>("layout");
-  c.swizzled_scales = r.ptr("swizzled_scales");
+  FIELD(r, c, layout);
+  FIELD(r, c, swizzled_scales);
 }
 Nvfp4Linear from_modelopt_of(const FromModeloptCall& c, CUstream stream) {
   return from_modelopt(c.layer, c.layout, c.swizzled_scales, stream);
@@ -426,9 +444,9 @@ struct ModelShapesCall {  // model_shapes(model_dir, tp, ep)
   int tp = 1, ep = 1;
 };
 void read(Reader& r, ModelShapesCall& c) {
-  c.model_dir = r.str("model_dir");
-  c.tp = static_cast<int>(r.i64("tp"));
-  c.ep = static_cast<int>(r.i64("ep"));
+  FIELD(r, c, model_dir);
+  FIELD(r, c, tp);
+  FIELD(r, c, ep);
 }
 std::vector<ModelShape> model_shapes_of(const ModelShapesCall& c) { return model_shapes(c.model_dir, c.tp, c.ep); }
 // prewarm(model, tp, ep, shapes: [(n, k, groups)], archs, sm_count, variants, threads, load):
@@ -440,16 +458,18 @@ struct PrewarmCall {
   bool load = false;
 };
 void read(Reader& r, PrewarmCall& c) {
-  c.model = r.str("model");
-  c.tp = r.i64("tp");
-  c.ep = r.i64("ep");
+  FIELD(r, c, model);
+  FIELD(r, c, tp);
+  FIELD(r, c, ep);
   c.shapes = r.list("shapes");
-  c.archs = r.str("archs");
-  c.sm_count = r.i64("sm_count");
-  c.variants = r.str("variants");
-  c.threads = r.i64("threads");
-  c.load = r.flag("load");
+  FIELD(r, c, archs);
+  FIELD(r, c, sm_count);
+  FIELD(r, c, variants);
+  FIELD(r, c, threads);
+  FIELD(r, c, load);
 }
+#undef NESTED
+#undef FIELD
 
 // Runs `body` with the GIL released (a first call may compile for seconds), turning the
 // library's exceptions into Python ones. Returns false with a Python error set on failure.
