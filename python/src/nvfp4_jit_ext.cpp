@@ -7,7 +7,7 @@
 // shapes, strides, enum values) and floats, positionally, through METH_FASTCALL, in the order
 // of the C++ structs' fields. Each field is read under its name (nested structs' as
 // "b.global_scale.value"), and _C.fields(method) returns those names in order: the Python
-// layer (nvfp4_jit/_core.py's Fields, used by nvfp4_jit/ops/ and nvfp4_jit/cpu.py) builds
+// layer (nvfp4_jit/_core.py's fields(), used by nvfp4_jit/ops/ and nvfp4_jit/cpu.py) builds
 // every call from a dict of named fields through that list, so a field added, removed or
 // moved here cannot land in the wrong slot there. A new op is one `read` overload (if it
 // brings a new struct) and one line in g_ops. The checked eager fast paths (gemm_checked,
