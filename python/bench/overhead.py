@@ -19,7 +19,8 @@ import contextlib
 import torch
 
 import nvfp4_jit
-from nvfp4_jit import _C, ops
+from nvfp4_jit import _C
+from nvfp4_jit.ops import dequant, matmul, quant
 
 BATCHES, PER_BATCH = 200, 250
 
@@ -60,19 +61,27 @@ def main():
     w = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, device=dev)
     s = torch.randint(0x20, 0x48, (n, k // 16), dtype=torch.uint8, device=dev).view(torch.float8_e4m3fn)
     y = torch.empty(m, n, dtype=torch.bfloat16, device=dev)
-    fields = ops._gemm_fields(m, n, k, a, None, None, 1.0, 0, w, s, None, 1.0, 0, False, None, 1.0, y, False, None)
+    gemm_fields = (m, n, k, a, None, None, 1.0, 0, w, s, None, 1.0, 0, False, None, 1.0, y, False, None)
+    fields = matmul._GEMM(matmul._gemm_fields(*gemm_fields))
     stream = torch._C._cuda_getCurrentRawStream(0)
     lin = nvfp4_jit.Nvfp4Linear(nvfp4_jit.prepack(w, s), n, k, torch.ones((), device=dev), weights_static=False)
     torch.cuda.synchronize()
     dq = torch.randint(0, 256, (64, k // 2), dtype=torch.uint8, device=dev)
     ds = torch.randint(0x20, 0x48, (64, k // 16), dtype=torch.uint8, device=dev).view(torch.float8_e4m3fn)
     dy = torch.empty(64, k, dtype=torch.bfloat16, device=dev)
-    dfields = (dq.data_ptr(), 0, ds.data_ptr(), 0, 1.0, 0, False, 64, k, dy.data_ptr(), 0, 0, 0, 0)
+    dfields = dequant._DEQUANTIZE({
+        "src.data": dq.data_ptr(), "src.row_stride_bytes": 0, "src.scales": ds.data_ptr(), "src.scale_layout": 0,
+        "src.global_scale.value": 1.0, "src.global_scale.device_ptr": 0, "src.global_scale.per_row": False,
+        "src_rows": 64, "k": k, "out": dy.data_ptr(), "out_dtype": 0, "out_row_stride": 0, "row_indices": 0, "rows": 0})
     qa, qs, qg = nvfp4_jit.quantize(a)
     ws = torch.empty(m * k * 2, dtype=torch.uint8, device=dev)
-    w4a4 = ops._gemm_fields(m, n, k, qa, qs, qg, 1.0, 0, w, s, None, 1.0, 0, False, None, 1.0, y, False, ws)
+    w4a4 = matmul._GEMM(matmul._gemm_fields(m, n, k, qa, qs, qg, 1.0, 0, w, s, None, 1.0, 0, False, None, 1.0, y, False,
+                                            ws))
     qq, qsc, qgo = torch.empty_like(qa), torch.empty_like(qs), torch.empty_like(qg)
-    qfields = (a.data_ptr(), 0, k, m, k, qq.data_ptr(), k // 2, qsc.data_ptr(), 0, 0, 0.5, 0, False, 0)
+    qfields = quant._QUANTIZE({
+        "in": a.data_ptr(), "in_dtype": 0, "in_row_stride": k, "rows": m, "k": k, "out": qq.data_ptr(),
+        "out_row_stride_bytes": k // 2, "scales": qsc.data_ptr(), "scale_layout": 0, "scale_mode": 0,
+        "global_scale.value": 0.5, "global_scale.device_ptr": 0, "global_scale.per_row": False, "global_scale_out": 0})
     checked = {
         "gemm: nvfp4_jit.gemm(..., out=y) (checked, static out)": lambda: nvfp4_jit.gemm(a, w, s, 1.0, out=y),
         "gemm: nvfp4_jit.gemm(...) (checked, allocates)": lambda: nvfp4_jit.gemm(a, w, s, 1.0),
@@ -87,6 +96,8 @@ def main():
         "quantize: binding only, _C.quantize(*ints)": host_us(lambda: _C.quantize(*qfields, stream)),
         **{name: host_us(call) for name, call in checked.items()},
         "gemm: binding only, _C.gemm(*ints)": host_us(lambda: _C.gemm(*fields, stream)),
+        "gemm: its fields by name alone, no call (_GEMM(_gemm_fields(...)))": host_us(
+            lambda: matmul._GEMM(matmul._gemm_fields(*gemm_fields))),
         "gemm: torch.ops.nvfp4_jit.gemm (dispatcher)": host_us(
             lambda: torch.ops.nvfp4_jit.gemm(a, None, None, 1.0, 0, w, s, None, 1.0, 0, False, n, k, None, 1.0,
                                              torch.bfloat16, False)),

@@ -11,9 +11,27 @@ except ImportError as e:  # numpy is optional for the rest of the package
     raise ImportError("nvfp4_jit.cpu needs numpy: pip install numpy (or nvfp4-jit[cpu])") from e
 
 from . import _C
-from ._core import DTYPES, SCALE_LAYOUTS, SCALE_MODES, InvalidArgument, bad, enum_value, scale_bytes
+from ._core import (DTYPES, SCALE_BYTES, SCALE_LAYOUTS, SCALE_MODES, InvalidArgument, bad, enum_value, fields,
+                    prepacked_bytes, scale_bytes)
 
 _NP_DTYPES = {np.dtype(np.float32): "fp32", np.dtype(np.float16): "fp16"}
+
+
+# The binding's CPU references, called by field name (_core.fields).
+_QUANTIZE = fields("cpu_quantize")
+_DEQUANTIZE = fields("cpu_dequantize")
+_RMSNORM_QUANTIZE = fields("cpu_rmsnorm_quantize")
+_SWIGLU_QUANTIZE = fields("cpu_swiglu_quantize")
+_MOE_STAGE = fields("cpu_moe_stage")
+_MHC_RMSNORM_QUANTIZE = fields("cpu_mhc_rmsnorm_quantize")
+_MOE_ROUTE = fields("cpu_moe_route")
+_MOE_COMBINE = fields("cpu_moe_combine")
+_CONVERT_SCALES = fields("cpu_convert_scales")
+_PREPACK = fields("cpu_prepack")
+
+
+def _scale_bytes(layout, rows, k):
+    return _C.scale_bytes(*SCALE_BYTES({"layout": layout, "rows": rows, "k": k}))
 
 
 def _addr(a):
@@ -58,8 +76,9 @@ def _given(global_scale, rows, op):
 
 
 def _output(rows, k, scale_layout, global_scale, op):
-    """A QuantizedOutput's buffers and fields: (q, scales, computed global scales or None, fields,
-    what must stay alive during the call). A None global scale is computed per row."""
+    """A QuantizedOutput's buffers and fields by name ("out.data", ...): (q, scales, computed
+    global scales or None, fields, what must stay alive during the call). A None global scale is
+    computed per row."""
     layout = enum_value(SCALE_LAYOUTS, scale_layout, op, "scale_layout")
     try:
         nbytes = scale_bytes(rows, k, scale_layout)  # the library checks k
@@ -67,11 +86,22 @@ def _output(rows, k, scale_layout, global_scale, op):
         bad(op, f"x of shape ({rows}, {k}): {str(e).split(': ', 1)[-1]}")
     q = np.empty((rows, k // 2), np.uint8)
     scales = np.empty(_scale_shape(rows, k, layout, nbytes), np.uint8)
+    g_out, keep = None, None
     if global_scale is None:
         g_out = np.empty(rows, np.float32)
-        return q, scales, g_out, (_addr(q), 0, _addr(scales), layout, SCALE_MODES["per_row"], 1.0, 0, False, _addr(g_out)), None
-    value, ptr, per_row, keep = _given(global_scale, rows, op)
-    return q, scales, None, (_addr(q), 0, _addr(scales), layout, SCALE_MODES["given"], value, ptr, per_row, 0), keep
+        mode, (value, ptr, per_row) = SCALE_MODES["per_row"], (1.0, 0, False)
+    else:
+        mode = SCALE_MODES["given"]
+        value, ptr, per_row, keep = _given(global_scale, rows, op)
+    return q, scales, g_out, {
+        "out.data": _addr(q), "out.row_stride_bytes": 0, "out.scales": _addr(scales), "out.scale_layout": layout,
+        "out.scale_mode": mode, "out.global_scale.value": value, "out.global_scale.device_ptr": ptr,
+        "out.global_scale.per_row": per_row, "out.global_scale_out": _addr(g_out)}, keep
+
+
+def _input_fields(x, dt, rows, k, data="in"):
+    """The input matrix's fields of the quantizing ops (C-contiguous: row stride 0 means dense)."""
+    return {data: _addr(x), "in_dtype": dt, "in_row_stride": 0, "rows": rows, "k": k}
 
 
 def quantize(x, global_scale=None, *, scale_mode="per_tensor", scale_layout="linear", in_dtype=None):
@@ -80,16 +110,17 @@ def quantize(x, global_scale=None, *, scale_mode="per_tensor", scale_layout="lin
     op = "cpu.quantize"
     x, dt = _input(x, in_dtype, op)
     rows, k = x.shape
-    if global_scale is not None:
-        q, scales, _, fields, keep = _output(rows, k, scale_layout, global_scale, op)
-        _C.cpu_quantize(_addr(x), dt, 0, rows, k, *fields[:5], *fields[5:8], 0)
-        return q, scales, global_scale
-    mode = enum_value(SCALE_MODES, scale_mode, op, "scale_mode")
-    q, scales, g_out, fields, _ = _output(rows, k, scale_layout, None, op)
-    if mode != SCALE_MODES["per_row"]:
+    mode = SCALE_MODES["given"] if global_scale is not None else enum_value(SCALE_MODES, scale_mode, op, "scale_mode")
+    q, scales, g_out, out, keep = _output(rows, k, scale_layout, global_scale, op)
+    if g_out is not None and mode != SCALE_MODES["per_row"]:
         g_out = np.empty(1, np.float32)
-    _C.cpu_quantize(_addr(x), dt, 0, rows, k, *fields[:4], mode, 1.0, 0, False, _addr(g_out))
-    return q, scales, g_out
+    # QuantizeArgs holds QuantizedOutput's fields flat, under their own names
+    _C.cpu_quantize(*_QUANTIZE({
+        **_input_fields(x, dt, rows, k), "out": out["out.data"], "out_row_stride_bytes": 0, "scales": out["out.scales"],
+        "scale_layout": out["out.scale_layout"], "scale_mode": mode, "global_scale.value": out["out.global_scale.value"],
+        "global_scale.device_ptr": out["out.global_scale.device_ptr"],
+        "global_scale.per_row": out["out.global_scale.per_row"], "global_scale_out": _addr(g_out)}))
+    return q, scales, (global_scale if g_out is None else g_out)
 
 
 def dequantize(q, scales, global_scale, *, k=None, scale_layout="linear", out_dtype="fp32", row_indices=None):
@@ -100,9 +131,9 @@ def dequantize(q, scales, global_scale, *, k=None, scale_layout="linear", out_dt
     k = 2 * q.shape[1] if k is None else k
     layout = enum_value(SCALE_LAYOUTS, scale_layout, "cpu.dequantize", "scale_layout")
     scales = np.ascontiguousarray(scales, np.uint8)
-    if scales.nbytes < _C.scale_bytes(layout, src_rows, k):
+    if scales.nbytes < _scale_bytes(layout, src_rows, k):
         bad("cpu.dequantize", f"scales holds {scales.nbytes} bytes, [{src_rows}, {k}] needs "
-                              f"{_C.scale_bytes(layout, src_rows, k)}")
+                              f"{_scale_bytes(layout, src_rows, k)}")
     g_arr = None
     if isinstance(global_scale, np.ndarray):
         g_arr = np.ascontiguousarray(global_scale, np.float32).reshape(-1)
@@ -112,10 +143,13 @@ def dequantize(q, scales, global_scale, *, k=None, scale_layout="linear", out_dt
     rows = src_rows if idx is None else idx.size
     np_out = {"fp32": np.float32, "fp16": np.float16, "bf16": np.uint16}
     out = np.empty((rows, k), np_out[out_dtype] if out_dtype in np_out else np.float32)
-    _C.cpu_dequantize(_addr(q), 0, _addr(scales), layout, float(global_scale) if g_arr is None else 1.0,
-                      _addr(g_arr), g_arr is not None and g_arr.size > 1, src_rows, k, _addr(out),
-                      enum_value(DTYPES, out_dtype, "cpu.dequantize", "out_dtype"), 0, _addr(idx),
-                      rows if idx is not None else 0)
+    _C.cpu_dequantize(*_DEQUANTIZE({
+        "src.data": _addr(q), "src.row_stride_bytes": 0, "src.scales": _addr(scales), "src.scale_layout": layout,
+        "src.global_scale.value": float(global_scale) if g_arr is None else 1.0,
+        "src.global_scale.device_ptr": _addr(g_arr), "src.global_scale.per_row": g_arr is not None and g_arr.size > 1,
+        "src_rows": src_rows, "k": k, "out": _addr(out),
+        "out_dtype": enum_value(DTYPES, out_dtype, "cpu.dequantize", "out_dtype"), "out_row_stride": 0,
+        "row_indices": _addr(idx), "rows": rows if idx is not None else 0}))
     return out
 
 
@@ -136,11 +170,12 @@ def rmsnorm_quantize(x, weight, eps=1e-6, global_scale=None, *, scale_layout="li
     x, dt = _input(x, in_dtype, "cpu.rmsnorm_quantize")
     rows, k = x.shape
     w, w_fp32 = _norm_weight(weight, x, k, "cpu.rmsnorm_quantize")
-    q, scales, g_out, fields, keep = _output(rows, k, scale_layout, global_scale, "cpu.rmsnorm_quantize")
+    q, scales, g_out, out, keep = _output(rows, k, scale_layout, global_scale, "cpu.rmsnorm_quantize")
     normed = np.empty_like(x)
     inv_rms = np.empty(rows, np.float32)
-    _C.cpu_rmsnorm_quantize(_addr(x), dt, 0, rows, k, _addr(w), w_fp32, float(eps), *fields, _addr(normed), 0,
-                            _addr(inv_rms))
+    _C.cpu_rmsnorm_quantize(*_RMSNORM_QUANTIZE({
+        **_input_fields(x, dt, rows, k), "weight": _addr(w), "weight_fp32": w_fp32, "eps": float(eps), **out,
+        "normed": _addr(normed), "normed_row_stride": 0, "inv_rms": _addr(inv_rms)}))
     return q, scales, (g_out if g_out is not None else global_scale), normed, inv_rms
 
 
@@ -148,8 +183,8 @@ def swiglu_quantize(x, global_scale=None, *, interleave=0, scale_layout="linear"
     """x [rows, 2k] (gate, up) -> quantized silu(gate) * up: (q, scales, global scale)."""
     x, dt = _input(x, in_dtype, "cpu.swiglu_quantize")
     rows, k = x.shape[0], x.shape[1] // 2
-    q, scales, g_out, fields, keep = _output(rows, k, scale_layout, global_scale, "cpu.swiglu_quantize")
-    _C.cpu_swiglu_quantize(_addr(x), dt, 0, rows, k, int(interleave), *fields)
+    q, scales, g_out, out, keep = _output(rows, k, scale_layout, global_scale, "cpu.swiglu_quantize")
+    _C.cpu_swiglu_quantize(*_SWIGLU_QUANTIZE({**_input_fields(x, dt, rows, k), "interleave": int(interleave), **out}))
     return q, scales, (g_out if g_out is not None else global_scale)
 
 
@@ -173,11 +208,13 @@ def moe_stage(tokens, topk_ids, topk_weights=None, global_scale=None, *, scale_l
     wts = None if topk_weights is None else np.ascontiguousarray(topk_weights, np.float32)
     if wts is not None and wts.shape != ids.shape:
         bad(op, f"topk_weights must have shape {ids.shape}, got {wts.shape}")
-    q, scales, g_out, fields, keep = _output(rows, k, scale_layout, global_scale, op)
+    q, scales, g_out, out, keep = _output(rows, k, scale_layout, global_scale, op)
     ids_out = np.empty(ids.shape, ids_out_dtype)
     w_out = None if wts is None else np.empty_like(wts)
-    _C.cpu_moe_stage(_addr(x), dt, 0, rows, k, *fields, topk, _addr(ids), _addr(wts), _addr(ids_out), _addr(w_out),
-                     _INDEX[ids.dtype], _INDEX[ids_out.dtype])
+    _C.cpu_moe_stage(*_MOE_STAGE({
+        **_input_fields(x, dt, rows, k, data="tokens"), **out, "topk": topk, "topk_ids": _addr(ids),
+        "topk_weights": _addr(wts), "topk_ids_out": _addr(ids_out), "topk_weights_out": _addr(w_out),
+        "topk_ids_type": _INDEX[ids.dtype], "topk_ids_out_type": _INDEX[ids_out.dtype]}))
     return q, scales, (g_out if g_out is not None else global_scale), ids_out, w_out
 
 
@@ -194,11 +231,13 @@ def mhc_rmsnorm_quantize(x, mix, weight, eps=1e-6, global_scale=None, *, scale_l
     if mx.shape != (rows, n_hc):
         bad(op, f"mix must have shape {(rows, n_hc)}, got {mx.shape}")
     w, w_fp32 = _norm_weight(weight, x2, k, op)
-    q, scales, g_out, fields, keep = _output(rows, k, scale_layout, global_scale, op)
+    q, scales, g_out, out, keep = _output(rows, k, scale_layout, global_scale, op)
     h, normed = np.empty((rows, k), x2.dtype), np.empty((rows, k), x2.dtype)
     inv_rms = np.empty(rows, np.float32)
-    _C.cpu_mhc_rmsnorm_quantize(_addr(x2), dt, rows, n_hc, k, 0, 0, _addr(mx), 0, _addr(w), w_fp32, float(eps), *fields,
-                                _addr(h), 0, _addr(normed), 0, _addr(inv_rms))
+    _C.cpu_mhc_rmsnorm_quantize(*_MHC_RMSNORM_QUANTIZE({
+        "in": _addr(x2), "in_dtype": dt, "rows": rows, "n_hc": n_hc, "k": k, "in_row_stride": 0, "in_hc_stride": 0,
+        "mix": _addr(mx), "mix_row_stride": 0, "weight": _addr(w), "weight_fp32": w_fp32, "eps": float(eps), **out,
+        "h": _addr(h), "h_row_stride": 0, "normed": _addr(normed), "normed_row_stride": 0, "inv_rms": _addr(inv_rms)}))
     return q, scales, (g_out if g_out is not None else global_scale), h, normed, inv_rms
 
 
@@ -210,8 +249,10 @@ def moe_route(topk_ids, groups, *, first_expert=0):
     tokens, topk = ids.shape
     ends, counts = np.empty(groups, np.int32), np.empty(groups, np.int32)
     row_index, positions = np.empty(tokens * topk, np.int32), np.empty((tokens, topk), np.int32)
-    _C.cpu_moe_route(_addr(ids), _INDEX[ids.dtype], tokens, topk, int(groups), int(first_expert), _addr(counts),
-                     _addr(ends), _addr(row_index), _addr(positions), None, 0)
+    _C.cpu_moe_route(*_MOE_ROUTE({
+        "topk_ids": _addr(ids), "topk_ids_type": _INDEX[ids.dtype], "tokens": tokens, "topk": topk,
+        "groups": int(groups), "first_expert": int(first_expert), "counts": _addr(counts), "group_ends": _addr(ends),
+        "row_index": _addr(row_index), "positions": _addr(positions), "workspace": 0, "workspace_bytes": 0}))
     return ends, row_index, positions, counts
 
 
@@ -229,8 +270,10 @@ def moe_combine(d, positions, weights, *, out_dtype="fp32", in_dtype=None, weigh
     w, wdt = _input(w, weights_dtype, op, "weights")
     np_out = {"fp32": np.float32, "fp16": np.float16, "bf16": np.uint16}
     out = np.empty((tokens, d.shape[1]), np_out[out_dtype] if out_dtype in np_out else np.float32)
-    _C.cpu_moe_combine(_addr(d), dt, 0, d.shape[0], _addr(pos), _addr(w), wdt, tokens, topk, d.shape[1], _addr(out),
-                       enum_value(DTYPES, out_dtype, op, "out_dtype"), 0)
+    _C.cpu_moe_combine(*_MOE_COMBINE({
+        "d": _addr(d), "d_dtype": dt, "d_row_stride": 0, "d_rows": d.shape[0], "positions": _addr(pos),
+        "weights": _addr(w), "weights_dtype": wdt, "tokens": tokens, "topk": topk, "n": d.shape[1], "out": _addr(out),
+        "out_dtype": enum_value(DTYPES, out_dtype, op, "out_dtype"), "out_row_stride": 0}))
     return out
 
 
@@ -238,10 +281,11 @@ def convert_scales(scales, rows, k, *, src_layout="linear", dst_layout="swizzled
     """E4M3 scales of an NVFP4 [rows, k] matrix rewritten into dst_layout (uint8)."""
     src = np.ascontiguousarray(scales, np.uint8)
     s, d = (enum_value(SCALE_LAYOUTS, v, "cpu.convert_scales", n) for v, n in ((src_layout, "src_layout"), (dst_layout, "dst_layout")))
-    if src.nbytes < _C.scale_bytes(s, rows, k):
-        bad("cpu.convert_scales", f"scales holds {src.nbytes} bytes, [{rows}, {k}] needs {_C.scale_bytes(s, rows, k)}")
-    dst = np.empty(_scale_shape(rows, k, d, _C.scale_bytes(d, rows, k)), np.uint8)
-    _C.cpu_convert_scales(_addr(src), s, _addr(dst), d, rows, k)
+    if src.nbytes < _scale_bytes(s, rows, k):
+        bad("cpu.convert_scales", f"scales holds {src.nbytes} bytes, [{rows}, {k}] needs {_scale_bytes(s, rows, k)}")
+    dst = np.empty(_scale_shape(rows, k, d, _scale_bytes(d, rows, k)), np.uint8)
+    _C.cpu_convert_scales(*_CONVERT_SCALES({"src": _addr(src), "src_layout": s, "dst": _addr(dst), "dst_layout": d,
+                                            "rows": rows, "k": k}))
     return dst
 
 
@@ -251,8 +295,11 @@ def prepack(weight, weight_scale, *, scale_layout="linear"):
     n, k = w.shape[0], 2 * w.shape[1]
     layout = enum_value(SCALE_LAYOUTS, scale_layout, "cpu.prepack", "scale_layout")
     sc = np.ascontiguousarray(weight_scale, np.uint8)
-    if sc.nbytes < _C.scale_bytes(layout, n, k):
-        bad("cpu.prepack", f"weight_scale holds {sc.nbytes} bytes, [{n}, {k}] needs {_C.scale_bytes(layout, n, k)}")
-    out = np.empty(_C.prepacked_bytes(n, k), np.uint8)
-    _C.cpu_prepack(_addr(w), 0, _addr(sc), layout, 1.0, 0, False, n, k, _addr(out))
+    if sc.nbytes < _scale_bytes(layout, n, k):
+        bad("cpu.prepack", f"weight_scale holds {sc.nbytes} bytes, [{n}, {k}] needs {_scale_bytes(layout, n, k)}")
+    out = np.empty(prepacked_bytes(n, k), np.uint8)
+    _C.cpu_prepack(*_PREPACK({
+        "weight.data": _addr(w), "weight.row_stride_bytes": 0, "weight.scales": _addr(sc), "weight.scale_layout": layout,
+        "weight.global_scale.value": 1.0, "weight.global_scale.device_ptr": 0, "weight.global_scale.per_row": False,
+        "n": n, "k": k, "out": _addr(out)}))
     return out

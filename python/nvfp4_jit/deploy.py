@@ -5,7 +5,10 @@ import os
 import sys
 
 from . import _C
-from ._core import bad
+from ._core import bad, fields
+
+_MODEL_SHAPES = fields("model_shapes")
+_PREWARM = fields("prewarm")
 
 
 def _size(op, name, value):
@@ -27,7 +30,8 @@ def model_shapes(model_dir, *, tp=1, ep=1):
     (n, k, groups). Modules the checkpoint excludes, routers, lm_head and embeddings are left out.
     Raises InvalidArgument naming the file and field (or tp / ep) that is wrong."""
     op = "model_shapes"
-    return [tuple(s) for s in _C.model_shapes(_model_dir(op, model_dir), _size(op, "tp", tp), _size(op, "ep", ep))]
+    return [tuple(s) for s in _C.model_shapes(*_MODEL_SHAPES({"model_dir": _model_dir(op, model_dir), "tp": _size(op, "tp", tp),
+                                                              "ep": _size(op, "ep", ep)}))]
 
 
 def prewarm_model(model_dir, *, tp=1, ep=1, archs=None, sm_count=0, variants="", threads=0, load=False):
@@ -61,4 +65,5 @@ def prewarm_shapes(op, model, tp, ep, shapes, archs, sm_count, variants, threads
     torch = sys.modules.get("torch")
     if load and torch is not None and torch.cuda.is_available():
         torch.cuda.synchronize()  # torch's context of its current device, created and current on this thread
-    return _C.prewarm(model, tp, ep, shapes, archs, sm_count, variants, threads, bool(load))
+    return _C.prewarm(*_PREWARM({"model": model, "tp": tp, "ep": ep, "shapes": shapes, "archs": archs,
+                                 "sm_count": sm_count, "variants": variants, "threads": threads, "load": bool(load)}))

@@ -5,9 +5,15 @@ import torch
 from torch import Tensor
 
 from . import _C, ops
-from ._core import DTYPES, SCALE_LAYOUTS, bad
+from ._core import DTYPES, SCALE_LAYOUTS, SCALE_MODES, bad, fields
+from .ops._launch import _launch
+from .ops._tensors import _ACT, _E4M3, _FP4, _gs_values, _gscale, _ptr, _scale_shape, _tensor
+from .ops.matmul import _GEMM
+from .ops.quant import _QUANTIZE
+from .ops.tuning import _prewarm_variants
 
 _MODES = ("w4a16", "w4a4")
+_FROM_MODELOPT = fields("from_modelopt")
 
 
 def from_modelopt(weight, weight_scale, weight_scale_2, input_scale=None, *, scale_layout="linear"):
@@ -16,20 +22,25 @@ def from_modelopt(weight, weight_scale, weight_scale_2, input_scale=None, *, sca
     -> the weight scales gemm reads: weight_scale itself when linear (nothing is copied), or
     rewritten once into swizzled128x4."""
     op = "from_modelopt"
-    weight = ops._tensor(weight, op, "weight", ops._FP4)
+    weight = _tensor(weight, op, "weight", _FP4)
     n, k = weight.shape[0], 2 * weight.shape[1]
     dev = weight.get_device()
-    ops._tensor(weight_scale, op, "weight_scale", ops._E4M3, 2, dev)
+    _tensor(weight_scale, op, "weight_scale", _E4M3, 2, dev)
     layout = SCALE_LAYOUTS.get(scale_layout)
     if layout is None:
         bad(op, f"scale_layout must be 'linear' or 'swizzled128x4', got {scale_layout!r}")
-    g2, g2_value = ops._gscale(weight_scale_2, op, "weight_scale_2", dev, 1)
-    gi, gi_value = ops._gscale(input_scale, op, "input_scale", dev, 1)
+    g2, g2_value = _gscale(weight_scale_2, op, "weight_scale_2", dev, 1)
+    gi, gi_value = _gscale(input_scale, op, "input_scale", dev, 1)
     swizzled = None
     if layout == SCALE_LAYOUTS["swizzled128x4"]:
-        swizzled = weight_scale.new_empty(ops._scale_shape(n, k, layout), dtype=torch.float8_e4m3fn)
-    ops._launch(_C.from_modelopt, dev, n, k, weight.data_ptr(), weight_scale.data_ptr(), *ops._gs_fields(g2, g2_value, 1),
-                *ops._gs_fields(gi, gi_value, 1), layout, ops._ptr(swizzled))
+        swizzled = weight_scale.new_empty(_scale_shape(n, k, layout), dtype=torch.float8_e4m3fn)
+    g2_value, g2_ptr, g2_per_row = _gs_values(g2, g2_value)
+    gi_value, gi_ptr, gi_per_row = _gs_values(gi, gi_value)
+    _launch(_C.from_modelopt, dev, _FROM_MODELOPT({
+        "n": n, "k": k, "weight": weight.data_ptr(), "weight_scale": weight_scale.data_ptr(),
+        "weight_scale_2.value": g2_value, "weight_scale_2.device_ptr": g2_ptr, "weight_scale_2.per_row": g2_per_row,
+        "input_scale.value": gi_value, "input_scale.device_ptr": gi_ptr, "input_scale.per_row": gi_per_row,
+        "layout": layout, "swizzled_scales": _ptr(swizzled)}))
     return weight_scale if swizzled is None else swizzled
 
 
@@ -63,7 +74,7 @@ class Nvfp4Linear(torch.nn.Module):
         self.register_buffer("weight_scale_2", weight_scale_2.reshape(1).to(torch.float32))
         self.register_buffer("input_scale", None if input_scale is None else input_scale.reshape(1).to(torch.float32))
         self.register_buffer("bias", bias)
-        self._raw = None  # (addresses it was built for, the weight's GemmArgs fields)
+        self._raw = None  # (the packed weight's address it was built for, device index, the weight's GemmArgs fields)
 
     @classmethod
     def from_modelopt(cls, weight, weight_scale, weight_scale_2, input_scale=None, bias=None, mode="w4a16",
@@ -104,7 +115,7 @@ class Nvfp4Linear(torch.nn.Module):
         raw = self._raw
         if raw is None or raw[0] != packed.data_ptr():
             raw = self._raw = self._raw_fields(packed)
-        _, dev, b, tail = raw
+        _, dev, weight = raw
         x2 = x if x.dim() == 2 else x.reshape(-1, self.in_features)
         if x2.get_device() != dev:
             return self._forward(x2)  # the checked path names the device mismatch
@@ -112,26 +123,35 @@ class Nvfp4Linear(torch.nn.Module):
         out = x2.new_empty((m, n))
         dt = _RAW_DTYPES[x2.dtype]
         if self.mode == "w4a16":
-            a = (x2.data_ptr(), dt, x2.stride()[0])
-            a4 = (0, 0, 0, 0, 1.0, 0, False, 0, 0)
+            a = {"a": x2.data_ptr(), "a_dtype": dt, "a_row_stride": x2.stride()[0], **_NO_A_FP4}
         else:
             q = x2.new_empty((m, k // 2), dtype=torch.uint8)
             s = x2.new_empty((m, k // 16), dtype=torch.float8_e4m3fn)
             gi = self.input_scale.data_ptr()
-            ops._launch(_C.quantize, dev, x2.data_ptr(), dt, x2.stride()[0], m, k, q.data_ptr(), k // 2, s.data_ptr(), 0,
-                        0, 1.0, gi, False, 0)
+            _launch(_C.quantize, dev, _QUANTIZE({
+                "in": x2.data_ptr(), "in_dtype": dt, "in_row_stride": x2.stride()[0], "rows": m, "k": k,
+                "out": q.data_ptr(), "out_row_stride_bytes": k // 2, "scales": s.data_ptr(), "scale_layout": _LINEAR,
+                "scale_mode": _GIVEN, "global_scale.value": 1.0, "global_scale.device_ptr": gi,
+                "global_scale.per_row": False, "global_scale_out": 0}))
             ws = x2.new_empty((m * k * 2,), dtype=torch.uint8)
-            a = (0, DTYPES["nvfp4"], 0)
-            a4 = (q.data_ptr(), k // 2, s.data_ptr(), 0, 1.0, gi, False, ws.data_ptr(), ws.numel())
-        ops._launch(_C.gemm, dev, m, n, k, *a, *b, out.data_ptr(), dt, n, *tail, *a4, True, self.weights_static)
+            a = {"a": 0, "a_dtype": DTYPES["nvfp4"], "a_row_stride": 0, "a_fp4.data": q.data_ptr(),
+                 "a_fp4.row_stride_bytes": k // 2, "a_fp4.scales": s.data_ptr(), "a_fp4.scale_layout": _LINEAR,
+                 "a_fp4.global_scale.value": 1.0, "a_fp4.global_scale.device_ptr": gi,
+                 "a_fp4.global_scale.per_row": False, "workspace": ws.data_ptr(), "workspace_bytes": ws.numel()}
+        _launch(_C.gemm, dev, _GEMM({**weight, "m": m, "n": n, "k": k, **a, "d": out.data_ptr(), "d_dtype": dt,
+                                     "d_row_stride": n}))
         return out if x.dim() == 2 else out.view(*x.shape[:-1], n)
 
     def _raw_fields(self, packed):
-        """(packed address, device index, the weight's GemmArgs fields, bias and alpha fields)."""
+        """(packed address, device index, the GemmArgs fields that do not depend on x: the weight's,
+        bias, alpha and flags)."""
         bias = self.bias
-        b = (packed.data_ptr(), 0, 0, 0, 1.0, self.weight_scale_2.data_ptr(), False)
-        tail = (ops._ptr(bias), ops._ACT[bias.dtype] if bias is not None else 0, 1.0)
-        return packed.data_ptr(), packed.get_device(), b, tail
+        weight = {"b.data": packed.data_ptr(), "b.row_stride_bytes": 0, "b.scales": 0, "b.scale_layout": _LINEAR,
+                  "b.global_scale.value": 1.0, "b.global_scale.device_ptr": self.weight_scale_2.data_ptr(),
+                  "b.global_scale.per_row": False, "bias": _ptr(bias),
+                  "bias_dtype": _ACT[bias.dtype] if bias is not None else 0, "alpha": 1.0, "b_prepacked": True,
+                  "weights_static": self.weights_static}
+        return packed.data_ptr(), packed.get_device(), weight
 
     @torch.no_grad()
     def prewarm(self, ms=(1,), dtype=torch.bfloat16, load=False):
@@ -141,8 +161,8 @@ class Nvfp4Linear(torch.nn.Module):
         them for every batch size (`ms` unused) and returns how many are loaded."""
         if load:
             w4a4 = self.mode == "w4a4"
-            variants = ops._prewarm_variants("nvfp4" if w4a4 else dtype, dtype, "linear", True,
-                                             None if self.bias is None else self.bias.dtype, in_dtype=dtype)
+            variants = _prewarm_variants("nvfp4" if w4a4 else dtype, dtype, "linear", True,
+                                         None if self.bias is None else self.bias.dtype, in_dtype=dtype)
             return ops.prewarm_load(self.packed.device, self.out_features, self.in_features, variants)
         for m in ms:
             self(torch.randn(m, self.in_features, dtype=dtype, device=self.packed.device))
@@ -150,3 +170,8 @@ class Nvfp4Linear(torch.nn.Module):
 
 
 _RAW_DTYPES = {torch.bfloat16: DTYPES["bf16"], torch.float16: DTYPES["fp16"]}
+_LINEAR, _GIVEN = SCALE_LAYOUTS["linear"], SCALE_MODES["given"]
+# W4A16: GemmArgs' NVFP4 activation fields unused
+_NO_A_FP4 = {"a_fp4.data": 0, "a_fp4.row_stride_bytes": 0, "a_fp4.scales": 0, "a_fp4.scale_layout": _LINEAR,
+             "a_fp4.global_scale.value": 1.0, "a_fp4.global_scale.device_ptr": 0, "a_fp4.global_scale.per_row": False,
+             "workspace": 0, "workspace_bytes": 0}

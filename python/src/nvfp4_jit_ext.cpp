@@ -2,12 +2,16 @@
 //
 // Written against CPython's stable ABI (Py_LIMITED_API 3.10), so one build imports in every
 // CPython from 3.10 on: a wheel built here runs under the GPU machine's 3.12 and under
-// future versions, with no binding library to match. It knows nothing of torch: every
-// function takes plain integers (device or host addresses read from tensors by the Python
-// layer, shapes, strides, enum values) and floats, positionally, through METH_FASTCALL, in
-// the order of the C++ structs' fields. The Python layer (nvfp4_jit/_ops.py) reads tensors
-// and calls these; a new op is one `read` overload (if it brings a new struct) and one line
-// in the method table.
+// future versions, with no binding library to match. It knows nothing of torch: every op
+// takes plain integers (device or host addresses read from tensors by the Python layer,
+// shapes, strides, enum values) and floats, positionally, through METH_FASTCALL, in the order
+// of the C++ structs' fields. Each field is read under its name (nested structs' as
+// "b.global_scale.value"), and _C.fields(method) returns those names in order: the Python
+// layer (nvfp4_jit/_core.py's fields(), used by nvfp4_jit/ops/ and nvfp4_jit/cpu.py) builds
+// every call from a dict of named fields through that list, so a field added, removed or
+// moved here cannot land in the wrong slot there. A new op is one `read` overload (if it
+// brings a new struct) and one line in g_ops. The checked eager fast paths (gemm_checked,
+// quantize_checked, dequantize_checked) take the torch function's own arguments instead.
 #include <Python.h>
 
 #include <algorithm>
@@ -52,43 +56,46 @@ void raise_error(Status status, const char* message) {
   Py_DECREF(exc);
 }
 
-// Positional arguments read in order; the first conversion failure is kept and reported
-// with the argument's position (and the function's name, where given).
+// A method's positional arguments, read in order, each under its field's name. The first
+// conversion failure is kept and reported with the argument's position and name.
+// Schema mode (constructed on a list of names) reads nothing and records each field's name
+// instead: _C.fields(method), the list the Python layer builds each call's arguments from.
 class Reader {
  public:
-  Reader(const char* fn, PyObject* const* args, Py_ssize_t n) : fn_(fn), args_(args), n_(n) {}
+  Reader(PyObject* const* args, Py_ssize_t n) : args_(args), n_(n) {}
+  explicit Reader(std::vector<std::string>& names) : names_(&names) {}
 
-  int64_t i64() {
-    PyObject* o = next();
+  int64_t i64(const char* name) {
+    PyObject* o = next(name);
     if (!o) return 0;
     const long long v = PyLong_AsLongLong(o);
     if (v == -1 && PyErr_Occurred()) fail("an integer");
     return v;
   }
   template <class T = void>
-  T* ptr() {
-    PyObject* o = next();
+  T* ptr(const char* name) {
+    PyObject* o = next(name);
     if (!o || o == Py_None) return nullptr;
     void* p = PyLong_AsVoidPtr(o);
     if (!p && PyErr_Occurred()) fail("an address (int)");
     return static_cast<T*>(p);
   }
-  float f32() {
-    PyObject* o = next();
+  float f32(const char* name) {
+    PyObject* o = next(name);
     if (!o) return 0.0f;
     const double v = PyFloat_AsDouble(o);
     if (v == -1.0 && PyErr_Occurred()) fail("a float");
     return static_cast<float>(v);
   }
-  bool flag() {
-    PyObject* o = next();
+  bool flag(const char* name) {
+    PyObject* o = next(name);
     if (!o) return false;
     const int v = PyObject_IsTrue(o);
     if (v < 0) fail("a bool");
     return v > 0;
   }
-  std::string str() {
-    PyObject* o = next();
+  std::string str(const char* name) {
+    PyObject* o = next(name);
     if (!o) return {};
     Py_ssize_t size = 0;
     const char* text = PyUnicode_Check(o) ? PyUnicode_AsUTF8AndSize(o, &size) : nullptr;
@@ -98,264 +105,371 @@ class Reader {
     }
     return std::string(text, static_cast<size_t>(size));
   }
-  template <class E>
-  E enumeration() {
-    return static_cast<E>(i64());
+  // A list, borrowed (null in schema mode or on failure).
+  PyObject* list(const char* name) {
+    PyObject* o = next(name);
+    if (o && !PyList_Check(o)) fail("a list");
+    return failed_ ? nullptr : o;
   }
-  // Everything read, nothing left over, no conversion failed.
+  template <class E>
+  E enumeration(const char* name) {
+    return static_cast<E>(i64(name));
+  }
+  // One field, read by its type.
+  void field(const char* name, int64_t& v) { v = i64(name); }
+  void field(const char* name, int32_t& v) { v = static_cast<int32_t>(i64(name)); }
+  void field(const char* name, float& v) { v = f32(name); }
+  void field(const char* name, bool& v) { v = flag(name); }
+  void field(const char* name, std::string& v) { v = str(name); }
+  template <class T>
+  void field(const char* name, T*& v) {
+    v = ptr<T>(name);
+  }
+  template <class E>
+    requires std::is_enum_v<E>
+  void field(const char* name, E& v) {
+    v = enumeration<E>(name);
+  }
+  // The fields `body` reads are named "<name>.<field>": those of the nested struct `name`.
+  template <class F>
+  void nested(const char* name, F&& body) {
+    Scope scope{name, scope_};
+    scope_ = &scope;
+    body();
+    scope_ = scope.outer;
+  }
+  // Everything read, nothing left over, no conversion failed (false in schema mode: nothing to run).
   bool done() {
-    if (failed_) return false;
+    if (names_ || failed_) return false;
     if (i_ != n_) {
-      PyErr_Format(PyExc_TypeError, "nvfp4_jit._C%s%s takes %zd arguments, got %zd", fn_ ? "." : "", fn_ ? fn_ : "", i_, n_);
+      PyErr_Format(PyExc_TypeError, "nvfp4_jit._C: takes %zd arguments, got %zd%s%s%s", i_, n_,
+                   missing_.empty() ? "" : " (the first missing: ", missing_.c_str(), missing_.empty() ? "" : ")");
       return false;
     }
     return true;
   }
 
  private:
-  PyObject* next() {
-    if (failed_) return nullptr;
-    if (i_ >= n_) {
-      ++i_;
+  struct Scope {
+    const char* name;
+    const Scope* outer;
+  };
+
+  PyObject* next(const char* name) {
+    if (names_) {
+      names_->push_back(full_name(name));
       return nullptr;
     }
+    if (failed_) return nullptr;
+    if (i_ >= n_) {
+      if (i_++ == n_) missing_ = full_name(name);
+      return nullptr;
+    }
+    name_ = name;
     return args_[i_++];
+  }
+  std::string full_name(const char* name) const {
+    std::string full = name;
+    for (const Scope* s = scope_; s; s = s->outer) full = std::string(s->name) + "." + full;
+    return full;
   }
   void fail(const char* what) {
     failed_ = true;
     PyErr_Clear();
-    PyErr_Format(PyExc_TypeError, "nvfp4_jit._C%s%s: argument %zd must be %s", fn_ ? "." : "", fn_ ? fn_ : "", i_ - 1, what);
+    PyErr_Format(PyExc_TypeError, "nvfp4_jit._C: argument %zd (%s) must be %s", i_ - 1, full_name(name_).c_str(), what);
   }
 
-  const char* fn_;
-  PyObject* const* args_;
-  Py_ssize_t n_, i_ = 0;
+  PyObject* const* args_ = nullptr;
+  Py_ssize_t n_ = 0, i_ = 0;
+  std::vector<std::string>* names_ = nullptr;
+  const Scope* scope_ = nullptr;
+  const char* name_ = "";
+  std::string missing_;
   bool failed_ = false;
 };
 
-// One overload per public struct, fields in declaration order.
+// One overload per public struct, fields in declaration order, each read under its member's
+// own name (the macros spell it once, so the name cannot drift from the field).
+#define FIELD(r, s, member) (r).field(#member, (s).member)
+#define NESTED(r, s, member) (r).nested(#member, [&] { read(r, (s).member); })
 void read(Reader& r, GlobalScale& g) {
-  g.value = r.f32();
-  g.device_ptr = r.ptr<const float>();
-  g.per_row = r.flag();
+  FIELD(r, g, value);
+  FIELD(r, g, device_ptr);
+  FIELD(r, g, per_row);
 }
 void read(Reader& r, Nvfp4Tensor& t) {
-  t.data = r.ptr();
-  t.row_stride_bytes = r.i64();
-  t.scales = r.ptr();
-  t.scale_layout = r.enumeration<ScaleLayout>();
-  read(r, t.global_scale);
+  FIELD(r, t, data);
+  FIELD(r, t, row_stride_bytes);
+  FIELD(r, t, scales);
+  FIELD(r, t, scale_layout);
+  NESTED(r, t, global_scale);
 }
 void read(Reader& r, QuantizedOutput& o) {
-  o.data = r.ptr();
-  o.row_stride_bytes = r.i64();
-  o.scales = r.ptr();
-  o.scale_layout = r.enumeration<ScaleLayout>();
-  o.scale_mode = r.enumeration<GlobalScaleMode>();
-  read(r, o.global_scale);
-  o.global_scale_out = r.ptr<float>();
+  FIELD(r, o, data);
+  FIELD(r, o, row_stride_bytes);
+  FIELD(r, o, scales);
+  FIELD(r, o, scale_layout);
+  FIELD(r, o, scale_mode);
+  NESTED(r, o, global_scale);
+  FIELD(r, o, global_scale_out);
 }
 void read(Reader& r, DequantizeArgs& a) {
-  read(r, a.src);
-  a.src_rows = r.i64();
-  a.k = r.i64();
-  a.out = r.ptr();
-  a.out_dtype = r.enumeration<DType>();
-  a.out_row_stride = r.i64();
-  a.row_indices = r.ptr<const int32_t>();
-  a.rows = r.i64();
+  NESTED(r, a, src);
+  FIELD(r, a, src_rows);
+  FIELD(r, a, k);
+  FIELD(r, a, out);
+  FIELD(r, a, out_dtype);
+  FIELD(r, a, out_row_stride);
+  FIELD(r, a, row_indices);
+  FIELD(r, a, rows);
 }
 void read(Reader& r, QuantizeArgs& a) {
-  a.in = r.ptr();
-  a.in_dtype = r.enumeration<DType>();
-  a.in_row_stride = r.i64();
-  a.rows = r.i64();
-  a.k = r.i64();
-  a.out = r.ptr();
-  a.out_row_stride_bytes = r.i64();
-  a.scales = r.ptr();
-  a.scale_layout = r.enumeration<ScaleLayout>();
-  a.scale_mode = r.enumeration<GlobalScaleMode>();
-  read(r, a.global_scale);
-  a.global_scale_out = r.ptr<float>();
+  FIELD(r, a, in);
+  FIELD(r, a, in_dtype);
+  FIELD(r, a, in_row_stride);
+  FIELD(r, a, rows);
+  FIELD(r, a, k);
+  FIELD(r, a, out);
+  FIELD(r, a, out_row_stride_bytes);
+  FIELD(r, a, scales);
+  FIELD(r, a, scale_layout);
+  FIELD(r, a, scale_mode);
+  NESTED(r, a, global_scale);
+  FIELD(r, a, global_scale_out);
 }
 void read(Reader& r, RmsNormQuantizeArgs& a) {
-  a.in = r.ptr();
-  a.in_dtype = r.enumeration<DType>();
-  a.in_row_stride = r.i64();
-  a.rows = r.i64();
-  a.k = r.i64();
-  a.weight = r.ptr();
-  a.weight_fp32 = r.flag();
-  a.eps = r.f32();
-  read(r, a.out);
-  a.normed = r.ptr();
-  a.normed_row_stride = r.i64();
-  a.inv_rms = r.ptr<float>();
+  FIELD(r, a, in);
+  FIELD(r, a, in_dtype);
+  FIELD(r, a, in_row_stride);
+  FIELD(r, a, rows);
+  FIELD(r, a, k);
+  FIELD(r, a, weight);
+  FIELD(r, a, weight_fp32);
+  FIELD(r, a, eps);
+  NESTED(r, a, out);
+  FIELD(r, a, normed);
+  FIELD(r, a, normed_row_stride);
+  FIELD(r, a, inv_rms);
 }
 void read(Reader& r, SwigluQuantizeArgs& a) {
-  a.in = r.ptr();
-  a.in_dtype = r.enumeration<DType>();
-  a.in_row_stride = r.i64();
-  a.rows = r.i64();
-  a.k = r.i64();
-  a.interleave = r.i64();
-  read(r, a.out);
+  FIELD(r, a, in);
+  FIELD(r, a, in_dtype);
+  FIELD(r, a, in_row_stride);
+  FIELD(r, a, rows);
+  FIELD(r, a, k);
+  FIELD(r, a, interleave);
+  NESTED(r, a, out);
 }
 void read(Reader& r, MoeStageArgs& a) {
-  a.tokens = r.ptr();
-  a.in_dtype = r.enumeration<DType>();
-  a.in_row_stride = r.i64();
-  a.rows = r.i64();
-  a.k = r.i64();
-  read(r, a.out);
-  a.topk = r.i64();
-  a.topk_ids = r.ptr();
-  a.topk_weights = r.ptr<const float>();
-  a.topk_ids_out = r.ptr();
-  a.topk_weights_out = r.ptr<float>();
-  a.topk_ids_type = r.enumeration<IndexType>();
-  a.topk_ids_out_type = r.enumeration<IndexType>();
+  FIELD(r, a, tokens);
+  FIELD(r, a, in_dtype);
+  FIELD(r, a, in_row_stride);
+  FIELD(r, a, rows);
+  FIELD(r, a, k);
+  NESTED(r, a, out);
+  FIELD(r, a, topk);
+  FIELD(r, a, topk_ids);
+  FIELD(r, a, topk_weights);
+  FIELD(r, a, topk_ids_out);
+  FIELD(r, a, topk_weights_out);
+  FIELD(r, a, topk_ids_type);
+  FIELD(r, a, topk_ids_out_type);
 }
 void read(Reader& r, MhcRmsNormQuantizeArgs& a) {
-  a.in = r.ptr();
-  a.in_dtype = r.enumeration<DType>();
-  a.rows = r.i64();
-  a.n_hc = r.i64();
-  a.k = r.i64();
-  a.in_row_stride = r.i64();
-  a.in_hc_stride = r.i64();
-  a.mix = r.ptr<const float>();
-  a.mix_row_stride = r.i64();
-  a.weight = r.ptr();
-  a.weight_fp32 = r.flag();
-  a.eps = r.f32();
-  read(r, a.out);
-  a.h = r.ptr();
-  a.h_row_stride = r.i64();
-  a.normed = r.ptr();
-  a.normed_row_stride = r.i64();
-  a.inv_rms = r.ptr<float>();
+  FIELD(r, a, in);
+  FIELD(r, a, in_dtype);
+  FIELD(r, a, rows);
+  FIELD(r, a, n_hc);
+  FIELD(r, a, k);
+  FIELD(r, a, in_row_stride);
+  FIELD(r, a, in_hc_stride);
+  FIELD(r, a, mix);
+  FIELD(r, a, mix_row_stride);
+  FIELD(r, a, weight);
+  FIELD(r, a, weight_fp32);
+  FIELD(r, a, eps);
+  NESTED(r, a, out);
+  FIELD(r, a, h);
+  FIELD(r, a, h_row_stride);
+  FIELD(r, a, normed);
+  FIELD(r, a, normed_row_stride);
+  FIELD(r, a, inv_rms);
 }
 void read(Reader& r, MoeRouteArgs& a) {
-  a.topk_ids = r.ptr();
-  a.topk_ids_type = r.enumeration<IndexType>();
-  a.tokens = r.i64();
-  a.topk = r.i64();
-  a.groups = static_cast<int32_t>(r.i64());
-  a.first_expert = r.i64();
-  a.counts = r.ptr<int32_t>();
-  a.group_ends = r.ptr<int32_t>();
-  a.row_index = r.ptr<int32_t>();
-  a.positions = r.ptr<int32_t>();
-  a.workspace = r.ptr();
-  a.workspace_bytes = r.i64();
+  FIELD(r, a, topk_ids);
+  FIELD(r, a, topk_ids_type);
+  FIELD(r, a, tokens);
+  FIELD(r, a, topk);
+  FIELD(r, a, groups);
+  FIELD(r, a, first_expert);
+  FIELD(r, a, counts);
+  FIELD(r, a, group_ends);
+  FIELD(r, a, row_index);
+  FIELD(r, a, positions);
+  FIELD(r, a, workspace);
+  FIELD(r, a, workspace_bytes);
 }
 void read(Reader& r, MoeCombineArgs& a) {
-  a.d = r.ptr();
-  a.d_dtype = r.enumeration<DType>();
-  a.d_row_stride = r.i64();
-  a.d_rows = r.i64();
-  a.positions = r.ptr<const int32_t>();
-  a.weights = r.ptr();
-  a.weights_dtype = r.enumeration<DType>();
-  a.tokens = r.i64();
-  a.topk = r.i64();
-  a.n = r.i64();
-  a.out = r.ptr();
-  a.out_dtype = r.enumeration<DType>();
-  a.out_row_stride = r.i64();
+  FIELD(r, a, d);
+  FIELD(r, a, d_dtype);
+  FIELD(r, a, d_row_stride);
+  FIELD(r, a, d_rows);
+  FIELD(r, a, positions);
+  FIELD(r, a, weights);
+  FIELD(r, a, weights_dtype);
+  FIELD(r, a, tokens);
+  FIELD(r, a, topk);
+  FIELD(r, a, n);
+  FIELD(r, a, out);
+  FIELD(r, a, out_dtype);
+  FIELD(r, a, out_row_stride);
 }
 void read(Reader& r, ConvertScalesArgs& a) {
-  a.src = r.ptr();
-  a.src_layout = r.enumeration<ScaleLayout>();
-  a.dst = r.ptr();
-  a.dst_layout = r.enumeration<ScaleLayout>();
-  a.rows = r.i64();
-  a.k = r.i64();
+  FIELD(r, a, src);
+  FIELD(r, a, src_layout);
+  FIELD(r, a, dst);
+  FIELD(r, a, dst_layout);
+  FIELD(r, a, rows);
+  FIELD(r, a, k);
 }
 void read(Reader& r, PrepackArgs& a) {
-  read(r, a.weight);
-  a.n = r.i64();
-  a.k = r.i64();
-  a.out = r.ptr();
+  NESTED(r, a, weight);
+  FIELD(r, a, n);
+  FIELD(r, a, k);
+  FIELD(r, a, out);
 }
 void read(Reader& r, GemmArgs& a) {
-  a.m = r.i64();
-  a.n = r.i64();
-  a.k = r.i64();
-  a.a = r.ptr();
-  a.a_dtype = r.enumeration<DType>();
-  a.a_row_stride = r.i64();
-  read(r, a.b);
-  a.d = r.ptr();
-  a.d_dtype = r.enumeration<DType>();
-  a.d_row_stride = r.i64();
-  a.bias = r.ptr();
-  a.bias_dtype = r.enumeration<DType>();
-  a.alpha = r.f32();
-  read(r, a.a_fp4);
-  a.workspace = r.ptr();
-  a.workspace_bytes = r.i64();
-  a.b_prepacked = r.flag();
-  a.weights_static = r.flag();
+  FIELD(r, a, m);
+  FIELD(r, a, n);
+  FIELD(r, a, k);
+  FIELD(r, a, a);
+  FIELD(r, a, a_dtype);
+  FIELD(r, a, a_row_stride);
+  NESTED(r, a, b);
+  FIELD(r, a, d);
+  FIELD(r, a, d_dtype);
+  FIELD(r, a, d_row_stride);
+  FIELD(r, a, bias);
+  FIELD(r, a, bias_dtype);
+  FIELD(r, a, alpha);
+  NESTED(r, a, a_fp4);
+  FIELD(r, a, workspace);
+  FIELD(r, a, workspace_bytes);
+  FIELD(r, a, b_prepacked);
+  FIELD(r, a, weights_static);
 }
 void read(Reader& r, GroupedGemmArgs& a) {
+  // The dense GEMM's fields under their own names (GroupedGemmArgs' own repeat none of them):
+  // the Python layer builds them once for gemm and grouped_gemm.
   read(r, a.gemm);
-  a.groups = static_cast<int32_t>(r.i64());
-  a.layout = r.enumeration<GroupedLayout>();
-  a.group_ends = r.ptr<const int32_t>();
-  a.masked_m = r.ptr<const int32_t>();
-  a.expected_m = r.i64();
-  a.a_global_scale_per_group = r.flag();
-  a.row_index = r.ptr<const int32_t>();
-  a.a_rows = r.i64();
+  FIELD(r, a, groups);
+  FIELD(r, a, layout);
+  FIELD(r, a, group_ends);
+  FIELD(r, a, masked_m);
+  FIELD(r, a, expected_m);
+  FIELD(r, a, a_global_scale_per_group);
+  FIELD(r, a, row_index);
+  FIELD(r, a, a_rows);
 }
 void read(Reader& r, GemmProblem& p) {
-  p.n = r.i64();
-  p.k = r.i64();
-  p.a_dtype = r.enumeration<DType>();
-  p.d_dtype = r.enumeration<DType>();
-  p.scale_layout = r.enumeration<ScaleLayout>();
-  p.has_bias = r.flag();
-  p.bias_dtype = r.enumeration<DType>();
-  p.b_prepacked = r.flag();
-  p.a_scale_layout = r.enumeration<ScaleLayout>();
-  p.groups = static_cast<int32_t>(r.i64());
-  p.grouped_layout = r.enumeration<GroupedLayout>();
+  FIELD(r, p, n);
+  FIELD(r, p, k);
+  FIELD(r, p, a_dtype);
+  FIELD(r, p, d_dtype);
+  FIELD(r, p, scale_layout);
+  FIELD(r, p, has_bias);
+  FIELD(r, p, bias_dtype);
+  FIELD(r, p, b_prepacked);
+  FIELD(r, p, a_scale_layout);
+  FIELD(r, p, groups);
+  FIELD(r, p, grouped_layout);
 }
 void read(Reader& r, TuneOptions& o) {
-  o.m = r.i64();
-  o.runs = static_cast<int>(r.i64());
+  FIELD(r, o, m);
+  FIELD(r, o, runs);
 }
 void read(Reader& r, ModelOptLinear& l) {
-  l.n = r.i64();
-  l.k = r.i64();
-  l.weight = r.ptr();
-  l.weight_scale = r.ptr();
-  read(r, l.weight_scale_2);
-  read(r, l.input_scale);
+  FIELD(r, l, n);
+  FIELD(r, l, k);
+  FIELD(r, l, weight);
+  FIELD(r, l, weight_scale);
+  NESTED(r, l, weight_scale_2);
+  NESTED(r, l, input_scale);
 }
 
-// The size queries' arguments, as structs so bytes_of serves them too.
+// The arguments of the methods that are no single public struct, as structs read like those.
 struct ScaleBytesQuery {
   ScaleLayout layout = ScaleLayout::linear;
   int64_t rows = 0, k = 0;
 };
 void read(Reader& r, ScaleBytesQuery& q) {
-  q.layout = r.enumeration<ScaleLayout>();
-  q.rows = r.i64();
-  q.k = r.i64();
+  FIELD(r, q, layout);
+  FIELD(r, q, rows);
+  FIELD(r, q, k);
 }
 int64_t scale_bytes_of(const ScaleBytesQuery& q) { return scale_bytes(q.layout, q.rows, q.k); }
 struct PrepackedBytesQuery {
   int64_t n = 0, k = 0;
 };
 void read(Reader& r, PrepackedBytesQuery& q) {
-  q.n = r.i64();
-  q.k = r.i64();
+  FIELD(r, q, n);
+  FIELD(r, q, k);
 }
 int64_t prepacked_bytes_of(const PrepackedBytesQuery& q) { return prepacked_bytes(q.n, q.k); }
+
+struct FromModeloptCall {  // from_modelopt(layer, layout, swizzled_scales, stream)
+  ModelOptLinear layer;
+  ScaleLayout layout = ScaleLayout::linear;
+  void* swizzled_scales = nullptr;
+};
+void read(Reader& r, FromModeloptCall& c) {
+  read(r, c.layer);
+  FIELD(r, c, layout);
+  FIELD(r, c, swizzled_scales);
+}
+Nvfp4Linear from_modelopt_of(const FromModeloptCall& c, CUstream stream) {
+  return from_modelopt(c.layer, c.layout, c.swizzled_scales, stream);
+}
+struct TuneCall {  // tune(problem, options)
+  GemmProblem problem;
+  TuneOptions options;
+};
+void read(Reader& r, TuneCall& c) {
+  read(r, c.problem);
+  read(r, c.options);
+}
+std::vector<TunedBucket> tune_of(const TuneCall& c) { return tune(c.problem, c.options); }
+struct ModelShapesCall {  // model_shapes(model_dir, tp, ep)
+  std::string model_dir;
+  int tp = 1, ep = 1;
+};
+void read(Reader& r, ModelShapesCall& c) {
+  FIELD(r, c, model_dir);
+  FIELD(r, c, tp);
+  FIELD(r, c, ep);
+}
+std::vector<ModelShape> model_shapes_of(const ModelShapesCall& c) { return model_shapes(c.model_dir, c.tp, c.ep); }
+// prewarm(model, tp, ep, shapes: [(n, k, groups)], archs, sm_count, variants, threads, load):
+// PrewarmOptions but for its shapes (a list, read by py_prewarm) and archs (comma-separated).
+struct PrewarmCall {
+  std::string model, archs, variants;
+  int64_t tp = 1, ep = 1, sm_count = 0, threads = 0;
+  PyObject* shapes = nullptr;  // borrowed
+  bool load = false;
+};
+void read(Reader& r, PrewarmCall& c) {
+  FIELD(r, c, model);
+  FIELD(r, c, tp);
+  FIELD(r, c, ep);
+  c.shapes = r.list("shapes");
+  FIELD(r, c, archs);
+  FIELD(r, c, sm_count);
+  FIELD(r, c, variants);
+  FIELD(r, c, threads);
+  FIELD(r, c, load);
+}
+#undef NESTED
+#undef FIELD
 
 // Runs `body` with the GIL released (a first call may compile for seconds), turning the
 // library's exceptions into Python ones. Returns false with a Python error set on failure.
@@ -388,69 +502,6 @@ bool call_released(F&& body, std::string_view capture_hint = {}) {
   return false;
 }
 
-// One method: reads A's fields (then the stream, for an op that takes one), calls F with the GIL
-// released, returns None, or F's byte count for a size query.
-template <class A, auto F>
-PyObject* method(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  Reader r(nullptr, args, n);
-  A a;
-  read(r, a);
-  if constexpr (std::is_invocable_v<decltype(F), const A&, CUstream>) {
-    CUstream stream = r.ptr<CUstream_st>();
-    if (!r.done() || !call_released([&] { F(a, stream); })) return nullptr;
-    Py_RETURN_NONE;
-  } else if constexpr (std::is_void_v<std::invoke_result_t<decltype(F), const A&>>) {
-    if (!r.done() || !call_released([&] { F(a); })) return nullptr;
-    Py_RETURN_NONE;
-  } else {
-    int64_t bytes = 0;
-    if (!r.done() || !call_released([&] { bytes = F(a); })) return nullptr;
-    return PyLong_FromLongLong(bytes);
-  }
-}
-
-// from_modelopt(layer fields..., layout, swizzled_scales, stream) -> (scales address, layout):
-// the library's check of a ModelOpt layer, and its scales swizzled once where asked.
-PyObject* py_from_modelopt(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  Reader r("from_modelopt", args, n);
-  ModelOptLinear layer;
-  read(r, layer);
-  const auto layout = r.enumeration<ScaleLayout>();
-  void* swizzled = r.ptr();
-  CUstream stream = r.ptr<CUstream_st>();
-  if (!r.done()) return nullptr;
-  Nvfp4Linear lin;
-  if (!call_released([&] { lin = from_modelopt(layer, layout, swizzled, stream); })) return nullptr;
-  return Py_BuildValue("(Ki)", static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(lin.weight.scales)),
-                       static_cast<int>(lin.weight.scale_layout));
-}
-
-// tune(problem fields..., m, runs) -> [dict per M bucket]
-PyObject* py_tune(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  Reader r("tune", args, n);
-  GemmProblem p;
-  TuneOptions o;
-  read(r, p);
-  read(r, o);
-  if (!r.done()) return nullptr;
-  std::vector<TunedBucket> buckets;
-  if (!call_released([&] { buckets = tune(p, o); })) return nullptr;
-  PyObject* list = PyList_New(0);
-  if (!list) return nullptr;
-  for (const TunedBucket& b : buckets) {
-    PyObject* d = Py_BuildValue("{s:L,s:s,s:d,s:s,s:d,s:i}", "m_bucket", static_cast<long long>(b.m_bucket), "heuristic",
-                                b.heuristic.c_str(), "heuristic_us", b.heuristic_us, "winner", b.winner.c_str(),
-                                "winner_us", b.winner_us, "candidates", b.candidates);
-    if (!d || PyList_Append(list, d) < 0) {
-      Py_XDECREF(d);
-      Py_DECREF(list);
-      return nullptr;
-    }
-    Py_DECREF(d);
-  }
-  return list;
-}
-
 // A list of str, or null with the Python error set.
 PyObject* str_list(const std::vector<std::string>& items) {
   PyObject* list = PyList_New(0);
@@ -462,67 +513,42 @@ PyObject* str_list(const std::vector<std::string>& items) {
   return list;
 }
 
-// model_shapes(model_dir, tp, ep) -> [(name, n, k, groups)]
-PyObject* py_model_shapes(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  Reader r("model_shapes", args, n);
-  const std::string dir = r.str();
-  const int tp = static_cast<int>(r.i64()), ep = static_cast<int>(r.i64());
-  if (!r.done()) return nullptr;
-  std::vector<ModelShape> shapes;
-  if (!call_released([&] { shapes = model_shapes(dir, tp, ep); })) return nullptr;
+// A list of one Python object per item, or null with the Python error set.
+template <class T, class F>
+PyObject* list_of(const std::vector<T>& items, F&& convert) {
   PyObject* list = PyList_New(0);
-  for (size_t i = 0; list && i < shapes.size(); ++i) {
-    const ModelShape& s = shapes[i];
-    PyObject* t = Py_BuildValue("(sLLi)", s.name.c_str(), static_cast<long long>(s.n), static_cast<long long>(s.k),
-                                static_cast<int>(s.groups));
-    if (!t || PyList_Append(list, t) < 0) Py_CLEAR(list);
-    Py_XDECREF(t);
+  for (size_t i = 0; list && i < items.size(); ++i) {
+    PyObject* o = convert(items[i]);
+    if (!o || PyList_Append(list, o) < 0) Py_CLEAR(list);
+    Py_XDECREF(o);
   }
   return list;
 }
 
-// prewarm(model, tp, ep, shapes: [(n, k, groups)], archs, sm_count, variants, threads, load)
-// -> the PrewarmResult's fields as a dict (nvfp4::jit::prewarm; "" for no model / archs / variants)
-PyObject* py_prewarm(PyObject*, PyObject* const* args, Py_ssize_t n) {
-  if (n != 9 || !PyList_Check(args[3])) {
-    PyErr_SetString(PyExc_TypeError, "nvfp4_jit._C.prewarm(model, tp, ep, shapes: list, archs, sm_count, variants, threads, load)");
-    return nullptr;
-  }
-  PrewarmOptions o;
-  for (Py_ssize_t i = 0; i < PyList_Size(args[3]); ++i) {
-    PrewarmShape s;
-    if (!PyArg_ParseTuple(PyList_GetItem(args[3], i), "LLi", &s.n, &s.k, &s.groups)) return nullptr;
-    o.shapes.push_back(s);
-  }
-  PyObject* rest[] = {args[0], args[1], args[2], args[4], args[5], args[6], args[7], args[8]};
-  Reader r("prewarm", rest, 8);
-  o.model = r.str();
-  o.tp = static_cast<int>(r.i64());
-  o.ep = static_cast<int>(r.i64());
-  const std::string archs = r.str();
-  o.sm_count = static_cast<int>(r.i64());
-  o.variants = r.str();
-  o.threads = static_cast<int>(r.i64());
-  o.load = r.flag();
-  if (!r.done()) return nullptr;
-  // read as int64 above and narrowed: refused when they do not fit the C++ fields' int
-  PyObject* ints[] = {args[1], args[2], args[5], args[7]};
-  const char* names[] = {"tp", "ep", "sm_count", "threads"};
-  for (int i = 0; i < 4; ++i) {
-    const long long v = PyLong_AsLongLong(ints[i]);
-    if (v < INT32_MIN || v > INT32_MAX) {
-      raise_error(Status::invalid_argument, (std::string("nvfp4_jit.prewarm: ") + names[i] + " = " + std::to_string(v) +
-                                             " is out of range").c_str());
-      return nullptr;
-    }
-  }
-  for (size_t start = 0; start < archs.size();) {
-    const size_t comma = std::min(archs.find(',', start), archs.size());
-    if (comma > start) o.archs.push_back(archs.substr(start, comma - start));
-    start = comma + 1;
-  }
-  PrewarmResult res;
-  if (!call_released([&] { res = prewarm(o); })) return nullptr;
+// The methods' results in Python.
+PyObject* to_python(int64_t bytes) { return PyLong_FromLongLong(bytes); }
+// from_modelopt -> (scales address, layout)
+PyObject* to_python(const Nvfp4Linear& lin) {
+  return Py_BuildValue("(Ki)", static_cast<unsigned long long>(reinterpret_cast<uintptr_t>(lin.weight.scales)),
+                       static_cast<int>(lin.weight.scale_layout));
+}
+// tune -> [dict per M bucket]
+PyObject* to_python(const std::vector<TunedBucket>& buckets) {
+  return list_of(buckets, [](const TunedBucket& b) {
+    return Py_BuildValue("{s:L,s:s,s:d,s:s,s:d,s:i}", "m_bucket", static_cast<long long>(b.m_bucket), "heuristic",
+                         b.heuristic.c_str(), "heuristic_us", b.heuristic_us, "winner", b.winner.c_str(), "winner_us",
+                         b.winner_us, "candidates", b.candidates);
+  });
+}
+// model_shapes -> [(name, n, k, groups)]
+PyObject* to_python(const std::vector<ModelShape>& shapes) {
+  return list_of(shapes, [](const ModelShape& s) {
+    return Py_BuildValue("(sLLi)", s.name.c_str(), static_cast<long long>(s.n), static_cast<long long>(s.k),
+                         static_cast<int>(s.groups));
+  });
+}
+// prewarm -> the PrewarmResult's fields as a dict
+PyObject* to_python(const PrewarmResult& res) {
   PyObject* errors = str_list(res.errors);
   PyObject* notes = errors ? str_list(res.notes) : nullptr;
   PyObject* d = notes ? Py_BuildValue("{s:L,s:L,s:L,s:L,s:L,s:L,s:L,s:d,s:O,s:O}", "kernels", static_cast<long long>(res.kernels),
@@ -537,6 +563,84 @@ PyObject* py_prewarm(PyObject*, PyObject* const* args, Py_ssize_t n) {
   return d;
 }
 
+template <class A, auto F>
+constexpr bool kTakesStream = std::is_invocable_v<decltype(F), const A&, CUstream>;
+
+// A method's arguments: A's fields, then the stream for an op that takes one.
+template <class A, auto F>
+void read_args(Reader& r, A& a, CUstream& stream) {
+  read(r, a);
+  if constexpr (kTakesStream<A, F>) stream = r.ptr<CUstream_st>("stream");
+}
+
+// One method: reads its arguments, calls F with the GIL released, returns None or F's result.
+template <class A, auto F>
+PyObject* method(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  Reader r(args, n);
+  A a;
+  CUstream stream = nullptr;
+  read_args<A, F>(r, a, stream);
+  if (!r.done()) return nullptr;
+  auto call = [&] {
+    if constexpr (kTakesStream<A, F>) return F(a, stream);
+    else return F(a);
+  };
+  if constexpr (std::is_void_v<decltype(call())>) {
+    if (!call_released(call)) return nullptr;
+    Py_RETURN_NONE;
+  } else {
+    decltype(call()) result{};
+    if (!call_released([&] { result = call(); })) return nullptr;
+    return to_python(result);
+  }
+}
+
+// The names of method<A, F>'s arguments (or of a hand-written method that reads an A), in order.
+template <class A, auto F = nullptr>
+void fields_of(Reader& r) {
+  A a;
+  CUstream stream = nullptr;
+  if constexpr (F == nullptr) read(r, a);
+  else read_args<A, F>(r, a, stream);
+}
+
+PyObject* py_prewarm(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  Reader r(args, n);
+  PrewarmCall c;
+  read(r, c);
+  if (!r.done()) return nullptr;
+  PrewarmOptions o;
+  for (Py_ssize_t i = 0; i < PyList_Size(c.shapes); ++i) {
+    PrewarmShape s;
+    if (!PyArg_ParseTuple(PyList_GetItem(c.shapes, i), "LLi", &s.n, &s.k, &s.groups)) return nullptr;
+    o.shapes.push_back(s);
+  }
+  // read as int64 and narrowed: refused when they do not fit the C++ fields' int
+  const std::pair<const char*, int64_t> ints[] = {{"tp", c.tp}, {"ep", c.ep}, {"sm_count", c.sm_count}, {"threads", c.threads}};
+  for (const auto& [name, v] : ints) {
+    if (v < INT32_MIN || v > INT32_MAX) {
+      raise_error(Status::invalid_argument,
+                  (std::string("nvfp4_jit.prewarm: ") + name + " = " + std::to_string(v) + " is out of range").c_str());
+      return nullptr;
+    }
+  }
+  o.model = c.model;
+  o.tp = static_cast<int>(c.tp);
+  o.ep = static_cast<int>(c.ep);
+  o.sm_count = static_cast<int>(c.sm_count);
+  o.variants = c.variants;
+  o.threads = static_cast<int>(c.threads);
+  o.load = c.load;
+  for (size_t start = 0; start < c.archs.size();) {
+    const size_t comma = std::min(c.archs.find(',', start), c.archs.size());
+    if (comma > start) o.archs.push_back(c.archs.substr(start, comma - start));
+    start = comma + 1;
+  }
+  PrewarmResult res;
+  if (!call_released([&] { res = prewarm(o); })) return nullptr;
+  return to_python(res);
+}
+
 PyObject* py_version(PyObject*, PyObject*) { return PyUnicode_FromString(version()); }
 
 PyObject* py_nvrtc_info(PyObject*, PyObject*) {
@@ -548,7 +652,7 @@ PyObject* py_nvrtc_info(PyObject*, PyObject*) {
 
 // ---------------------------------------------------------------------------------------------
 // The checked eager fast path of the torch functions (nvfp4_jit.gemm, nvfp4_jit.quantize): the
-// tensors are read and checked here, as the Python layer's checks (nvfp4_jit/ops.py) would
+// tensors are read and checked here, as the Python layer's checks (nvfp4_jit/ops/) would
 // check them, and the op is launched on torch's current stream. Whatever these checks do not
 // accept (a wrong argument, or a case the fast path leaves out: a tensor subclass, a CPU-held
 // scale, another device current) returns NotImplemented before anything is launched or
@@ -863,41 +967,95 @@ PyObject* dequantize_checked(PyObject*, PyObject* const* args, Py_ssize_t nargs)
 
 }  // namespace checked
 
+// The methods that read their arguments through a Reader: each call's arguments in the order
+// and under the names its `fields` records, which _C.fields(name) returns.
+struct Op {
+  const char* name;
+  PyObject* (*call)(PyObject*, PyObject* const*, Py_ssize_t);
+  void (*fields)(Reader&);
+  const char* doc;
+};
+template <class A, auto F>
+constexpr Op op(const char* name, const char* doc) {
+  return {name, method<A, F>, fields_of<A, F>, doc};
+}
+const Op g_ops[] = {
+    op<GemmArgs, gemm>("gemm", "gemm(GemmArgs fields..., stream)"),
+    op<GroupedGemmArgs, grouped_gemm>("grouped_gemm", "grouped_gemm(GroupedGemmArgs fields..., stream)"),
+    op<DequantizeArgs, dequantize>("dequantize", "dequantize(DequantizeArgs fields..., stream)"),
+    op<QuantizeArgs, quantize>("quantize", "quantize(QuantizeArgs fields..., stream)"),
+    op<RmsNormQuantizeArgs, rmsnorm_quantize>("rmsnorm_quantize", "rmsnorm_quantize(fields..., stream)"),
+    op<SwigluQuantizeArgs, swiglu_quantize>("swiglu_quantize", "swiglu_quantize(fields..., stream)"),
+    op<MoeStageArgs, moe_stage>("moe_stage", "moe_stage(MoeStageArgs fields..., stream)"),
+    op<ConvertScalesArgs, convert_scales>("convert_scales", "convert_scales(fields..., stream)"),
+    op<MhcRmsNormQuantizeArgs, mhc_rmsnorm_quantize>("mhc_rmsnorm_quantize", "mhc_rmsnorm_quantize(fields..., stream)"),
+    op<MoeRouteArgs, moe_route>("moe_route", "moe_route(MoeRouteArgs fields..., stream)"),
+    op<MoeCombineArgs, moe_combine>("moe_combine", "moe_combine(MoeCombineArgs fields..., stream)"),
+    op<PrepackArgs, prepack>("prepack", "prepack(PrepackArgs fields..., stream)"),
+    op<DequantizeArgs, cpu::dequantize>("cpu_dequantize", "CPU reference, host addresses"),
+    op<QuantizeArgs, cpu::quantize>("cpu_quantize", "CPU reference, host addresses"),
+    op<RmsNormQuantizeArgs, cpu::rmsnorm_quantize>("cpu_rmsnorm_quantize", "CPU reference"),
+    op<SwigluQuantizeArgs, cpu::swiglu_quantize>("cpu_swiglu_quantize", "CPU reference"),
+    op<MoeStageArgs, cpu::moe_stage>("cpu_moe_stage", "CPU reference"),
+    op<ConvertScalesArgs, cpu::convert_scales>("cpu_convert_scales", "CPU reference"),
+    op<PrepackArgs, cpu::prepack>("cpu_prepack", "CPU reference"),
+    op<MhcRmsNormQuantizeArgs, cpu::mhc_rmsnorm_quantize>("cpu_mhc_rmsnorm_quantize", "CPU reference"),
+    op<MoeRouteArgs, cpu::moe_route>("cpu_moe_route", "CPU reference"),
+    op<MoeCombineArgs, cpu::moe_combine>("cpu_moe_combine", "CPU reference"),
+    op<GemmArgs, gemm_workspace_bytes>("gemm_workspace_bytes", "gemm_workspace_bytes(GemmArgs fields...)"),
+    op<GroupedGemmArgs, grouped_gemm_workspace_bytes>("grouped_gemm_workspace_bytes",
+                                                      "grouped_gemm_workspace_bytes(GroupedGemmArgs fields...)"),
+    op<MoeRouteArgs, moe_route_workspace_bytes>("moe_route_workspace_bytes", "moe_route_workspace_bytes(MoeRouteArgs fields...)"),
+    op<ScaleBytesQuery, scale_bytes_of>("scale_bytes", "scale_bytes(layout, rows, k)"),
+    op<PrepackedBytesQuery, prepacked_bytes_of>("prepacked_bytes", "prepacked_bytes(n, k)"),
+    op<FromModeloptCall, from_modelopt_of>("from_modelopt",
+                                           "from_modelopt(ModelOptLinear fields..., layout, swizzled_scales, stream) -> "
+                                           "(scales address, layout)"),
+    op<TuneCall, tune_of>("tune", "tune(GemmProblem fields..., m, runs) -> [dict per M bucket]"),
+    op<ModelShapesCall, model_shapes_of>("model_shapes", "model_shapes(model_dir, tp, ep) -> [(name, n, k, groups)]"),
+    {"prewarm", py_prewarm, fields_of<PrewarmCall>,
+     "prewarm(model, tp, ep, shapes, archs, sm_count, variants, threads, load) -> dict"},
+};
+
+// fields() -> the names of the methods above; fields(name) -> that method's argument names, in order.
+PyObject* py_fields(PyObject*, PyObject* const* args, Py_ssize_t n) {
+  if (n == 0) {
+    PyObject* names = PyTuple_New(static_cast<Py_ssize_t>(std::size(g_ops)));
+    for (Py_ssize_t i = 0; names && i < PyTuple_Size(names); ++i) {
+      PyObject* name = PyUnicode_FromString(g_ops[i].name);
+      if (!name) Py_CLEAR(names);
+      else PyTuple_SetItem(names, i, name);
+    }
+    return names;
+  }
+  const char* wanted = n == 1 && PyUnicode_Check(args[0]) ? PyUnicode_AsUTF8AndSize(args[0], nullptr) : nullptr;
+  if (!wanted) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "nvfp4_jit._C.fields(method: str)");
+    return nullptr;
+  }
+  for (const Op& o : g_ops) {
+    if (std::string_view(o.name) != wanted) continue;
+    std::vector<std::string> names;
+    Reader schema(names);
+    o.fields(schema);
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (std::find(names.begin(), names.begin() + static_cast<std::ptrdiff_t>(i), names[i]) != names.begin() + static_cast<std::ptrdiff_t>(i)) {
+        PyErr_Format(PyExc_RuntimeError, "nvfp4_jit._C.fields: %s names the field %s twice", o.name, names[i].c_str());
+        return nullptr;
+      }
+    }
+    PyObject* list = list_of(names, [](const std::string& s) { return PyUnicode_FromString(s.c_str()); });
+    PyObject* tuple = list ? PyList_AsTuple(list) : nullptr;
+    Py_XDECREF(list);
+    return tuple;
+  }
+  PyErr_Format(PyExc_KeyError, "nvfp4_jit._C.fields: no method %s reads named fields", wanted);
+  return nullptr;
+}
+
 #define FASTCALL(f) reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(f)), METH_FASTCALL
 PyMethodDef g_methods[] = {
-    {"gemm", FASTCALL((method<GemmArgs, gemm>)), "gemm(GemmArgs fields..., stream)"},
-    {"grouped_gemm", FASTCALL((method<GroupedGemmArgs, grouped_gemm>)), "grouped_gemm(GroupedGemmArgs fields..., stream)"},
-    {"dequantize", FASTCALL((method<DequantizeArgs, dequantize>)), "dequantize(DequantizeArgs fields..., stream)"},
-    {"quantize", FASTCALL((method<QuantizeArgs, quantize>)), "quantize(QuantizeArgs fields..., stream)"},
-    {"rmsnorm_quantize", FASTCALL((method<RmsNormQuantizeArgs, rmsnorm_quantize>)), "rmsnorm_quantize(fields..., stream)"},
-    {"swiglu_quantize", FASTCALL((method<SwigluQuantizeArgs, swiglu_quantize>)), "swiglu_quantize(fields..., stream)"},
-    {"moe_stage", FASTCALL((method<MoeStageArgs, moe_stage>)), "moe_stage(MoeStageArgs fields..., stream)"},
-    {"convert_scales", FASTCALL((method<ConvertScalesArgs, convert_scales>)), "convert_scales(fields..., stream)"},
-    {"mhc_rmsnorm_quantize", FASTCALL((method<MhcRmsNormQuantizeArgs, mhc_rmsnorm_quantize>)), "mhc_rmsnorm_quantize(fields..., stream)"},
-    {"moe_route", FASTCALL((method<MoeRouteArgs, moe_route>)), "moe_route(MoeRouteArgs fields..., stream)"},
-    {"moe_combine", FASTCALL((method<MoeCombineArgs, moe_combine>)), "moe_combine(MoeCombineArgs fields..., stream)"},
-    {"prepack", FASTCALL((method<PrepackArgs, prepack>)), "prepack(PrepackArgs fields..., stream)"},
-    {"cpu_dequantize", FASTCALL((method<DequantizeArgs, cpu::dequantize>)), "CPU reference, host addresses"},
-    {"cpu_quantize", FASTCALL((method<QuantizeArgs, cpu::quantize>)), "CPU reference, host addresses"},
-    {"cpu_rmsnorm_quantize", FASTCALL((method<RmsNormQuantizeArgs, cpu::rmsnorm_quantize>)), "CPU reference"},
-    {"cpu_swiglu_quantize", FASTCALL((method<SwigluQuantizeArgs, cpu::swiglu_quantize>)), "CPU reference"},
-    {"cpu_moe_stage", FASTCALL((method<MoeStageArgs, cpu::moe_stage>)), "CPU reference"},
-    {"cpu_convert_scales", FASTCALL((method<ConvertScalesArgs, cpu::convert_scales>)), "CPU reference"},
-    {"cpu_prepack", FASTCALL((method<PrepackArgs, cpu::prepack>)), "CPU reference"},
-    {"cpu_mhc_rmsnorm_quantize", FASTCALL((method<MhcRmsNormQuantizeArgs, cpu::mhc_rmsnorm_quantize>)), "CPU reference"},
-    {"cpu_moe_route", FASTCALL((method<MoeRouteArgs, cpu::moe_route>)), "CPU reference"},
-    {"cpu_moe_combine", FASTCALL((method<MoeCombineArgs, cpu::moe_combine>)), "CPU reference"},
-    {"gemm_workspace_bytes", FASTCALL((method<GemmArgs, gemm_workspace_bytes>)), "gemm_workspace_bytes(GemmArgs fields...)"},
-    {"grouped_gemm_workspace_bytes", FASTCALL((method<GroupedGemmArgs, grouped_gemm_workspace_bytes>)),
-     "grouped_gemm_workspace_bytes(GroupedGemmArgs fields...)"},
-    {"moe_route_workspace_bytes", FASTCALL((method<MoeRouteArgs, moe_route_workspace_bytes>)),
-     "moe_route_workspace_bytes(MoeRouteArgs fields...)"},
-    {"scale_bytes", FASTCALL((method<ScaleBytesQuery, scale_bytes_of>)), "scale_bytes(layout, rows, k)"},
-    {"prepacked_bytes", FASTCALL((method<PrepackedBytesQuery, prepacked_bytes_of>)), "prepacked_bytes(n, k)"},
-    {"from_modelopt", FASTCALL(py_from_modelopt), "from_modelopt(ModelOptLinear fields..., layout, swizzled_scales, stream)"},
-    {"tune", FASTCALL(py_tune), "tune(GemmProblem fields..., m, runs)"},
-    {"model_shapes", FASTCALL(py_model_shapes), "model_shapes(model_dir, tp, ep) -> [(name, n, k, groups)]"},
-    {"prewarm", FASTCALL(py_prewarm), "prewarm(model, tp, ep, shapes, archs, sm_count, variants, threads, load) -> dict"},
+    {"fields", FASTCALL(py_fields), "fields() -> the methods that take named fields; fields(method) -> its argument names"},
     {"version", py_version, METH_NOARGS, "the library's version"},
     {"nvrtc_info", py_nvrtc_info, METH_NOARGS, "the NVRTC this process compiles with: {path, version, source, error}"},
     {"bind_torch", FASTCALL(nvfp4_py::bind_torch), "bind_torch(Tensor, dtypes, current_device, current_stream): once, from nvfp4_jit.ops"},
@@ -906,6 +1064,15 @@ PyMethodDef g_methods[] = {
     {"quantize_checked", FASTCALL(checked::quantize_checked), "nvfp4_jit.quantize's eager fast path"},
     {"dequantize_checked", FASTCALL(checked::dequantize_checked), "nvfp4_jit.dequantize's eager fast path"},
     {nullptr, nullptr, 0, nullptr}};
+
+// g_ops as method definitions, filled at import (they must outlive the module).
+PyMethodDef g_op_methods[std::size(g_ops) + 1] = {};
+
+bool add_ops(PyObject* module) {
+  for (size_t i = 0; i < std::size(g_ops); ++i)
+    g_op_methods[i] = {g_ops[i].name, FASTCALL(g_ops[i].call), g_ops[i].doc};
+  return PyModule_AddFunctions(module, g_op_methods) == 0;
+}
 #undef FASTCALL
 
 PyModuleDef g_module = {PyModuleDef_HEAD_INIT, "_C", "nvfp4-jit binding (stable ABI, no torch)", -1, g_methods,
@@ -929,7 +1096,7 @@ PyObject* add_exception(PyObject* module, const char* name, PyObject* bases, con
 
 PyMODINIT_FUNC PyInit__C() {
   PyObject* m = PyModule_Create(&g_module);
-  if (!m) return nullptr;
+  if (!m || !add_ops(m)) return nullptr;
   g_error = add_exception(m, "Error", PyExc_RuntimeError, "An nvfp4-jit call failed; .status is the library's status.");
   if (!g_error) return nullptr;
   PyObject* bases = Py_BuildValue("(OO)", g_error, PyExc_ValueError);

@@ -4,10 +4,10 @@
 //
 // A Python kernel behind the dispatcher costs a boxed round trip into Python on every call
 // (several microseconds); these run as C++ behind it. The schemas are defined in
-// nvfp4_jit/ops.py (from the Python implementations' annotations) before this library is
+// nvfp4_jit/ops/ (from the Python implementations' annotations) before this library is
 // loaded; each function here takes exactly its schema's arguments, in order, and does what
-// the Python implementation of the same name does. ops.py registers its Python kernel for
-// every op this library leaves out. The public functions' checks ran before (eagerly, or
+// the Python implementation of the same name does. nvfp4_jit/ops/_registry.py registers its
+// Python kernel for every op this library leaves out. The public functions' checks ran before (eagerly, or
 // while torch.compile traced); what reaches these unchecked is checked by the library, whose
 // errors surface as RuntimeError with its message.
 #include <torch/csrc/stable/accelerator.h>

@@ -1,4 +1,5 @@
-"""The binding without a GPU or torch: version, sizes, cache and NVRTC info, errors and their messages."""
+"""The binding without a GPU or torch: version, sizes, cache and NVRTC info, errors and their messages,
+and its calls by field name (_C.fields, _core.fields)."""
 import os
 import pathlib
 import re
@@ -7,6 +8,7 @@ import pytest
 
 import nvfp4_jit
 from nvfp4_jit import _C
+from nvfp4_jit._core import fields
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -103,21 +105,99 @@ def test_python_layer_names_the_bad_enum():
         nvfp4_jit.scale_bytes(4, 16, "tiled")
 
 
-def _gemm_fields(m=16, n=64, k=128, a=0x1000, b=0x2000, scales=0x3000, d=0x4000):
-    a4 = (0, 0, 0, 0, 1.0, 0, False)
-    return (m, n, k, a, 0, 0, b, 0, scales, 0, 1.0, 0, False, d, 0, 0, 0, 0, 1.0, *a4, 0, 0, False, False)
+def _gemm_fields(**changes):
+    """A W4A16 GEMM's GemmArgs fields by name (host-checked values: no GPU needed)."""
+    fields = {"m": 16, "n": 64, "k": 128, "a": 0x1000, "a_dtype": 0, "a_row_stride": 0, "b.data": 0x2000,
+              "b.row_stride_bytes": 0, "b.scales": 0x3000, "b.scale_layout": 0, "b.global_scale.value": 1.0,
+              "b.global_scale.device_ptr": 0, "b.global_scale.per_row": False, "d": 0x4000, "d_dtype": 0,
+              "d_row_stride": 0, "bias": 0, "bias_dtype": 0, "alpha": 1.0, "a_fp4.data": 0, "a_fp4.row_stride_bytes": 0,
+              "a_fp4.scales": 0, "a_fp4.scale_layout": 0, "a_fp4.global_scale.value": 1.0,
+              "a_fp4.global_scale.device_ptr": 0, "a_fp4.global_scale.per_row": False, "workspace": 0,
+              "workspace_bytes": 0, "b_prepacked": False, "weights_static": False}
+    return {**fields, **changes}
+
+
+GEMM = fields("gemm")
 
 
 def test_gemm_validation_runs_before_any_device_work():
     # Checked by the library on the host: the message names the argument, no GPU needed.
     with pytest.raises(nvfp4_jit.InvalidArgument, match=r"\bk\b"):
-        _C.gemm(*_gemm_fields(k=100), 0)
+        _C.gemm(*GEMM(_gemm_fields(k=100)), 0)
     with pytest.raises(nvfp4_jit.InvalidArgument, match=r"\bd\b"):
-        _C.gemm(*_gemm_fields(d=0), 0)
+        _C.gemm(*GEMM(_gemm_fields(d=0)), 0)
 
 
 def test_binding_rejects_wrong_argument_counts_and_types():
-    with pytest.raises(TypeError, match="takes 31 arguments, got 30"):
-        _C.gemm(*_gemm_fields())
-    with pytest.raises(TypeError, match="argument 0 must be an integer"):
-        _C.gemm("16", *_gemm_fields()[1:], 0)
+    with pytest.raises(TypeError, match=r"takes 31 arguments, got 30 \(the first missing: stream\)"):
+        _C.gemm(*GEMM(_gemm_fields()))
+    with pytest.raises(TypeError, match=r"argument 0 \(m\) must be an integer"):
+        _C.gemm("16", *GEMM(_gemm_fields())[1:], 0)
+    with pytest.raises(TypeError, match=r"argument 10 \(b.global_scale.value\) must be a float"):
+        _C.gemm(*GEMM(_gemm_fields(**{"b.global_scale.value": "1"})), 0)
+
+
+# The binding methods that take no field list: no arguments, or the torch function's own (checked fast paths).
+NOT_BY_FIELDS = {"fields", "version", "nvrtc_info", "bind_torch", "dlpack_dtypes", "gemm_checked", "quantize_checked",
+                 "dequantize_checked"}
+
+
+def test_every_binding_method_but_the_checked_paths_lists_its_fields():
+    methods = {name for name in dir(_C) if callable(getattr(_C, name)) and not name[0].isupper() and name[0] != "_"}
+    assert set(_C.fields()) == methods - NOT_BY_FIELDS, sorted(methods - NOT_BY_FIELDS ^ set(_C.fields()))
+    for method in _C.fields():
+        names = _C.fields(method)
+        assert names and all(isinstance(n, str) and n for n in names), (method, names)
+        assert len(set(names)) == len(names), f"{method} repeats a field: {names}"
+        assert "stream" not in names[:-1], (method, names)
+    with pytest.raises(KeyError, match="no method gemm_checked reads named fields"):
+        _C.fields("gemm_checked")
+
+
+def test_field_names_follow_the_c_structs():
+    gemm = _C.fields("gemm")
+    assert gemm[:3] == ("m", "n", "k") and gemm[-1] == "stream" and len(gemm) == 31
+    assert gemm[6:13] == ("b.data", "b.row_stride_bytes", "b.scales", "b.scale_layout", "b.global_scale.value",
+                          "b.global_scale.device_ptr", "b.global_scale.per_row")
+    # GroupedGemmArgs: the dense GEMM's fields under their own names, then its own
+    assert _C.fields("grouped_gemm")[:30] == gemm[:30] and _C.fields("grouped_gemm")[30] == "groups"
+    assert _C.fields("gemm_workspace_bytes") == gemm[:-1]  # a size query takes no stream
+    assert _C.fields("rmsnorm_quantize")[8:17] == (
+        "out.data", "out.row_stride_bytes", "out.scales", "out.scale_layout", "out.scale_mode", "out.global_scale.value",
+        "out.global_scale.device_ptr", "out.global_scale.per_row", "out.global_scale_out")
+    assert _C.fields("cpu_quantize") == _C.fields("quantize")[:-1]
+
+
+def test_a_missing_or_unknown_field_is_named():
+    with pytest.raises(KeyError, match=r"nvfp4_jit._C.gemm: field 'b.scales' is not given"):
+        GEMM({k: v for k, v in _gemm_fields().items() if k != "b.scales"})
+    with pytest.raises(KeyError, match=r"nvfp4_jit._C.gemm reads no field 'b.sclaes'"):
+        GEMM({**_gemm_fields(), "b.sclaes": 0x3000})
+
+
+def test_values_go_to_their_fields_in_any_order():
+    shuffled = dict(reversed(list(_gemm_fields(k=100).items())))
+    assert GEMM(shuffled) == GEMM(_gemm_fields(k=100))
+    assert dict(zip(GEMM.names, GEMM(shuffled)))["k"] == 100
+    with pytest.raises(nvfp4_jit.InvalidArgument, match=r"\bk\b"):
+        _C.gemm(*GEMM(shuffled), 0)
+
+
+@pytest.mark.parametrize("change", ["moved", "added", "removed"])
+def test_a_field_changed_in_the_binding_never_lands_in_the_wrong_slot(monkeypatch, change):
+    """As if the C++ struct changed: the packer follows the binding's list, or names the field."""
+    names = _C.fields("gemm")
+    changed = {"moved": (names[1], names[0]) + names[2:],
+               "added": names[:-1] + ("pdl", "stream"),
+               "removed": tuple(n for n in names if n != "alpha")}[change]
+    monkeypatch.setattr(_C, "fields", lambda method: changed)
+    pack = fields("gemm")
+    values = _gemm_fields(m=7, n=9)
+    if change == "moved":
+        assert pack(values)[:2] == (9, 7)
+    elif change == "added":
+        with pytest.raises(KeyError, match="field 'pdl' is not given"):
+            pack(values)
+    else:
+        with pytest.raises(KeyError, match="reads no field 'alpha'"):
+            pack(values)

@@ -132,7 +132,8 @@ def test_torch_ops_equal_their_python_kernels(monkeypatch):
     kernels on the Python path alone, bit for bit, allocating and into out=."""
     import os
     from nvfp4_jit import ops as ops_module
-    if os.path.exists(os.path.join(os.path.dirname(ops_module.__file__), "_torch_ops.so")):
+    from nvfp4_jit.ops import dequant, matmul, quant
+    if os.path.exists(os.path.join(os.path.dirname(nvfp4_jit.__file__), "_torch_ops.so")):
         assert {"gemm", "gemm_out", "quantize", "quantize_out", "dequantize", "dequantize_out"} <= set(
             ops_module.NATIVE_TORCH_OPS), f"_torch_ops.so is here but serves only {ops_module.NATIVE_TORCH_OPS}"
     w, s = nvfp4_weight(N, K)
@@ -164,9 +165,9 @@ def test_torch_ops_equal_their_python_kernels(monkeypatch):
         got["dequantize " + name] = (y, out)
     for name in ("gemm_checked", "quantize_checked", "dequantize_checked"):  # the Python kernels' own path
         monkeypatch.setattr(_C, name, lambda *a: NotImplemented)
-    want = {**{"gemm " + n: ops_module._gemm(*a) for n, a in gemm_args},
-            **{"quantize " + n: ops_module._quantize(*a) for n, a in quantize_args},
-            **{"dequantize " + n: ops_module._dequantize(*a) for n, a in dequantize_args}}
+    want = {**{"gemm " + n: matmul._gemm(*a) for n, a in gemm_args},
+            **{"quantize " + n: quant._quantize(*a) for n, a in quantize_args},
+            **{"dequantize " + n: dequant._dequantize(*a) for n, a in dequantize_args}}
     for name, (alloc, into) in got.items():
         w_ = want[name] if isinstance(want[name], tuple) else (want[name],)
         a_ = alloc if isinstance(alloc, tuple) else (alloc,)

@@ -139,3 +139,56 @@ def test_checks_of_the_routing_ops_name_the_argument():
             nvfp4_jit.mhc_rmsnorm_quantize(torch.empty(5, 3, 256, dtype=torch.bfloat16, device="cuda"),
                                            torch.empty(5, 2, device="cuda"),
                                            torch.empty(256, dtype=torch.bfloat16, device="cuda"))
+
+
+def test_every_launch_fills_exactly_the_binding_fields(monkeypatch):
+    """Each op's binding call built from CPU tensors (the launch recorded, not run): the packers
+    check every name against _C.fields, and the values land in the fields they belong to."""
+    from nvfp4_jit import _C
+    from nvfp4_jit.ops import dequant, layouts, matmul, moe, quant
+    calls = {}
+
+    def record(fn, index, args):
+        calls[fn.__name__] = dict(zip(_C.fields(fn.__name__), args))
+
+    for module in (dequant, layouts, matmul, moe, quant):
+        monkeypatch.setattr(module, "_launch", record)
+    for query in ("gemm_workspace_bytes", "grouped_gemm_workspace_bytes", "moe_route_workspace_bytes"):
+        monkeypatch.setattr(_C, query, lambda *args, query=query: calls.setdefault(query, dict(
+            zip(_C.fields(query), args))) and 64)
+    for checked in ("gemm_checked", "quantize_checked", "dequantize_checked"):
+        monkeypatch.setattr(_C, checked, lambda *args: NotImplemented)
+    bf16, u8, e4m3, i32 = torch.bfloat16, torch.uint8, torch.float8_e4m3fn, torch.int32
+    x = torch.zeros(4, 64, dtype=bf16)
+    w, ws = torch.zeros(64, dtype=bf16), torch.zeros(4, dtype=torch.float32)
+    q, s = torch.zeros(4, 32, dtype=u8), torch.zeros(4, 4, dtype=e4m3)
+    ids = torch.zeros(4, 2, dtype=torch.int64)
+    quant._quantize(x, None, 0.5, 0, 2)
+    quant._rmsnorm_quantize(x, w, 1e-6, None, 1.0, 0, 2, True, False)
+    quant._swiglu_quantize(torch.zeros(4, 128, dtype=bf16), 0, None, 1.0, 0, 2)
+    quant._mhc_rmsnorm_quantize(torch.zeros(4, 2, 64, dtype=bf16), torch.zeros(4, 2), w, 1e-6, None, 1.0, 1, 2, True,
+                                False, True)
+    moe._moe_stage(x, ids, torch.zeros(4, 2), None, 1.0, 0, 2, i32)
+    moe._moe_route(ids, 3, 1)
+    moe._moe_combine(torch.zeros(8, 64, dtype=bf16), torch.zeros(4, 2, dtype=i32), torch.zeros(4, 2), torch.float32)
+    dequant._dequantize(q, s, ws, 1.0, 64, 0, bf16, torch.zeros(3, dtype=i32))
+    layouts._convert_scales(s, 4, 64, 0, 1)
+    layouts._prepack(q, s, 0)
+    b = torch.zeros(96, 32, dtype=u8)
+    y = matmul._gemm(q, s, ws, 1.0, 0, b, torch.zeros(96, 4, dtype=e4m3), None, 0.25, 0, False, 96, 64, None, 0.5, bf16,
+                     True)
+    matmul._grouped_gemm(x, None, None, 1.0, 0, torch.zeros(2, 96, 32, dtype=u8), torch.zeros(2, 96, 4, dtype=e4m3), None,
+                         1.0, 0, False, 96, 64, None, 1.0, bf16, False, 2, 1, torch.zeros(2, dtype=i32), None, 0, False,
+                         None)
+    assert set(calls) == {"quantize", "rmsnorm_quantize", "swiglu_quantize", "mhc_rmsnorm_quantize", "moe_stage",
+                          "moe_route", "moe_route_workspace_bytes", "moe_combine", "dequantize", "convert_scales",
+                          "prepack", "gemm", "gemm_workspace_bytes", "grouped_gemm"}, sorted(calls)
+    g = calls["gemm"]
+    assert (g["m"], g["n"], g["k"], g["d"], g["alpha"], g["b.global_scale.value"]) == (4, 96, 64, y.data_ptr(), 0.5, 0.25)
+    assert (g["a"], g["a_fp4.data"], g["a_fp4.scales"], g["a_fp4.global_scale.device_ptr"]) == (
+        0, q.data_ptr(), s.data_ptr(), ws.data_ptr())
+    assert g["a_fp4.global_scale.per_row"] and g["weights_static"] and g["workspace_bytes"] == 64
+    assert calls["quantize"]["in"] == x.data_ptr() and calls["quantize"]["global_scale.value"] == 0.5
+    assert calls["dequantize"]["rows"] == 3 and calls["dequantize"]["src.global_scale.per_row"]
+    assert calls["grouped_gemm"]["groups"] == 2 and calls["grouped_gemm"]["a"] == x.data_ptr()
+    assert calls["moe_route"]["workspace_bytes"] == 64 and calls["moe_route"]["first_expert"] == 1

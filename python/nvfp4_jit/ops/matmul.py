@@ -1,0 +1,270 @@
+"""gemm and grouped_gemm: out = alpha * A . dequant(B)^T (+ bias), B an NVFP4 weight (per group),
+A bf16 / fp16 (W4A16) or NVFP4 (W4A4)."""
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from .. import _C
+from .._core import GROUPED_LAYOUTS, SCALE_LAYOUTS, bad, enum_value, fields
+from ._launch import _launch
+from ._registry import _compiling, _named, _none, _pick, _register
+from ._tensors import (_ACT, _FP4, _LAYOUT_NAMES, _NVFP4, _gs_values, _gscale, _prepacked_bytes, _ptr, _scales, _shape,
+                       _tensor)
+
+_GEMM = fields("gemm")
+_GEMM_WORKSPACE_BYTES = fields("gemm_workspace_bytes")
+_GROUPED_GEMM = fields("grouped_gemm")
+_GROUPED_GEMM_WORKSPACE_BYTES = fields("grouped_gemm_workspace_bytes")
+
+
+def _gemm_fields(m, n, k, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout,
+                 b_prepacked, bias, alpha, out, weights_static, ws):
+    """GemmArgs' fields by name. a: activations, or packed NVFP4 when a_scales is set."""
+    w4a4 = a_scales is not None
+    b_value, b_ptr, b_per_row = _gs_values(b_gs, b_gs_value)
+    a_value, a_ptr, a_per_row = _gs_values(a_gs, a_gs_value)
+    return {"m": m, "n": n, "k": k, "a": 0 if w4a4 else a.data_ptr(), "a_dtype": _NVFP4 if w4a4 else _ACT[a.dtype],
+            "a_row_stride": 0 if w4a4 else a.stride(-2), "b.data": b.data_ptr(),
+            "b.row_stride_bytes": 0 if b_prepacked else b.stride(-2), "b.scales": _ptr(b_scales),
+            "b.scale_layout": b_layout, "b.global_scale.value": b_value, "b.global_scale.device_ptr": b_ptr,
+            "b.global_scale.per_row": b_per_row, "d": out.data_ptr(), "d_dtype": _ACT[out.dtype],
+            "d_row_stride": out.stride(-2), "bias": _ptr(bias), "bias_dtype": _ACT[bias.dtype] if bias is not None else 0,
+            "alpha": alpha, "a_fp4.data": a.data_ptr() if w4a4 else 0,
+            "a_fp4.row_stride_bytes": a.stride(-2) if w4a4 else 0, "a_fp4.scales": _ptr(a_scales),
+            "a_fp4.scale_layout": a_layout, "a_fp4.global_scale.value": a_value,
+            "a_fp4.global_scale.device_ptr": a_ptr, "a_fp4.global_scale.per_row": a_per_row,
+            "workspace": _ptr(ws), "workspace_bytes": ws.numel() if ws is not None else 0,
+            "b_prepacked": b_prepacked, "weights_static": weights_static}
+
+
+def _with_workspace(fields, a, nbytes):
+    """fields with W4A4's workspace of `nbytes`, allocated through torch (caching allocator,
+    current stream)."""
+    ws = a.new_empty([nbytes], dtype=torch.uint8)
+    fields["workspace"], fields["workspace_bytes"] = ws.data_ptr(), ws.numel()
+
+
+def _gemm_launch(out: Tensor, workspace: Optional[Tensor], a: Tensor, a_scales: Optional[Tensor], a_gs: Optional[Tensor],
+                 a_gs_value: float, a_layout: int, b: Tensor, b_scales: Optional[Tensor], b_gs: Optional[Tensor],
+                 b_gs_value: float, b_layout: int, b_prepacked: bool, n: int, k: int, bias: Optional[Tensor],
+                 alpha: float, weights_static: bool) -> None:
+    fields = _gemm_fields(out.shape[0], n, k, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value,
+                          b_layout, b_prepacked, bias, alpha, out, weights_static, workspace)
+    if a_scales is not None and workspace is None:
+        _with_workspace(fields, a, _C.gemm_workspace_bytes(*_GEMM_WORKSPACE_BYTES(fields)))
+    _launch(_C.gemm, a.get_device(), _GEMM(fields))
+
+
+def _gemm(a: Tensor, a_scales: Optional[Tensor], a_gs: Optional[Tensor], a_gs_value: float, a_layout: int, b: Tensor,
+          b_scales: Optional[Tensor], b_gs: Optional[Tensor], b_gs_value: float, b_layout: int, b_prepacked: bool, n: int,
+          k: int, bias: Optional[Tensor], alpha: float, out_dtype: torch.dtype, weights_static: bool) -> Tensor:
+    a_global = None if a_scales is None else (a_gs_value if a_gs is None else a_gs)
+    y = _C.gemm_checked(a, b, b_scales, b_gs_value if b_gs is None else b_gs, _LAYOUT_NAMES[b_layout], b_prepacked, n,
+                        a_scales, a_global, _LAYOUT_NAMES[a_layout], bias, alpha, out_dtype, None, None, weights_static)
+    if y is not NotImplemented:
+        return y
+    out = a.new_empty([a.shape[0], n], dtype=out_dtype)
+    _gemm_launch(out, None, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout, b_prepacked,
+                 n, k, bias, alpha, weights_static)
+    return out
+
+
+_register("gemm", _gemm, _named(_gemm, lambda a, n, out_dtype, **_: a.new_empty([a.shape[0], n], dtype=out_dtype)))
+_register("gemm_out", _gemm_launch, _none, ("out", "workspace"))
+
+
+def _activations(op, a, a_scales, a_global_scale, a_scale_layout, rows_of_all, dim, gs_rows=None):
+    """A as BF16/FP16 (W4A16) or packed NVFP4 with its scales (W4A4) -> (k, a_gs, a_gs_value, a_layout)."""
+    a = _tensor(a, op, "a", (torch.bfloat16, torch.float16) + _FP4, dim)
+    a_layout = enum_value(SCALE_LAYOUTS, a_scale_layout, op, "a_scale_layout")
+    if a.dtype in _FP4:
+        if a_scales is None:
+            bad(op, "a is packed NVFP4 (W4A4): a_scales (and a_global_scale) must be given")
+        k = 2 * a.shape[-1]
+        rows = rows_of_all
+        _scales(a_scales, op, "a_scales", rows, k, a_layout, a.get_device())
+        a_gs, a_gs_value = _gscale(a_global_scale, op, "a_global_scale", a.get_device(), rows if gs_rows is None else gs_rows)
+        return k, a_gs, a_gs_value, a_layout
+    if a_scales is not None or a_global_scale is not None:
+        bad(op, f"a is {str(a.dtype).replace('torch.', '')} (W4A16): a_scales and a_global_scale must be None")
+    return a.shape[-1], None, 1.0, a_layout
+
+
+def _weight(op, b, b_scales, b_global_scale, b_scale_layout, b_prepacked, n, k, device, groups=None):
+    """B (per group): [n, k/2] with scales, or prepacked bytes -> (n, b_gs, b_gs_value, b_layout)."""
+    b_layout = enum_value(SCALE_LAYOUTS, b_scale_layout, op, "b_scale_layout")
+    lead = [groups] if groups else []
+    if b_prepacked:
+        if n is None:
+            bad(op, "n must be given with b_prepacked=True")
+        b = _tensor(b, op, "b", (torch.uint8,), b.dim() if isinstance(b, Tensor) else 1, device)
+        want = _prepacked_bytes(n, k) * (groups or 1)
+        if not b.is_contiguous() or b.numel() != want:
+            bad(op, f"b (prepacked) must be a contiguous tensor of {want} bytes (prepacked_bytes({n}, {k})"
+                    f"{' x ' + str(groups) + ' groups' if groups else ''}), got shape {list(b.shape)}")
+        if b_scales is not None:
+            bad(op, "b_scales must be None with b_prepacked=True (the prepacked weight holds its scales)")
+    else:
+        b = _tensor(b, op, "b", _FP4, 2 + len(lead), device)
+        n = b.shape[-2] if n is None else n
+        _shape(b, op, "b", lead + [n, k // 2])
+        if groups and b.stride(0) != n * b.stride(1):
+            bad(op, f"b's groups must follow one another (stride(0) = n * stride(1)), got strides {list(b.stride())}")
+        _scales(b_scales, op, "b_scales", n, k, b_layout, device, groups)
+    b_gs, b_gs_value = _gscale(b_global_scale, op, "b_global_scale", device, groups or 1)
+    return n, b_gs, b_gs_value, b_layout
+
+
+def _epilogue(op, bias, out_dtype, a, n):
+    if bias is not None:
+        _tensor(bias, op, "bias", (torch.bfloat16, torch.float32), 1, a.get_device())
+        _shape(bias, op, "bias", [n])
+    if out_dtype is None:
+        out_dtype = a.dtype if a.dtype in (torch.bfloat16, torch.float16) else torch.bfloat16
+    if out_dtype not in _ACT:
+        bad(op, f"out_dtype must be bfloat16, float16 or float32, got {out_dtype}")
+    return out_dtype
+
+
+def gemm(a, b, b_scales=None, b_global_scale=1.0, *, b_scale_layout="linear", b_prepacked=False, n=None, a_scales=None,
+         a_global_scale=None, a_scale_layout="linear", bias=None, alpha=1.0, out_dtype=None, out=None, workspace=None,
+         weights_static=False):
+    """out[m, n] = alpha * A . dequant(B)^T (+ bias), fp32 accumulation.
+
+    a: [m, k] bf16/fp16 (W4A16), or packed NVFP4 [m, k/2] (uint8 / float4_e2m1fn_x2) with
+    a_scales and a_global_scale (W4A4). b: the ModelOpt weight [n, k/2] with b_scales
+    (float8_e4m3fn [n, k/16], or the flat swizzled buffer) and b_global_scale (weight_scale_2:
+    float, or fp32 tensor on the device, which CUDA graphs see change), or prepack()'s output
+    with b_prepacked=True and n. out_dtype defaults to a's dtype (bf16 for W4A4). out=: a static
+    [m, n] buffer. weights_static: see the C++ GemmArgs (programmatic dependent launch).
+    """
+    if not _compiling():
+        y = _C.gemm_checked(a, b, b_scales, b_global_scale, b_scale_layout, b_prepacked, n, a_scales, a_global_scale,
+                            a_scale_layout, bias, alpha, out_dtype, out, workspace, weights_static)
+        if y is not NotImplemented:
+            return y
+    op = "gemm"
+    m = a.shape[0] if isinstance(a, Tensor) else 0
+    k, a_gs, a_gs_value, a_layout = _activations(op, a, a_scales, a_global_scale, a_scale_layout, m, 2)
+    n, b_gs, b_gs_value, b_layout = _weight(op, b, b_scales, b_global_scale, b_scale_layout, b_prepacked, n, k, a.get_device())
+    out_dtype = _epilogue(op, bias, out.dtype if out is not None else out_dtype, a, n)
+    args = (a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout, bool(b_prepacked), int(n), k,
+            bias, float(alpha))
+    if out is None:
+        return _pick(op, _gemm, a)(*args, out_dtype, bool(weights_static))
+    _tensor(out, op, "out", tuple(_ACT), 2, a.get_device())
+    _shape(out, op, "out", [m, n])
+    if workspace is not None:
+        _tensor(workspace, op, "workspace", (torch.uint8,), 1, a.get_device())
+    _pick(op + "_out", _gemm_launch, a)(out, workspace, *args, bool(weights_static))
+    return out
+
+
+def _grouped_fields(g, layout, group_ends, masked_m, expected_m, per_group, row_index, a_rows, gemm_fields):
+    """GroupedGemmArgs' fields by name: gemm_fields (GemmArgs', updated in place) and its own."""
+    if per_group:  # the device scales are per group, not per row (GroupedGemmArgs)
+        gemm_fields["a_fp4.global_scale.per_row"] = False
+    gemm_fields.update({"groups": g, "layout": layout, "group_ends": _ptr(group_ends), "masked_m": _ptr(masked_m),
+                        "expected_m": expected_m, "a_global_scale_per_group": per_group, "row_index": _ptr(row_index),
+                        "a_rows": a_rows})
+    return gemm_fields
+
+
+def _grouped_gemm_launch(out: Tensor, workspace: Optional[Tensor], a: Tensor, a_scales: Optional[Tensor],
+                         a_gs: Optional[Tensor], a_gs_value: float, a_layout: int, b: Tensor, b_scales: Optional[Tensor],
+                         b_gs: Optional[Tensor], b_gs_value: float, b_layout: int, b_prepacked: bool, n: int, k: int,
+                         bias: Optional[Tensor], alpha: float, weights_static: bool, groups: int, layout: int,
+                         group_ends: Optional[Tensor], masked_m: Optional[Tensor], expected_m: int,
+                         a_gs_per_group: bool, row_index: Optional[Tensor]) -> None:
+    m = out.shape[-2]
+    fields = (m, n, k, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout, b_prepacked,
+              bias, alpha, out, weights_static)
+    fields = _grouped_fields(groups, layout, group_ends, masked_m, expected_m, a_gs_per_group, row_index,
+                             a.shape[0] if row_index is not None else 0, _gemm_fields(*fields, workspace))
+    if a_scales is not None and workspace is None:
+        _with_workspace(fields, a, _C.grouped_gemm_workspace_bytes(*_GROUPED_GEMM_WORKSPACE_BYTES(fields)))
+    _launch(_C.grouped_gemm, a.get_device(), _GROUPED_GEMM(fields))
+
+
+def _grouped_out_shape(a, n, row_index):
+    return [row_index.shape[0], n] if row_index is not None else list(a.shape[:-1]) + [n]
+
+
+def _grouped_gemm(a: Tensor, a_scales: Optional[Tensor], a_gs: Optional[Tensor], a_gs_value: float, a_layout: int,
+                  b: Tensor, b_scales: Optional[Tensor], b_gs: Optional[Tensor], b_gs_value: float, b_layout: int,
+                  b_prepacked: bool, n: int, k: int, bias: Optional[Tensor], alpha: float, out_dtype: torch.dtype,
+                  weights_static: bool, groups: int, layout: int, group_ends: Optional[Tensor],
+                  masked_m: Optional[Tensor], expected_m: int, a_gs_per_group: bool,
+                  row_index: Optional[Tensor]) -> Tensor:
+    out = a.new_empty(_grouped_out_shape(a, n, row_index), dtype=out_dtype)
+    _grouped_gemm_launch(out, None, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout,
+                         b_prepacked, n, k, bias, alpha, weights_static, groups, layout, group_ends, masked_m, expected_m,
+                         a_gs_per_group, row_index)
+    return out
+
+
+_register("grouped_gemm", _grouped_gemm,
+          _named(_grouped_gemm, lambda a, n, row_index, out_dtype, **_: a.new_empty(_grouped_out_shape(a, n, row_index),
+                                                                                   dtype=out_dtype)))
+_register("grouped_gemm_out", _grouped_gemm_launch, _none, ("out", "workspace"))
+
+
+def grouped_gemm(a, b, b_scales=None, b_global_scale=1.0, *, group_ends=None, masked_m=None, expected_m=0,
+                 b_scale_layout="linear", b_prepacked=False, n=None, a_scales=None, a_global_scale=None,
+                 a_scale_layout="linear", a_global_scale_per_group=False, row_index=None, bias=None, alpha=1.0,
+                 out_dtype=None, out=None, workspace=None, weights_static=False):
+    """A grouped GEMM (mixture of experts), one kernel for all groups.
+
+    Contiguous layout (group_ends: int32 [G] cumulative row ends, on the device): a [m, k] sorted
+    by group, out [m, n]. Masked layout (masked_m: int32 [G] rows per group): a [G, m, k], out
+    [G, m, n]. b: [G, n, k/2] with b_scales [G, n, k/16] (or the flat swizzled buffers), or
+    prepacked [G * prepacked_bytes(n, k)] with n. b_global_scale: float, or fp32 tensor of 1 or G
+    values (per expert). W4A4 as in gemm; a_global_scale_per_group: a_global_scale holds G values
+    (ModelOpt's per-expert input_scale). row_index (contiguous layout; moe_route's, int32 [m]):
+    sorted row r is row row_index[r] of a [tokens, k] (W4A4: [tokens, k/2], a_scales the tokens'
+    too), so the tokens need no sorted copy; out [m, n]. Rows past the last group end are left
+    alone.
+    """
+    op = "grouped_gemm"
+    if (group_ends is None) == (masked_m is None):
+        bad(op, "give exactly one of group_ends (contiguous layout) and masked_m (masked layout)")
+    if isinstance(a, Tensor) and not a.is_cuda:  # before the other tensors are compared with a's device
+        bad(op, f"a must be on a CUDA device, got {a.device}")
+    counts = group_ends if group_ends is not None else masked_m
+    cname = "group_ends" if group_ends is not None else "masked_m"
+    dev = a.get_device() if isinstance(a, Tensor) else None
+    _tensor(counts, op, cname, (torch.int32,), 1, dev)
+    groups = counts.shape[0]
+    layout = GROUPED_LAYOUTS["contiguous" if group_ends is not None else "masked"]
+    dim = 2 if group_ends is not None else 3
+    if isinstance(a, Tensor) and a.dim() == dim and dim == 3:
+        _shape(a, op, "a", [groups] + list(a.shape[1:]))
+        if a.stride(0) != a.shape[1] * a.stride(1):
+            bad(op, f"a's groups must follow one another (stride(0) = m * stride(1)), got strides {list(a.stride())}")
+    rows_of_all = a.shape[0] * (a.shape[1] if dim == 3 else 1) if isinstance(a, Tensor) and a.dim() == dim else 0
+    if row_index is not None:
+        if group_ends is None:
+            bad(op, "row_index needs the contiguous layout (group_ends)")
+        _tensor(row_index, op, "row_index", (torch.int32,), 1, dev)
+    if a_global_scale_per_group:
+        if not isinstance(a_global_scale, Tensor):
+            bad(op, f"a_global_scale_per_group needs a_global_scale as an fp32 tensor of {groups} values (one per group)")
+        _shape(a_global_scale, op, "a_global_scale", [groups])
+    elif row_index is not None and isinstance(a_global_scale, Tensor) and a_global_scale.numel() > 1:
+        bad(op, "with row_index a_global_scale is one value or one per group (a_global_scale_per_group=True), "
+                "not per row")
+    gs_rows = groups if a_global_scale_per_group else rows_of_all
+    k, a_gs, a_gs_value, a_layout = _activations(op, a, a_scales, a_global_scale, a_scale_layout, rows_of_all, dim, gs_rows)
+    n, b_gs, b_gs_value, b_layout = _weight(op, b, b_scales, b_global_scale, b_scale_layout, b_prepacked, n, k, a.get_device(),
+                                            groups)
+    out_dtype = _epilogue(op, bias, out.dtype if out is not None else out_dtype, a, n)
+    args = (a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout, bool(b_prepacked), int(n), k,
+            bias, float(alpha))
+    grouped = (groups, layout, group_ends, masked_m, int(expected_m), bool(a_global_scale_per_group), row_index)
+    if out is None:
+        return _pick(op, _grouped_gemm, a)(*args, out_dtype, bool(weights_static), *grouped)
+    _tensor(out, op, "out", tuple(_ACT), dim, a.get_device())
+    _shape(out, op, "out", _grouped_out_shape(a, n, row_index))
+    _pick(op + "_out", _grouped_gemm_launch, a)(out, workspace, *args, bool(weights_static), *grouped)
+    return out
