@@ -166,6 +166,8 @@ TEST_SUITE("gemm") {
     CHECK_THROWS_WITH_AS(gemm_workspace_bytes(g), doctest::Contains("m = 9223372036854775807"), Error);
     g = w4a4, g.a_fp4.data = nullptr, g.a_fp4.scales = nullptr;  // asked before the buffers exist
     CHECK(gemm_workspace_bytes(g) == 7 * 256 * 2);
+    g = w4a4, g.workspace = buffer, g.workspace_bytes = 0;  // the size it asks for is not yet given
+    CHECK(gemm_workspace_bytes(g) == 7 * 256 * 2);
 
     // grouped: all groups' weights and rows; batched group strides (their default row strides too)
     GroupedGemmArgs b;

@@ -69,6 +69,8 @@ class Check {
   }
   // Returns the GlobalScaleCode the kernels use.
   int global_scale(std::string_view arg, const GlobalScale& scale) const;
+  // false for a size helper's check, which is asked for the buffers' sizes themselves.
+  bool checks_buffers() const { return pointers_; }
 
  private:
   std::string_view who_;

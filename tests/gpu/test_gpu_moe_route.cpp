@@ -236,6 +236,9 @@ TEST_SUITE("gpu_moe_route") {
       const std::vector<int64_t> ids = draw_ids(now, rng);
       b.upload(c, ids);
       b.poison();
+      // The upload and the poison run on the legacy stream, which a non-blocking stream does
+      // not wait for: finish them before the replay reads the ids and writes the outputs.
+      check_cu(drv.cuCtxSynchronize(), "upload and poison");
       check_cu(drv.cuGraphLaunch(exec, stream), "cuGraphLaunch");
       check_cu(drv.cuStreamSynchronize(stream), "replay");
       check_route(c, b, ids, fmt::format("replay {}", replay).c_str());
