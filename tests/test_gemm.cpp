@@ -168,6 +168,8 @@ TEST_SUITE("gemm") {
     CHECK(gemm_workspace_bytes(g) == 7 * 256 * 2);
     g = w4a4, g.workspace = buffer, g.workspace_bytes = 0;  // the size it asks for is not yet given
     CHECK(gemm_workspace_bytes(g) == 7 * 256 * 2);
+    g = w4a4, g.a_fp4.global_scale.per_row = true;  // its per-row scale's buffer not made yet either
+    CHECK(gemm_workspace_bytes(g) == 7 * 256 * 2);
 
     // grouped: all groups' weights and rows; batched group strides (their default row strides too)
     GroupedGemmArgs b;

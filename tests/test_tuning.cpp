@@ -1,5 +1,7 @@
 // The tuner's CPU side: the tuning table's file (round trip,
 // version rejection, damaged lines, concurrent writers).
+#include <sys/stat.h>
+#include <tuple>
 #include <doctest/doctest.h>
 
 #include <sys/wait.h>
@@ -78,6 +80,28 @@ TEST_SUITE("tuning") {
     CHECK(note.find("1 entries") != std::string::npos);
     CHECK(TuningTable::parse("garbage", kVersions, &note).empty());
     CHECK(TuningTable::file_name(Arch::sm_90a, "NVIDIA H100 80GB HBM3", 132) == "sm_90a-NVIDIA_H100_80GB_HBM3-132.json");
+  }
+
+  TEST_CASE("a table below a cache root is read only where no other user could have written it") {
+    testutil::TempDir dir;
+    const std::string path = dir.str() + "/v1/tuning/" + TuningTable::file_name(Arch::sm_90a, "GPU", 132);
+    REQUIRE(TuningTable(path, Arch::sm_90a, "GPU", 132, kVersions).record({entry(8192, 8, 2, 30)}) == "");
+    REQUIRE(TuningTable(path, Arch::sm_90a, "GPU", 132, kVersions).entries().size() == 1);
+    const std::string tuning = dir.str() + "/v1/tuning";
+    for (const auto& [what, target, mode] : {std::tuple{"the tuning directory", tuning, 0777},
+                                             std::tuple{"the v1 directory", dir.str() + "/v1", 01777},
+                                             std::tuple{"the table", path, 0666}}) {
+      struct stat st{};
+      REQUIRE(::stat(target.c_str(), &st) == 0);
+      REQUIRE(::chmod(target.c_str(), mode) == 0);
+      TuningTable t(path, Arch::sm_90a, "GPU", 132, kVersions);
+      CHECK_MESSAGE(t.entries().empty(), what << " writable by others (mode " << std::oct << mode << "): its entries were read");
+      const auto notes = t.notes();
+      CHECK_MESSAGE((!notes.empty() && notes[0].find("writable by") != std::string::npos),
+                    what << ": the note does not say why: " << (notes.empty() ? std::string("(none)") : notes[0]));
+      REQUIRE(::chmod(target.c_str(), st.st_mode & 07777) == 0);
+    }
+    CHECK(TuningTable(path, Arch::sm_90a, "GPU", 132, kVersions).entries().size() == 1);
   }
 
   TEST_CASE("recorded entries persist, are found by the next table, and replace older ones") {

@@ -56,6 +56,8 @@ def prewarm_shapes(op, model, tp, ep, shapes, archs, sm_count, variants, threads
     elif not isinstance(archs, str):
         if not all(isinstance(a, str) for a in archs):
             bad(op, f"archs must be a str, a list of str or None, got {archs!r}")
+        if not archs or not all(archs):  # "" alone would mean the current device
+            bad(op, f"archs must name at least one arch and no empty one, got {list(archs)!r}")
         archs = ",".join(archs)
     if not isinstance(variants, str):
         bad(op, f"variants must be a str, got {variants!r}")

@@ -58,6 +58,9 @@ def test_errors_name_the_file_field_or_argument(tmp_path):
         nvfp4_jit.model_shapes(model)
     with pytest.raises(nvfp4_jit.InvalidArgument, match="archs must be a str, a list of str or None"):
         nvfp4_jit.prewarm_model(model, archs=[90])
+    for archs in ([""], [], ["sm_90a", ""]):  # joined, "" would mean the current device
+        with pytest.raises(nvfp4_jit.InvalidArgument, match="archs must name at least one arch and no empty one"):
+            nvfp4_jit.prewarm_model(model, archs=archs)
     with pytest.raises(nvfp4_jit.InvalidArgument, match="tp must be an int of at least 1"):
         nvfp4_jit.prewarm_model(model, tp=-2, archs="sm_90a")
 

@@ -122,8 +122,9 @@ ArchiveSummary export_cache(const DiskCache& cache, const std::string& file) {
       continue;
     }
     const std::string base = fmt::format("v1/{}/{}/{}", e.arch, e.key.substr(0, 2), e.key);
-    const auto cubin = read_file_nofollow(e.path, kMaxCubinBytes);
-    const auto sidecar = read_file_nofollow(fs::path(e.path).replace_extension(".json").string(), kMaxSidecarBytes);
+    // read below the root as verify did: nothing another user owns or can write
+    const auto cubin = read_file_below(root, base + ".cubin", kMaxCubinBytes);
+    const auto sidecar = read_file_below(root, base + ".json", kMaxSidecarBytes);
     if (!cubin || !sidecar) continue;  // removed since listing
     append_member(tar, base + ".cubin", *cubin);
     append_member(tar, base + ".json", *sidecar);
@@ -134,7 +135,7 @@ ArchiveSummary export_cache(const DiskCache& cache, const std::string& file) {
        it.increment(ec)) {
     const std::string name = "v1/tuning/" + it->path().filename().string();
     if (!std::regex_match(name, kTableName) || name.size() >= 100) continue;
-    if (auto data = read_file_nofollow(it->path().string(), kMaxTableBytes)) {
+    if (auto data = read_file_below(root, name, kMaxTableBytes)) {
       append_member(tar, name, *data);
       ++summary.tables;
     }

@@ -130,6 +130,30 @@ std::optional<std::vector<char>> read_file_at(int dir_fd, const std::string& nam
   return read_fd(fd, name, max_bytes, why, true);
 }
 
+std::optional<std::vector<char>> read_file_below(const std::string& root, const std::string& rel, size_t max_bytes,
+                                                 std::string* why) {
+  if (why) why->clear();
+  const int root_fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (root_fd < 0) {
+    if (why) *why = open_error(root, errno);
+    return std::nullopt;
+  }
+  const size_t slash = rel.rfind('/');
+  std::string dir_why;
+  const int dir = slash == std::string::npos ? ::fcntl(root_fd, F_DUPFD_CLOEXEC, 0)
+                                             : open_dir_at(root_fd, rel.substr(0, slash), false, &dir_why);
+  ::close(root_fd);
+  if (dir < 0) {
+    if (why && !dir_why.empty()) *why = fmt::format("{}/{}: {}", root, rel, dir_why);
+    return std::nullopt;
+  }
+  std::string file_why;
+  auto data = read_file_at(dir, slash == std::string::npos ? rel : rel.substr(slash + 1), max_bytes, &file_why);
+  ::close(dir);
+  if (why && !file_why.empty()) *why = fmt::format("{}/{}: {}", root, rel, file_why);
+  return data;
+}
+
 int write_file_atomic_at(int dir_fd, const std::string& name, std::span<const char> data) {
   static thread_local std::mt19937_64 rng(std::random_device{}());
   const std::string tmp = fmt::format("{}.tmp.{}.{:x}", name, ::getpid(), rng());

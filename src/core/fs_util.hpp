@@ -29,6 +29,11 @@ std::optional<std::vector<char>> read_file_following(const std::string& path, si
 // also pass untrusted_below (owned by root or this user, writable by nobody else).
 std::optional<std::vector<char>> read_file_at(int dir_fd, const std::string& name, size_t max_bytes,
                                               std::string* why = nullptr);
+// The same for `rel` ("a/b/name") below the cache root `root`: every directory on the way is
+// opened as open_dir_at does (no symlink followed, each passing untrusted_below) and the file
+// as read_file_at does. For a root's files read by path (tuning tables).
+std::optional<std::vector<char>> read_file_below(const std::string& root, const std::string& rel, size_t max_bytes,
+                                                 std::string* why = nullptr);
 
 // Writes `data` to `path` through a temp file in the same directory (fsync + rename).
 // Returns 0 or the errno that stopped it.

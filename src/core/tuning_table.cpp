@@ -288,12 +288,23 @@ std::vector<TuningEntry> TuningTable::parse(const std::string& text, const Tunin
   return table ? std::move(table->entries) : std::vector<TuningEntry>{};
 }
 
+namespace {
+// A table in a cache root (<root>/v1/tuning/<file>) is read as the root's entries are: nothing
+// below the root that another user owns or can write.
+std::optional<std::vector<char>> read_table(const std::string& path, std::string* why = nullptr) {
+  constexpr std::string_view kDir = "/v1/tuning/";
+  const size_t at = path.rfind(kDir);
+  if (at == std::string::npos) return read_file_nofollow(path, kMaxTableBytes, why);
+  return read_file_below(path.substr(0, at), path.substr(at + 1), kMaxTableBytes, why);
+}
+}  // namespace
+
 TuningTable::TuningTable(std::string path, Arch arch, std::string device_name, int sm_count, TuningVersions versions)
     : path_(std::move(path)), device_name_(std::move(device_name)), arch_(arch), sm_count_(sm_count),
       versions_(std::move(versions)) {
   if (path_.empty()) return;
   std::string why;
-  if (auto data = read_file_nofollow(path_, kMaxTableBytes, &why)) {
+  if (auto data = read_table(path_, &why)) {
     std::string note;
     merge(runnable(parse(std::string(data->begin(), data->end()), versions_, &note, arch_), &note));
     if (!note.empty()) notes_.push_back(path_ + ": " + note);
@@ -350,7 +361,7 @@ std::string TuningTable::record(const std::vector<TuningEntry>& entries) {
   FileLock lock(path_);
   // what other processes recorded since we loaded, then ours on top
   std::unordered_map<Key, TuningEntry, KeyHash> merged;
-  if (auto data = read_file_nofollow(path_, kMaxTableBytes)) {
+  if (auto data = read_table(path_)) {
     std::string note;
     for (const TuningEntry& e : runnable(parse(std::string(data->begin(), data->end()), versions_, &note, arch_), &note))
       merged[Key{e.problem, e.m_bucket}] = e;

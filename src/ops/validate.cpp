@@ -34,6 +34,8 @@ void Check::scale_layout(std::string_view arg, ScaleLayout layout) const {
 
 int Check::global_scale(std::string_view arg, const GlobalScale& scale) const {
   if (scale.device_ptr) return scale.per_row ? nvfp4k::GSCALE_DEVICE_PER_ROW : nvfp4k::GSCALE_DEVICE;
+  // A size helper is asked before the buffers exist: a per-row scale's among them.
+  if (!pointers_) return scale.per_row ? nvfp4k::GSCALE_DEVICE_PER_ROW : nvfp4k::GSCALE_HOST;
   if (scale.per_row) fail(arg, fmt::format("{}.per_row is set but {}.device_ptr is null", arg, arg));
   // 0 is what a zero-filled C struct holds: it would turn every value into 0 without a word.
   if (!(scale.value > 0.0f && std::isfinite(scale.value)))
