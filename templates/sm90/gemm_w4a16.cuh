@@ -43,7 +43,7 @@ __device__ __align__(16) const unsigned kNanPiece[2][4] = {{0x7FC07FC0u, 0x7FC07
                                                           {0x7E007E00u, 0x7E007E00u, 0x7E007E00u, 0x7E007E00u}};
 
 // N is a run-time value (GemmParams::n): one kernel serves every N of a K and tile. K stays a
-// constant: its loops' trip counts shape the main loop's code (a run-time K was 2-5% slower).
+// constant: its loops' trip counts shape the main loop's code (a run-time K is slower).
 // A k loop's MMA width (wgmma's N) as a type, to instantiate the loop per width.
 template <int W>
 struct MmaWidth {
@@ -404,9 +404,9 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledT
     bias[h] = n < N ? load_bias<C::BIAS>(p.bias, n) : 0.0f;
   }
   // D's values, in place. A's per-row scales (W4A4) in a loop of their own: tested in the loop
-  // for every value, they made each value a branch (16 instructions a value in SASS, 3.7 us of
-  // a 256 x 128 tile's epilogue). Each lane loads every 32nd row's scale, and a warp's values
-  // come by shuffle (loaded per value, the loads were hoisted and spilled registers).
+  // for every value, they make each value a branch (16 instructions a value in SASS). Each lane
+  // loads every 32nd row's scale, and a warp's values come by shuffle (loaded per value, the
+  // loads are hoisted and spill registers).
   if (a_per_row) {
     float lane_scales[(C::BM + 31) / 32];  // rows lane + 32q
 #pragma unroll

@@ -177,7 +177,7 @@ int64_t grouped_default_expected_m(int64_t m, int32_t groups) {
   // second, nearly empty row tile that decodes the group's whole weight again. A quarter more;
   // from 6 rows the power of two at or above it, at least 16, up to 128 (at a mean of 5 rows a
   // uniform routing puts one group in seven past 8 rows, and taller tiles cut the hot groups of
-  // a skewed routing into fewer tiles: 16-row tiles ran up to 11% faster uniform, 20% Zipf).
+  // a skewed routing into fewer tiles; docs/perf-log.md has the times).
   // Past 128, a group's rows spread as sqrt(mean) (each row picks a group at random), so a
   // quarter more over-provisions: mean + 2.5 sqrt(mean) (512 +- 22 rows need three 192-row
   // tiles; 640 rows, a quarter more, would be four of 160). docs/perf-log.md, the expected_m
