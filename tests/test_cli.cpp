@@ -730,7 +730,8 @@ TEST_SUITE("cli") {
 
   TEST_CASE("usage is checked before any GPU is looked for, on every verb") {
     for (const char* command : {" tune --shape 64,64 --runs 0", " tune --shape 64,64 --m 0", " tune --shape 64,64 --runs 99999",
-                                " bench gemm --m 0", " prewarm --shape 8,64 --tp 0", " tune --shape 64,64 --frob"}) {
+                                " bench gemm --m 0", " prewarm --shape 8,64 --tp 0", " tune --shape 64,64 --frob",
+                                " tune --shape 2048,7168,256 --m 600"}) {
       const auto r = run(cli() + command);
       CAPTURE(command);
       CAPTURE(r.err);
@@ -738,5 +739,6 @@ TEST_SUITE("cli") {
     }
     CHECK(run(cli() + " tune --shape 64,64 --runs 0").err.find("--runs: expects an integer from 1 to 10000, got `0`") !=
           std::string::npos);
+    CHECK(run(cli() + " tune --shape 2048,7168,256 --m 600").err.find("is tuned up to 512 rows per expert") != std::string::npos);
   }
 }

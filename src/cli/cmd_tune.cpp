@@ -10,6 +10,7 @@
 #include "core/manifest.hpp"
 #include "core/prewarm.hpp"
 #include "nvfp4/jit.hpp"
+#include "ops/gemm/tune.hpp"
 
 namespace nvfp4::jit::cli {
 
@@ -39,6 +40,10 @@ int cmd_tune(const Args& args) {
   options.m = args.get_int("--m", 0, 1, std::numeric_limits<int>::max());
   options.runs = args.get_int("--runs", options.runs, 1, kMaxRuns);
   const bool json = args.has("--json");
+  for (const WeightShape& s : shapes)
+    if (s.groups > 1 && options.m > kMaxTunedGroupedM)
+      throw UsageError(fmt::format("--m {}: a grouped shape (`{}`, {} experts) is tuned up to {} rows per expert",
+                                   options.m, s.name, s.groups, kMaxTunedGroupedM));
 
   std::string why;
   if (!use_primary_context(0, &why)) {

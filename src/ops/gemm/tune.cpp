@@ -28,9 +28,6 @@ namespace nvfp4::jit::detail {
 namespace {
 
 constexpr const char* kWho = "nvfp4::jit::tune";
-// A grouped problem's buckets stop at 512 rows per expert: past that its scratch rows (every
-// expert's) would take gigabytes, and the tile is the dense one's for as many rows.
-constexpr int64_t kMaxTunedGroupedM = 512;
 // A winner must beat the heuristic by this much: timing noise never replaces it.
 constexpr double kMinGain = 0.02;
 

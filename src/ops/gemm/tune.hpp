@@ -10,6 +10,10 @@
 
 namespace nvfp4::jit::detail {
 
+// A grouped problem's buckets stop at 512 rows per expert: past that its scratch rows (every
+// expert's) would take gigabytes, and the tile is the dense one's for as many rows.
+inline constexpr int64_t kMaxTunedGroupedM = 512;
+
 // The most rows `groups` experts can hold for the default expected_m to be at most m
 // (grouped_default_expected_m): the heaviest routing whose calls a bucket of m rows serves.
 int64_t grouped_rows_for_expected_m(int32_t groups, int64_t m);
