@@ -175,6 +175,10 @@ TEST_SUITE("prewarm") {
     o.shapes = {{8, 64, 1}};
     o.archs = {"sm_90a", ""};
     CHECK_THROWS_WITH_AS(nvfp4::jit::prewarm(o), doctest::Contains("archs[1] is empty"), nvfp4::jit::Error);
+    o.archs = {"sm_89"};  // an unknown name: the message lists every arch
+    CHECK_THROWS_WITH_AS(nvfp4::jit::prewarm(o),
+                         doctest::Contains("`sm_89` is not one of sm_90a, sm_100a, sm_103a, sm_120a, sm_121a"),
+                         nvfp4::jit::Error);
     const int64_t shape[] = {8, 64, 1};
     nvfp4_prewarm_args p;
     nvfp4_prewarm_args_init(&p);

@@ -84,7 +84,7 @@ PrewarmResult prewarm(const PrewarmOptions& options) {
     // an empty name is a mistake in the list, not "the current device" (that is no archs at all)
     if (name.empty()) check.fail("archs", fmt::format("archs[{}] is empty: name an arch (sm_90a, ...) or give no archs", i));
     const auto arch = parse_arch(name);
-    if (!arch) check.fail("archs", fmt::format("archs: `{}` is not sm_90a, sm_100a, sm_103a, sm_120a or sm_121a", name));
+    if (!arch) check.fail("archs", fmt::format("archs: `{}` is not one of {}", name, arch_names()));
     archs.push_back(*arch);
   }
   int sm_count = options.sm_count;

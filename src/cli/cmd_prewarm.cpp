@@ -32,9 +32,9 @@ std::vector<Arch> parse_archs(const std::string& list) {
   for (size_t start = 0; start <= list.size();) {
     const size_t comma = std::min(list.find(',', start), list.size());
     const std::string name = list.substr(start, comma - start);
-    if (name.empty()) throw UsageError(fmt::format("--arch `{}`: an empty arch name (sm_90a, sm_100a, sm_103a, sm_120a, sm_121a)", list));
+    if (name.empty()) throw UsageError(fmt::format("--arch `{}`: an empty arch name ({})", list, arch_names()));
     const auto arch = parse_arch(name);
-    if (!arch) throw UsageError(fmt::format("unknown arch `{}` (sm_90a, sm_100a, sm_103a, sm_120a, sm_121a)", name));
+    if (!arch) throw UsageError(fmt::format("unknown arch `{}` ({})", name, arch_names()));
     archs.push_back(*arch);
     start = comma + 1;
   }

@@ -41,6 +41,12 @@ std::optional<Arch> parse_arch(std::string_view name) {
   return std::nullopt;
 }
 
+std::string arch_names() {
+  std::string names;
+  for (Arch arch : kAllArchs) names += fmt::format("{}{}", names.empty() ? "" : ", ", to_string(arch));
+  return names;
+}
+
 std::optional<Arch> arch_for_compute_capability(int major, int minor) {
   const int cc = major * 10 + minor;
   switch (cc) {

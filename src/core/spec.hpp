@@ -19,6 +19,8 @@ inline constexpr Arch kAllArchs[] = {Arch::sm_90a, Arch::sm_100a, Arch::sm_103a,
 std::string_view to_string(Arch arch);
 std::string_view to_string(Op op);
 std::optional<Arch> parse_arch(std::string_view name);
+// "sm_90a, sm_100a, ...": every arch, for messages.
+std::string arch_names();
 // The arch-specific target of a device (sm_90a for compute capability 9.0, ...).
 std::optional<Arch> arch_for_compute_capability(int major, int minor);
 
