@@ -40,12 +40,15 @@ std::string with_cache(const std::string& root) { return "NVFP4_JIT_CACHE_DIR=" 
 
 long kernel_count(const std::string& shape) { return long(prewarm_specs({parse_shape(shape)}, {Arch::sm_90a}).size()); }
 
-std::vector<fs::path> cubins(const std::string& root) {
-  std::vector<fs::path> out;
-  for (const auto& e : fs::recursive_directory_iterator(root))
-    if (e.path().extension() == ".cubin") out.push_back(e.path());
-  std::sort(out.begin(), out.end());
-  return out;
+using testutil::cubins;
+
+// The paths of the 8,128 shape's sm_90a entries, prewarmed into `root` and then removed: each
+// key's directories stay, for a test to put something in one key's way.
+std::vector<fs::path> prewarmed_then_emptied(const std::string& root) {
+  REQUIRE(run(with_cache(root) + " prewarm --shape 8,128 --arch sm_90a --quiet").code == 0);
+  const std::vector<fs::path> all = cubins(root);
+  for (const fs::path& c : all) fs::remove(fs::path(c).replace_extension(".json")), fs::remove(c);
+  return all;
 }
 
 std::string slurp(const fs::path& p) {
@@ -373,10 +376,8 @@ TEST_SUITE("cache_maintenance") {
   TEST_CASE("a sidecar that cannot be written leaves no CUBIN behind, and fails that key only") {
     testutil::TempDir dir;
     const std::string root = dir.str();
-    REQUIRE(run(with_cache(root) + " prewarm --shape 8,128 --arch sm_90a --quiet").code == 0);
     const long n = kernel_count("8,128");
-    const std::vector<fs::path> all = cubins(root);
-    for (const fs::path& c : all) fs::remove(fs::path(c).replace_extension(".json")), fs::remove(c);
+    const std::vector<fs::path> all = prewarmed_then_emptied(root);
     // a non-empty directory where one key's sidecar goes: that rename fails (EISDIR)
     const fs::path blocked = fs::path(all[0]).replace_extension(".json");
     fs::create_directories(blocked / "x");
@@ -391,10 +392,8 @@ TEST_SUITE("cache_maintenance") {
   TEST_CASE("a directory at one key's CUBIN path fails that key only, and clear removes it") {
     testutil::TempDir dir;
     const std::string root = dir.str();
-    REQUIRE(run(with_cache(root) + " prewarm --shape 8,128 --arch sm_90a --quiet").code == 0);
     const long n = kernel_count("8,128");
-    const std::vector<fs::path> all = cubins(root);
-    for (const fs::path& c : all) fs::remove(fs::path(c).replace_extension(".json")), fs::remove(c);
+    const std::vector<fs::path> all = prewarmed_then_emptied(root);
     fs::create_directories(all[0] / "inside");
     spit(all[0] / "inside" / "file", "x");
     const auto r = run(with_cache(root) + " prewarm --shape 8,128 --arch sm_90a --json");

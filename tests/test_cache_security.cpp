@@ -68,13 +68,7 @@ void forge(const std::string& root, const KernelSpec& spec, const std::string& c
   spit(entry_path(root, spec, ".json"), side);
 }
 
-std::vector<fs::path> cubins(const std::string& root) {
-  std::vector<fs::path> out;
-  for (const auto& e : fs::recursive_directory_iterator(root))
-    if (e.path().extension() == ".cubin") out.push_back(e.path());
-  std::sort(out.begin(), out.end());
-  return out;
-}
+using testutil::cubins;
 
 bool python_available() { return run("python3 -c 1").code == 0; }
 

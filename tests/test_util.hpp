@@ -3,13 +3,24 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <string>
+#include <vector>
 
 namespace testutil {
+
+// Every CUBIN below a cache root, sorted.
+inline std::vector<std::filesystem::path> cubins(const std::string& root) {
+  std::vector<std::filesystem::path> out;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(root))
+    if (e.path().extension() == ".cubin") out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
 
 struct TempDir {
   std::filesystem::path path;
