@@ -10,7 +10,9 @@
 #include <random>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include "cli/bench_block.hpp"
 #include "cli/bench_util.hpp"
 #include "cli/cli.hpp"
 #include "common/params.cuh"
@@ -383,19 +385,20 @@ std::string bandwidth_bench(const char* title, bool quick, const RowSizes& sizes
 }  // namespace
 
 int cmd_bench(const Args& args) {
-  args.allow_only({"--out", "--quick", "--shape", "--m", "--k", "--expected-m", "--tokens", "--topk", "--in-dtype", "--weight-fp32", "--per-row"});
+  args.allow_only({"--out", "--quick", "--shape", "--m", "--k", "--expected-m", "--tokens", "--topk", "--in-dtype", "--weight-fp32", "--per-row", "--block"});
   constexpr const char* kWhat =
-      "core, dequantize, quantize, rmsnorm-quantize, swiglu-quantize, mhc-rmsnorm-quantize, moe-stage, gemm, grouped";
+      "core, dequantize, quantize, rmsnorm-quantize, swiglu-quantize, mhc-rmsnorm-quantize, moe-stage, gemm, grouped, block";
   if (args.positional().size() != 1) throw UsageError(fmt::format("expected one of: {}", kWhat));
   const std::string what = args.positional()[0];
   if (what != "core" && what != "dequantize" && what != "quantize" && what != "rmsnorm-quantize" &&
-      what != "swiglu-quantize" && what != "mhc-rmsnorm-quantize" && what != "moe-stage" && what != "gemm" && what != "grouped")
+      what != "swiglu-quantize" && what != "mhc-rmsnorm-quantize" && what != "moe-stage" && what != "gemm" && what != "grouped" &&
+      what != "block")
     throw UsageError(fmt::format("unknown benchmark `{}` (one of: {})", what, kWhat));
   // The GEMM filter is checked before the GPU is looked for, so a typo is a usage error anywhere.
   GemmBenchFilter only;
   GroupedBenchFilter grouped;
   if (args.has("--shape") && what != "gemm" && what != "grouped") throw UsageError("--shape is for `bench gemm` and `bench grouped`");
-  const bool bandwidth = what != "core" && what != "gemm" && what != "grouped";
+  const bool bandwidth = what != "core" && what != "gemm" && what != "grouped" && what != "block";
   if (args.has("--m") && what != "gemm" && !bandwidth) throw UsageError("--m is for `bench gemm` and the bandwidth benches");
   if (args.has("--k") && !bandwidth) throw UsageError("--k is for the bandwidth benches (dequantize and the quantizers)");
   for (const std::string& shape : args.all("--shape"))
@@ -423,7 +426,8 @@ int cmd_bench(const Args& args) {
   for (auto [m, k] : sizes)
     if (bandwidth && k % 32) throw UsageError(fmt::format("--k {}: a multiple of 32", k));
   for (const char* flag : {"--expected-m", "--tokens", "--topk"})
-    if (args.has(flag) && what != "grouped") throw UsageError(fmt::format("{} is for `bench grouped`", flag));
+    if (args.has(flag) && what != "grouped" && !(what == "block" && std::string(flag) == "--tokens"))
+      throw UsageError(fmt::format("{} is for `bench grouped`", flag));
   grouped.expected_ms = positive_list("--expected-m", "expected_m");
   grouped.tokens = positive_list("--tokens", "a token count");
   int64_t topk = grouped.topk;
@@ -444,6 +448,16 @@ int cmd_bench(const Args& args) {
                                    args.has("--topk") ? "" : " (--topk, default 8)"));
   }
   grouped.topk = int(topk);
+  if (args.has("--block") && what != "block") throw UsageError("--block is for `bench block`");
+  BlockBenchFilter blocks;
+  blocks.tokens = grouped.tokens;
+  const std::vector<std::string> known_blocks = block_names();
+  for (const std::string& list : args.all("--block"))
+    for (const std::string& name : split(list, ',')) {
+      if (std::find(known_blocks.begin(), known_blocks.end(), name) == known_blocks.end())
+        throw UsageError(fmt::format("--block {}: one of {}", name, fmt::join(known_blocks, ", ")));
+      blocks.blocks.push_back(name);
+    }
   if (args.has("--in-dtype") && what != "swiglu-quantize" && what != "rmsnorm-quantize")
     throw UsageError("--in-dtype is for `bench swiglu-quantize` and `bench rmsnorm-quantize`");
   const std::string in_dtype = args.has("--in-dtype") ? args.get("--in-dtype") : "bf16";
@@ -469,6 +483,8 @@ int cmd_bench(const Args& args) {
     json = bench_gemm(quick, only);
   } else if (what == "grouped") {
     json = bench_grouped(quick, grouped);
+  } else if (what == "block") {
+    json = bench_block(quick, blocks);
   } else if (what == "dequantize") {
     json = bandwidth_bench("dequantize: NVFP4 -> BF16, linear scales", quick, sizes, [](int64_t m, int64_t k, std::mt19937& rng) {
       return std::unique_ptr<Workload>(new DequantizeWorkload(m, k, rng));

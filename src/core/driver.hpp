@@ -15,7 +15,7 @@ struct Driver {
   X(cuModuleLoadData) X(cuModuleGetFunction) X(cuFuncSetAttribute) X(cuFuncGetAttribute)                    \
   X(cuLaunchKernelEx) X(cuLaunchKernel) X(cuStreamIsCapturing) X(cuStreamGetCtx) X(cuStreamCreate) X(cuStreamDestroy) X(cuStreamSynchronize)   \
   X(cuStreamBeginCapture) X(cuStreamEndCapture) X(cuGraphInstantiateWithFlags) X(cuGraphLaunch) X(cuGraphDestroy)   \
-  X(cuGraphExecDestroy) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoDAsync)   \
+  X(cuGraphExecDestroy) X(cuGraphGetNodes) X(cuMemAlloc) X(cuMemFree) X(cuMemcpyHtoD) X(cuMemcpyDtoH) X(cuMemcpyDtoDAsync)   \
   X(cuMemsetD8) X(cuMemsetD32Async) X(cuEventCreate) X(cuEventRecord) X(cuEventSynchronize) X(cuEventElapsedTime)              \
   X(cuEventDestroy) X(cuTensorMapEncodeTiled) X(cuMemAllocAsync) X(cuMemFreeAsync) \
   X(cuPointerGetAttributes)
