@@ -349,6 +349,12 @@ double floor_bytes(const BlockModel& m, const Block& block, const PrepackedWeigh
   return groups * double(gate_up.bytes_per_group() + down.bytes_per_group()) + 2.0 * 2 * tokens * m.hidden;
 }
 
+// The block's multiply-adds, twice: every routed row through gate_up and down.
+double block_flops(const BlockModel& m, int64_t tokens) {
+  const double rows = double(tokens) * (m.moe() ? m.choices() : 1);
+  return 2.0 * rows * 3.0 * double(m.inter) * double(m.hidden);
+}
+
 double copy_bandwidth(EventTimer& timer, CUstream stream) {
   const size_t bytes = size_t(1) << 30;
   DeviceBuffer src(bytes), dst(bytes);
@@ -406,8 +412,9 @@ std::string bench_block(bool quick, const BlockBenchFilter& only) {
               "  every token's 9th choice at weight 1. The MLP has no residual add (no op writes one).\n");
   std::printf("  floor: the touched weights (prepacked NVFP4) plus the block's BF16 input and output at %.0f GB/s (copy)\n",
               copy_bps / 1e9);
-  std::printf("  %-18s %6s %-8s %-6s %9s %9s %9s %9s\n", "block", "tokens", "routing", "acts", "launches", "floor us", "chain us",
-              "/ floor");
+  std::printf("  TFLOP/s: the block's products (every routed row through gate_up and down) over the chain's time\n");
+  std::printf("  %-18s %6s %-8s %-6s %9s %9s %9s %9s %8s\n", "block", "tokens", "routing", "acts", "launches", "floor us", "chain us",
+              "/ floor", "TFLOP/s");
   nlohmann::json rows = nlohmann::json::array();
   for (const BlockModel& m : kBlocks) {
     if (!only.blocks.empty() && std::find(only.blocks.begin(), only.blocks.end(), m.name) == only.blocks.end()) continue;
@@ -432,11 +439,12 @@ std::string bench_block(bool quick, const BlockBenchFilter& only) {
           const double floor_us = floor_bytes(m, block, gate_up, down, tokens) / copy_bps * 1e6;
           const char* routing_name = !m.moe() ? "-" : routing == Routing::zipf ? "zipf" : "uniform";
           const char* acts_name = acts == Activations::w4a4 ? "W4A4" : "W4A16";
-          std::printf("  %-18s %6lld %-8s %-6s %9.1f %9.1f %9.1f %9.2f\n", m.name, (long long)tokens, routing_name, acts_name,
-                      graph.launches(), floor_us, chain_us, chain_us / floor_us);
+          const double tflops = block_flops(m, tokens) / chain_us / 1e6;
+          std::printf("  %-18s %6lld %-8s %-6s %9.1f %9.1f %9.1f %9.2f %8.1f\n", m.name, (long long)tokens, routing_name, acts_name,
+                      graph.launches(), floor_us, chain_us, chain_us / floor_us, tflops);
           std::fflush(stdout);
           rows.push_back({{"block", m.name}, {"tokens", tokens}, {"routing", routing_name}, {"activations", acts_name},
-                          {"launches", graph.launches()}, {"floor_us", floor_us}, {"chain_us", chain_us}});
+                          {"launches", graph.launches()}, {"floor_us", floor_us}, {"chain_us", chain_us}, {"tflops", tflops}});
         }
       }
   }
