@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <functional>
 #include <numeric>
 #include <random>
@@ -17,6 +16,7 @@
 
 #include "cli/bench_util.hpp"
 #include "cli/cli.hpp"
+#include "common/nvfp4_format.cuh"
 #include "core/gpu_util.hpp"
 #include "nvfp4/jit.hpp"
 
@@ -93,12 +93,7 @@ std::vector<float> draw_weights(const BlockModel& b, int64_t tokens, std::mt1993
 std::vector<uint16_t> normal_bf16(size_t n, std::mt19937& rng) {
   std::normal_distribution<float> normal(0.0f, 1.0f);
   std::vector<uint16_t> v(n);
-  for (auto& x : v) {
-    const float f = normal(rng);
-    uint32_t bits;
-    std::memcpy(&bits, &f, 4);
-    x = uint16_t((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);
-  }
+  for (auto& x : v) x = nvfp4k::float_to_bf16_bits(normal(rng));
   return v;
 }
 
@@ -128,8 +123,7 @@ struct PrepackedWeights {
   Nvfp4Tensor tensor() const {
     Nvfp4Tensor t;
     t.data = data.get();
-    t.global_scale = {1.0f, global_scales.as<float>(), groups > 1};
-    if (groups == 1) t.global_scale = {1e-3f, nullptr, false};
+    t.global_scale = groups > 1 ? GlobalScale{1.0f, global_scales.as<float>(), true} : GlobalScale{1e-3f, nullptr, false};
     return t;
   }
 };
