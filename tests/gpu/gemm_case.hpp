@@ -48,6 +48,11 @@ struct Case {
   int64_t a_fp4_pad = 16;
   // a tile of another backend's to run instead of the heuristic's (block_m 0: none)
   TileConfig backend_tile{};
+  // the weight's packed values and scales written at the start of these buffers instead of
+  // fresh ones: cases in turn put their weights at one address, as an allocator hands a freed
+  // block out again (each call must read its own weight: no descriptor of an earlier one)
+  DeviceBuffer* weight_values = nullptr;
+  DeviceBuffer* weight_scales = nullptr;
 };
 
 void run_gemm(const Case& c, const GemmArgs& g) {
@@ -190,7 +195,17 @@ void run_case(const Case& c, std::mt19937& rng) {
     if (c.a_gscale == 2) g.a_fp4.global_scale = {1.0f, d_ga_rows.as<float>(), true};
     if (c.workspace) g.workspace = d_ws.get(), g.workspace_bytes = int64_t(d_ws.bytes());
   }
-  g.b = {d_w.get(), 0, d_s.get(), c.layout, {}};
+  void* w_values = d_w.get();
+  void* w_scales = d_s.get();
+  if (c.weight_values) {
+    REQUIRE(c.weight_values->bytes() >= w.packed.size());
+    REQUIRE(c.weight_scales->bytes() >= w.scales.size());
+    c.weight_values->upload(w.packed.data(), w.packed.size());
+    c.weight_scales->upload(w.scales.data(), w.scales.size());
+    w_values = c.weight_values->get();
+    w_scales = c.weight_scales->get();
+  }
+  g.b = {w_values, 0, w_scales, c.layout, {}};
   if (c.device_gscale)
     g.b.global_scale.device_ptr = d_gw.as<float>();
   else
