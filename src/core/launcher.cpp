@@ -188,10 +188,9 @@ CallDevice::CallDevice(CUstream stream, const void* out, const char* who)
 
 CallDevice::CallDevice(std::pair<const DeviceInfo*, bool> found) : info(*found.first), pushed_(found.second) {}
 
-CallDevice::~CallDevice() {
-  if (!pushed_) return;
+void CallDevice::pop_context() noexcept {
   CUcontext popped = nullptr;
-  driver().cuCtxPopCurrent(&popped);  // (a destructor: the push succeeded, so does its pop)
+  driver().cuCtxPopCurrent(&popped);
 }
 
 CUfunction find_kernel(const DeviceInfo& device, const KernelSpec& spec) {

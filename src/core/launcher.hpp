@@ -48,13 +48,16 @@ const DeviceInfo& current_device();
 class CallDevice {
  public:
   CallDevice(CUstream stream, const void* out, const char* who);
-  ~CallDevice();
+  ~CallDevice() {
+    if (pushed_) pop_context();
+  }
   CallDevice(const CallDevice&) = delete;
   CallDevice& operator=(const CallDevice&) = delete;
   const DeviceInfo& info;
 
  private:
   explicit CallDevice(std::pair<const DeviceInfo*, bool> found);
+  static void pop_context() noexcept;  // (the push succeeded, so does its pop)
   bool pushed_;
 };
 
