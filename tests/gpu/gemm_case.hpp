@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 
 #include "../dequantize_fixture.hpp"
@@ -260,6 +261,25 @@ void run_case(const Case& c, std::mt19937& rng) {
                                                : std::string())
                     << ": relative Frobenius error " << rel);
   CHECK_MESSAGE(rel <= bound, "m=" << c.m << " n=" << c.n << " k=" << c.k << ": relative error " << rel << " (bound " << bound << ")");
+}
+
+// `cases` in turn with their weights at one address (the start of one buffer for the packed
+// values and one for the scales), as an allocator hands a freed block out again. A weight's TMA
+// descriptor may be reused while its address and shape are the same (the contents are read at
+// run time) and must be encoded again for any other shape there: one kept by address alone
+// would read an earlier case's rows or row stride, and its results fail the reference.
+void run_at_one_address(std::initializer_list<Case> cases, std::mt19937& rng) {
+  size_t values = 0, scales = 0;
+  for (const Case& c : cases) {
+    values = std::max(values, size_t(c.n * c.k / 2));
+    scales = std::max(scales, size_t((c.n + 127) / 128 * 128 * ((c.k / 16 + 3) / 4 * 4)));  // either layout
+  }
+  DeviceBuffer value_buffer(values), scale_buffer(scales);
+  for (Case c : cases) {
+    c.weight_values = &value_buffer;
+    c.weight_scales = &scale_buffer;
+    run_case(c, rng);
+  }
 }
 
 // Tunes the bucket of M = 5 (M <= 8) with 5 runs a candidate: one result, more than one

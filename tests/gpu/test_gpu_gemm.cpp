@@ -361,27 +361,16 @@ TEST_SUITE("gpu_gemm") {
 }
 
 TEST_SUITE("gpu_gemm") {
-  // A weight's TMA descriptor is reused while its address and shape are the same (the
-  // contents are read at run time), and encoded again for any other shape at that address.
-  // A descriptor kept by address alone would read the first weight's rows and row stride here:
-  // the second case's rows past 1024 (out of its box: zeros) and the third's every row.
   TEST_CASE("gemm on weights freed and allocated again at one address: each call reads its own weight") {
     std::mt19937 rng(std::random_device{}());
-    DeviceBuffer values(size_t(4096) * 4096 / 2), scales(size_t(4096) * 4096 / 16 + 4096);
-    const DType fp4 = DType::nvfp4;
-    Case cases[] = {
-        {16, 1024, 4096, DType::bf16, DType::fp32},
-        {16, 4096, 4096, DType::bf16, DType::fp32},  // more rows at the same address
-        {16, 4096, 2048, DType::bf16, DType::fp32},  // shorter rows: another row stride
-        {16, 1024, 4096, DType::bf16, DType::fp32},  // the first shape, new contents: the descriptor reused
-        {16, 1024, 4096, DType::bf16, DType::fp32, ScaleLayout::swizzled128x4},
-        {7, 2048, 4096, fp4, DType::fp32},  // W4A4 (on sm_100a its own weight descriptor)
-        {7, 4096, 4096, fp4, DType::fp32},
-    };
-    for (Case& c : cases) {
-      c.weight_values = &values;
-      c.weight_scales = &scales;
-      run_case(c, rng);
-    }
+    const DType fp4 = DType::nvfp4, bf16 = DType::bf16, fp32 = DType::fp32;
+    run_at_one_address({{16, 1024, 4096, bf16, fp32},
+                        {16, 4096, 4096, bf16, fp32},  // more rows at the same address
+                        {16, 4096, 2048, bf16, fp32},  // shorter rows: another row stride
+                        {16, 1024, 4096, bf16, fp32},  // the first shape, new contents: its descriptor reused
+                        {16, 1024, 4096, bf16, fp32, ScaleLayout::swizzled128x4},
+                        {7, 2048, 4096, fp4, fp32},  // W4A4
+                        {7, 4096, 4096, fp4, fp32}},
+                       rng);
   }
 }
