@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "core/kernel_store.hpp"
 #include "core/op_registry.hpp"
 #include "core/prewarm.hpp"
+#include "core/tensor_map.hpp"
 #include "ops/dequantize_op.hpp"
 #include "gemm_test_util.hpp"
 #include "ops/gemm/gemm.hpp"
@@ -71,9 +73,104 @@ void check_error(const GemmArgs& g, const std::string& part) {
   CHECK(msg.find(part) != std::string::npos);
 }
 
+// The tensor maps `arch`'s backend lists for `call` (on its heuristic's tile, 132 SMs), each
+// checked to land inside the parameter block.
+std::vector<TensorMapKey> bound_maps(Arch arch, const GemmCall& call) {
+  const GemmBackend& backend = gemm_backend(arch, "test");
+  const KernelSpec problem = gemm_problem_on(arch, call);
+  const GemmPlan plan =
+      backend.plan(gemm_spec(problem, backend.heuristic(problem, gemm_tile_rows(call), 132)), call.args.m, 132);
+  alignas(64) unsigned char params[GemmPlan::kMaxParamBytes];
+  std::memcpy(params, plan.params, sizeof params);
+  TensorMapList maps;
+  backend.bind(plan, call, params, maps);
+  std::vector<TensorMapKey> keys;
+  for (const TensorMapList::Entry& e : maps) {
+    const auto* at = static_cast<unsigned char*>(e.to);
+    CHECK((at >= params && at + sizeof(CUtensorMap) <= params + sizeof params));
+    keys.push_back(e.key);
+  }
+  return keys;
+}
+
+// The key of the map at `base` among `keys` (one is expected).
+TensorMapKey map_at(const std::vector<TensorMapKey>& keys, const void* base) {
+  const auto it = std::find_if(keys.begin(), keys.end(), [&](const TensorMapKey& k) { return k.base == base; });
+  REQUIRE_MESSAGE(it != keys.end(), "no tensor map at " << base);
+  return *it;
+}
+
+void* at(uintptr_t address) { return reinterpret_cast<void*>(address); }
+
 }  // namespace
 
 TEST_SUITE("gemm") {
+  TEST_CASE("a warm call's tensor maps are keyed by what they encode: the same weights share one, another shape does not") {
+    struct Backend {
+      Arch arch;
+      DType a;
+    };
+    for (const Backend& backend : {Backend{Arch::sm_90a, DType::bf16}, Backend{Arch::sm_100a, DType::nvfp4}}) {
+      CAPTURE(to_string(backend.arch));
+      const bool fp4 = backend.a == DType::nvfp4;
+      auto args = [&](const void* a, int64_t n, int64_t k, int64_t b_stride = 0) {
+        GemmArgs g;
+        g.m = 16, g.n = n, g.k = k;
+        g.a_dtype = backend.a;
+        if (fp4)
+          g.a_fp4.data = a, g.a_fp4.scales = at(0x5000000);
+        else
+          g.a = a;
+        g.b.data = at(0x1000000), g.b.scales = at(0x2000000), g.b.row_stride_bytes = b_stride;
+        g.d = at(0x3000000);
+        return g;
+      };
+      const GemmCall first = gemm_call(args(at(0x4000000), 4096, 4096), "test");
+      const std::vector<TensorMapKey> keys = bound_maps(backend.arch, first);
+      const TensorMapKey w = map_at(keys, at(0x1000000));
+      CHECK(w.type == CU_TENSOR_MAP_DATA_TYPE_UINT8);
+      CHECK(w.dims[0] == 2048);  // packed bytes of a row
+      CHECK(w.dims[1] == 4096);  // n rows
+      CHECK(w.strides[0] == 2048);
+      CHECK(map_at(keys, at(0x4000000)).dims[1] == 16);  // A: m rows
+
+      // the next layer's activations, the same weights: the weight's key, A's another
+      const std::vector<TensorMapKey> next = bound_maps(backend.arch, gemm_call(args(at(0x6000000), 4096, 4096), "test"));
+      CHECK(map_at(next, at(0x1000000)) == w);
+      CHECK(map_at(next, at(0x6000000)).base == at(0x6000000));
+
+      // weights at the same address with other rows, row length or row stride: other keys
+      const TensorMapKey more_rows = map_at(bound_maps(backend.arch, gemm_call(args(at(0x4000000), 8192, 4096), "test")), at(0x1000000));
+      CHECK(more_rows.dims[1] == 8192);
+      CHECK(!(more_rows == w));
+      const TensorMapKey shorter = map_at(bound_maps(backend.arch, gemm_call(args(at(0x4000000), 4096, 2048), "test")), at(0x1000000));
+      CHECK(shorter.dims[0] == 1024);
+      CHECK(!(shorter == w));
+      const TensorMapKey strided =
+          map_at(bound_maps(backend.arch, gemm_call(args(at(0x4000000), 4096, 4096, 4096), "test")), at(0x1000000));
+      CHECK(strided.strides[0] == 4096);
+      CHECK(!(strided == w));
+    }
+  }
+
+  TEST_CASE("a grouped call's weight map spans every expert's rows, and another expert count is another key") {
+    auto grouped = [](int32_t groups) {
+      GroupedGemmArgs g;
+      g.groups = groups;
+      g.gemm.m = 64, g.gemm.n = 512, g.gemm.k = 1024;
+      g.gemm.a = at(0x4000000);
+      g.gemm.b.data = at(0x1000000), g.gemm.b.scales = at(0x2000000);
+      g.gemm.d = at(0x3000000);
+      g.group_ends = static_cast<const int32_t*>(at(0x7000000));
+      return grouped_gemm_call(g, "test");
+    };
+    const TensorMapKey eight = map_at(bound_maps(Arch::sm_90a, grouped(8)), at(0x1000000));
+    CHECK(eight.dims[1] == 8 * 512);
+    const TensorMapKey sixteen = map_at(bound_maps(Arch::sm_90a, grouped(16)), at(0x1000000));
+    CHECK(sixteen.dims[1] == 16 * 512);
+    CHECK(!(eight == sixteen));
+  }
+
   TEST_CASE("bad arguments fail with a message naming the argument") {
     CHECK(error_of(valid()) == "");
     GemmArgs g = valid();
@@ -606,7 +703,7 @@ TEST_SUITE("gemm") {
       }
       unsigned shared_bytes(const KernelSpec&) const override { return 0; }
       GemmPlan plan(const KernelSpec&, int64_t, int) const override { return {}; }
-      void bind(const KernelSpec&, const GemmCall&, void*) const override {}
+      void bind(const GemmPlan&, const GemmCall&, void*, TensorMapList&) const override {}
     } fake;
     const GemmBackend* real = find_gemm_backend(Arch::sm_100a);
     REQUIRE(real);

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <random>
@@ -20,6 +21,7 @@
 #include "core/kernel_store.hpp"
 #include "core/launcher.hpp"
 #include "ops/dequantize_op.hpp"
+#include "ops/gemm/dispatch.hpp"
 #include "ops/moe_route_op.hpp"
 
 namespace nvfp4::jit::cli {
@@ -120,7 +122,7 @@ std::string bench_core(bool quick) {
     }
     check_cu(driver().cuCtxSynchronize(), "cuCtxSynchronize");
   }
-  // A warm gemm call (two TMA descriptors, reused from the last call, plus a cluster launch).
+  // A warm gemm call (its TMA descriptors from the thread's cache, plus the launch).
   const int64_t gn = 4096, gk = 4096, gm = 16;
   DeviceBuffer ga = to_device(random_bf16(size_t(gm * gk), rng)), gw = to_device(random_bytes(size_t(gn * gk / 2), rng)),
                gs = to_device(random_scales(size_t(gn * gk / 16), rng)), gd(size_t(gm * gn * 2));
@@ -137,7 +139,36 @@ std::string bench_core(bool quick) {
   g4.a = nullptr, g4.a_dtype = DType::nvfp4;
   g4.a_fp4.data = a4.get(), g4.a_fp4.scales = a4s.get();
   g4.workspace = workspace.get(), g4.workspace_bytes = int64_t(workspace.bytes());
-  const double gw_us = host_us([&] { gemm(g, nullptr); }), g4_us = host_us([&] { gemm(g4, nullptr); });
+  // A warm grouped_gemm call: 8 experts of 1024 x 4096, the 16 rows two an expert
+  const int32_t experts = 8;
+  DeviceBuffer ew = to_device(random_bytes(size_t(experts * 1024 * gk / 2), rng)),
+               es = to_device(random_scales(size_t(experts * 1024 * gk / 16), rng)),
+               ends = to_device(std::vector<int32_t>{2, 4, 6, 8, 10, 12, 14, 16}), ed(size_t(gm * 1024 * 2));
+  GroupedGemmArgs gg;
+  gg.groups = experts, gg.gemm = g, gg.gemm.n = 1024, gg.group_ends = ends.as<int32_t>();
+  gg.gemm.b.data = ew.get(), gg.gemm.b.scales = es.get(), gg.gemm.d = ed.get();
+  const double gw_us = host_us([&] { gemm(g, nullptr); }), g4_us = host_us([&] { gemm(g4, nullptr); }),
+               gg_us = host_us([&] { grouped_gemm(gg, nullptr); });
+  // The same gemm over 64 weights in turn, as a model's layers call it: 64 tensor maps a round
+  constexpr int kWeights = 64;
+  DeviceBuffer rotating(size_t(gn * gk / 2 + kWeights * 256));
+  rotating.fill(0x22);
+  GemmArgs gr = g;
+  int turn = 0;
+  const double grot_us = host_us([&] {
+    gr.b.data = rotating.as<unsigned char>() + 256 * (turn++ % kWeights);
+    gemm(gr, nullptr);
+  });
+  // The gemm's own floor: its kernel and parameters, bound once, straight to cuLaunchKernelEx
+  const GemmCall gcall = gemm_call(g, "bench core");
+  const GemmKernel gkernel = gemm_dispatch(device, gcall, nullptr);
+  alignas(64) unsigned char gparams[GemmPlan::kMaxParamBytes];
+  std::memcpy(gparams, gkernel.plan.params, sizeof gparams);
+  TensorMapList gmaps;
+  gkernel.backend->bind(gkernel.plan, gcall, gparams, gmaps);
+  TensorMapCache().write(gmaps);
+  void* gargs[] = {gparams};
+  const double gbare_us = host_us([&] { launch(gkernel.function, gkernel.plan.shape, nullptr, gargs); });
   const double c = median(compile_ms), h = median(disk_hit_ms), r = median(raw_us),
                l = median(legacy_us);
   std::printf("bench core (%d kernels, %zu dispatches)\n", kernels, size_t(batches) * per_batch);
@@ -147,11 +178,16 @@ std::string bench_core(bool quick) {
   std::printf("  bare cuLaunchKernelEx of the same       %8.2f us\n", r);
   std::printf("  bare cuLaunchKernel of the same         %8.2f us\n", l);
   std::printf("  warm gemm dispatch (M=16, N=K=4096)     %8.2f us   (target <= bare cuLaunchKernelEx + 0.5 us)\n", gw_us);
+  std::printf("  bare cuLaunchKernelEx of that gemm      %8.2f us\n", gbare_us);
+  std::printf("  warm gemm over 64 weights in turn       %8.2f us   (target <= bare cuLaunchKernelEx + 0.5 us)\n", grot_us);
   std::printf("  warm W4A4 gemm dispatch, two launches   %8.2f us   (target <= twice that)\n", g4_us);
+  std::printf("  warm grouped_gemm (8 experts, M=16)     %8.2f us   (target <= bare cuLaunchKernelEx + 0.5 us)\n", gg_us);
   return fmt::format(R"({{"cold_compile_ms_median":{:.2f},"disk_hit_ms_median":{:.3f},"dispatch_us_median":{:.3f},)"
                      R"("raw_launch_ex_us_median":{:.3f},"raw_launch_us_median":{:.3f},"gemm_dispatch_us_median":{:.3f},)"
-                     R"("w4a4_gemm_dispatch_us_median":{:.3f},"kernels":{},"dispatches":{}}})",
-                     c, h, w, r, l, gw_us, g4_us, kernels, size_t(batches) * per_batch);
+                     R"("gemm_raw_launch_ex_us_median":{:.3f},"gemm_64_weights_us_median":{:.3f},)"
+                     R"("w4a4_gemm_dispatch_us_median":{:.3f},"grouped_gemm_dispatch_us_median":{:.3f},"kernels":{},)"
+                     R"("dispatches":{}}})",
+                     c, h, w, r, l, gw_us, gbare_us, grot_us, g4_us, gg_us, kernels, size_t(batches) * per_batch);
 }
 
 // A memory-bound op on one shape, with its own random inputs.

@@ -188,10 +188,9 @@ CallDevice::CallDevice(CUstream stream, const void* out, const char* who)
 
 CallDevice::CallDevice(std::pair<const DeviceInfo*, bool> found) : info(*found.first), pushed_(found.second) {}
 
-CallDevice::~CallDevice() {
-  if (!pushed_) return;
+void CallDevice::pop_context() noexcept {
   CUcontext popped = nullptr;
-  driver().cuCtxPopCurrent(&popped);  // (a destructor: the push succeeded, so does its pop)
+  driver().cuCtxPopCurrent(&popped);
 }
 
 CUfunction find_kernel(const DeviceInfo& device, const KernelSpec& spec) {
@@ -240,14 +239,6 @@ CUfunction load_kernel(const DeviceInfo& device, const KernelSpec& spec, CUstrea
   return function;
 }
 
-namespace {
-thread_local bool load_only_mode = false;
-}  // namespace
-
-LoadOnlyScope::LoadOnlyScope() : outer_(load_only_mode) { load_only_mode = true; }
-LoadOnlyScope::~LoadOnlyScope() { load_only_mode = outer_; }
-bool load_only() noexcept { return load_only_mode; }
-
 SpecRecordScope::SpecRecordScope(Arch arch, int sm_count) : state_(std::make_unique<ContextState>()), outer_(recording) {
   // an id no context has (the driver counts from 1), new for each scope: the GEMM front's
   // per-thread warm entries, keyed by it, never answer for a recording
@@ -263,88 +254,5 @@ SpecRecordScope::SpecRecordScope(Arch arch, int sm_count) : state_(std::make_uni
 SpecRecordScope::~SpecRecordScope() { recording = outer_; }
 const std::vector<KernelSpec>& SpecRecordScope::specs() const { return state_->recorded; }
 bool records_specs(const DeviceInfo& device) noexcept { return device.state && device.state->records; }
-
-void launch(CUfunction function, const LaunchShape& shape, CUstream stream, void** params) {
-  if (load_only_mode) return;
-  CUlaunchAttribute attributes[2]{};
-  CUlaunchConfig config{};
-  config.gridDimX = shape.grid[0];
-  config.gridDimY = shape.grid[1];
-  config.gridDimZ = shape.grid[2];
-  config.blockDimX = shape.block[0];
-  config.blockDimY = shape.block[1];
-  config.blockDimZ = shape.block[2];
-  config.sharedMemBytes = shape.shared_bytes;
-  config.hStream = stream;
-  config.attrs = attributes;
-  if (shape.cluster[0]) {
-    CUlaunchAttribute& a = attributes[config.numAttrs++];
-    a.id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    a.value.clusterDim.x = shape.cluster[0];
-    a.value.clusterDim.y = shape.cluster[1];
-    a.value.clusterDim.z = shape.cluster[2];
-  }
-  if (shape.programmatic) {
-    CUlaunchAttribute& a = attributes[config.numAttrs++];
-    a.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    a.value.programmaticStreamSerializationAllowed = 1;
-  }
-  check_cu(driver().cuLaunchKernelEx(&config, function, params, nullptr), "cuLaunchKernelEx");
-}
-
-namespace {
-
-// A tiled TMA descriptor of `rank` (2 or 3) dimensions, innermost first.
-CUtensorMap make_tensor_map(int rank, const void* base, CUtensorMapDataType type, const uint64_t (&dims)[3],
-                            const uint64_t (&strides)[2], const uint32_t (&box)[3], CUtensorMapSwizzle swizzle) {
-  if (load_only_mode) return CUtensorMap{};
-  // A descriptor depends on its arguments only, and a serving loop passes the same weights and
-  // buffers again and again: the last few encodings of this thread are reused, so a warm call
-  // costs a comparison instead of a driver call.
-  struct Entry {
-    const void* base;
-    uint64_t dims[3], strides[2];
-    uint32_t box[3];
-    int rank, type, swizzle;
-    bool operator==(const Entry&) const = default;
-  };
-  constexpr int kEntries = 16;  // a layer's GEMMs: activations and outputs
-  thread_local Entry keys[kEntries] = {};
-  thread_local CUtensorMap maps[kEntries];
-  thread_local int next = 0;
-  const Entry key{base, {dims[0], dims[1], dims[2]}, {strides[0], strides[1]}, {box[0], box[1], box[2]}, rank,
-                  int(type), int(swizzle)};
-  for (int i = 0; i < kEntries; ++i)
-    if (keys[i] == key && key.base) return maps[i];
-
-  CUtensorMap map{};
-  const cuuint64_t d[3] = {dims[0], dims[1], dims[2]};
-  const cuuint64_t st[2] = {strides[0], strides[1]};
-  const cuuint32_t b[3] = {box[0], box[1], box[2]};
-  const cuuint32_t element_strides[3] = {1, 1, 1};
-  check_cu(driver().cuTensorMapEncodeTiled(&map, type, cuuint32_t(rank), const_cast<void*>(base), d, st, b,
-                                           element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, swizzle,
-                                           CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE),
-           "cuTensorMapEncodeTiled");
-  keys[next] = key;
-  maps[next] = map;
-  next = (next + 1) % kEntries;
-  return map;
-}
-
-}  // namespace
-
-CUtensorMap make_tensor_map_2d(const void* base, CUtensorMapDataType type, uint64_t rows, uint64_t cols,
-                               uint64_t row_stride_bytes, uint32_t box_rows, uint32_t box_cols,
-                               CUtensorMapSwizzle swizzle) {
-  return make_tensor_map(2, base, type, {cols, rows, 1}, {row_stride_bytes, 0}, {box_cols, box_rows, 1}, swizzle);
-}
-
-CUtensorMap make_tensor_map_3d(const void* base, CUtensorMapDataType type, uint64_t groups, uint64_t rows,
-                               uint64_t cols, uint64_t row_stride_bytes, uint64_t group_stride_bytes, uint32_t box_rows,
-                               uint32_t box_cols, CUtensorMapSwizzle swizzle) {
-  return make_tensor_map(3, base, type, {cols, rows, groups}, {row_stride_bytes, group_stride_bytes},
-                         {box_cols, box_rows, 1}, swizzle);
-}
 
 }  // namespace nvfp4::jit::detail

@@ -1,5 +1,5 @@
-// Loading compiled kernels into CUDA contexts and launching them on the caller's stream.
-// Warm path: a thread-local context lookup, one shared-lock table lookup, cuLaunchKernelEx.
+// The CUDA context a call runs in and the kernels loaded in it (launches: core/kernel_launch.hpp).
+// Warm path: a thread-local context lookup, one shared-lock table lookup.
 #pragma once
 #include <cuda.h>
 
@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/kernel_launch.hpp"
 #include "core/spec.hpp"
 
 namespace nvfp4::jit::detail {
@@ -22,14 +23,6 @@ struct DeviceInfo {
   CUdevice device = 0;
   Arch arch = Arch::sm_90a;
   int sm_count = 0;
-};
-
-struct LaunchShape {
-  unsigned grid[3] = {1, 1, 1};
-  unsigned block[3] = {1, 1, 1};
-  unsigned shared_bytes = 0;
-  unsigned cluster[3] = {0, 0, 0};  // 0: no cluster
-  bool programmatic = false;         // may start before the previous kernel on the stream ends
 };
 
 // The calling thread's current context and its device. Throws Error(cuda_error) when no
@@ -55,13 +48,16 @@ const DeviceInfo& current_device();
 class CallDevice {
  public:
   CallDevice(CUstream stream, const void* out, const char* who);
-  ~CallDevice();
+  ~CallDevice() {
+    if (pushed_) pop_context();
+  }
   CallDevice(const CallDevice&) = delete;
   CallDevice& operator=(const CallDevice&) = delete;
   const DeviceInfo& info;
 
  private:
   explicit CallDevice(std::pair<const DeviceInfo*, bool> found);
+  static void pop_context() noexcept;  // (the push succeeded, so does its pop)
   bool pushed_;
 };
 
@@ -94,21 +90,6 @@ CUfunction kernel_for(const DeviceInfo& device, const KernelSpec& spec, CUstream
   return load_kernel(device, spec, stream, make_hint());
 }
 
-// ensure_loaded's mode, for the calling thread while a scope is alive: calls validate, compile
-// and load their kernels as always, but launch nothing, allocate nothing and touch no memory,
-// so pointers may be null (Check::not_null lets them pass, tensor maps are left empty).
-class LoadOnlyScope {
- public:
-  LoadOnlyScope();
-  ~LoadOnlyScope();
-  LoadOnlyScope(const LoadOnlyScope&) = delete;
-  LoadOnlyScope& operator=(const LoadOnlyScope&) = delete;
-
- private:
-  bool outer_;
-};
-bool load_only() noexcept;
-
 // For the calling thread while a scope is alive: the op fronts run on a device of `arch` and
 // `sm_count` SMs that is not there (no driver call, no tuning table: the heuristic's tiles), in
 // load-only mode, and the specs of the kernels they would load are recorded instead. What a
@@ -128,19 +109,5 @@ class SpecRecordScope {
 };
 // Whether `device` is a SpecRecordScope's.
 bool records_specs(const DeviceInfo& device) noexcept;
-
-// Launches `function` (nothing in load-only mode).
-void launch(CUfunction function, const LaunchShape& shape, CUstream stream, void** params);
-
-// A 2D TMA descriptor for a row-major [rows, cols] tensor of `element_bytes` elements (empty
-// in load-only mode).
-CUtensorMap make_tensor_map_2d(const void* base, CUtensorMapDataType type, uint64_t rows, uint64_t cols,
-                               uint64_t row_stride_bytes, uint32_t box_rows, uint32_t box_cols,
-                               CUtensorMapSwizzle swizzle);
-// A 3D one for [groups] row-major [rows, cols] tensors at any row and group strides (boxes of one
-// group's rows).
-CUtensorMap make_tensor_map_3d(const void* base, CUtensorMapDataType type, uint64_t groups, uint64_t rows,
-                               uint64_t cols, uint64_t row_stride_bytes, uint64_t group_stride_bytes, uint32_t box_rows,
-                               uint32_t box_cols, CUtensorMapSwizzle swizzle);
 
 }  // namespace nvfp4::jit::detail

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 
 #include "../dequantize_fixture.hpp"
@@ -48,6 +49,11 @@ struct Case {
   int64_t a_fp4_pad = 16;
   // a tile of another backend's to run instead of the heuristic's (block_m 0: none)
   TileConfig backend_tile{};
+  // the weight's packed values and scales written at the start of these buffers instead of
+  // fresh ones: cases in turn put their weights at one address, as an allocator hands a freed
+  // block out again (each call must read its own weight: no descriptor of an earlier one)
+  DeviceBuffer* weight_values = nullptr;
+  DeviceBuffer* weight_scales = nullptr;
 };
 
 void run_gemm(const Case& c, const GemmArgs& g) {
@@ -190,7 +196,17 @@ void run_case(const Case& c, std::mt19937& rng) {
     if (c.a_gscale == 2) g.a_fp4.global_scale = {1.0f, d_ga_rows.as<float>(), true};
     if (c.workspace) g.workspace = d_ws.get(), g.workspace_bytes = int64_t(d_ws.bytes());
   }
-  g.b = {d_w.get(), 0, d_s.get(), c.layout, {}};
+  void* w_values = d_w.get();
+  void* w_scales = d_s.get();
+  if (c.weight_values) {
+    REQUIRE(c.weight_values->bytes() >= w.packed.size());
+    REQUIRE(c.weight_scales->bytes() >= w.scales.size());
+    c.weight_values->upload(w.packed.data(), w.packed.size());
+    c.weight_scales->upload(w.scales.data(), w.scales.size());
+    w_values = c.weight_values->get();
+    w_scales = c.weight_scales->get();
+  }
+  g.b = {w_values, 0, w_scales, c.layout, {}};
   if (c.device_gscale)
     g.b.global_scale.device_ptr = d_gw.as<float>();
   else
@@ -245,6 +261,25 @@ void run_case(const Case& c, std::mt19937& rng) {
                                                : std::string())
                     << ": relative Frobenius error " << rel);
   CHECK_MESSAGE(rel <= bound, "m=" << c.m << " n=" << c.n << " k=" << c.k << ": relative error " << rel << " (bound " << bound << ")");
+}
+
+// `cases` in turn with their weights at one address (the start of one buffer for the packed
+// values and one for the scales), as an allocator hands a freed block out again. A weight's TMA
+// descriptor may be reused while its address and shape are the same (the contents are read at
+// run time) and must be encoded again for any other shape there: one kept by address alone
+// would read an earlier case's rows or row stride, and its results fail the reference.
+void run_at_one_address(std::initializer_list<Case> cases, std::mt19937& rng) {
+  size_t values = 0, scales = 0;
+  for (const Case& c : cases) {
+    values = std::max(values, size_t(c.n * c.k / 2));
+    scales = std::max(scales, size_t((c.n + 127) / 128 * 128 * ((c.k / 16 + 3) / 4 * 4)));  // either layout
+  }
+  DeviceBuffer value_buffer(values), scale_buffer(scales);
+  for (Case c : cases) {
+    c.weight_values = &value_buffer;
+    c.weight_scales = &scale_buffer;
+    run_case(c, rng);
+  }
 }
 
 // Tunes the bucket of M = 5 (M <= 8) with 5 runs a candidate: one result, more than one

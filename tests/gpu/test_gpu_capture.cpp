@@ -9,6 +9,7 @@
 #include "core/gpu_util.hpp"
 #include "core/kernel_store.hpp"
 #include "core/launcher.hpp"
+#include "core/tensor_map.hpp"
 
 using namespace nvfp4::jit;
 using namespace nvfp4::jit::detail;
@@ -207,12 +208,14 @@ TEST_SUITE("gpu_capture") {
 
   TEST_CASE("TMA descriptors encode through the driver") {
     DeviceBuffer buf(1024 * 1024);
-    const CUtensorMap map = make_tensor_map_2d(buf.get(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1024, 1024, 1024, 64, 128,
-                                               CU_TENSOR_MAP_SWIZZLE_128B);
+    TensorMapCache cache;
+    const CUtensorMap map = cache.get(tensor_map_2d(buf.get(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1024, 1024, 1024, 64, 128,
+                                                    CU_TENSOR_MAP_SWIZZLE_128B));
     const CUtensorMap empty{};
     CHECK(std::memcmp(&map, &empty, sizeof map) != 0);
-    CHECK_THROWS_AS(make_tensor_map_2d(buf.get(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1024, 1024, 1000, 64, 128,
-                                       CU_TENSOR_MAP_SWIZZLE_128B),
+    CHECK_THROWS_AS(cache.get(tensor_map_2d(buf.get(), CU_TENSOR_MAP_DATA_TYPE_UINT8, 1024, 1024, 1000, 64, 128,
+                                            CU_TENSOR_MAP_SWIZZLE_128B)),
                     Error);  // stride not a multiple of 16
+    CHECK(cache.size() == 1);
   }
 }

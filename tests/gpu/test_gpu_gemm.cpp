@@ -359,3 +359,18 @@ TEST_SUITE("gpu_gemm") {
     }
   }
 }
+
+TEST_SUITE("gpu_gemm") {
+  TEST_CASE("gemm on weights freed and allocated again at one address: each call reads its own weight") {
+    std::mt19937 rng(std::random_device{}());
+    const DType fp4 = DType::nvfp4, bf16 = DType::bf16, fp32 = DType::fp32;
+    run_at_one_address({{16, 1024, 4096, bf16, fp32},
+                        {16, 4096, 4096, bf16, fp32},  // more rows at the same address
+                        {16, 4096, 2048, bf16, fp32},  // shorter rows: another row stride
+                        {16, 1024, 4096, bf16, fp32},  // the first shape, new contents: its descriptor reused
+                        {16, 1024, 4096, bf16, fp32, ScaleLayout::swizzled128x4},
+                        {7, 2048, 4096, fp4, fp32},  // W4A4
+                        {7, 4096, 4096, fp4, fp32}},
+                       rng);
+  }
+}

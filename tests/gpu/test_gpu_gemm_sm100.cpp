@@ -44,6 +44,18 @@ void expect_refused(const GemmArgs& g, Status status, std::initializer_list<cons
 }  // namespace
 
 TEST_SUITE("gpu_gemm_sm100") {
+  TEST_CASE("sm_100a gemm on weights freed and allocated again at one address: each call reads its own weight") {
+    const OnSm100Backend on;
+    if (!on.ready()) return;
+    std::mt19937 rng(std::random_device{}());
+    run_at_one_address({{16, 1024, 4096, fp4, fp32, lin},
+                        {16, 4096, 4096, fp4, fp32, lin},  // more rows at the same address
+                        {16, 4096, 2048, fp4, fp32, lin},  // shorter rows: another row stride
+                        {16, 1024, 4096, fp4, fp32, lin},  // the first shape, new contents: its descriptor reused
+                        {16, 1024, 4096, fp4, fp32, sw}},
+                       rng);
+  }
+
   TEST_CASE("sm_100a gemm W4A4 against a float64 reference") {
     const OnSm100Backend on;
     if (!on.ready()) return;

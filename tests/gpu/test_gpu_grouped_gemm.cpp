@@ -42,6 +42,11 @@ struct GroupedCase {
   bool bad_indices = false;        // gathered: some routed rows' indices outside A (their D rows NaN)
   int64_t expected_m = 0;          // the tile's rows per group (0: grouped_gemm's default)
   int64_t d_pad = 0;               // D's rows this many elements longer than n (poisoned, never written)
+  // the weights' packed values and scales written at the start of these buffers instead of fresh
+  // ones (not prepacked): cases in turn put their weights at one address, as an allocator hands a
+  // freed block out again
+  DeviceBuffer* weight_values = nullptr;
+  DeviceBuffer* weight_scales = nullptr;
 };
 
 // All groups' weights, one after the other, and what the kernels read of them.
@@ -49,6 +54,8 @@ struct GroupWeights {
   std::vector<testutil::HostNvfp4> w;
   std::vector<float> gscale;
   DeviceBuffer data, scales, gscales;
+  void* data_at = nullptr;  // where the kernels read them: data and scales, or the case's buffers
+  void* scales_at = nullptr;
   GroupWeights(const GroupedCase& c, std::mt19937& rng) {
     std::vector<uint8_t> packed, sc;
     for (int g = 0; g < c.groups; ++g) {
@@ -70,6 +77,15 @@ struct GroupWeights {
         prepack(p, nullptr);
       }
       data = std::move(pre);
+    }
+    data_at = data.get(), scales_at = scales.get();
+    if (c.weight_values) {
+      REQUIRE(!c.prepacked);
+      REQUIRE(c.weight_values->bytes() >= packed.size());
+      REQUIRE(c.weight_scales->bytes() >= sc.size());
+      c.weight_values->upload(packed.data(), packed.size());
+      c.weight_scales->upload(sc.data(), sc.size());
+      data_at = c.weight_values->get(), scales_at = c.weight_scales->get();
     }
   }
 };
@@ -211,7 +227,7 @@ void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
     g.gemm.a_fp4.global_scale = {1.0f, d_ga_group.as<float>(), false};
     g.a_global_scale_per_group = true;
   }
-  g.gemm.b = {weights.data.get(), 0, weights.scales.get(), c.scales, {1.0f, weights.gscales.as<float>(), true}};
+  g.gemm.b = {weights.data_at, 0, weights.scales_at, c.scales, {1.0f, weights.gscales.as<float>(), true}};
   g.gemm.b_prepacked = c.prepacked;
   g.gemm.d = d_out.get(), g.gemm.d_dtype = c.d, g.gemm.d_row_stride = c.d_pad ? d_row : 0;
   (c.layout == GroupedLayout::masked ? g.masked_m : g.group_ends) = d_sizes.as<int32_t>();
@@ -356,7 +372,7 @@ void run_batched(const BatchedCase& c, std::mt19937& rng, int replays = 0) {
   g.gemm.a_dtype = c.a;
   if (!w4a4) g.gemm.a_row_stride = a_row, g.a_group_stride = a_grp;
   g.gemm.d_row_stride = d_row, g.d_group_stride = d_grp;
-  g.gemm.b = {weights.data.get(), 0, weights.scales.get(), c.scales, {1.0f, weights.gscales.as<float>(), true}};
+  g.gemm.b = {weights.data_at, 0, weights.scales_at, c.scales, {1.0f, weights.gscales.as<float>(), true}};
   g.gemm.b_prepacked = c.prepacked;
   g.gemm.d = d_out.get(), g.gemm.d_dtype = c.d;
   auto a_factor = [&](int64_t t, int64_t gi) {
@@ -451,6 +467,28 @@ TEST_SUITE("gpu_grouped_gemm") {
                  GroupedCase::one_group},
                 rng);
     run_grouped({GroupedLayout::contiguous, 256, 16, 128, 256}, rng);  // decode: more groups than rows
+  }
+
+  // An expert's descriptor is reused while the weights' address and shape are the same, and
+  // encoded again for any other shape there: one kept by address alone would read the first
+  // case's weights (fewer experts' rows, other rows per expert, another row stride).
+  TEST_CASE("grouped gemm on weights freed and allocated again at one address: each call reads its own experts") {
+    std::mt19937 rng(std::random_device{}());
+    DeviceBuffer values(size_t(16) * 512 * 1024 / 2), scales(size_t(16) * 512 * 1024 / 16 + 4096);
+    GroupedCase cases[] = {
+        {GroupedLayout::contiguous, 8, 64, 256, 512},
+        {GroupedLayout::contiguous, 16, 64, 256, 512},   // more experts at the same address
+        {GroupedLayout::contiguous, 8, 64, 512, 512},    // more rows per expert
+        {GroupedLayout::contiguous, 8, 64, 256, 1024},   // longer rows: another row stride
+        {GroupedLayout::contiguous, 8, 64, 256, 512},    // the first shape, new contents: the descriptor reused
+        {GroupedLayout::masked, 8, 32, 256, 512},        // another layout over the same weights' shape
+        {GroupedLayout::contiguous, 8, 64, 256, 512, ScaleLayout::linear, DType::nvfp4},  // W4A4
+    };
+    for (GroupedCase& c : cases) {
+      c.weight_values = &values;
+      c.weight_scales = &scales;
+      run_grouped(c, rng);
+    }
   }
 
   TEST_CASE("tall tiles narrow their MMA to a group's rows: every width of the tile, against float64") {

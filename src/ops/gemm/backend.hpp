@@ -7,24 +7,41 @@
 #include <initializer_list>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "core/codegen.hpp"
 #include "core/launcher.hpp"
 #include "core/spec.hpp"
+#include "core/tensor_map.hpp"
 #include "ops/gemm/call.hpp"
 
 namespace nvfp4::jit::detail {
 
-// A launch of one kernel on m rows, with what depends on the shape only: grid, block, cluster,
-// shared memory and the shape's fields of the parameter block. A call binds its pointers into a
-// copy of `params`.
+// A launch of one kernel on m rows, with what depends on the spec and M only: grid, block,
+// cluster, shared memory, the parameter block's shape fields, and what the backend's bind needs
+// of the spec. A call binds its pointers into a copy of `params`.
 struct GemmPlan {
   static constexpr size_t kMaxParamBytes = 768;
+  static constexpr size_t kMaxBindingBytes = 64;
   LaunchShape shape;          // shape.programmatic: set by the front where the caller allows it
   bool early_launch = false;  // worth launching early when the weights are static
   alignas(64) unsigned char params[kMaxParamBytes] = {};
+  // the backend's own struct (plan_binding): tensor-map boxes and the like, so a call's bind
+  // reads them instead of working them out of the tile again
+  alignas(8) unsigned char binding[kMaxBindingBytes] = {};
 };
+
+template <class Binding>
+Binding& plan_binding(GemmPlan& plan) {
+  static_assert(sizeof(Binding) <= GemmPlan::kMaxBindingBytes && alignof(Binding) <= 8 &&
+                std::is_trivially_copyable_v<Binding>);
+  return *reinterpret_cast<Binding*>(plan.binding);
+}
+template <class Binding>
+const Binding& plan_binding(const GemmPlan& plan) {
+  return plan_binding<Binding>(const_cast<GemmPlan&>(plan));
+}
 
 class GemmBackend {
  public:
@@ -66,8 +83,10 @@ class GemmBackend {
   virtual unsigned shared_bytes(const KernelSpec& spec) const = 0;
   // Throws Error(invalid_argument) where m rows are more than one launch covers.
   virtual GemmPlan plan(const KernelSpec& spec, int64_t m, int sm_count) const = 0;
-  // Writes the call's pointers into `params` (a copy of the plan's).
-  virtual void bind(const KernelSpec& spec, const GemmCall& call, void* params) const = 0;
+  // Writes the call's pointers into `params` (a copy of plan.params) and adds the tensor maps
+  // they take to `maps` (the launch encodes each key once per thread). Per call: reads `plan`,
+  // not the spec, and checks nothing the front checked.
+  virtual void bind(const GemmPlan& plan, const GemmCall& call, void* params, TensorMapList& maps) const = 0;
 };
 
 // One line in the backend's own source file, e.g.

@@ -200,6 +200,7 @@ GemmCall gemm_call(const GemmArgs& g, const char* who, bool pointers) {
   const Check check(who, pointers);
   check_gemm_args(check, g, call);
   check_spans(check, g, call);
+  call.problem = gemm_problem(KernelSpec{}.arch, call);
   return call;
 }
 
@@ -251,10 +252,9 @@ GemmCall grouped_gemm_call(const GroupedGemmArgs& ga, const char* who, bool poin
   }
   if (ga.row_index) check_row_gather(check, ga, call);
   check_spans(check, call.args, call);
+  call.problem = gemm_problem(KernelSpec{}.arch, call);
   return call;
 }
-
-int64_t gemm_tile_rows(const GemmCall& call) { return call.groups ? call.expected_m : call.args.m; }
 
 int64_t gemm_groups_reached(const GemmCall& call) {
   return call.groups && call.layout == GroupedLayout::contiguous ? std::min<int64_t>(call.groups, call.args.m) : 0;
@@ -269,6 +269,7 @@ GemmCall gemm_call_on_decoded_a(const GemmCall& call, const void* decoded_a) {
   // batched: the decoded rows are (t, g), the groups side by side
   inner.a_stride = call.layout == GroupedLayout::batched ? call.groups * call.args.k : call.args.k;
   inner.args.a_row_stride = inner.a_stride;
+  inner.problem = gemm_problem(KernelSpec{}.arch, inner);
   return inner;
 }
 
@@ -306,6 +307,12 @@ KernelSpec gemm_problem(Arch arch, const GemmCall& call) {
                                       call.groups, call.layout);
   // (the W4A4 GEMM on decoded A sees a_dtype bf16 here: nvfp4 reaches only native backends)
   return g.a_dtype == DType::nvfp4 ? gemm_fp4_problem(spec, g.a_fp4.scale_layout) : spec;
+}
+
+KernelSpec gemm_problem_on(Arch arch, const GemmCall& call) {
+  KernelSpec problem = call.problem;
+  problem.arch = arch;
+  return problem;
 }
 
 KernelSpec gemm_fp4_problem(KernelSpec problem, ScaleLayout a_layout) {

@@ -24,6 +24,9 @@ struct GemmCall {
   int b_gscale_mode = 0;  // GlobalScaleCode of b.global_scale
   int a_gscale_mode = 0;  // of a_scale
   GlobalScale a_scale;    // A's global scale, applied in the epilogue (W4A4); else 1
+  // gemm_problem of the call with the arch left at KernelSpec's default: the warm table's key
+  // with the context's id, which fixes the arch (gemm_problem_on sets it)
+  KernelSpec problem;
 };
 
 // The epilogue's parameters, named alike in every arch's kernel parameters: the weight's and
@@ -53,7 +56,7 @@ GemmCall grouped_gemm_call(const GroupedGemmArgs& args, const char* who, bool po
 // power of two; past 128, mean + 2.5 sqrt(mean) (a random routing's spread).
 int64_t grouped_default_expected_m(int64_t m, int32_t groups);
 // The M a call's tile is chosen for: m, or a grouped call's rows per group.
-int64_t gemm_tile_rows(const GemmCall& call);
+inline int64_t gemm_tile_rows(const GemmCall& call) { return call.groups ? call.expected_m : call.args.m; }
 // How many groups a contiguous grouped call's rows can reach (at most one a row: a token's few
 // experts), which sizes a decode tile; 0 (all) for other calls.
 int64_t gemm_groups_reached(const GemmCall& call);
@@ -68,6 +71,8 @@ GemmCall gemm_call_on_decoded_a(const GemmCall& call, const void* decoded_a);
 KernelSpec gemm_problem(Arch arch, int64_t n, int64_t k, DType a, DType d, ScaleLayout b_layout, bool b_prepacked,
                         uint8_t bias);
 KernelSpec gemm_problem(Arch arch, const GemmCall& call);
+// call.problem on `arch`.
+KernelSpec gemm_problem_on(Arch arch, const GemmCall& call);
 KernelSpec gemm_problem(Arch arch, const GemmProblem& problem);
 // `problem` on NVFP4 activations whose scales are in `a_layout`, for a backend that takes them
 // as they are (GemmBackend::native_fp4_activations).

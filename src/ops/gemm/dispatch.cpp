@@ -1,6 +1,5 @@
 #include "ops/gemm/dispatch.hpp"
 
-#include <atomic>
 #include <cstring>
 #include <optional>
 #include <cstdlib>
@@ -12,6 +11,7 @@
 
 #include "core/driver.hpp"
 #include "core/error.hpp"
+#include "ops/dequantize_op.hpp"
 #include "ops/gemm/m_buckets.hpp"
 #include "ops/gemm/tile_choice.hpp"
 #include "ops/gemm/tune.hpp"
@@ -19,8 +19,6 @@
 namespace nvfp4::jit::detail {
 
 namespace {
-
-std::atomic<uint64_t> tuning_generation{0};
 
 struct Key {
   uint64_t context_id;
@@ -51,8 +49,8 @@ bool autotune_enabled() {
   return on;
 }
 
-GemmKernel choose_and_load(const DeviceInfo& device, const KernelSpec& problem, const GemmCall& call, CUstream stream) {
-  const GemmBackend& backend = gemm_backend(device.arch, "nvfp4::jit::gemm");
+GemmKernel choose_and_load(const DeviceInfo& device, const GemmBackend& backend, const KernelSpec& problem,
+                           const GemmCall& call, CUstream stream) {
   if (std::string why = backend.unsupported(problem); !why.empty())
     fail(Status::unsupported, "nvfp4::jit::gemm: {} on {}", why, to_string(device.arch));
   const int64_t m = gemm_tile_rows(call);
@@ -71,20 +69,33 @@ GemmKernel choose_and_load(const DeviceInfo& device, const KernelSpec& problem, 
   return load_gemm_kernel(device, backend, gemm_spec(problem, tile), call.args.m, stream, call);
 }
 
-}  // namespace
+// The warm entry of a call met for the first time: its kernel, or W4A4's on a backend without
+// an FP4 MMA: the BF16 kernel of the call on decoded A.
+GemmKernel first_call(const DeviceInfo& device, const GemmCall& call, CUstream stream) {
+  const GemmBackend& backend = gemm_backend(device.arch, "nvfp4::jit::gemm");
+  if (call.args.a_dtype != DType::nvfp4 || backend.native_fp4_activations())
+    return choose_and_load(device, backend, gemm_problem_on(device.arch, call), call, stream);
+  const GemmCall inner = gemm_call_on_decoded_a(call, nullptr);
+  GemmKernel kernel = choose_and_load(device, backend, gemm_problem_on(device.arch, inner), inner, stream);
+  // the decode's kernel loaded too before either is enqueued, so a capture error leaves the stream untouched
+  kernel_for(device, dequantize_spec(device.arch, call.args.k, DType::bf16, call.args.a_fp4.scale_layout), stream,
+             [&] { return gemm_prewarm_hint(call, device); });
+  kernel.decodes_a = true;
+  return kernel;
+}
 
-void gemm_tuning_changed() { tuning_generation.fetch_add(1, std::memory_order_relaxed); }
+}  // namespace
 
 const GemmKernel& gemm_dispatch(const DeviceInfo& device, const GemmCall& call, CUstream stream) {
   thread_local std::unordered_map<Key, GemmKernel, KeyHash> kernels;
   thread_local uint64_t generation = 0;
-  if (const uint64_t now = tuning_generation.load(std::memory_order_relaxed); now != generation) {
+  if (const uint64_t now = gemm_tuning_generation.load(std::memory_order_relaxed); now != generation) {
     kernels.clear();
     generation = now;
   }
-  const Key key{device.context_id, gemm_problem(device.arch, call), call.args.m, gemm_tile_rows(call)};
+  const Key key{device.context_id, call.problem, call.args.m, gemm_tile_rows(call)};
   if (auto it = kernels.find(key); it != kernels.end()) return it->second;
-  GemmKernel kernel = choose_and_load(device, key.problem, call, stream);
+  GemmKernel kernel = first_call(device, call, stream);
   if (kernels.size() >= kMaxEntries) kernels.clear();
   return kernels.emplace(key, kernel).first->second;
 }

@@ -1,6 +1,6 @@
 // The GEMM front's warm path: per thread, (context, problem, M) -> the loaded kernel and its
 // launch plan. A miss chooses the tile (tuned, else the backend's heuristic), loads the kernel
-// and plans it; a hit is one hash lookup.
+// and plans it; a hit is one hash lookup. Tuning results (gemm_tuning_generation) empty the table.
 #pragma once
 #include <cuda.h>
 
@@ -12,10 +12,8 @@
 
 namespace nvfp4::jit::detail {
 
-// The kernel `call` runs on `device` (call.args.a_dtype BF16 or FP16: W4A4's decoded A).
+// The kernel `call` runs on `device` (GemmKernel::decodes_a: W4A4's BF16 kernel, A decoded
+// first). Valid until the thread's next gemm_dispatch.
 const GemmKernel& gemm_dispatch(const DeviceInfo& device, const GemmCall& call, CUstream stream);
-
-// Tuning results changed: every thread's warm entries are chosen again.
-void gemm_tuning_changed();
 
 }  // namespace nvfp4::jit::detail

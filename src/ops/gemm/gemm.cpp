@@ -4,7 +4,6 @@
 
 #include "core/error.hpp"
 #include "core/stream_buffer.hpp"
-#include "ops/dequantize_op.hpp"
 #include "ops/gemm/call.hpp"
 #include "ops/gemm/dispatch.hpp"
 #include "ops/validate.hpp"
@@ -17,23 +16,15 @@ constexpr const char* kWho = "nvfp4::jit::gemm";
 constexpr const char* kGroupedWho = "nvfp4::jit::grouped_gemm";
 
 // W4A4: A decoded exactly to BF16 without its global scale (e2m1 x e4m3 has at most 6
-// significant bits and lies in [2^-10, 2688]), then the BF16 kernel, with A's global scale in
-// the epilogue. Both kernels are loaded before anything is enqueued, so a capture error leaves
-// the stream untouched.
-void gemm_w4a4(const GemmCall& call, const DeviceInfo& device, CUstream stream) {
+// significant bits and lies in [2^-10, 2688]), then `kernel`, the BF16 GEMM, with A's global
+// scale in the epilogue. (gemm_dispatch loaded both kernels before anything is enqueued, so a
+// capture error leaves the stream untouched.)
+void gemm_w4a4(const GemmCall& call, const GemmKernel& kernel, CUstream stream) {
   const GemmArgs& args = call.args;
   const int64_t rows = call.rows;
-  // the GEMM's kernel, found for the decoded A (its pointer does not choose the kernel)
-  GemmCall inner = gemm_call_on_decoded_a(call, args.workspace);
-  const GemmKernel& kernel = gemm_dispatch(device, inner, stream);
-  kernel_for(device, dequantize_spec(device.arch, args.k, DType::bf16, args.a_fp4.scale_layout), stream,
-             [&] { return gemm_prewarm_hint(call, device); });
-
   StreamBuffer owned;
-  if (!args.workspace && !load_only()) {
-    owned = StreamBuffer(size_t(rows * args.k * 2), stream, "W4A4 workspace");
-    inner = gemm_call_on_decoded_a(call, owned.get());
-  }
+  if (!args.workspace && !load_only()) owned = StreamBuffer(size_t(rows * args.k * 2), stream, "W4A4 workspace");
+  const GemmCall inner = gemm_call_on_decoded_a(call, args.workspace ? args.workspace : owned.get());
   DequantizeArgs decode;
   decode.src = args.a_fp4;
   decode.src.global_scale = GlobalScale{};  // 1: applied in the GEMM's epilogue instead
@@ -48,14 +39,14 @@ void gemm_w4a4(const GemmCall& call, const DeviceInfo& device, CUstream stream) 
   owned.free();
 }
 
-// A validated call (dense or grouped): W4A4 through its decode, else the warm kernel.
+// A validated call (dense or grouped): its warm kernel, and W4A4's decode first where the
+// device's backend has no FP4 MMA.
 void run_gemm(const GemmCall& call, const char* who, CUstream stream) {
   if (call.args.m == 0) return;
   const CallDevice call_device(stream, call.args.d, who);
-  const DeviceInfo& device = call_device.info;
-  if (call.args.a_dtype == DType::nvfp4 && !gemm_backend(device.arch, kWho).native_fp4_activations())
-    return gemm_w4a4(call, device, stream);
-  launch_gemm(gemm_dispatch(device, call, stream), call, stream);
+  const GemmKernel& kernel = gemm_dispatch(call_device.info, call, stream);
+  if (kernel.decodes_a) return gemm_w4a4(call, kernel, stream);
+  launch_gemm(kernel, call, stream);
 }
 
 // A validated call on a given tile.
@@ -70,7 +61,7 @@ void run_gemm_with_tile(const GemmCall& call, const TileConfig& tile, const char
                                 "decodes A and runs gemm's own tile)",
                                 to_string(device.arch)),
                     Status::unsupported);
-  const KernelSpec spec = gemm_spec(gemm_problem(device.arch, call), tile);
+  const KernelSpec spec = gemm_spec(gemm_problem_on(device.arch, call), tile);
   if (std::string why = backend.tile_problem(spec); !why.empty())
     fail(Status::unsupported, "{}: tile {}: {}", who, backend.describe(tile), why);
   launch_gemm(load_gemm_kernel(device, backend, spec, call.args.m, stream, call), call, stream);

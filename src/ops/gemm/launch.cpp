@@ -35,11 +35,12 @@ GemmKernel load_gemm_kernel(const DeviceInfo& device, const GemmBackend& backend
 void launch_gemm(const GemmKernel& kernel, const GemmCall& call, CUstream stream) {
   alignas(64) unsigned char params[GemmPlan::kMaxParamBytes];
   std::memcpy(params, kernel.plan.params, sizeof params);
-  kernel.backend->bind(kernel.spec, call, params);
+  TensorMapList maps;
+  kernel.backend->bind(kernel.plan, call, params, maps);
   LaunchShape shape = kernel.plan.shape;
   shape.programmatic = call.args.weights_static && kernel.plan.early_launch;
   void* args[] = {params};
-  launch(kernel.function, shape, stream, args);
+  launch(kernel.function, shape, stream, args, maps);
 }
 
 }  // namespace nvfp4::jit::detail

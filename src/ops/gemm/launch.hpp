@@ -16,6 +16,7 @@ struct GemmKernel {
   KernelSpec spec;
   CUfunction function = nullptr;
   GemmPlan plan;
+  bool decodes_a = false;  // W4A4 on a backend without an FP4 MMA: the BF16 kernel, on A decoded first
 };
 
 // The command that builds a GEMM call's kernels for `device` ahead of time (its shape, SM count
@@ -27,8 +28,9 @@ std::string gemm_prewarm_hint(const GemmCall& call, const DeviceInfo& device);
 GemmKernel load_gemm_kernel(const DeviceInfo& device, const GemmBackend& backend, const KernelSpec& spec, int64_t m,
                             CUstream stream, const GemmCall& call);
 
-// Binds the call's pointers into a copy of the plan's parameters and launches, early where the
-// caller promised static weights and the plan says it pays.
+// Binds the call's pointers into a copy of the plan's parameters and launches with the tensor
+// maps the bind lists (each encoded once per thread and key), early where the caller promised
+// static weights and the plan says it pays.
 void launch_gemm(const GemmKernel& kernel, const GemmCall& call, CUstream stream);
 
 }  // namespace nvfp4::jit::detail

@@ -1,7 +1,5 @@
 #include "ops/gemm/spec_codes.hpp"
 
-#include <cstring>
-
 #include <fmt/format.h>
 
 #include "common/scale_layout.cuh"
@@ -34,11 +32,6 @@ std::string grouped_name(const KernelSpec& spec) {
     case nvfp4k::GROUPED_BATCHED: return fmt::format("batched{}_", spec.groups);
     default: return fmt::format("grouped{}_", spec.groups);
   }
-}
-
-void copy_tensor_map(nvfp4k::TmaDescriptor& to, const CUtensorMap& map) {
-  static_assert(sizeof to == sizeof map);
-  std::memcpy(&to, &map, sizeof map);
 }
 
 }  // namespace nvfp4::jit::detail

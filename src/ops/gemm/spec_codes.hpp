@@ -1,5 +1,5 @@
 // What a GEMM kernel spec compiles in, as the kernels' parameter codes and the parts of kernel
-// names every backend spells alike; and the TMA descriptors' copy into a parameter block.
+// names every backend spells alike.
 #pragma once
 #include <cuda.h>
 
@@ -21,7 +21,7 @@ const char* scale_layout_name(int code);
 const char* bias_name(const KernelSpec& spec);
 // The grouped layout's part of a kernel name: "", "grouped<G>_", "masked<G>_" or "batched<G>_".
 std::string grouped_name(const KernelSpec& spec);
-// `map` into a parameter block's opaque descriptor.
-void copy_tensor_map(nvfp4k::TmaDescriptor& to, const CUtensorMap& map);
+// A parameter block's opaque descriptor holds a CUtensorMap (a launch's TensorMapList writes it).
+static_assert(sizeof(nvfp4k::TmaDescriptor) == sizeof(CUtensorMap));
 
 }  // namespace nvfp4::jit::detail

@@ -1,6 +1,7 @@
 // Which tile a GEMM runs: its bucket's tuned tile where the tuner found one faster than the
 // backend's heuristic (trimmed to the call's rows), else the heuristic's for the call's M.
 #pragma once
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <vector>
@@ -26,6 +27,10 @@ std::vector<TileConfig> gemm_bucket_tiles(const GemmBackend& backend, const Kern
 // Every tile gemm_tile_choice runs for an M of `bucket` where `tuned` won it (`tuned` first):
 // what `tune` compiles before it records the winner.
 std::vector<TileConfig> gemm_tuned_tiles(const GemmBackend& backend, const TileConfig& tuned, int bucket);
+
+// Bumped where a tuning result is recorded: every thread's warm GEMM entries (dispatch.cpp) are
+// chosen again. (A variable, so the warm path reads it without a call.)
+inline std::atomic<uint64_t> gemm_tuning_generation{0};
 
 // The tuning table of `device` (loaded once per device and process).
 TuningTable& gemm_tuning_table(const DeviceInfo& device);

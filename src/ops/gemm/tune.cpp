@@ -18,7 +18,6 @@
 #include "core/prewarm.hpp"
 #include "core/tuning_table.hpp"
 #include "ops/gemm/call.hpp"
-#include "ops/gemm/dispatch.hpp"
 #include "ops/gemm/launch.hpp"
 #include "ops/gemm/m_buckets.hpp"
 #include "ops/gemm/tile_choice.hpp"
@@ -283,7 +282,7 @@ std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const KernelSpec& p
   compile_all(winners_trimmed);
   if (std::string why = gemm_tuning_table(device).record(entries); !why.empty())
     warn_once("tuning-write", "tuning results are kept in this process only: " + why);
-  gemm_tuning_changed();
+  gemm_tuning_generation.fetch_add(1, std::memory_order_relaxed);
   return results;
 }
 

@@ -42,6 +42,13 @@ struct Family : Tiles {
   }
 };
 
+// What bind takes of the spec, worked out by plan (GemmPlan::binding).
+struct Binding {
+  int64_t groups;  // the groups' weights one after the other
+  uint32_t w_box_rows;
+  int32_t d_bytes;
+};
+
 class Sm100Backend final : public block_scaled::Backend<Family> {
  public:
   GemmPlan plan(const KernelSpec& spec, int64_t m, int sm_count) const override {
@@ -59,11 +66,16 @@ class Sm100Backend final : public block_scaled::Backend<Family> {
     plan.shape.block[0] = unsigned(nvfp4k::sm100::GEMM_THREADS);
     plan.shape.shared_bytes = Tiles::shared_bytes(t);
     plan.early_launch = false;  // the kernel makes no programmatic-launch calls
+    p.w_group_bytes = scale_bytes(ScaleLayout(spec.scale_layout), spec.n, spec.k);
+    Binding& b = plan_binding<Binding>(plan);
+    b.groups = std::max(1, spec.groups);
+    b.w_box_rows = uint32_t(nvfp4k::sm100::gemm_w_rows(t.block_n, t.ctas));
+    b.d_bytes = spec.out_dtype == uint8_t(DType::fp32) ? 4 : 2;
     return plan;
   }
 
-  void bind(const KernelSpec& spec, const GemmCall& call, void* params) const override {
-    const Tile t = Tiles::from_config(spec.tile);
+  void bind(const GemmPlan& plan, const GemmCall& call, void* params, TensorMapList& maps) const override {
+    const Binding& b = plan_binding<Binding>(plan);
     const GemmArgs& args = call.args;
     auto& p = *static_cast<nvfp4k::GemmSm100Params*>(params);
     const int64_t a_stride = args.a_fp4.row_stride_bytes ? args.a_fp4.row_stride_bytes : args.k / 2;
@@ -75,19 +87,15 @@ class Sm100Backend final : public block_scaled::Backend<Family> {
            reinterpret_cast<uintptr_t>(args.a_fp4.data) % 16, a_stride);
     // (gathered rows are copied by the kernel: the map then spans A's a_rows rows, unread)
     const int64_t a_rows = std::max<int64_t>(1, call.row_index ? call.a_rows : call.rows);
-    copy_tensor_map(p.tma_a, make_tensor_map_2d(args.a_fp4.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(a_rows),
-                                                uint64_t(args.k / 2), uint64_t(a_stride), uint32_t(nvfp4k::sm100::GEMM_BM),
-                                                128, CU_TENSOR_MAP_SWIZZLE_128B));
-    const int64_t groups = std::max(1, spec.groups);  // the groups' weights one after the other
-    copy_tensor_map(p.tma_w, make_tensor_map_2d(args.b.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(groups * args.n),
-                                         uint64_t(args.k / 2),
-                                         uint64_t(call.b_stride), uint32_t(nvfp4k::sm100::gemm_w_rows(t.block_n, t.ctas)), 128,
-                                         CU_TENSOR_MAP_SWIZZLE_128B));
+    maps.add(&p.tma_a, tensor_map_2d(args.a_fp4.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(a_rows), uint64_t(args.k / 2),
+                                     uint64_t(a_stride), uint32_t(nvfp4k::sm100::GEMM_BM), 128, CU_TENSOR_MAP_SWIZZLE_128B));
+    maps.add(&p.tma_w, tensor_map_2d(args.b.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(b.groups * args.n),
+                                     uint64_t(args.k / 2), uint64_t(call.b_stride), b.w_box_rows, 128,
+                                     CU_TENSOR_MAP_SWIZZLE_128B));
     p.a_scales = static_cast<const unsigned char*>(args.a_fp4.scales);
     p.w_scales = static_cast<const unsigned char*>(args.b.scales);
     p.a_scale_words = reinterpret_cast<uintptr_t>(p.a_scales) % 4 == 0;
     p.w_scale_words = reinterpret_cast<uintptr_t>(p.w_scales) % 4 == 0;
-    p.w_group_bytes = scale_bytes(args.b.scale_layout, args.n, args.k);
     p.schedule.group_ends = call.group_ends;
     p.schedule.group_rows = call.masked_m;
     p.row_index = call.row_index;
@@ -95,8 +103,7 @@ class Sm100Backend final : public block_scaled::Backend<Family> {
     p.a_stride = a_stride;
     p.a_rows = call.a_rows;
     bind_epilogue(p, call);
-    const int64_t d_bytes = spec.out_dtype == uint8_t(DType::fp32) ? 4 : 2;
-    p.d_vec = reinterpret_cast<uintptr_t>(args.d) % 16 == 0 && call.d_stride * d_bytes % 16 == 0;
+    p.d_vec = reinterpret_cast<uintptr_t>(args.d) % 16 == 0 && call.d_stride * b.d_bytes % 16 == 0;
   }
 };
 

@@ -28,6 +28,11 @@ struct Family : Tiles {
   }
 };
 
+// What bind takes of the spec, worked out by plan (GemmPlan::binding).
+struct Binding {
+  bool a_scales_swizzled;
+};
+
 class Sm120Backend final : public block_scaled::Backend<Family> {
  public:
   GemmPlan plan(const KernelSpec& spec, int64_t m, int sm_count) const override {
@@ -48,10 +53,13 @@ class Sm120Backend final : public block_scaled::Backend<Family> {
     plan.shape.block[0] = unsigned(Tiles::threads(t));
     plan.shape.shared_bytes = Tiles::shared_bytes(t);
     plan.early_launch = false;  // the kernel makes no programmatic-launch calls
+    p.w_group_bytes = scale_bytes(ScaleLayout(spec.scale_layout), spec.n, spec.k);
+    plan_binding<Binding>(plan).a_scales_swizzled = gemm_a_scale_layout(spec) == nvfp4k::SCALES_SWIZZLED128X4;
     return plan;
   }
 
-  void bind(const KernelSpec& spec, const GemmCall& call, void* params) const override {
+  void bind(const GemmPlan& plan, const GemmCall& call, void* params, TensorMapList&) const override {
+    const Binding& b = plan_binding<Binding>(plan);
     const GemmArgs& args = call.args;
     auto& p = *static_cast<nvfp4k::GemmW4A4Params*>(params);
     p.a = static_cast<const unsigned char*>(args.a_fp4.data);
@@ -59,11 +67,10 @@ class Sm120Backend final : public block_scaled::Backend<Family> {
     p.a_scales = static_cast<const unsigned char*>(args.a_fp4.scales);
     p.a_rows_16b = reinterpret_cast<uintptr_t>(p.a) % 16 == 0 && p.a_stride % 16 == 0;
     p.a_scale_words = reinterpret_cast<uintptr_t>(p.a_scales) % 4 == 0 &&
-                      (gemm_a_scale_layout(spec) == nvfp4k::SCALES_SWIZZLED128X4 || (args.k / 16) % 4 == 0);
+                      (b.a_scales_swizzled || (args.k / 16) % 4 == 0);
     p.w = static_cast<const unsigned char*>(args.b.data);
     p.w_stride = call.b_stride;
     p.w_scales = static_cast<const unsigned char*>(args.b.scales);
-    p.w_group_bytes = scale_bytes(args.b.scale_layout, args.n, args.k);
     p.schedule.group_ends = call.group_ends;
     p.schedule.group_rows = call.masked_m;
     p.row_index = call.row_index;

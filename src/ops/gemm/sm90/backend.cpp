@@ -78,6 +78,17 @@ Tile as_grouped(const KernelSpec& problem, Tile t) {
   return t;
 }
 
+// What bind takes of the spec, worked out by plan (GemmPlan::binding).
+struct Binding {
+  int64_t groups;  // weights one after the other
+  uint32_t a_box_rows, w_box_rows, w_box_cols;
+  int32_t w_swizzle;
+  int32_t d_bytes;
+  bool batched;      // A and D: {k or n, m, group}
+  bool prepacked;    // values and scales in one buffer, no weight tensor map
+  bool d_tile_fits;  // the tile of D fits in the stages (stores_through_smem)
+};
+
 class Sm90Backend final : public GemmBackend {
  public:
   std::string_view name() const override { return "sm90"; }
@@ -160,6 +171,8 @@ class Sm90Backend final : public GemmBackend {
     auto& p = *reinterpret_cast<nvfp4k::GemmParams*>(plan.params);
     p.schedule = grid.schedule;
     p.n = spec.n;
+    const bool prepacked = gemm_problem_prepacked(spec);
+    p.w_group_bytes = prepacked ? prepacked_bytes(spec.n, spec.k) : scale_bytes(ScaleLayout(spec.scale_layout), spec.n, spec.k);
     // A persistent grid: the CTAs the SMs hold at once, each taking every gridDim.x-th tile. Its
     // loop pays from three tiles a CTA; with fewer, a CTA a tile (docs/perf-log.md).
     const unsigned resident = unsigned(sm_count * ctas_per_sm(t));
@@ -175,24 +188,31 @@ class Sm90Backend final : public GemmBackend {
     // Starting early pays where the previous kernel's tail is a large part of this one: grids
     // of up to four waves (docs/architecture.md).
     plan.early_launch = int64_t(grid.clusters) * t.split_k <= 4 * int64_t(sm_count);
+    Binding& b = plan_binding<Binding>(plan);
+    b.groups = std::max(1, spec.groups);
+    b.a_box_rows = uint32_t(t.block_m);
+    b.w_box_rows = uint32_t(64 * t.consumers);
+    b.w_box_cols = uint32_t(t.block_k / 2);
+    b.w_swizzle = t.block_k == 256 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+    b.d_bytes = d_bytes(spec);
+    b.batched = grouped == nvfp4k::GROUPED_BATCHED;
+    b.prepacked = prepacked;
+    b.d_tile_fits = stores_through_smem(t, b.d_bytes);
     return plan;
   }
 
-  void bind(const KernelSpec& spec, const GemmCall& call, void* params) const override {
-    const Tile t = tile_of(spec);
+  void bind(const GemmPlan& plan, const GemmCall& call, void* params, TensorMapList& maps) const override {
+    const Binding& b = plan_binding<Binding>(plan);
     const GemmArgs& args = call.args;
     auto& p = *static_cast<nvfp4k::GemmParams*>(params);
-    const int64_t m_step = p.schedule.m_step;
-    const int64_t groups = std::max(1, spec.groups);  // weights one after the other
-    const bool batched = gemm_problem_grouped(spec) == nvfp4k::GROUPED_BATCHED;  // A and D: {k or n, m, group}
     const CUtensorMapDataType a_type =
         args.a_dtype == DType::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
-    copy_tensor_map(p.tma_a, batched ? make_tensor_map_3d(args.a, a_type, uint64_t(groups), uint64_t(args.m), uint64_t(args.k),
-                                                   uint64_t(call.a_stride) * 2, uint64_t(call.a_group_stride) * 2,
-                                                   uint32_t(t.block_m), 64, CU_TENSOR_MAP_SWIZZLE_128B)
-                              : make_tensor_map_2d(args.a, a_type, uint64_t(call.row_index ? call.a_rows : call.rows), uint64_t(args.k),
-                                                   uint64_t(call.a_stride) * 2, uint32_t(t.block_m), 64,
-                                                   CU_TENSOR_MAP_SWIZZLE_128B));
+    maps.add(&p.tma_a, b.batched ? tensor_map_3d(args.a, a_type, uint64_t(b.groups), uint64_t(args.m), uint64_t(args.k),
+                                                 uint64_t(call.a_stride) * 2, uint64_t(call.a_group_stride) * 2,
+                                                 b.a_box_rows, 64, CU_TENSOR_MAP_SWIZZLE_128B)
+                                 : tensor_map_2d(args.a, a_type, uint64_t(call.row_index ? call.a_rows : call.rows),
+                                                 uint64_t(args.k), uint64_t(call.a_stride) * 2, b.a_box_rows, 64,
+                                                 CU_TENSOR_MAP_SWIZZLE_128B));
     p.d_group_stride = call.d_group_stride;
     p.row_index = call.row_index;
     p.a = static_cast<const unsigned char*>(args.a);
@@ -200,15 +220,12 @@ class Sm90Backend final : public GemmBackend {
     p.a_rows = call.a_rows;
     p.schedule.group_ends = call.group_ends;
     p.schedule.group_rows = call.masked_m;
-    if (args.b_prepacked) {
+    if (b.prepacked) {
       p.w_scales = static_cast<const unsigned char*>(args.b.data);  // values and scales, one bulk copy per stage
-      p.w_group_bytes = prepacked_bytes(args.n, args.k);
     } else {
-      p.w_group_bytes = scale_bytes(args.b.scale_layout, args.n, args.k);
-      copy_tensor_map(p.tma_w, make_tensor_map_2d(args.b.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(groups * args.n),
-                                           uint64_t(args.k / 2), uint64_t(call.b_stride), uint32_t(64 * t.consumers),
-                                           uint32_t(t.block_k / 2),
-                                           t.block_k == 256 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B));
+      maps.add(&p.tma_w, tensor_map_2d(args.b.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(b.groups * args.n),
+                                       uint64_t(args.k / 2), uint64_t(call.b_stride), b.w_box_rows, b.w_box_cols,
+                                       CUtensorMapSwizzle(b.w_swizzle)));
       p.w_scales = static_cast<const unsigned char*>(args.b.scales);
     }
     bind_epilogue(p, call);
@@ -216,19 +233,20 @@ class Sm90Backend final : public GemmBackend {
     // stages and D's rows are whole 16-byte pieces (its start, n and the strides 16-byte
     // aligned); else element by element. From shared memory TMA stores it, or, for a grouped tile
     // whose rows end inside its box, the threads copy its rows out.
-    const int db = d_bytes(spec);
-    p.d_from_smem = stores_through_smem(t, db) && reinterpret_cast<uintptr_t>(args.d) % 16 == 0 && call.d_stride * db % 16 == 0 &&
-              args.n * db % 16 == 0 && (!batched || call.d_group_stride * db % 16 == 0);
-    const CUtensorMapDataType d_type = db == 4                           ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
+    const int db = b.d_bytes;
+    p.d_from_smem = b.d_tile_fits && reinterpret_cast<uintptr_t>(args.d) % 16 == 0 && call.d_stride * db % 16 == 0 &&
+                    args.n * db % 16 == 0 && (!b.batched || call.d_group_stride * db % 16 == 0);
+    const CUtensorMapDataType d_type = db == 4                       ? CU_TENSOR_MAP_DATA_TYPE_FLOAT32
                                        : args.d_dtype == DType::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
-                                                                         : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+                                                                     : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    const uint32_t d_box_rows = uint32_t(p.schedule.m_step), d_box_cols = uint32_t(128 / db);
     if (p.d_from_smem)
-      copy_tensor_map(p.tma_d, batched ? make_tensor_map_3d(args.d, d_type, uint64_t(groups), uint64_t(args.m), uint64_t(args.n),
-                                                     uint64_t(call.d_stride) * db, uint64_t(call.d_group_stride) * db,
-                                                     uint32_t(m_step), uint32_t(128 / db), CU_TENSOR_MAP_SWIZZLE_128B)
-                                : make_tensor_map_2d(args.d, d_type, uint64_t(call.rows), uint64_t(args.n),
-                                                     uint64_t(call.d_stride) * db, uint32_t(m_step), uint32_t(128 / db),
-                                                     CU_TENSOR_MAP_SWIZZLE_128B));
+      maps.add(&p.tma_d, b.batched ? tensor_map_3d(args.d, d_type, uint64_t(b.groups), uint64_t(args.m), uint64_t(args.n),
+                                                   uint64_t(call.d_stride) * db, uint64_t(call.d_group_stride) * db,
+                                                   d_box_rows, d_box_cols, CU_TENSOR_MAP_SWIZZLE_128B)
+                                   : tensor_map_2d(args.d, d_type, uint64_t(call.rows), uint64_t(args.n),
+                                                   uint64_t(call.d_stride) * db, d_box_rows, d_box_cols,
+                                                   CU_TENSOR_MAP_SWIZZLE_128B));
   }
 };
 
