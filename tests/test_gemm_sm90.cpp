@@ -199,27 +199,10 @@ TEST_SUITE("gemm_sm90") {
     }
   }
 
-  TEST_CASE("generated source: a contiguous or masked grouped tile's wgmma also in its narrower widths") {
-    const sm90::Tile t{256, 2, 3, 1, 128};
-    KernelSpec problem = sm90_problem(4096, 7168, true, DType::bf16, DType::bf16);
-    const std::string dense = generate(sm90_spec(problem, t)).source;
-    problem.groups = 256;
-    problem.flags |= kFlagGroupedContiguous;
-    const std::string grouped = generate(sm90_spec(problem, t)).source;
-    for (int w : {64, 128, 160, 192, 224, 256}) {
-      const std::string mma = fmt::format("wgmma.mma_async.sync.aligned.m64n{}k16.f32.bf16.bf16", w);
-      CAPTURE(mma);
-      CHECK(grouped.find(mma) != std::string::npos);
-      CHECK((dense.find(mma) != std::string::npos) == (w == 256));
-    }
-    CHECK(grouped.find("m64n96k16") == std::string::npos);  // eighths only above the half
-    problem.flags = (problem.flags & ~kFlagGroupedContiguous) | kFlagGroupedBatched;  // a batched tile is always full
-    CHECK(generate(sm90_spec(problem, t)).source.find("m64n192k16") == std::string::npos);
-  }
-
   TEST_CASE("SASS of DeepSeek-V3's tall grouped tiles: a k loop for every MMA width, no local memory") {
     // the tile of 4096 tokens (128 rows an expert: one 160-row tile), prepacked (three consumer
-    // warpgroups) and on ModelOpt's layout (two)
+    // warpgroups) and on ModelOpt's layout (two); and the prepacked one batched, whose tiles are
+    // always full (its MMA never narrows)
     std::vector<KernelSpec> specs;
     for (bool prepacked : {true, false}) {
       KernelSpec problem = sm90_problem(7168, 2048, prepacked);
@@ -228,15 +211,21 @@ TEST_SUITE("gemm_sm90") {
       specs.push_back(gemm_spec(problem, sm90_backend().heuristic(problem, 157, 132)));
       REQUIRE(specs.back().tile.block_m == 160);
     }
+    KernelSpec batched = specs.front();
+    batched.flags = (batched.flags & ~kFlagGroupedContiguous) | kFlagGroupedBatched;
+    REQUIRE(sm90_backend().tile_problem(batched).empty());
+    specs.push_back(batched);
     for_each_disassembled(specs, [](const KernelSpec& spec, const std::string& name, const std::string& text) {
+      CAPTURE(spec.describe());
       const int bm = spec.tile.block_m, steps = spec.tile.block_k / 16;  // k16 steps a stage
-      for (int i = 0; i < nvfp4k::narrow_mma_width_count(bm); ++i) {
-        const std::string hgmma = fmt::format("HGMMA.64x{}x16", nvfp4k::narrow_mma_width(bm, i));
+      const int widths = spec.flags & kFlagGroupedBatched ? 1 : nvfp4k::narrow_mma_width_count(bm);
+      for (int i = 0; i < widths; ++i) {
+        const std::string hgmma = fmt::format("HGMMA.64x{}x16", widths == 1 ? bm : nvfp4k::narrow_mma_width(bm, i));
         CAPTURE(hgmma);
         CHECK(parse_sass(text, name, hgmma + ".").matches == steps);
       }
       const Sass s = parse_sass(text, name, "HGMMA");
-      CHECK(s.matches == steps * nvfp4k::narrow_mma_width_count(bm));  // no other width
+      CHECK(s.matches == steps * widths);  // no other width
       CHECK(s.local_accesses == 0);
     });
   }
@@ -276,6 +265,8 @@ TEST_SUITE("gemm_sm90") {
       REQUIRE(source.find(fmt::format("__launch_bounds__({}", spec.tile.threads)) != std::string::npos);
       const Sass s = parse_sass(text, name, "HGMMA");
       CHECK(s.matches > 0);
+      // the activations' dtype picks the wgmma's inputs (sm90/wgmma.cuh): FP16's has no suffix
+      CHECK(parse_sass(text, name, ".F32.BF16 ").matches == (spec.a_dtype == uint8_t(DType::bf16) ? s.matches : 0));
       CHECK(s.registers <= 65536 / (ctas * spec.tile.threads));
       CHECK(s.loop_local_accesses == 0);
       // the ModelOpt layout's masked 8-row tile spills one word across its k loop, once a tile;
@@ -302,7 +293,7 @@ TEST_SUITE("gemm_sm90") {
     CHECK(backend.tile_problem(spec).empty());
     CHECK(backend.shared_bytes(spec) <= 228u * 1024 / 3 - 1024);
     CHECK(backend.kernel_name(spec).find("_persistent") != std::string::npos);
-    CHECK(generate(spec).source.find(", 1, 1, 256, 1>, Mma>(p)") != std::string::npos);  // k slices, layout, groups, persistent
+    CHECK(generate(spec).source.find(", 1, 1, 256, 1>>(p)") != std::string::npos);  // k slices, layout, groups, persistent
     CHECK(generate(spec).source.find("__launch_bounds__(256, 3)") != std::string::npos);
     // 8 rows in 8 experts: 9 row tiles x 112 n tiles, run by three CTAs an SM; up to two tiles a
     // CTA, a CTA a tile
@@ -395,12 +386,15 @@ TEST_SUITE("gemm_sm90") {
     }
   }
 
-  TEST_CASE("generated source: one wgmma for the bucket's N; named after the tile; sm_90a only; N an argument") {
+  TEST_CASE("generated source: the config's template arguments, no instruction; named after the tile; sm_90a only; N an argument") {
     const sm90::Tile t = sm90::bucket_tile(2880, 2880, 16, 132);
     const KernelSpec spec =
         sm90_spec(sm90_problem(2880, 2880, false, DType::bf16, DType::fp32, ScaleLayout::swizzled128x4, uint8_t(DType::bf16)), t);
     const GeneratedKernel g = generate(spec);
-    CHECK(g.source.find("wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16") != std::string::npos);
+    // A bf16, D fp32, bias bf16, K, swizzled scales, the tile from its consumers on (the bucket's 16 rows)
+    CHECK(g.source.find(fmt::format("GemmConfig<0, 2, 1, 2880LL, 1, {}, 16, {}, {}, ", t.consumers, t.block_k, t.stages)) !=
+          std::string::npos);
+    CHECK(g.source.find("asm") == std::string::npos);  // the wgmma is sm90/wgmma.cuh's
     CHECK(g.source.find("#include \"sm90/gemm_w4a16.cuh\"") != std::string::npos);
     CHECK(g.name.find("nvfp4_gemm_w4a16_k2880_bf16_fp32_sw128x4_biasbf16_bm16") == 0);
     CHECK(g.name == sm90_backend().kernel_name(spec));
@@ -417,7 +411,7 @@ TEST_SUITE("gemm_sm90") {
     KernelSpec other_tile = spec;
     other_tile.tile.stages = uint8_t(spec.tile.stages + 1);
     CHECK(!(sm90_backend().kernel_spec(other_tile) == kernel));
-    CHECK(generate(sm90_spec(sm90_problem(2880, 2880, false, DType::fp16, DType::fp32), t)).source.find(".f32.f16.f16") !=
+    CHECK(generate(sm90_spec(sm90_problem(2880, 2880, false, DType::fp16, DType::fp32), t)).source.find("GemmConfig<1, 2, ") !=
           std::string::npos);
     KernelSpec other_arch = spec;
     other_arch.arch = Arch::sm_100a;  // a W4A16 problem and a tile sm_100a's backend does not build
