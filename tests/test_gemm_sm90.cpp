@@ -15,6 +15,7 @@
 #include "gemm_test_util.hpp"
 #include "sass_util.hpp"
 #include "ops/gemm/m_buckets.hpp"
+#include "ops/gemm/sm90/backend.hpp"
 #include "ops/gemm/tile_choice.hpp"
 #include "sm90/gemm_params.cuh"
 #include "test_util.hpp"
@@ -283,7 +284,7 @@ TEST_SUITE("gemm_sm90") {
     KernelSpec problem = sm90_problem(7168, 2048, true);
     problem.groups = 256;
     problem.flags |= kFlagGroupedContiguous;
-    const TileConfig decode = backend.heuristic(problem, 1, 132, 8);  // 1-row experts, a token's 8
+    const TileConfig decode = sm90::heuristic(problem, 1, 132, 8);  // 1-row experts, a token's 8
     const KernelSpec spec = gemm_spec(problem, decode);
     CAPTURE(backend.describe(decode));
     REQUIRE(decode.block_m == 8);
@@ -446,17 +447,17 @@ TEST_SUITE("gemm_sm90") {
     const int fill = 6 * 2 * 132;  // six tiles for each of two CTAs an SM
     auto consumers = [&](const TileConfig& t) { return sm90::from_config(t).consumers; };
     CHECK(41 * 38 < fill);
-    CHECK(consumers(backend.heuristic(problem, 1, 132, 41)) == 1);  // at three CTAs an SM
+    CHECK(consumers(sm90::heuristic(problem, 1, 132, 41)) == 1);  // at three CTAs an SM
     CHECK(42 * 38 >= fill);
-    const TileConfig wide = backend.heuristic(problem, 1, 132, 42);
+    const TileConfig wide = sm90::heuristic(problem, 1, 132, 42);
     CAPTURE(backend.describe(wide));
     CHECK(consumers(wide) == 3);
     CHECK(wide.block_m == 8);
     CHECK(generate(gemm_spec(problem, wide)).source.find("__launch_bounds__(512, 2)") != std::string::npos);
     CHECK(backend.tile_problem(gemm_spec(problem, wide)).empty());
     CHECK(backend.heuristic(problem, 1, 132) == wide);  // 0: all groups, the bucket's tile
-    CHECK(backend.heuristic(problem, 1, 132, 1000) == wide);
-    CHECK(backend.heuristic(problem, 8, 132, 256) == wide);
+    CHECK(sm90::heuristic(problem, 1, 132, 1000) == wide);
+    CHECK(sm90::heuristic(problem, 8, 132, 256) == wide);
     // the call's rows bound the groups they reach: one token's 8 rows, 16 tokens' 128
     GroupedGemmArgs g;
     alignas(16) static unsigned char dummy[64];
@@ -464,32 +465,37 @@ TEST_SUITE("gemm_sm90") {
     g.gemm.a = g.gemm.b.data = g.gemm.d = dummy;
     g.gemm.b_prepacked = true;
     g.groups = 256, g.group_ends = reinterpret_cast<const int32_t*>(dummy);
-    CHECK(gemm_groups_reached(grouped_gemm_call(g, "test")) == 8);
+    const GemmCall eight_rows = grouped_gemm_call(g, "test");
+    CHECK(gemm_groups_reached(eight_rows) == 8);
     g.gemm.m = 128;
-    CHECK(gemm_groups_reached(grouped_gemm_call(g, "test")) == 128);
+    const GemmCall many_rows = grouped_gemm_call(g, "test");
+    CHECK(gemm_groups_reached(many_rows) == 128);
     g.gemm.m = 4096;
     CHECK(gemm_groups_reached(grouped_gemm_call(g, "test")) == 256);
     CHECK(gemm_groups_reached(gemm_call(g.gemm, "test")) == 0);  // dense
     // an untuned call and a tuned bucket whose winner is the heuristic's: the tile for its reach
-    CHECK(consumers(gemm_tile_choice(backend, problem, nullptr, 1, 132, 8)) == 1);
-    CHECK(gemm_tile_choice(backend, problem, nullptr, 1, 132, 128) == wide);
-    CHECK(consumers(gemm_tile_choice(backend, problem, &wide, 1, 132, 8)) == 1);
+    CHECK(consumers(gemm_tile_choice(backend, problem, nullptr, 1, 132, &eight_rows)) == 1);
+    CHECK(gemm_tile_choice(backend, problem, nullptr, 1, 132, &many_rows) == wide);
+    CHECK(consumers(gemm_tile_choice(backend, problem, &wide, 1, 132, &eight_rows)) == 1);
+    CHECK(gemm_tile_choice(backend, problem, nullptr, 1, 132) == wide);  // no call: the bucket's
+    CHECK(backend.call_heuristic(problem, eight_rows, 1, 132) == sm90::heuristic(problem, 1, 132, 8));
+    CHECK(backend.heuristic_tiles(problem, 1, 132) == std::vector<TileConfig>{wide, sm90::heuristic(problem, 1, 132, 1)});
     // prewarm compiles both, and the tuner starts from the bucket's (all groups reached)
     const std::vector<TileConfig> bucket = gemm_bucket_tiles(backend, problem, 8, 132);
     CHECK(std::count(bucket.begin(), bucket.end(), wide) == 1);
-    CHECK(std::count(bucket.begin(), bucket.end(), backend.heuristic(problem, 1, 132, 8)) == 1);
+    CHECK(std::count(bucket.begin(), bucket.end(), sm90::heuristic(problem, 1, 132, 8)) == 1);
     CHECK(backend.candidates(problem, 8, 132).front() == wide);
     // masked groups, a small weight (Qwen3-30B-A3B's 8 tiles an expert) and K past three CTAs'
     // 4096 keep their tiles
     KernelSpec masked = problem;
     masked.flags = (masked.flags & ~kFlagGroupedContiguous) | kFlagGroupedMasked;
-    CHECK(consumers(backend.heuristic(masked, 1, 132, 256)) == 1);
+    CHECK(consumers(sm90::heuristic(masked, 1, 132, 256)) == 1);
     KernelSpec small = sm90_problem(1536, 2048, true);
     small.groups = 128, small.flags |= kFlagGroupedContiguous;
-    CHECK(consumers(backend.heuristic(small, 1, 132, 128)) == 1);
+    CHECK(consumers(sm90::heuristic(small, 1, 132, 128)) == 1);
     KernelSpec long_k = sm90_problem(4096, 7168, true);
     long_k.groups = 256, long_k.flags |= kFlagGroupedContiguous;
-    CHECK(backend.heuristic(long_k, 1, 132, 256) == backend.heuristic(long_k, 1, 132, 8));
+    CHECK(sm90::heuristic(long_k, 1, 132, 256) == sm90::heuristic(long_k, 1, 132, 8));
   }
 
   TEST_CASE("grouped heuristic: one token's tile unsliced; past 16 rows per group the widest tiles, at most 192 high") {
@@ -513,7 +519,7 @@ TEST_SUITE("gemm_sm90") {
           line += fmt::format(" {}:{}", bucket, sm90::describe(t));
           // the kernel that runs (persistent up to 64 rows, with its ring and partial sums) builds;
           // rows reaching one group (the tile for many is the next test case's)
-          const KernelSpec runs = gemm_spec(problem, backend.heuristic(problem, gemm_bucket_m(bucket), 132, 1));
+          const KernelSpec runs = gemm_spec(problem, sm90::heuristic(problem, gemm_bucket_m(bucket), 132, 1));
           CAPTURE(backend.kernel_name(runs));
           CHECK(backend.tile_problem(runs) == "");
           CHECK(backend.shared_bytes(runs) <= 227u * 1024);

@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 
 #include "common/scale_layout.cuh"
+#include "ops/gemm/sm90/backend.hpp"
+
 #include "ops/gemm/backend.hpp"
 #include "ops/gemm/m_buckets.hpp"
 #include "ops/gemm/schedule.hpp"
@@ -39,20 +41,42 @@ Tile as_grouped(const KernelSpec& problem, Tile t) {
   return t;
 }
 
+}  // namespace
+
+TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count, int64_t groups_reached) {
+  const int groups = gemm_problem_groups(problem);
+  // counted for contiguous groups only (masked ones keep the decode tile measured for them)
+  const int64_t reached = gemm_problem_grouped(problem) != nvfp4k::GROUPED_CONTIGUOUS ? 0
+                          : groups_reached > 0 ? std::min<int64_t>(groups_reached, groups)
+                                               : groups;
+  return to_config(as_grouped(problem, heuristic_tile(problem.n, problem.k, m, sm_count, gemm_problem_prepacked(problem),
+                                                      groups, reached)));
+}
+
+namespace {
+
 class Sm90Backend final : public GemmBackend {
  public:
   std::string_view name() const override { return "sm90"; }
   bool serves(Arch arch) const override { return arch == Arch::sm_90a; }
   std::string unsupported(const KernelSpec&) const override { return {}; }
 
-  TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count, int64_t groups_reached = 0) const override {
-    const int groups = gemm_problem_groups(problem);
-    // counted for contiguous groups only (masked ones keep the decode tile measured for them)
-    const int64_t reached = gemm_problem_grouped(problem) != nvfp4k::GROUPED_CONTIGUOUS ? 0
-                            : groups_reached > 0 ? std::min<int64_t>(groups_reached, groups)
-                                                 : groups;
-    return to_config(as_grouped(problem, heuristic_tile(problem.n, problem.k, m, sm_count, gemm_problem_prepacked(problem),
-                                                        groups, reached)));
+  TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count) const override {
+    return sm90::heuristic(problem, m, sm_count, 0);
+  }
+
+  TileConfig call_heuristic(const KernelSpec& problem, const GemmCall& call, int64_t m, int sm_count) const override {
+    return sm90::heuristic(problem, m, sm_count, gemm_groups_reached(call));
+  }
+
+  // a grouped problem's calls reach one group to all: the heuristic's two ends
+  std::vector<TileConfig> heuristic_tiles(const KernelSpec& problem, int64_t m, int sm_count) const override {
+    std::vector<TileConfig> tiles{heuristic(problem, m, sm_count)};
+    if (gemm_problem_groups(problem)) {
+      const TileConfig one_group = sm90::heuristic(problem, m, sm_count, 1);
+      if (one_group != tiles.front()) tiles.push_back(one_group);
+    }
+    return tiles;
   }
 
   // its row height trimmed to m's rows (every height of 16 rows builds)
