@@ -10,8 +10,8 @@
 
 namespace nvfp4k::sm90 {
 
-// The accumulators of a width of H = W/2 of them: their operand numbers, and the operands.
-
+// A width W's H = W/2 accumulators: NVFP4_WGMMA_ACC<H>, their operand numbers in the
+// instruction's text; NVFP4_WGMMA_OUT<H>, the operands, d[0] to d[H - 1].
 #define NVFP4_WGMMA_ACC4 "%0, %1, %2, %3"
 #define NVFP4_WGMMA_ACC8 NVFP4_WGMMA_ACC4 ", %4, %5, %6, %7"
 #define NVFP4_WGMMA_ACC12 NVFP4_WGMMA_ACC8 ", %8, %9, %10, %11"
