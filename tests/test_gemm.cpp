@@ -687,7 +687,7 @@ TEST_SUITE("gemm") {
       std::string unsupported(const KernelSpec& p) const override {
         return gemm_problem_prepacked(p) ? "no prepacked layout" : "";
       }
-      TileConfig heuristic(const KernelSpec&, int64_t m, int, int64_t = 0) const override {
+      TileConfig heuristic(const KernelSpec&, int64_t m, int) const override {
         TileConfig t;
         t.block_m = m <= 64 ? 64 : 128, t.block_n = 128, t.block_k = 256, t.threads = 128, t.stages = 2, t.split_k = 1;
         return t;

@@ -15,6 +15,7 @@
 #include "gemm_test_util.hpp"
 #include "sass_util.hpp"
 #include "ops/gemm/m_buckets.hpp"
+#include "ops/gemm/sm90/backend.hpp"
 #include "ops/gemm/tile_choice.hpp"
 #include "sm90/gemm_params.cuh"
 #include "test_util.hpp"
@@ -199,27 +200,10 @@ TEST_SUITE("gemm_sm90") {
     }
   }
 
-  TEST_CASE("generated source: a contiguous or masked grouped tile's wgmma also in its narrower widths") {
-    const sm90::Tile t{256, 2, 3, 1, 128};
-    KernelSpec problem = sm90_problem(4096, 7168, true, DType::bf16, DType::bf16);
-    const std::string dense = generate(sm90_spec(problem, t)).source;
-    problem.groups = 256;
-    problem.flags |= kFlagGroupedContiguous;
-    const std::string grouped = generate(sm90_spec(problem, t)).source;
-    for (int w : {64, 128, 160, 192, 224, 256}) {
-      const std::string mma = fmt::format("wgmma.mma_async.sync.aligned.m64n{}k16.f32.bf16.bf16", w);
-      CAPTURE(mma);
-      CHECK(grouped.find(mma) != std::string::npos);
-      CHECK((dense.find(mma) != std::string::npos) == (w == 256));
-    }
-    CHECK(grouped.find("m64n96k16") == std::string::npos);  // eighths only above the half
-    problem.flags = (problem.flags & ~kFlagGroupedContiguous) | kFlagGroupedBatched;  // a batched tile is always full
-    CHECK(generate(sm90_spec(problem, t)).source.find("m64n192k16") == std::string::npos);
-  }
-
   TEST_CASE("SASS of DeepSeek-V3's tall grouped tiles: a k loop for every MMA width, no local memory") {
     // the tile of 4096 tokens (128 rows an expert: one 160-row tile), prepacked (three consumer
-    // warpgroups) and on ModelOpt's layout (two)
+    // warpgroups) and on ModelOpt's layout (two); and the prepacked one batched, whose tiles are
+    // always full (its MMA never narrows)
     std::vector<KernelSpec> specs;
     for (bool prepacked : {true, false}) {
       KernelSpec problem = sm90_problem(7168, 2048, prepacked);
@@ -228,15 +212,21 @@ TEST_SUITE("gemm_sm90") {
       specs.push_back(gemm_spec(problem, sm90_backend().heuristic(problem, 157, 132)));
       REQUIRE(specs.back().tile.block_m == 160);
     }
+    KernelSpec batched = specs.front();
+    batched.flags = (batched.flags & ~kFlagGroupedContiguous) | kFlagGroupedBatched;
+    REQUIRE(sm90_backend().tile_problem(batched).empty());
+    specs.push_back(batched);
     for_each_disassembled(specs, [](const KernelSpec& spec, const std::string& name, const std::string& text) {
+      CAPTURE(spec.describe());
       const int bm = spec.tile.block_m, steps = spec.tile.block_k / 16;  // k16 steps a stage
-      for (int i = 0; i < nvfp4k::narrow_mma_width_count(bm); ++i) {
-        const std::string hgmma = fmt::format("HGMMA.64x{}x16", nvfp4k::narrow_mma_width(bm, i));
+      const int widths = spec.flags & kFlagGroupedBatched ? 1 : nvfp4k::narrow_mma_width_count(bm);
+      for (int i = 0; i < widths; ++i) {
+        const std::string hgmma = fmt::format("HGMMA.64x{}x16", widths == 1 ? bm : nvfp4k::narrow_mma_width(bm, i));
         CAPTURE(hgmma);
         CHECK(parse_sass(text, name, hgmma + ".").matches == steps);
       }
       const Sass s = parse_sass(text, name, "HGMMA");
-      CHECK(s.matches == steps * nvfp4k::narrow_mma_width_count(bm));  // no other width
+      CHECK(s.matches == steps * widths);  // no other width
       CHECK(s.local_accesses == 0);
     });
   }
@@ -276,6 +266,8 @@ TEST_SUITE("gemm_sm90") {
       REQUIRE(source.find(fmt::format("__launch_bounds__({}", spec.tile.threads)) != std::string::npos);
       const Sass s = parse_sass(text, name, "HGMMA");
       CHECK(s.matches > 0);
+      // the activations' dtype picks the wgmma's inputs (sm90/wgmma.cuh): FP16's has no suffix
+      CHECK(parse_sass(text, name, ".F32.BF16 ").matches == (spec.a_dtype == uint8_t(DType::bf16) ? s.matches : 0));
       CHECK(s.registers <= 65536 / (ctas * spec.tile.threads));
       CHECK(s.loop_local_accesses == 0);
       // the ModelOpt layout's masked 8-row tile spills one word across its k loop, once a tile;
@@ -292,7 +284,7 @@ TEST_SUITE("gemm_sm90") {
     KernelSpec problem = sm90_problem(7168, 2048, true);
     problem.groups = 256;
     problem.flags |= kFlagGroupedContiguous;
-    const TileConfig decode = backend.heuristic(problem, 1, 132, 8);  // 1-row experts, a token's 8
+    const TileConfig decode = sm90::heuristic(problem, 1, 132, 8);  // 1-row experts, a token's 8
     const KernelSpec spec = gemm_spec(problem, decode);
     CAPTURE(backend.describe(decode));
     REQUIRE(decode.block_m == 8);
@@ -302,7 +294,7 @@ TEST_SUITE("gemm_sm90") {
     CHECK(backend.tile_problem(spec).empty());
     CHECK(backend.shared_bytes(spec) <= 228u * 1024 / 3 - 1024);
     CHECK(backend.kernel_name(spec).find("_persistent") != std::string::npos);
-    CHECK(generate(spec).source.find(", 1, 1, 256, 1>, Mma>(p)") != std::string::npos);  // k slices, layout, groups, persistent
+    CHECK(generate(spec).source.find(", 1, 1, 256, 1>>(p)") != std::string::npos);  // k slices, layout, groups, persistent
     CHECK(generate(spec).source.find("__launch_bounds__(256, 3)") != std::string::npos);
     // 8 rows in 8 experts: 9 row tiles x 112 n tiles, run by three CTAs an SM; up to two tiles a
     // CTA, a CTA a tile
@@ -395,12 +387,15 @@ TEST_SUITE("gemm_sm90") {
     }
   }
 
-  TEST_CASE("generated source: one wgmma for the bucket's N; named after the tile; sm_90a only; N an argument") {
+  TEST_CASE("generated source: the config's template arguments, no instruction; named after the tile; sm_90a only; N an argument") {
     const sm90::Tile t = sm90::bucket_tile(2880, 2880, 16, 132);
     const KernelSpec spec =
         sm90_spec(sm90_problem(2880, 2880, false, DType::bf16, DType::fp32, ScaleLayout::swizzled128x4, uint8_t(DType::bf16)), t);
     const GeneratedKernel g = generate(spec);
-    CHECK(g.source.find("wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16") != std::string::npos);
+    // A bf16, D fp32, bias bf16, K, swizzled scales, the tile from its consumers on (the bucket's 16 rows)
+    CHECK(g.source.find(fmt::format("GemmConfig<0, 2, 1, 2880LL, 1, {}, 16, {}, {}, ", t.consumers, t.block_k, t.stages)) !=
+          std::string::npos);
+    CHECK(g.source.find("asm") == std::string::npos);  // the wgmma is sm90/wgmma.cuh's
     CHECK(g.source.find("#include \"sm90/gemm_w4a16.cuh\"") != std::string::npos);
     CHECK(g.name.find("nvfp4_gemm_w4a16_k2880_bf16_fp32_sw128x4_biasbf16_bm16") == 0);
     CHECK(g.name == sm90_backend().kernel_name(spec));
@@ -417,7 +412,7 @@ TEST_SUITE("gemm_sm90") {
     KernelSpec other_tile = spec;
     other_tile.tile.stages = uint8_t(spec.tile.stages + 1);
     CHECK(!(sm90_backend().kernel_spec(other_tile) == kernel));
-    CHECK(generate(sm90_spec(sm90_problem(2880, 2880, false, DType::fp16, DType::fp32), t)).source.find(".f32.f16.f16") !=
+    CHECK(generate(sm90_spec(sm90_problem(2880, 2880, false, DType::fp16, DType::fp32), t)).source.find("GemmConfig<1, 2, ") !=
           std::string::npos);
     KernelSpec other_arch = spec;
     other_arch.arch = Arch::sm_100a;  // a W4A16 problem and a tile sm_100a's backend does not build
@@ -452,17 +447,17 @@ TEST_SUITE("gemm_sm90") {
     const int fill = 6 * 2 * 132;  // six tiles for each of two CTAs an SM
     auto consumers = [&](const TileConfig& t) { return sm90::from_config(t).consumers; };
     CHECK(41 * 38 < fill);
-    CHECK(consumers(backend.heuristic(problem, 1, 132, 41)) == 1);  // at three CTAs an SM
+    CHECK(consumers(sm90::heuristic(problem, 1, 132, 41)) == 1);  // at three CTAs an SM
     CHECK(42 * 38 >= fill);
-    const TileConfig wide = backend.heuristic(problem, 1, 132, 42);
+    const TileConfig wide = sm90::heuristic(problem, 1, 132, 42);
     CAPTURE(backend.describe(wide));
     CHECK(consumers(wide) == 3);
     CHECK(wide.block_m == 8);
     CHECK(generate(gemm_spec(problem, wide)).source.find("__launch_bounds__(512, 2)") != std::string::npos);
     CHECK(backend.tile_problem(gemm_spec(problem, wide)).empty());
     CHECK(backend.heuristic(problem, 1, 132) == wide);  // 0: all groups, the bucket's tile
-    CHECK(backend.heuristic(problem, 1, 132, 1000) == wide);
-    CHECK(backend.heuristic(problem, 8, 132, 256) == wide);
+    CHECK(sm90::heuristic(problem, 1, 132, 1000) == wide);
+    CHECK(sm90::heuristic(problem, 8, 132, 256) == wide);
     // the call's rows bound the groups they reach: one token's 8 rows, 16 tokens' 128
     GroupedGemmArgs g;
     alignas(16) static unsigned char dummy[64];
@@ -470,32 +465,37 @@ TEST_SUITE("gemm_sm90") {
     g.gemm.a = g.gemm.b.data = g.gemm.d = dummy;
     g.gemm.b_prepacked = true;
     g.groups = 256, g.group_ends = reinterpret_cast<const int32_t*>(dummy);
-    CHECK(gemm_groups_reached(grouped_gemm_call(g, "test")) == 8);
+    const GemmCall eight_rows = grouped_gemm_call(g, "test");
+    CHECK(gemm_groups_reached(eight_rows) == 8);
     g.gemm.m = 128;
-    CHECK(gemm_groups_reached(grouped_gemm_call(g, "test")) == 128);
+    const GemmCall many_rows = grouped_gemm_call(g, "test");
+    CHECK(gemm_groups_reached(many_rows) == 128);
     g.gemm.m = 4096;
     CHECK(gemm_groups_reached(grouped_gemm_call(g, "test")) == 256);
     CHECK(gemm_groups_reached(gemm_call(g.gemm, "test")) == 0);  // dense
     // an untuned call and a tuned bucket whose winner is the heuristic's: the tile for its reach
-    CHECK(consumers(gemm_tile_choice(backend, problem, nullptr, 1, 132, 8)) == 1);
-    CHECK(gemm_tile_choice(backend, problem, nullptr, 1, 132, 128) == wide);
-    CHECK(consumers(gemm_tile_choice(backend, problem, &wide, 1, 132, 8)) == 1);
+    CHECK(consumers(gemm_tile_choice(backend, problem, nullptr, 1, 132, &eight_rows)) == 1);
+    CHECK(gemm_tile_choice(backend, problem, nullptr, 1, 132, &many_rows) == wide);
+    CHECK(consumers(gemm_tile_choice(backend, problem, &wide, 1, 132, &eight_rows)) == 1);
+    CHECK(gemm_tile_choice(backend, problem, nullptr, 1, 132) == wide);  // no call: the bucket's
+    CHECK(backend.call_heuristic(problem, eight_rows, 1, 132) == sm90::heuristic(problem, 1, 132, 8));
+    CHECK(backend.heuristic_tiles(problem, 1, 132) == std::vector<TileConfig>{wide, sm90::heuristic(problem, 1, 132, 1)});
     // prewarm compiles both, and the tuner starts from the bucket's (all groups reached)
     const std::vector<TileConfig> bucket = gemm_bucket_tiles(backend, problem, 8, 132);
     CHECK(std::count(bucket.begin(), bucket.end(), wide) == 1);
-    CHECK(std::count(bucket.begin(), bucket.end(), backend.heuristic(problem, 1, 132, 8)) == 1);
+    CHECK(std::count(bucket.begin(), bucket.end(), sm90::heuristic(problem, 1, 132, 8)) == 1);
     CHECK(backend.candidates(problem, 8, 132).front() == wide);
     // masked groups, a small weight (Qwen3-30B-A3B's 8 tiles an expert) and K past three CTAs'
     // 4096 keep their tiles
     KernelSpec masked = problem;
     masked.flags = (masked.flags & ~kFlagGroupedContiguous) | kFlagGroupedMasked;
-    CHECK(consumers(backend.heuristic(masked, 1, 132, 256)) == 1);
+    CHECK(consumers(sm90::heuristic(masked, 1, 132, 256)) == 1);
     KernelSpec small = sm90_problem(1536, 2048, true);
     small.groups = 128, small.flags |= kFlagGroupedContiguous;
-    CHECK(consumers(backend.heuristic(small, 1, 132, 128)) == 1);
+    CHECK(consumers(sm90::heuristic(small, 1, 132, 128)) == 1);
     KernelSpec long_k = sm90_problem(4096, 7168, true);
     long_k.groups = 256, long_k.flags |= kFlagGroupedContiguous;
-    CHECK(backend.heuristic(long_k, 1, 132, 256) == backend.heuristic(long_k, 1, 132, 8));
+    CHECK(sm90::heuristic(long_k, 1, 132, 256) == sm90::heuristic(long_k, 1, 132, 8));
   }
 
   TEST_CASE("grouped heuristic: one token's tile unsliced; past 16 rows per group the widest tiles, at most 192 high") {
@@ -519,7 +519,7 @@ TEST_SUITE("gemm_sm90") {
           line += fmt::format(" {}:{}", bucket, sm90::describe(t));
           // the kernel that runs (persistent up to 64 rows, with its ring and partial sums) builds;
           // rows reaching one group (the tile for many is the next test case's)
-          const KernelSpec runs = gemm_spec(problem, backend.heuristic(problem, gemm_bucket_m(bucket), 132, 1));
+          const KernelSpec runs = gemm_spec(problem, sm90::heuristic(problem, gemm_bucket_m(bucket), 132, 1));
           CAPTURE(backend.kernel_name(runs));
           CHECK(backend.tile_problem(runs) == "");
           CHECK(backend.shared_bytes(runs) <= 227u * 1024);

@@ -9,6 +9,7 @@
 
 #include "core/launcher.hpp"
 #include "core/prewarm.hpp"
+#include "ops/gemm/prewarm_variants.hpp"
 #include "nvfp4/jit.h"
 #include "nvfp4/jit.hpp"
 
@@ -170,11 +171,36 @@ TEST_SUITE("prewarm") {
     CHECK(gemm_k_problem(even).empty());
   }
 
+  TEST_CASE("a GEMM variant's prewarm flags are the variant fields' words: each parses back to the variant") {
+    GemmVariant v;
+    v.a = DType::nvfp4, v.d = DType::fp32, v.bias = uint8_t(DType::bf16), v.b = WeightLayout::prepacked;
+    v.a_scales = ScaleLayout::swizzled128x4, v.grouped = GroupedLayout::masked;
+    const std::string flags = prewarm_variant_flags(v, true);
+    CHECK(flags == " --a-dtype nvfp4 --d-dtype fp32 --bias bf16 --b-layout prepacked --a-scales swizzled --grouped masked");
+    PrewarmVariants parsed;
+    for (size_t at = flags.find(" --"); at != std::string::npos;) {
+      const size_t value = flags.find(' ', at + 3), next = flags.find(" --", value);
+      const std::string key = flags.substr(at + 3, value - at - 3);
+      CAPTURE(key);
+      CHECK(set_prewarm_variant(parsed, key, flags.substr(value + 1, next == std::string::npos ? next : next - value - 1)) == "");
+      at = next;
+    }
+    CHECK(parsed.a_dtypes == std::vector<DType>{v.a});
+    CHECK(parsed.d_dtypes == std::vector<DType>{v.d});
+    CHECK(parsed.biases == std::vector<uint8_t>{v.bias});
+    CHECK(parsed.b_layouts == std::vector<WeightLayout>{v.b});
+    CHECK(parsed.a_scales == std::vector<ScaleLayout>{v.a_scales});
+    CHECK(parsed.grouped == std::vector<GroupedLayout>{v.grouped});
+    // W4A16 names no A scale layout; a dense weight no grouped layout; no bias is `none`
+    CHECK(prewarm_variant_flags(GemmVariant{}, false) == " --a-dtype bf16 --d-dtype bf16 --bias none --b-layout linear");
+  }
+
   TEST_CASE("archs with an empty name are refused, naming the argument, in C++ and C") {
     PrewarmOptions o;
     o.shapes = {{8, 64, 1}};
     o.archs = {"sm_90a", ""};
-    CHECK_THROWS_WITH_AS(nvfp4::jit::prewarm(o), doctest::Contains("archs[1] is empty"), nvfp4::jit::Error);
+    CHECK_THROWS_WITH_AS(nvfp4::jit::prewarm(o), doctest::Contains(("archs[1] is empty: name an arch (" + arch_names() + ")").c_str()),
+                         nvfp4::jit::Error);
     o.archs = {"sm_89"};  // an unknown name: the message lists every arch
     CHECK_THROWS_WITH_AS(nvfp4::jit::prewarm(o),
                          doctest::Contains("`sm_89` is not one of sm_90a, sm_100a, sm_103a, sm_120a, sm_121a"),

@@ -82,7 +82,7 @@ PrewarmResult prewarm(const PrewarmOptions& options) {
   for (size_t i = 0; i < options.archs.size(); ++i) {
     const std::string& name = options.archs[i];
     // an empty name is a mistake in the list, not "the current device" (that is no archs at all)
-    if (name.empty()) check.fail("archs", fmt::format("archs[{}] is empty: name an arch (sm_90a, ...) or give no archs", i));
+    if (name.empty()) check.fail("archs", fmt::format("archs[{}] is empty: name an arch ({}) or give no archs", i, arch_names()));
     const auto arch = parse_arch(name);
     if (!arch) check.fail("archs", fmt::format("archs: `{}` is not one of {}", name, arch_names()));
     archs.push_back(*arch);

@@ -53,7 +53,11 @@ std::string parse_list(std::string_view key, std::string_view values, const Name
 
 }  // namespace
 
-std::string_view weight_layout_name(WeightLayout layout) { return name_of(kWeightLayouts, layout); }
+std::string_view variant_name(DType dtype) { return name_of(kDTypes, dtype); }
+std::string_view variant_name(WeightLayout layout) { return name_of(kWeightLayouts, layout); }
+std::string_view variant_name(ScaleLayout layout) { return name_of(kScaleLayouts, layout); }
+std::string_view variant_name(GroupedLayout layout) { return name_of(kGroupedLayouts, layout); }
+std::string_view bias_variant_name(uint8_t bias) { return name_of(kBiases, bias); }
 
 std::string a_from_names(const std::vector<AFrom>& ops) {
   std::string out;
@@ -90,14 +94,6 @@ std::string set_prewarm_variants(PrewarmVariants& variants, std::string_view fie
     if (std::string why = set_prewarm_variant(variants, field.substr(0, eq), field.substr(eq + 1)); !why.empty()) return why;
   }
   return {};
-}
-
-std::string prewarm_variant_flags(const GemmVariant& v, bool grouped) {
-  std::string flags = fmt::format(" --a-dtype {} --d-dtype {} --bias {} --b-layout {}", name_of(kDTypes, v.a),
-                                  name_of(kDTypes, v.d), name_of(kBiases, v.bias), name_of(kWeightLayouts, v.b));
-  if (v.a == DType::nvfp4) flags += fmt::format(" --a-scales {}", name_of(kScaleLayouts, v.a_scales));
-  if (grouped) flags += fmt::format(" --grouped {}", name_of(kGroupedLayouts, v.grouped));
-  return flags;
 }
 
 }  // namespace nvfp4::jit::detail

@@ -2,7 +2,7 @@
 // activation dtype (nvfp4: W4A4), output dtype, bias, the weight's scale layout (or prepacked),
 // W4A4 A's scale layout, the grouped layout, the quantizers' input dtypes and which quantizers
 // write the weight's activations. Each is a list; a prewarm compiles every combination the
-// arch's backends run. One vocabulary everywhere: a CLI flag `--a-dtype fp16,bf16` is the
+// arch's backends run (a GEMM's one: ops/gemm/prewarm_variants.hpp). One vocabulary everywhere: a CLI flag `--a-dtype fp16,bf16` is the
 // manifest field `a-dtype=fp16,bf16` and PrewarmOptions::variants.
 #pragma once
 #include <cstdint>
@@ -59,17 +59,13 @@ std::string set_prewarm_variant(PrewarmVariants& variants, std::string_view key,
 // Applies space-separated `key=values` fields (PrewarmOptions::variants' syntax). Returns why not.
 std::string set_prewarm_variants(PrewarmVariants& variants, std::string_view fields);
 
-// The CLI flags that select exactly one call's variant: " --a-dtype fp16 --d-dtype fp32 ...".
-struct GemmVariant {
-  DType a = DType::bf16, d = DType::bf16;
-  uint8_t bias = kNoDType;
-  WeightLayout b = WeightLayout::linear;
-  ScaleLayout a_scales = ScaleLayout::linear;
-  GroupedLayout grouped = GroupedLayout::contiguous;
-};
-std::string prewarm_variant_flags(const GemmVariant& v, bool grouped);
-
-std::string_view weight_layout_name(WeightLayout layout);
+// A value as the variant fields write it: "bf16", "prepacked", "swizzled" (swizzled128x4),
+// "masked"; a bias of kNoDType is "none".
+std::string_view variant_name(DType dtype);
+std::string_view variant_name(WeightLayout layout);
+std::string_view variant_name(ScaleLayout layout);
+std::string_view variant_name(GroupedLayout layout);
+std::string_view bias_variant_name(uint8_t bias);
 // "rmsnorm,quantize": the list as the `a-from` field writes it.
 std::string a_from_names(const std::vector<AFrom>& ops);
 

@@ -490,7 +490,7 @@ GeneratedKernel generate_row_quantize(const KernelSpec& spec) {
                      fmt::format("nvfp4k::row_quantize<{}, {}, {}, {}LL, {}LL, {}, {}, {}, {}LL, {}>(p)", prologue_of(spec.op),
                                  spec.a_dtype, weight, spec.k, std::max<int64_t>(spec.n, 1), spec.groups,
                                  spec.scale_layout, spec.tile.threads / spread, spec.tile.block_k, spread),
-                     {}, spec.tile.stages);
+                     spec.tile.stages);
 }
 
 std::vector<KernelSpec> row_quantize_prewarm_specs(Arch arch, const WeightShape& shape) {

@@ -10,7 +10,7 @@ namespace nvfp4k {
 // its MMA to, so a group's last tile multiplies about the rows it holds: BM's quarters, and from
 // 128 rows its eighths above the half (where the tile's MMA outweighs its weight decode about
 // three to one), rounded up to 8 (wgmma's granule). Ascending; the last is BM. The kernel holds
-// one k loop per width (sm90/gemm_w4a16.cuh); the host writes the wgmma of each (sm90/backend.cpp).
+// one k loop per width (sm90/gemm_w4a16.cuh), each issuing that width's wgmma (sm90/wgmma.cuh).
 NVFP4_HD constexpr int narrow_mma_width_count(int bm) { return bm < 64 ? 1 : bm < 128 ? 4 : 6; }
 NVFP4_HD constexpr int narrow_mma_width(int bm, int i) {
   const int count = narrow_mma_width_count(bm);

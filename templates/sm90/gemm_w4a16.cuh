@@ -34,6 +34,7 @@
 #include "sm90/gemm_params.cuh"
 #include "sm90/prepacked_weight.cuh"
 #include "sm90/ptx.cuh"
+#include "sm90/wgmma.cuh"
 
 namespace nvfp4k::sm90 {
 
@@ -44,12 +45,6 @@ __device__ __align__(16) const unsigned kNanPiece[2][4] = {{0x7FC07FC0u, 0x7FC07
 
 // N is a run-time value (GemmParams::n): one kernel serves every N of a K and tile. K stays a
 // constant: its loops' trip counts shape the main loop's code (a run-time K is slower).
-// A k loop's MMA width (wgmma's N) as a type, to instantiate the loop per width.
-template <int W>
-struct MmaWidth {
-  static constexpr int value = W;
-};
-
 template <int ADT_, int ODT_, int BIAS_, long long K_, int LAYOUT_, int WG_, int BM_, int BK_, int STAGES_, int KSPLIT_,
           int KSLICES_ = 1, int GROUPED_ = GROUPED_NONE, int GROUPS_ = 0, int PERSISTENT_ = 0>
 struct GemmConfig {
@@ -274,7 +269,7 @@ struct ConsumerStage {
 // products with W columns of D (wgmma's N, at most BM). Steps go to the tensor
 // cores in commits of COMMIT_STEPS (see gemm_w4a16); fragments alternate between two sets where
 // a k-tile holds an even number of commits (CARRY).
-template <class C, class Mma, int STEPS, int COMMIT_STEPS, int W, int FRAGS>
+template <class C, int STEPS, int COMMIT_STEPS, int W, int FRAGS>
 __device__ __forceinline__ void consumer_k_loop(const ConsumerStage& st, int ring, int kt_begin, int kt_end, const int (&w_row)[2],
                                                 const int (&w_swizzle)[2], bool (&nan_scale)[2], unsigned (&a)[FRAGS][4],
                                                 float (&acc)[C::BM / 2]) {
@@ -303,7 +298,7 @@ __device__ __forceinline__ void consumer_k_loop(const ConsumerStage& st, int rin
       wgmma_fence();
 #pragma unroll
       for (int jj = j + 1 - COMMIT_STEPS; jj <= j; ++jj)
-        Mma::template mma<W>(acc, a[jj % FRAGS], sw128_desc(desc_lo + unsigned(((jj / 4) * C::A_BOX_BYTES + (jj % 4) * 32) >> 4)));
+        wgmma<W, C::ADT>(acc, a[jj % FRAGS], sw128_desc(desc_lo + unsigned(((jj / 4) * C::A_BOX_BYTES + (jj % 4) * 32) >> 4)));
       wgmma_commit();
       wgmma_wait<1>();
       if (CARRY && j == COMMIT_STEPS - 1) release(held);
@@ -326,18 +321,18 @@ __device__ __forceinline__ void consumer_k_loop(const ConsumerStage& st, int rin
 }
 
 // consumer_k_loop at the narrowest of the tile's MMA widths, from width I on, that holds `rows`.
-template <class C, class Mma, int STEPS, int COMMIT_STEPS, int I, int FRAGS>
+template <class C, int STEPS, int COMMIT_STEPS, int I, int FRAGS>
 __device__ __forceinline__ void narrowed_k_loop(long long rows, const ConsumerStage& st, int ring, int kt_begin, int kt_end,
                                                 const int (&w_row)[2], const int (&w_swizzle)[2], bool (&nan_scale)[2],
                                                 unsigned (&a)[FRAGS][4], float (&acc)[C::BM / 2]) {
   constexpr int W = narrow_mma_width(C::BM, I);
   if constexpr (I + 1 < narrow_mma_width_count(C::BM)) {
     if (rows > W) {
-      narrowed_k_loop<C, Mma, STEPS, COMMIT_STEPS, I + 1>(rows, st, ring, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
+      narrowed_k_loop<C, STEPS, COMMIT_STEPS, I + 1>(rows, st, ring, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
       return;
     }
   }
-  consumer_k_loop<C, Mma, STEPS, COMMIT_STEPS, W>(st, ring, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
+  consumer_k_loop<C, STEPS, COMMIT_STEPS, W>(st, ring, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
 }
 
 // A consumer thread's share of a finished tile: k slices and split-K partial sums added, the
@@ -514,7 +509,7 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledT
   }
 }
 
-template <class C, class Mma>
+template <class C>
 __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   extern __shared__ unsigned char smem_raw[];
   // 1024-byte aligned for the swizzles; derived from smem_raw so loads stay ld.shared
@@ -724,9 +719,9 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     // loop would have ptxas serialize the wgmmas.
     const int kt_begin = tile.kt_begin, kt_end = tile.kt_end;
     if constexpr (C::NARROW_MMA)
-      narrowed_k_loop<C, Mma, STEPS, COMMIT_STEPS, 0>(tile.m_end - tile.m0, st, ring, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
+      narrowed_k_loop<C, STEPS, COMMIT_STEPS, 0>(tile.m_end - tile.m0, st, ring, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
     else
-      consumer_k_loop<C, Mma, STEPS, COMMIT_STEPS, C::BM>(st, ring, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
+      consumer_k_loop<C, STEPS, COMMIT_STEPS, C::BM>(st, ring, kt_begin, kt_end, w_row, w_swizzle, nan_scale, a, acc);
     ring += kt_end - kt_begin;
     // acc[4j + 2h + e] belongs to row row0 + 8h
 #pragma unroll

@@ -19,6 +19,7 @@
 #include "core/gpu_util.hpp"
 #include "ops/gemm/call.hpp"
 #include "ops/gemm/dispatch.hpp"
+#include "ops/gemm/sm90/backend.hpp"
 #include "ops/gemm/sm90/tiles.hpp"
 
 using namespace nvfp4::jit;
@@ -539,7 +540,7 @@ TEST_SUITE("gpu_grouped_gemm") {
       KernelSpec problem = gemm_problem(Arch::sm_90a, 2880, 512, DType::bf16, DType::bf16, ScaleLayout::linear, true, kNoDType);
       problem.groups = 128, problem.flags |= kFlagGroupedContiguous;
       const int sms = current_device().sm_count;
-      const TileConfig tile = gemm_backend(Arch::sm_90a, "test").heuristic(problem, 5, sms, 128);
+      const TileConfig tile = sm90::heuristic(problem, 5, sms, 128);
       MESSAGE("128 groups of 2880 x 512, 512 rows on " << sms << " SMs: " << sm90::describe(sm90::from_config(tile)));
       if (128 * 15 >= 12 * sms) CHECK(sm90::from_config(tile).consumers == 3);
       run_grouped({GroupedLayout::contiguous, 128, 512, 2880, 512, ScaleLayout::linear, DType::bf16, DType::bf16, true}, rng);

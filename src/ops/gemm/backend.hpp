@@ -56,12 +56,19 @@ class GemmBackend {
   virtual bool emulates(Arch) const { return false; }
   // Why `problem` (a spec without tile) cannot run on this backend; empty when it can.
   virtual std::string unsupported(const KernelSpec& problem) const = 0;
-  // The tile an untuned call with m rows runs (m is the bucket's largest for the bucket's tile;
-  // a grouped call's m is rows per group). `groups_reached`: how many of a grouped problem's
-  // groups the call's rows can reach (gemm_groups_reached), 0 for all of them, as a bucket's
-  // tile is chosen, timed and tuned: fewer groups hold fewer tiles to spread over the SMs. From
-  // one group to all, the tile changes at most once (so prewarm compiles the two ends).
-  virtual TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count, int64_t groups_reached = 0) const = 0;
+  // The tile of a bucket's untuned calls with m rows (m is the bucket's largest for the
+  // bucket's tile; a grouped call's m is rows per group): what the tuner starts from.
+  virtual TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count) const = 0;
+  // The tile an untuned `call` with m rows runs: the heuristic's, or one the backend fits to
+  // more of the call than its rows.
+  virtual TileConfig call_heuristic(const KernelSpec& problem, const GemmCall& /*call*/, int64_t m, int sm_count) const {
+    return heuristic(problem, m, sm_count);
+  }
+  // Every tile call_heuristic gives the calls with m rows, the heuristic's first: what prewarm
+  // compiles, so no call meets a kernel it lacks.
+  virtual std::vector<TileConfig> heuristic_tiles(const KernelSpec& problem, int64_t m, int sm_count) const {
+    return {heuristic(problem, m, sm_count)};
+  }
   // The tile a call with m rows runs where `tile` won m's bucket in the tuner: `tile` itself, or
   // one the backend fits to m's rows (sm_90a trims its row height).
   virtual TileConfig for_rows(const TileConfig& tile, int64_t /*m*/) const { return tile; }

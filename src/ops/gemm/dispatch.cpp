@@ -65,7 +65,7 @@ GemmKernel choose_and_load(const DeviceInfo& device, const GemmBackend& backend,
     tuned = gemm_tuned_tile(device, problem, bucket);
   }
   const TileConfig tile =
-      gemm_tile_choice(backend, problem, tuned ? &*tuned : nullptr, m, device.sm_count, gemm_groups_reached(call));
+      gemm_tile_choice(backend, problem, tuned ? &*tuned : nullptr, m, device.sm_count, &call);
   return load_gemm_kernel(device, backend, gemm_spec(problem, tile), call.args.m, stream, call);
 }
 

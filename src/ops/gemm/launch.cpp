@@ -4,7 +4,7 @@
 
 #include <fmt/format.h>
 
-#include "core/prewarm_variants.hpp"
+#include "ops/gemm/prewarm_variants.hpp"
 
 namespace nvfp4::jit::detail {
 

@@ -7,6 +7,7 @@
 #include "ops/gemm/backend.hpp"
 #include "ops/gemm/call.hpp"
 #include "ops/gemm/m_buckets.hpp"
+#include "ops/gemm/prewarm_variants.hpp"
 #include "ops/gemm/tile_choice.hpp"
 
 namespace nvfp4::jit::detail {

@@ -18,23 +18,20 @@ void add_once(std::vector<TileConfig>& tiles, const TileConfig& t) {
 }  // namespace
 
 TileConfig gemm_tile_choice(const GemmBackend& backend, const KernelSpec& problem, const TileConfig* tuned, int64_t m,
-                            int sm_count, int64_t groups_reached) {
+                            int sm_count, const GemmCall* call) {
   const int64_t bucket_m = gemm_bucket_m(gemm_m_bucket(m));
   // a table written before tiles were trimmed to their rows holds the heuristic's untrimmed
   if (tuned && backend.for_rows(*tuned, bucket_m) != backend.heuristic(problem, bucket_m, sm_count))
     return m > kGemmLargestTrimmedM ? *tuned : backend.for_rows(*tuned, m);
-  return backend.heuristic(problem, m, sm_count, groups_reached);
+  return call ? backend.call_heuristic(problem, *call, m, sm_count) : backend.heuristic(problem, m, sm_count);
 }
 
 std::vector<TileConfig> gemm_bucket_tiles(const GemmBackend& backend, const KernelSpec& problem, int bucket,
                                           int sm_count) {
   std::vector<TileConfig> tiles{backend.heuristic(problem, gemm_bucket_m(bucket), sm_count)};
   const auto [first, last] = gemm_bucket_rows(bucket);
-  for (int64_t m = first; m <= last; ++m) {
-    add_once(tiles, backend.heuristic(problem, m, sm_count));
-    // a grouped call's rows reach one group to all (the heuristic's two ends: GemmBackend)
-    if (gemm_problem_groups(problem)) add_once(tiles, backend.heuristic(problem, m, sm_count, 1));
-  }
+  for (int64_t m = first; m <= last; ++m)
+    for (const TileConfig& t : backend.heuristic_tiles(problem, m, sm_count)) add_once(tiles, t);
   return tiles;
 }
 

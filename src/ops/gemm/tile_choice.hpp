@@ -15,10 +15,10 @@ namespace nvfp4::jit::detail {
 
 // `tuned`: the bucket's entry in the tuning table, if any. An entry holding the heuristic's own
 // tile (timed at the bucket's largest M) leaves every M its own heuristic tile, and one whose
-// tile the backend refuses (tile_problem) is passed over. `groups_reached`: the groups a grouped
-// call's rows can reach (gemm_groups_reached), 0 for all.
+// tile the backend refuses (tile_problem) is passed over. `call`, where one is at hand: an
+// untuned call runs the tile the backend fits to it (GemmBackend::call_heuristic).
 TileConfig gemm_tile_choice(const GemmBackend& backend, const KernelSpec& problem, const TileConfig* tuned, int64_t m,
-                            int sm_count, int64_t groups_reached = 0);
+                            int sm_count, const GemmCall* call = nullptr);
 
 // Every tile an untuned call with an M of `bucket` runs (the bucket's first): what prewarm
 // compiles, so no M meets a kernel it lacks.

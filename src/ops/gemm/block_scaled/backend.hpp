@@ -82,8 +82,7 @@ class Backend : public GemmBackend {
     return why;
   }
 
-  // (the groups a call reaches do not change these tiles)
-  TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count, int64_t = 0) const final {
+  TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count) const final {
     return Family::to_config(Family::heuristic_tile(problem.n, problem.k, m, sm_count, gemm_problem_groups(problem)));
   }
 

@@ -8,6 +8,8 @@
 #include <fmt/format.h>
 
 #include "common/scale_layout.cuh"
+#include "ops/gemm/sm90/backend.hpp"
+
 #include "ops/gemm/backend.hpp"
 #include "ops/gemm/m_buckets.hpp"
 #include "ops/gemm/schedule.hpp"
@@ -21,45 +23,6 @@ namespace {
 
 static_assert(sizeof(nvfp4k::TmaDescriptor) == sizeof(CUtensorMap));
 static_assert(sizeof(nvfp4k::GemmParams) <= GemmPlan::kMaxParamBytes);
-
-// The wgmma of one k16 step, A (weights) from registers, B (activations) from shared memory:
-// Mma::mma<W> runs m64nWk16 on the first W/2 of the tile's BM/2 accumulators, for each width
-// in `widths` (BM, and a grouped kernel's narrower ones: GemmConfig::NARROW_MMA).
-std::string wgmma_prelude(int bm, const std::vector<int>& widths, bool fp16) {
-  std::string bodies;
-  for (int w : widths) {
-    std::string acc, outs;
-    for (int i = 0; i < w / 2; ++i) {
-      acc += fmt::format("{}%{}", i ? ", " : "", i);
-      outs += fmt::format("{}\"+f\"(d[{}])", i ? ", " : "", i);
-    }
-    const int a0 = w / 2;
-    bodies += fmt::format(
-        "    if constexpr (W == {1}) asm volatile(\"{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{6}, 0;\\n\"\n"
-        "                 \"wgmma.mma_async.sync.aligned.m64n{1}k16.f32.{2}.{2} {{{3}}}, {{%{4}, %{7}, %{8}, %{9}}}, %{5}, p, 1, 1, 0;\\n}}\\n\"\n"
-        "                 : {10}\n"
-        "                 : \"r\"(a[0]), \"r\"(a[1]), \"r\"(a[2]), \"r\"(a[3]), \"l\"(desc), \"r\"(1));\n",
-        0, w, fp16 ? "f16" : "bf16", acc, a0, a0 + 4, a0 + 5, a0 + 1, a0 + 2, a0 + 3, outs);
-  }
-  return fmt::format(
-      "struct Mma {{\n"
-      "  template <int W>\n"
-      "  __device__ __forceinline__ static void mma(float (&d)[{0}], const unsigned (&a)[4], unsigned long long desc) {{\n"
-      "{1}"
-      "  }}\n"
-      "}};\n\n",
-      bm / 2, bodies);
-}
-
-// The MMA widths a kernel's tile issues: BM, and for contiguous and masked groups its narrower
-// ones (nvfp4k::narrow_mma_width).
-std::vector<int> mma_widths(const KernelSpec& spec, int bm) {
-  const int grouped = gemm_problem_grouped(spec);
-  if (grouped != nvfp4k::GROUPED_CONTIGUOUS && grouped != nvfp4k::GROUPED_MASKED) return {bm};
-  std::vector<int> widths;
-  for (int i = 0; i < nvfp4k::narrow_mma_width_count(bm); ++i) widths.push_back(nvfp4k::narrow_mma_width(bm, i));
-  return widths;
-}
 
 int d_bytes(const KernelSpec& spec) { return spec.out_dtype == uint8_t(DType::fp32) ? 4 : 2; }
 
@@ -89,20 +52,42 @@ struct Binding {
   bool d_tile_fits;  // the tile of D fits in the stages (stores_through_smem)
 };
 
+}  // namespace
+
+TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count, int64_t groups_reached) {
+  const int groups = gemm_problem_groups(problem);
+  // counted for contiguous groups only (masked ones keep the decode tile measured for them)
+  const int64_t reached = gemm_problem_grouped(problem) != nvfp4k::GROUPED_CONTIGUOUS ? 0
+                          : groups_reached > 0 ? std::min<int64_t>(groups_reached, groups)
+                                               : groups;
+  return to_config(as_grouped(problem, heuristic_tile(problem.n, problem.k, m, sm_count, gemm_problem_prepacked(problem),
+                                                      groups, reached)));
+}
+
+namespace {
+
 class Sm90Backend final : public GemmBackend {
  public:
   std::string_view name() const override { return "sm90"; }
   bool serves(Arch arch) const override { return arch == Arch::sm_90a; }
   std::string unsupported(const KernelSpec&) const override { return {}; }
 
-  TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count, int64_t groups_reached = 0) const override {
-    const int groups = gemm_problem_groups(problem);
-    // counted for contiguous groups only (masked ones keep the decode tile measured for them)
-    const int64_t reached = gemm_problem_grouped(problem) != nvfp4k::GROUPED_CONTIGUOUS ? 0
-                            : groups_reached > 0 ? std::min<int64_t>(groups_reached, groups)
-                                                 : groups;
-    return to_config(as_grouped(problem, heuristic_tile(problem.n, problem.k, m, sm_count, gemm_problem_prepacked(problem),
-                                                        groups, reached)));
+  TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count) const override {
+    return sm90::heuristic(problem, m, sm_count, 0);
+  }
+
+  TileConfig call_heuristic(const KernelSpec& problem, const GemmCall& call, int64_t m, int sm_count) const override {
+    return sm90::heuristic(problem, m, sm_count, gemm_groups_reached(call));
+  }
+
+  // a grouped problem's calls reach one group to all: the heuristic's two ends
+  std::vector<TileConfig> heuristic_tiles(const KernelSpec& problem, int64_t m, int sm_count) const override {
+    std::vector<TileConfig> tiles{heuristic(problem, m, sm_count)};
+    if (gemm_problem_groups(problem)) {
+      const TileConfig one_group = sm90::heuristic(problem, m, sm_count, 1);
+      if (one_group != tiles.front()) tiles.push_back(one_group);
+    }
+    return tiles;
   }
 
   // its row height trimmed to m's rows (every height of 16 rows builds)
@@ -152,11 +137,10 @@ class Sm90Backend final : public GemmBackend {
     const int grouped = gemm_problem_grouped(spec);
     return entry_point(spec, kernel_name(spec), "sm90/gemm_w4a16.cuh", "GemmParams",
                        fmt::format("nvfp4k::sm90::gemm_w4a16<nvfp4k::sm90::GemmConfig<{}, {}, {}, {}LL, {}, {}, {}, "
-                                   "{}, {}, {}, {}{}>, Mma>(p)",
+                                   "{}, {}, {}, {}{}>>(p)",
                                    spec.a_dtype, spec.out_dtype, gemm_bias_code(spec), spec.k, spec.scale_layout,
                                    t.consumers, t.block_m, t.block_k, t.stages, t.split_k, t.k_slices,
                                    grouped ? fmt::format(", {}, {}, {}", grouped, spec.groups, t.persistent > 0 ? 1 : 0) : ""),
-                       wgmma_prelude(t.block_m, mma_widths(spec, t.block_m), spec.a_dtype == uint8_t(DType::fp16)),
                        ctas_per_sm(t) > 1 ? ctas_per_sm(t) : 0);
   }
 
