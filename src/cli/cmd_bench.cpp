@@ -10,6 +10,7 @@
 #include <random>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "cli/bench_util.hpp"
 #include "cli/cli.hpp"
@@ -383,14 +384,13 @@ std::string bandwidth_bench(const char* title, bool quick, const RowSizes& sizes
 }  // namespace
 
 int cmd_bench(const Args& args) {
-  args.allow_only({"--out", "--quick", "--shape", "--m", "--k", "--expected-m", "--tokens", "--topk", "--in-dtype", "--weight-fp32", "--per-row"});
-  constexpr const char* kWhat =
-      "core, dequantize, quantize, rmsnorm-quantize, swiglu-quantize, mhc-rmsnorm-quantize, moe-stage, gemm, grouped";
-  if (args.positional().size() != 1) throw UsageError(fmt::format("expected one of: {}", kWhat));
+  const std::vector<std::string> benchmarks = {"core",        "dequantize",           "quantize",  "rmsnorm-quantize", "swiglu-quantize",
+                                               "mhc-rmsnorm-quantize", "moe-stage", "gemm", "grouped"};
+  const std::string listed = fmt::format("{}", fmt::join(benchmarks, ", "));
+  if (args.positional().size() != 1) throw UsageError(fmt::format("expected one of: {}", listed));
   const std::string what = args.positional()[0];
-  if (what != "core" && what != "dequantize" && what != "quantize" && what != "rmsnorm-quantize" &&
-      what != "swiglu-quantize" && what != "mhc-rmsnorm-quantize" && what != "moe-stage" && what != "gemm" && what != "grouped")
-    throw UsageError(fmt::format("unknown benchmark `{}` (one of: {})", what, kWhat));
+  if (std::find(benchmarks.begin(), benchmarks.end(), what) == benchmarks.end())
+    throw UsageError(fmt::format("unknown benchmark `{}` (one of: {}){}", what, listed, did_you_mean(what, benchmarks)));
   // The GEMM filter is checked before the GPU is looked for, so a typo is a usage error anywhere.
   GemmBenchFilter only;
   GroupedBenchFilter grouped;

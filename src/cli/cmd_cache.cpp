@@ -237,7 +237,6 @@ int archive(DiskCache& cache, const std::string& what, const std::string& file, 
 }  // namespace
 
 int cmd_cache(const Args& args) {
-  args.allow_only({"--json", "--remove-bad", "--older-than"});
   if (args.positional().empty())
     throw UsageError("expected one of: stats, ls, verify, prune, clear, export FILE|-, import FILE|-");
   const std::string& what = args.positional()[0];
@@ -278,7 +277,8 @@ int cmd_cache(const Args& args) {
     else std::printf("cache clear: removed %zu files from %s\n", n, cache.roots().primary.c_str());
     return not_removed.empty() ? kOk : kFailed;
   }
-  throw UsageError(fmt::format("unknown cache action `{}`", what));
+  throw UsageError(fmt::format("unknown cache action `{}`{}", what,
+                               did_you_mean(what, {"stats", "ls", "verify", "prune", "clear", "export", "import"})));
 }
 
 }  // namespace nvfp4::jit::cli

@@ -48,7 +48,6 @@ std::vector<DeviceLine> devices() {
 }  // namespace
 
 int cmd_info(const Args& args) {
-  args.allow_only({"--json"});
   std::string why;
   const bool have_driver = driver_available(&why);
   int driver_version = 0;

@@ -98,11 +98,6 @@ void draw_progress(const PrewarmSummary& s, size_t done) {
 }  // namespace
 
 int cmd_prewarm(const Args& args) {
-  std::vector<std::string> known = {"--manifest", "--shape", "--model", "--tp",   "--ep",   "--shapes",
-                                    "--arch",     "--sms",   "-j",      "--json", "--quiet", "--list"};
-  for (std::string_view key : kPrewarmVariantKeys) known.push_back("--" + std::string(key));
-  args.allow_only(known);
-  if (!args.positional().empty()) throw UsageError(fmt::format("unexpected argument `{}`", args.positional()[0]));
   // every flag checked before any file is read or device looked at
   const PrewarmVariants variants = variants_from(args);
   const std::vector<Arch> archs = parse_archs(args.get("--arch", "sm_90a,sm_100a,sm_120a"));

@@ -22,8 +22,6 @@ constexpr int kMaxRuns = 10000;
 }  // namespace
 
 int cmd_tune(const Args& args) {
-  args.allow_only({"--manifest", "--shape", "--m", "--runs", "--layout", "--a-dtype", "--a-scales", "--grouped", "--json"});
-  if (!args.positional().empty()) throw UsageError(fmt::format("unexpected argument `{}`", args.positional()[0]));
   const std::vector<WeightShape> shapes = shapes_from(args);
   for (const WeightShape& s : shapes)  // known without a GPU: said before one is looked for
     if (const std::string why = gemm_k_problem(s); !why.empty())
