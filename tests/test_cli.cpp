@@ -11,6 +11,8 @@
 #include <iterator>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "core/model_shapes.hpp"
 #include "core/prewarm.hpp"
 #include "core/tuning_table.hpp"
@@ -678,7 +680,7 @@ TEST_SUITE("cli") {
     CHECK(r.err.find("is a FIFO, not a regular file") != std::string::npos);
   }
 
-  TEST_CASE("cache ls prints a sidecar's control bytes escaped") {
+  TEST_CASE("cache ls prints a sidecar's control bytes escaped; its --json parses, bytes not UTF-8 as U+FFFD") {
     testutil::TempDir dir;
     REQUIRE(run(with_cache(dir) + " prewarm --shape 16,48 --arch sm_90a --a-from quantize --in-dtype bf16 --quiet").code == 0);
     bool planted = false;
@@ -699,6 +701,25 @@ TEST_SUITE("cli") {
     CHECK(r.out.find('\r') == std::string::npos);
     CHECK(r.out.find('\x07') == std::string::npos);
     CHECK(r.out.find("\\x1b[2J\\x1b]0;owned\\x07\\x0d\\xff") != std::string::npos);
+    for (const char* action : {"ls", "verify"}) {
+      const auto j = run(with_cache(dir) + " cache " + action + " --json");
+      CAPTURE(action);
+      CAPTURE(j.out);
+      const auto entries = nlohmann::json::parse(j.out);  // throws (fails the case) when it is not JSON
+      REQUIRE(entries.is_array());
+      size_t owned = 0;
+      for (const auto& e : entries) {
+        CHECK(e.at("spec").is_object());
+        const std::string created = e.at("created").get<std::string>();
+        if (created.find("\x1b[2J\x1b]0;owned\x07\r\xef\xbf\xbd") == 0) ++owned;
+      }
+      CHECK(owned == 1);
+    }
+    for (const char* command : {" cache stats --json", " info --json"}) {
+      const auto j = run(with_cache(dir) + command);
+      CAPTURE(command);
+      CHECK(nlohmann::json::parse(j.out).at("nvrtc").is_string());
+    }
   }
 
   TEST_CASE("manifests are regular files of bounded size, read once, duplicate lines merged") {

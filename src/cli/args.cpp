@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include "cli/cli.hpp"
-#include "core/printable.hpp"
 
 namespace nvfp4::jit::cli {
 
@@ -61,22 +60,6 @@ std::string did_you_mean(const std::string& given, const std::vector<std::string
     if (const size_t d = edit_distance(given, name); !best || d < best_distance) best = &name, best_distance = d;
   if (!best || best_distance == 0 || best_distance > std::max<size_t>(1, best->size() / 3)) return "";
   return fmt::format(" (did you mean `{}`?)", *best);
-}
-
-// Escaped for a JSON string whatever `text` holds: bytes that are not UTF-8 (a file name, a
-// sidecar, a device name can hold any) become U+FFFD, so the output always parses.
-std::string json_escape(const std::string& text) {
-  std::string out;
-  for (size_t i = 0; i < text.size();) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c == '"' || c == '\\') out += '\\', out += char(c), ++i;
-    else if (c == '\n') out += "\\n", ++i;
-    else if (c < 0x20 || c == 0x7f) out += fmt::format("\\u{:04x}", unsigned(c)), ++i;
-    else if (c < 0x80) out += char(c), ++i;
-    else if (const size_t n = detail::utf8_length(text, i)) out.append(text, i, n), i += n;
-    else out += "\\ufffd", ++i;
-  }
-  return out;
 }
 
 std::vector<detail::WeightShape> shapes_from(const Args& args, const detail::PrewarmVariants& variants) {

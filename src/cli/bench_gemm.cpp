@@ -150,7 +150,7 @@ double copy_bandwidth(EventTimer& timer) {
 
 }  // namespace
 
-std::string bench_gemm(bool quick, const GemmBenchFilter& only) {
+Json bench_gemm(bool quick, const GemmBenchFilter& only) {
   std::mt19937 rng(std::random_device{}());
   EventTimer timer;
   Cublas cublas;
@@ -192,8 +192,8 @@ std::string bench_gemm(bool quick, const GemmBenchFilter& only) {
       for (int64_t m : {7, 32, 64, 100, 129, 192, 256, 257, 384, 513, 768, 1000, 2048, 3000, 16384}) shapes.push_back({m, 8192, 8192});
   }
 
-  std::string json = fmt::format(R"({{"copy_gbps":{:.1f},"cublas_bf16_peak_tflops":{:.1f},"rows":[)", copy_bps / 1e9,
-                                 peak_flops / 1e12);
+  Json json = {{"copy_gbps", rounded(copy_bps / 1e9, 1)}, {"cublas_bf16_peak_tflops", rounded(peak_flops / 1e12, 1)}};
+  Json& rows = json["rows"] = Json::array();
   for (size_t si = 0; si < shapes.size(); ++si) {
     const Shape s = shapes[si];
     const double w_bytes = double(s.n) * s.k * (0.5 + 1.0 / 16);
@@ -251,18 +251,16 @@ std::string bench_gemm(bool quick, const GemmBenchFilter& only) {
         100 * floor_us / ours, theirs, speedup(ours), pre, 100 * floor_us / pre, speedup(pre), early,
         100 * floor_us / early, w4a4, speedup(w4a4));
     std::fflush(stdout);
-    json += fmt::format(R"({}{{"m":{},"n":{},"k":{},"us":{:.3f},"tflops":{:.2f},"gbps":{:.1f},"floor_us":{:.3f},)"
-                        R"("cublas_bf16_us":{:.3f},"prepacked_us":{:.3f},"early_us":{:.3f},"w4a4_us":{:.3f}}})",
-                        si ? "," : "", s.m, s.n, s.k, ours, flops / ours / 1e6, bytes / ours / 1e3, floor_us, theirs, pre,
-                        early, w4a4);
+    rows.push_back({{"m", s.m}, {"n", s.n}, {"k", s.k}, {"us", rounded(ours, 3)}, {"tflops", rounded(flops / ours / 1e6, 2)},
+                    {"gbps", rounded(bytes / ours / 1e3, 1)}, {"floor_us", rounded(floor_us, 3)},
+                    {"cublas_bf16_us", rounded(theirs, 3)}, {"prepacked_us", rounded(pre, 3)}, {"early_us", rounded(early, 3)},
+                    {"w4a4_us", rounded(w4a4, 3)}});
   }
-  json += "]";
 
   // Tile configurations around the heuristic's on the decode shapes: what the tuner searches.
   if (!quick && only.weights.empty() && only.ms.empty()) {
     std::printf("  tiles at N = K = 8192 (block_m / block_k / consumer warpgroups / stages / split-K):\n");
-    json += R"(,"tiles":[)";
-    bool first = true;
+    Json& tiles = json["tiles"] = Json::array();
     for (int64_t m : {1, 16, 128}) {
       Weights weights(8192, 8192, 6, false, rng);
       DeviceBuffer a = to_device(random_bf16(size_t(m * 8192), rng)), d(size_t(m * 8192 * 2));
@@ -283,15 +281,12 @@ std::string bench_gemm(bool quick, const GemmBenchFilter& only) {
               gemm_with_tile(g, sm90::to_config(tile), nullptr);
             });
             std::printf("    M=%-5lld %3d/%d/%d/%d/%d %9.2f us\n", (long long)m, bm, bk, wg, stages, ks, us);
-            json += fmt::format(
-                R"({}{{"m":{},"block_m":{},"block_k":{},"consumers":{},"stages":{},"split_k":{},"us":{:.3f}}})",
-                first ? "" : ",", m, bm, bk, wg, stages, ks, us);
-            first = false;
+            tiles.push_back({{"m", m}, {"block_m", bm}, {"block_k", bk}, {"consumers", wg}, {"stages", stages},
+                             {"split_k", ks}, {"us", rounded(us, 3)}});
           }
     }
-    json += "]";
   }
-  return json + "}";
+  return json;
 }
 
 }  // namespace nvfp4::jit::cli
@@ -334,8 +329,7 @@ std::vector<int32_t> draw_routing(Routing routing, int64_t tokens, const MoeShap
 // has the same weight bytes and products (its A is one row per token instead of one per group).
 // A prepacked weight of groups x n rows (n a multiple of 128) is the same bytes as groups
 // prepacked weights of n rows, so both read the same buffers. Appends to `json`.
-std::string bench_batched(EventTimer& timer, int runs, double copy_bps, const Cublas& cublas, std::string json,
-                          std::mt19937& rng) {
+void bench_batched(EventTimer& timer, int runs, double copy_bps, const Cublas& cublas, Json& json, std::mt19937& rng) {
   constexpr int G = 8;
   constexpr int64_t N = 1536, K = 8192;
   std::printf("\nbench grouped, batched layout: wo_a, %d groups, A [tokens, %d, %lld] BF16, prepacked NVFP4 [%d, %lld, %lld],\n",
@@ -394,16 +388,14 @@ std::string bench_batched(EventTimer& timer, int runs, double copy_bps, const Cu
     std::printf("  %-8s %6lld %9.2f %9.2f %7.0f%% %9.2f %7.2fx %9.1f %10.2f %7.2fx\n", "wo_a", (long long)tokens, us[0],
                 floor_us, 100 * floor_us / us[0], us[1], us[1] / us[0], tflops, theirs, theirs > 0 ? theirs / us[0] : 0.0);
     std::fflush(stdout);
-    json += fmt::format(R"({}{{"shape":"wo_a batched","groups":{},"n":{},"k":{},"tokens":{},"us":{:.3f},"floor_us":{:.3f},)"
-                        R"("dense_us":{:.3f},"cublas_us":{:.3f}}})",
-                        json.size() > 1 ? "," : "", G, N, K, tokens, us[0], floor_us, us[1], theirs);
+    json.push_back({{"shape", "wo_a batched"}, {"groups", G}, {"n", N}, {"k", K}, {"tokens", tokens}, {"us", rounded(us[0], 3)},
+                    {"floor_us", rounded(floor_us, 3)}, {"dense_us", rounded(us[1], 3)}, {"cublas_us", rounded(theirs, 3)}});
   }
-  return json;
 }
 
 }  // namespace
 
-std::string bench_grouped(bool quick, const GroupedBenchFilter& only) {
+Json bench_grouped(bool quick, const GroupedBenchFilter& only) {
   const std::vector<int64_t>& expected_ms = only.expected_ms;
   std::mt19937 rng(std::random_device{}());
   EventTimer timer;
@@ -441,7 +433,7 @@ std::string bench_grouped(bool quick, const GroupedBenchFilter& only) {
   const std::vector<int64_t> token_counts = !only.tokens.empty() ? only.tokens
                                             : quick               ? std::vector<int64_t>{1, 16, 512, 4096}
                                                                   : std::vector<int64_t>{1, 16, 128, 512, 4096, 16384};
-  std::string json = "[";
+  Json json = Json::array();
   for (const MoeShape& s : shapes) {
     // every expert's weight: one random weight prepacked into each slot (distinct addresses, so
     // L2 holds none of them for the next call); BF16 copies for the peer, filled with a constant
@@ -563,21 +555,37 @@ std::string bench_grouped(bool quick, const GroupedBenchFilter& only) {
                   100 * combine_floor_us / combine_us, grouped_us, grouped_us > 0 ? grouped_us / us[0] : 0.0);
       std::printf("      rows gathered through row_index: %.2f us (%.2fx the sorted rows' time)\n", gathered_us,
                   gathered_us / us[0]);
-      std::string hinted_json;
+      Json hinted_json = Json::array();
       for (size_t i = 0; i < hinted.size(); ++i) {
         std::printf("      expected_m %lld: %.2f us (%.2fx the default's time)\n", (long long)expected_ms[i],
                     us[hinted_at + i], us[hinted_at + i] / us[0]);
-        hinted_json += fmt::format(R"({}{{"expected_m":{},"us":{:.3f}}})", i ? "," : "", expected_ms[i], us[hinted_at + i]);
+        hinted_json.push_back({{"expected_m", expected_ms[i]}, {"us", rounded(us[hinted_at + i], 3)}});
       }
       std::fflush(stdout);
-      json += fmt::format(R"({}{{"shape":"{}","n":{},"k":{},"experts":{},"topk":{},"routing":"{}","tokens":{},"rows":{},"experts_touched":{},"us":{:.3f},)"
-                          R"("floor_us":{:.3f},"copy_us":{:.3f},"dense_us":{:.3f},"cublas_loop_us":{:.3f},"route_us":{:.3f},)"
-                          R"("combine_us":{:.3f},"combine_floor_us":{:.3f},"cublas_grouped_us":{:.3f},"gathered_us":{:.3f},"hinted":[{}]}})",
-                          json.size() > 1 ? "," : "", s.name, s.n, s.k, s.experts, s.topk, routing_name, tokens, rows, touched, us[0], floor_us, copy_us, us[1],
-                          theirs, route_us, combine_us, combine_floor_us, grouped_us, gathered_us, hinted_json);
+      json.push_back({{"shape", s.name},
+                      {"n", s.n},
+                      {"k", s.k},
+                      {"experts", s.experts},
+                      {"topk", s.topk},
+                      {"routing", routing_name},
+                      {"tokens", tokens},
+                      {"rows", rows},
+                      {"experts_touched", touched},
+                      {"us", rounded(us[0], 3)},
+                      {"floor_us", rounded(floor_us, 3)},
+                      {"copy_us", rounded(copy_us, 3)},
+                      {"dense_us", rounded(us[1], 3)},
+                      {"cublas_loop_us", rounded(theirs, 3)},
+                      {"route_us", rounded(route_us, 3)},
+                      {"combine_us", rounded(combine_us, 3)},
+                      {"combine_floor_us", rounded(combine_floor_us, 3)},
+                      {"cublas_grouped_us", rounded(grouped_us, 3)},
+                      {"gathered_us", rounded(gathered_us, 3)},
+                      {"hinted", hinted_json}});
     }
   }
-  return (only.weights.empty() ? bench_batched(timer, runs, copy_bps, cublas, json, rng) : json) + "]";
+  if (only.weights.empty()) bench_batched(timer, runs, copy_bps, cublas, json, rng);
+  return json;
 }
 
 }  // namespace nvfp4::jit::cli

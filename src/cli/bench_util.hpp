@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "cli/json_out.hpp"
 #include "core/manifest.hpp"
 
 namespace nvfp4::jit::cli {
@@ -53,7 +54,7 @@ struct GemmBenchFilter {
   std::vector<detail::WeightShape> weights;
   std::vector<int64_t> ms;
 };
-std::string bench_gemm(bool quick, const GemmBenchFilter& only);
+Json bench_gemm(bool quick, const GemmBenchFilter& only);
 // Restricts `bench grouped`: expert shapes (weights: N, K and the experts as groups, each token
 // routed to topk of them; given, the batched wo_a is left out), token counts, and expected_m
 // hints timed in turns with the default (empty: the default set, none).
@@ -63,6 +64,6 @@ struct GroupedBenchFilter {
   std::vector<int64_t> tokens, expected_ms;
 };
 // grouped_gemm on MoE expert shapes, beside the byte floor, our dense gemm and a cuBLAS loop.
-std::string bench_grouped(bool quick, const GroupedBenchFilter& only = {});
+Json bench_grouped(bool quick, const GroupedBenchFilter& only = {});
 
 }  // namespace nvfp4::jit::cli

@@ -42,11 +42,8 @@ std::string did_you_mean(const std::string& given, const std::vector<std::string
 // The weight shapes of every --manifest and --shape given (UsageError when there are none).
 // The shapes of every --manifest and --shape; a manifest line's own variant fields replace `variants`'.
 std::vector<detail::WeightShape> shapes_from(const Args& args, const detail::PrewarmVariants& variants = {});
-std::string json_escape(const std::string& text);
 // The NVRTC in use, for info and cache stats: "13.0, <path> (<how it was found>)", or "none: <why>".
 std::string nvrtc_line();
-// The same as JSON object fields: "nvrtc":"13.0","nvrtc_path":"...","nvrtc_source":"system","nvrtc_error":"".
-std::string nvrtc_json_fields();
 
 int cmd_prewarm(const Args& args);
 int cmd_cache(const Args& args);

@@ -47,7 +47,7 @@ struct Problem {
   double bytes() const { return double(rows) * k * (0.5 + 1.0 / 16 + 2); }
 };
 
-std::string bench_core(bool quick) {
+Json bench_core(bool quick) {
   std::mt19937 rng(std::random_device{}());
   // Cold compiles into an empty cache, through a store of our own so the process-wide one
   // still has to go to disk afterwards: that second step is the disk hit.
@@ -147,10 +147,15 @@ std::string bench_core(bool quick) {
   std::printf("  bare cuLaunchKernel of the same         %8.2f us\n", l);
   std::printf("  warm gemm dispatch (M=16, N=K=4096)     %8.2f us   (target <= bare cuLaunchKernelEx + 0.5 us)\n", gw_us);
   std::printf("  warm W4A4 gemm dispatch, two launches   %8.2f us   (target <= twice that)\n", g4_us);
-  return fmt::format(R"({{"cold_compile_ms_median":{:.2f},"disk_hit_ms_median":{:.3f},"dispatch_us_median":{:.3f},)"
-                     R"("raw_launch_ex_us_median":{:.3f},"raw_launch_us_median":{:.3f},"gemm_dispatch_us_median":{:.3f},)"
-                     R"("w4a4_gemm_dispatch_us_median":{:.3f},"kernels":{},"dispatches":{}}})",
-                     c, h, w, r, l, gw_us, g4_us, kernels, size_t(batches) * per_batch);
+  return {{"cold_compile_ms_median", rounded(c, 2)},
+          {"disk_hit_ms_median", rounded(h, 3)},
+          {"dispatch_us_median", rounded(w, 3)},
+          {"raw_launch_ex_us_median", rounded(r, 3)},
+          {"raw_launch_us_median", rounded(l, 3)},
+          {"gemm_dispatch_us_median", rounded(gw_us, 3)},
+          {"w4a4_gemm_dispatch_us_median", rounded(g4_us, 3)},
+          {"kernels", kernels},
+          {"dispatches", size_t(batches) * per_batch}};
 }
 
 // A memory-bound op on one shape, with its own random inputs.
@@ -343,11 +348,11 @@ RowSizes row_sizes(std::vector<int64_t> ms, std::vector<int64_t> ks) {
 }
 
 template <class Make>
-std::string bandwidth_bench(const char* title, bool quick, const RowSizes& sizes, Make make) {
+Json bandwidth_bench(const char* title, bool quick, const RowSizes& sizes, Make make) {
   std::mt19937 rng(std::random_device{}());
   EventTimer timer;
   const int runs = quick ? 10 : 50;
-  std::string json = "[";
+  Json json = Json::array();
   std::printf("bench %s (median of %d runs, inputs rotated past L2)\n", title, runs);
   std::printf("  %6s %6s %10s %10s %10s %10s %8s\n", "M", "K", "bytes", "ours us", "GB/s", "copy GB/s", "ratio");
   for (auto [rows, k] : sizes) {
@@ -375,10 +380,10 @@ std::string bandwidth_bench(const char* title, bool quick, const RowSizes& sizes
     const double gbs = bytes / us / 1e3, cgbs = 2.0 * copy_bytes / cus / 1e3;
     std::printf("  %6lld %6lld %10.0f %10.2f %10.0f %10.0f %7.0f%%\n", (long long)rows, (long long)k, bytes, us, gbs, cgbs,
                 100 * gbs / cgbs);
-    json += fmt::format(R"({}{{"m":{},"k":{},"bytes":{:.0f},"us":{:.3f},"gbps":{:.1f},"copy_us":{:.3f},"copy_gbps":{:.1f}}})",
-                        json.size() > 1 ? "," : "", rows, k, bytes, us, gbs, cus, cgbs);
+    json.push_back({{"m", rows}, {"k", k}, {"bytes", std::llround(bytes)}, {"us", rounded(us, 3)}, {"gbps", rounded(gbs, 1)},
+                    {"copy_us", rounded(cus, 3)}, {"copy_gbps", rounded(cgbs, 1)}});
   }
-  return json + "]";
+  return json;
 }
 
 }  // namespace
@@ -462,7 +467,7 @@ int cmd_bench(const Args& args) {
     return kNoGpu;
   }
   const bool quick = args.has("--quick");
-  std::string json;
+  Json json;
   if (what == "core") {
     json = bench_core(quick);
   } else if (what == "gemm") {
@@ -506,7 +511,7 @@ int cmd_bench(const Args& args) {
                            });
   }
   if (args.has("--out")) {
-    std::ofstream(args.get("--out")) << json << "\n";
+    std::ofstream(args.get("--out")) << dump(json) << "\n";
   }
   return kOk;
 }

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cli/cli.hpp"
+#include "cli/json_out.hpp"
 #include "core/codegen.hpp"
 #include "core/driver.hpp"
 #include "core/kernel_store.hpp"
@@ -162,10 +163,10 @@ int cmd_prewarm(const Args& args) {
                  (unsigned long long)not_stored, disk.roots().primary.empty() ? "(no cache root)" : disk.roots().primary.c_str(),
                  disk.last_store_problem().c_str());
   if (json) {
-    std::printf("{\"kernels\":%zu,\"shapes\":%zu,\"compiled\":%zu,\"cached\":%zu,\"failed\":%zu,\"not_stored\":%llu,"
-                "\"deferred\":%zu,\"threads\":%zu,\"seconds\":%.3f}\n",
-                summary.total, shapes.size(), summary.compiled, summary.cached, summary.failed, (unsigned long long)not_stored,
-                summary.deferred, summary.threads, summary.seconds);
+    const Json out = {{"kernels", summary.total},     {"shapes", shapes.size()},       {"compiled", summary.compiled},
+                      {"cached", summary.cached},     {"failed", summary.failed},      {"not_stored", not_stored},
+                      {"deferred", summary.deferred}, {"threads", summary.threads},    {"seconds", rounded(summary.seconds, 3)}};
+    std::printf("%s\n", dump(out).c_str());
   } else {
     std::printf("prewarm: %zu kernels for %zu shapes on %zu archs: %zu compiled, %zu cache hits, %zu failed, %llu not "
                 "stored in %.1f s\n",
