@@ -122,7 +122,6 @@ Json bench_gemm(bool quick, const GemmBenchFilter& only) {
                     {"w4a4_us", rounded(w4a4, 3)}});
   }
 
-  // The tiles the tuner searches, around the heuristic's, on the decode shapes.
   if (!quick && only.weights.empty() && only.ms.empty()) json["tiles"] = bench_tiles(timer, runs, rng);
   return json;
 }

@@ -37,8 +37,8 @@ struct GemmBenchFilter {
   std::vector<int64_t> ms;
 };
 Json bench_gemm(bool quick, const GemmBenchFilter& only);
-// The tiles the tuner searches around the heuristic's, timed on the decode shapes (bench gemm
-// without --quick or a filter).
+// The tuner's candidate tiles (the device's GEMM backend's), timed on the decode shapes (bench
+// gemm without --quick or a filter); none where the backend does not run W4A16.
 Json bench_tiles(detail::EventTimer& timer, int runs, std::mt19937& rng);
 
 // Restricts `bench grouped`: expert shapes (weights: N, K and the experts as groups, each token
