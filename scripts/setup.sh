@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake g++ make ccache libfmt-dev libxxhash-dev nlohmann-json3-dev doctest-dev util-linux python3-dev python3-venv)
+packages=(cmake g++ make ccache libfmt-dev libxxhash-dev nlohmann-json3-dev libcli11-dev doctest-dev util-linux python3-dev python3-venv)
 missing=()
 for p in "${packages[@]}"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
 if ((${#missing[@]})); then

@@ -11,9 +11,12 @@
 #include <iterator>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "core/model_shapes.hpp"
 #include "core/prewarm.hpp"
 #include "core/tuning_table.hpp"
+#include "nvfp4/jit.hpp"
 #include "ops/dequantize_op.hpp"
 #include "ops/gemm/launch.hpp"
 #include "ops/gemm/tile_choice.hpp"
@@ -271,6 +274,73 @@ TEST_SUITE("cli") {
     CHECK(r.err.find("--per-row is for `bench rmsnorm-quantize`, `swiglu-quantize`, `mhc-rmsnorm-quantize` and `moe-stage`") !=
           std::string::npos);
     CHECK(run(cli() + " bench moe-stage --per-row").code == 3);
+  }
+
+  TEST_CASE("each verb's --help lists its flags; the top help lists the verbs and --version") {
+    const std::vector<std::pair<std::string, std::vector<std::string>>> flags = {
+        {"prewarm", {"--model DIR", "--tp N", "--shape N,K[,G]", "-j N", "--sms N|GPU", "--norm-weight LIST", "--list"}},
+        {"tune", {"--runs R", "--layout", "--grouped", "--json"}},
+        {"cache", {"ACTION", "FILE", "--older-than AGE", "--remove-bad"}},
+        {"info", {"--json"}},
+        {"bench", {"BENCHMARK", "--out FILE.json", "--expected-m", "--per-row"}}};
+    for (const auto& [verb, names] : flags) {
+      const auto r = run(cli() + " " + verb + " --help");
+      CAPTURE(verb);
+      CHECK(r.code == 0);
+      CHECK(r.out.find("usage: nvfp4-jit " + verb + " [options]") == 0);
+      for (const std::string& name : names) {
+        CAPTURE(name);
+        CHECK(r.out.find(name) != std::string::npos);
+      }
+      CHECK(run(cli() + " help " + verb).out == r.out);
+    }
+    const auto top = run(cli() + " --help");
+    CHECK(top.code == 0);
+    CHECK(top.out.find("--version") != std::string::npos);
+    for (const char* verb : {"prewarm", "tune", "cache", "info", "bench"}) CHECK(top.out.find(std::string("  ") + verb) != std::string::npos);
+    const auto version = run(cli() + " --version");
+    CHECK(version.code == 0);
+    CHECK(version.out == std::string("nvfp4-jit ") + nvfp4::jit::version() + "\n");
+    const auto bare = run(cli());  // no verb: the help, on stderr, as a usage error
+    CHECK(bare.code == 2);
+    CHECK(bare.out.empty());
+    CHECK(bare.err.find("usage: nvfp4-jit") == 0);
+  }
+
+  TEST_CASE("a mistyped verb, benchmark, cache action or flag is named with the nearest known one") {
+    auto suggests = [](const std::string& arguments, const std::string& message) {
+      CAPTURE(arguments);
+      const auto r = run(cli() + arguments);
+      CHECK(r.code == 2);
+      CHECK(r.out.empty());
+      CHECK(r.err.find(message) != std::string::npos);
+    };
+    suggests(" prewarn --shape 8,64", "unknown verb `prewarn` (did you mean `prewarm`?)");
+    suggests(" bench gemmm", "unknown benchmark `gemmm` (one of: ");
+    suggests(" bench gemmm", "(did you mean `gemm`?)");
+    suggests(" cache stat", "unknown cache action `stat` (did you mean `stats`?)");
+    suggests(" prewarm --shpe 8,64", "unknown option `--shpe` (did you mean `--shape`?)");
+    suggests(" tune --shape 64,64 --runz 3", "unknown option `--runz` (did you mean `--runs`?)");
+    // nothing near: no suggestion
+    const auto far = run(cli() + " frobnicate");
+    CHECK(far.code == 2);
+    CHECK(far.err == "nvfp4-jit: unknown verb `frobnicate`\nrun `nvfp4-jit --help`\n");
+  }
+
+  TEST_CASE("a usage error is two lines: the verb, the flag and what it expects; then where the help is") {
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {" prewarm --shape 8,64 --list -j x", "nvfp4-jit prewarm: -j: expects an integer from 1 to 256, got `x`\n"},
+        {" prewarm --shape", "nvfp4-jit prewarm: --shape expects N,K[,G], got nothing\n"},
+        {" prewarm --shape 8,64 stray", "nvfp4-jit prewarm: unexpected argument `stray`\n"},
+        {" cache stats extra", "nvfp4-jit cache: unexpected argument `extra`\n"},
+        {" tune --shape 64,64 --runs 0", "nvfp4-jit tune: --runs: expects an integer from 1 to 10000, got `0`\n"}};
+    for (const auto& [arguments, first_line] : cases) {
+      CAPTURE(arguments);
+      const auto r = run(cli() + arguments);
+      const std::string verb = arguments.substr(1, arguments.find(' ', 1) - 1);
+      CHECK(r.code == 2);
+      CHECK(r.err == first_line + "run `nvfp4-jit " + verb + " --help`\n");
+    }
   }
 
   TEST_CASE("shapes out of range stop early, naming the manifest's file and line") {
@@ -610,7 +680,7 @@ TEST_SUITE("cli") {
     CHECK(r.err.find("is a FIFO, not a regular file") != std::string::npos);
   }
 
-  TEST_CASE("cache ls prints a sidecar's control bytes escaped") {
+  TEST_CASE("cache ls prints a sidecar's control bytes escaped; its --json parses, bytes not UTF-8 as U+FFFD") {
     testutil::TempDir dir;
     REQUIRE(run(with_cache(dir) + " prewarm --shape 16,48 --arch sm_90a --a-from quantize --in-dtype bf16 --quiet").code == 0);
     bool planted = false;
@@ -631,6 +701,25 @@ TEST_SUITE("cli") {
     CHECK(r.out.find('\r') == std::string::npos);
     CHECK(r.out.find('\x07') == std::string::npos);
     CHECK(r.out.find("\\x1b[2J\\x1b]0;owned\\x07\\x0d\\xff") != std::string::npos);
+    for (const char* action : {"ls", "verify"}) {
+      const auto j = run(with_cache(dir) + " cache " + action + " --json");
+      CAPTURE(action);
+      CAPTURE(j.out);
+      const auto entries = nlohmann::json::parse(j.out);  // throws (fails the case) when it is not JSON
+      REQUIRE(entries.is_array());
+      size_t owned = 0;
+      for (const auto& e : entries) {
+        CHECK(e.at("spec").is_object());
+        const std::string created = e.at("created").get<std::string>();
+        if (created.find("\x1b[2J\x1b]0;owned\x07\r\xef\xbf\xbd") == 0) ++owned;
+      }
+      CHECK(owned == 1);
+    }
+    for (const char* command : {" cache stats --json", " info --json"}) {
+      const auto j = run(with_cache(dir) + command);
+      CAPTURE(command);
+      CHECK(nlohmann::json::parse(j.out).at("nvrtc").is_string());
+    }
   }
 
   TEST_CASE("manifests are regular files of bounded size, read once, duplicate lines merged") {

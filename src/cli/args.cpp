@@ -3,32 +3,8 @@
 #include <fmt/format.h>
 
 #include "cli/cli.hpp"
-#include "core/printable.hpp"
 
 namespace nvfp4::jit::cli {
-
-Args::Args(std::vector<std::string> argv, const std::vector<std::string>& valued_flags) {
-  auto valued = [&](const std::string& f) { return std::find(valued_flags.begin(), valued_flags.end(), f) != valued_flags.end(); };
-  for (size_t i = 0; i < argv.size(); ++i) {
-    const std::string& a = argv[i];
-    if (a.size() > 1 && a[0] == '-') {
-      std::string flag = a, value;
-      if (const size_t eq = a.find('='); eq != std::string::npos) {
-        flag = a.substr(0, eq);
-        value = a.substr(eq + 1);
-      } else if (a.size() > 2 && a[1] != '-' && valued(a.substr(0, 2))) {  // make's `-j2`
-        flag = a.substr(0, 2);
-        value = a.substr(2);
-      } else if (valued(flag)) {
-        if (i + 1 >= argv.size()) throw UsageError(fmt::format("{} needs a value", flag));
-        value = argv[++i];
-      }
-      values_[flag].push_back(value);
-    } else {
-      positional_.push_back(a);
-    }
-  }
-}
 
 std::string Args::get(const std::string& flag, const std::string& fallback) const {
   auto it = values_.find(flag);
@@ -49,11 +25,6 @@ int Args::get_int(const std::string& flag, int fallback, int lo, int hi) const {
   throw UsageError(fmt::format("{}: expects an integer from {} to {}, got `{}`", flag, lo, hi, text));
 }
 
-void Args::allow_only(const std::vector<std::string>& known) const {
-  for (const auto& [flag, _] : values_)
-    if (std::find(known.begin(), known.end(), flag) == known.end()) throw UsageError(fmt::format("unknown option {}", flag));
-}
-
 std::vector<std::string> split(const std::string& text, char sep) {
   std::vector<std::string> parts;
   for (size_t start = 0; start <= text.size();) {
@@ -64,20 +35,31 @@ std::vector<std::string> split(const std::string& text, char sep) {
   return parts;
 }
 
-// Escaped for a JSON string whatever `text` holds: bytes that are not UTF-8 (a file name, a
-// sidecar, a device name can hold any) become U+FFFD, so the output always parses.
-std::string json_escape(const std::string& text) {
-  std::string out;
-  for (size_t i = 0; i < text.size();) {
-    const unsigned char c = static_cast<unsigned char>(text[i]);
-    if (c == '"' || c == '\\') out += '\\', out += char(c), ++i;
-    else if (c == '\n') out += "\\n", ++i;
-    else if (c < 0x20 || c == 0x7f) out += fmt::format("\\u{:04x}", unsigned(c)), ++i;
-    else if (c < 0x80) out += char(c), ++i;
-    else if (const size_t n = detail::utf8_length(text, i)) out.append(text, i, n), i += n;
-    else out += "\\ufffd", ++i;
+namespace {
+// Levenshtein distance: the fewest letters inserted, deleted or replaced to turn a into b.
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diagonal = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
   }
-  return out;
+  return row[b.size()];
+}
+}  // namespace
+
+std::string did_you_mean(const std::string& given, const std::vector<std::string>& known) {
+  const std::string* best = nullptr;
+  size_t best_distance = 0;
+  for (const std::string& name : known)
+    if (const size_t d = edit_distance(given, name); !best || d < best_distance) best = &name, best_distance = d;
+  if (!best || best_distance == 0 || best_distance > std::max<size_t>(1, best->size() / 3)) return "";
+  return fmt::format(" (did you mean `{}`?)", *best);
 }
 
 std::vector<detail::WeightShape> shapes_from(const Args& args, const detail::PrewarmVariants& variants) {

@@ -1,7 +1,7 @@
 // nvfp4-jit bench block: a decoder's MLP and MoE blocks timed whole, as an engine runs them:
 // the public ops chained into one block on prepacked weights, eight blocks with eight routings
 // captured into one CUDA graph, the graph's GPU time over eight, beside the block's byte floor.
-#include "cli/bench_block.hpp"
+#include "cli/benches.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -12,13 +12,13 @@
 #include <set>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "cli/bench_util.hpp"
 #include "cli/cli.hpp"
 #include "common/nvfp4_format.cuh"
 #include "core/gpu_util.hpp"
 #include "nvfp4/jit.hpp"
+#include "ops/gemm/routing_draw.hpp"
 
 namespace nvfp4::jit::cli {
 
@@ -50,28 +50,17 @@ const BlockModel kBlocks[] = {
 };
 
 enum class Activations { w4a16, w4a4 };
-enum class Routing { uniform, zipf };
 
-// The router's choices [tokens, choices]: topk distinct experts per token, uniformly or by Zipf
-// popularity (s = 1.2, experts ranked in a random order), then the shared expert if any.
-std::vector<int32_t> draw_choices(const BlockModel& b, Routing routing, int64_t tokens, std::mt19937& rng) {
-  std::vector<int> rank(size_t(b.experts));
-  std::iota(rank.begin(), rank.end(), 0);
-  std::shuffle(rank.begin(), rank.end(), rng);
-  std::vector<double> popularity(size_t(b.experts));
-  for (int e = 0; e < b.experts; ++e) popularity[size_t(e)] = routing == Routing::zipf ? std::pow(rank[size_t(e)] + 1.0, -1.2) : 1.0;
-  std::discrete_distribution<int> pick(popularity.begin(), popularity.end());
-  const int c = b.choices();
-  std::vector<int32_t> ids(size_t(tokens * c));
+// The router's choices [tokens, choices]: topk distinct experts per token (drawn as the tuner and
+// `bench grouped` draw them), then the shared expert if any.
+std::vector<int32_t> draw_choices(const BlockModel& b, RoutingDraw routing, int64_t tokens, std::mt19937& rng) {
+  const std::vector<int32_t> routed = draw_topk_ids(routing, tokens, b.experts, b.topk, rng);
+  if (!b.shared_expert) return routed;
+  std::vector<int32_t> ids;
+  ids.reserve(size_t(tokens * b.choices()));
   for (int64_t t = 0; t < tokens; ++t) {
-    int32_t* row = &ids[size_t(t * c)];
-    for (int j = 0; j < b.topk; ++j) {
-      int32_t e;
-      do e = pick(rng);
-      while (std::find(row, row + j, e) != row + j);
-      row[j] = e;
-    }
-    if (b.shared_expert) row[b.topk] = b.experts;
+    ids.insert(ids.end(), routed.begin() + t * b.topk, routed.begin() + (t + 1) * b.topk);
+    ids.push_back(b.experts);
   }
   return ids;
 }
@@ -160,7 +149,7 @@ constexpr float kInputScale = 5.0f / 2688.0f;  // a calibrated static activation
 class Block {
  public:
   Block(const BlockModel& model, const PrepackedWeights& gate_up, const PrepackedWeights& down, int64_t tokens,
-        Activations acts, Routing routing, std::mt19937& rng)
+        Activations acts, RoutingDraw routing, std::mt19937& rng)
       : m_(model), gate_up_(gate_up), down_(down), tokens_(tokens), acts_(acts),
         rows_(model.moe() ? tokens * model.choices() : tokens),
         x_(to_device(normal_bf16(size_t(tokens * model.hidden), rng))), xq_(tokens, model.hidden),
@@ -349,19 +338,6 @@ double block_flops(const BlockModel& m, int64_t tokens) {
   return 2.0 * rows * 3.0 * double(m.inter) * double(m.hidden);
 }
 
-double copy_bandwidth(EventTimer& timer, CUstream stream) {
-  const size_t bytes = size_t(1) << 30;
-  DeviceBuffer src(bytes), dst(bytes);
-  std::vector<double> us;
-  for (int i = 0; i < 10; ++i) {
-    timer.start(stream);
-    check_cu(driver().cuMemcpyDtoDAsync(reinterpret_cast<CUdeviceptr>(dst.get()), reinterpret_cast<CUdeviceptr>(src.get()), bytes, stream),
-             "cuMemcpyDtoDAsync");
-    us.push_back(timer.stop_ms(stream) * 1e3);
-  }
-  return 2.0 * bytes / (median(us) * 1e-6);
-}
-
 // Compiles every kernel the block's ops use at its shapes (all token counts) and loads them.
 void prewarm_block(const BlockModel& m) {
   PrewarmOptions options;
@@ -388,12 +364,12 @@ std::vector<std::string> block_names() {
   return names;
 }
 
-std::string bench_block(bool quick, const BlockBenchFilter& only) {
+Json bench_block(bool quick, const BlockBenchFilter& only) {
   std::mt19937 rng(std::random_device{}());
   EventTimer timer;
   StreamHolder s;
   const int runs = quick ? 5 : 15;
-  const double copy_bps = copy_bandwidth(timer, s.stream);
+  const double copy_bps = copy_bandwidth(timer);
   const std::vector<int64_t> token_counts =
       !only.tokens.empty() ? only.tokens : quick ? std::vector<int64_t>{1, 16} : std::vector<int64_t>{1, 16, 128, 4096};
   std::printf("bench block: decoder blocks as an engine runs them, today's public ops chained, prepacked NVFP4 weights;\n");
@@ -409,7 +385,7 @@ std::string bench_block(bool quick, const BlockBenchFilter& only) {
   std::printf("  TFLOP/s: the block's products (every routed row through gate_up and down) over the chain's time\n");
   std::printf("  %-18s %6s %-8s %-6s %9s %9s %9s %9s %8s\n", "block", "tokens", "routing", "acts", "launches", "floor us", "chain us",
               "/ floor", "TFLOP/s");
-  nlohmann::json rows = nlohmann::json::array();
+  Json rows = Json::array();
   for (const BlockModel& m : kBlocks) {
     if (!only.blocks.empty() && std::find(only.blocks.begin(), only.blocks.end(), m.name) == only.blocks.end()) continue;
     prewarm_block(m);
@@ -417,8 +393,8 @@ std::string bench_block(bool quick, const BlockBenchFilter& only) {
     const PrepackedWeights gate_up(2 * m.inter, m.hidden, groups, rng), down(m.hidden, m.inter, groups, rng);
     check_cu(driver().cuCtxSynchronize(), "cuCtxSynchronize");
     for (int64_t tokens : token_counts)
-      for (Routing routing : {Routing::uniform, Routing::zipf}) {
-        if (!m.moe() && routing == Routing::zipf) continue;
+      for (RoutingDraw routing : {RoutingDraw::uniform, RoutingDraw::zipf}) {
+        if (!m.moe() && routing == RoutingDraw::zipf) continue;
         for (Activations acts : {Activations::w4a16, Activations::w4a4}) {
           const Block block(m, gate_up, down, tokens, acts, routing, rng);
           const BlockGraph graph(block, s.stream);
@@ -431,18 +407,19 @@ std::string bench_block(bool quick, const BlockBenchFilter& only) {
           }
           const double chain_us = median(us);
           const double floor_us = floor_bytes(m, block, gate_up, down, tokens) / copy_bps * 1e6;
-          const char* routing_name = !m.moe() ? "-" : routing == Routing::zipf ? "zipf" : "uniform";
+          const char* routing_name = !m.moe() ? "-" : routing == RoutingDraw::zipf ? "zipf" : "uniform";
           const char* acts_name = acts == Activations::w4a4 ? "W4A4" : "W4A16";
           const double tflops = block_flops(m, tokens) / chain_us / 1e6;
           std::printf("  %-18s %6lld %-8s %-6s %9.1f %9.1f %9.1f %9.2f %8.1f\n", m.name, (long long)tokens, routing_name, acts_name,
                       graph.launches(), floor_us, chain_us, chain_us / floor_us, tflops);
           std::fflush(stdout);
           rows.push_back({{"block", m.name}, {"tokens", tokens}, {"routing", routing_name}, {"activations", acts_name},
-                          {"launches", graph.launches()}, {"floor_us", floor_us}, {"chain_us", chain_us}, {"tflops", tflops}});
+                          {"launches", graph.launches()}, {"floor_us", rounded(floor_us, 3)}, {"chain_us", rounded(chain_us, 3)},
+                          {"tflops", rounded(tflops, 2)}});
         }
       }
   }
-  return nlohmann::json{{"copy_gbs", copy_bps / 1e9}, {"blocks_per_graph", kBlocksPerGraph}, {"runs", runs}, {"rows", rows}}.dump();
+  return {{"copy_gbs", rounded(copy_bps / 1e9, 1)}, {"blocks_per_graph", kBlocksPerGraph}, {"runs", runs}, {"rows", rows}};
 }
 
 }  // namespace nvfp4::jit::cli

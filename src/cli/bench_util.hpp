@@ -1,12 +1,15 @@
-// Small helpers the benchmarks share: medians, wall-clock spans, random device inputs.
+// Small helpers the benchmarks share: medians, wall-clock spans, GPU timing in turns, random
+// device inputs, a dequantize problem and GEMM weights.
 #pragma once
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <random>
 #include <vector>
 
-#include "core/manifest.hpp"
+#include "core/gpu_util.hpp"
+#include "nvfp4/jit.hpp"
 
 namespace nvfp4::jit::cli {
 
@@ -48,21 +51,42 @@ inline std::vector<uint16_t> random_fp16(size_t n, std::mt19937& rng) {
   return v;
 }
 
-// Restricts `bench gemm` to the given weight shapes and / or one M (empty / 0: the default set).
-struct GemmBenchFilter {
-  std::vector<detail::WeightShape> weights;
-  std::vector<int64_t> ms;
+// One dequantize problem on the device: NVFP4 [rows, k] -> BF16 (bench core and dequantize).
+struct DequantizeProblem {
+  int64_t rows, k;
+  detail::DeviceBuffer packed, scales, out;
+  DequantizeProblem(int64_t rows_, int64_t k_, std::mt19937& rng)
+      : rows(rows_), k(k_), packed(detail::to_device(random_bytes(rows_ * k_ / 2, rng))),
+        scales(detail::to_device(random_scales(rows_ * k_ / 16, rng))), out(rows_ * k_ * 2) {}
+  DequantizeArgs args() const {
+    DequantizeArgs a;
+    a.src.data = packed.get();
+    a.src.scales = scales.get();
+    a.src.global_scale.value = 0.5f;
+    a.src_rows = rows;
+    a.k = k;
+    a.out = out.get();
+    return a;
+  }
+  double bytes() const { return double(rows) * k * (0.5 + 1.0 / 16 + 2); }
 };
-std::string bench_gemm(bool quick, const GemmBenchFilter& only);
-// Restricts `bench grouped`: expert shapes (weights: N, K and the experts as groups, each token
-// routed to topk of them; given, the batched wo_a is left out), token counts, and expected_m
-// hints timed in turns with the default (empty: the default set, none).
-struct GroupedBenchFilter {
-  std::vector<detail::WeightShape> weights;
-  int topk = 8;
-  std::vector<int64_t> tokens, expected_ms;
+
+// One weight [n, k] in NVFP4 and in BF16 (for cuBLAS), `copies` of each to rotate through
+// (the same random content at different addresses: L2 keys on addresses).
+// The NVFP4 copies also prepacked (gemm's own layout).
+struct GemmWeights {
+  std::vector<detail::DeviceBuffer> packed, scales, prepacked, bf16;
+  GemmWeights(int64_t n, int64_t k, int copies, bool with_bf16, std::mt19937& rng);
 };
-// grouped_gemm on MoE expert shapes, beside the byte floor, our dense gemm and a cuBLAS loop.
-std::string bench_grouped(bool quick, const GroupedBenchFilter& only = {});
+
+// Median GPU time per call of each body(i) (i counts its calls, for rotating weights), each
+// called back to back kBatch times between two events as a serving loop launches its kernels:
+// a call's time includes the gap to the next launch, but not the host's launch costs. The
+// bodies take turns batch by batch, so a clock that drifts (a GPU at its power limit slows as
+// it warms) weighs on all of them alike.
+std::vector<double> time_us(detail::EventTimer& timer, int runs, const std::vector<std::function<void(int)>>& bodies);
+double time_us(detail::EventTimer& timer, int runs, const std::function<void(int)>& body);
+// Device-to-device copy bandwidth in bytes per second (read + written).
+double copy_bandwidth(detail::EventTimer& timer);
 
 }  // namespace nvfp4::jit::cli

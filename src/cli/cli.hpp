@@ -16,10 +16,12 @@ struct UsageError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-// --flag, --flag=value, --flag value, -j N; repeated flags keep every value.
+// A verb's arguments as the command line gave them (command_line.cpp reads them): each flag's
+// values in order (a switch's are empty), and the positional arguments.
 class Args {
  public:
-  Args(std::vector<std::string> argv, const std::vector<std::string>& valued_flags);
+  Args(std::map<std::string, std::vector<std::string>> values, std::vector<std::string> positional)
+      : values_(std::move(values)), positional_(std::move(positional)) {}
   bool has(const std::string& flag) const { return values_.count(flag) > 0; }
   std::string get(const std::string& flag, const std::string& fallback = "") const;
   std::vector<std::string> all(const std::string& flag) const;
@@ -27,8 +29,6 @@ class Args {
   // when it is not an integer in it.
   int get_int(const std::string& flag, int fallback, int lo, int hi) const;
   const std::vector<std::string>& positional() const { return positional_; }
-  // Throws UsageError unless every flag given is in `known`.
-  void allow_only(const std::vector<std::string>& known) const;
 
  private:
   std::map<std::string, std::vector<std::string>> values_;
@@ -36,14 +36,14 @@ class Args {
 };
 
 std::vector<std::string> split(const std::string& text, char sep);
+// " (did you mean `prewarm`?)" for the name in `known` nearest `given` by edit distance, when
+// it is near (at most a third of its letters differ); "" when none is.
+std::string did_you_mean(const std::string& given, const std::vector<std::string>& known);
 // The weight shapes of every --manifest and --shape given (UsageError when there are none).
 // The shapes of every --manifest and --shape; a manifest line's own variant fields replace `variants`'.
 std::vector<detail::WeightShape> shapes_from(const Args& args, const detail::PrewarmVariants& variants = {});
-std::string json_escape(const std::string& text);
 // The NVRTC in use, for info and cache stats: "13.0, <path> (<how it was found>)", or "none: <why>".
 std::string nvrtc_line();
-// The same as JSON object fields: "nvrtc":"13.0","nvrtc_path":"...","nvrtc_source":"system","nvrtc_error":"".
-std::string nvrtc_json_fields();
 
 int cmd_prewarm(const Args& args);
 int cmd_cache(const Args& args);

@@ -1,10 +1,7 @@
 // nvfp4-jit cache stats|ls|verify|prune|clear|export|import
-#include <cctype>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
-#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
@@ -12,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "cli/cli.hpp"
+#include "cli/json_out.hpp"
 #include "core/cache_archive.hpp"
 #include "core/kernel_store.hpp"
 #include "core/nvrtc_library.hpp"
@@ -33,61 +31,11 @@ std::string spec_summary(const std::string& spec_json) {
   return fmt::format("{} K={} in={} out={}", field("op"), field("k"), field("a_dtype"), field("out_dtype"));
 }
 
-// Whether `text` is one well-formed JSON value (a sidecar's "spec" is printed as it is only
-// when it is: a sidecar holds whatever was written into it).
-bool valid_json(std::string_view text) {
-  size_t i = 0;
-  auto ws = [&] { while (i < text.size() && std::strchr(" \t\r\n", text[i])) ++i; };
-  std::function<bool(int)> value = [&](int depth) -> bool {
-    if (depth > 64) return false;
-    ws();
-    if (i >= text.size()) return false;
-    const char c = text[i];
-    if (c == '"') {
-      for (++i; i < text.size() && text[i] != '"'; ++i) {
-        if (static_cast<unsigned char>(text[i]) < 0x20 || static_cast<unsigned char>(text[i]) >= 0x80) return false;
-        if (text[i] == '\\' && (++i >= text.size() || !std::strchr("\"\\/bfnrtu", text[i]))) return false;
-      }
-      return i++ < text.size();
-    }
-    if (c == '{' || c == '[') {
-      const char close = c == '{' ? '}' : ']';
-      ++i;
-      ws();
-      if (i < text.size() && text[i] == close) return ++i, true;
-      while (true) {
-        if (c == '{') {
-          ws();
-          if (i >= text.size() || text[i] != '"' || !value(depth + 1)) return false;
-          ws();
-          if (i >= text.size() || text[i++] != ':') return false;
-        }
-        if (!value(depth + 1)) return false;
-        ws();
-        if (i >= text.size()) return false;
-        if (text[i] == close) return ++i, true;
-        if (text[i++] != ',') return false;
-      }
-    }
-    for (const char* word : {"true", "false", "null"})
-      if (text.substr(i, std::strlen(word)) == word) return i += std::strlen(word), true;
-    const size_t start = i;
-    if (i < text.size() && text[i] == '-') ++i;
-    while (i < text.size() && (std::isdigit(static_cast<unsigned char>(text[i])) || std::strchr(".eE+-", text[i]))) ++i;
-    return i > start && std::isdigit(static_cast<unsigned char>(text[i - 1]));
-  };
-  if (!value(0)) return false;
-  ws();
-  return i == text.size();
-}
-
-std::string json_string(const std::string& text) { return "\"" + json_escape(text) + "\""; }
-
 // The primary root cannot be changed: say so and fail, rather than report "removed 0".
 int refuse_read_only(const DiskCache& cache, const std::string& what, bool json) {
   const std::string why = fmt::format("the cache root {} is read-only ({}): nothing {}", cache.roots().primary,
                                       cache.not_writable_reason(), what == "import" ? "imported" : "removed");
-  if (json) std::printf("{\"error\":%s}\n", json_string(why).c_str());
+  if (json) std::printf("%s\n", dump(Json{{"error", why}}).c_str());
   std::fprintf(stderr, "nvfp4-jit cache %s: %s\n", what.c_str(), why.c_str());
   return kFailed;
 }
@@ -106,27 +54,28 @@ int stats(DiskCache& cache, bool json) {
   const std::string why = cache.not_writable_reason();
   const NvrtcCounts by_nvrtc = count_by_nvrtc(entries);
   if (json) {
-    std::string nvrtc_roots;
+    Json nvrtc_roots = Json::object();
     for (const auto& [root, versions] : by_nvrtc) {
-      std::string counts;
-      for (const auto& [version, n] : versions)
-        counts += fmt::format("{}{}:{}", counts.empty() ? "" : ",", json_string(version.empty() ? "unknown" : version), n);
-      nvrtc_roots += fmt::format("{}{}:{{{}}}", nvrtc_roots.empty() ? "" : ",", json_string(root), counts);
+      Json& counts = nvrtc_roots[root] = Json::object();
+      for (const auto& [version, n] : versions) counts[version.empty() ? "unknown" : version] = n;
     }
-    std::string archs;
-    for (const auto& [arch, v] : per_arch)
-      archs += fmt::format("{}{}:{{\"entries\":{},\"bytes\":{}}}", archs.empty() ? "" : ",", json_string(arch), v.first, v.second);
-    std::string ro, refused;
-    for (const auto& r : cache.read_only_in_use()) ro += fmt::format("{}{}", ro.empty() ? "" : ",", json_string(r));
-    for (const auto& [path, reason] : cache.refused_roots())
-      refused += fmt::format("{}{{\"path\":{},\"why\":{}}}", refused.empty() ? "" : ",", json_string(path), json_string(reason));
-    for (const auto& d : refused_dirs)
-      refused += fmt::format("{}{{\"path\":{},\"why\":{}}}", refused.empty() ? "" : ",", json_string(d.path), json_string(d.problem));
-    std::printf("{\"root\":%s,\"writable\":%s,\"read_only\":%s,\"why\":%s,\"read_only_roots\":[%s],\"refused_roots\":[%s],"
-                "\"entries\":%zu,\"bytes\":%llu,\"archs\":{%s},%s,\"entries_by_nvrtc\":{%s}}\n",
-                json_string(roots.primary).c_str(), cache.writable() ? "true" : "false",
-                cache.writable() ? "false" : "true", json_string(why).c_str(), ro.c_str(), refused.c_str(),
-                entries.size(), (unsigned long long)bytes, archs.c_str(), nvrtc_json_fields().c_str(), nvrtc_roots.c_str());
+    Json archs = Json::object();
+    for (const auto& [arch, v] : per_arch) archs[arch] = {{"entries", v.first}, {"bytes", v.second}};
+    Json refused = Json::array();
+    for (const auto& [path, reason] : cache.refused_roots()) refused.push_back({{"path", path}, {"why", reason}});
+    for (const auto& d : refused_dirs) refused.push_back({{"path", d.path}, {"why", d.problem}});
+    Json out = {{"root", roots.primary},
+                {"writable", cache.writable()},
+                {"read_only", !cache.writable()},
+                {"why", why},
+                {"read_only_roots", cache.read_only_in_use()},
+                {"refused_roots", refused},
+                {"entries", entries.size()},
+                {"bytes", bytes},
+                {"archs", archs}};
+    add_nvrtc_fields(out);
+    out["entries_by_nvrtc"] = nvrtc_roots;
+    std::printf("%s\n", dump(out).c_str());
     return kOk;
   }
   std::printf("root       %s (%s)\n", roots.primary.c_str(),
@@ -153,7 +102,7 @@ int list(DiskCache& cache, bool json, bool verify, bool remove_bad) {
     return refuse_read_only(cache, "verify --remove-bad", json);
   const auto entries = cache.list(verify);
   size_t bad = 0, removed = 0, in_flight = 0;
-  if (json) std::printf("[");
+  Json items = Json::array();
   for (size_t i = 0; i < entries.size(); ++i) {
     const auto& e = entries[i];
     const bool is_bad = !e.problem.empty() && !e.in_flight;
@@ -163,13 +112,11 @@ int list(DiskCache& cache, bool json, bool verify, bool remove_bad) {
       if (remove_bad && cache.remove(e)) ++removed;
     }
     if (json) {
-      const std::string item = fmt::format(
-          "{}{{\"arch\":{},\"key\":{},\"size\":{},\"created\":{},\"path\":{},\"ok\":{},\"in_flight\":{},\"problem\":{},"
-          "\"spec\":{}}}",
-          i ? "," : "", json_string(e.arch), json_string(e.key), e.size, json_string(e.created), json_string(e.path),
-          e.problem.empty() ? "true" : "false", e.in_flight ? "true" : "false", json_string(e.problem),
-          valid_json(e.spec_json) ? e.spec_json : "null");
-      std::fputs(item.c_str(), stdout);
+      // a sidecar holds whatever was written into it: its spec is printed as JSON only when it is
+      items.push_back({{"arch", e.arch}, {"key", e.key}, {"size", e.size}, {"created", e.created}, {"path", e.path},
+                       {"ok", e.problem.empty()}, {"in_flight", e.in_flight}, {"problem", e.problem},
+                       {"spec", Json::parse(e.spec_json, nullptr, false)}});
+      if (items.back()["spec"].is_discarded()) items.back()["spec"] = nullptr;
     } else if (!verify || !e.problem.empty()) {
       const std::string note = e.problem.empty() ? ""
                                : e.in_flight     ? fmt::format("  IN FLIGHT: {} ({})", e.problem, e.path)
@@ -180,7 +127,7 @@ int list(DiskCache& cache, bool json, bool verify, bool remove_bad) {
                   printable(note).c_str());
     }
   }
-  if (json) std::printf("]\n");
+  if (json) std::printf("%s\n", dump(items).c_str());
   if (!verify) return kOk;
   // Temp and lock files of writers that are gone: reported, and swept with --remove-bad.
   size_t stale = 0;
@@ -223,8 +170,10 @@ int archive(DiskCache& cache, const std::string& what, const std::string& file, 
   // `export -` writes the archive on stdout: the summary goes beside it, to stderr
   FILE* out = what == "export" && file == "-" ? stderr : stdout;
   if (json)
-    std::fprintf(out, "{\"kernels\":%zu,\"tables\":%zu,\"already_present\":%zu,\"skipped\":%zu}\n", s.kernels,
-                 s.tables, s.already_present, s.skipped.size());
+    std::fprintf(out, "%s\n",
+                 dump({{"kernels", s.kernels}, {"tables", s.tables}, {"already_present", s.already_present},
+                       {"skipped", s.skipped.size()}})
+                     .c_str());
   else if (what == "export")
     std::fprintf(out, "cache export: %zu kernels and %zu tuning tables to %s\n", s.kernels, s.tables,
                  file == "-" ? "standard output" : printable(file).c_str());
@@ -237,7 +186,6 @@ int archive(DiskCache& cache, const std::string& what, const std::string& file, 
 }  // namespace
 
 int cmd_cache(const Args& args) {
-  args.allow_only({"--json", "--remove-bad", "--older-than"});
   if (args.positional().empty())
     throw UsageError("expected one of: stats, ls, verify, prune, clear, export FILE|-, import FILE|-");
   const std::string& what = args.positional()[0];
@@ -264,7 +212,7 @@ int cmd_cache(const Args& args) {
     if (!cache.writable()) return refuse_read_only(cache, what, json);
     const size_t n = cache.prune(age);
     const size_t swept = cache.sweep_leftovers();
-    if (json) std::printf("{\"removed_entries\":%zu,\"removed_leftovers\":%zu}\n", n, swept);
+    if (json) std::printf("%s\n", dump({{"removed_entries", n}, {"removed_leftovers", swept}}).c_str());
     else std::printf("cache prune: removed %zu entries older than %s and %zu leftover files from %s\n", n,
                      args.get("--older-than").c_str(), swept, cache.roots().primary.c_str());
     return kOk;
@@ -274,11 +222,12 @@ int cmd_cache(const Args& args) {
     std::vector<std::string> not_removed;
     const size_t n = cache.clear(&not_removed);
     for (const std::string& why : not_removed) std::fprintf(stderr, "nvfp4-jit cache clear: not removed: %s\n", why.c_str());
-    if (json) std::printf("{\"removed_files\":%zu,\"not_removed\":%zu}\n", n, not_removed.size());
+    if (json) std::printf("%s\n", dump({{"removed_files", n}, {"not_removed", not_removed.size()}}).c_str());
     else std::printf("cache clear: removed %zu files from %s\n", n, cache.roots().primary.c_str());
     return not_removed.empty() ? kOk : kFailed;
   }
-  throw UsageError(fmt::format("unknown cache action `{}`", what));
+  throw UsageError(fmt::format("unknown cache action `{}`{}", what,
+                               did_you_mean(what, {"stats", "ls", "verify", "prune", "clear", "export", "import"})));
 }
 
 }  // namespace nvfp4::jit::cli

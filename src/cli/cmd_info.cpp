@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "cli/cli.hpp"
+#include "cli/json_out.hpp"
 #include "core/driver.hpp"
 #include "core/embedded.hpp"
 #include "core/kernel_store.hpp"
@@ -48,7 +49,6 @@ std::vector<DeviceLine> devices() {
 }  // namespace
 
 int cmd_info(const Args& args) {
-  args.allow_only({"--json"});
   std::string why;
   const bool have_driver = driver_available(&why);
   int driver_version = 0;
@@ -67,19 +67,21 @@ int cmd_info(const Args& args) {
       have_driver ? fmt::format("{}.{}", driver_version / 1000, driver_version % 1000 / 10) : "none (" + why + ")";
 
   if (args.has("--json")) {
-    std::string devj, tj, mj, roj;
+    Json devices = Json::array();
     for (const auto& d : devs)
-      devj += fmt::format("{}{{\"name\":\"{}\",\"compute_capability\":\"{}.{}\",\"sms\":{},\"arch\":\"{}\"}}",
-                          devj.empty() ? "" : ",", json_escape(d.name), d.major, d.minor, d.sms, d.arch);
-    for (const auto& t : targets) tj += fmt::format("{}\"{}\"", tj.empty() ? "" : ",", t);
-    for (const auto& m : manifests) mj += fmt::format("{}\"{}\"", mj.empty() ? "" : ",", m);
-    for (const auto& r : cache.roots().read_only) roj += fmt::format("{}\"{}\"", roj.empty() ? "" : ",", json_escape(r));
-    std::printf("{\"library\":\"%s\",%s,\"nvrtc_targets\":[%s],\"driver\":\"%s\",\"devices\":[%s],"
-                "\"cache_root\":\"%s\",\"cache_writable\":%s,\"read_only_roots\":[%s],\"templates_hash\":\"%s\","
-                "\"manifests\":[%s]}\n",
-                version(), nvrtc_json_fields().c_str(), tj.c_str(), json_escape(driver_text).c_str(), devj.c_str(),
-                json_escape(cache.roots().primary).c_str(), writable ? "true" : "false", roj.c_str(),
-                templates_hash().c_str(), mj.c_str());
+      devices.push_back({{"name", d.name}, {"compute_capability", fmt::format("{}.{}", d.major, d.minor)}, {"sms", d.sms},
+                         {"arch", d.arch}});
+    Json out = {{"library", version()}};
+    add_nvrtc_fields(out);
+    out["nvrtc_targets"] = targets;
+    out["driver"] = driver_text;
+    out["devices"] = devices;
+    out["cache_root"] = cache.roots().primary;
+    out["cache_writable"] = writable;
+    out["read_only_roots"] = cache.roots().read_only;
+    out["templates_hash"] = templates_hash();
+    out["manifests"] = manifests;
+    std::printf("%s\n", dump(out).c_str());
     return kOk;
   }
   std::printf("nvfp4-jit   %s (templates %s)\n", version(), templates_hash().substr(0, 16).c_str());

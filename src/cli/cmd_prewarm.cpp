@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "cli/cli.hpp"
+#include "cli/json_out.hpp"
 #include "core/codegen.hpp"
 #include "core/driver.hpp"
 #include "core/kernel_store.hpp"
@@ -98,11 +99,6 @@ void draw_progress(const PrewarmSummary& s, size_t done) {
 }  // namespace
 
 int cmd_prewarm(const Args& args) {
-  std::vector<std::string> known = {"--manifest", "--shape", "--model", "--tp",   "--ep",   "--shapes",
-                                    "--arch",     "--sms",   "-j",      "--json", "--quiet", "--list"};
-  for (std::string_view key : kPrewarmVariantKeys) known.push_back("--" + std::string(key));
-  args.allow_only(known);
-  if (!args.positional().empty()) throw UsageError(fmt::format("unexpected argument `{}`", args.positional()[0]));
   // every flag checked before any file is read or device looked at
   const PrewarmVariants variants = variants_from(args);
   const std::vector<Arch> archs = parse_archs(args.get("--arch", "sm_90a,sm_100a,sm_120a"));
@@ -167,10 +163,10 @@ int cmd_prewarm(const Args& args) {
                  (unsigned long long)not_stored, disk.roots().primary.empty() ? "(no cache root)" : disk.roots().primary.c_str(),
                  disk.last_store_problem().c_str());
   if (json) {
-    std::printf("{\"kernels\":%zu,\"shapes\":%zu,\"compiled\":%zu,\"cached\":%zu,\"failed\":%zu,\"not_stored\":%llu,"
-                "\"deferred\":%zu,\"threads\":%zu,\"seconds\":%.3f}\n",
-                summary.total, shapes.size(), summary.compiled, summary.cached, summary.failed, (unsigned long long)not_stored,
-                summary.deferred, summary.threads, summary.seconds);
+    const Json out = {{"kernels", summary.total},     {"shapes", shapes.size()},       {"compiled", summary.compiled},
+                      {"cached", summary.cached},     {"failed", summary.failed},      {"not_stored", not_stored},
+                      {"deferred", summary.deferred}, {"threads", summary.threads},    {"seconds", rounded(summary.seconds, 3)}};
+    std::printf("%s\n", dump(out).c_str());
   } else {
     std::printf("prewarm: %zu kernels for %zu shapes on %zu archs: %zu compiled, %zu cache hits, %zu failed, %llu not "
                 "stored in %.1f s\n",

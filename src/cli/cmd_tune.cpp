@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "cli/cli.hpp"
+#include "cli/json_out.hpp"
 #include "core/gpu_util.hpp"
 #include "core/manifest.hpp"
 #include "core/prewarm.hpp"
@@ -22,8 +23,6 @@ constexpr int kMaxRuns = 10000;
 }  // namespace
 
 int cmd_tune(const Args& args) {
-  args.allow_only({"--manifest", "--shape", "--m", "--runs", "--layout", "--a-dtype", "--a-scales", "--grouped", "--json"});
-  if (!args.positional().empty()) throw UsageError(fmt::format("unexpected argument `{}`", args.positional()[0]));
   const std::vector<WeightShape> shapes = shapes_from(args);
   for (const WeightShape& s : shapes)  // known without a GPU: said before one is looked for
     if (const std::string why = gemm_k_problem(s); !why.empty())
@@ -51,7 +50,7 @@ int cmd_tune(const Args& args) {
     return kNoGpu;
   }
   const auto t0 = std::chrono::steady_clock::now();
-  std::string out = "[";
+  Json results = Json::array();
   if (!json)
     std::printf("%-14s %6s %6s %8s  %-24s %10s  %-24s %10s %7s\n", "shape", "N", "K", "M bucket", "heuristic", "us",
                 "tuned", "us", "gain");
@@ -72,10 +71,9 @@ int cmd_tune(const Args& args) {
     for (const TunedBucket& b : buckets) {
       const std::string bucket = b.m_bucket ? fmt::format("<={}", b.m_bucket) : ">2048";
       if (json)
-        out += fmt::format(R"({}{{"shape":"{}","n":{},"k":{},"groups":{},"m_bucket":{},"heuristic":"{}","heuristic_us":{:.3f},)"
-                           R"("tuned":"{}","tuned_us":{:.3f},"candidates":{}}})",
-                           out.size() > 1 ? "," : "", json_escape(shapes[i].name), problem.n, problem.k, problem.groups,
-                           b.m_bucket, b.heuristic, b.heuristic_us, b.winner, b.winner_us, b.candidates);
+        results.push_back({{"shape", shapes[i].name}, {"n", problem.n}, {"k", problem.k}, {"groups", problem.groups},
+                           {"m_bucket", b.m_bucket}, {"heuristic", b.heuristic}, {"heuristic_us", rounded(b.heuristic_us, 3)},
+                           {"tuned", b.winner}, {"tuned_us", rounded(b.winner_us, 3)}, {"candidates", b.candidates}});
       else
         std::printf("%-14s %6lld %6lld %8s  %-24s %10.2f  %-24s %10.2f %6.1f%%\n", shapes[i].name.c_str(),
                     (long long)problem.n, (long long)problem.k, bucket.c_str(), b.heuristic.c_str(), b.heuristic_us,
@@ -87,7 +85,7 @@ int cmd_tune(const Args& args) {
     std::fflush(stdout);
   }
   const double total = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  if (json) std::printf("{\"seconds\":%.3f,\"results\":%s]}\n", total, out.c_str());
+  if (json) std::printf("%s\n", dump(Json{{"seconds", rounded(total, 3)}, {"results", results}}).c_str());
   else std::printf("tune: %zu shapes in %.1f s\n", shapes.size(), total);
   return kOk;
 }

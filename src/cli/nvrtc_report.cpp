@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "cli/cli.hpp"
+#include "cli/json_out.hpp"
 #include "core/nvrtc_library.hpp"
 
 namespace nvfp4::jit::cli {
@@ -12,11 +13,12 @@ std::string nvrtc_line() {
   return fmt::format("{}, {} ({})", n.version, n.path, detail::describe(n.source));
 }
 
-std::string nvrtc_json_fields() {
+void add_nvrtc_fields(Json& out) {
   const detail::NvrtcLoaded& n = detail::nvrtc_loaded();
-  const bool ok = n.error.empty();
-  return fmt::format(R"("nvrtc":"{}","nvrtc_path":"{}","nvrtc_source":"{}","nvrtc_error":"{}")", json_escape(n.version),
-                     json_escape(n.path), ok ? detail::to_string(n.source) : "", json_escape(n.error));
+  out["nvrtc"] = n.version;
+  out["nvrtc_path"] = n.path;
+  out["nvrtc_source"] = n.error.empty() ? detail::to_string(n.source) : "";
+  out["nvrtc_error"] = n.error;
 }
 
 }  // namespace nvfp4::jit::cli

@@ -20,6 +20,7 @@
 #include "ops/gemm/call.hpp"
 #include "ops/gemm/launch.hpp"
 #include "ops/gemm/m_buckets.hpp"
+#include "ops/gemm/routing_draw.hpp"
 #include "ops/gemm/tile_choice.hpp"
 
 namespace nvfp4::jit::detail {
@@ -180,9 +181,11 @@ int64_t grouped_rows_for_expected_m(int32_t groups, int64_t m) {
 std::vector<std::vector<int32_t>> grouped_tuning_routings(int32_t groups, int64_t m, int64_t max_rows, std::mt19937_64& rng) {
   std::vector<std::vector<int32_t>> routings(1, std::vector<int32_t>(size_t(groups)));
   const int64_t heaviest = grouped_rows_for_expected_m(groups, m);
-  const int64_t touched = std::clamp<int64_t>(max_rows * groups / heaviest, 1, groups);
+  const int32_t touched = int32_t(std::clamp<int64_t>(max_rows * groups / heaviest, 1, groups));
   const int64_t routed = std::max<int64_t>(1, heaviest * touched / groups);
-  for (int64_t r = 0; r < routed; ++r) ++routings[0][size_t(int64_t(rng() % uint64_t(touched)) * groups / touched)];
+  // each row one token's id among the touched experts, those spread over the groups
+  const std::vector<int32_t> rows = rows_per_expert(draw_topk_ids(RoutingDraw::uniform, routed, touched, 1, rng), touched);
+  for (int32_t e = 0; e < touched; ++e) routings[0][size_t(int64_t(e) * groups / touched)] = rows[size_t(e)];
   if (m <= kTunedOneTokenM) {
     const int32_t touched = std::min(groups, kTunedOneTokenExperts);
     std::vector<int32_t>& one = routings.emplace_back(size_t(groups));
