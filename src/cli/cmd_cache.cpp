@@ -122,11 +122,16 @@ int stats(DiskCache& cache, bool json) {
       refused += fmt::format("{}{{\"path\":{},\"why\":{}}}", refused.empty() ? "" : ",", json_string(path), json_string(reason));
     for (const auto& d : refused_dirs)
       refused += fmt::format("{}{{\"path\":{},\"why\":{}}}", refused.empty() ? "" : ",", json_string(d.path), json_string(d.problem));
+    std::string old;
+    for (const OldCacheLayout& o : cache.old_layouts())
+      old += fmt::format("{}{{\"root\":{},\"layout\":{},\"entries\":{},\"bytes\":{}}}", old.empty() ? "" : ",",
+                         json_string(o.root), json_string(o.layout), o.entries, o.bytes);
     std::printf("{\"root\":%s,\"writable\":%s,\"read_only\":%s,\"why\":%s,\"read_only_roots\":[%s],\"refused_roots\":[%s],"
-                "\"entries\":%zu,\"bytes\":%llu,\"archs\":{%s},%s,\"entries_by_nvrtc\":{%s}}\n",
+                "\"entries\":%zu,\"bytes\":%llu,\"archs\":{%s},%s,\"entries_by_nvrtc\":{%s},\"old_layouts\":[%s]}\n",
                 json_string(roots.primary).c_str(), cache.writable() ? "true" : "false",
                 cache.writable() ? "false" : "true", json_string(why).c_str(), ro.c_str(), refused.c_str(),
-                entries.size(), (unsigned long long)bytes, archs.c_str(), nvrtc_json_fields().c_str(), nvrtc_roots.c_str());
+                entries.size(), (unsigned long long)bytes, archs.c_str(), nvrtc_json_fields().c_str(), nvrtc_roots.c_str(),
+                old.c_str());
     return kOk;
   }
   std::printf("root       %s (%s)\n", roots.primary.c_str(),
@@ -138,6 +143,10 @@ int stats(DiskCache& cache, bool json) {
   for (const auto& d : refused_dirs) std::printf("NOT USED   %s: %s\n", d.path.c_str(), d.problem.c_str());
   std::printf("entries    %zu, %.1f MiB\n", entries.size(), bytes / 1048576.0);
   for (const auto& [arch, v] : per_arch) std::printf("  %-8s %6zu entries %8.1f MiB\n", arch.c_str(), v.first, v.second / 1048576.0);
+  // An earlier layout's entries are never read: `cache prune` (or clear) removes them.
+  for (const OldCacheLayout& o : cache.old_layouts())
+    std::printf("old layout %s/%s: %llu entries, %.1f MiB, not read by this version (cache prune removes it)\n", o.root.c_str(),
+                o.layout.c_str(), (unsigned long long)o.entries, o.bytes / 1048576.0);
   std::printf("NVRTC      %s\n", nvrtc_line().c_str());
   // Entries are keyed by the NVRTC that built them: another's are misses for this process.
   const NvrtcLoaded& ours = nvrtc_loaded();
@@ -264,18 +273,22 @@ int cmd_cache(const Args& args) {
     if (!cache.writable()) return refuse_read_only(cache, what, json);
     const size_t n = cache.prune(age);
     const size_t swept = cache.sweep_leftovers();
-    if (json) std::printf("{\"removed_entries\":%zu,\"removed_leftovers\":%zu}\n", n, swept);
-    else std::printf("cache prune: removed %zu entries older than %s and %zu leftover files from %s\n", n,
-                     args.get("--older-than").c_str(), swept, cache.roots().primary.c_str());
-    return kOk;
+    std::vector<std::string> not_removed;
+    const size_t old = cache.remove_old_layouts(&not_removed);
+    for (const std::string& why : not_removed) std::fprintf(stderr, "nvfp4-jit cache prune: not removed: %s\n", why.c_str());
+    if (json) std::printf("{\"removed_entries\":%zu,\"removed_leftovers\":%zu,\"removed_old_layout_entries\":%zu}\n", n, swept, old);
+    else std::printf("cache prune: removed %zu entries older than %s, %zu leftover files and %zu entries of earlier layouts from %s\n",
+                     n, args.get("--older-than").c_str(), swept, old, cache.roots().primary.c_str());
+    return not_removed.empty() ? kOk : kFailed;
   }
   if (what == "clear") {
     if (!cache.writable()) return refuse_read_only(cache, what, json);
     std::vector<std::string> not_removed;
     const size_t n = cache.clear(&not_removed);
+    const size_t old = cache.remove_old_layouts(&not_removed);
     for (const std::string& why : not_removed) std::fprintf(stderr, "nvfp4-jit cache clear: not removed: %s\n", why.c_str());
-    if (json) std::printf("{\"removed_files\":%zu,\"not_removed\":%zu}\n", n, not_removed.size());
-    else std::printf("cache clear: removed %zu files from %s\n", n, cache.roots().primary.c_str());
+    if (json) std::printf("{\"removed_files\":%zu,\"removed_old_layout_entries\":%zu,\"not_removed\":%zu}\n", n, old, not_removed.size());
+    else std::printf("cache clear: removed %zu files and %zu entries of earlier layouts from %s\n", n, old, cache.roots().primary.c_str());
     return not_removed.empty() ? kOk : kFailed;
   }
   throw UsageError(fmt::format("unknown cache action `{}`", what));

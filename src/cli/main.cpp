@@ -87,7 +87,7 @@ line's own `key=value` fields, e.g. `qkv_proj 6144 4096 bias=bf16`, replace thes
 For each weight shape and M bucket (<=8, 16, ..., 2048, >2048), times every candidate
 GEMM tile on this GPU (scratch buffers, weights rotated past L2, median of R runs), keeps the
 fastest (the heuristic's unless another is 2% faster) and records it in the cache root's
-v1/tuning/<arch>-<device>-<SMs>.json; gemm() uses it from then on, in every process.
+v2/tuning/<arch>-<device>-<SMs>.json; gemm() uses it from then on, in every process.
 Candidates compile in parallel (cached ones load from disk). Needs a GPU (exit 3 without one).
   --m M     tune only the bucket holding M (1 or more)
   --runs R  timed launches per candidate, 1 to 10000 (default 10)

@@ -47,7 +47,7 @@ struct Case {
   // W4A4: bytes of padding after each packed row of A (4: rows not 16-byte aligned)
   int64_t a_fp4_pad = 16;
   // a tile of another backend's to run instead of the heuristic's (block_m 0: none)
-  TileConfig backend_tile{};
+  GemmTile backend_tile{};
 };
 
 void run_gemm(const Case& c, const GemmArgs& g) {

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "core/launcher.hpp"
-#include "core/spec.hpp"
+#include "ops/gemm/gemm_spec.hpp"
 #include "core/tuning_table.hpp"
 #include "ops/gemm/backend.hpp"
 
@@ -16,20 +16,20 @@ namespace nvfp4::jit::detail {
 // tile (timed at the bucket's largest M) leaves every M its own heuristic tile, and one whose
 // tile the backend refuses (tile_problem) is passed over. `groups_reached`: the groups a grouped
 // call's rows can reach (gemm_groups_reached), 0 for all.
-TileConfig gemm_tile_choice(const GemmBackend& backend, const KernelSpec& problem, const TileConfig* tuned, int64_t m,
+GemmTile gemm_tile_choice(const GemmBackend& backend, const GemmSpec& problem, const GemmTile* tuned, int64_t m,
                             int sm_count, int64_t groups_reached = 0);
 
 // Every tile an untuned call with an M of `bucket` runs (the bucket's first): what prewarm
 // compiles, so no M meets a kernel it lacks.
-std::vector<TileConfig> gemm_bucket_tiles(const GemmBackend& backend, const KernelSpec& problem, int bucket,
+std::vector<GemmTile> gemm_bucket_tiles(const GemmBackend& backend, const GemmSpec& problem, int bucket,
                                           int sm_count);
 // Every tile gemm_tile_choice runs for an M of `bucket` where `tuned` won it (`tuned` first):
 // what `tune` compiles before it records the winner.
-std::vector<TileConfig> gemm_tuned_tiles(const GemmBackend& backend, const TileConfig& tuned, int bucket);
+std::vector<GemmTile> gemm_tuned_tiles(const GemmBackend& backend, const GemmTile& tuned, int bucket);
 
 // The tuning table of `device` (loaded once per device and process).
 TuningTable& gemm_tuning_table(const DeviceInfo& device);
 // The tuned tile of `problem`'s bucket on `device`, if any.
-std::optional<TileConfig> gemm_tuned_tile(const DeviceInfo& device, const KernelSpec& problem, int bucket);
+std::optional<GemmTile> gemm_tuned_tile(const DeviceInfo& device, const GemmSpec& problem, int bucket);
 
 }  // namespace nvfp4::jit::detail

@@ -30,7 +30,7 @@ struct Family : Tiles {
 
 class Sm120Backend final : public block_scaled::Backend<Family> {
  public:
-  GemmPlan plan(const KernelSpec& spec, int64_t m, int sm_count) const override {
+  GemmPlan plan(const GemmSpec& spec, int64_t m, int sm_count) const override {
     const Tile t = Tiles::from_config(spec.tile);
     const int grouped = gemm_problem_grouped(spec);
     const GemmGrid grid = grouped ? gemm_grouped_grid(grouped, spec.groups, m, spec.n, t.block_m, t.block_n)
@@ -51,7 +51,7 @@ class Sm120Backend final : public block_scaled::Backend<Family> {
     return plan;
   }
 
-  void bind(const KernelSpec& spec, const GemmCall& call, void* params) const override {
+  void bind(const GemmSpec& spec, const GemmCall& call, void* params) const override {
     const GemmArgs& args = call.args;
     auto& p = *static_cast<nvfp4k::GemmW4A4Params*>(params);
     p.a = static_cast<const unsigned char*>(args.a_fp4.data);
