@@ -438,7 +438,7 @@ TEST_SUITE("cli") {
     CHECK(count(plain.out, "\"op\":\"gemm\"") > 0);
     // (an sm_90a GEMM kernel takes N as an argument: n is 0 in its spec)
     CHECK(count(plain.out, "\"op\":\"gemm\",\"arch\":\"sm_90a\",\"n\":0,\"k\":512,\"groups\":0,\"a_dtype\":\"bf16\","
-                           "\"b_dtype\":\"nvfp4\",\"out_dtype\":\"fp32\"") == 0);  // BF16 out by default
+                           "\"out_dtype\":\"fp32\"") == 0);  // BF16 out by default
     // one weight layout, two output dtypes, with and without a bias: four problems of the same tiles
     const auto four = list("--shape 256,512 --b-layout linear --d-dtype bf16,fp32 --bias none,fp32");
     REQUIRE(four.code == 0);
@@ -446,7 +446,7 @@ TEST_SUITE("cli") {
     const size_t tiles = count(one.out, "\"op\":\"gemm\"");
     CHECK(tiles > 0);
     CHECK(count(four.out, "\"op\":\"gemm\"") == 4 * tiles);
-    CHECK(count(four.out, "\"flags\":4,") == 2 * tiles);  // the fp32 bias
+    CHECK(count(four.out, "\"bias\":\"fp32\",") == 2 * tiles);
     // the fp32-input quantizers only when asked for
     CHECK(plain.out.find("nvfp4_quantize_k512_fp32") == std::string::npos);
     CHECK(list("--shape 256,512 --in-dtype fp32").out.find("nvfp4_quantize_k512_fp32") != std::string::npos);
@@ -468,16 +468,16 @@ TEST_SUITE("cli") {
     std::ofstream(manifest) << "qkv 256 512 b-layout=linear d-dtype=fp16\no 512 1024\n";  // told apart by K
     const auto mixed = list("--manifest " + manifest + " --d-dtype fp32");
     REQUIRE(mixed.code == 0);
-    CHECK(mixed.out.find("\"n\":0,\"k\":512,\"groups\":0,\"a_dtype\":\"bf16\",\"b_dtype\":\"nvfp4\",\"out_dtype\":\"fp16\"") !=
+    CHECK(mixed.out.find("\"n\":0,\"k\":512,\"groups\":0,\"a_dtype\":\"bf16\",\"out_dtype\":\"fp16\"") !=
           std::string::npos);
-    CHECK(mixed.out.find("\"n\":0,\"k\":512,\"groups\":0,\"a_dtype\":\"bf16\",\"b_dtype\":\"nvfp4\",\"out_dtype\":\"fp32\"") ==
+    CHECK(mixed.out.find("\"n\":0,\"k\":512,\"groups\":0,\"a_dtype\":\"bf16\",\"out_dtype\":\"fp32\"") ==
           std::string::npos);
-    CHECK(mixed.out.find("\"n\":0,\"k\":1024,\"groups\":0,\"a_dtype\":\"bf16\",\"b_dtype\":\"nvfp4\",\"out_dtype\":\"fp32\"") !=
+    CHECK(mixed.out.find("\"n\":0,\"k\":1024,\"groups\":0,\"a_dtype\":\"bf16\",\"out_dtype\":\"fp32\"") !=
           std::string::npos);
     // moe_route's capture hint (K = 16: no GEMM) builds the routing of its group count: both id types, one CTA or many
     const auto route = list("--shape 16,16,64");
     REQUIRE(route.code == 0);
-    CHECK(count(route.out, "\"op\":\"moe_route\",\"arch\":\"sm_90a\",\"n\":0,\"k\":0,\"groups\":64,") == 4);
+    CHECK(count(route.out, "\"op\":\"moe_route\",\"arch\":\"sm_90a\",\"experts\":64,") == 4);
     CHECK(count(route.out, "\"op\":\"gemm\"") == 0);
     // bad values are usage errors naming the flag or the manifest line
     auto r = list("--shape 256,512 --d-dtype fp8");
