@@ -316,7 +316,7 @@ TEST_SUITE("gemm_sm90") {
     // stages): its entry is refused when the table loads, with a note (the call finds no tuned
     // tile and runs the heuristic's)
     GemmTile stale = decode;
-    stale.threads = 384, stale.stages = 7;
+    stale.threads = 384, stale.k_slices = 2, stale.stages = 7;
     CHECK(backend.tile_problem(gemm_spec(problem, stale)).find("for each of 3 CTAs an SM") != std::string::npos);
     {
       testutil::TempDir dir;
