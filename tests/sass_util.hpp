@@ -124,13 +124,23 @@ void for_each_disassembled(const std::vector<KernelSpec>& specs, Check check) {
   std::remove(cubin.c_str());
 }
 
+// for_each_disassembled over GEMM specs.
+template <class Check>
+void for_each_disassembled(const std::vector<GemmSpec>& gemm_specs, Check check) {
+  std::vector<KernelSpec> specs;
+  for (const GemmSpec& spec : gemm_specs) specs.push_back(gemm_key(spec));
+  for_each_disassembled(specs, [&](const KernelSpec& key, const std::string& name, const std::string& text) {
+    check(gemm_spec_of(key), name, text);
+  });
+}
+
 // Checks every GEMM kernel of `specs`: at least one instruction containing each of `required`
 // (the block-scaled MMA, say), no local memory and no stack frame, registers within the SM's
 // file, dynamic shared memory within `max_shared` and static shared memory the system's 1 KB
 // at most.
-inline void check_gemm_sass(const std::vector<KernelSpec>& specs, const std::vector<std::string>& required,
+inline void check_gemm_sass(const std::vector<GemmSpec>& gemm_specs, const std::vector<std::string>& required,
                             unsigned max_shared) {
-  for_each_disassembled(specs, [&](const KernelSpec& spec, const std::string& name, const std::string& text) {
+  for_each_disassembled(gemm_specs, [&](const GemmSpec& spec, const std::string& name, const std::string& text) {
     const unsigned dynamic = gemm_backend(spec.arch, "test").shared_bytes(spec);
     const int threads = spec.tile.threads;
     std::string found;

@@ -26,6 +26,7 @@
 #include "core/prewarm.hpp"
 #include "core/tuning_table.hpp"
 #include "ops/dequantize_op.hpp"
+#include "gemm_test_util.hpp"
 #include "test_util.hpp"
 
 using namespace nvfp4::jit;
@@ -140,6 +141,47 @@ TEST_SUITE("cache_maintenance") {
     }
   }
 
+  TEST_CASE("an earlier layout's directory is reported by stats and removed by prune and clear; its entries are never read") {
+    testutil::TempDir dir;
+    const std::string root = dir.str();
+    REQUIRE(run(with_cache(root) + " prewarm --shape 8,128 --arch sm_90a --quiet").code == 0);
+    const long current = long(cubins(root).size());
+    // a v1 root as the previous version left it: two entries and a tuning table
+    const fs::path old = fs::path(root) / "v1";
+    fs::create_directories(old / "sm_90a" / "ab");
+    fs::create_directories(old / "tuning");
+    for (const char* name : {"ab01", "ab02"}) {
+      spit(old / "sm_90a" / "ab" / (std::string(name) + std::string(28, '0') + ".cubin"), std::string(1000, 'x'));
+      spit(old / "sm_90a" / "ab" / (std::string(name) + std::string(28, '0') + ".json"), "{}");
+    }
+    spit(old / "tuning" / "sm_90a-GPU-132.json", std::string(96, ' '));
+    {
+      DiskCache cache(CacheRoots{root, {}});
+      const std::vector<OldCacheLayout> found = cache.old_layouts();
+      REQUIRE(found.size() == 1);
+      CHECK(found[0].layout == "v1");
+      CHECK(found[0].entries == 2);
+      CHECK(found[0].bytes == 2 * 1000 + 2 * 2 + 96);
+      CHECK(long(cache.list(false).size()) == current);  // not read as entries
+    }
+    const auto stats = run(with_cache(root) + " cache stats --json");
+    CHECK(stats.out.find(R"("old_layouts":[{"root":")") != std::string::npos);
+    CHECK(stats.out.find(R"("layout":"v1","entries":2,"bytes":2100})") != std::string::npos);
+    CHECK(run(with_cache(root) + " cache stats").out.find("/v1: 2 entries") != std::string::npos);
+    const auto pruned = run(with_cache(root) + " cache prune --older-than 30d --json");
+    CHECK(pruned.code == 0);
+    CHECK(testutil::json_int(pruned.out, "removed_old_layout_entries") == 2);
+    CHECK_FALSE(fs::exists(old));
+    CHECK(long(cubins(root).size()) == current);  // this layout's entries stay
+    CHECK(run(with_cache(root) + " cache stats --json").out.find(R"("old_layouts":[])") != std::string::npos);
+    // clear removes one too
+    fs::create_directories(old / "sm_90a" / "cd");
+    spit(old / "sm_90a" / "cd" / (std::string(32, 'c') + ".cubin"), "x");
+    const auto cleared = run(with_cache(root) + " cache clear --json");
+    CHECK(testutil::json_int(cleared.out, "removed_old_layout_entries") == 1);
+    CHECK_FALSE(fs::exists(old));
+  }
+
   TEST_CASE("an entry listed as bad but completed since is not removed") {
     testutil::TempDir dir;
     const std::string root = dir.str();
@@ -167,7 +209,7 @@ TEST_SUITE("cache_maintenance") {
     std::thread cleaner([&] {
       while (!done) {
         std::error_code ec;
-        fs::remove_all(fs::path(root) / "v1", ec);
+        fs::remove_all(fs::path(root) / "v2", ec);
         std::this_thread::sleep_for(std::chrono::microseconds(500));
       }
     });
@@ -308,43 +350,38 @@ TEST_SUITE("cache_maintenance") {
     const fs::path cubin = cubins(a.str())[0];
     const std::string key = cubin.stem().string();
     const std::string body = slurp(cubin), side = slurp(fs::path(cubin).replace_extension(".json"));
-    const std::string good = "v1/sm_90a/" + key.substr(0, 2) + "/" + key;
+    const std::string good = "v2/sm_90a/" + key.substr(0, 2) + "/" + key;
     std::string tar = tar_member(good + ".cubin", body) + tar_member(good + ".json", side);
     std::string expect;
     size_t skipped = 0;
-    SUBCASE("a symlink") { tar += tar_member("v1/sm_90a/ab/link.cubin", "", '2'), expect = "a symlink", skipped = 1; }
-    SUBCASE("a directory") { tar += tar_member("v1/sm_90a/ab/", "", '5'), expect = "a directory", skipped = 1; }
-    SUBCASE("a FIFO") { tar += tar_member("v1/sm_90a/ab/fifo.cubin", "", '6'), expect = "a FIFO", skipped = 1; }
+    SUBCASE("a symlink") { tar += tar_member("v2/sm_90a/ab/link.cubin", "", '2'), expect = "a symlink", skipped = 1; }
+    SUBCASE("a directory") { tar += tar_member("v2/sm_90a/ab/", "", '5'), expect = "a directory", skipped = 1; }
+    SUBCASE("a FIFO") { tar += tar_member("v2/sm_90a/ab/fifo.cubin", "", '6'), expect = "a FIFO", skipped = 1; }
     SUBCASE("an arch this library does not know") {
       // consistent in itself: only the arch is wrong
       std::string s = side;
       s.replace(s.find("\"arch\":\"sm_90a\""), 15, "\"arch\":\"sm_99a\"");
-      const std::string odd = "v1/sm_99a/" + key.substr(0, 2) + "/" + key;
+      const std::string odd = "v2/sm_99a/" + key.substr(0, 2) + "/" + key;
       tar += tar_member(odd + ".cubin", body) + tar_member(odd + ".json", s);
       expect = "unknown arch", skipped = 2;
     }
     SUBCASE("a member over its size limit") {
-      tar += tar_member("v1/sm_90a/ab/ab" + std::string(30, '0') + ".json", std::string(size_t(1) << 20, ' '));
+      tar += tar_member("v2/sm_90a/ab/ab" + std::string(30, '0') + ".json", std::string(size_t(1) << 20, ' '));
       expect = "over the limit", skipped = 1;
     }
     SUBCASE("malformed tuning entries") {
-      TuningEntry ok;
-      ok.problem.op = Op::gemm;
-      ok.problem.arch = Arch::sm_90a;
-      ok.problem.n = 4096, ok.problem.k = 4096;
-      ok.m_bucket = 8;
-      ok.tile.block_m = 8, ok.tile.block_n = 128, ok.tile.block_k = 256, ok.tile.stages = 4, ok.tile.split_k = 1;
-      ok.tile.threads = 384;
+      const TuningEntry ok = test::sm90_tuned_entry(4096, 4096, 8);
       REQUIRE(tuning_entry_problem(ok, Arch::sm_90a) == "");
-      TuningEntry not_gemm = ok, odd_tile = ok, no_bucket = ok;
-      not_gemm.problem.op = Op::dequantize;
-      odd_tile.tile.block_m = 7, odd_tile.problem.n = 8192;
-      no_bucket.m_bucket = 9, no_bucket.problem.n = 1024;
+      TuningEntry not_gemm = ok, odd_tile = test::sm90_tuned_entry(8192, 4096, 8), no_bucket = test::sm90_tuned_entry(1024, 4096, 9);
+      not_gemm.tuned = dequantize_spec(Arch::sm_90a, 4096, DType::bf16, ScaleLayout::linear);
+      GemmSpec odd = gemm_spec_of(odd_tile.tuned);
+      odd.tile.block_m = 7;
+      odd_tile.tuned = gemm_key(odd);
       std::string text = TuningTable::to_text({ok, not_gemm, odd_tile, no_bucket}, Arch::sm_90a, "Some GPU", 132,
                                               TuningVersions::current());
-      text.insert(text.rfind("\n]}"), ",\n{\"op\":6,\"n\":\"x\"}");  // a line that does not parse
-      tar += tar_member("v1/tuning/" + TuningTable::file_name(Arch::sm_90a, "Some GPU", 132), text);
-      expect = "not a GEMM", skipped = 4;
+      text.insert(text.rfind("\n]}"), ",\n{\"spec\":{\"op\":\"gemm\",\"n\":\"x\"}}");  // a line that does not parse
+      tar += tar_member("v2/tuning/" + TuningTable::file_name(Arch::sm_90a, "Some GPU", 132), text);
+      expect = "has no tuned kernels", skipped = 4;
     }
     tar.append(1024, '\0');
     const std::string file = a.str() + "/in.tar";
@@ -355,9 +392,9 @@ TEST_SUITE("cache_maintenance") {
     CHECK(testutil::json_int(r.out, "kernels") == 1);
     CHECK(testutil::json_int(r.out, "skipped") == long(skipped));
     CHECK(r.err.find(expect) != std::string::npos);
-    CHECK_FALSE(fs::exists(fs::path(b.str()) / "v1" / "sm_99a"));
+    CHECK_FALSE(fs::exists(fs::path(b.str()) / "v2" / "sm_99a"));
     if (expect == "not a GEMM") {
-      const TuningTable t(b.str() + "/v1/tuning/" + TuningTable::file_name(Arch::sm_90a, "Some GPU", 132), Arch::sm_90a,
+      const TuningTable t(b.str() + "/v2/tuning/" + TuningTable::file_name(Arch::sm_90a, "Some GPU", 132), Arch::sm_90a,
                           "Some GPU", 132);
       CHECK(t.entries().size() == 1);  // only the well-formed one was written
     }
@@ -431,7 +468,7 @@ TEST_SUITE("cache_maintenance") {
   TEST_CASE("an entry removed while verify lists it is gone, not bad") {
     testutil::TempDir dir;
     const std::string root = dir.str();
-    const fs::path kk = fs::path(root) / "v1" / "sm_90a" / "ab";
+    const fs::path kk = fs::path(root) / "v2" / "sm_90a" / "ab";
     fs::create_directories(kk);
     for (fs::path p = kk; p != fs::path(root); p = p.parent_path()) ::chmod(p.c_str(), 0700);
     // many entries in one directory, so verify reads names the remover has since taken

@@ -41,7 +41,7 @@ std::string bounded(const std::string& root) { return "NVFP4_JIT_CACHE_DIR=" + r
 
 fs::path entry_path(const std::string& root, const KernelSpec& spec, const char* ext) {
   const std::string key = key_for(spec, generate(spec)).hex();
-  return fs::path(root) / "v1" / std::string(to_string(spec.arch)) / key.substr(0, 2) / (key + ext);
+  return fs::path(root) / "v2" / std::string(to_string(spec.arch)) / key.substr(0, 2) / (key + ext);
 }
 
 Origin fetch(const std::string& root, const KernelSpec& spec = kSpec) {
@@ -132,10 +132,10 @@ TEST_SUITE("cache_security") {
   TEST_CASE("a symlink below the root is not followed when entries are created") {
     testutil::TempDir dir;
     const std::string root = dir.str() + "/cache", elsewhere = dir.str() + "/elsewhere";
-    fs::create_directories(fs::path(root) / "v1");
+    fs::create_directories(fs::path(root) / "v2");
     fs::create_directory(elsewhere);
     ::chmod(root.c_str(), 0700);
-    fs::create_directory_symlink(elsewhere, fs::path(root) / "v1" / "sm_90a");
+    fs::create_directory_symlink(elsewhere, fs::path(root) / "v2" / "sm_90a");
     const auto r = run(with_cache(root) + " prewarm --shape 8,128 --arch sm_90a --json");
     CAPTURE(r.err);
     CHECK(fs::is_empty(elsewhere));
@@ -229,7 +229,7 @@ TEST_SUITE("cache_security") {
     side = std::regex_replace(side, std::regex(R"("spec":.*)"), "\"spec\":{\"op\":\"x\\q\x02\"}\n");
     spit(entry_path(root, kSpec, ".json"), side);
     // an entry under a directory name no arch has
-    const fs::path odd = fs::path(root) / "v1" / "sm_9\"0\xff" / "ab";
+    const fs::path odd = fs::path(root) / "v2" / "sm_9\"0\xff" / "ab";
     fs::create_directories(odd);
     spit(odd / "ab000000000000000000000000000000.cubin", "x");
     // a sidecar far over any real one's size (sparse: nothing is written)
@@ -243,7 +243,7 @@ TEST_SUITE("cache_security") {
     CAPTURE(verify.out);
     CHECK(verify.out.find("over the limit") != std::string::npos);
     // a tuning table over its bound is not read, with a note
-    const std::string table = root + "/v1/tuning/" + TuningTable::file_name(Arch::sm_90a, "Big GPU", 132);
+    const std::string table = root + "/v2/tuning/" + TuningTable::file_name(Arch::sm_90a, "Big GPU", 132);
     fs::create_directories(fs::path(table).parent_path());
     spit(table, "");
     fs::resize_file(table, size_t(64) << 20);
@@ -279,12 +279,12 @@ TEST_SUITE("cache_security") {
       REQUIRE(::chmod(target.c_str(), 0666) == 0);
       why = "writable by other users", refused = 1;
     }
-    SUBCASE("v1 belongs to another user") {
+    SUBCASE("v2 belongs to another user") {
       if (::geteuid() != 0) {
-        MESSAGE("skipped: giving v1 to another uid needs root");
+        MESSAGE("skipped: giving v2 to another uid needs root");
         return;
       }
-      REQUIRE(run("chown -R 12345:12345 " + root + "/v1").code == 0);
+      REQUIRE(run("chown -R 12345:12345 " + root + "/v2").code == 0);
       why = "owned by uid 12345", refused = n;
     }
     SUBCASE("a CUBIN belongs to another user") {

@@ -20,6 +20,7 @@
 #include "ops/dequantize_op.hpp"
 #include "ops/gemm/launch.hpp"
 #include "ops/gemm/tile_choice.hpp"
+#include "gemm_test_util.hpp"
 #include "test_util.hpp"
 
 using testutil::cli;
@@ -93,13 +94,8 @@ TEST_SUITE("cli") {
     testutil::TempDir a, b;
     REQUIRE(run(with_cache(a) + " prewarm --shape 8,256 --arch sm_90a --quiet").code == 0);
     using namespace nvfp4::jit::detail;
-    const std::string table = a.str() + "/v1/tuning/" + TuningTable::file_name(Arch::sm_90a, "Some GPU", 132);
-    TuningEntry e;
-    e.problem.op = Op::gemm;
-    e.problem.n = 256, e.problem.k = 256;
-    e.m_bucket = 8;
-    e.tile.block_m = 8, e.tile.block_n = 128, e.tile.block_k = 256, e.tile.stages = 4, e.tile.split_k = 1;
-    e.tile.threads = 384;  // a tile the GEMM can run: import checks that
+    const std::string table = a.str() + "/v2/tuning/" + TuningTable::file_name(Arch::sm_90a, "Some GPU", 132);
+    const TuningEntry e = test::sm90_tuned_entry(256, 256, 8);  // a tile the GEMM can run: import checks that
     REQUIRE(TuningTable(table, Arch::sm_90a, "Some GPU", 132).record({e}) == "");
     const long n = kernel_count({"8,256"}, {Arch::sm_90a});
     const std::string file = a.str() + "/shipped.tar";
@@ -115,9 +111,9 @@ TEST_SUITE("cli") {
     CHECK(in.code == 0);
     CHECK(testutil::json_int(in.out, "kernels") == n);
     CHECK(run(with_cache(b) + " cache verify").out.find(std::to_string(n) + " entries, 0 bad") != std::string::npos);
-    CHECK(TuningTable(b.str() + "/v1/tuning/" + TuningTable::file_name(Arch::sm_90a, "Some GPU", 132), Arch::sm_90a,
+    CHECK(TuningTable(b.str() + "/v2/tuning/" + TuningTable::file_name(Arch::sm_90a, "Some GPU", 132), Arch::sm_90a,
                       "Some GPU", 132)
-              .find(e.problem, 8));
+              .find(e.problem(), 8));
     CHECK(testutil::json_int(run(with_cache(b) + " prewarm --shape 8,256 --arch sm_90a --json").out, "compiled") == 0);
     // importing again adds nothing
     CHECK(testutil::json_int(run(with_cache(b) + " cache import " + file + " --json").out, "already_present") == n);
@@ -438,9 +434,10 @@ std::vector<KernelSpec> call_kernels(const CallCase& c, int sms, GemmCall* out) 
     gemm = gemm_call_on_decoded_a(call, c.g.d);
     kernels.push_back(dequantize_spec(c.arch, c.g.k, DType::bf16, c.g.a_fp4.scale_layout));
   }
-  const KernelSpec problem = gemm_problem(c.arch, gemm);
+  const GemmSpec problem = gemm_problem(c.arch, gemm);
   REQUIRE(backend.unsupported(problem).empty());
-  kernels.push_back(gemm_kernel_spec(backend, problem, gemm_tile_choice(backend, problem, nullptr, gemm_tile_rows(gemm), sms)));
+  kernels.push_back(
+      gemm_key(gemm_kernel_spec(backend, problem, gemm_tile_choice(backend, problem, nullptr, gemm_tile_rows(gemm), sms))));
   return kernels;
 }
 
@@ -511,7 +508,7 @@ TEST_SUITE("cli") {
     CHECK(count(plain.out, "\"op\":\"gemm\"") > 0);
     // (an sm_90a GEMM kernel takes N as an argument: n is 0 in its spec)
     CHECK(count(plain.out, "\"op\":\"gemm\",\"arch\":\"sm_90a\",\"n\":0,\"k\":512,\"groups\":0,\"a_dtype\":\"bf16\","
-                           "\"b_dtype\":\"nvfp4\",\"out_dtype\":\"fp32\"") == 0);  // BF16 out by default
+                           "\"out_dtype\":\"fp32\"") == 0);  // BF16 out by default
     // one weight layout, two output dtypes, with and without a bias: four problems of the same tiles
     const auto four = list("--shape 256,512 --b-layout linear --d-dtype bf16,fp32 --bias none,fp32");
     REQUIRE(four.code == 0);
@@ -519,7 +516,7 @@ TEST_SUITE("cli") {
     const size_t tiles = count(one.out, "\"op\":\"gemm\"");
     CHECK(tiles > 0);
     CHECK(count(four.out, "\"op\":\"gemm\"") == 4 * tiles);
-    CHECK(count(four.out, "\"flags\":4,") == 2 * tiles);  // the fp32 bias
+    CHECK(count(four.out, "\"bias\":\"fp32\",") == 2 * tiles);
     // the fp32-input quantizers only when asked for
     CHECK(plain.out.find("nvfp4_quantize_k512_fp32") == std::string::npos);
     CHECK(list("--shape 256,512 --in-dtype fp32").out.find("nvfp4_quantize_k512_fp32") != std::string::npos);
@@ -541,16 +538,16 @@ TEST_SUITE("cli") {
     std::ofstream(manifest) << "qkv 256 512 b-layout=linear d-dtype=fp16\no 512 1024\n";  // told apart by K
     const auto mixed = list("--manifest " + manifest + " --d-dtype fp32");
     REQUIRE(mixed.code == 0);
-    CHECK(mixed.out.find("\"n\":0,\"k\":512,\"groups\":0,\"a_dtype\":\"bf16\",\"b_dtype\":\"nvfp4\",\"out_dtype\":\"fp16\"") !=
+    CHECK(mixed.out.find("\"n\":0,\"k\":512,\"groups\":0,\"a_dtype\":\"bf16\",\"out_dtype\":\"fp16\"") !=
           std::string::npos);
-    CHECK(mixed.out.find("\"n\":0,\"k\":512,\"groups\":0,\"a_dtype\":\"bf16\",\"b_dtype\":\"nvfp4\",\"out_dtype\":\"fp32\"") ==
+    CHECK(mixed.out.find("\"n\":0,\"k\":512,\"groups\":0,\"a_dtype\":\"bf16\",\"out_dtype\":\"fp32\"") ==
           std::string::npos);
-    CHECK(mixed.out.find("\"n\":0,\"k\":1024,\"groups\":0,\"a_dtype\":\"bf16\",\"b_dtype\":\"nvfp4\",\"out_dtype\":\"fp32\"") !=
+    CHECK(mixed.out.find("\"n\":0,\"k\":1024,\"groups\":0,\"a_dtype\":\"bf16\",\"out_dtype\":\"fp32\"") !=
           std::string::npos);
     // moe_route's capture hint (K = 16: no GEMM) builds the routing of its group count: both id types, one CTA or many
     const auto route = list("--shape 16,16,64");
     REQUIRE(route.code == 0);
-    CHECK(count(route.out, "\"op\":\"moe_route\",\"arch\":\"sm_90a\",\"n\":0,\"k\":0,\"groups\":64,") == 4);
+    CHECK(count(route.out, "\"op\":\"moe_route\",\"arch\":\"sm_90a\",\"experts\":64,") == 4);
     CHECK(count(route.out, "\"op\":\"gemm\"") == 0);
     // bad values are usage errors naming the flag or the manifest line
     auto r = list("--shape 256,512 --d-dtype fp8");
@@ -684,7 +681,7 @@ TEST_SUITE("cli") {
     testutil::TempDir dir;
     REQUIRE(run(with_cache(dir) + " prewarm --shape 16,48 --arch sm_90a --a-from quantize --in-dtype bf16 --quiet").code == 0);
     bool planted = false;
-    for (const auto& e : std::filesystem::recursive_directory_iterator(dir.path / "v1"))
+    for (const auto& e : std::filesystem::recursive_directory_iterator(dir.path / "v2"))
       if (e.path().extension() == ".json" && !planted) {
         std::ifstream in(e.path());
         std::string side((std::istreambuf_iterator<char>(in)), {});

@@ -24,8 +24,8 @@ TEST_SUITE("codegen") {
     const GeneratedKernel g = generate(spec);
     CHECK(g.name == "nvfp4_dequantize_k4096_bf16_sw128x4");
     CHECK(g.source ==
-          "// nvfp4-jit generated: dequantize arch=sm_90a N=0 K=4096 groups=0 a=nvfp4 b=none out=bf16 "
-          "scales=swizzled128x4 gscale=0 flags=0 tile=0x0x0 threads=256 stages=4 cluster_m=0 split_k=0 vec=8\n"
+          "// nvfp4-jit generated: dequantize arch=sm_90a k=4096 out_dtype=bf16 scale_layout=sw128x4 threads=256 "
+          "loads_per_thread=4\n"
           "#include \"dequantize.cuh\"\n\n"
           "extern \"C\" __global__ void __launch_bounds__(256) nvfp4_dequantize_k4096_bf16_sw128x4("
           "const __grid_constant__ nvfp4k::DequantizeParams p) {\n"

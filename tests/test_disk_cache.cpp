@@ -25,7 +25,7 @@ const KernelSpec kSpec = dequantize_spec(Arch::sm_90a, 1024, DType::bf16, ScaleL
 
 fs::path entry_path(const std::string& root, const KernelSpec& spec, const char* ext) {
   const std::string key = key_for(spec, generate(spec)).hex();
-  return fs::path(root) / "v1" / std::string(to_string(spec.arch)) / key.substr(0, 2) / (key + ext);
+  return fs::path(root) / "v2" / std::string(to_string(spec.arch)) / key.substr(0, 2) / (key + ext);
 }
 
 Origin fetch(const std::string& root, const KernelSpec& spec = kSpec) {
@@ -84,7 +84,7 @@ TEST_SUITE("disk_cache") {
     Origin origin{};
     store.get(kSpec, &origin);
     CHECK(origin == Origin::disk);
-    CHECK(!fs::exists(fs::path(mine.str()) / "v1"));
+    CHECK(!fs::exists(fs::path(mine.str()) / "v2"));
   }
 
   TEST_CASE("a cache root that is a symlink owned by someone else is not followed") {

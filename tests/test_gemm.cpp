@@ -77,7 +77,7 @@ void check_error(const GemmArgs& g, const std::string& part) {
 // checked to land inside the parameter block.
 std::vector<TensorMapKey> bound_maps(Arch arch, const GemmCall& call) {
   const GemmBackend& backend = gemm_backend(arch, "test");
-  const KernelSpec problem = gemm_problem_on(arch, call);
+  const GemmSpec problem = gemm_problem_on(arch, call);
   const GemmPlan plan =
       backend.plan(gemm_spec(problem, backend.heuristic(problem, gemm_tile_rows(call), 132)), call.args.m, 132);
   alignas(64) unsigned char params[GemmPlan::kMaxParamBytes];
@@ -375,12 +375,12 @@ TEST_SUITE("gemm") {
 
   TEST_CASE("prewarm of a weight shape holds every kernel a W4A16 or W4A4 gemm of it loads") {
     const std::vector<KernelSpec> specs = prewarm_specs({every_layout(2880, 4096)}, {Arch::sm_90a}, 132);
-    auto has = [&](const KernelSpec& spec) { return std::find(specs.begin(), specs.end(), spec) != specs.end(); };
+    auto has = [&](const auto& spec) { return std::find(specs.begin(), specs.end(), key_of(spec)) != specs.end(); };
     CHECK(has(prepack_spec(Arch::sm_90a, 4096, ScaleLayout::linear)));
     for (bool prepacked : {false, true})
       for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4}) {
         if (!prepacked) CHECK(has(dequantize_spec(Arch::sm_90a, 4096, DType::bf16, layout)));  // W4A4's decode of A
-        const KernelSpec problem = sm90_problem(2880, 4096, prepacked, DType::bf16, DType::bf16, layout);
+        const GemmSpec problem = sm90_problem(2880, 4096, prepacked, DType::bf16, DType::bf16, layout);
         for (int64_t m = 1; m <= 17000; m += m < 3000 ? 1 : 13)
           if (!has(gemm_kernel_spec(sm90_backend(), problem, gemm_tile_choice(sm90_backend(), problem, nullptr, m, 132)))) {
             FAIL_CHECK(fmt::format("m = {} prepacked = {}: its kernel is not prewarmed", m, prepacked));
@@ -388,36 +388,34 @@ TEST_SUITE("gemm") {
           }
       }
     // nothing but the buckets' tiles, for two layouts as stored and one prepacked
-    std::vector<KernelSpec> bucket_specs;
+    std::vector<GemmSpec> bucket_specs;
     for (int bucket : kGemmMBuckets)
       for (bool prepacked : {false, true})
         for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4}) {
           if (prepacked && layout != ScaleLayout::linear) continue;
-          const KernelSpec problem = sm90_problem(4096, 4096, prepacked, DType::bf16, DType::bf16, layout);
-          for (const TileConfig& t : gemm_bucket_tiles(sm90_backend(), problem, bucket, 132))
-            if (const KernelSpec s = gemm_kernel_spec(sm90_backend(), problem, t);
+          const GemmSpec problem = sm90_problem(4096, 4096, prepacked, DType::bf16, DType::bf16, layout);
+          for (const GemmTile& t : gemm_bucket_tiles(sm90_backend(), problem, bucket, 132))
+            if (const GemmSpec s = gemm_kernel_spec(sm90_backend(), problem, t);
                 std::find(bucket_specs.begin(), bucket_specs.end(), s) == bucket_specs.end())
               bucket_specs.push_back(s);
         }
     CHECK(gemm_prewarm(Arch::sm_90a, 4096, 4096) == bucket_specs);
-    for (const KernelSpec& s : gemm_prewarm(Arch::sm_100a, 4096, 4096))
+    for (const GemmSpec& s : gemm_prewarm(Arch::sm_100a, 4096, 4096))
       CHECK(s.a_dtype == uint8_t(DType::nvfp4));  // its backend takes W4A4 only
     // by default, ModelOpt's layout as stored and prepacked (Nvfp4Linear's): those two problems'
     // tiles, each once, and nothing else (no swizzled weight scales)
-    std::vector<KernelSpec> default_specs;
-    for (const KernelSpec& s : prewarm_specs({parse_shape("4096,4096")}, {Arch::sm_90a}, 132))
-      if (s.op == Op::gemm) default_specs.push_back(s);
-    std::vector<KernelSpec> want;
+    const std::vector<GemmSpec> default_specs = gemm_specs_of(prewarm_specs({parse_shape("4096,4096")}, {Arch::sm_90a}, 132));
+    std::vector<GemmSpec> want;
     for (const bool prepacked : {false, true}) {
-      const KernelSpec problem = sm90_problem(4096, 4096, prepacked);
+      const GemmSpec problem = sm90_problem(4096, 4096, prepacked);
       for (int bucket : kGemmMBuckets)
-        for (const TileConfig& t : gemm_bucket_tiles(sm90_backend(), problem, bucket, 132))
-          if (const KernelSpec s = gemm_kernel_spec(sm90_backend(), problem, t); std::find(want.begin(), want.end(), s) == want.end())
+        for (const GemmTile& t : gemm_bucket_tiles(sm90_backend(), problem, bucket, 132))
+          if (const GemmSpec s = gemm_kernel_spec(sm90_backend(), problem, t); std::find(want.begin(), want.end(), s) == want.end())
             want.push_back(s);
     }
     CHECK(default_specs.size() == want.size());
-    for (const KernelSpec& s : want) {
-      INFO("default prewarm of 4096 x 4096 on sm_90a lacks ", s.describe());
+    for (const GemmSpec& s : want) {
+      INFO("default prewarm of 4096 x 4096 on sm_90a lacks ", gemm_key(s).describe());
       CHECK(std::find(default_specs.begin(), default_specs.end(), s) != default_specs.end());
     }
   }
@@ -426,16 +424,15 @@ TEST_SUITE("gemm") {
     const std::vector<std::pair<int64_t, int64_t>> shapes{{4096, 4096}, {4096, 14336}, {28672, 4096}};
     std::vector<WeightShape> weights;
     for (auto [n, k] : shapes) weights.push_back(WeightShape{"", n, k, 1, {}});
-    std::vector<KernelSpec> gemm, separately;
-    for (const KernelSpec& s : prewarm_specs(weights, {Arch::sm_90a}, 132))
-      if (s.op == Op::gemm) gemm.push_back(s);
+    const std::vector<GemmSpec> gemm = gemm_specs_of(prewarm_specs(weights, {Arch::sm_90a}, 132));
+    std::vector<GemmSpec> separately;
     for (auto [n, k] : shapes)
-      for (const KernelSpec& s : prewarm_specs({WeightShape{"", n, k, 1, {}}}, {Arch::sm_90a}, 132))
-        if (s.op == Op::gemm) separately.push_back(s);
+      for (const GemmSpec& s : gemm_specs_of(prewarm_specs({WeightShape{"", n, k, 1, {}}}, {Arch::sm_90a}, 132)))
+        separately.push_back(s);
     CHECK(gemm.size() < separately.size());  // tiles the shapes share are compiled once
-    for (const KernelSpec& s : separately) CHECK(std::find(gemm.begin(), gemm.end(), s) != gemm.end());
+    for (const GemmSpec& s : separately) CHECK(std::find(gemm.begin(), gemm.end(), s) != gemm.end());
     for (auto [n, k] : shapes) {
-      const KernelSpec problem = sm90_problem(n, k, false);
+      const GemmSpec problem = sm90_problem(n, k, false);
       for (int64_t m = 1; m <= 17000; m += m < 3000 ? 1 : 13)
         if (std::find(gemm.begin(), gemm.end(),
                       gemm_kernel_spec(sm90_backend(), problem, gemm_tile_choice(sm90_backend(), problem, nullptr, m, 132))) ==
@@ -448,12 +445,12 @@ TEST_SUITE("gemm") {
 
   TEST_CASE("prewarm of a grouped weight holds the grouped kernel of every rows-per-group bucket") {
     const std::vector<KernelSpec> specs = prewarm_specs({every_layout(1536, 2048, 128)}, {Arch::sm_90a}, 132);
-    auto has = [&](const KernelSpec& spec) { return std::find(specs.begin(), specs.end(), spec) != specs.end(); };
-    KernelSpec problem = sm90_problem(1536, 2048, true);
+    auto has = [&](const auto& spec) { return std::find(specs.begin(), specs.end(), key_of(spec)) != specs.end(); };
+    GemmSpec problem = sm90_problem(1536, 2048, true);
     problem.groups = 128;
     problem.flags |= kFlagGroupedContiguous;
     for (int64_t rows_per_group = 1; rows_per_group <= 3000; ++rows_per_group) {
-      const KernelSpec spec =
+      const GemmSpec spec =
           gemm_kernel_spec(sm90_backend(), problem, gemm_tile_choice(sm90_backend(), problem, nullptr, rows_per_group, 132));
       CHECK(spec.tile.split_k == 1);
       if (!has(spec)) {
@@ -684,43 +681,43 @@ TEST_SUITE("gemm") {
     struct FakeBackend final : GemmBackend {
       std::string_view name() const override { return "fake"; }
       bool serves(Arch arch) const override { return arch == Arch::sm_100a; }
-      std::string unsupported(const KernelSpec& p) const override {
+      std::string unsupported(const GemmSpec& p) const override {
         return gemm_problem_prepacked(p) ? "no prepacked layout" : "";
       }
-      TileConfig heuristic(const KernelSpec&, int64_t m, int) const override {
-        TileConfig t;
+      GemmTile heuristic(const GemmSpec&, int64_t m, int) const override {
+        GemmTile t;
         t.block_m = m <= 64 ? 64 : 128, t.block_n = 128, t.block_k = 256, t.threads = 128, t.stages = 2, t.split_k = 1;
         return t;
       }
-      std::vector<TileConfig> candidates(const KernelSpec& p, int bucket, int sms) const override {
+      std::vector<GemmTile> candidates(const GemmSpec& p, int bucket, int sms) const override {
         return {heuristic(p, gemm_bucket_m(bucket), sms)};
       }
-      std::string arch_tile_problem(const KernelSpec&) const override { return {}; }
-      std::string describe(const TileConfig& t) const override { return fmt::format("bm{}", t.block_m); }
-      std::string kernel_name(const KernelSpec& s) const override { return fmt::format("fake_gemm_n{}_bm{}", s.n, s.tile.block_m); }
-      GeneratedKernel generate(const KernelSpec& s) const override {
+      std::string arch_tile_problem(const GemmSpec&) const override { return {}; }
+      std::string describe(const GemmTile& t) const override { return fmt::format("bm{}", t.block_m); }
+      std::string kernel_name(const GemmSpec& s) const override { return fmt::format("fake_gemm_n{}_bm{}", s.n, s.tile.block_m); }
+      GeneratedKernel generate(const GemmSpec& s) const override {
         return {kernel_name(s), fmt::format("extern \"C\" __global__ void {}(int) {{}}\n", kernel_name(s))};
       }
-      unsigned shared_bytes(const KernelSpec&) const override { return 0; }
-      GemmPlan plan(const KernelSpec&, int64_t, int) const override { return {}; }
+      unsigned shared_bytes(const GemmSpec&) const override { return 0; }
+      GemmPlan plan(const GemmSpec&, int64_t, int) const override { return {}; }
       void bind(const GemmPlan&, const GemmCall&, void*, TensorMapList&) const override {}
     } fake;
     const GemmBackend* real = find_gemm_backend(Arch::sm_100a);
     REQUIRE(real);
     register_gemm_backend(&fake);
     CHECK(find_gemm_backend(Arch::sm_100a) == &fake);
-    const std::vector<KernelSpec> specs = gemm_prewarm(Arch::sm_100a, 1024, 2048);
+    const std::vector<GemmSpec> specs = gemm_prewarm(Arch::sm_100a, 1024, 2048);
     unregister_gemm_backend(&fake);
     CHECK(find_gemm_backend(Arch::sm_100a) == real);
     // two layouts as stored (it refuses the prepacked one), two tiles (64 and 128 rows) each
     REQUIRE(specs.size() == 4);
     register_gemm_backend(&fake);
-    CHECK(generate(specs[0]).name == "fake_gemm_n1024_bm64");
-    CHECK(op_kernels(Op::gemm).kernel_name(specs[3]) == "fake_gemm_n1024_bm128");
-    const KernelSpec problem = gemm_problem(Arch::sm_100a, 1024, 2048, DType::bf16, DType::bf16, ScaleLayout::linear, false, kNoDType);
+    CHECK(generate(gemm_key(specs[0])).name == "fake_gemm_n1024_bm64");
+    CHECK(op_kernels(Op::gemm).kernel_name(gemm_key(specs[3])) == "fake_gemm_n1024_bm128");
+    const GemmSpec problem = gemm_problem(Arch::sm_100a, 1024, 2048, DType::bf16, DType::bf16, ScaleLayout::linear, false, kNoDType);
     CHECK(gemm_tile_choice(fake, problem, nullptr, 100, 48).block_m == 128);
     // the core compiles it like any kernel, for its arch
-    CHECK(!KernelStore::instance().get(specs[0])->cubin.empty());
+    CHECK(!KernelStore::instance().get(gemm_key(specs[0]))->cubin.empty());
     unregister_gemm_backend(&fake);
   }
 

@@ -25,7 +25,7 @@ using namespace nvfp4::jit::detail;
 
 namespace {
 
-KernelSpec fp4_problem(Arch arch, int64_t n, int64_t k) {
+GemmSpec fp4_problem(Arch arch, int64_t n, int64_t k) {
   return gemm_fp4_problem(gemm_problem(arch, n, k, DType::bf16, DType::bf16, ScaleLayout::linear, false, kNoDType),
                           ScaleLayout::swizzled128x4);
 }
@@ -71,7 +71,7 @@ TEST_SUITE("gemm_sm100") {
     // a pair's plan: clusters of 2 along x, at most a CTA per SM
     {
       const GemmBackend& b = gemm_backend(Arch::sm_100a, "test");
-      const KernelSpec spec = gemm_spec(fp4_problem(Arch::sm_100a, 4096, 4096), sm100::Tiles::to_config({256, 5, 2}));
+      const GemmSpec spec = gemm_spec(fp4_problem(Arch::sm_100a, 4096, 4096), sm100::Tiles::to_config({256, 5, 2}));
       CHECK(b.tile_problem(spec) == "");
       CHECK(b.kernel_name(spec).find("_bm256_bn256_s5") != std::string::npos);
       for (int64_t m : {1, 300, 4096, 65536}) {
@@ -87,9 +87,9 @@ TEST_SUITE("gemm_sm100") {
     }
     // a tuned tile runs as it won, whatever M (one row height: nothing to trim)
     const GemmBackend& backend = gemm_backend(Arch::sm_100a, "test");
-    const TileConfig won = sm100::Tiles::to_config({128, 3});
+    const GemmTile won = sm100::Tiles::to_config({128, 3});
     for (int64_t m : {1, 5, 40, 129, 700}) CHECK(backend.for_rows(won, m) == won);
-    CHECK(gemm_tuned_tiles(backend, won, 64) == std::vector<TileConfig>{won});
+    CHECK(gemm_tuned_tiles(backend, won, 64) == std::vector<GemmTile>{won});
     CHECK(sm100::Tiles::tile_problem({256, 5}) != "");  // 5 x 54 KB
     CHECK(sm100::Tiles::tile_problem({96, 4}) != "");
     CHECK(sm100::Tiles::tile_problem({128, 1}) != "");
@@ -106,14 +106,14 @@ TEST_SUITE("gemm_sm100") {
       const GemmBackend& backend = gemm_backend(arch, "test");
       CHECK(backend.name() == "sm100");
       CHECK(backend.native_fp4_activations());
-      const KernelSpec problem = fp4_problem(arch, 1000, 4096);
+      const GemmSpec problem = fp4_problem(arch, 1000, 4096);
       CHECK(backend.unsupported(problem) == "");
       const std::string w4a16 =
           backend.unsupported(gemm_problem(arch, 1000, 4096, DType::bf16, DType::bf16, ScaleLayout::linear, false, kNoDType));
       CHECK(w4a16.find("sm_100a") != std::string::npos);
       CHECK(w4a16.find("W4A16") != std::string::npos);
       CHECK(backend.unsupported(fp4_problem(arch, 1000, 4064)).find("64") != std::string::npos);
-      KernelSpec grouped = problem;
+      GemmSpec grouped = problem;
       grouped.groups = 8;
       grouped.flags |= kFlagGroupedContiguous;
       CHECK(backend.unsupported(grouped) == "");
@@ -132,10 +132,10 @@ TEST_SUITE("gemm_sm100") {
     ::unsetenv("NVFP4_JIT_EMULATE_ARCH");
     REQUIRE(emulated);
     CHECK(emulated->name() == "sm100");
-    const KernelSpec p100 = fp4_problem(Arch::sm_100a, 4096, 4096);
-    KernelSpec p90 = p100;
+    const GemmSpec p100 = fp4_problem(Arch::sm_100a, 4096, 4096);
+    GemmSpec p90 = p100;
     p90.arch = Arch::sm_90a;
-    const TileConfig tile = emulated->heuristic(p100, 64, 148);
+    const GemmTile tile = emulated->heuristic(p100, 64, 148);
     const GeneratedKernel real = emulated->generate(gemm_spec(p100, tile)), emu = emulated->generate(gemm_spec(p90, tile));
     CHECK(real.name != emu.name);
     CHECK(emu.name.find("sm100emu") != std::string::npos);
@@ -144,26 +144,26 @@ TEST_SUITE("gemm_sm100") {
     // and NVRTC builds the emulation for sm_90a, every weight tile width, one CTA or a pair
     ::setenv("NVFP4_JIT_EMULATE_ARCH", "sm_100a", 1);
     for (const sm100::Tile& t : {sm100::Tile{64, 2, 1}, {128, 2, 1}, {256, 2, 1}, {128, 2, 2}, {256, 2, 2}}) {
-      const KernelSpec spec = gemm_spec(p90, sm100::Tiles::to_config(t));
+      const GemmSpec spec = gemm_spec(p90, sm100::Tiles::to_config(t));
       CAPTURE(sm100::Tiles::describe(t));
-      CHECK(!KernelStore::instance().get(spec)->cubin.empty());
+      CHECK(!KernelStore::instance().get(gemm_key(spec))->cubin.empty());
     }
     ::unsetenv("NVFP4_JIT_EMULATE_ARCH");
   }
 
   TEST_CASE("prewarm for sm_100a and sm_103a: the W4A4 GEMM kernels, a few per weight shape") {
     for (Arch arch : {Arch::sm_100a, Arch::sm_103a}) {
-      const std::vector<KernelSpec> gemm = test::gemm_prewarm(arch, 4096, 14336);
+      const std::vector<GemmSpec> gemm = test::gemm_prewarm(arch, 4096, 14336);
       CHECK(!gemm.empty());
       CHECK(gemm.size() <= 8);
-      for (const KernelSpec& s : gemm) {
+      for (const GemmSpec& s : gemm) {
         CHECK(s.a_dtype == uint8_t(DType::nvfp4));
         CHECK(gemm_backend(arch, "test").tile_problem(s) == "");
       }
       MESSAGE(to_string(arch) << ": " << gemm.size() << " GEMM kernels for a 4096 x 14336 weight");
-      const std::vector<KernelSpec> grouped = test::gemm_prewarm(arch, 2880, 2880, 128);
+      const std::vector<GemmSpec> grouped = test::gemm_prewarm(arch, 2880, 2880, 128);
       CHECK(!grouped.empty());
-      for (const KernelSpec& s : grouped) {
+      for (const GemmSpec& s : grouped) {
         CHECK(s.groups == 128);
         CHECK(gemm_problem_grouped(s) == nvfp4k::GROUPED_CONTIGUOUS);
         CHECK(gemm_backend(arch, "test").tile_problem(s) == "");
@@ -173,15 +173,15 @@ TEST_SUITE("gemm_sm100") {
   }
 
   TEST_CASE("SASS of the prewarm GEMM kernels for sm_100a and sm_103a: the block-scaled UMMA, no local memory, within limits") {
-    std::vector<KernelSpec> specs;
+    std::vector<GemmSpec> specs;
     for (Arch arch : {Arch::sm_100a, Arch::sm_103a}) {
-      for (const KernelSpec& s : test::gemm_prewarm(arch, 4096, 4096)) specs.push_back(s);
-      for (const KernelSpec& s : test::gemm_prewarm(arch, 2880, 2880, 128)) specs.push_back(s);  // grouped, 128 experts
+      for (const GemmSpec& s : test::gemm_prewarm(arch, 4096, 4096)) specs.push_back(s);
+      for (const GemmSpec& s : test::gemm_prewarm(arch, 2880, 2880, 128)) specs.push_back(s);  // grouped, 128 experts
     }
     // a CTA pair's: the .cta_group::2 forms (the copies, the MMAs, the odd CTA's TMA loads onto
     // the even CTA's barrier)
-    std::vector<KernelSpec> singles, pairs;
-    for (const KernelSpec& s : specs) (s.tile.block_m == 2 * nvfp4k::sm100::GEMM_BM ? pairs : singles).push_back(s);
+    std::vector<GemmSpec> singles, pairs;
+    for (const GemmSpec& s : specs) (s.tile.block_m == 2 * nvfp4k::sm100::GEMM_BM ? pairs : singles).push_back(s);
     CHECK(pairs.size() >= 4);  // the 4096 x 4096 weight's and the 128 experts' largest buckets, on each arch
     test::check_gemm_sass(singles, {"UTCCP", "UTCOMMA"}, nvfp4k::sm100::GEMM_MAX_SHARED);
     test::check_gemm_sass(pairs, {"UTCCP.T.S.2CTA", "UTCOMMA.2CTA", "UTMALDG.2D.2CTA"}, nvfp4k::sm100::GEMM_MAX_SHARED);

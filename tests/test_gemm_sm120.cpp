@@ -252,7 +252,7 @@ TEST_SUITE("gemm_sm120") {
     // the backend reads the groups from the problem: at decode, 128 experts of N = 2880 fill an RTX
     // 5090 with 128-row weight tiles where one expert would not
     const GemmBackend& backend = gemm_backend(Arch::sm_120a, "test");
-    KernelSpec problem = gemm_fp4_problem(gemm_problem(Arch::sm_120a, 2880, 4096, DType::bf16, DType::bf16,
+    GemmSpec problem = gemm_fp4_problem(gemm_problem(Arch::sm_120a, 2880, 4096, DType::bf16, DType::bf16,
                                                        ScaleLayout::linear, false, kNoDType),
                                           ScaleLayout::swizzled128x4);
     CHECK(sm120::Tiles::from_config(backend.heuristic(problem, 4, 170)).block_n == 64);
@@ -263,15 +263,15 @@ TEST_SUITE("gemm_sm120") {
     CHECK(sm120::Tiles::from_config(backend.heuristic(problem, 4, 170)).block_n == 128);
     const std::string name = backend.kernel_name(gemm_spec(problem, backend.heuristic(problem, 4, 170)));
     CHECK(name.find("grouped128_") != std::string::npos);
-    TileConfig split = backend.heuristic(problem, 4, 170);
+    GemmTile split = backend.heuristic(problem, 4, 170);
     split.split_k = 2;
     CHECK(backend.tile_problem(gemm_spec(problem, split)) == "a grouped GEMM runs unsplit");
     // one expert, masked, is grouped too: unsplit where the dense grid would split
-    KernelSpec one = problem;
+    GemmSpec one = problem;
     one.groups = 1;
     one.flags = (one.flags & ~kFlagGroupedContiguous) | kFlagGroupedMasked;
     CHECK(sm120::Tiles::from_config(backend.heuristic(one, 700, 132)).split_k == 1);
-    for (const TileConfig& c : backend.candidates(one, gemm_m_bucket(700), 132)) CHECK(backend.tile_problem(gemm_spec(one, c)) == "");
+    for (const GemmTile& c : backend.candidates(one, gemm_m_bucket(700), 132)) CHECK(backend.tile_problem(gemm_spec(one, c)) == "");
     for (int sms : {170, 188, 48}) {
       std::string line;
       for (int bucket : kGemmMBuckets)
@@ -288,7 +288,7 @@ TEST_SUITE("gemm_sm120") {
       GemmArgs g;
       g.m = 0, g.n = 100, g.k = 96, g.a_dtype = DType::nvfp4;  // no rows: no pointers to check
       g.a_fp4.scale_layout = ScaleLayout::swizzled128x4;
-      const KernelSpec problem = gemm_problem(arch, gemm_call(g, "test"));
+      const GemmSpec problem = gemm_problem(arch, gemm_call(g, "test"));
       CHECK(problem.a_dtype == uint8_t(DType::nvfp4));
       CHECK((problem.flags & kFlagAScalesSwizzled) != 0);
       CHECK(backend.unsupported(problem) == "");
@@ -299,7 +299,7 @@ TEST_SUITE("gemm_sm120") {
       CHECK(why.find("W4A16") != std::string::npos);
       CHECK(backend.unsupported(gemm_problem(arch, 100, 96, DType::bf16, DType::bf16, ScaleLayout::linear, true, kNoDType)) !=
             "");
-      KernelSpec batched = problem;
+      GemmSpec batched = problem;
       batched.groups = 8;
       batched.flags |= kFlagGroupedBatched;
       CHECK(backend.unsupported(batched).find("batched") != std::string::npos);
@@ -322,12 +322,12 @@ TEST_SUITE("gemm_sm120") {
     CHECK(find_gemm_backend(Arch::sm_90a)->name() == "sm90");
     // the same problem and tile as an sm_90a (emulated) and an sm_120a kernel: other names,
     // sources and arch, so other cache keys
-    const KernelSpec p120 = gemm_fp4_problem(gemm_problem(Arch::sm_120a, 4096, 4096, DType::bf16, DType::bf16,
+    const GemmSpec p120 = gemm_fp4_problem(gemm_problem(Arch::sm_120a, 4096, 4096, DType::bf16, DType::bf16,
                                                           ScaleLayout::linear, false, kNoDType),
                                              ScaleLayout::swizzled128x4);
-    KernelSpec p90 = p120;
+    GemmSpec p90 = p120;
     p90.arch = Arch::sm_90a;
-    const TileConfig tile = emulated->heuristic(p120, 64, 170);
+    const GemmTile tile = emulated->heuristic(p120, 64, 170);
     const GeneratedKernel real = emulated->generate(gemm_spec(p120, tile)), emu = emulated->generate(gemm_spec(p90, tile));
     CHECK(real.name != emu.name);
     CHECK(emu.name.find("sm120emu") != std::string::npos);
@@ -338,19 +338,19 @@ TEST_SUITE("gemm_sm120") {
 
   TEST_CASE("prewarm for sm_120a and sm_121a: the W4A4 GEMM kernels, a few per weight shape") {
     for (Arch arch : {Arch::sm_120a, Arch::sm_121a}) {
-      const std::vector<KernelSpec> gemm = test::gemm_prewarm(arch, 4096, 14336);
+      const std::vector<GemmSpec> gemm = test::gemm_prewarm(arch, 4096, 14336);
       CHECK(!gemm.empty());
       CHECK(gemm.size() <= 16);
-      for (const KernelSpec& s : gemm) {
+      for (const GemmSpec& s : gemm) {
         CHECK(s.a_dtype == uint8_t(DType::nvfp4));
         CHECK((s.flags & kFlagAScalesSwizzled) == 0);  // A's scales linear, as the quantizers write them by default
         CHECK(gemm_backend(arch, "test").tile_problem(s) == "");
       }
       MESSAGE(to_string(arch) << ": " << gemm.size() << " GEMM kernels for a 4096 x 14336 weight");
       // a manifest shape with experts: the grouped (contiguous) kernels of every bucket
-      const std::vector<KernelSpec> grouped = test::gemm_prewarm(arch, 2880, 2880, 128);
+      const std::vector<GemmSpec> grouped = test::gemm_prewarm(arch, 2880, 2880, 128);
       CHECK(!grouped.empty());
-      for (const KernelSpec& s : grouped) {
+      for (const GemmSpec& s : grouped) {
         CHECK(s.a_dtype == uint8_t(DType::nvfp4));
         CHECK(s.groups == 128);
         CHECK(gemm_problem_grouped(s) == nvfp4k::GROUPED_CONTIGUOUS);
@@ -363,10 +363,10 @@ TEST_SUITE("gemm_sm120") {
 
 TEST_SUITE("gemm_sm120") {
   TEST_CASE("SASS of the prewarm GEMM kernels for sm_120a and sm_121a: the block-scaled MMA, no local memory, within limits") {
-    std::vector<KernelSpec> specs;
+    std::vector<GemmSpec> specs;
     for (Arch arch : {Arch::sm_120a, Arch::sm_121a}) {
-      for (const KernelSpec& s : test::gemm_prewarm(arch, 4096, 4096)) specs.push_back(s);
-      for (const KernelSpec& s : test::gemm_prewarm(arch, 2880, 2880, 128)) specs.push_back(s);  // grouped, 128 experts
+      for (const GemmSpec& s : test::gemm_prewarm(arch, 4096, 4096)) specs.push_back(s);
+      for (const GemmSpec& s : test::gemm_prewarm(arch, 2880, 2880, 128)) specs.push_back(s);  // grouped, 128 experts
     }
     test::check_gemm_sass(specs, {"OMMA.SF"}, nvfp4k::sm120::GEMM_MAX_SHARED);
   }

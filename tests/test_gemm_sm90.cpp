@@ -204,20 +204,20 @@ TEST_SUITE("gemm_sm90") {
     // the tile of 4096 tokens (128 rows an expert: one 160-row tile), prepacked (three consumer
     // warpgroups) and on ModelOpt's layout (two); and the prepacked one batched, whose tiles are
     // always full (its MMA never narrows)
-    std::vector<KernelSpec> specs;
+    std::vector<GemmSpec> specs;
     for (bool prepacked : {true, false}) {
-      KernelSpec problem = sm90_problem(7168, 2048, prepacked);
+      GemmSpec problem = sm90_problem(7168, 2048, prepacked);
       problem.groups = 256;
       problem.flags |= kFlagGroupedContiguous;
       specs.push_back(gemm_spec(problem, sm90_backend().heuristic(problem, 157, 132)));
       REQUIRE(specs.back().tile.block_m == 160);
     }
-    KernelSpec batched = specs.front();
+    GemmSpec batched = specs.front();
     batched.flags = (batched.flags & ~kFlagGroupedContiguous) | kFlagGroupedBatched;
     REQUIRE(sm90_backend().tile_problem(batched).empty());
     specs.push_back(batched);
-    for_each_disassembled(specs, [](const KernelSpec& spec, const std::string& name, const std::string& text) {
-      CAPTURE(spec.describe());
+    for_each_disassembled(specs, [](const GemmSpec& spec, const std::string& name, const std::string& text) {
+      CAPTURE(gemm_key(spec).describe());
       const int bm = spec.tile.block_m, steps = spec.tile.block_k / 16;  // k16 steps a stage
       const int widths = spec.flags & kFlagGroupedBatched ? 1 : nvfp4k::narrow_mma_width_count(bm);
       for (int i = 0; i < widths; ++i) {
@@ -236,29 +236,29 @@ TEST_SUITE("gemm_sm90") {
     // SM up to K = 4096, else two; the ModelOpt layout: two, one), contiguous and masked, BF16
     // and FP16 activations; and every tuning candidate of the 8-row bucket that runs three CTAs
     const GemmBackend& backend = sm90_backend();
-    std::vector<KernelSpec> specs;
+    std::vector<GemmSpec> specs;
     for (auto [n, k, groups] : {std::tuple{7168, 2048, 256}, {1536, 2048, 128}, {5760, 2880, 128}, {4096, 7168, 256}})
       for (uint8_t layout : {uint8_t(kFlagGroupedContiguous), uint8_t(kFlagGroupedMasked)})
         for (DType a : {DType::bf16, DType::fp16})
           for (int rows : {1, 16})
             for (bool prepacked : {true, false}) {
-              KernelSpec problem = sm90_problem(n, k, prepacked);
+              GemmSpec problem = sm90_problem(n, k, prepacked);
               problem.groups = groups;
               problem.flags |= layout;
               problem.a_dtype = uint8_t(a);
               specs.push_back(gemm_spec(problem, backend.for_rows(backend.heuristic(problem, rows, 132), rows)));
               REQUIRE(specs.back().tile.block_m == (rows == 1 ? 8 : 16));
             }
-    KernelSpec problem = sm90_problem(5760, 2880, true);
+    GemmSpec problem = sm90_problem(5760, 2880, true);
     problem.groups = 128;
     problem.flags |= kFlagGroupedContiguous;
     const size_t heuristic_kernels = specs.size();
-    for (const TileConfig& t : backend.candidates(problem, 8, 132))
+    for (const GemmTile& t : backend.candidates(problem, 8, 132))
       if (generate(gemm_spec(problem, t)).source.find(fmt::format("__launch_bounds__({}, 3)", t.threads)) != std::string::npos)
         specs.push_back(gemm_spec(problem, t));
     CHECK(specs.size() > heuristic_kernels + 1);  // the tuner's two-consumer and k-sliced tiles too
-    for_each_disassembled(specs, [](const KernelSpec& spec, const std::string& name, const std::string& text) {
-      CAPTURE(spec.describe());
+    for_each_disassembled(specs, [](const GemmSpec& spec, const std::string& name, const std::string& text) {
+      CAPTURE(gemm_key(spec).describe());
       const std::string source = generate(spec).source;
       int ctas = 1;
       for (int c : {2, 3})
@@ -281,11 +281,11 @@ TEST_SUITE("gemm_sm90") {
 
   TEST_CASE("grouped tiles of up to 64 rows run a persistent grid: the CTAs the SMs hold, the deepest ring, D by element") {
     const GemmBackend& backend = sm90_backend();
-    KernelSpec problem = sm90_problem(7168, 2048, true);
+    GemmSpec problem = sm90_problem(7168, 2048, true);
     problem.groups = 256;
     problem.flags |= kFlagGroupedContiguous;
-    const TileConfig decode = sm90::heuristic(problem, 1, 132, 8);  // 1-row experts, a token's 8
-    const KernelSpec spec = gemm_spec(problem, decode);
+    const GemmTile decode = sm90::heuristic(problem, 1, 132, 8);  // 1-row experts, a token's 8
+    const GemmSpec spec = gemm_spec(problem, decode);
     CAPTURE(backend.describe(decode));
     REQUIRE(decode.block_m == 8);
     // three CTAs an SM (an 8-row tile of a prepacked weight, K up to 4096): one consumer, five
@@ -299,7 +299,7 @@ TEST_SUITE("gemm_sm90") {
     // 8 rows in 8 experts: 9 row tiles x 112 n tiles, run by three CTAs an SM; up to two tiles a
     // CTA, a CTA a tile
     CHECK(backend.plan(spec, 8, 132).shape.grid[0] == 396u);
-    KernelSpec narrow = spec;
+    GemmSpec narrow = spec;
     narrow.n = 5632;  // 88 n tiles: 792 tiles
     CHECK(backend.plan(narrow, 8, 132).shape.grid[0] == 9u * 88u);
     narrow.n = 5696;  // 89: 801
@@ -307,28 +307,28 @@ TEST_SUITE("gemm_sm90") {
     // a table tuned when this tile ran two CTAs an SM (one consumer in two k slices, seven
     // stages): its entry is refused when the table loads, with a note (the call finds no tuned
     // tile and runs the heuristic's)
-    TileConfig stale = decode;
-    stale.threads = 384, stale.stages = 7;
+    GemmTile stale = decode;
+    stale.threads = 384, stale.k_slices = 2, stale.stages = 7;
     CHECK(backend.tile_problem(gemm_spec(problem, stale)).find("for each of 3 CTAs an SM") != std::string::npos);
     {
       testutil::TempDir dir;
       const std::string path = dir.str() + "/table.json";
       TuningEntry old_entry, fine;
-      old_entry.problem = fine.problem = problem;
-      old_entry.m_bucket = 8, old_entry.tile = stale;
-      fine.m_bucket = 16, fine.tile = backend.heuristic(problem, 16, 132);
+      old_entry.m_bucket = 8, old_entry.tuned = gemm_key(gemm_spec(problem, stale));
+      fine.m_bucket = 16, fine.tuned = gemm_key(gemm_spec(problem, backend.heuristic(problem, 16, 132)));
       std::ofstream(path) << TuningTable::to_text({old_entry, fine}, Arch::sm_90a, "GPU", 132, TuningVersions::current());
       const TuningTable table(path, Arch::sm_90a, "GPU", 132);
-      CHECK_FALSE(table.find(problem, 8));
-      CHECK(table.find(problem, 16));
+      CHECK_FALSE(table.find(gemm_key(problem), 8));
+      CHECK(table.find(gemm_key(problem), 16));
       REQUIRE(table.notes().size() == 1);
-      CHECK(table.notes()[0].find("1 entries this build cannot run were skipped (the first: N = 7168, K = 2048, bucket 8: ") !=
+      CHECK(table.notes()[0].find("1 entries this build cannot run were skipped (the first: gemm arch=sm_90a n=7168 k=2048 ") !=
             std::string::npos);
+      CHECK(table.notes()[0].find(", bucket 8: ") != std::string::npos);
     }
     // a longer K: two CTAs an SM of two consumers, five stages in 113 KiB
-    KernelSpec long_k = problem;
+    GemmSpec long_k = problem;
     long_k.n = 4096, long_k.k = 7168;
-    const KernelSpec two = gemm_spec(long_k, backend.heuristic(long_k, 1, 132));
+    const GemmSpec two = gemm_spec(long_k, backend.heuristic(long_k, 1, 132));
     CAPTURE(backend.kernel_name(two));
     CHECK(two.tile.block_m == 8);
     CHECK(two.tile.block_n == 128);
@@ -337,30 +337,30 @@ TEST_SUITE("gemm_sm90") {
     CHECK(generate(two).source.find("__launch_bounds__(384, 2)") != std::string::npos);
     CHECK(backend.plan(two, 8, 132).shape.grid[0] == 288u);  // 9 x 32 tiles: a CTA a tile
     // a 16-row tile: two CTAs an SM of two consumers, four 26 KiB stages
-    const KernelSpec sixteen_rows = gemm_spec(problem, backend.for_rows(backend.heuristic(problem, 16, 132), 16));
+    const GemmSpec sixteen_rows = gemm_spec(problem, backend.for_rows(backend.heuristic(problem, 16, 132), 16));
     CAPTURE(backend.kernel_name(sixteen_rows));
     CHECK(sixteen_rows.tile.block_m == 16);
     CHECK(sixteen_rows.tile.block_n == 128);
     CHECK(sixteen_rows.tile.stages == 4);
     CHECK(generate(sixteen_rows).source.find("__launch_bounds__(384, 2)") != std::string::npos);
     // the masked layout too; not a dense, batched or taller grouped tile
-    KernelSpec masked = spec;
+    GemmSpec masked = spec;
     masked.flags = uint8_t((masked.flags & ~kFlagGroupedContiguous) | kFlagGroupedMasked);
     CHECK(backend.kernel_name(masked).find("_persistent") != std::string::npos);
     // 64 rows: three consumers, one CTA an SM, as many 256-deep stages as fit (three)
-    const TileConfig taller = backend.heuristic(problem, 64, 132);
+    const GemmTile taller = backend.heuristic(problem, 64, 132);
     CAPTURE(backend.describe(taller));
     CHECK(taller.block_m == 64);
     CHECK(taller.stages == 3);
     CHECK(backend.plan(gemm_spec(problem, taller), 4096, 132).shape.grid[0] == 132u);
     CHECK(generate(gemm_spec(problem, taller)).source.find("__launch_bounds__(512)") != std::string::npos);
     // a 16-row tile of the ModelOpt layout: one CTA an SM (two would spill its registers)
-    KernelSpec modelopt = sm90_problem(7168, 2048);
+    GemmSpec modelopt = sm90_problem(7168, 2048);
     modelopt.groups = 256;
     modelopt.flags |= kFlagGroupedContiguous;
     // 64 rows of it: two consumers of two k slices, persistent, their sums in a region of their
     // own (64 x 128 fp32, 32 KiB) beside as many stages as fit
-    const KernelSpec sliced = gemm_spec(modelopt, backend.heuristic(modelopt, 64, 132));
+    const GemmSpec sliced = gemm_spec(modelopt, backend.heuristic(modelopt, 64, 132));
     CAPTURE(backend.kernel_name(sliced));
     CHECK(sliced.tile.block_m == 64);
     CHECK(sliced.tile.block_n == 128);
@@ -372,16 +372,16 @@ TEST_SUITE("gemm_sm90") {
     CHECK(sliced.tile.stages >= 4);
     CHECK(backend.shared_bytes(sliced) <= 227u * 1024);
     CHECK(generate(sliced).source.find("__launch_bounds__(640)") != std::string::npos);
-    const KernelSpec sixteen = gemm_spec(modelopt, backend.for_rows(backend.heuristic(modelopt, 16, 132), 16));
+    const GemmSpec sixteen = gemm_spec(modelopt, backend.for_rows(backend.heuristic(modelopt, 16, 132), 16));
     CAPTURE(backend.kernel_name(sixteen));
     CHECK(sixteen.tile.block_m == 16);
     CHECK(backend.plan(sixteen, 4096, 132).shape.grid[0] == 132u);
     CHECK(generate(sixteen).source.find("__launch_bounds__(640)") != std::string::npos);  // one CTA an SM: two consumers x two k slices
-    KernelSpec batched = spec;
+    GemmSpec batched = spec;
     batched.flags = uint8_t((batched.flags & ~kFlagGroupedContiguous) | kFlagGroupedBatched);
-    const TileConfig tall = backend.heuristic(problem, 256, 132);
+    const GemmTile tall = backend.heuristic(problem, 256, 132);
     CHECK(tall.block_m > 64);
-    for (const KernelSpec& s : {gemm_spec(sm90_problem(7168, 2048, true), decode), batched, gemm_spec(problem, tall)}) {
+    for (const GemmSpec& s : {gemm_spec(sm90_problem(7168, 2048, true), decode), batched, gemm_spec(problem, tall)}) {
       CAPTURE(backend.kernel_name(s));
       CHECK(backend.kernel_name(s).find("_persistent") == std::string::npos);
     }
@@ -389,7 +389,7 @@ TEST_SUITE("gemm_sm90") {
 
   TEST_CASE("generated source: the config's template arguments, no instruction; named after the tile; sm_90a only; N an argument") {
     const sm90::Tile t = sm90::bucket_tile(2880, 2880, 16, 132);
-    const KernelSpec spec =
+    const GemmSpec spec =
         sm90_spec(sm90_problem(2880, 2880, false, DType::bf16, DType::fp32, ScaleLayout::swizzled128x4, uint8_t(DType::bf16)), t);
     const GeneratedKernel g = generate(spec);
     // A bf16, D fp32, bias bf16, K, swizzled scales, the tile from its consumers on (the bucket's 16 rows)
@@ -400,21 +400,21 @@ TEST_SUITE("gemm_sm90") {
     CHECK(g.name.find("nvfp4_gemm_w4a16_k2880_bf16_fp32_sw128x4_biasbf16_bm16") == 0);
     CHECK(g.name == sm90_backend().kernel_name(spec));
     // N is a run-time argument: every N of the K, tile and variant shares one kernel
-    const KernelSpec kernel = sm90_backend().kernel_spec(spec);
+    const GemmSpec kernel = sm90_backend().kernel_spec(spec);
     CHECK(kernel.n == 0);
     CHECK(kernel.k == 2880);
-    KernelSpec other_n = spec, other_k = spec;
+    GemmSpec other_n = spec, other_k = spec;
     other_n.n = 4096;
     other_k.k = 4096;
     CHECK(sm90_backend().kernel_spec(other_n) == kernel);
     CHECK(!(sm90_backend().kernel_spec(other_k) == kernel));
     CHECK(generate(kernel).source.find("2880LL") != std::string::npos);  // K compiled in
-    KernelSpec other_tile = spec;
+    GemmSpec other_tile = spec;
     other_tile.tile.stages = uint8_t(spec.tile.stages + 1);
     CHECK(!(sm90_backend().kernel_spec(other_tile) == kernel));
     CHECK(generate(sm90_spec(sm90_problem(2880, 2880, false, DType::fp16, DType::fp32), t)).source.find("GemmConfig<1, 2, ") !=
           std::string::npos);
-    KernelSpec other_arch = spec;
+    GemmSpec other_arch = spec;
     other_arch.arch = Arch::sm_100a;  // a W4A16 problem and a tile sm_100a's backend does not build
     CHECK_THROWS_AS(generate(other_arch), Error);
     CHECK(generate(sm90_spec(sm90_problem(2880, 2880, true), t)).name.find("nvfp4_gemm_w4a16_k2880_bf16_bf16_prepacked_bm16") == 0);
@@ -422,7 +422,7 @@ TEST_SUITE("gemm_sm90") {
     sm90::Tile sliced = t;
     sliced.k_slices = 2;
     for (bool prepacked : {false, true}) {
-      const KernelSpec s = sm90_spec(sm90_problem(2880, 2880, prepacked), sliced);
+      const GemmSpec s = sm90_spec(sm90_problem(2880, 2880, prepacked), sliced);
       CHECK(sm90::from_config(s.tile) == sliced);
       CHECK(sm90::from_config(sm90_spec(sm90_problem(2880, 2880, prepacked), t).tile) == t);
       CHECK(generate(s).name.find(fmt::format("_wg{}x2_", t.consumers)) != std::string::npos);
@@ -441,15 +441,15 @@ TEST_SUITE("gemm_sm90") {
   }
   TEST_CASE("grouped decode tile by the groups the rows reach: three consumers where their tiles fill the grid six times") {
     const GemmBackend& backend = sm90_backend();
-    KernelSpec problem = sm90_problem(7168, 2048, true);  // DeepSeek-V3's down experts: 38 192-row tiles each
+    GemmSpec problem = sm90_problem(7168, 2048, true);  // DeepSeek-V3's down experts: 38 192-row tiles each
     problem.groups = 256;
     problem.flags |= kFlagGroupedContiguous;
     const int fill = 6 * 2 * 132;  // six tiles for each of two CTAs an SM
-    auto consumers = [&](const TileConfig& t) { return sm90::from_config(t).consumers; };
+    auto consumers = [&](const GemmTile& t) { return sm90::from_config(t).consumers; };
     CHECK(41 * 38 < fill);
     CHECK(consumers(sm90::heuristic(problem, 1, 132, 41)) == 1);  // at three CTAs an SM
     CHECK(42 * 38 >= fill);
-    const TileConfig wide = sm90::heuristic(problem, 1, 132, 42);
+    const GemmTile wide = sm90::heuristic(problem, 1, 132, 42);
     CAPTURE(backend.describe(wide));
     CHECK(consumers(wide) == 3);
     CHECK(wide.block_m == 8);
@@ -479,21 +479,21 @@ TEST_SUITE("gemm_sm90") {
     CHECK(consumers(gemm_tile_choice(backend, problem, &wide, 1, 132, &eight_rows)) == 1);
     CHECK(gemm_tile_choice(backend, problem, nullptr, 1, 132) == wide);  // no call: the bucket's
     CHECK(backend.call_heuristic(problem, eight_rows, 1, 132) == sm90::heuristic(problem, 1, 132, 8));
-    CHECK(backend.heuristic_tiles(problem, 1, 132) == std::vector<TileConfig>{wide, sm90::heuristic(problem, 1, 132, 1)});
+    CHECK(backend.heuristic_tiles(problem, 1, 132) == std::vector<GemmTile>{wide, sm90::heuristic(problem, 1, 132, 1)});
     // prewarm compiles both, and the tuner starts from the bucket's (all groups reached)
-    const std::vector<TileConfig> bucket = gemm_bucket_tiles(backend, problem, 8, 132);
+    const std::vector<GemmTile> bucket = gemm_bucket_tiles(backend, problem, 8, 132);
     CHECK(std::count(bucket.begin(), bucket.end(), wide) == 1);
     CHECK(std::count(bucket.begin(), bucket.end(), sm90::heuristic(problem, 1, 132, 8)) == 1);
     CHECK(backend.candidates(problem, 8, 132).front() == wide);
     // masked groups, a small weight (Qwen3-30B-A3B's 8 tiles an expert) and K past three CTAs'
     // 4096 keep their tiles
-    KernelSpec masked = problem;
+    GemmSpec masked = problem;
     masked.flags = (masked.flags & ~kFlagGroupedContiguous) | kFlagGroupedMasked;
     CHECK(consumers(sm90::heuristic(masked, 1, 132, 256)) == 1);
-    KernelSpec small = sm90_problem(1536, 2048, true);
+    GemmSpec small = sm90_problem(1536, 2048, true);
     small.groups = 128, small.flags |= kFlagGroupedContiguous;
     CHECK(consumers(sm90::heuristic(small, 1, 132, 128)) == 1);
-    KernelSpec long_k = sm90_problem(4096, 7168, true);
+    GemmSpec long_k = sm90_problem(4096, 7168, true);
     long_k.groups = 256, long_k.flags |= kFlagGroupedContiguous;
     CHECK(sm90::heuristic(long_k, 1, 132, 256) == sm90::heuristic(long_k, 1, 132, 8));
   }
@@ -509,7 +509,7 @@ TEST_SUITE("gemm_sm90") {
     for (auto [n, k, groups] : {std::tuple{4096, 7168, 256}, {7168, 2048, 256}, {1536, 2048, 128}, {5760, 2880, 128}})
       for (bool prepacked : {true, false}) {
         std::string line = fmt::format("N {} K {} G {} {}:", n, k, groups, prepacked ? "prepacked" : "linear");
-        KernelSpec problem = sm90_problem(n, k, prepacked);
+        GemmSpec problem = sm90_problem(n, k, prepacked);
         problem.groups = groups;
         problem.flags |= kFlagGroupedContiguous;
         for (int bucket : {8, 16, 32, 64, 128, 192, 256, 320, 512}) {
@@ -519,7 +519,7 @@ TEST_SUITE("gemm_sm90") {
           line += fmt::format(" {}:{}", bucket, sm90::describe(t));
           // the kernel that runs (persistent up to 64 rows, with its ring and partial sums) builds;
           // rows reaching one group (the tile for many is the next test case's)
-          const KernelSpec runs = gemm_spec(problem, sm90::heuristic(problem, gemm_bucket_m(bucket), 132, 1));
+          const GemmSpec runs = gemm_spec(problem, sm90::heuristic(problem, gemm_bucket_m(bucket), 132, 1));
           CAPTURE(backend.kernel_name(runs));
           CHECK(backend.tile_problem(runs) == "");
           CHECK(backend.shared_bytes(runs) <= 227u * 1024);

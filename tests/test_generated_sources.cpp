@@ -3,9 +3,9 @@
 // compiling. Each is deterministic, names its spec on its first line and defines its entry
 // point; specs sharing an entry point's name share its source.
 //
-// With NVFP4_JIT_DUMP_SOURCES_DIR set, the sources are also written there, one file a spec at
-// <dir>/<arch>[-emulating-<arch>]/<spec described>.cu, so a refactor that must leave the kernels
-// as they are can be checked by `diff -r` of the dumps before and after.
+// With NVFP4_JIT_DUMP_SOURCES_DIR set, the sources are also written there, one file an entry
+// point at <dir>/<arch>[-emulating-<arch>]/<entry point>.cu, so a refactor that must leave the
+// kernels as they are can be checked by `diff -r` of the dumps before and after.
 #include <doctest/doctest.h>
 
 #include <cstdlib>
@@ -31,14 +31,6 @@ std::vector<WeightShape> dumped_shapes() {
     for (WeightShape& s : load_manifest(name)) shapes.push_back(std::move(s));
   for (const char* dense : {"4096,4096", "7168,2048"}) shapes.push_back(parse_shape(dense));
   return shapes;
-}
-
-// spec.describe() as a file name: its spaces as `_`.
-std::string file_name(const KernelSpec& spec) {
-  std::string name = spec.describe();
-  for (char& c : name)
-    if (c == ' ') c = '_';
-  return name + ".cu";
 }
 
 // Sets NVFP4_JIT_EMULATE_ARCH for the scope (none: unset), restoring what was there.
@@ -101,7 +93,9 @@ TEST_SUITE("generated_sources") {
         if (dump) {
           const std::filesystem::path dir = std::filesystem::path(dump) / label;
           std::filesystem::create_directories(dir);
-          std::ofstream(dir / file_name(spec), std::ios::binary) << g.source;
+          std::ofstream out(dir / (g.name + ".cu"), std::ios::binary);
+          out << g.source;
+          REQUIRE_MESSAGE(out.good(), "cannot write " << (dir / (g.name + ".cu")).string());
         }
       }
       CHECK(gemms > 0);

@@ -37,8 +37,9 @@ TEST_SUITE("kernel_store") {
   TEST_CASE("a failed compile is reported to every waiter and retried by a later call") {
     testutil::TempDir dir;
     KernelStore store(CacheRoots{dir.str(), {}});
-    KernelSpec bad = dequantize_spec(Arch::sm_90a, 1024, DType::bf16, ScaleLayout::linear);
-    bad.k = 1000;  // the template's static_assert rejects it
+    DequantizeSpec odd = dequantize_spec(Arch::sm_90a, 1024, DType::bf16, ScaleLayout::linear).as<DequantizeSpec>();
+    odd.k = 1000;  // the template's static_assert rejects it
+    const KernelSpec bad = KernelSpec::of(Arch::sm_90a, odd);
     CHECK_THROWS_AS(store.get(bad), Error);
     CHECK_THROWS_AS(store.get(bad), Error);
     CHECK(store.stats().failed == 2);

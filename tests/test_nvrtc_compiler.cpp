@@ -75,26 +75,25 @@ TEST_SUITE("nvrtc") {
     // GEMM paths prewarm leaves out: FP16 activations from a prepacked weight, FP32 out with bias,
     // both the whole-tile (small BM) and step-by-step (large BM) decode.
     for (int bucket : {16, kGemmLargeM})
-      specs.push_back(test::sm90_spec(test::sm90_problem(2880, 2880, true, DType::fp16, DType::fp32, ScaleLayout::linear,
-                                                         uint8_t(DType::fp32)),
-                                      sm90::bucket_tile(2880, 2880, bucket, 132)));
+      specs.push_back(gemm_key(test::sm90_spec(test::sm90_problem(2880, 2880, true, DType::fp16, DType::fp32,
+                                                                  ScaleLayout::linear, uint8_t(DType::fp32)),
+                                               sm90::bucket_tile(2880, 2880, bucket, 132))));
     // two k slices (a tuner candidate) from both weight layouts, with split-K
     sm90::Tile two_k_slices{16, 2, 4, 2, 256};
     two_k_slices.k_slices = 2;
     for (bool prepacked : {false, true})
-      specs.push_back(test::sm90_spec(test::sm90_problem(2880, 2880, prepacked, DType::bf16, DType::bf16,
-                                                         ScaleLayout::swizzled128x4),
-                                      two_k_slices));
+      specs.push_back(gemm_key(test::sm90_spec(
+          test::sm90_problem(2880, 2880, prepacked, DType::bf16, DType::bf16, ScaleLayout::swizzled128x4), two_k_slices)));
     // grouped layouts: contiguous from the ModelOpt layout, masked from a prepacked weight
     for (bool prepacked : {false, true}) {
-      KernelSpec grouped = test::sm90_spec(test::sm90_problem(2880, 2880, prepacked), sm90::bucket_tile(2880, 2880, 16, 132));
+      GemmSpec grouped = test::sm90_spec(test::sm90_problem(2880, 2880, prepacked), sm90::bucket_tile(2880, 2880, 16, 132));
       grouped.tile.split_k = 1;
       grouped.groups = 8;
       grouped.flags |= prepacked ? kFlagGroupedMasked : kFlagGroupedContiguous;
-      specs.push_back(grouped);
+      specs.push_back(gemm_key(grouped));
       // batched (3-D TMA maps for A and D, per-row A scales indexed by group)
       grouped.flags = (grouped.flags & ~(kFlagGroupedMasked | kFlagGroupedContiguous)) | kFlagGroupedBatched;
-      specs.push_back(grouped);
+      specs.push_back(gemm_key(grouped));
     }
     std::vector<std::string> failures(specs.size());
     std::vector<std::thread> threads;
@@ -134,7 +133,8 @@ TEST_SUITE("nvrtc") {
         {true, ScaleLayout::linear, DType::bf16, DType::bf16, kNoDType, {192, 3, 3, 1, 128}},
     };
     for (const Kernel& k : kernels) {
-      const KernelSpec spec = test::sm90_spec(test::sm90_problem(28672, 4096, k.prepacked, k.a, k.d, k.layout, k.bias), k.tile);
+      const KernelSpec spec =
+          gemm_key(test::sm90_spec(test::sm90_problem(28672, 4096, k.prepacked, k.a, k.d, k.layout, k.bias), k.tile));
       CAPTURE(spec.describe());
       CHECK(largest_stack_frame(nvrtc_compile(generate(spec), Arch::sm_90a)) == 0);
     }

@@ -120,7 +120,7 @@ TEST_SUITE("nvrtc_mismatch") {
       REQUIRE(store.get(kBuilt) != nullptr);
       REQUIRE(store.get(dequantize_spec(Arch::sm_100a, 1024, DType::bf16, ScaleLayout::linear)) != nullptr);
     }
-    REQUIRE(set_sidecar_nvrtc(root + "/v1/sm_100a", "12.9") == 1);  // as if another NVRTC had built it
+    REQUIRE(set_sidecar_nvrtc(root + "/v2/sm_100a", "12.9") == 1);  // as if another NVRTC had built it
     const std::string env = "env NVFP4_JIT_CACHE_DIR=" + root + " NVFP4_JIT_CACHE_PATH= ";
     const auto json = testutil::run(env + testutil::cli() + " cache stats --json");
     CAPTURE(json.err);

@@ -29,14 +29,16 @@ TuningEntry entry(int64_t n, int bucket, int split_k, double us) {
   TuningEntry e;
   GemmProblem p;
   p.n = n, p.k = 4096;
-  e.problem = gemm_problem(Arch::sm_90a, p);
+  GemmTile tile;
+  tile.block_m = uint16_t(std::min(bucket, 64));  // a tile the sm_90a backend builds for every bucket
+  tile.block_n = 64;
+  tile.block_k = 256;
+  tile.threads = 256;
+  tile.stages = 4;
+  tile.split_k = uint16_t(split_k);
+  tile.k_slices = 1;
+  e.tuned = gemm_key(gemm_spec(gemm_problem(Arch::sm_90a, p), tile));
   e.m_bucket = bucket;
-  e.tile.block_m = uint16_t(std::min(bucket, 64));  // a tile the sm_90a backend builds for every bucket
-  e.tile.block_n = 64;
-  e.tile.block_k = 256;
-  e.tile.threads = 256;
-  e.tile.stages = 4;
-  e.tile.split_k = uint8_t(split_k);
   e.us = us;
   e.heuristic_us = us * 1.1;
   return e;
@@ -63,9 +65,8 @@ TEST_SUITE("tuning") {
     CHECK(note == "");
     REQUIRE(back.size() == entries.size());
     for (size_t i = 0; i < back.size(); ++i) {
-      CHECK(back[i].problem == entries[i].problem);
+      CHECK(back[i].tuned == entries[i].tuned);
       CHECK(back[i].m_bucket == entries[i].m_bucket);
-      CHECK(std::memcmp(&back[i].tile, &entries[i].tile, sizeof(TileConfig)) == 0);
       CHECK(back[i].us == doctest::Approx(entries[i].us));
     }
     for (const TuningVersions& other : {TuningVersions{"1.2.4", "13.0", 13000}, TuningVersions{"1.2.3", "12.8", 13000},
@@ -79,17 +80,22 @@ TEST_SUITE("tuning") {
     CHECK(TuningTable::parse(damaged, kVersions, &note).size() == entries.size());
     CHECK(note.find("1 entries") != std::string::npos);
     CHECK(TuningTable::parse("garbage", kVersions, &note).empty());
+    // a table of format 1 (every op's fields in one shared record) is not read
+    std::string format1 = text;
+    format1.replace(format1.find("\"format\":2"), 10, "\"format\":1");
+    CHECK(TuningTable::parse(format1, kVersions, &note).empty());
+    CHECK(note == "not a tuning table of format 2");
     CHECK(TuningTable::file_name(Arch::sm_90a, "NVIDIA H100 80GB HBM3", 132) == "sm_90a-NVIDIA_H100_80GB_HBM3-132.json");
   }
 
   TEST_CASE("a table below a cache root is read only where no other user could have written it") {
     testutil::TempDir dir;
-    const std::string path = dir.str() + "/v1/tuning/" + TuningTable::file_name(Arch::sm_90a, "GPU", 132);
+    const std::string path = dir.str() + "/v2/tuning/" + TuningTable::file_name(Arch::sm_90a, "GPU", 132);
     REQUIRE(TuningTable(path, Arch::sm_90a, "GPU", 132, kVersions).record({entry(8192, 8, 2, 30)}) == "");
     REQUIRE(TuningTable(path, Arch::sm_90a, "GPU", 132, kVersions).entries().size() == 1);
-    const std::string tuning = dir.str() + "/v1/tuning";
+    const std::string tuning = dir.str() + "/v2/tuning";
     for (const auto& [what, target, mode] : {std::tuple{"the tuning directory", tuning, 0777},
-                                             std::tuple{"the v1 directory", dir.str() + "/v1", 01777},
+                                             std::tuple{"the v2 directory", dir.str() + "/v2", 01777},
                                              std::tuple{"the table", path, 0666}}) {
       struct stat st{};
       REQUIRE(::stat(target.c_str(), &st) == 0);
@@ -106,19 +112,21 @@ TEST_SUITE("tuning") {
 
   TEST_CASE("recorded entries persist, are found by the next table, and replace older ones") {
     testutil::TempDir dir;
-    const std::string path = dir.str() + "/v1/tuning/" + TuningTable::file_name(Arch::sm_90a, "GPU", 132);
+    const std::string path = dir.str() + "/v2/tuning/" + TuningTable::file_name(Arch::sm_90a, "GPU", 132);
     {
       TuningTable t(path, Arch::sm_90a, "GPU", 132, kVersions);
       CHECK(t.entries().empty());
       CHECK(t.record({entry(8192, 8, 2, 30), entry(8192, 16, 2, 31)}) == "");
     }
     TuningTable t(path, Arch::sm_90a, "GPU", 132, kVersions);
-    REQUIRE(t.find(entry(8192, 8, 1, 0).problem, 8));
-    CHECK(t.find(entry(8192, 8, 1, 0).problem, 8)->split_k == 2);
-    CHECK_FALSE(t.find(entry(8192, 8, 1, 0).problem, 32));
-    CHECK_FALSE(t.find(entry(4096, 8, 1, 0).problem, 8));
+    const KernelSpec problem = entry(8192, 8, 1, 0).problem();
+    auto split_k = [&](const TuningTable& table) { return gemm_spec_of(*table.find(problem, 8)).tile.split_k; };
+    REQUIRE(t.find(problem, 8));
+    CHECK(split_k(t) == 2);
+    CHECK_FALSE(t.find(problem, 32));
+    CHECK_FALSE(t.find(entry(4096, 8, 1, 0).problem(), 8));
     CHECK(t.record({entry(8192, 8, 4, 25)}) == "");
-    CHECK(TuningTable(path, Arch::sm_90a, "GPU", 132, kVersions).find(entry(8192, 8, 1, 0).problem, 8)->split_k == 4);
+    CHECK(split_k(TuningTable(path, Arch::sm_90a, "GPU", 132, kVersions)) == 4);
     CHECK(TuningTable(path, Arch::sm_90a, "GPU", 132, kVersions).entries().size() == 2);
     // a table from another library version loads as empty, with a note
     TuningTable stale(path, Arch::sm_90a, "GPU", 132, TuningVersions{"9.9.9", "13.0", 13000});
@@ -129,7 +137,7 @@ TEST_SUITE("tuning") {
 
   TEST_CASE("two processes recording into one table at once lose nothing") {
     testutil::TempDir dir;
-    const std::string path = dir.str() + "/v1/tuning/t.json";
+    const std::string path = dir.str() + "/v2/tuning/t.json";
     constexpr int kPerProcess = 40;
     pid_t pids[2];
     for (int p = 0; p < 2; ++p) {
@@ -150,7 +158,7 @@ TEST_SUITE("tuning") {
     // each process wrote 6 distinct (problem, bucket) keys, the last value of each winning
     const TuningTable t(path, Arch::sm_90a, "GPU", 132, kVersions);
     CHECK(t.entries().size() == 12);
-    CHECK(read(path).find("\"format\":1") != std::string::npos);
+    CHECK(read(path).find("\"format\":2") != std::string::npos);
   }
 }
 
@@ -175,8 +183,8 @@ TEST_SUITE("tuning") {
     // each of these once read as another value that fits its field (op 262 as 6, block_m 65544
     // as 8, ...), or as the first of two values
     const std::pair<std::string, std::string> cases[] = {
-        {R"("op":6,)", R"("op":262,)"},
-        {R"("op":6,)", R"("op":99,)"},
+        {R"("op":"gemm",)", R"("op":"gemx",)"},
+        {R"("op":"gemm",)", R"("op":"dequantize",)"},
         {R"("block_m":8,)", R"("block_m":65544,)"},
         {R"("threads":256,)", R"("threads":65920,)"},
         {R"("groups":0,)", R"("groups":4294967296,)"},
@@ -186,38 +194,40 @@ TEST_SUITE("tuning") {
         {R"("stages":4,)", R"("stages":260,)"},
         {R"("split_k":2,)", R"("split_k":2.5,)"},
         {R"("m_bucket":8,)", R"("m_bucket":"8",)"},
-        {R"("a_dtype":)", R"("a_dtype":77,"x_dtype":)"},
-        {R"({"op":6,)", R"({"split_k":4,"op":6,)"},  // the first of two split_k
-        {R"({"op":6,)", R"({"op":6,"op":6,)"},
-        {R"("arch":0,)", R"("arch":1,)"},  // an sm_100a entry in an sm_90a table
-        {R"("arch":0,)", R"("arch":9,)"},
-        {R"("vec":0,)", ""},
+        {R"("a_dtype":"bf16")", R"("a_dtype":"bf17")"},
+        {R"("bias":"none")", R"("bias":"int8")"},
+        {R"({"spec":{"op":"gemm",)", R"({"spec":{"n":4,"op":"gemm",)"},  // the first of two n
+        {R"({"spec":{"op":"gemm",)", R"({"spec":{"op":"gemm","op":"gemm",)"},
+        {R"("arch":"sm_90a","n")", R"("arch":"sm_100a","n")"},  // an sm_100a entry in an sm_90a table
+        {R"("arch":"sm_90a","n")", R"("arch":"sm_99a","n")"},
+        {R"(,"k_slices":1)", ""},
     };
     const char* expected[] = {
-        "entries[0]: op = 262 is out of range (0 to 255)",
-        "entries[0]: op = 99 is not an op code",
-        "entries[0]: block_m = 65544 is out of range (1 to 256)",
-        "entries[0]: threads = 65920 is out of range (32 to 1024)",
-        "entries[0]: groups = 4294967296 is out of range (0 to 65536)",
-        "entries[0]: n = 9223372036854775807 is out of range (1 to 2147483647)",
-        "entries[0]: n = 18446744073709551615 is out of range",
-        "entries[0]: k = -4096 is out of range",
-        "entries[0]: stages = 260 is out of range",
-        "entries[0]: split_k = 2.5 is not an integer",
+        "entries[0]: spec.op = \"gemx\" is not an op",
+        "entries[0]: op dequantize has no tuned kernels",
+        "entries[0]: spec.tile.block_m = 65544 is out of range (1 to 256)",
+        "entries[0]: spec.tile.threads = 65920 is out of range (32 to 1024)",
+        "entries[0]: spec.groups = 4294967296 is out of range (0 to 65536)",
+        "entries[0]: spec.n = 9223372036854775807 is out of range (1 to 2147483647)",
+        "entries[0]: spec.n = 18446744073709551615 is out of range",
+        "entries[0]: spec.k = -4096 is out of range",
+        "entries[0]: spec.tile.stages = 260 is out of range",
+        "entries[0]: spec.tile.split_k = 2.5 is not an integer",
         "entries[0]: m_bucket = \"8\" is not an integer",
-        "entries[0]: a_dtype = 77 is not a dtype code",
-        "entries[0]: split_k is given twice",
+        "entries[0]: spec.a_dtype = \"bf17\" is not a dtype",
+        "entries[0]: spec.bias = \"int8\" is not none, bf16 or fp32",
+        "entries[0]: n is given twice",
         "entries[0]: op is given twice",
-        "entries[0]: arch = 1 (sm_100a) in a table for sm_90a",
-        "entries[0]: arch = 9 is out of range (0 to 4)",
-        "entries[0]: vec is missing",
+        "entries[0]: spec.arch = sm_100a in a table for sm_90a",
+        "entries[0]: spec.arch = \"sm_99a\" is not an arch",
+        "entries[0]: spec.tile.k_slices is missing",
     };
     for (size_t i = 0; i < std::size(cases); ++i) {
       const std::string bad = replaced(text, cases[i].first, cases[i].second);
       CAPTURE(bad);
       note.clear();
       const std::vector<TuningEntry> back = TuningTable::parse(bad, kVersions, &note);
-      CHECK_MESSAGE(back.empty(), "kept: block_m ", (back.empty() ? 0 : back[0].tile.block_m));
+      CHECK_MESSAGE(back.empty(), "kept: ", (back.empty() ? std::string() : back[0].tuned.describe()));
       CHECK(note.find(expected[i]) != std::string::npos);
     }
     // an entry's index is the one it has in the file; the others still load
@@ -225,7 +235,7 @@ TEST_SUITE("tuning") {
                                                  132, kVersions);
     note.clear();
     CHECK(TuningTable::parse(replaced(two, R"("n":4096,)", R"("n":0,)"), kVersions, &note).size() == 1);
-    CHECK(note.find("1 entries that do not parse were skipped (the first: entries[1]: n = 0 is out of range") !=
+    CHECK(note.find("1 entries that do not parse were skipped (the first: entries[1]: spec.n = 0 is out of range") !=
           std::string::npos);
   }
 
@@ -262,7 +272,7 @@ TEST_SUITE("tuning") {
   TEST_CASE("cache import refuses a table named for one arch holding another's, and names the file, entry and field") {
     testutil::TempDir src, dst;
     const TuningVersions here = TuningVersions::current();  // the CLI's
-    const std::string dir = src.str() + "/v1/tuning/";
+    const std::string dir = src.str() + "/v2/tuning/";
     std::filesystem::create_directories(dir);
     // named for sm_100a, holding an sm_90a table
     write(dir + TuningTable::file_name(Arch::sm_100a, "GPU", 132),
@@ -276,8 +286,8 @@ TEST_SUITE("tuning") {
           replaced(TuningTable::to_text({entry(8192, 8, 2, 28.5), entry(4096, 16, 1, 30)}, Arch::sm_90a, "Other", 114, here),
                    R"("block_m":16,)", R"("block_m":65552,)"));
     const std::string tar = src.str() + "/tables.tar";
-    REQUIRE(testutil::run("tar --format=ustar -cf " + tar + " -C " + src.str() + " v1/tuning/sm_100a-GPU-132.json " +
-                          "v1/tuning/sm_90a-GPU-132.json v1/tuning/sm_90a-Other-114.json")
+    REQUIRE(testutil::run("tar --format=ustar -cf " + tar + " -C " + src.str() + " v2/tuning/sm_100a-GPU-132.json " +
+                          "v2/tuning/sm_90a-GPU-132.json v2/tuning/sm_90a-Other-114.json")
                 .code == 0);
     const auto r = testutil::run("NVFP4_JIT_CACHE_DIR=" + dst.str() + " " + testutil::cli() + " cache import " + tar + " --json");
     CAPTURE(r.out);
@@ -285,12 +295,12 @@ TEST_SUITE("tuning") {
     CHECK(r.code == 1);
     CHECK(testutil::json_int(r.out, "tables") == 1);
     CHECK(testutil::json_int(r.out, "skipped") == 3);
-    CHECK(r.err.find("v1/tuning/sm_100a-GPU-132.json: header: arch = \"sm_90a\" in a table for sm_100a") != std::string::npos);
-    CHECK(r.err.find("v1/tuning/sm_90a-GPU-132.json: header: sm_count = -5 is out of range") != std::string::npos);
-    CHECK(r.err.find("v1/tuning/sm_90a-Other-114.json: entries[1]: block_m = 65552 is out of range") != std::string::npos);
-    CHECK_FALSE(std::filesystem::exists(dst.str() + "/v1/tuning/sm_100a-GPU-132.json"));
-    CHECK_FALSE(std::filesystem::exists(dst.str() + "/v1/tuning/sm_90a-GPU-132.json"));
-    const TuningTable imported(dst.str() + "/v1/tuning/sm_90a-Other-114.json", Arch::sm_90a, "Other", 114);
+    CHECK(r.err.find("v2/tuning/sm_100a-GPU-132.json: header: arch = \"sm_90a\" in a table for sm_100a") != std::string::npos);
+    CHECK(r.err.find("v2/tuning/sm_90a-GPU-132.json: header: sm_count = -5 is out of range") != std::string::npos);
+    CHECK(r.err.find("v2/tuning/sm_90a-Other-114.json: entries[1]: spec.tile.block_m = 65552 is out of range") != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(dst.str() + "/v2/tuning/sm_100a-GPU-132.json"));
+    CHECK_FALSE(std::filesystem::exists(dst.str() + "/v2/tuning/sm_90a-GPU-132.json"));
+    const TuningTable imported(dst.str() + "/v2/tuning/sm_90a-Other-114.json", Arch::sm_90a, "Other", 114);
     CHECK(imported.entries().size() == 1);
   }
 }

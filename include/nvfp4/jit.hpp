@@ -400,7 +400,7 @@ struct TunedBucket {
 // Times every candidate tile of `problem` per M bucket on the current device (sm_90a) on
 // scratch buffers (no user data is read or written), keeps the fastest (the heuristic's
 // unless another is at least 2% faster) and records it in the cache root's tuning table
-// (v1/tuning/<arch>-<device>-<SMs>.json), where every later gemm() of this problem finds it.
+// (v2/tuning/<arch>-<device>-<SMs>.json), where every later gemm() of this problem finds it.
 // A grouped problem is timed at expected_m = options.m rows per expert (every bucket: each
 // one's largest) on the most rows whose default expected_m is that (grouped_gemm), routed
 // uniformly at random (4.8 rows an expert for options.m = 8, 13.6 for 16, 256 for 296); beyond

@@ -21,7 +21,7 @@ Json bench_tiles(EventTimer& timer, int runs, std::mt19937& rng) {
   Json tiles = Json::array();
   const DeviceInfo& device = current_device();
   const GemmBackend& backend = gemm_backend(device.arch, "bench gemm");
-  const KernelSpec problem = gemm_problem(device.arch, kN, kK, DType::bf16, DType::bf16, ScaleLayout::linear, false, kNoDType);
+  const GemmSpec problem = gemm_problem(device.arch, kN, kK, DType::bf16, DType::bf16, ScaleLayout::linear, false, kNoDType);
   if (const std::string why = backend.unsupported(problem); !why.empty()) {
     std::printf("  no tile sweep: W4A16 %s on %s\n", why.c_str(), std::string(to_string(device.arch)).c_str());
     return tiles;
@@ -35,7 +35,7 @@ Json bench_tiles(EventTimer& timer, int runs, std::mt19937& rng) {
     g.m = m, g.n = kN, g.k = kK;
     g.a = a.get();
     g.d = d.get();
-    for (const TileConfig& tile : backend.candidates(problem, gemm_m_bucket(m), device.sm_count)) {
+    for (const GemmTile& tile : backend.candidates(problem, gemm_m_bucket(m), device.sm_count)) {
       const double us = time_us(timer, runs, [&](int i) {
         g.b.data = weights.packed[size_t(i % kCopies)].get();
         g.b.scales = weights.scales[size_t(i % kCopies)].get();

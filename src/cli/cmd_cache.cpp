@@ -75,6 +75,10 @@ int stats(DiskCache& cache, bool json) {
                 {"archs", archs}};
     add_nvrtc_fields(out);
     out["entries_by_nvrtc"] = nvrtc_roots;
+    Json old = Json::array();
+    for (const OldCacheLayout& o : cache.old_layouts())
+      old.push_back({{"root", o.root}, {"layout", o.layout}, {"entries", o.entries}, {"bytes", o.bytes}});
+    out["old_layouts"] = old;
     std::printf("%s\n", dump(out).c_str());
     return kOk;
   }
@@ -87,6 +91,10 @@ int stats(DiskCache& cache, bool json) {
   for (const auto& d : refused_dirs) std::printf("NOT USED   %s: %s\n", d.path.c_str(), d.problem.c_str());
   std::printf("entries    %zu, %.1f MiB\n", entries.size(), bytes / 1048576.0);
   for (const auto& [arch, v] : per_arch) std::printf("  %-8s %6zu entries %8.1f MiB\n", arch.c_str(), v.first, v.second / 1048576.0);
+  // An earlier layout's entries are never read: `cache prune` (or clear) removes them.
+  for (const OldCacheLayout& o : cache.old_layouts())
+    std::printf("old layout %s/%s: %llu entries, %.1f MiB, not read by this version (cache prune removes it)\n", o.root.c_str(),
+                o.layout.c_str(), (unsigned long long)o.entries, o.bytes / 1048576.0);
   std::printf("NVRTC      %s\n", nvrtc_line().c_str());
   // Entries are keyed by the NVRTC that built them: another's are misses for this process.
   const NvrtcLoaded& ours = nvrtc_loaded();
@@ -212,18 +220,24 @@ int cmd_cache(const Args& args) {
     if (!cache.writable()) return refuse_read_only(cache, what, json);
     const size_t n = cache.prune(age);
     const size_t swept = cache.sweep_leftovers();
-    if (json) std::printf("%s\n", dump({{"removed_entries", n}, {"removed_leftovers", swept}}).c_str());
-    else std::printf("cache prune: removed %zu entries older than %s and %zu leftover files from %s\n", n,
-                     args.get("--older-than").c_str(), swept, cache.roots().primary.c_str());
-    return kOk;
+    std::vector<std::string> not_removed;
+    const size_t old = cache.remove_old_layouts(&not_removed);
+    for (const std::string& why : not_removed) std::fprintf(stderr, "nvfp4-jit cache prune: not removed: %s\n", why.c_str());
+    if (json)
+      std::printf("%s\n", dump({{"removed_entries", n}, {"removed_leftovers", swept}, {"removed_old_layout_entries", old}}).c_str());
+    else std::printf("cache prune: removed %zu entries older than %s, %zu leftover files and %zu entries of earlier layouts from %s\n",
+                     n, args.get("--older-than").c_str(), swept, old, cache.roots().primary.c_str());
+    return not_removed.empty() ? kOk : kFailed;
   }
   if (what == "clear") {
     if (!cache.writable()) return refuse_read_only(cache, what, json);
     std::vector<std::string> not_removed;
     const size_t n = cache.clear(&not_removed);
+    const size_t old = cache.remove_old_layouts(&not_removed);
     for (const std::string& why : not_removed) std::fprintf(stderr, "nvfp4-jit cache clear: not removed: %s\n", why.c_str());
-    if (json) std::printf("%s\n", dump({{"removed_files", n}, {"not_removed", not_removed.size()}}).c_str());
-    else std::printf("cache clear: removed %zu files from %s\n", n, cache.roots().primary.c_str());
+    if (json)
+      std::printf("%s\n", dump({{"removed_files", n}, {"removed_old_layout_entries", old}, {"not_removed", not_removed.size()}}).c_str());
+    else std::printf("cache clear: removed %zu files and %zu entries of earlier layouts from %s\n", n, old, cache.roots().primary.c_str());
     return not_removed.empty() ? kOk : kFailed;
   }
   throw UsageError(fmt::format("unknown cache action `{}`{}", what,

@@ -108,7 +108,7 @@ const std::vector<Verb>& verbs() {
        "For each weight shape and M bucket (<=8, 16, ..., 2048, >2048), times every candidate\n"
        "GEMM tile on this GPU (scratch buffers, weights rotated past L2, median of R runs), keeps the\n"
        "fastest (the heuristic's unless another is 2% faster) and records it in the cache root's\n"
-       "v1/tuning/<arch>-<device>-<SMs>.json; gemm() uses it from then on, in every process.\n"
+       "v2/tuning/<arch>-<device>-<SMs>.json; gemm() uses it from then on, in every process.\n"
        "Candidates compile in parallel (cached ones load from disk). Needs a GPU (exit 3 without one).\n"},
       {"cache",
        "stats | ls | verify | prune | clear | export | import: look after the disk cache",

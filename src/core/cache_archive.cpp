@@ -23,8 +23,9 @@ constexpr size_t kBlock = 512;
 constexpr size_t kMaxArchive = size_t(1) << 30;
 
 // Member names an archive may hold: exactly the cache's own layout, nothing else.
-const std::regex kKernelName(R"(v1/(sm_[0-9]+a)/([0-9a-f]{2})/([0-9a-f]{32})\.(cubin|json))");
-const std::regex kTableName(R"(v1/tuning/[A-Za-z0-9._-]+\.json)");
+const std::regex kKernelName(std::string(kCacheLayout) + R"(/(sm_[0-9]+a)/([0-9a-f]{2})/([0-9a-f]{32})\.(cubin|json))");
+const std::regex kTableName(std::string(kCacheLayout) + R"(/tuning/[A-Za-z0-9._-]+\.json)");
+const std::string kTableDir = std::string(kCacheLayout) + "/tuning/";
 
 void append_member(std::string& tar, const std::string& name, std::span<const char> data) {
   char h[kBlock] = {};
@@ -54,7 +55,7 @@ struct Member {
 // The most a member of this name may hold (a CUBIN, a sidecar or a tuning table).
 size_t member_limit(const std::string& name) {
   if (name.size() > 6 && name.compare(name.size() - 6, 6, ".cubin") == 0) return kMaxCubinBytes;
-  if (name.rfind("v1/tuning/", 0) == 0) return kMaxTableBytes;
+  if (name.rfind(kTableDir, 0) == 0) return kMaxTableBytes;
   return kMaxSidecarBytes;
 }
 
@@ -121,7 +122,7 @@ ArchiveSummary export_cache(const DiskCache& cache, const std::string& file) {
       summary.skipped.push_back(fmt::format("{}: {}", e.path, e.problem));
       continue;
     }
-    const std::string base = fmt::format("v1/{}/{}/{}", e.arch, e.key.substr(0, 2), e.key);
+    const std::string base = fmt::format("{}/{}/{}/{}", kCacheLayout, e.arch, e.key.substr(0, 2), e.key);
     // read below the root as verify did: nothing another user owns or can write
     const auto cubin = read_file_below(root, base + ".cubin", kMaxCubinBytes);
     const auto sidecar = read_file_below(root, base + ".json", kMaxSidecarBytes);
@@ -131,9 +132,9 @@ ArchiveSummary export_cache(const DiskCache& cache, const std::string& file) {
     ++summary.kernels;
   }
   std::error_code ec;
-  for (auto it = fs::directory_iterator(fs::path(root) / "v1/tuning", ec); !ec && it != fs::directory_iterator();
+  for (auto it = fs::directory_iterator(fs::path(root) / kTableDir, ec); !ec && it != fs::directory_iterator();
        it.increment(ec)) {
-    const std::string name = "v1/tuning/" + it->path().filename().string();
+    const std::string name = kTableDir + it->path().filename().string();
     if (!std::regex_match(name, kTableName) || name.size() >= 100) continue;
     if (auto data = read_file_below(root, name, kMaxTableBytes)) {
       append_member(tar, name, *data);
@@ -196,8 +197,7 @@ ArchiveSummary import_cache(DiskCache& cache, const std::string& file) {
       std::vector<TuningEntry> valid;
       for (const TuningEntry& e : file->entries) {
         if (const std::string why = tuning_entry_problem(e, *arch); !why.empty())
-          summary.skipped.push_back(fmt::format("{}: entry for N={} K={} bucket {}: {}", m.name, e.problem.n, e.problem.k,
-                                                e.m_bucket, why));
+          summary.skipped.push_back(fmt::format("{}: entry for {}, bucket {}: {}", m.name, e.tuned.describe(), e.m_bucket, why));
         else valid.push_back(e);
       }
       if (valid.empty()) {

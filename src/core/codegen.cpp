@@ -6,7 +6,7 @@
 
 namespace nvfp4::jit::detail {
 
-GeneratedKernel entry_point(const KernelSpec& spec, std::string name, std::string_view header,
+GeneratedKernel entry_point(const KernelSpec& spec, int threads, std::string name, std::string_view header,
                             std::string_view params_type, std::string_view call, int min_blocks) {
   GeneratedKernel g;
   g.source = fmt::format(
@@ -15,7 +15,7 @@ GeneratedKernel entry_point(const KernelSpec& spec, std::string name, std::strin
       "extern \"C\" __global__ void __launch_bounds__({}{}) {}(const __grid_constant__ nvfp4k::{} p) {{\n"
       "  {};\n"
       "}}\n",
-      spec.describe(), header, spec.tile.threads, min_blocks > 0 ? fmt::format(", {}", min_blocks) : "", name,
+      spec.describe(), header, threads, min_blocks > 0 ? fmt::format(", {}", min_blocks) : "", name,
       params_type, call);
   g.name = std::move(name);
   return g;

@@ -25,7 +25,7 @@ namespace nvfp4::jit::detail {
 
 namespace {
 
-constexpr std::string_view kLayout = "v1";
+constexpr std::string_view kLayout = kCacheLayout;
 constexpr int kStoreAttempts = 5;  // a cleaner removing our directory or temp file mid-store
 
 std::string env(const char* name) {
@@ -67,7 +67,7 @@ Torn torn_state(int dir_fd, const std::string& key_hex) {
 
 size_t slashes(std::string_view s) { return size_t(std::count(s.begin(), s.end(), '/')); }
 
-// The arch of an entry directory "v1/<arch>/<kk>" ("" above that level).
+// The arch of an entry directory "v2/<arch>/<kk>" ("" above that level).
 std::string rel_arch(const std::string& rel) {
   const size_t first = rel.find('/');
   if (first == std::string::npos) return {};
@@ -483,7 +483,7 @@ void DiskCache::walk(const Root& root, File file, Refused refused) const {
     if (!why.empty()) refused(std::string(kLayout), fmt::format("{}/{}", root.path, why));
     return;
   }
-  // Directories: v1, v1/<arch> (and v1/tuning), v1/<arch>/<kk>; what is below is a file.
+  // Directories: v2, v2/<arch> (and v2/tuning), v2/<arch>/<kk>; what is below is a file.
   auto visit = [&](auto& self, int dir, const std::string& rel) -> void {
     for (const std::string& name : dir_names(dir)) {
       struct stat st{};
@@ -685,6 +685,56 @@ size_t DiskCache::prune(std::chrono::seconds age) {
     if (remove_locked(e, [&](int, const struct stat& st) { return mtime_ns(st) < cutoff; }) > 0) ++removed;
   }
   return removed;
+}
+
+namespace {
+
+// Adds the CUBINs and bytes of the regular files below `dir_fd` to `layout`, following no
+// symlink and going at most `depth` directories down.
+void count_below(int dir_fd, int depth, OldCacheLayout& layout) {
+  for (const std::string& name : dir_names(dir_fd)) {
+    struct stat st{};
+    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    if (S_ISREG(st.st_mode)) {
+      layout.bytes += uint64_t(st.st_size);
+      layout.entries += ends_with(name, ".cubin");
+    } else if (S_ISDIR(st.st_mode) && depth > 0) {
+      const int sub = ::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (sub < 0) continue;
+      count_below(sub, depth - 1, layout);
+      ::close(sub);
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<OldCacheLayout> DiskCache::old_layouts() const {
+  std::vector<OldCacheLayout> found;
+  for (const Root& root : readable_roots())
+    for (std::string_view name : kOldCacheLayouts) {
+      std::string why;
+      const int dir = open_dir_at(root.fd, std::string(name), false, &why);
+      if (dir < 0) continue;
+      OldCacheLayout layout{root.path, std::string(name)};
+      count_below(dir, 4, layout);  // <layout>/<arch>/<kk>/<files>, <layout>/tuning/<files>
+      ::close(dir);
+      found.push_back(std::move(layout));
+    }
+  return found;
+}
+
+size_t DiskCache::remove_old_layouts(std::vector<std::string>* not_removed) {
+  if (!writable_ || primary_fd_ < 0) return 0;
+  size_t entries = 0;
+  for (const OldCacheLayout& layout : old_layouts()) {
+    if (layout.root != roots_.primary) continue;
+    if (const int err = remove_tree_at(primary_fd_, layout.layout); err == 0)
+      entries += layout.entries;
+    else if (err != ENOENT && not_removed)
+      not_removed->push_back(fmt::format("{}/{}: {}", roots_.primary, layout.layout, std::strerror(err)));
+  }
+  return entries;
 }
 
 size_t DiskCache::clear(std::vector<std::string>* not_removed) {

@@ -1,8 +1,12 @@
 // The on-disk CUBIN cache.
 //
-//   <root>/v1/<arch>/<kk>/<key>.cubin   the CUBIN, kk = first two hex digits of the key
-//   <root>/v1/<arch>/<kk>/<key>.json    sidecar: key, arch, kernel, size, xxh3-64 checksum, spec, versions
-//   <root>/v1/<arch>/<kk>/<key>.lock    flock'ed while a process compiles or removes that key
+//   <root>/v2/<arch>/<kk>/<key>.cubin   the CUBIN, kk = first two hex digits of the key
+//   <root>/v2/<arch>/<kk>/<key>.json    sidecar: key, arch, kernel, size, xxh3-64 checksum, spec, versions
+//   <root>/v2/<arch>/<kk>/<key>.lock    flock'ed while a process compiles or removes that key
+//
+// v2 is the layout (kCacheLayout): the directory of an earlier one (v1: sidecars with every
+// op's spec in one shared record) is never read; the tools report it (old_layouts) and prune
+// and clear remove it.
 //
 // A root is used only when it can be trusted (fs_util's untrusted_reason: no directory on its
 // path writable or owned by another user, and the root itself not writable by others even
@@ -35,12 +39,24 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/key.hpp"
 #include "core/spec.hpp"
 
 namespace nvfp4::jit::detail {
+
+// The layout directory below each root this build reads and writes, and those of earlier builds.
+inline constexpr std::string_view kCacheLayout = "v2";
+inline constexpr std::string_view kOldCacheLayouts[] = {"v1"};
+
+// An earlier layout's directory in a root: what it holds.
+struct OldCacheLayout {
+  std::string root, layout;
+  uint64_t entries = 0;  // CUBINs
+  uint64_t bytes = 0;    // of every regular file below it
+};
 
 struct CacheRoots {
   std::string primary;                 // writable; empty: memory-only
@@ -159,6 +175,11 @@ class DiskCache {
   bool remove(const CacheEntryInfo& entry);
   // Removes the primary root's entries written more than `age` ago; returns entries removed.
   size_t prune(std::chrono::seconds age);
+  // The earlier layouts' directories in every usable root.
+  std::vector<OldCacheLayout> old_layouts() const;
+  // Removes the primary root's earlier layouts (no lock: this version never uses their keys);
+  // returns the entries (CUBINs) they held. What could not be removed is added to `not_removed`.
+  size_t remove_old_layouts(std::vector<std::string>* not_removed = nullptr);
 
  private:
   struct Root {
@@ -168,8 +189,8 @@ class DiskCache {
   std::vector<Root> readable_roots() const;
   void open_primary();
   void open_read_only();
-  // Calls file(dir_fd, rel, name) for each name in <root>/v1 and the directories up to two
-  // levels below it (rel: "v1/sm_90a/ab"), and refused(rel, why) for each directory there
+  // Calls file(dir_fd, rel, name) for each name in <root>/v2 and the directories up to two
+  // levels below it (rel: "v2/sm_90a/ab"), and refused(rel, why) for each directory there
   // that is not trusted (not opened).
   template <class File, class Refused>
   void walk(const Root& root, File file, Refused refused) const;

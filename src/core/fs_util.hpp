@@ -46,7 +46,7 @@ int write_file_atomic_at(int dir_fd, const std::string& name, std::span<const ch
 // nobody else (group/world-writable only with the sticky bit, as /tmp); the root itself must
 // belong to this user when `own` (a root we write), else to root or this user, and must not be
 // writable by others even with the sticky bit (which stops them removing names, not creating
-// v1/). A directory another user can write could be swapped for theirs, and a kernel cache
+// v2/). A directory another user can write could be swapped for theirs, and a kernel cache
 // holds GPU code.
 std::string untrusted_reason(const std::string& dir, bool own);
 

@@ -78,7 +78,10 @@ std::vector<std::string> prewarm_gaps(const std::vector<WeightShape>& shapes, co
   std::set<std::tuple<Arch, int64_t, int64_t>> gemms;
   std::set<Arch> archs_with_gemm;
   for (const KernelSpec& s : specs)
-    if (s.op == Op::gemm) gemms.insert({s.arch, s.n, s.k}), archs_with_gemm.insert(s.arch);
+    if (s.op == Op::gemm) {
+      const auto [n, k] = op_kernels(s.op).weight_shape(s);
+      gemms.insert({s.arch, n, k}), archs_with_gemm.insert(s.arch);
+    }
   auto has_gemm = [&](Arch arch, const WeightShape& shape) {
     return gemms.count({arch, shape.n, shape.k}) || gemms.count({arch, int64_t(0), shape.k});
   };

@@ -5,8 +5,11 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include <nlohmann/json.hpp>
+
 #include "common/params.cuh"
-#include "common/scale_layout.cuh"
+#include "core/error.hpp"
+#include "core/op_registry.hpp"
 
 namespace nvfp4::jit::detail {
 
@@ -41,6 +44,12 @@ std::optional<Arch> parse_arch(std::string_view name) {
   return std::nullopt;
 }
 
+std::optional<Op> parse_op(std::string_view name) {
+  for (int code = 0; code < 256; ++code)
+    if (to_string(Op(code)) == name) return Op(code);
+  return std::nullopt;
+}
+
 std::string arch_names() {
   std::string names;
   for (Arch arch : kAllArchs) names += fmt::format("{}{}", names.empty() ? "" : ", ", to_string(arch));
@@ -69,36 +78,36 @@ std::string_view dtype_name(uint8_t dtype) {
   return "none";
 }
 
-KernelSpec base_spec(Op op, Arch arch, int64_t k, uint16_t threads) {
-  KernelSpec spec;
-  spec.op = op;
-  spec.arch = arch;
-  spec.k = k;
-  spec.tile.threads = threads;
-  return spec;
+void fail_spec_op(Op op, std::string_view spec_type) {
+  fail(Status::internal, "a spec of op {} read as a {}", to_string(op), spec_type);
 }
 
-size_t KernelSpecHash::operator()(const KernelSpec& spec) const noexcept {
-  return static_cast<size_t>(XXH3_64bits(&spec, sizeof spec));
+size_t hash_bytes(const void* data, size_t size) noexcept { return static_cast<size_t>(XXH3_64bits(data, size)); }
+
+namespace {
+
+// `object`'s fields as " name=value" (strings bare, a nested object's fields as "outer.name").
+void describe_fields(std::string& out, const nlohmann::ordered_json& object, const std::string& prefix) {
+  for (const auto& [name, value] : object.items()) {
+    if (value.is_object())
+      describe_fields(out, value, prefix + name + ".");
+    else
+      out += fmt::format(" {}{}={}", prefix, name, value.is_string() ? value.get<std::string>() : value.dump());
+  }
 }
+
+}  // namespace
 
 std::string KernelSpec::describe() const {
-  return fmt::format("{} arch={} N={} K={} groups={} a={} b={} out={} scales={} gscale={} flags={} "
-                     "tile={}x{}x{} threads={} stages={} cluster_m={} split_k={} vec={}",
-                     to_string(op), to_string(arch), n, k, groups, dtype_name(a_dtype), dtype_name(b_dtype),
-                     dtype_name(out_dtype), scale_layout == nvfp4k::SCALES_LINEAR ? "linear" : "swizzled128x4",
-                     gscale_mode, flags, tile.block_m, tile.block_n, tile.block_k, tile.threads, tile.stages,
-                     tile.cluster_m, tile.split_k, tile.vec);
+  std::string out = fmt::format("{} arch={}", to_string(op), to_string(arch));
+  describe_fields(out, op_kernels(op).to_json(*this), "");
+  return out;
 }
 
 std::string KernelSpec::to_json() const {
-  return fmt::format(
-      R"({{"op":"{}","arch":"{}","n":{},"k":{},"groups":{},"a_dtype":"{}","b_dtype":"{}","out_dtype":"{}",)"
-      R"("scale_layout":{},"gscale_mode":{},"flags":{},"tile":{{"block_m":{},"block_n":{},"block_k":{},)"
-      R"("threads":{},"stages":{},"cluster_m":{},"split_k":{},"vec":{}}}}})",
-      to_string(op), to_string(arch), n, k, groups, dtype_name(a_dtype), dtype_name(b_dtype), dtype_name(out_dtype),
-      scale_layout, gscale_mode, flags, tile.block_m, tile.block_n, tile.block_k, tile.threads, tile.stages,
-      tile.cluster_m, tile.split_k, tile.vec);
+  nlohmann::ordered_json j{{"op", to_string(op)}, {"arch", to_string(arch)}};
+  j.update(op_kernels(op).to_json(*this));
+  return j.dump();
 }
 
 }  // namespace nvfp4::jit::detail

@@ -9,10 +9,10 @@
 #include <cctype>
 #include <cerrno>
 #include <cstdlib>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <memory>
-#include <set>
 #include <thread>
 
 #include <fmt/format.h>
@@ -22,6 +22,7 @@
 #include "core/driver.hpp"
 #include "core/error.hpp"
 #include "core/fs_util.hpp"
+#include "core/json_fields.hpp"
 #include "core/kernel_store.hpp"
 #include "core/nvrtc_compiler.hpp"
 #include "core/op_registry.hpp"
@@ -32,96 +33,16 @@ namespace {
 
 using nlohmann::json;
 
-constexpr int kFormat = 1;
+// 2: entries hold the tuned spec as its op writes it ("spec"); format 1 held the GEMM's fields
+// in a record every op shared, which a table of format 2 is not read as.
+constexpr int kFormat = 2;
 
 std::string entry_line(const TuningEntry& e) {
-  const KernelSpec& p = e.problem;
-  const TileConfig& t = e.tile;
-  return fmt::format(
-      R"({{"op":{},"arch":{},"n":{},"k":{},"groups":{},"a_dtype":{},"b_dtype":{},"out_dtype":{},"scale_layout":{},)"
-      R"("gscale_mode":{},"flags":{},"m_bucket":{},"block_m":{},"block_n":{},"block_k":{},"threads":{},"stages":{},)"
-      R"("cluster_m":{},"split_k":{},"vec":{},"us":{:.3f},"heuristic_us":{:.3f}}})",
-      int(p.op), int(p.arch), p.n, p.k, p.groups, p.a_dtype, p.b_dtype, p.out_dtype, p.scale_layout, p.gscale_mode,
-      p.flags, e.m_bucket, t.block_m, t.block_n, t.block_k, t.threads, t.stages, t.cluster_m, t.split_k, t.vec, e.us,
-      e.heuristic_us);
+  nlohmann::ordered_json line{{"spec", nlohmann::ordered_json::parse(e.tuned.to_json())}, {"m_bucket", e.m_bucket}};
+  line["us"] = std::round(e.us * 1000) / 1000;
+  line["heuristic_us"] = std::round(e.heuristic_us * 1000) / 1000;
+  return line.dump();
 }
-
-// `text` as one JSON value, or discarded. A key given twice in an object (which the parser would
-// take the last of, silently) is named in `duplicate`.
-json parse_json_once(const std::string& text, std::string* duplicate) {
-  std::vector<std::set<std::string>> keys;  // of each open object
-  const json::parser_callback_t note_keys = [&](int, json::parse_event_t event, json& parsed) {
-    if (event == json::parse_event_t::object_start) keys.emplace_back();
-    else if (event == json::parse_event_t::object_end && !keys.empty()) keys.pop_back();
-    else if (event == json::parse_event_t::key && !keys.empty() && !keys.back().insert(parsed.get<std::string>()).second &&
-             duplicate->empty())
-      *duplicate = parsed.get<std::string>();
-    return true;
-  };
-  return json::parse(text, note_keys, /*allow_exceptions=*/false);
-}
-
-// Reads the fields of one JSON object, each checked against its range before it is narrowed to
-// the field it fills; the first field that is missing, of another type or out of range is `why`.
-class FieldReader {
- public:
-  explicit FieldReader(const json& object) : object_(object) {}
-
-  int64_t integer(const char* name, int64_t lo, int64_t hi) {
-    const json* v = find(name);
-    if (!v) return lo;
-    if (!v->is_number_integer()) return bad(fmt::format("{} = {} is not an integer", name, v->dump()), lo);
-    // an unsigned value past INT64_MAX would wrap in get<int64_t>
-    const bool fits = v->is_number_unsigned() ? v->get<uint64_t>() <= uint64_t(hi) && uint64_t(lo) <= v->get<uint64_t>()
-                                              : v->get<int64_t>() >= lo && v->get<int64_t>() <= hi;
-    if (!fits) return bad(fmt::format("{} = {} is out of range ({} to {})", name, v->dump(), lo, hi), lo);
-    return v->get<int64_t>();
-  }
-  double real(const char* name, double lo, double hi) {
-    const json* v = find(name);
-    if (!v) return lo;
-    if (!v->is_number()) return bad(fmt::format("{} = {} is not a number", name, v->dump()), lo);
-    const double x = v->get<double>();
-    if (!(x >= lo && x <= hi)) return bad(fmt::format("{} = {} is out of range ({} to {})", name, v->dump(), lo, hi), lo);
-    return x;
-  }
-  std::string text(const char* name) {
-    const json* v = find(name);
-    if (!v) return {};
-    if (!v->is_string()) return bad(fmt::format("{} = {} is not a string", name, v->dump()), std::string{});
-    return v->get<std::string>();
-  }
-  const std::string& why() const { return why_; }
-
- private:
-  const json* find(const char* name) {
-    const auto it = object_.find(name);
-    if (it != object_.end()) return &*it;
-    bad(fmt::format("{} is missing", name), 0);
-    return nullptr;
-  }
-  template <class T>
-  T bad(const std::string& why, T fallback) {
-    if (why_.empty()) why_ = why;
-    return fallback;
-  }
-  const json& object_;
-  std::string why_;
-};
-
-bool known_op(int64_t code) { return code >= 0 && code <= 255 && to_string(Op(code)) != "unknown"; }
-
-// An element type a spec holds: a DType code or kNoDType.
-std::string dtype_problem(const char* name, int64_t code) {
-  for (DType d : {DType::bf16, DType::fp16, DType::fp32, DType::nvfp4})
-    if (code == int64_t(d)) return {};
-  if (code == kNoDType) return {};
-  return fmt::format("{} = {} is not a dtype code", name, code);
-}
-
-// The ranges of an entry's fields: the library's (N and K at most 2^31 - 1, up to 65536 groups)
-// and the widest any GEMM backend builds (the backend checks its own tiles after this).
-constexpr int64_t kMaxTileEdge = 256, kMaxBlockK = 1024, kMaxThreads = 1024, kMaxStages = 32, kMaxSplit = 16;
 
 // One entry line back (the line's trailing comma dropped), or why it is refused.
 std::string parse_entry(std::string line, Arch table_arch, TuningEntry* e) {
@@ -131,38 +52,24 @@ std::string parse_entry(std::string line, Arch table_arch, TuningEntry* e) {
   if (object.is_discarded() || !object.is_object()) return "not a JSON object";
   if (!duplicate.empty()) return fmt::format("{} is given twice", duplicate);
   FieldReader r(object);
-  KernelSpec& p = e->problem;
-  p = KernelSpec{};
-  const int64_t op = r.integer("op", 0, 255);
-  if (r.why().empty() && !known_op(op)) return fmt::format("op = {} is not an op code", op);
-  p.op = Op(op);
-  p.arch = Arch(r.integer("arch", 0, int64_t(std::size(kAllArchs)) - 1));
-  p.n = r.integer("n", 1, INT32_MAX);
-  p.k = r.integer("k", 1, INT32_MAX);
-  p.groups = int32_t(r.integer("groups", 0, 65536));
-  p.a_dtype = uint8_t(r.integer("a_dtype", 0, 255));
-  p.b_dtype = uint8_t(r.integer("b_dtype", 0, 255));
-  p.out_dtype = uint8_t(r.integer("out_dtype", 0, 255));
-  p.scale_layout = uint8_t(r.integer("scale_layout", 0, 255));
-  p.gscale_mode = uint8_t(r.integer("gscale_mode", 0, 255));
-  p.flags = uint8_t(r.integer("flags", 0, 127));
   e->m_bucket = int(r.integer("m_bucket", 1, INT32_MAX));
-  TileConfig& t = e->tile;
-  t.block_m = uint16_t(r.integer("block_m", 1, kMaxTileEdge));
-  t.block_n = uint16_t(r.integer("block_n", 1, kMaxTileEdge));
-  t.block_k = uint16_t(r.integer("block_k", 1, kMaxBlockK));
-  t.threads = uint16_t(r.integer("threads", 32, kMaxThreads));
-  t.stages = uint8_t(r.integer("stages", 1, kMaxStages));
-  t.cluster_m = uint8_t(r.integer("cluster_m", 0, kMaxSplit));
-  t.split_k = uint8_t(r.integer("split_k", 0, kMaxSplit));
-  t.vec = uint8_t(r.integer("vec", 0, kMaxSplit));
   e->us = r.real("us", 0, 1e9);
   e->heuristic_us = r.real("heuristic_us", 0, 1e9);
   if (!r.why().empty()) return r.why();
-  for (const auto& [name, code] : {std::pair{"a_dtype", p.a_dtype}, {"b_dtype", p.b_dtype}, {"out_dtype", p.out_dtype}})
-    if (std::string why = dtype_problem(name, code); !why.empty()) return why;
-  if (p.arch != table_arch)
-    return fmt::format("arch = {} ({}) in a table for {}", int(p.arch), to_string(p.arch), to_string(table_arch));
+  if (!object.contains("spec") || !object["spec"].is_object()) return "spec is missing";
+  const json& spec = object["spec"];
+  FieldReader s(spec);
+  const std::string op_name = s.text("op"), arch_name = s.text("arch");
+  if (!s.why().empty()) return "spec." + s.why();
+  const std::optional<Op> op = parse_op(op_name);
+  if (!op) return fmt::format("spec.op = \"{}\" is not an op", op_name);
+  const std::optional<Arch> arch = parse_arch(arch_name);
+  if (!arch) return fmt::format("spec.arch = \"{}\" is not an arch", arch_name);
+  if (*arch != table_arch) return fmt::format("spec.arch = {} in a table for {}", arch_name, to_string(table_arch));
+  const auto from_json = op_kernels(*op).from_json;
+  if (!from_json) return fmt::format("op {} has no tuned kernels", op_name);
+  if (std::string why = from_json(spec, *arch, &e->tuned); !why.empty()) return "spec." + why;
+  e->tuned.op = *op;
   return {};
 }
 
@@ -289,10 +196,10 @@ std::vector<TuningEntry> TuningTable::parse(const std::string& text, const Tunin
 }
 
 namespace {
-// A table in a cache root (<root>/v1/tuning/<file>) is read as the root's entries are: nothing
+// A table in a cache root (<root>/v2/tuning/<file>) is read as the root's entries are: nothing
 // below the root that another user owns or can write.
 std::optional<std::vector<char>> read_table(const std::string& path, std::string* why = nullptr) {
-  constexpr std::string_view kDir = "/v1/tuning/";
+  const std::string kDir = "/" + std::string(kCacheLayout) + "/tuning/";
   const size_t at = path.rfind(kDir);
   if (at == std::string::npos) return read_file_nofollow(path, kMaxTableBytes, why);
   return read_file_below(path.substr(0, at), path.substr(at + 1), kMaxTableBytes, why);
@@ -321,7 +228,7 @@ std::vector<TuningEntry> TuningTable::runnable(std::vector<TuningEntry> entries,
   const size_t before = entries.size();
   std::erase_if(entries, [&](const TuningEntry& e) {
     std::string why = tuning_entry_problem(e, arch_);
-    if (!why.empty() && first_why.empty()) first_why = fmt::format("N = {}, K = {}, bucket {}: {}", e.problem.n, e.problem.k, e.m_bucket, why);
+    if (!why.empty() && first_why.empty()) first_why = fmt::format("{}, bucket {}: {}", e.tuned.describe(), e.m_bucket, why);
     return !why.empty();
   });
   if (const size_t refused = before - entries.size())
@@ -331,14 +238,14 @@ std::vector<TuningEntry> TuningTable::runnable(std::vector<TuningEntry> entries,
 
 void TuningTable::merge(const std::vector<TuningEntry>& entries) {
   std::unique_lock lock(mutex_);
-  for (const TuningEntry& e : entries) table_[Key{e.problem, e.m_bucket}] = e;
+  for (const TuningEntry& e : entries) table_[Key{e.problem(), e.m_bucket}] = e;
 }
 
-std::optional<TileConfig> TuningTable::find(const KernelSpec& problem, int m_bucket) const {
+std::optional<KernelSpec> TuningTable::find(const KernelSpec& problem, int m_bucket) const {
   std::shared_lock lock(mutex_);
   const auto it = table_.find(Key{problem, m_bucket});
   if (it == table_.end()) return std::nullopt;
-  return it->second.tile;
+  return it->second.tuned;
 }
 
 std::vector<TuningEntry> TuningTable::entries() const {
@@ -364,9 +271,9 @@ std::string TuningTable::record(const std::vector<TuningEntry>& entries) {
   if (auto data = read_table(path_)) {
     std::string note;
     for (const TuningEntry& e : runnable(parse(std::string(data->begin(), data->end()), versions_, &note, arch_), &note))
-      merged[Key{e.problem, e.m_bucket}] = e;
+      merged[Key{e.problem(), e.m_bucket}] = e;
   }
-  for (const TuningEntry& e : entries) merged[Key{e.problem, e.m_bucket}] = e;
+  for (const TuningEntry& e : entries) merged[Key{e.problem(), e.m_bucket}] = e;
   std::vector<TuningEntry> all;
   for (const auto& [key, e] : merged) all.push_back(e);
   merge(all);
@@ -376,16 +283,20 @@ std::string TuningTable::record(const std::vector<TuningEntry>& entries) {
   return {};
 }
 
+KernelSpec TuningEntry::problem() const {
+  const auto problem_of = op_kernels(tuned.op).tuned_problem;
+  if (!problem_of) fail(Status::internal, "op {} has no tuned kernels", to_string(tuned.op));
+  return problem_of(tuned);
+}
+
 std::string tuning_entry_problem(const TuningEntry& e, Arch arch) {
-  const KernelSpec& p = e.problem;
-  const TileConfig& t = e.tile;
-  if (p.op != Op::gemm) return fmt::format("op {} is not a GEMM", int(p.op));
-  if (p.arch != arch) return fmt::format("arch {} in a table for {}", int(p.arch), to_string(arch));
-  if (p.n <= 0 || p.k <= 0 || p.k % 16) return fmt::format("N = {}, K = {}: not a GEMM shape", p.n, p.k);
+  const KernelSpec& t = e.tuned;
+  if (t.arch != arch) return fmt::format("arch {} in a table for {}", to_string(t.arch), to_string(arch));
   if (!(e.us >= 0 && e.us < 1e9 && e.heuristic_us >= 0 && e.heuristic_us < 1e9)) return "time out of range";
   // the bucket and the tile, checked by the op (the GEMM: its arch's backend)
-  const auto check = op_kernels(p.op).tuned_tile_problem;
-  return check ? check(p, e.m_bucket, t) : "an op without tuned tiles";
+  const auto check = op_kernels(t.op).tuned_problem_why;
+  if (!check || !op_kernels(t.op).tuned_problem) return fmt::format("op {} has no tuned kernels", to_string(t.op));
+  return check(t, e.m_bucket);
 }
 
 TuningTable& tuning_table_for(int device_ordinal, Arch arch, const std::string& device_name, int sm_count) {
@@ -402,7 +313,7 @@ TuningTable& tuning_table_for(int device_ordinal, Arch arch, const std::string& 
         if (path == root) return true;
       return false;
     };
-    const std::string name = "/v1/tuning/" + TuningTable::file_name(arch, device_name, sm_count);
+    const std::string name = "/" + std::string(kCacheLayout) + "/tuning/" + TuningTable::file_name(arch, device_name, sm_count);
     table = std::make_unique<TuningTable>(roots.primary.empty() || refused(roots.primary) ? std::string{} : roots.primary + name,
                                           arch, device_name, sm_count);
     // read-only roots (a shipped, prewarmed cache) fill in what the primary root lacks
@@ -410,7 +321,7 @@ TuningTable& tuning_table_for(int device_ordinal, Arch arch, const std::string& 
       if (refused(root)) continue;
       TuningTable shipped(root + name, arch, device_name, sm_count);
       for (const TuningEntry& e : shipped.entries())
-        if (!table->find(e.problem, e.m_bucket)) table->merge({e});
+        if (!table->find(e.problem(), e.m_bucket)) table->merge({e});
       for (const std::string& note : shipped.notes()) warn_once("tuning " + root, note);
     }
     for (const std::string& note : table->notes()) warn_once("tuning " + table->path(), note);

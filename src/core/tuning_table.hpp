@@ -1,9 +1,10 @@
 // Tuned tile choices, remembered per GPU model in the cache root:
 //
-//   <root>/v1/tuning/<arch>-<device name>-<SM count>.json
+//   <root>/v2/tuning/<arch>-<device name>-<SM count>.json
 //
-// One entry per (problem, M bucket): the problem is a kernel spec without its tile (op,
-// shape, dtypes, layout, flags), the value the winning tile and its time. The file records
+// One entry per (problem, M bucket): the tuned kernel's spec (the op's fields, as its sidecar
+// writes them, with what the tuner chose) and its time; the problem, the table's key, is that
+// spec less what the tuner chose (OpKernels::tuned_problem). The file records
 // the library, NVRTC and driver versions it was tuned with; a file from other versions is
 // ignored (with a note) because its timings no longer describe these kernels. Writers merge
 // under a lock file, so processes tuning at once lose none of each other's entries.
@@ -21,10 +22,12 @@
 namespace nvfp4::jit::detail {
 
 struct TuningEntry {
-  KernelSpec problem;  // tile fields zero
+  KernelSpec tuned;  // the problem with the tile the tuner chose
   int m_bucket = 0;
-  TileConfig tile;
   double us = 0, heuristic_us = 0;
+  // `tuned` less what the tuner chose: the table's key. Throws Error(internal) for an op without
+  // tuned kernels.
+  KernelSpec problem() const;
 };
 
 // The versions a table is valid for.
@@ -41,7 +44,7 @@ struct TuningFile {
   std::string device_name;
   int sm_count = 0;
   std::vector<TuningEntry> entries;
-  std::vector<std::string> refused;  // "entries[3]: block_m = 65544 is out of range (1 to 256)", one an entry left out
+  std::vector<std::string> refused;  // "entries[3]: tile.block_m = 65544 is out of range (1 to 256)", one an entry left out
 };
 
 // The most SMs a table's header may count (a GPU has a few hundred at most).
@@ -58,7 +61,8 @@ class TuningTable {
   TuningTable(std::string path, Arch arch, std::string device_name, int sm_count,
               TuningVersions versions = TuningVersions::current());
 
-  std::optional<TileConfig> find(const KernelSpec& problem, int m_bucket) const;
+  // The tuned spec of `problem`'s bucket, if any.
+  std::optional<KernelSpec> find(const KernelSpec& problem, int m_bucket) const;
   std::vector<TuningEntry> entries() const;
   // Adds or replaces entries here and in the file: lock, re-read, merge, write atomically.
   // Returns "" or why the file could not be written (the entries still apply in this process).
@@ -105,8 +109,8 @@ class TuningTable {
   std::vector<std::string> notes_;
 };
 
-// Why an entry (of a table for `arch`) is not one the GEMM can run: not a GEMM problem, an M
-// bucket that does not exist, a tile outside what the kernel supports (empty: it is fine).
+// Why an entry (of a table for `arch`) is not one its op can run: an op without tuned kernels,
+// an M bucket that does not exist, a tile outside what the kernel supports (empty: it is fine).
 // Checked before a shipped table's entries are written (cache import).
 std::string tuning_entry_problem(const TuningEntry& entry, Arch arch);
 

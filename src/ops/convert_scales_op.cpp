@@ -1,9 +1,12 @@
 #include "ops/convert_scales_op.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include "core/op_registry.hpp"
 #include "common/params.cuh"
 #include "common/scale_layout.cuh"
 #include "core/launcher.hpp"
+#include "ops/spec_names.hpp"
 #include "ops/validate.hpp"
 
 namespace nvfp4::jit::detail {
@@ -25,36 +28,41 @@ void validate(const ConvertScalesArgs& a) {
   }
 }
 
-std::string_view layout_name(uint8_t layout) { return layout == nvfp4k::SCALES_LINEAR ? "linear" : "sw128x4"; }
-
 }  // namespace
 
 KernelSpec convert_scales_spec(Arch arch, int64_t k, ScaleLayout src, ScaleLayout dst) {
-  KernelSpec spec = base_spec(Op::convert_scales, arch, k, kThreads);
-  spec.scale_layout = uint8_t(dst);
-  spec.flags = uint8_t(src);
-  return spec;
+  return KernelSpec::of(arch, ConvertScalesSpec{k, src, dst, kThreads});
 }
 
 namespace {
 
-std::string convert_scales_kernel_name(const KernelSpec& spec) {
-  return fmt::format("nvfp4_convert_scales_k{}_{}_to_{}", spec.k, layout_name(spec.flags), layout_name(spec.scale_layout));
+std::string convert_scales_kernel_name(const KernelSpec& key) {
+  const ConvertScalesSpec spec = key.as<ConvertScalesSpec>();
+  return fmt::format("nvfp4_convert_scales_k{}_{}_to_{}", spec.k, scale_layout_name(spec.src_layout),
+                     scale_layout_name(spec.dst_layout));
+}
+
+nlohmann::ordered_json convert_scales_json(const KernelSpec& key) {
+  const ConvertScalesSpec spec = key.as<ConvertScalesSpec>();
+  return {{"k", spec.k}, {"src_layout", scale_layout_name(spec.src_layout)}, {"dst_layout", scale_layout_name(spec.dst_layout)},
+          {"threads", spec.threads}};
 }
 
 // Weights may arrive with linear (ModelOpt) scales; other GEMM libraries read them swizzled.
 const bool registered =
-    register_op(Op::convert_scales, {generate_convert_scales, convert_scales_kernel_name}) &&
+    register_op(Op::convert_scales, {.generate = generate_convert_scales, .kernel_name = convert_scales_kernel_name,
+                                       .to_json = convert_scales_json}) &&
     register_prewarm(50, [](Arch arch, const WeightShape& shape, int) {
       return std::vector<KernelSpec>{convert_scales_spec(arch, shape.k, ScaleLayout::linear, ScaleLayout::swizzled128x4)};
     });
 
 }  // namespace
 
-GeneratedKernel generate_convert_scales(const KernelSpec& spec) {
-  return entry_point(
-      spec, convert_scales_kernel_name(spec), "convert_scales.cuh", "ConvertScalesParams",
-      fmt::format("nvfp4k::convert_scales<{}, {}, {}LL, {}>(p)", spec.flags, spec.scale_layout, spec.k, spec.tile.threads));
+GeneratedKernel generate_convert_scales(const KernelSpec& key) {
+  const ConvertScalesSpec spec = key.as<ConvertScalesSpec>();
+  return entry_point(key, spec.threads, convert_scales_kernel_name(key), "convert_scales.cuh", "ConvertScalesParams",
+                     fmt::format("nvfp4k::convert_scales<{}, {}, {}LL, {}>(p)", int(spec.src_layout), int(spec.dst_layout),
+                                 spec.k, spec.threads));
 }
 
 }  // namespace nvfp4::jit::detail

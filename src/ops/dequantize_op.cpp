@@ -4,12 +4,15 @@
 #include <cmath>
 #include <cstring>
 
+#include <nlohmann/json.hpp>
+
 #include "core/op_registry.hpp"
 #include "common/nvfp4_format.cuh"
 #include "common/params.cuh"
 #include "common/scale_layout.cuh"
 #include "core/error.hpp"
 #include "core/launcher.hpp"
+#include "ops/spec_names.hpp"
 #include "ops/validate.hpp"
 
 namespace nvfp4::jit::detail {
@@ -66,13 +69,7 @@ Resolved resolve(const DequantizeArgs& a) {
 }  // namespace
 
 KernelSpec dequantize_spec(Arch arch, int64_t k, DType out, ScaleLayout layout) {
-  KernelSpec spec = base_spec(Op::dequantize, arch, k, kThreads);
-  spec.a_dtype = uint8_t(DType::nvfp4);
-  spec.out_dtype = uint8_t(out);
-  spec.scale_layout = uint8_t(layout);
-  spec.tile.stages = kLoadsPerThread;
-  spec.tile.vec = 8;
-  return spec;
+  return KernelSpec::of(arch, DequantizeSpec{k, out, layout, kThreads, kLoadsPerThread});
 }
 
 std::vector<KernelSpec> dequantize_prewarm_specs(Arch arch, int64_t k) {
@@ -86,21 +83,28 @@ std::vector<KernelSpec> dequantize_prewarm_specs(Arch arch, int64_t k) {
 
 namespace {
 
-std::string dequantize_kernel_name(const KernelSpec& spec) {
-  const bool swizzled = spec.scale_layout == nvfp4k::SCALES_SWIZZLED128X4;
-  return fmt::format("nvfp4_dequantize_k{}_{}_{}", spec.k, dtype_name(spec.out_dtype), swizzled ? "sw128x4" : "linear");
+std::string dequantize_kernel_name(const KernelSpec& key) {
+  const DequantizeSpec spec = key.as<DequantizeSpec>();
+  return fmt::format("nvfp4_dequantize_k{}_{}_{}", spec.k, dtype_name(spec.out_dtype), scale_layout_name(spec.scale_layout));
+}
+
+nlohmann::ordered_json dequantize_json(const KernelSpec& key) {
+  const DequantizeSpec spec = key.as<DequantizeSpec>();
+  return {{"k", spec.k}, {"out_dtype", dtype_name(spec.out_dtype)}, {"scale_layout", scale_layout_name(spec.scale_layout)},
+          {"threads", spec.threads}, {"loads_per_thread", spec.loads_per_thread}};
 }
 
 const bool registered =
-    register_op(Op::dequantize, {generate_dequantize, dequantize_kernel_name}) &&
+    register_op(Op::dequantize, {.generate = generate_dequantize, .kernel_name = dequantize_kernel_name, .to_json = dequantize_json}) &&
     register_prewarm(20, [](Arch arch, const WeightShape& shape, int) { return dequantize_prewarm_specs(arch, shape.k); });
 
 }  // namespace
 
-GeneratedKernel generate_dequantize(const KernelSpec& spec) {
-  return entry_point(spec, dequantize_kernel_name(spec), "dequantize.cuh", "DequantizeParams",
-                     fmt::format("nvfp4k::dequantize<{}, {}LL, {}, {}, {}>(p)", spec.out_dtype, spec.k, spec.scale_layout,
-                                 spec.tile.threads, spec.tile.stages));
+GeneratedKernel generate_dequantize(const KernelSpec& key) {
+  const DequantizeSpec spec = key.as<DequantizeSpec>();
+  return entry_point(key, spec.threads, dequantize_kernel_name(key), "dequantize.cuh", "DequantizeParams",
+                     fmt::format("nvfp4k::dequantize<{}, {}LL, {}, {}, {}>(p)", int(spec.out_dtype), spec.k,
+                                 int(spec.scale_layout), spec.threads, spec.loads_per_thread));
 }
 
 }  // namespace nvfp4::jit::detail

@@ -4,12 +4,15 @@
 #include <climits>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "common/params.cuh"
 #include "common/portable.cuh"
 #include "core/launcher.hpp"
-#include "core/stream_buffer.hpp"
 #include "core/op_registry.hpp"
+#include "core/stream_buffer.hpp"
 #include "ops/quantize_op.hpp"
+#include "ops/spec_names.hpp"
 #include "ops/validate.hpp"
 
 namespace nvfp4::jit::detail {
@@ -107,14 +110,26 @@ CombineShape validate(const MoeCombineArgs& a) {
   return s;
 }
 
-std::string moe_route_kernel_name(const KernelSpec& spec) {
-  return fmt::format("nvfp4_moe_route_g{}_{}{}", spec.groups, spec.flags & kRouteIds64 ? "i64" : "i32",
-                     spec.flags & kRouteCount ? "_count" : "");
+std::string moe_route_kernel_name(const KernelSpec& key) {
+  const MoeRouteSpec spec = key.as<MoeRouteSpec>();
+  return fmt::format("nvfp4_moe_route_g{}_{}{}", spec.experts, spec.ids_int64 ? "i64" : "i32", spec.count_only ? "_count" : "");
 }
 
-std::string moe_combine_kernel_name(const KernelSpec& spec) {
-  return fmt::format("nvfp4_moe_combine_{}_w{}_to_{}_v{}", dtype_name(spec.a_dtype), dtype_name(spec.b_dtype),
-                     dtype_name(spec.out_dtype), spec.tile.vec);
+std::string moe_combine_kernel_name(const KernelSpec& key) {
+  const MoeCombineSpec spec = key.as<MoeCombineSpec>();
+  return fmt::format("nvfp4_moe_combine_{}_w{}_to_{}_v{}", dtype_name(spec.d_dtype), dtype_name(spec.weights_dtype),
+                     dtype_name(spec.out_dtype), spec.vec);
+}
+
+nlohmann::ordered_json moe_route_json(const KernelSpec& key) {
+  const MoeRouteSpec spec = key.as<MoeRouteSpec>();
+  return {{"experts", spec.experts}, {"ids_int64", spec.ids_int64}, {"count_only", spec.count_only}, {"threads", spec.threads}};
+}
+
+nlohmann::ordered_json moe_combine_json(const KernelSpec& key) {
+  const MoeCombineSpec spec = key.as<MoeCombineSpec>();
+  return {{"d_dtype", dtype_name(spec.d_dtype)}, {"weights_dtype", dtype_name(spec.weights_dtype)},
+          {"out_dtype", dtype_name(spec.out_dtype)}, {"vec", spec.vec}, {"threads", spec.threads}};
 }
 
 // A grouped weight's model routes its tokens and combines BF16 expert outputs.
@@ -129,12 +144,15 @@ std::vector<KernelSpec> moe_prewarm_specs(Arch arch, const WeightShape& shape, i
 
 // a count per warp and expert, the experts' totals and earlier CTAs' rows, the scan's warp
 // sums (templates/moe_route.cuh)
-unsigned moe_route_shared_bytes(const KernelSpec& spec) {
-  return unsigned((nvfp4k::MOE_ROUTE_WARPS * spec.groups + 2 * spec.groups + 32) * 4);
+unsigned moe_route_shared_bytes(const KernelSpec& key) {
+  const int64_t experts = key.as<MoeRouteSpec>().experts;
+  return unsigned((nvfp4k::MOE_ROUTE_WARPS * experts + 2 * experts + 32) * 4);
 }
 
-const bool registered = register_op(Op::moe_route, {generate_moe_route, moe_route_kernel_name, nullptr, moe_route_shared_bytes}) &&
-                        register_op(Op::moe_combine, {generate_moe_combine, moe_combine_kernel_name}) &&
+const bool registered = register_op(Op::moe_route, {.generate = generate_moe_route, .kernel_name = moe_route_kernel_name,
+                                                    .to_json = moe_route_json, .shared_bytes = moe_route_shared_bytes}) &&
+                        register_op(Op::moe_combine, {.generate = generate_moe_combine, .kernel_name = moe_combine_kernel_name,
+                                                      .to_json = moe_combine_json}) &&
                         register_prewarm(45, moe_prewarm_specs);
 
 int64_t ids_at(const MoeRouteArgs& a, int64_t i) {
@@ -143,32 +161,26 @@ int64_t ids_at(const MoeRouteArgs& a, int64_t i) {
 
 }  // namespace
 
-KernelSpec moe_route_spec(Arch arch, int32_t groups, bool ids_int64, bool count) {
-  KernelSpec spec = base_spec(Op::moe_route, arch, 0, uint16_t(nvfp4k::MOE_ROUTE_WARPS * 32));
-  spec.groups = groups;
-  spec.flags = uint8_t((ids_int64 ? kRouteIds64 : 0) | (count ? kRouteCount : 0));
-  return spec;
+KernelSpec moe_route_spec(Arch arch, int32_t experts, bool ids_int64, bool count_only) {
+  return KernelSpec::of(arch, MoeRouteSpec{experts, ids_int64, count_only, nvfp4k::MOE_ROUTE_WARPS * 32});
 }
 
 KernelSpec moe_combine_spec(Arch arch, DType d, DType weights, DType out, int vec) {
-  KernelSpec spec = base_spec(Op::moe_combine, arch, 0, kCombineThreads);
-  spec.a_dtype = uint8_t(d);
-  spec.b_dtype = uint8_t(weights);
-  spec.out_dtype = uint8_t(out);
-  spec.tile.vec = uint8_t(vec);
-  return spec;
+  return KernelSpec::of(arch, MoeCombineSpec{d, weights, out, vec, kCombineThreads});
 }
 
-GeneratedKernel generate_moe_route(const KernelSpec& spec) {
-  return entry_point(spec, moe_route_kernel_name(spec), "moe_route.cuh", "MoeRouteParams",
-                     fmt::format("nvfp4k::{}<{}, {}>(p)", spec.flags & kRouteCount ? "moe_route_count" : "moe_route",
-                                 spec.flags & kRouteIds64 ? "true" : "false", spec.groups));
+GeneratedKernel generate_moe_route(const KernelSpec& key) {
+  const MoeRouteSpec spec = key.as<MoeRouteSpec>();
+  return entry_point(key, spec.threads, moe_route_kernel_name(key), "moe_route.cuh", "MoeRouteParams",
+                     fmt::format("nvfp4k::{}<{}, {}>(p)", spec.count_only ? "moe_route_count" : "moe_route",
+                                 spec.ids_int64 ? "true" : "false", spec.experts));
 }
 
-GeneratedKernel generate_moe_combine(const KernelSpec& spec) {
-  return entry_point(spec, moe_combine_kernel_name(spec), "moe_route.cuh", "MoeCombineParams",
-                     fmt::format("nvfp4k::moe_combine<{}, {}, {}, {}, {}>(p)", spec.a_dtype, spec.b_dtype,
-                                 spec.out_dtype, spec.tile.vec, spec.tile.threads));
+GeneratedKernel generate_moe_combine(const KernelSpec& key) {
+  const MoeCombineSpec spec = key.as<MoeCombineSpec>();
+  return entry_point(key, spec.threads, moe_combine_kernel_name(key), "moe_route.cuh", "MoeCombineParams",
+                     fmt::format("nvfp4k::moe_combine<{}, {}, {}, {}, {}>(p)", int(spec.d_dtype), int(spec.weights_dtype),
+                                 int(spec.out_dtype), spec.vec, spec.threads));
 }
 
 }  // namespace nvfp4::jit::detail

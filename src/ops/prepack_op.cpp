@@ -1,9 +1,12 @@
 #include "ops/prepack_op.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include "core/op_registry.hpp"
 #include "common/params.cuh"
 #include "sm90/prepacked_weight.cuh"
 #include "core/launcher.hpp"
+#include "ops/spec_names.hpp"
 #include "ops/validate.hpp"
 
 namespace nvfp4::jit::detail {
@@ -38,20 +41,24 @@ int64_t chunk_threads(const PrepackArgs& a) {
 }  // namespace
 
 KernelSpec prepack_spec(Arch arch, int64_t k, ScaleLayout layout) {
-  KernelSpec spec = base_spec(Op::prepack, arch, k, kThreads);
-  spec.scale_layout = uint8_t(layout);
-  return spec;
+  return KernelSpec::of(arch, PrepackSpec{k, layout, kThreads});
 }
 
 namespace {
 
-std::string prepack_kernel_name(const KernelSpec& spec) {
-  return fmt::format("nvfp4_prepack_k{}_{}", spec.k, spec.scale_layout == nvfp4k::SCALES_LINEAR ? "linear" : "sw128x4");
+std::string prepack_kernel_name(const KernelSpec& key) {
+  const PrepackSpec spec = key.as<PrepackSpec>();
+  return fmt::format("nvfp4_prepack_k{}_{}", spec.k, scale_layout_name(spec.src_scale_layout));
+}
+
+nlohmann::ordered_json prepack_json(const KernelSpec& key) {
+  const PrepackSpec spec = key.as<PrepackSpec>();
+  return {{"k", spec.k}, {"src_scale_layout", scale_layout_name(spec.src_scale_layout)}, {"threads", spec.threads}};
 }
 
 // The sm_90a GEMM's own weight layout; the other archs have no prepacked form.
 const bool registered =
-    register_op(Op::prepack, {generate_prepack, prepack_kernel_name}) &&
+    register_op(Op::prepack, {.generate = generate_prepack, .kernel_name = prepack_kernel_name, .to_json = prepack_json}) &&
     register_prewarm(60, [](Arch arch, const WeightShape& shape, int) {
       std::vector<KernelSpec> specs;
       if (arch == Arch::sm_90a) specs.push_back(prepack_spec(arch, shape.k, ScaleLayout::linear));
@@ -60,9 +67,10 @@ const bool registered =
 
 }  // namespace
 
-GeneratedKernel generate_prepack(const KernelSpec& spec) {
-  return entry_point(spec, prepack_kernel_name(spec), "prepack.cuh", "PrepackParams",
-                     fmt::format("nvfp4k::prepack<{}, {}LL, {}>(p)", spec.scale_layout, spec.k, spec.tile.threads));
+GeneratedKernel generate_prepack(const KernelSpec& key) {
+  const PrepackSpec spec = key.as<PrepackSpec>();
+  return entry_point(key, spec.threads, prepack_kernel_name(key), "prepack.cuh", "PrepackParams",
+                     fmt::format("nvfp4k::prepack<{}, {}LL, {}>(p)", int(spec.src_scale_layout), spec.k, spec.threads));
 }
 
 }  // namespace nvfp4::jit::detail

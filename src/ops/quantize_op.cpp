@@ -3,6 +3,8 @@
 #include <cstring>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/op_registry.hpp"
 #include "common/nvfp4_quantize.cuh"
 #include "common/params.cuh"
@@ -10,6 +12,7 @@
 #include "core/driver.hpp"
 #include "core/error.hpp"
 #include "core/launcher.hpp"
+#include "ops/spec_names.hpp"
 #include "ops/validate.hpp"
 
 namespace nvfp4::jit::detail {
@@ -87,25 +90,14 @@ void store_host_value(void* base, DType dtype, int64_t index, float v) {
 }
 
 KernelSpec quantize_spec(Arch arch, int64_t k, DType in, ScaleLayout layout) {
-  KernelSpec spec = base_spec(Op::quantize, arch, k, kThreads);
-  spec.a_dtype = uint8_t(in);
-  spec.out_dtype = uint8_t(DType::nvfp4);
-  spec.scale_layout = uint8_t(layout);
-  spec.tile.vec = 16;
-  return spec;
+  return KernelSpec::of(arch, QuantizeSpec{k, in, layout, kThreads});
 }
 
 KernelSpec row_amax_spec(Arch arch, int64_t k, DType in, bool per_row) {
-  KernelSpec spec = base_spec(Op::row_amax, arch, k, kThreads);
-  spec.a_dtype = uint8_t(in);
-  spec.flags = per_row ? kFlagPerRow : 0;
-  spec.tile.vec = 8;
-  return spec;
+  return KernelSpec::of(arch, RowAmaxSpec{k, in, per_row, kThreads});
 }
 
-KernelSpec amax_finalize_spec(Arch arch) {
-  return base_spec(Op::amax_finalize, arch, 0, 32);
-}
+KernelSpec amax_finalize_spec(Arch arch) { return KernelSpec::of(arch, AmaxFinalizeSpec{32}); }
 
 std::vector<KernelSpec> quantize_prewarm_specs(Arch arch, int64_t k, const std::vector<DType>& in_dtypes) {
   std::vector<KernelSpec> specs;
@@ -120,21 +112,34 @@ std::vector<KernelSpec> quantize_prewarm_specs(Arch arch, int64_t k, const std::
 
 namespace {
 
-std::string quantize_kernel_name(const KernelSpec& spec) {
-  const bool swizzled = spec.scale_layout == nvfp4k::SCALES_SWIZZLED128X4;
-  return fmt::format("nvfp4_quantize_k{}_{}_{}", spec.k, dtype_name(spec.a_dtype), swizzled ? "sw128x4" : "linear");
+std::string quantize_kernel_name(const KernelSpec& key) {
+  const QuantizeSpec spec = key.as<QuantizeSpec>();
+  return fmt::format("nvfp4_quantize_k{}_{}_{}", spec.k, dtype_name(spec.in_dtype), scale_layout_name(spec.scale_layout));
 }
 
-std::string amax_kernel_name(const KernelSpec& spec) {
-  if (spec.op == Op::amax_finalize) return "nvfp4_amax_to_global_scale";
-  return fmt::format("nvfp4_row_amax_k{}_{}_{}", spec.k, dtype_name(spec.a_dtype),
-                     spec.flags & kFlagPerRow ? "per_row" : "per_tensor");
+std::string amax_kernel_name(const KernelSpec& key) {
+  if (key.op == Op::amax_finalize) return "nvfp4_amax_to_global_scale";
+  const RowAmaxSpec spec = key.as<RowAmaxSpec>();
+  return fmt::format("nvfp4_row_amax_k{}_{}_{}", spec.k, dtype_name(spec.in_dtype), spec.per_row ? "per_row" : "per_tensor");
 }
+
+nlohmann::ordered_json quantize_json(const KernelSpec& key) {
+  const QuantizeSpec spec = key.as<QuantizeSpec>();
+  return {{"k", spec.k}, {"in_dtype", dtype_name(spec.in_dtype)}, {"scale_layout", scale_layout_name(spec.scale_layout)},
+          {"threads", spec.threads}};
+}
+
+nlohmann::ordered_json row_amax_json(const KernelSpec& key) {
+  const RowAmaxSpec spec = key.as<RowAmaxSpec>();
+  return {{"k", spec.k}, {"in_dtype", dtype_name(spec.in_dtype)}, {"per_row", spec.per_row}, {"threads", spec.threads}};
+}
+
+nlohmann::ordered_json amax_finalize_json(const KernelSpec& key) { return {{"threads", key.as<AmaxFinalizeSpec>().threads}}; }
 
 const bool registered =
-    register_op(Op::quantize, {generate_quantize, quantize_kernel_name}) &&
-    register_op(Op::row_amax, {generate_amax, amax_kernel_name}) &&
-    register_op(Op::amax_finalize, {generate_amax, amax_kernel_name}) &&
+    register_op(Op::quantize, {.generate = generate_quantize, .kernel_name = quantize_kernel_name, .to_json = quantize_json}) &&
+    register_op(Op::row_amax, {.generate = generate_amax, .kernel_name = amax_kernel_name, .to_json = row_amax_json}) &&
+    register_op(Op::amax_finalize, {.generate = generate_amax, .kernel_name = amax_kernel_name, .to_json = amax_finalize_json}) &&
     register_prewarm(30, [](Arch arch, const WeightShape& shape, int) {
       if (!shape.variants.writes_a(AFrom::quantize)) return std::vector<KernelSpec>{};
       return quantize_prewarm_specs(arch, shape.k, shape.variants.in_dtypes);
@@ -142,18 +147,21 @@ const bool registered =
 
 }  // namespace
 
-GeneratedKernel generate_quantize(const KernelSpec& spec) {
-  return entry_point(spec, quantize_kernel_name(spec), "quantize.cuh", "QuantizeParams",
-                     fmt::format("nvfp4k::quantize<{}, {}LL, {}, {}>(p)", spec.a_dtype, spec.k, spec.scale_layout, spec.tile.threads));
+GeneratedKernel generate_quantize(const KernelSpec& key) {
+  const QuantizeSpec spec = key.as<QuantizeSpec>();
+  return entry_point(key, spec.threads, quantize_kernel_name(key), "quantize.cuh", "QuantizeParams",
+                     fmt::format("nvfp4k::quantize<{}, {}LL, {}, {}>(p)", int(spec.in_dtype), spec.k, int(spec.scale_layout),
+                                 spec.threads));
 }
 
-GeneratedKernel generate_amax(const KernelSpec& spec) {
-  if (spec.op == Op::amax_finalize)
-    return entry_point(spec, amax_kernel_name(spec), "amax.cuh", "AmaxParams", "nvfp4k::amax_to_global_scale(p)");
-  const bool per_row = spec.flags & kFlagPerRow;
-  return entry_point(
-      spec, amax_kernel_name(spec), "amax.cuh", "AmaxParams",
-      fmt::format("nvfp4k::row_amax<{}, {}LL, {}, {}>(p)", spec.a_dtype, spec.k, per_row ? "true" : "false", spec.tile.threads));
+GeneratedKernel generate_amax(const KernelSpec& key) {
+  if (key.op == Op::amax_finalize)
+    return entry_point(key, key.as<AmaxFinalizeSpec>().threads, amax_kernel_name(key), "amax.cuh", "AmaxParams",
+                       "nvfp4k::amax_to_global_scale(p)");
+  const RowAmaxSpec spec = key.as<RowAmaxSpec>();
+  return entry_point(key, spec.threads, amax_kernel_name(key), "amax.cuh", "AmaxParams",
+                     fmt::format("nvfp4k::row_amax<{}, {}LL, {}, {}>(p)", int(spec.in_dtype), spec.k,
+                                 spec.per_row ? "true" : "false", spec.threads));
 }
 
 }  // namespace nvfp4::jit::detail

@@ -6,7 +6,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/op_registry.hpp"
+#include <nlohmann/json.hpp>
+
 #include "common/fused_math.cuh"
 #include "common/nvfp4_quantize.cuh"
 #include "common/params.cuh"
@@ -16,7 +17,9 @@
 #include "core/driver.hpp"
 #include "core/error.hpp"
 #include "core/launcher.hpp"
+#include "core/op_registry.hpp"
 #include "ops/quantize_op.hpp"
+#include "ops/spec_names.hpp"
 #include "ops/validate.hpp"
 
 namespace nvfp4::jit::detail {
@@ -438,18 +441,19 @@ void run_on_cpu(const RowJob& j) {
 
 KernelSpec row_quantize_spec(Arch arch, const RowKernel& kernel) {
   const RowShape row = row_shape(kernel);
-  KernelSpec spec = base_spec(kernel.op, arch, kernel.k, uint16_t(row.threads * row.spread));
-  spec.n = kernel.op == Op::swiglu_quantize ? (kernel.group ? kernel.group : kernel.k) : 0;
-  spec.groups = kernel.op == Op::mhc_rmsnorm_quantize ? kernel.n_hc : 0;
-  spec.a_dtype = uint8_t(kernel.in);
-  spec.b_dtype = normalizes(kernel.op) ? uint8_t(kernel.weight) : kNoDType;
-  spec.out_dtype = uint8_t(DType::nvfp4);
-  spec.scale_layout = uint8_t(kernel.layout);
-  spec.tile.block_k = uint16_t(row.slice);
+  RowQuantizeSpec spec;
+  spec.k = kernel.k;
+  spec.in_dtype = kernel.in;
+  spec.norm_weight_dtype = normalizes(kernel.op) ? kernel.weight : kernel.in;
+  spec.scale_layout = kernel.layout;
+  spec.swiglu_interleave = kernel.op == Op::swiglu_quantize ? (kernel.group ? kernel.group : kernel.k) : 1;
+  spec.mhc_streams = kernel.op == Op::mhc_rmsnorm_quantize ? kernel.n_hc : 0;
+  spec.blocks_per_cta = int(row.slice);
+  spec.threads = row.threads;
+  spec.spread = row.spread;
   // RMSNorm's hold to 48 registers was measured on sm_90a; sm_100a and sm_120a spill under it.
-  spec.tile.stages = uint8_t(kernel.op == Op::rmsnorm_quantize && arch != Arch::sm_90a ? 0 : row.min_ctas);
-  spec.tile.split_k = uint8_t(row.spread > 1 ? row.spread : 0);  // tile.threads / split_k keep the reduction order
-  return spec;
+  spec.min_ctas_per_sm = kernel.op == Op::rmsnorm_quantize && arch != Arch::sm_90a ? 0 : row.min_ctas;
+  return KernelSpec::of(arch, kernel.op, spec);
 }
 
 KernelSpec row_quantize_spec(Op op, Arch arch, int64_t k, DType in, ScaleLayout layout, int64_t group) {
@@ -460,37 +464,47 @@ KernelSpec row_quantize_spec(Op op, Arch arch, int64_t k, DType in, ScaleLayout 
 
 namespace {
 
-std::string row_quantize_kernel_name(const KernelSpec& spec) {
-  const bool swizzled = spec.scale_layout == nvfp4k::SCALES_SWIZZLED128X4;
-  std::string name = fmt::format("nvfp4_{}_k{}_{}_{}", to_string(spec.op), spec.k, dtype_name(spec.a_dtype),
-                                 swizzled ? "sw128x4" : "linear");
-  if (spec.op == Op::swiglu_quantize) name += fmt::format("_g{}", spec.n);
-  if (spec.op == Op::mhc_rmsnorm_quantize) name += fmt::format("_hc{}", spec.groups);
-  if (spec.b_dtype != kNoDType && spec.b_dtype != spec.a_dtype) name += fmt::format("_w{}", dtype_name(spec.b_dtype));
-  if (spec.tile.block_k != spec.k / 16) name += fmt::format("_slice{}", spec.tile.block_k);
-  if (spec.tile.stages) name += fmt::format("_min{}", spec.tile.stages);
-  if (spec.tile.split_k) name += fmt::format("_spread{}", spec.tile.split_k);
+std::string row_quantize_kernel_name(const KernelSpec& key) {
+  const RowQuantizeSpec spec = key.as<RowQuantizeSpec>();
+  std::string name = fmt::format("nvfp4_{}_k{}_{}_{}", to_string(key.op), spec.k, dtype_name(spec.in_dtype),
+                                 scale_layout_name(spec.scale_layout));
+  if (key.op == Op::swiglu_quantize) name += fmt::format("_g{}", spec.swiglu_interleave);
+  if (key.op == Op::mhc_rmsnorm_quantize) name += fmt::format("_hc{}", spec.mhc_streams);
+  if (spec.norm_weight_dtype != spec.in_dtype) name += fmt::format("_w{}", dtype_name(spec.norm_weight_dtype));
+  if (spec.blocks_per_cta != spec.k / 16) name += fmt::format("_slice{}", spec.blocks_per_cta);
+  if (spec.min_ctas_per_sm) name += fmt::format("_min{}", spec.min_ctas_per_sm);
+  if (spec.spread > 1) name += fmt::format("_spread{}", spec.spread);
   return name;
 }
 
+nlohmann::ordered_json row_quantize_json(const KernelSpec& key) {
+  const RowQuantizeSpec spec = key.as<RowQuantizeSpec>();
+  nlohmann::ordered_json j{{"k", spec.k}, {"in_dtype", dtype_name(spec.in_dtype)}};
+  if (normalizes(key.op)) j["norm_weight_dtype"] = dtype_name(spec.norm_weight_dtype);
+  j["scale_layout"] = scale_layout_name(spec.scale_layout);
+  if (key.op == Op::swiglu_quantize) j["swiglu_interleave"] = spec.swiglu_interleave;
+  if (key.op == Op::mhc_rmsnorm_quantize) j["mhc_streams"] = spec.mhc_streams;
+  j.update({{"blocks_per_cta", spec.blocks_per_cta}, {"threads", spec.threads}, {"spread", spec.spread},
+            {"min_ctas_per_sm", spec.min_ctas_per_sm}});
+  return j;
+}
+
+constexpr OpKernels kRowQuantizeKernels{.generate = generate_row_quantize, .kernel_name = row_quantize_kernel_name,
+                                        .to_json = row_quantize_json};
 const bool registered =
-    register_op(Op::rmsnorm_quantize, {generate_row_quantize, row_quantize_kernel_name}) &&
-    register_op(Op::swiglu_quantize, {generate_row_quantize, row_quantize_kernel_name}) &&
-    register_op(Op::moe_stage, {generate_row_quantize, row_quantize_kernel_name}) &&
-    register_op(Op::mhc_rmsnorm_quantize, {generate_row_quantize, row_quantize_kernel_name}) &&
+    register_op(Op::rmsnorm_quantize, kRowQuantizeKernels) && register_op(Op::swiglu_quantize, kRowQuantizeKernels) &&
+    register_op(Op::moe_stage, kRowQuantizeKernels) && register_op(Op::mhc_rmsnorm_quantize, kRowQuantizeKernels) &&
     register_prewarm(40, [](Arch arch, const WeightShape& shape, int) { return row_quantize_prewarm_specs(arch, shape); });
 
 }  // namespace
 
-GeneratedKernel generate_row_quantize(const KernelSpec& spec) {
-  const int weight = spec.b_dtype != kNoDType ? spec.b_dtype : spec.a_dtype;
-  const int spread = std::max<int>(spec.tile.split_k, 1);
-  // spec.tile.stages: the CTAs an SM must hold at once, as the launch bounds' second value
-  return entry_point(spec, row_quantize_kernel_name(spec), "row_quantize.cuh", "RowQuantizeParams",
-                     fmt::format("nvfp4k::row_quantize<{}, {}, {}, {}LL, {}LL, {}, {}, {}, {}LL, {}>(p)", prologue_of(spec.op),
-                                 spec.a_dtype, weight, spec.k, std::max<int64_t>(spec.n, 1), spec.groups,
-                                 spec.scale_layout, spec.tile.threads / spread, spec.tile.block_k, spread),
-                     spec.tile.stages);
+GeneratedKernel generate_row_quantize(const KernelSpec& key) {
+  const RowQuantizeSpec spec = key.as<RowQuantizeSpec>();
+  return entry_point(key, spec.threads * spec.spread, row_quantize_kernel_name(key), "row_quantize.cuh", "RowQuantizeParams",
+                     fmt::format("nvfp4k::row_quantize<{}, {}, {}, {}LL, {}LL, {}, {}, {}, {}LL, {}>(p)", prologue_of(key.op),
+                                 int(spec.in_dtype), int(spec.norm_weight_dtype), spec.k, spec.swiglu_interleave,
+                                 spec.mhc_streams, int(spec.scale_layout), spec.threads, spec.blocks_per_cta, spec.spread),
+                     spec.min_ctas_per_sm);
 }
 
 std::vector<KernelSpec> row_quantize_prewarm_specs(Arch arch, const WeightShape& shape) {

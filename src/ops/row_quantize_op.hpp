@@ -2,6 +2,8 @@
 // quantize. templates/row_quantize.cuh holds the kernel; this file its specs, checks, launch and
 // the CPU reference with the kernel's exact bits.
 #pragma once
+#include <string_view>
+#include <tuple>
 #include <vector>
 
 #include "core/codegen.hpp"
@@ -23,6 +25,30 @@ struct RowKernel {
   bool whole_rows = true;      // false: slices of rows (no RMSNorm, global scale not computed)
   bool few_rows = false;       // rows that leave SMs idle: each thread's work goes to two (row_shape)
 };
+
+// What a fused quantizer's kernel compiles in (RowKernel's choices, resolved to a row plan).
+struct RowQuantizeSpec {
+  static constexpr std::string_view kName = "RowQuantizeSpec";
+  static constexpr bool serves(Op op) {
+    return op == Op::rmsnorm_quantize || op == Op::swiglu_quantize || op == Op::moe_stage || op == Op::mhc_rmsnorm_quantize;
+  }
+  int64_t k = 0;
+  DType in_dtype = DType::bf16;
+  DType norm_weight_dtype = DType::bf16;  // RMSNorm's weight; in_dtype for the ops without one
+  ScaleLayout scale_layout = ScaleLayout::linear;
+  int64_t swiglu_interleave = 1;  // SwiGLU: gate values before their up values (k: the two halves); 1 otherwise
+  int mhc_streams = 0;             // mHC: streams a row; 0 otherwise
+  int blocks_per_cta = 0;          // 16-value blocks of a row one CTA quantizes (k / 16: whole rows)
+  int threads = 0;                 // threads the row's reduction runs on, in their order
+  int spread = 1;                  // CTA threads per reduction thread after the reduction (the CTA: threads * spread)
+  int min_ctas_per_sm = 0;         // the launch bounds' CTAs an SM must hold at once (0: none asked)
+  template <class Self>
+  static auto fields(Self& s) {
+    return std::tie(s.k, s.in_dtype, s.norm_weight_dtype, s.scale_layout, s.swiglu_interleave, s.mhc_streams, s.blocks_per_cta,
+                    s.threads, s.spread, s.min_ctas_per_sm);
+  }
+};
+
 KernelSpec row_quantize_spec(Arch arch, const RowKernel& kernel);
 // Whether `rows` rows are few on a GPU of `sm_count` SMs (RowKernel::few_rows).
 inline bool row_quantize_few_rows(int64_t rows, int sm_count) { return rows <= sm_count; }

@@ -48,7 +48,7 @@ struct Case {
   // W4A4: bytes of padding after each packed row of A (4: rows not 16-byte aligned)
   int64_t a_fp4_pad = 16;
   // a tile of another backend's to run instead of the heuristic's (block_m 0: none)
-  TileConfig backend_tile{};
+  GemmTile backend_tile{};
   // the weight's packed values and scales written at the start of these buffers instead of
   // fresh ones: cases in turn put their weights at one address, as an allocator hands a freed
   // block out again (each call must read its own weight: no descriptor of an earlier one)

@@ -537,10 +537,10 @@ TEST_SUITE("gpu_grouped_gemm") {
     // rows reaching many groups of a wide weight: the decode tile of three consumers at two CTAs
     // an SM (128 groups x 15 tiles of 192 rows fill 132 SMs' two CTAs six times), 4 rows a group
     {
-      KernelSpec problem = gemm_problem(Arch::sm_90a, 2880, 512, DType::bf16, DType::bf16, ScaleLayout::linear, true, kNoDType);
+      GemmSpec problem = gemm_problem(Arch::sm_90a, 2880, 512, DType::bf16, DType::bf16, ScaleLayout::linear, true, kNoDType);
       problem.groups = 128, problem.flags |= kFlagGroupedContiguous;
       const int sms = current_device().sm_count;
-      const TileConfig tile = sm90::heuristic(problem, 5, sms, 128);
+      const GemmTile tile = sm90::heuristic(problem, 5, sms, 128);
       MESSAGE("128 groups of 2880 x 512, 512 rows on " << sms << " SMs: " << sm90::describe(sm90::from_config(tile)));
       if (128 * 15 >= 12 * sms) CHECK(sm90::from_config(tile).consumers == 3);
       run_grouped({GroupedLayout::contiguous, 128, 512, 2880, 512, ScaleLayout::linear, DType::bf16, DType::bf16, true}, rng);
@@ -702,7 +702,7 @@ TEST_SUITE("gpu_grouped_gemm") {
     // a masked problem of the same shape is another problem: still the heuristic's tile
     probe.layout = GroupedLayout::masked, probe.group_ends = nullptr, probe.masked_m = reinterpret_cast<const int32_t*>(dummy);
     probe.gemm.m = 5;
-    KernelSpec masked = gemm_problem(current_device().arch, grouped_gemm_call(probe, "test"));
+    GemmSpec masked = gemm_problem(current_device().arch, grouped_gemm_call(probe, "test"));
     CHECK(tile_of(probe) == sm90::from_config(gemm_backend(Arch::sm_90a, "test").heuristic(masked, 5, current_device().sm_count)));
     // past 512 rows per expert a grouped problem is not tuned
     options.m = 600;

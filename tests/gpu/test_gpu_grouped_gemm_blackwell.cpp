@@ -43,7 +43,7 @@ struct Experts {
   float alpha = 1.0f;
   int64_t d_pad = 0;      // D's row stride n + d_pad
   int64_t a_pad = 0;      // bytes after each packed row of A (4: rows not 16-byte aligned)
-  TileConfig tile{};      // a given tile (grouped_gemm_with_tile), else the chosen one
+  GemmTile tile{};      // a given tile (grouped_gemm_with_tile), else the chosen one
 };
 
 // The worst relative error against float64 per output type, over the suite's cases.

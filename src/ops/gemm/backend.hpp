@@ -1,6 +1,6 @@
 // The GEMM's per-arch backends. The front (validation, M buckets, tile choice, tuner, prewarm,
 // dispatch) is written once against this interface; an arch adds a folder with one backend
-// and registers it. A backend's tiles travel through the front as TileConfig, which only the
+// and registers it. A backend's tiles travel through the front as GemmTile, which only the
 // backend interprets.
 #pragma once
 #include <cstddef>
@@ -12,8 +12,8 @@
 
 #include "core/codegen.hpp"
 #include "core/launcher.hpp"
-#include "core/spec.hpp"
 #include "core/tensor_map.hpp"
+#include "ops/gemm/gemm_spec.hpp"
 #include "ops/gemm/call.hpp"
 
 namespace nvfp4::jit::detail {
@@ -55,41 +55,41 @@ class GemmBackend {
   // (NVFP4_JIT_EMULATE_ARCH); such a backend takes precedence over the one serving `arch`.
   virtual bool emulates(Arch) const { return false; }
   // Why `problem` (a spec without tile) cannot run on this backend; empty when it can.
-  virtual std::string unsupported(const KernelSpec& problem) const = 0;
+  virtual std::string unsupported(const GemmSpec& problem) const = 0;
   // The tile of a bucket's untuned calls with m rows (m is the bucket's largest for the
   // bucket's tile; a grouped call's m is rows per group): what the tuner starts from.
-  virtual TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count) const = 0;
+  virtual GemmTile heuristic(const GemmSpec& problem, int64_t m, int sm_count) const = 0;
   // The tile an untuned `call` with m rows runs: the heuristic's, or one the backend fits to
   // more of the call than its rows.
-  virtual TileConfig call_heuristic(const KernelSpec& problem, const GemmCall& /*call*/, int64_t m, int sm_count) const {
+  virtual GemmTile call_heuristic(const GemmSpec& problem, const GemmCall& /*call*/, int64_t m, int sm_count) const {
     return heuristic(problem, m, sm_count);
   }
   // Every tile call_heuristic gives the calls with m rows, the heuristic's first: what prewarm
   // compiles, so no call meets a kernel it lacks.
-  virtual std::vector<TileConfig> heuristic_tiles(const KernelSpec& problem, int64_t m, int sm_count) const {
+  virtual std::vector<GemmTile> heuristic_tiles(const GemmSpec& problem, int64_t m, int sm_count) const {
     return {heuristic(problem, m, sm_count)};
   }
   // The tile a call with m rows runs where `tile` won m's bucket in the tuner: `tile` itself, or
   // one the backend fits to m's rows (sm_90a trims its row height).
-  virtual TileConfig for_rows(const TileConfig& tile, int64_t /*m*/) const { return tile; }
+  virtual GemmTile for_rows(const GemmTile& tile, int64_t /*m*/) const { return tile; }
   // The tuner's search space for a bucket, the heuristic's tile first.
-  virtual std::vector<TileConfig> candidates(const KernelSpec& problem, int bucket, int sm_count) const = 0;
+  virtual std::vector<GemmTile> candidates(const GemmSpec& problem, int bucket, int sm_count) const = 0;
   // Why `spec`'s tile cannot be built or launched here; empty when it can: the rules of every
   // arch (a grouped GEMM runs unsplit), then the backend's own (arch_tile_problem).
-  std::string tile_problem(const KernelSpec& spec) const;
-  virtual std::string arch_tile_problem(const KernelSpec& spec) const = 0;
+  std::string tile_problem(const GemmSpec& spec) const;
+  virtual std::string arch_tile_problem(const GemmSpec& spec) const = 0;
   // A tile in messages and tuning reports ("bm128 bk128 wg2 s4 ks1").
-  virtual std::string describe(const TileConfig& tile) const = 0;
+  virtual std::string describe(const GemmTile& tile) const = 0;
   // The spec of the kernel that runs `spec` (a problem with its tile): `spec` with the fields its
   // kernel takes as run-time arguments cleared, so problems differing only there share one
   // kernel. plan and bind take `spec` itself; kernel_name, generate and the cache this one.
-  virtual KernelSpec kernel_spec(const KernelSpec& spec) const { return spec; }
-  virtual std::string kernel_name(const KernelSpec& spec) const = 0;
-  virtual GeneratedKernel generate(const KernelSpec& spec) const = 0;
+  virtual GemmSpec kernel_spec(const GemmSpec& spec) const { return spec; }
+  virtual std::string kernel_name(const GemmSpec& spec) const = 0;
+  virtual GeneratedKernel generate(const GemmSpec& spec) const = 0;
   // Dynamic shared memory the kernel of `spec` needs.
-  virtual unsigned shared_bytes(const KernelSpec& spec) const = 0;
+  virtual unsigned shared_bytes(const GemmSpec& spec) const = 0;
   // Throws Error(invalid_argument) where m rows are more than one launch covers.
-  virtual GemmPlan plan(const KernelSpec& spec, int64_t m, int sm_count) const = 0;
+  virtual GemmPlan plan(const GemmSpec& spec, int64_t m, int sm_count) const = 0;
   // Writes the call's pointers into `params` (a copy of plan.params) and adds the tensor maps
   // they take to `maps` (the launch encodes each key once per thread). Per call: reads `plan`,
   // not the spec, and checks nothing the front checked.
@@ -108,6 +108,6 @@ bool emulation_requested(std::initializer_list<Arch> archs);
 // Throws Error(unsupported) naming `who` and the arch where none serves it.
 const GemmBackend& gemm_backend(Arch arch, const char* who);
 // The kernel `problem` runs on `tile`: backend.kernel_spec(gemm_spec(problem, tile)).
-KernelSpec gemm_kernel_spec(const GemmBackend& backend, const KernelSpec& problem, const TileConfig& tile);
+GemmSpec gemm_kernel_spec(const GemmBackend& backend, const GemmSpec& problem, const GemmTile& tile);
 
 }  // namespace nvfp4::jit::detail

@@ -200,7 +200,7 @@ GemmCall gemm_call(const GemmArgs& g, const char* who, bool pointers) {
   const Check check(who, pointers);
   check_gemm_args(check, g, call);
   check_spans(check, g, call);
-  call.problem = gemm_problem(KernelSpec{}.arch, call);
+  call.problem = gemm_problem(GemmSpec{}.arch, call);
   return call;
 }
 
@@ -252,7 +252,7 @@ GemmCall grouped_gemm_call(const GroupedGemmArgs& ga, const char* who, bool poin
   }
   if (ga.row_index) check_row_gather(check, ga, call);
   check_spans(check, call.args, call);
-  call.problem = gemm_problem(KernelSpec{}.arch, call);
+  call.problem = gemm_problem(GemmSpec{}.arch, call);
   return call;
 }
 
@@ -269,16 +269,17 @@ GemmCall gemm_call_on_decoded_a(const GemmCall& call, const void* decoded_a) {
   // batched: the decoded rows are (t, g), the groups side by side
   inner.a_stride = call.layout == GroupedLayout::batched ? call.groups * call.args.k : call.args.k;
   inner.args.a_row_stride = inner.a_stride;
-  inner.problem = gemm_problem(KernelSpec{}.arch, inner);
+  inner.problem = gemm_problem(GemmSpec{}.arch, inner);
   return inner;
 }
 
-KernelSpec gemm_problem(Arch arch, int64_t n, int64_t k, DType a, DType d, ScaleLayout b_layout, bool b_prepacked,
+GemmSpec gemm_problem(Arch arch, int64_t n, int64_t k, DType a, DType d, ScaleLayout b_layout, bool b_prepacked,
                         uint8_t bias) {
-  KernelSpec spec = base_spec(Op::gemm, arch, k, 0);
+  GemmSpec spec;
+  spec.arch = arch;
   spec.n = n;
+  spec.k = k;
   spec.a_dtype = uint8_t(a == DType::nvfp4 ? DType::bf16 : a);  // W4A4 runs the BF16 kernel on decoded A
-  spec.b_dtype = uint8_t(DType::nvfp4);
   spec.out_dtype = uint8_t(d);
   spec.scale_layout = b_prepacked ? uint8_t(nvfp4k::SCALES_PREPACKED) : uint8_t(b_layout);
   spec.flags = bias == uint8_t(DType::bf16) ? kFlagBiasBf16 : bias == uint8_t(DType::fp32) ? kFlagBiasFp32 : 0;
@@ -288,7 +289,7 @@ KernelSpec gemm_problem(Arch arch, int64_t n, int64_t k, DType a, DType d, Scale
 namespace {
 
 // `spec` as a grouped weight's of `groups` experts in `layout` (none for 0 groups)
-KernelSpec with_groups(KernelSpec spec, int32_t groups, GroupedLayout layout) {
+GemmSpec with_groups(GemmSpec spec, int32_t groups, GroupedLayout layout) {
   if (groups) {
     spec.groups = groups;
     spec.flags |= layout == GroupedLayout::masked    ? kFlagGroupedMasked
@@ -300,46 +301,46 @@ KernelSpec with_groups(KernelSpec spec, int32_t groups, GroupedLayout layout) {
 
 }  // namespace
 
-KernelSpec gemm_problem(Arch arch, const GemmCall& call) {
+GemmSpec gemm_problem(Arch arch, const GemmCall& call) {
   const GemmArgs& g = call.args;
-  const KernelSpec spec = with_groups(gemm_problem(arch, g.n, g.k, g.a_dtype, g.d_dtype, g.b.scale_layout, g.b_prepacked,
+  const GemmSpec spec = with_groups(gemm_problem(arch, g.n, g.k, g.a_dtype, g.d_dtype, g.b.scale_layout, g.b_prepacked,
                                                    g.bias ? uint8_t(g.bias_dtype) : kNoDType),
                                       call.groups, call.layout);
   // (the W4A4 GEMM on decoded A sees a_dtype bf16 here: nvfp4 reaches only native backends)
   return g.a_dtype == DType::nvfp4 ? gemm_fp4_problem(spec, g.a_fp4.scale_layout) : spec;
 }
 
-KernelSpec gemm_problem_on(Arch arch, const GemmCall& call) {
-  KernelSpec problem = call.problem;
+GemmSpec gemm_problem_on(Arch arch, const GemmCall& call) {
+  GemmSpec problem = call.problem;
   problem.arch = arch;
   return problem;
 }
 
-KernelSpec gemm_fp4_problem(KernelSpec problem, ScaleLayout a_layout) {
+GemmSpec gemm_fp4_problem(GemmSpec problem, ScaleLayout a_layout) {
   problem.a_dtype = uint8_t(DType::nvfp4);
   if (a_layout == ScaleLayout::swizzled128x4) problem.flags |= kFlagAScalesSwizzled;
   return problem;
 }
 
-KernelSpec gemm_problem(Arch arch, const GemmProblem& p) {
+GemmSpec gemm_problem(Arch arch, const GemmProblem& p) {
   return with_groups(gemm_problem(arch, p.n, p.k, p.a_dtype, p.d_dtype, p.scale_layout, p.b_prepacked,
                                   p.has_bias ? uint8_t(p.bias_dtype) : kNoDType),
                      p.groups, p.grouped_layout);
 }
 
-bool gemm_problem_prepacked(const KernelSpec& problem) { return problem.scale_layout == nvfp4k::SCALES_PREPACKED; }
+bool gemm_problem_prepacked(const GemmSpec& problem) { return problem.scale_layout == nvfp4k::SCALES_PREPACKED; }
 
-int gemm_problem_grouped(const KernelSpec& problem) {
+int gemm_problem_grouped(const GemmSpec& problem) {
   return problem.flags & kFlagGroupedBatched      ? nvfp4k::GROUPED_BATCHED
          : problem.flags & kFlagGroupedMasked     ? nvfp4k::GROUPED_MASKED
          : problem.flags & kFlagGroupedContiguous ? nvfp4k::GROUPED_CONTIGUOUS
                                                   : nvfp4k::GROUPED_NONE;
 }
 
-int gemm_problem_groups(const KernelSpec& problem) { return gemm_problem_grouped(problem) ? problem.groups : 0; }
+int gemm_problem_groups(const GemmSpec& problem) { return gemm_problem_grouped(problem) ? problem.groups : 0; }
 
-KernelSpec gemm_spec(const KernelSpec& problem, const TileConfig& tile) {
-  KernelSpec spec = problem;
+GemmSpec gemm_spec(const GemmSpec& problem, const GemmTile& tile) {
+  GemmSpec spec = problem;
   spec.tile = tile;
   return spec;
 }

@@ -3,7 +3,7 @@
 #pragma once
 #include <cstdint>
 
-#include "core/spec.hpp"
+#include "ops/gemm/gemm_spec.hpp"
 #include "nvfp4/jit.hpp"
 
 namespace nvfp4::jit::detail {
@@ -26,7 +26,7 @@ struct GemmCall {
   GlobalScale a_scale;    // A's global scale, applied in the epilogue (W4A4); else 1
   // gemm_problem of the call with the arch left at KernelSpec's default: the warm table's key
   // with the context's id, which fixes the arch (gemm_problem_on sets it)
-  KernelSpec problem;
+  GemmSpec problem;
 };
 
 // The epilogue's parameters, named alike in every arch's kernel parameters: the weight's and
@@ -68,21 +68,21 @@ GemmCall gemm_call_on_decoded_a(const GemmCall& call, const void* decoded_a);
 // What a GEMM kernel compiles in besides its tile (the tile fields zero): the key of the
 // tuning table and of the front's warm dispatch. `a` is the kernel's activation type (BF16 or
 // FP16); `bias` kNoDType or the bias DType.
-KernelSpec gemm_problem(Arch arch, int64_t n, int64_t k, DType a, DType d, ScaleLayout b_layout, bool b_prepacked,
+GemmSpec gemm_problem(Arch arch, int64_t n, int64_t k, DType a, DType d, ScaleLayout b_layout, bool b_prepacked,
                         uint8_t bias);
-KernelSpec gemm_problem(Arch arch, const GemmCall& call);
+GemmSpec gemm_problem(Arch arch, const GemmCall& call);
 // call.problem on `arch`.
-KernelSpec gemm_problem_on(Arch arch, const GemmCall& call);
-KernelSpec gemm_problem(Arch arch, const GemmProblem& problem);
+GemmSpec gemm_problem_on(Arch arch, const GemmCall& call);
+GemmSpec gemm_problem(Arch arch, const GemmProblem& problem);
 // `problem` on NVFP4 activations whose scales are in `a_layout`, for a backend that takes them
 // as they are (GemmBackend::native_fp4_activations).
-KernelSpec gemm_fp4_problem(KernelSpec problem, ScaleLayout a_layout);
-bool gemm_problem_prepacked(const KernelSpec& problem);
+GemmSpec gemm_fp4_problem(GemmSpec problem, ScaleLayout a_layout);
+bool gemm_problem_prepacked(const GemmSpec& problem);
 // nvfp4k::GroupedLayoutCode of a problem (GROUPED_NONE for a dense one).
-int gemm_problem_grouped(const KernelSpec& problem);
+int gemm_problem_grouped(const GemmSpec& problem);
 // Its groups, 0 for a dense problem (the backends' tile heuristics take them so).
-int gemm_problem_groups(const KernelSpec& problem);
+int gemm_problem_groups(const GemmSpec& problem);
 // The problem with `tile`: a kernel spec.
-KernelSpec gemm_spec(const KernelSpec& problem, const TileConfig& tile);
+GemmSpec gemm_spec(const GemmSpec& problem, const GemmTile& tile);
 
 }  // namespace nvfp4::jit::detail

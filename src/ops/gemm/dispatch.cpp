@@ -22,7 +22,7 @@ namespace {
 
 struct Key {
   uint64_t context_id;
-  KernelSpec problem;
+  GemmSpec problem;
   int64_t m, tile_rows;
   bool operator==(const Key& o) const { return std::memcmp(this, &o, sizeof o) == 0; }
 };
@@ -49,13 +49,13 @@ bool autotune_enabled() {
   return on;
 }
 
-GemmKernel choose_and_load(const DeviceInfo& device, const GemmBackend& backend, const KernelSpec& problem,
+GemmKernel choose_and_load(const DeviceInfo& device, const GemmBackend& backend, const GemmSpec& problem,
                            const GemmCall& call, CUstream stream) {
   if (std::string why = backend.unsupported(problem); !why.empty())
     fail(Status::unsupported, "nvfp4::jit::gemm: {} on {}", why, to_string(device.arch));
   const int64_t m = gemm_tile_rows(call);
   const int bucket = gemm_m_bucket(m);
-  std::optional<TileConfig> tuned = gemm_tuned_tile(device, problem, bucket);
+  std::optional<GemmTile> tuned = gemm_tuned_tile(device, problem, bucket);
   // (NVFP4 activations that a backend takes as they are have no tuner yet: its heuristic runs.
   // A grouped problem is not tuned on first use: its scratch holds every expert's weight; `tune`
   // it ahead, per expected_m bucket.)
@@ -64,7 +64,7 @@ GemmKernel choose_and_load(const DeviceInfo& device, const GemmBackend& backend,
     tune_gemm(device, problem, {bucket}, 10);
     tuned = gemm_tuned_tile(device, problem, bucket);
   }
-  const TileConfig tile =
+  const GemmTile tile =
       gemm_tile_choice(backend, problem, tuned ? &*tuned : nullptr, m, device.sm_count, &call);
   return load_gemm_kernel(device, backend, gemm_spec(problem, tile), call.args.m, stream, call);
 }

@@ -50,7 +50,7 @@ void run_gemm(const GemmCall& call, const char* who, CUstream stream) {
 }
 
 // A validated call on a given tile.
-void run_gemm_with_tile(const GemmCall& call, const TileConfig& tile, const char* who, CUstream stream) {
+void run_gemm_with_tile(const GemmCall& call, const GemmTile& tile, const char* who, CUstream stream) {
   if (call.args.m == 0) return;
   const CallDevice call_device(stream, call.args.d, who);
   const DeviceInfo& device = call_device.info;
@@ -61,7 +61,7 @@ void run_gemm_with_tile(const GemmCall& call, const TileConfig& tile, const char
                                 "decodes A and runs gemm's own tile)",
                                 to_string(device.arch)),
                     Status::unsupported);
-  const KernelSpec spec = gemm_spec(gemm_problem_on(device.arch, call), tile);
+  const GemmSpec spec = gemm_spec(gemm_problem_on(device.arch, call), tile);
   if (std::string why = backend.tile_problem(spec); !why.empty())
     fail(Status::unsupported, "{}: tile {}: {}", who, backend.describe(tile), why);
   launch_gemm(load_gemm_kernel(device, backend, spec, call.args.m, stream, call), call, stream);
@@ -69,11 +69,11 @@ void run_gemm_with_tile(const GemmCall& call, const TileConfig& tile, const char
 
 }  // namespace
 
-void gemm_with_tile(const GemmArgs& args, const TileConfig& tile, CUstream stream) {
+void gemm_with_tile(const GemmArgs& args, const GemmTile& tile, CUstream stream) {
   run_gemm_with_tile(gemm_call(args, kWho), tile, kWho, stream);
 }
 
-void grouped_gemm_with_tile(const GroupedGemmArgs& args, const TileConfig& tile, CUstream stream) {
+void grouped_gemm_with_tile(const GroupedGemmArgs& args, const GemmTile& tile, CUstream stream) {
   run_gemm_with_tile(grouped_gemm_call(args, kGroupedWho), tile, kGroupedWho, stream);
 }
 

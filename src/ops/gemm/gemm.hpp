@@ -2,7 +2,7 @@
 #pragma once
 #include <cuda.h>
 
-#include "core/spec.hpp"
+#include "ops/gemm/gemm_spec.hpp"
 #include "nvfp4/jit.hpp"
 
 namespace nvfp4::jit::detail {
@@ -10,7 +10,7 @@ namespace nvfp4::jit::detail {
 // gemm (grouped_gemm) with a given tile instead of the chosen one (the tuner's checks, the
 // benchmarks and the tests).
 // Throws Error(unsupported) where the device's backend cannot build or run it.
-void gemm_with_tile(const GemmArgs& args, const TileConfig& tile, CUstream stream);
-void grouped_gemm_with_tile(const GroupedGemmArgs& args, const TileConfig& tile, CUstream stream);
+void gemm_with_tile(const GemmArgs& args, const GemmTile& tile, CUstream stream);
+void grouped_gemm_with_tile(const GroupedGemmArgs& args, const GemmTile& tile, CUstream stream);
 
 }  // namespace nvfp4::jit::detail

@@ -21,12 +21,12 @@ std::string gemm_prewarm_hint(const GemmCall& call, const DeviceInfo& device) {
                      prewarm_variant_flags(v, grouped));
 }
 
-GemmKernel load_gemm_kernel(const DeviceInfo& device, const GemmBackend& backend, const KernelSpec& spec, int64_t m,
+GemmKernel load_gemm_kernel(const DeviceInfo& device, const GemmBackend& backend, const GemmSpec& spec, int64_t m,
                             CUstream stream, const GemmCall& call) {
   GemmKernel kernel;
   kernel.backend = &backend;
   kernel.spec = spec;
-  kernel.function = kernel_for(device, backend.kernel_spec(spec), stream,
+  kernel.function = kernel_for(device, gemm_key(backend.kernel_spec(spec)), stream,
                                [&] { return gemm_prewarm_hint(call, device); });
   kernel.plan = backend.plan(spec, m, device.sm_count);
   return kernel;

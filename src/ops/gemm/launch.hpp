@@ -13,7 +13,7 @@ namespace nvfp4::jit::detail {
 
 struct GemmKernel {
   const GemmBackend* backend = nullptr;
-  KernelSpec spec;
+  GemmSpec spec;
   CUfunction function = nullptr;
   GemmPlan plan;
   bool decodes_a = false;  // W4A4 on a backend without an FP4 MMA: the BF16 kernel, on A decoded first
@@ -25,7 +25,7 @@ std::string gemm_prewarm_hint(const GemmCall& call, const DeviceInfo& device);
 
 // The kernel of `spec` loaded in the device's context (from memory, disk or NVRTC; never while
 // `stream` is capturing) and planned for m rows.
-GemmKernel load_gemm_kernel(const DeviceInfo& device, const GemmBackend& backend, const KernelSpec& spec, int64_t m,
+GemmKernel load_gemm_kernel(const DeviceInfo& device, const GemmBackend& backend, const GemmSpec& spec, int64_t m,
                             CUstream stream, const GemmCall& call);
 
 // Binds the call's pointers into a copy of the plan's parameters and launches with the tensor

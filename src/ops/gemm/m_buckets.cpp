@@ -26,7 +26,7 @@ int gemm_trimmed_height(int block_m, int64_t m) {
   return int(std::min<int64_t>(block_m, (gemm_row_step(m, block_m) + 15) / 16 * 16));
 }
 
-TileConfig gemm_trimmed_to_rows(TileConfig tile, int64_t m) {
+GemmTile gemm_trimmed_to_rows(GemmTile tile, int64_t m) {
   tile.block_m = uint16_t(gemm_trimmed_height(tile.block_m, m));
   return tile;
 }

@@ -6,7 +6,7 @@
 #include <iterator>
 #include <utility>
 
-#include "core/spec.hpp"
+#include "ops/gemm/gemm_spec.hpp"
 
 namespace nvfp4::jit::detail {
 
@@ -33,6 +33,6 @@ int64_t gemm_row_step(int64_t m, int block_m);
 // A tile of block_m rows trimmed to what it holds of m rows: its row step rounded up to 16
 // (the MMA and store granule), the grid unchanged.
 int gemm_trimmed_height(int block_m, int64_t m);
-TileConfig gemm_trimmed_to_rows(TileConfig tile, int64_t m);
+GemmTile gemm_trimmed_to_rows(GemmTile tile, int64_t m);
 
 }  // namespace nvfp4::jit::detail

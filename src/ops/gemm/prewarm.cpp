@@ -15,8 +15,8 @@ namespace nvfp4::jit::detail {
 namespace {
 
 // The problem one variant compiles in.
-KernelSpec variant_problem(Arch arch, const GemmBackend& backend, const WeightShape& shape, const GemmVariant& v) {
-  KernelSpec problem = gemm_problem(arch, shape.n, shape.k, v.a, v.d,
+GemmSpec variant_problem(Arch arch, const GemmBackend& backend, const WeightShape& shape, const GemmVariant& v) {
+  GemmSpec problem = gemm_problem(arch, shape.n, shape.k, v.a, v.d,
                                     v.b == WeightLayout::swizzled ? ScaleLayout::swizzled128x4 : ScaleLayout::linear,
                                     v.b == WeightLayout::prepacked, v.bias);
   if (shape.groups > 1) {
@@ -34,21 +34,21 @@ std::vector<KernelSpec> gemm_prewarm_specs(Arch arch, const WeightShape& shape, 
   const PrewarmVariants& variants = shape.variants;
   const std::vector<GroupedLayout> grouped =
       shape.groups > 1 ? variants.grouped : std::vector<GroupedLayout>{GroupedLayout::contiguous};
-  std::vector<KernelSpec> problems;
+  std::vector<GemmSpec> problems;
   for (DType a : variants.a_dtypes)
     for (DType d : variants.d_dtypes)
       for (uint8_t bias : variants.biases)
         for (WeightLayout b : variants.b_layouts)
           for (GroupedLayout g : grouped)
             for (ScaleLayout a_scales : variants.a_scales) {
-              const KernelSpec problem = variant_problem(arch, *backend, shape, {a, d, bias, b, a_scales, g});
+              const GemmSpec problem = variant_problem(arch, *backend, shape, {a, d, bias, b, a_scales, g});
               if (backend->unsupported(problem).empty()) problems.push_back(problem);
               if (a != DType::nvfp4) break;  // A's scale layout is W4A4's only
             }
   for (int bucket : kGemmMBuckets)
-    for (const KernelSpec& problem : problems)
-      for (const TileConfig& tile : gemm_bucket_tiles(*backend, problem, bucket, sm_count))
-        specs.push_back(gemm_kernel_spec(*backend, problem, tile));
+    for (const GemmSpec& problem : problems)
+      for (const GemmTile& tile : gemm_bucket_tiles(*backend, problem, bucket, sm_count))
+        specs.push_back(gemm_key(gemm_kernel_spec(*backend, problem, tile)));
   return specs;
 }
 

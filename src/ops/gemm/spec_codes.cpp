@@ -8,11 +8,11 @@
 
 namespace nvfp4::jit::detail {
 
-uint8_t gemm_bias_code(const KernelSpec& spec) {
+uint8_t gemm_bias_code(const GemmSpec& spec) {
   return spec.flags & kFlagBiasBf16 ? nvfp4k::BIAS_BF16 : spec.flags & kFlagBiasFp32 ? nvfp4k::BIAS_FP32 : nvfp4k::BIAS_NONE;
 }
 
-int gemm_a_scale_layout(const KernelSpec& spec) {
+int gemm_a_scale_layout(const GemmSpec& spec) {
   return spec.flags & kFlagAScalesSwizzled ? nvfp4k::SCALES_SWIZZLED128X4 : nvfp4k::SCALES_LINEAR;
 }
 
@@ -20,12 +20,12 @@ const char* scale_layout_name(int code) {
   return code == nvfp4k::SCALES_SWIZZLED128X4 ? "sw128x4" : code == nvfp4k::SCALES_PREPACKED ? "prepacked" : "linear";
 }
 
-const char* bias_name(const KernelSpec& spec) {
+const char* bias_name(const GemmSpec& spec) {
   const uint8_t bias = gemm_bias_code(spec);
   return bias == nvfp4k::BIAS_BF16 ? "_biasbf16" : bias == nvfp4k::BIAS_FP32 ? "_biasfp32" : "";
 }
 
-std::string grouped_name(const KernelSpec& spec) {
+std::string grouped_name(const GemmSpec& spec) {
   switch (gemm_problem_grouped(spec)) {
     case nvfp4k::GROUPED_NONE: return "";
     case nvfp4k::GROUPED_MASKED: return fmt::format("masked{}_", spec.groups);

@@ -7,20 +7,20 @@
 #include <string>
 
 #include "common/params.cuh"
-#include "core/spec.hpp"
+#include "ops/gemm/gemm_spec.hpp"
 
 namespace nvfp4::jit::detail {
 
 // nvfp4k::BiasCode of the spec's bias.
-uint8_t gemm_bias_code(const KernelSpec& spec);
+uint8_t gemm_bias_code(const GemmSpec& spec);
 // nvfp4k::ScaleLayoutCode of A's scales (W4A4 problems).
-int gemm_a_scale_layout(const KernelSpec& spec);
+int gemm_a_scale_layout(const GemmSpec& spec);
 // "linear", "sw128x4" or "prepacked" for a ScaleLayoutCode.
 const char* scale_layout_name(int code);
 // The bias's part of a kernel name: "", "_biasbf16" or "_biasfp32".
-const char* bias_name(const KernelSpec& spec);
+const char* bias_name(const GemmSpec& spec);
 // The grouped layout's part of a kernel name: "", "grouped<G>_", "masked<G>_" or "batched<G>_".
-std::string grouped_name(const KernelSpec& spec);
+std::string grouped_name(const GemmSpec& spec);
 // A parameter block's opaque descriptor holds a CUtensorMap (a launch's TensorMapList writes it).
 static_assert(sizeof(nvfp4k::TmaDescriptor) == sizeof(CUtensorMap));
 

@@ -11,13 +11,13 @@ namespace nvfp4::jit::detail {
 
 namespace {
 
-void add_once(std::vector<TileConfig>& tiles, const TileConfig& t) {
+void add_once(std::vector<GemmTile>& tiles, const GemmTile& t) {
   if (std::find(tiles.begin(), tiles.end(), t) == tiles.end()) tiles.push_back(t);
 }
 
 }  // namespace
 
-TileConfig gemm_tile_choice(const GemmBackend& backend, const KernelSpec& problem, const TileConfig* tuned, int64_t m,
+GemmTile gemm_tile_choice(const GemmBackend& backend, const GemmSpec& problem, const GemmTile* tuned, int64_t m,
                             int sm_count, const GemmCall* call) {
   const int64_t bucket_m = gemm_bucket_m(gemm_m_bucket(m));
   // a table written before tiles were trimmed to their rows holds the heuristic's untrimmed
@@ -26,17 +26,17 @@ TileConfig gemm_tile_choice(const GemmBackend& backend, const KernelSpec& proble
   return call ? backend.call_heuristic(problem, *call, m, sm_count) : backend.heuristic(problem, m, sm_count);
 }
 
-std::vector<TileConfig> gemm_bucket_tiles(const GemmBackend& backend, const KernelSpec& problem, int bucket,
+std::vector<GemmTile> gemm_bucket_tiles(const GemmBackend& backend, const GemmSpec& problem, int bucket,
                                           int sm_count) {
-  std::vector<TileConfig> tiles{backend.heuristic(problem, gemm_bucket_m(bucket), sm_count)};
+  std::vector<GemmTile> tiles{backend.heuristic(problem, gemm_bucket_m(bucket), sm_count)};
   const auto [first, last] = gemm_bucket_rows(bucket);
   for (int64_t m = first; m <= last; ++m)
-    for (const TileConfig& t : backend.heuristic_tiles(problem, m, sm_count)) add_once(tiles, t);
+    for (const GemmTile& t : backend.heuristic_tiles(problem, m, sm_count)) add_once(tiles, t);
   return tiles;
 }
 
-std::vector<TileConfig> gemm_tuned_tiles(const GemmBackend& backend, const TileConfig& tuned, int bucket) {
-  std::vector<TileConfig> tiles{tuned};
+std::vector<GemmTile> gemm_tuned_tiles(const GemmBackend& backend, const GemmTile& tuned, int bucket) {
+  std::vector<GemmTile> tiles{tuned};
   const auto [first, last] = gemm_bucket_rows(bucket);
   for (int64_t m = first; m <= last; ++m) add_once(tiles, backend.for_rows(tuned, m));
   return tiles;
@@ -54,9 +54,11 @@ TuningTable& gemm_tuning_table(const DeviceInfo& device) {
   return *last;
 }
 
-std::optional<TileConfig> gemm_tuned_tile(const DeviceInfo& device, const KernelSpec& problem, int bucket) {
+std::optional<GemmTile> gemm_tuned_tile(const DeviceInfo& device, const GemmSpec& problem, int bucket) {
   if (records_specs(device)) return std::nullopt;  // no device to name a tuning table: the heuristic
-  return gemm_tuning_table(device).find(problem, bucket);
+  const std::optional<KernelSpec> tuned = gemm_tuning_table(device).find(gemm_key(problem), bucket);
+  if (!tuned) return std::nullopt;
+  return gemm_spec_of(*tuned).tile;
 }
 
 }  // namespace nvfp4::jit::detail

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/launcher.hpp"
-#include "core/spec.hpp"
+#include "ops/gemm/gemm_spec.hpp"
 #include "core/tuning_table.hpp"
 #include "ops/gemm/backend.hpp"
 
@@ -17,16 +17,16 @@ namespace nvfp4::jit::detail {
 // tile (timed at the bucket's largest M) leaves every M its own heuristic tile, and one whose
 // tile the backend refuses (tile_problem) is passed over. `call`, where one is at hand: an
 // untuned call runs the tile the backend fits to it (GemmBackend::call_heuristic).
-TileConfig gemm_tile_choice(const GemmBackend& backend, const KernelSpec& problem, const TileConfig* tuned, int64_t m,
+GemmTile gemm_tile_choice(const GemmBackend& backend, const GemmSpec& problem, const GemmTile* tuned, int64_t m,
                             int sm_count, const GemmCall* call = nullptr);
 
 // Every tile an untuned call with an M of `bucket` runs (the bucket's first): what prewarm
 // compiles, so no M meets a kernel it lacks.
-std::vector<TileConfig> gemm_bucket_tiles(const GemmBackend& backend, const KernelSpec& problem, int bucket,
+std::vector<GemmTile> gemm_bucket_tiles(const GemmBackend& backend, const GemmSpec& problem, int bucket,
                                           int sm_count);
 // Every tile gemm_tile_choice runs for an M of `bucket` where `tuned` won it (`tuned` first):
 // what `tune` compiles before it records the winner.
-std::vector<TileConfig> gemm_tuned_tiles(const GemmBackend& backend, const TileConfig& tuned, int bucket);
+std::vector<GemmTile> gemm_tuned_tiles(const GemmBackend& backend, const GemmTile& tuned, int bucket);
 
 // Bumped where a tuning result is recorded: every thread's warm GEMM entries (dispatch.cpp) are
 // chosen again. (A variable, so the warm path reads it without a call.)
@@ -35,6 +35,6 @@ inline std::atomic<uint64_t> gemm_tuning_generation{0};
 // The tuning table of `device` (loaded once per device and process).
 TuningTable& gemm_tuning_table(const DeviceInfo& device);
 // The tuned tile of `problem`'s bucket on `device`, if any.
-std::optional<TileConfig> gemm_tuned_tile(const DeviceInfo& device, const KernelSpec& problem, int bucket);
+std::optional<GemmTile> gemm_tuned_tile(const DeviceInfo& device, const GemmSpec& problem, int bucket);
 
 }  // namespace nvfp4::jit::detail

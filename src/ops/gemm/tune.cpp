@@ -62,7 +62,7 @@ struct Scratch {
   int32_t groups = 0;
   GroupedLayout layout = GroupedLayout::contiguous;
 
-  Scratch(const KernelSpec& p, int64_t m, int copies, CUstream stream) {
+  Scratch(const GemmSpec& p, int64_t m, int copies, CUstream stream) {
     std::mt19937_64 rng(0x9e3779b97f4a7c15ull);
     auto random = [&](size_t bytes, uint64_t mask, uint64_t add) {  // 8 bytes at a time
       std::vector<uint64_t> v((bytes + 7) / 8);
@@ -129,11 +129,11 @@ struct Scratch {
     check_cu(driver().cuStreamSynchronize(stream), "cuStreamSynchronize");
   }
 
-  static ScaleLayout a_scale_layout(const KernelSpec& p) {
+  static ScaleLayout a_scale_layout(const GemmSpec& p) {
     return p.flags & kFlagAScalesSwizzled ? ScaleLayout::swizzled128x4 : ScaleLayout::linear;
   }
 
-  GemmCall call(const KernelSpec& p, int64_t m, int copy, const Routing& routing) const {
+  GemmCall call(const GemmSpec& p, int64_t m, int copy, const Routing& routing) const {
     GemmArgs g;
     g.m = !groups ? m : layout == GroupedLayout::contiguous ? routing.rows : routing.max_rows;
     g.n = p.n, g.k = p.k;
@@ -158,7 +158,9 @@ struct Scratch {
   }
 };
 
-void compile_all(const std::vector<KernelSpec>& specs) {
+void compile_all(const std::vector<GemmSpec>& gemm_specs) {
+  std::vector<KernelSpec> specs;
+  for (const GemmSpec& spec : gemm_specs) specs.push_back(gemm_key(spec));
   std::string error;
   prewarm(specs, int(std::max(1u, std::thread::hardware_concurrency())), [&](const PrewarmEvent& e) {
     if (!e.error.empty() && error.empty()) error = e.error;
@@ -194,17 +196,17 @@ std::vector<std::vector<int32_t>> grouped_tuning_routings(int32_t groups, int64_
   return routings;
 }
 
-std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const KernelSpec& problem, const std::vector<int>& buckets,
+std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const GemmSpec& problem, const std::vector<int>& buckets,
                                    int runs, int64_t grouped_m) {
   const GemmBackend& backend = gemm_backend(device.arch, kWho);
   if (std::string why = backend.unsupported(problem); !why.empty())
     fail(Status::unsupported, "{}: {} on {}", kWho, why, to_string(device.arch));
   // Every candidate of every bucket compiles first, in parallel (most come from the cache).
-  std::vector<std::vector<TileConfig>> candidates;
-  std::vector<KernelSpec> specs;
+  std::vector<std::vector<GemmTile>> candidates;
+  std::vector<GemmSpec> specs;
   for (int bucket : buckets) {
     candidates.push_back(backend.candidates(problem, bucket, device.sm_count));
-    for (const TileConfig& t : candidates.back()) specs.push_back(gemm_kernel_spec(backend, problem, t));
+    for (const GemmTile& t : candidates.back()) specs.push_back(gemm_kernel_spec(backend, problem, t));
   }
   compile_all(specs);
 
@@ -223,13 +225,13 @@ std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const KernelSpec& p
 
   std::vector<TunedBucket> results;
   std::vector<TuningEntry> entries;
-  std::vector<KernelSpec> winners_trimmed;  // a winner runs trimmed to each M's rows: compiled before it is recorded
+  std::vector<GemmSpec> winners_trimmed;  // a winner runs trimmed to each M's rows: compiled before it is recorded
   for (size_t b = 0; b < buckets.size(); ++b) {
     const int64_t m = grouped && grouped_m > 0 ? grouped_m : gemm_bucket_m(buckets[b]);
     const Scratch scratch(problem, m, copies, stream);
     int turn = 0;
     // The median of `runs` launches on one routing.
-    auto median_us = [&](const TileConfig& tile, const Scratch::Routing& routing) {
+    auto median_us = [&](const GemmTile& tile, const Scratch::Routing& routing) {
       const GemmCall first = scratch.call(problem, m, 0, routing);
       const GemmKernel kernel = load_gemm_kernel(device, backend, gemm_spec(problem, tile), first.args.m, stream, first);
       std::vector<double> us;
@@ -245,7 +247,7 @@ std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const KernelSpec& p
     };
     // A tile's time: over two routings their geometric mean, so that each weighs by its ratio
     // and neither by its size.
-    auto time_us = [&](const TileConfig& tile) {
+    auto time_us = [&](const GemmTile& tile) {
       double log_sum = 0;
       for (const Scratch::Routing& routing : scratch.routings) {
         const double us = median_us(tile, routing);
@@ -257,9 +259,9 @@ std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const KernelSpec& p
       }
       return std::exp(log_sum / double(scratch.routings.size()));
     };
-    const std::vector<TileConfig>& tiles = candidates[b];
+    const std::vector<GemmTile>& tiles = candidates[b];
     std::vector<double> us;
-    for (const TileConfig& t : tiles) us.push_back(time_us(t));
+    for (const GemmTile& t : tiles) us.push_back(time_us(t));
     size_t best = size_t(std::min_element(us.begin(), us.end()) - us.begin());
     if (us[0] <= us[best] * (1 + kMinGain)) best = 0;  // tiles[0] is the heuristic's
 
@@ -272,14 +274,13 @@ std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const KernelSpec& p
     r.candidates = int(tiles.size());
     results.push_back(r);
     TuningEntry e;
-    e.problem = problem;
+    e.tuned = gemm_key(gemm_spec(problem, tiles[best]));
     e.m_bucket = buckets[b];
-    e.tile = tiles[best];
     e.us = us[best];
     e.heuristic_us = us[0];
     entries.push_back(e);
     if (best != 0)
-      for (const TileConfig& t : gemm_tuned_tiles(backend, tiles[best], buckets[b]))
+      for (const GemmTile& t : gemm_tuned_tiles(backend, tiles[best], buckets[b]))
         winners_trimmed.push_back(gemm_kernel_spec(backend, problem, t));
   }
   compile_all(winners_trimmed);
@@ -322,7 +323,7 @@ std::vector<TunedBucket> tune(const GemmProblem& problem, const TuneOptions& opt
     for (int b : kGemmMBuckets)
       if (!problem.groups || b <= kMaxTunedGroupedM) buckets.push_back(b);
   // W4A4: the BF16 kernel's problem, unless the arch's kernels read NVFP4 activations
-  KernelSpec spec = gemm_problem(device.arch, problem);
+  GemmSpec spec = gemm_problem(device.arch, problem);
   if (problem.a_dtype == DType::nvfp4 && gemm_backend(device.arch, kWho).native_fp4_activations())
     spec = gemm_fp4_problem(spec, problem.a_scale_layout);
   return tune_gemm(device, spec, buckets, options.runs, problem.groups ? options.m : 0);

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "core/launcher.hpp"
-#include "core/spec.hpp"
+#include "ops/gemm/gemm_spec.hpp"
 #include "nvfp4/jit.hpp"
 
 namespace nvfp4::jit::detail {
@@ -31,7 +31,7 @@ std::vector<std::vector<int32_t>> grouped_tuning_routings(int32_t groups, int64_
 
 // `problem`: gemm_problem() of the kernels to tune (BF16 or FP16 activations). Each bucket is
 // timed at its largest M, or a grouped problem's at `grouped_m` rows per expert where given.
-std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const KernelSpec& problem, const std::vector<int>& buckets,
+std::vector<TunedBucket> tune_gemm(const DeviceInfo& device, const GemmSpec& problem, const std::vector<int>& buckets,
                                    int runs, int64_t grouped_m = 0);
 
 }  // namespace nvfp4::jit::detail

@@ -30,26 +30,26 @@ struct ArchPair {
 };
 
 // Why the family cannot run `problem` on `pair`; empty when it can (an arch's own rules follow).
-std::string family_problem(const ArchPair& pair, const KernelSpec& problem);
+std::string family_problem(const ArchPair& pair, const GemmSpec& problem);
 // "nvfp4_gemm_w4a4_<prefix><grouped>n<N>_k<K>_<out>_a<layout>_w<layout><bias>_<tile>"
-std::string family_kernel_name(const ArchPair& pair, const KernelSpec& spec, bool emulated, std::string_view tile);
+std::string family_kernel_name(const ArchPair& pair, const GemmSpec& spec, bool emulated, std::string_view tile);
 // The entry point calling nvfp4k::<name>::gemm_w4a4<nvfp4k::<name>::GemmConfig<out, bias, N, K,
 // A's layout, W's layout, <tile_args>[, grouped layout, groups]>>(p).
-GeneratedKernel family_kernel(const ArchPair& pair, const KernelSpec& spec, std::string name, std::string_view tile_args);
+GeneratedKernel family_kernel(const ArchPair& pair, const GemmSpec& spec, std::string name, std::string_view tile_args);
 
 // A kernel for an sm_90a device is the emulation's.
-inline bool emulated(const KernelSpec& spec) { return spec.arch == Arch::sm_90a; }
+inline bool emulated(const GemmSpec& spec) { return spec.arch == Arch::sm_90a; }
 
 // What an arch pair's folder gives its backend: the pair, its kernel's parameter block, its
-// tiles (the Tile a TileConfig stands for; heuristic and search space, taking K where the pair's
+// tiles (the Tile a GemmTile stands for; heuristic and search space, taking K where the pair's
 // depend on it), the kernel name's tail for a tile ("bn128_s6") and GemmConfig's tile arguments.
 // Optionally k_problem: the pair's own rule on K (empty: K fits).
 template <class F>
-concept FamilyFacts = requires(const typename F::Tile& t, const TileConfig& c, int64_t n, int i, bool b) {
+concept FamilyFacts = requires(const typename F::Tile& t, const GemmTile& c, int64_t n, int i, bool b) {
   { F::pair } -> std::convertible_to<ArchPair>;
   typename F::Params;
   { t == t } -> std::convertible_to<bool>;
-  { F::to_config(t) } -> std::same_as<TileConfig>;
+  { F::to_config(t) } -> std::same_as<GemmTile>;
   { F::from_config(c) } -> std::same_as<typename F::Tile>;
   { F::shared_bytes(t) } -> std::same_as<unsigned>;
   { F::describe(t) } -> std::same_as<std::string>;
@@ -75,41 +75,41 @@ class Backend : public GemmBackend {
     return arch == Arch::sm_90a && emulation_requested({Family::pair.archs[0], Family::pair.archs[1]});
   }
 
-  std::string unsupported(const KernelSpec& problem) const final {
+  std::string unsupported(const GemmSpec& problem) const final {
     std::string why = family_problem(Family::pair, problem);
     if constexpr (requires { Family::k_problem(problem); })
       if (why.empty()) why = Family::k_problem(problem);
     return why;
   }
 
-  TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count) const final {
+  GemmTile heuristic(const GemmSpec& problem, int64_t m, int sm_count) const final {
     return Family::to_config(Family::heuristic_tile(problem.n, problem.k, m, sm_count, gemm_problem_groups(problem)));
   }
 
-  std::vector<TileConfig> candidates(const KernelSpec& problem, int bucket, int sm_count) const final {
-    std::vector<TileConfig> configs;
+  std::vector<GemmTile> candidates(const GemmSpec& problem, int bucket, int sm_count) const final {
+    std::vector<GemmTile> configs;
     for (const Tile& t : Family::candidate_tiles(problem.n, problem.k, bucket, sm_count, gemm_problem_groups(problem)))
       configs.push_back(Family::to_config(t));
     return configs;
   }
 
-  std::string arch_tile_problem(const KernelSpec& spec) const final {
+  std::string arch_tile_problem(const GemmSpec& spec) const final {
     const Tile t = Family::from_config(spec.tile);
     if (Family::to_config(t) != spec.tile) return "a tile this backend does not describe";
     return Family::tile_problem(t, spec.k);
   }
 
-  std::string describe(const TileConfig& tile) const final { return Family::describe(Family::from_config(tile)); }
+  std::string describe(const GemmTile& tile) const final { return Family::describe(Family::from_config(tile)); }
 
-  std::string kernel_name(const KernelSpec& spec) const final {
+  std::string kernel_name(const GemmSpec& spec) const final {
     return family_kernel_name(Family::pair, spec, emulated(spec), Family::name_tile(Family::from_config(spec.tile)));
   }
 
-  GeneratedKernel generate(const KernelSpec& spec) const final {
+  GeneratedKernel generate(const GemmSpec& spec) const final {
     return family_kernel(Family::pair, spec, kernel_name(spec), Family::config_args(Family::from_config(spec.tile), emulated(spec)));
   }
 
-  unsigned shared_bytes(const KernelSpec& spec) const final { return Family::shared_bytes(Family::from_config(spec.tile)); }
+  unsigned shared_bytes(const GemmSpec& spec) const final { return Family::shared_bytes(Family::from_config(spec.tile)); }
 };
 
 }  // namespace nvfp4::jit::detail::block_scaled

@@ -2,8 +2,8 @@
 
 namespace nvfp4::jit::detail::block_scaled {
 
-TileConfig tile_config(int block_m, int block_n, int block_k, int threads, int stages, int split_k) {
-  TileConfig c;
+GemmTile tile_config(int block_m, int block_n, int block_k, int threads, int stages, int split_k) {
+  GemmTile c;
   c.block_m = uint16_t(block_m);
   c.block_n = uint16_t(block_n);
   c.block_k = uint16_t(block_k);

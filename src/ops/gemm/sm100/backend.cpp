@@ -23,7 +23,7 @@ struct Family : Tiles {
   static constexpr block_scaled::ArchPair pair{"sm100", {Arch::sm_100a, Arch::sm_103a}, "sm100_", "GemmSm100Params"};
   using Params = nvfp4k::GemmSm100Params;
 
-  static std::string k_problem(const KernelSpec& problem) {
+  static std::string k_problem(const GemmSpec& problem) {
     if (problem.k % nvfp4k::sm100::GEMM_MMA_K)
       return fmt::format("k = {}: the sm_100a / sm_103a GEMM takes K in whole MMAs of 64", problem.k);
     return {};
@@ -51,7 +51,7 @@ struct Binding {
 
 class Sm100Backend final : public block_scaled::Backend<Family> {
  public:
-  GemmPlan plan(const KernelSpec& spec, int64_t m, int sm_count) const override {
+  GemmPlan plan(const GemmSpec& spec, int64_t m, int sm_count) const override {
     const Tile t = Tiles::from_config(spec.tile);
     const int grouped = gemm_problem_grouped(spec);
     const int block_m = nvfp4k::sm100::GEMM_BM * t.ctas;

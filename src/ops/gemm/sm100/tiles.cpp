@@ -73,11 +73,11 @@ std::string Tiles::describe(const Tile& t) {
   return t.ctas == 2 ? fmt::format("bm256 bn{} s{}", t.block_n, t.stages) : fmt::format("bn{} s{}", t.block_n, t.stages);
 }
 
-TileConfig Tiles::to_config(const Tile& t) {
+GemmTile Tiles::to_config(const Tile& t) {
   return block_scaled::tile_config(nvfp4k::sm100::GEMM_BM * t.ctas, t.block_n, nvfp4k::sm100::GEMM_BK,
                                    nvfp4k::sm100::GEMM_THREADS, t.stages, 1);
 }
 
-Tile Tiles::from_config(const TileConfig& c) { return Tile{c.block_n, c.stages, c.block_m / nvfp4k::sm100::GEMM_BM}; }
+Tile Tiles::from_config(const GemmTile& c) { return Tile{c.block_n, c.stages, c.block_m / nvfp4k::sm100::GEMM_BM}; }
 
 }  // namespace nvfp4::jit::detail::sm100

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/spec.hpp"
+#include "ops/gemm/gemm_spec.hpp"
 
 namespace nvfp4::jit::detail::sm100 {
 
@@ -22,8 +22,8 @@ struct Tile {
 struct Tiles {
   using Tile = sm100::Tile;
 
-  static TileConfig to_config(const Tile& tile);
-  static Tile from_config(const TileConfig& config);
+  static GemmTile to_config(const Tile& tile);
+  static Tile from_config(const GemmTile& config);
 
   static unsigned shared_bytes(const Tile& tile);
   // Why the kernel cannot be built or launched with `tile`; empty when it can.

@@ -35,7 +35,7 @@ struct Binding {
 
 class Sm120Backend final : public block_scaled::Backend<Family> {
  public:
-  GemmPlan plan(const KernelSpec& spec, int64_t m, int sm_count) const override {
+  GemmPlan plan(const GemmSpec& spec, int64_t m, int sm_count) const override {
     const Tile t = Tiles::from_config(spec.tile);
     const int grouped = gemm_problem_grouped(spec);
     const GemmGrid grid = grouped ? gemm_grouped_grid(grouped, spec.groups, m, spec.n, t.block_m, t.block_n)

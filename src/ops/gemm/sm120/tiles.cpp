@@ -85,10 +85,10 @@ std::string Tiles::describe(const Tile& t) {
   return fmt::format("bm{} bn{} s{}{}", t.block_m, t.block_n, t.stages, t.split_k > 1 ? fmt::format(" ks{}", t.split_k) : "");
 }
 
-TileConfig Tiles::to_config(const Tile& t) {
+GemmTile Tiles::to_config(const Tile& t) {
   return block_scaled::tile_config(t.block_m, t.block_n, nvfp4k::sm120::GEMM_BK, threads(t), t.stages, t.split_k);
 }
 
-Tile Tiles::from_config(const TileConfig& c) { return Tile{c.block_m, c.block_n, c.stages, c.split_k}; }
+Tile Tiles::from_config(const GemmTile& c) { return Tile{c.block_m, c.block_n, c.stages, c.split_k}; }
 
 }  // namespace nvfp4::jit::detail::sm120

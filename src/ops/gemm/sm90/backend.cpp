@@ -24,10 +24,10 @@ namespace {
 static_assert(sizeof(nvfp4k::TmaDescriptor) == sizeof(CUtensorMap));
 static_assert(sizeof(nvfp4k::GemmParams) <= GemmPlan::kMaxParamBytes);
 
-int d_bytes(const KernelSpec& spec) { return spec.out_dtype == uint8_t(DType::fp32) ? 4 : 2; }
+int d_bytes(const GemmSpec& spec) { return spec.out_dtype == uint8_t(DType::fp32) ? 4 : 2; }
 
-// The tile `spec` runs: its TileConfig, persistent where its grouped layout and height say so.
-Tile tile_of(const KernelSpec& spec) {
+// The tile `spec` runs: its GemmTile, persistent where its grouped layout and height say so.
+Tile tile_of(const GemmSpec& spec) {
   Tile t = from_config(spec.tile);
   t.persistent = grouped_persistent_ctas(gemm_problem_grouped(spec), t, gemm_problem_prepacked(spec), spec.k);
   return t;
@@ -35,7 +35,7 @@ Tile tile_of(const KernelSpec& spec) {
 
 // `t` as a grouped problem runs it: a persistent grid's tile holds the deepest ring its CTAs an
 // SM leave room for.
-Tile as_grouped(const KernelSpec& problem, Tile t) {
+Tile as_grouped(const GemmSpec& problem, Tile t) {
   if (int ctas = grouped_persistent_ctas(gemm_problem_grouped(problem), t, gemm_problem_prepacked(problem), problem.k))
     t = persistent_tile(t, ctas);
   return t;
@@ -54,7 +54,7 @@ struct Binding {
 
 }  // namespace
 
-TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count, int64_t groups_reached) {
+GemmTile heuristic(const GemmSpec& problem, int64_t m, int sm_count, int64_t groups_reached) {
   const int groups = gemm_problem_groups(problem);
   // counted for contiguous groups only (masked ones keep the decode tile measured for them)
   const int64_t reached = gemm_problem_grouped(problem) != nvfp4k::GROUPED_CONTIGUOUS ? 0
@@ -70,42 +70,42 @@ class Sm90Backend final : public GemmBackend {
  public:
   std::string_view name() const override { return "sm90"; }
   bool serves(Arch arch) const override { return arch == Arch::sm_90a; }
-  std::string unsupported(const KernelSpec&) const override { return {}; }
+  std::string unsupported(const GemmSpec&) const override { return {}; }
 
-  TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count) const override {
+  GemmTile heuristic(const GemmSpec& problem, int64_t m, int sm_count) const override {
     return sm90::heuristic(problem, m, sm_count, 0);
   }
 
-  TileConfig call_heuristic(const KernelSpec& problem, const GemmCall& call, int64_t m, int sm_count) const override {
+  GemmTile call_heuristic(const GemmSpec& problem, const GemmCall& call, int64_t m, int sm_count) const override {
     return sm90::heuristic(problem, m, sm_count, gemm_groups_reached(call));
   }
 
   // a grouped problem's calls reach one group to all: the heuristic's two ends
-  std::vector<TileConfig> heuristic_tiles(const KernelSpec& problem, int64_t m, int sm_count) const override {
-    std::vector<TileConfig> tiles{heuristic(problem, m, sm_count)};
+  std::vector<GemmTile> heuristic_tiles(const GemmSpec& problem, int64_t m, int sm_count) const override {
+    std::vector<GemmTile> tiles{heuristic(problem, m, sm_count)};
     if (gemm_problem_groups(problem)) {
-      const TileConfig one_group = sm90::heuristic(problem, m, sm_count, 1);
+      const GemmTile one_group = sm90::heuristic(problem, m, sm_count, 1);
       if (one_group != tiles.front()) tiles.push_back(one_group);
     }
     return tiles;
   }
 
   // its row height trimmed to m's rows (every height of 16 rows builds)
-  TileConfig for_rows(const TileConfig& tile, int64_t m) const override { return gemm_trimmed_to_rows(tile, m); }
+  GemmTile for_rows(const GemmTile& tile, int64_t m) const override { return gemm_trimmed_to_rows(tile, m); }
 
   // The heuristic's tile for the bucket first (every contiguous group reached), then
   // candidate_tiles' (a grouped problem's all unsplit), each persistent one with the ring a
   // persistent grid of its height holds.
-  std::vector<TileConfig> candidates(const KernelSpec& problem, int bucket, int sm_count) const override {
-    std::vector<TileConfig> configs{heuristic(problem, gemm_bucket_m(bucket), sm_count)};
+  std::vector<GemmTile> candidates(const GemmSpec& problem, int bucket, int sm_count) const override {
+    std::vector<GemmTile> configs{heuristic(problem, gemm_bucket_m(bucket), sm_count)};
     for (const Tile& t : candidate_tiles(problem.n, problem.k, bucket, sm_count, gemm_problem_prepacked(problem), gemm_problem_groups(problem))) {
-      const TileConfig c = to_config(as_grouped(problem, t));
+      const GemmTile c = to_config(as_grouped(problem, t));
       if (std::find(configs.begin(), configs.end(), c) == configs.end()) configs.push_back(c);
     }
     return configs;
   }
 
-  std::string arch_tile_problem(const KernelSpec& spec) const override {
+  std::string arch_tile_problem(const GemmSpec& spec) const override {
     const Tile t = tile_of(spec);
     if (to_config(t) != spec.tile) return "a tile this backend does not describe";
     if (t.consumers == 3 && !gemm_problem_prepacked(spec))
@@ -113,17 +113,17 @@ class Sm90Backend final : public GemmBackend {
     return sm90::tile_problem(t, spec.k);
   }
 
-  std::string describe(const TileConfig& tile) const override { return sm90::describe(from_config(tile)); }
+  std::string describe(const GemmTile& tile) const override { return sm90::describe(from_config(tile)); }
 
   // N is the kernel's argument (GemmParams::n): the weight shapes of one K, variant and tile run
   // one kernel, so a prewarm compiles fewer.
-  KernelSpec kernel_spec(const KernelSpec& spec) const override {
-    KernelSpec kernel = spec;
+  GemmSpec kernel_spec(const GemmSpec& spec) const override {
+    GemmSpec kernel = spec;
     kernel.n = 0;
     return kernel;
   }
 
-  std::string kernel_name(const KernelSpec& spec) const override {
+  std::string kernel_name(const GemmSpec& spec) const override {
     const Tile t = tile_of(spec);
     return fmt::format("nvfp4_gemm_w4a16_{}k{}_{}_{}_{}{}_bm{}_bk{}_wg{}{}_s{}_ks{}{}", grouped_name(spec), spec.k,
                        dtype_name(spec.a_dtype), dtype_name(spec.out_dtype), scale_layout_name(spec.scale_layout),
@@ -132,10 +132,10 @@ class Sm90Backend final : public GemmBackend {
                        t.persistent > 0 ? "_persistent" : "");
   }
 
-  GeneratedKernel generate(const KernelSpec& spec) const override {
+  GeneratedKernel generate(const GemmSpec& spec) const override {
     const Tile t = tile_of(spec);
     const int grouped = gemm_problem_grouped(spec);
-    return entry_point(spec, kernel_name(spec), "sm90/gemm_w4a16.cuh", "GemmParams",
+    return entry_point(gemm_key(spec), spec.tile.threads, kernel_name(spec), "sm90/gemm_w4a16.cuh", "GemmParams",
                        fmt::format("nvfp4k::sm90::gemm_w4a16<nvfp4k::sm90::GemmConfig<{}, {}, {}, {}LL, {}, {}, {}, "
                                    "{}, {}, {}, {}{}>>(p)",
                                    spec.a_dtype, spec.out_dtype, gemm_bias_code(spec), spec.k, spec.scale_layout,
@@ -144,9 +144,9 @@ class Sm90Backend final : public GemmBackend {
                        ctas_per_sm(t) > 1 ? ctas_per_sm(t) : 0);
   }
 
-  unsigned shared_bytes(const KernelSpec& spec) const override { return sm90::shared_bytes(tile_of(spec)); }
+  unsigned shared_bytes(const GemmSpec& spec) const override { return sm90::shared_bytes(tile_of(spec)); }
 
-  GemmPlan plan(const KernelSpec& spec, int64_t m, int sm_count) const override {
+  GemmPlan plan(const GemmSpec& spec, int64_t m, int sm_count) const override {
     const Tile t = tile_of(spec);
     const int grouped = gemm_problem_grouped(spec);
     const GemmGrid grid = grouped ? gemm_grouped_grid(grouped, spec.groups, m, spec.n, t.block_m, 64 * t.consumers)

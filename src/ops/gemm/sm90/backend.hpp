@@ -2,7 +2,7 @@
 #pragma once
 #include <cstdint>
 
-#include "core/spec.hpp"
+#include "ops/gemm/gemm_spec.hpp"
 
 namespace nvfp4::jit::detail::sm90 {
 
@@ -11,6 +11,6 @@ namespace nvfp4::jit::detail::sm90 {
 // chosen, timed and tuned): fewer groups hold fewer tiles to spread over the SMs, which sizes a
 // decode tile. From one group to all the tile changes at most once, so the two ends are every
 // tile a bucket's calls run. Other problems (dense, masked, batched) keep the bucket's tile.
-TileConfig heuristic(const KernelSpec& problem, int64_t m, int sm_count, int64_t groups_reached);
+GemmTile heuristic(const GemmSpec& problem, int64_t m, int sm_count, int64_t groups_reached);
 
 }  // namespace nvfp4::jit::detail::sm90

@@ -295,20 +295,21 @@ std::string describe(const Tile& t) {
                      t.k_slices > 1 ? fmt::format("x{}", t.k_slices) : "", t.stages, t.split_k);
 }
 
-TileConfig to_config(const Tile& t) {
-  TileConfig c;
+GemmTile to_config(const Tile& t) {
+  GemmTile c;
   c.block_m = uint16_t(t.block_m);
   c.block_n = uint16_t(64 * t.consumers);
   c.block_k = uint16_t(t.block_k);
   c.threads = uint16_t(threads(t));
   c.stages = uint8_t(t.stages);
   c.split_k = uint8_t(t.split_k);
+  c.k_slices = uint8_t(t.k_slices);
   return c;
 }
 
-Tile from_config(const TileConfig& c) {
+Tile from_config(const GemmTile& c) {
   Tile t{c.block_m, c.block_n / 64, c.stages, c.split_k, c.block_k};
-  t.k_slices = c.threads > threads(t) ? 2 : 1;  // more threads than one warpgroup per 64 weight rows has
+  t.k_slices = c.k_slices;
   return t;
 }
 

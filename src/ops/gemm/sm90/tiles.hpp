@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "core/spec.hpp"
+#include "ops/gemm/gemm_spec.hpp"
 
 namespace nvfp4::jit::detail::sm90 {
 
@@ -16,15 +16,15 @@ struct Tile {
   int split_k = 1;    // CTAs of a cluster splitting K
   int block_k = 128;  // K per stage: 128 or 256 (longer contiguous weight reads per row)
   int k_slices = 1;   // consumer warpgroups per 64 weight rows, each taking a slice of every stage's k steps
-  // A persistent grid's CTAs an SM (grouped_persistent_ctas), 0: a CTA a tile. Not a TileConfig
+  // A persistent grid's CTAs an SM (grouped_persistent_ctas), 0: a CTA a tile. Not a GemmTile
   // field: the backend's choice per spec.
   int persistent = 0;
   bool operator==(const Tile&) const = default;
 };
 
-// The spec's TileConfig and back (block_n = 64 x consumers; threads count the k slices).
-TileConfig to_config(const Tile& tile);
-Tile from_config(const TileConfig& config);
+// The spec's GemmTile and back (block_n = 64 x consumers; threads count the k slices too).
+GemmTile to_config(const Tile& tile);
+Tile from_config(const GemmTile& config);
 
 // Threads per CTA (the template's THREADS): the consumer warpgroups, then the producer warpgroup.
 int threads(const Tile& tile);
