@@ -817,7 +817,8 @@ TEST_SUITE("cli") {
   TEST_CASE("usage is checked before any GPU is looked for, on every verb") {
     for (const char* command : {" tune --shape 64,64 --runs 0", " tune --shape 64,64 --m 0", " tune --shape 64,64 --runs 99999",
                                 " bench gemm --m 0", " prewarm --shape 8,64 --tp 0", " tune --shape 64,64 --frob",
-                                " tune --shape 2048,7168,256 --m 600"}) {
+                                " tune --shape 2048,7168,256 --m 600", " bench block --block llama-3.1-8b",
+                                " bench block --tokens 0", " bench gemm --block deepseek-v3-moe"}) {
       const auto r = run(cli() + command);
       CAPTURE(command);
       CAPTURE(r.err);
@@ -826,5 +827,9 @@ TEST_SUITE("cli") {
     CHECK(run(cli() + " tune --shape 64,64 --runs 0").err.find("--runs: expects an integer from 1 to 10000, got `0`") !=
           std::string::npos);
     CHECK(run(cli() + " tune --shape 2048,7168,256 --m 600").err.find("is tuned up to 512 rows per expert") != std::string::npos);
+    const std::string block = run(cli() + " bench block --block llama-3.1-8b").err;
+    CAPTURE(block);
+    CHECK(block.find("--block llama-3.1-8b: one of llama-3.1-8b-mlp, deepseek-v3-moe") != std::string::npos);
+    CHECK(block.find("did you mean `llama-3.1-8b-mlp`") != std::string::npos);
   }
 }
