@@ -101,7 +101,7 @@ void draw_progress(const PrewarmSummary& s, size_t done) {
 int cmd_prewarm(const Args& args) {
   // every flag checked before any file is read or device looked at
   const PrewarmVariants variants = variants_from(args);
-  const std::vector<Arch> archs = parse_archs(args.get("--arch", "sm_90a,sm_100a,sm_120a"));
+  const std::vector<Arch> archs = parse_archs(args.get("--arch", arch_names(kDefaultPrewarmArchs, ",")));
   const int threads = args.get_int("-j", int(std::clamp(std::thread::hardware_concurrency(), 1u, unsigned(kMaxPrewarmThreads))),
                                    1, kMaxPrewarmThreads);
   const int tp = sharding_size(args, "--tp"), ep = sharding_size(args, "--ep");

@@ -3,10 +3,14 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "cli/command_line.hpp"
+#include "core/spec.hpp"
 #include "nvfp4/jit.hpp"
 
 namespace nvfp4::jit::cli {
@@ -17,7 +21,7 @@ namespace {
 struct Flag {
   const char* name;
   const char* value;
-  const char* help;
+  std::string help;
 };
 
 // A positional argument, optional.
@@ -33,6 +37,16 @@ struct Verb {
   std::vector<Flag> flags;
   const char* notes;  // after the flags in `nvfp4-jit <verb> --help`
 };
+
+// --arch's help, from the one list of arches: the default ones, then the others.
+std::string arch_flag_help() {
+  using detail::Arch;
+  std::vector<Arch> others;
+  for (Arch arch : detail::kAllArchs)
+    if (std::ranges::find(detail::kDefaultPrewarmArchs, arch) == std::end(detail::kDefaultPrewarmArchs)) others.push_back(arch);
+  return fmt::format("comma-separated targets (default {}; also {})", detail::arch_names(detail::kDefaultPrewarmArchs, ","),
+                     detail::arch_names(others, ", "));
+}
 
 const std::vector<Verb>& verbs() {
   static const std::vector<Verb> table = {
@@ -54,7 +68,7 @@ const std::vector<Verb>& verbs() {
         {"--shapes", nullptr, "print the derived manifest (a --manifest file) and compile nothing"},
         {"--manifest", "NAME|FILE", "a built-in manifest or a manifest file (repeatable)"},
         {"--shape", "N,K[,G]", "a weight shape, G experts of N x K when given (repeatable)"},
-        {"--arch", "LIST", "comma-separated targets (default sm_90a,sm_100a,sm_120a; also sm_103a, sm_121a)"},
+        {"--arch", "LIST", arch_flag_help()},
         {"--sms", "N|GPU",
          "the SM count (1 to 1024) of the GPUs that will run the kernels: GEMM tiles are\n"
          "chosen for it; or a GPU's name (h100-sxm, h100-pcie, h200, h20, b200, rtx-5090,\n"

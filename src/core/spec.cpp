@@ -50,9 +50,11 @@ std::optional<Op> parse_op(std::string_view name) {
   return std::nullopt;
 }
 
-std::string arch_names() {
+std::string arch_names() { return arch_names(kAllArchs, ", "); }
+
+std::string arch_names(std::span<const Arch> archs, std::string_view separator) {
   std::string names;
-  for (Arch arch : kAllArchs) names += fmt::format("{}{}", names.empty() ? "" : ", ", to_string(arch));
+  for (Arch arch : archs) names += fmt::format("{}{}", names.empty() ? "" : separator, to_string(arch));
   return names;
 }
 

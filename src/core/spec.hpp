@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -20,6 +21,8 @@ enum class Op : uint8_t { dequantize = 1, quantize = 2, row_amax = 3, amax_final
 
 enum class Arch : uint8_t { sm_90a, sm_100a, sm_103a, sm_120a, sm_121a };
 inline constexpr Arch kAllArchs[] = {Arch::sm_90a, Arch::sm_100a, Arch::sm_103a, Arch::sm_120a, Arch::sm_121a};
+// What `prewarm` compiles for unless told: Hopper, datacenter and consumer Blackwell.
+inline constexpr Arch kDefaultPrewarmArchs[] = {Arch::sm_90a, Arch::sm_100a, Arch::sm_120a};
 
 std::string_view to_string(Arch arch);
 std::string_view to_string(Op op);
@@ -27,6 +30,8 @@ std::optional<Arch> parse_arch(std::string_view name);
 std::optional<Op> parse_op(std::string_view name);  // to_string(Op) back
 // "sm_90a, sm_100a, ...": every arch, for messages.
 std::string arch_names();
+// `archs` joined by `separator`: arch_names(kDefaultPrewarmArchs, ",") is --arch's default.
+std::string arch_names(std::span<const Arch> archs, std::string_view separator);
 // The arch-specific target of a device (sm_90a for compute capability 9.0, ...).
 std::optional<Arch> arch_for_compute_capability(int major, int minor);
 
