@@ -29,7 +29,7 @@ struct Expected {
 };
 
 const std::vector<AFrom> kNorm{AFrom::rmsnorm, AFrom::quantize}, kQuant{AFrom::quantize},
-    kSwiglu{AFrom::swiglu, AFrom::quantize}, kStage{AFrom::stage, AFrom::rmsnorm, AFrom::quantize};
+    kSwiglu{AFrom::swiglu, AFrom::quantize}, kMoeStage{AFrom::moe_stage, AFrom::rmsnorm, AFrom::quantize};
 
 // A model directory: config.json and, unless empty, hf_quant_config.json.
 struct Model {
@@ -138,17 +138,17 @@ TEST_SUITE("model_shapes") {
     check_shapes(m.str(), 1, 1,
                  {{"model.layers.*.self_attn.qkv_proj", (32 + 2 * 4) * 128, 2048, 1, kNorm},
                   {"model.layers.*.self_attn.o_proj", 2048, 32 * 128, 1, kQuant},
-                  {"model.layers.*.mlp.experts.gate_up_proj", 2 * 768, 2048, 128, kStage},
+                  {"model.layers.*.mlp.experts.gate_up_proj", 2 * 768, 2048, 128, kMoeStage},
                   {"model.layers.*.mlp.experts.down_proj", 2048, 768, 128, kSwiglu}});
     check_shapes(m.str(), 8, 1,
                  {{"model.layers.*.self_attn.qkv_proj", (32 / 8 + 2 * 1) * 128, 2048, 1, kNorm},
                   {"model.layers.*.self_attn.o_proj", 2048, 32 * 128 / 8, 1, kQuant},
-                  {"model.layers.*.mlp.experts.gate_up_proj", 2 * 768 / 8, 2048, 128, kStage},
+                  {"model.layers.*.mlp.experts.gate_up_proj", 2 * 768 / 8, 2048, 128, kMoeStage},
                   {"model.layers.*.mlp.experts.down_proj", 2048, 768 / 8, 128, kSwiglu}});
     check_shapes(m.str(), 8, 8,
                  {{"model.layers.*.self_attn.qkv_proj", (32 / 8 + 2 * 1) * 128, 2048, 1, kNorm},
                   {"model.layers.*.self_attn.o_proj", 2048, 32 * 128 / 8, 1, kQuant},
-                  {"model.layers.*.mlp.experts.gate_up_proj", 2 * 768, 2048, 128 / 8, kStage},
+                  {"model.layers.*.mlp.experts.gate_up_proj", 2 * 768, 2048, 128 / 8, kMoeStage},
                   {"model.layers.*.mlp.experts.down_proj", 2048, 768, 128 / 8, kSwiglu}});
   }
 
@@ -161,7 +161,7 @@ TEST_SUITE("model_shapes") {
                   {"model.layers.*.self_attn.o_proj", 2048, 32 * 128, 1, kQuant},
                   {"model.layers.0-2.mlp.gate_up_proj", 2 * 6144, 2048, 1, kNorm},
                   {"model.layers.0-2.mlp.down_proj", 2048, 6144, 1, kSwiglu},
-                  {"model.layers.3.mlp.experts.gate_up_proj", 2 * 768, 2048, 128, kStage},
+                  {"model.layers.3.mlp.experts.gate_up_proj", 2 * 768, 2048, 128, kMoeStage},
                   {"model.layers.3.mlp.experts.down_proj", 2048, 768, 128, kSwiglu}});
   }
 
@@ -174,7 +174,7 @@ TEST_SUITE("model_shapes") {
                   {"model.layers.*.self_attn.o_proj", 7168, 128 * 128, 1, kQuant},
                   {"model.layers.0-2.mlp.gate_up_proj", 2 * 18432, 7168, 1, kNorm},
                   {"model.layers.0-2.mlp.down_proj", 7168, 18432, 1, kSwiglu},
-                  {"model.layers.3-60.mlp.experts.gate_up_proj", 2 * 2048, 7168, 256, kStage},
+                  {"model.layers.3-60.mlp.experts.gate_up_proj", 2 * 2048, 7168, 256, kMoeStage},
                   {"model.layers.3-60.mlp.experts.down_proj", 7168, 2048, 256, kSwiglu},
                   {"model.layers.3-60.mlp.shared_experts.gate_up_proj", 2 * 2048 * 1, 7168, 1, kNorm},
                   {"model.layers.3-60.mlp.shared_experts.down_proj", 7168, 2048 * 1, 1, kSwiglu}});
@@ -185,7 +185,7 @@ TEST_SUITE("model_shapes") {
                   {"model.layers.*.self_attn.o_proj", 7168, 128 * 128 / 8, 1, kQuant},
                   {"model.layers.0-2.mlp.gate_up_proj", 2 * 18432 / 8, 7168, 1, kNorm},
                   {"model.layers.0-2.mlp.down_proj", 7168, 18432 / 8, 1, kSwiglu},
-                  {"model.layers.3-60.mlp.experts.gate_up_proj", 2 * 2048 / 8, 7168, 256, kStage},
+                  {"model.layers.3-60.mlp.experts.gate_up_proj", 2 * 2048 / 8, 7168, 256, kMoeStage},
                   {"model.layers.3-60.mlp.experts.down_proj", 7168, 2048 / 8, 256, kSwiglu},
                   {"model.layers.3-60.mlp.shared_experts.gate_up_proj", 2 * 2048 / 8, 7168, 1, kNorm},
                   {"model.layers.3-60.mlp.shared_experts.down_proj", 7168, 2048 / 8, 1, kSwiglu}});
@@ -196,7 +196,7 @@ TEST_SUITE("model_shapes") {
     check_shapes(m.str(), 8, 8,
                  {{"model.layers.0-2.mlp.gate_up_proj", 2 * 18432 / 8, 7168, 1, kNorm},
                   {"model.layers.0-2.mlp.down_proj", 7168, 18432 / 8, 1, kSwiglu},
-                  {"model.layers.3-60.mlp.experts.gate_up_proj", 2 * 2048, 7168, 256 / 8, kStage},
+                  {"model.layers.3-60.mlp.experts.gate_up_proj", 2 * 2048, 7168, 256 / 8, kMoeStage},
                   {"model.layers.3-60.mlp.experts.down_proj", 7168, 2048, 256 / 8, kSwiglu},
                   {"model.layers.3-60.mlp.shared_experts.gate_up_proj", 2 * 2048 / 8, 7168, 1, kNorm},
                   {"model.layers.3-60.mlp.shared_experts.down_proj", 7168, 2048 / 8, 1, kSwiglu}});
@@ -215,7 +215,7 @@ TEST_SUITE("model_shapes") {
                   {"model.layers.*.self_attn.o_proj", 2048, 16 * 128, 1, kQuant},
                   {"model.layers.0.mlp.gate_up_proj", 2 * 10944, 2048, 1, kNorm},
                   {"model.layers.0.mlp.down_proj", 2048, 10944, 1, kSwiglu},
-                  {"model.layers.1-26.mlp.experts.gate_up_proj", 2 * 1408, 2048, 64, kStage},
+                  {"model.layers.1-26.mlp.experts.gate_up_proj", 2 * 1408, 2048, 64, kMoeStage},
                   {"model.layers.1-26.mlp.experts.down_proj", 2048, 1408, 64, kSwiglu},
                   {"model.layers.1-26.mlp.shared_experts.gate_up_proj", 2 * 1408 * 2, 2048, 1, kNorm},
                   {"model.layers.1-26.mlp.shared_experts.down_proj", 2048, 1408 * 2, 1, kSwiglu}});
@@ -226,12 +226,12 @@ TEST_SUITE("model_shapes") {
     check_shapes(m.str(), 1, 1,
                  {{"model.layers.*.self_attn.qkv_proj", (64 + 2 * 8) * 64, 2880, 1, kNorm},
                   {"model.layers.*.self_attn.o_proj", 2880, 64 * 64, 1, kQuant},
-                  {"model.layers.*.mlp.experts.gate_up_proj", 2 * 2880, 2880, 128, kStage},
+                  {"model.layers.*.mlp.experts.gate_up_proj", 2 * 2880, 2880, 128, kMoeStage},
                   {"model.layers.*.mlp.experts.down_proj", 2880, 2880, 128, kSwiglu}});
     check_shapes(m.str(), 8, 8,
                  {{"model.layers.*.self_attn.qkv_proj", (64 / 8 + 2 * 8 / 8) * 64, 2880, 1, kNorm},
                   {"model.layers.*.self_attn.o_proj", 2880, 64 * 64 / 8, 1, kQuant},
-                  {"model.layers.*.mlp.experts.gate_up_proj", 2 * 2880, 2880, 128 / 8, kStage},
+                  {"model.layers.*.mlp.experts.gate_up_proj", 2 * 2880, 2880, 128 / 8, kMoeStage},
                   {"model.layers.*.mlp.experts.down_proj", 2880, 2880, 128 / 8, kSwiglu}});
     // 2880 / 8 = 360 = 22.5 blocks of 16
     expect_model_error(m.str(), 8, 1, "K = 360 (intermediate_size 2880 / tp 8), not a multiple of 16");
@@ -242,17 +242,17 @@ TEST_SUITE("model_shapes") {
     check_shapes(m.str(), 1, 1,
                  {{"model.layers.*.self_attn.qkv_proj", (32 + 2 * 8) * 128, 4096, 1, kNorm},
                   {"model.layers.*.self_attn.o_proj", 4096, 32 * 128, 1, kQuant},
-                  {"model.layers.*.block_sparse_moe.experts.w13", 2 * 14336, 4096, 8, kStage},
+                  {"model.layers.*.block_sparse_moe.experts.w13", 2 * 14336, 4096, 8, kMoeStage},
                   {"model.layers.*.block_sparse_moe.experts.w2", 4096, 14336, 8, kSwiglu}});
     check_shapes(m.str(), 8, 1,
                  {{"model.layers.*.self_attn.qkv_proj", (32 / 8 + 2 * 8 / 8) * 128, 4096, 1, kNorm},
                   {"model.layers.*.self_attn.o_proj", 4096, 32 * 128 / 8, 1, kQuant},
-                  {"model.layers.*.block_sparse_moe.experts.w13", 2 * 14336 / 8, 4096, 8, kStage},
+                  {"model.layers.*.block_sparse_moe.experts.w13", 2 * 14336 / 8, 4096, 8, kMoeStage},
                   {"model.layers.*.block_sparse_moe.experts.w2", 4096, 14336 / 8, 8, kSwiglu}});
     check_shapes(m.str(), 8, 8,
                  {{"model.layers.*.self_attn.qkv_proj", (32 / 8 + 2 * 8 / 8) * 128, 4096, 1, kNorm},
                   {"model.layers.*.self_attn.o_proj", 4096, 32 * 128 / 8, 1, kQuant},
-                  {"model.layers.*.block_sparse_moe.experts.w13", 2 * 14336, 4096, 8 / 8, kStage},
+                  {"model.layers.*.block_sparse_moe.experts.w13", 2 * 14336, 4096, 8 / 8, kMoeStage},
                   {"model.layers.*.block_sparse_moe.experts.w2", 4096, 14336, 8 / 8, kSwiglu}});
   }
 

@@ -161,7 +161,7 @@ struct Role {
   std::set<int64_t> layers;
 };
 
-constexpr AFrom kQuantize = AFrom::quantize, kRmsNorm = AFrom::rmsnorm, kSwiglu = AFrom::swiglu, kStage = AFrom::stage;
+constexpr AFrom kQuantize = AFrom::quantize, kRmsNorm = AFrom::rmsnorm, kSwiglu = AFrom::swiglu, kMoeStage = AFrom::moe_stage;
 
 // Reads one model's config and collects the GEMMs of one rank.
 class Derivation {
@@ -272,7 +272,7 @@ class Derivation {
       down.push_back(module(names.down));
     }
     add(layer, fmt::format("{}.{}", prefix, names.gate_up), gate_up, 2 * local, hidden, "hidden_size", groups,
-        {kStage, kRmsNorm, kQuantize});
+        {kMoeStage, kRmsNorm, kQuantize});
     add(layer, fmt::format("{}.{}", prefix, names.down), down, hidden, local, k_from, groups, {kSwiglu, kQuantize});
   }
 

@@ -19,7 +19,7 @@ const Names<WeightLayout> kWeightLayouts = {
 const Names<ScaleLayout> kScaleLayouts = {{"linear", ScaleLayout::linear}, {"swizzled", ScaleLayout::swizzled128x4}};
 const Names<GroupedLayout> kGroupedLayouts = {{"contiguous", GroupedLayout::contiguous}, {"masked", GroupedLayout::masked}};
 const Names<AFrom> kAFrom = {{"quantize", AFrom::quantize}, {"rmsnorm", AFrom::rmsnorm}, {"swiglu", AFrom::swiglu},
-                             {"mhc", AFrom::mhc},           {"stage", AFrom::stage}};
+                             {"mhc", AFrom::mhc},           {"stage", AFrom::moe_stage}};
 const Names<NormWeight> kNormWeights = {{"input", NormWeight::input}, {"fp32", NormWeight::fp32}};
 
 template <class T>

@@ -17,8 +17,8 @@ namespace nvfp4::jit::detail {
 
 enum class WeightLayout : uint8_t { linear, swizzled, prepacked };
 // The ops that write a weight's activations (its K-wide rows): each prewarms its quantizer at
-// the weight's K. `stage` (moe_stage) only for a grouped weight.
-enum class AFrom : uint8_t { quantize, rmsnorm, swiglu, mhc, stage };
+// the weight's K. moe_stage (its flag value: `stage`) only for a grouped weight.
+enum class AFrom : uint8_t { quantize, rmsnorm, swiglu, mhc, moe_stage };
 // The dtype of RMSNorm's weight (RMSNorm and mHC): the input's, or fp32.
 enum class NormWeight : uint8_t { input, fp32 };
 
@@ -40,7 +40,7 @@ struct PrewarmVariants {
   std::vector<DType> in_dtypes;
   // Every quantizer by default: a manifest that knows its model names the few it runs (Llama's
   // down_proj reads SwiGLU's output, never an RMSNorm's).
-  std::vector<AFrom> a_from{AFrom::quantize, AFrom::rmsnorm, AFrom::swiglu, AFrom::mhc, AFrom::stage};
+  std::vector<AFrom> a_from{AFrom::quantize, AFrom::rmsnorm, AFrom::swiglu, AFrom::mhc, AFrom::moe_stage};
   // The norm weights' dtypes; empty: each op's usual one (RMSNorm the input's, mHC fp32, as
   // DeepSeek-V4 keeps it). A checkpoint that keeps RMSNorm's weight in fp32 names `fp32`.
   std::vector<NormWeight> norm_weights;
