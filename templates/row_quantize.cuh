@@ -2,11 +2,12 @@
 // SwiGLU of gate and up, the mHC mix of n_hc streams then RMSNorm), the values are rounded to
 // the input's dtype as the unfused op would store them, and each thread quantizes its
 // 16-element blocks exactly as quantize does.
-// Work items are whole rows, or slices of SLICE blocks where nothing needs the whole row (no
-// RMSNorm, no computed global scale), so that a few rows still spread over the GPU. For mHC a
-// CTA works on rows gridDim.x apart (the host launches about as many CTAs as fit at once) and
-// loads the RMSNorm weights once, not per row (common/row_plan.cuh). Reductions over a row (sum
-// of squares, amax) use a fixed order that the CPU reference repeats (row_quantize_op.cpp).
+// Work items are whole rows, or the PARTS of a row, BLOCKS_PER_CTA blocks each, where nothing
+// needs the whole row (no RMSNorm, no computed global scale), so that a few rows still spread
+// over the GPU. For mHC a CTA works on rows gridDim.x apart (the host launches about as many
+// CTAs as fit at once) and loads the RMSNorm weights once, not per row (common/row_plan.cuh).
+// Reductions over a row (sum of squares, amax) use a fixed order that the CPU reference repeats
+// (row_quantize_run.cpp).
 // For the swizzled layout the items cover the padding rows, and every row its padding blocks.
 // With SPREAD = 2 (RMSNorm and mHC on few rows: a warp's serial chain is most of their time) a
 // CTA has twice the threads: thread t keeps the reduction order of thread t % THREADS, whose
@@ -52,17 +53,17 @@ __device__ __forceinline__ float cta_reduce(float v, float* scratch, Op op) {
   return r;
 }
 
-template <int PROLOGUE, int IN_DTYPE, int WEIGHT_DTYPE, long long K, long long GROUP, int N_HC, int SCALE_LAYOUT,
-          int THREADS, long long SLICE, int SPREAD>
+template <int PROLOGUE, int IN_DTYPE, int WEIGHT_DTYPE, long long K, long long INTERLEAVE, int N_HC, int SCALE_LAYOUT,
+          int THREADS, long long BLOCKS_PER_CTA, int SPREAD>
 struct RowQuantizer {
   static_assert(K % 16 == 0 && THREADS % 32 == 0, "K must be a multiple of 16, THREADS of 32");
   static constexpr long long KBLOCKS = K / 16;
   static constexpr long long KBLOCKS_PADDED = SCALE_LAYOUT == SCALES_LINEAR ? KBLOCKS : (KBLOCKS + 3) / 4 * 4;
-  static constexpr long long SLICES = (KBLOCKS + SLICE - 1) / SLICE;
-  static constexpr int PER_THREAD = row_per_thread(SLICE, THREADS);
+  static constexpr long long PARTS = (KBLOCKS + BLOCKS_PER_CTA - 1) / BLOCKS_PER_CTA;
+  static constexpr int PER_THREAD = row_per_thread(BLOCKS_PER_CTA, THREADS);
   static constexpr int ESIZE = dtype_bytes<IN_DTYPE>();
   static constexpr bool NORM = PROLOGUE == ROW_RMSNORM || PROLOGUE == ROW_MHC;
-  static_assert(!NORM || SLICES == 1, "RMSNorm needs whole rows");
+  static_assert(!NORM || PARTS == 1, "RMSNorm needs whole rows");
   // The input blocks one output block is made of: gate and up, or the n_hc streams.
   static constexpr int CHUNKS = row_chunks(PROLOGUE, N_HC);
   static constexpr bool HOLD_WEIGHTS = row_hold_weights(NORM, PER_THREAD);
@@ -71,7 +72,7 @@ struct RowQuantizer {
   // in blocks of their own, each block's values shared by two threads (process_halves).
   static constexpr bool HALVES = SPREAD == 2 && !NORM;
   static_assert(SPREAD == 1 || (SPREAD == 2 && NORM && PER_THREAD == 2) ||
-                    (HALVES && (PROLOGUE == ROW_PLAIN || (PROLOGUE == ROW_SWIGLU && GROUP >= 16)) &&
+                    (HALVES && (PROLOGUE == ROW_PLAIN || (PROLOGUE == ROW_SWIGLU && INTERLEAVE >= 16)) &&
                      IN_DTYPE != DTYPE_FP32 && PER_THREAD == 1),
                 "spread: two blocks a thread of a normalizing op, or one block of 16-bit tokens or SwiGLU gates and ups");
 
@@ -83,16 +84,16 @@ struct RowQuantizer {
   using Values = HeldBlocks<IN_DTYPE, PER_THREAD>;
   using Weights = HeldBlocks<WEIGHT_DTYPE, NORM ? (HOLD_WEIGHTS ? PER_THREAD : 1) : 1>;
 
-  // Block j of this thread in slice s (where has_block says it is one), and whether it is: inside
-  // the slice and the row. (A -1 for "none" cost each use a select and a compare: the kernel is
+  // Block j of this thread in part s (where has_block says it is one), and whether it is: inside
+  // the part and the row. (A -1 for "none" cost each use a select and a compare: the kernel is
   // bound by instruction issue.)
   static __device__ __forceinline__ int local_block(int j) {
     return (SPREAD == 1 ? int(threadIdx.x) : int(threadIdx.x) % THREADS) + j * THREADS;
   }
-  static __device__ __forceinline__ long long block_of(long long s, int j) { return s * SLICE + local_block(j); }
+  static __device__ __forceinline__ long long block_of(long long s, int j) { return s * BLOCKS_PER_CTA + local_block(j); }
   static __device__ __forceinline__ bool has_block(long long s, int j) {
-    if constexpr (SLICES == 1) return local_block(j) < KBLOCKS;
-    return local_block(j) < SLICE && block_of(s, j) < KBLOCKS;
+    if constexpr (PARTS == 1) return local_block(j) < KBLOCKS;
+    return local_block(j) < BLOCKS_PER_CTA && block_of(s, j) < KBLOCKS;
   }
   // Whether this thread loads and folds all of its order thread's blocks (block j in slot j),
   // and the blocks it normalizes and quantizes: OWNED slots from 0, slot o holding block
@@ -104,11 +105,11 @@ struct RowQuantizer {
   // Where chunk c of output block kb starts in its row.
   static __device__ __forceinline__ long long chunk_offset(const RowQuantizeParams& p, long long kb, int c) {
     if constexpr (PROLOGUE == ROW_SWIGLU) {
-      if constexpr (GROUP >= 16) {
-        const unsigned long long e = kb * 16, group = GROUP;  // kb >= 0: unsigned / and % are shifts for a power of two
-        return (long long)(e / group * 2 * group + e % group) + c * GROUP;
+      if constexpr (INTERLEAVE >= 16) {
+        const unsigned long long e = kb * 16, il = INTERLEAVE;  // kb >= 0: unsigned / and % are shifts for a power of two
+        return (long long)(e / il * 2 * il + e % il) + c * INTERLEAVE;
       } else {
-        return kb * 32 + c * 16;  // GROUP divides 16: the block's inputs are 32 contiguous values
+        return kb * 32 + c * 16;  // INTERLEAVE divides 16: the block's inputs are 32 contiguous values
       }
     } else if constexpr (PROLOGUE == ROW_MHC) {
       return c * p.hc_stride + kb * 16;
@@ -129,7 +130,7 @@ struct RowQuantizer {
   }
 
   static __device__ __forceinline__ void load(const RowQuantizeParams& p, Item& it, long long item) {
-    const long long r = item / SLICES;
+    const long long r = item / PARTS;
     if (r >= p.rows) return;
     if constexpr (PROLOGUE == ROW_MHC) {
 #pragma unroll
@@ -146,19 +147,19 @@ struct RowQuantizer {
   static __device__ __forceinline__ void prologue(const RowQuantizeParams& p, const HeldBlocks<IN_DTYPE, B>& in, int at,
                                                   const Item& it, int j, long long r, long long kb, Values& v) {
     if constexpr (PROLOGUE == ROW_SWIGLU && IN_DTYPE == DTYPE_BF16) {
-      silu_mul_bf16<GROUP>(in.w[at], in.w[at + 1], v.w[j]);
+      silu_mul_bf16<INTERLEAVE>(in.w[at], in.w[at + 1], v.w[j]);
     } else if constexpr (PROLOGUE == ROW_SWIGLU && IN_DTYPE == DTYPE_FP16) {
-      silu_mul_fp16<GROUP>(in.w[at], in.w[at + 1], v.w[j]);
+      silu_mul_fp16<INTERLEAVE>(in.w[at], in.w[at + 1], v.w[j]);
     } else if constexpr (PROLOGUE == ROW_SWIGLU) {
       float a[16], b[16], gate[16], up[16], h[16];
       in.get(at, a);
       in.get(at + 1, b);
 #pragma unroll
       for (int i = 0; i < 16; ++i) {
-        if constexpr (GROUP >= 16) {
+        if constexpr (INTERLEAVE >= 16) {
           gate[i] = a[i], up[i] = b[i];
         } else {
-          const int g = i / GROUP * 2 * GROUP + i % GROUP, u = g + GROUP;
+          const int g = i / INTERLEAVE * 2 * INTERLEAVE + i % INTERLEAVE, u = g + INTERLEAVE;
           gate[i] = g < 16 ? a[g] : b[g - 16];
           up[i] = u < 16 ? a[u] : b[u - 16];
         }
@@ -237,21 +238,21 @@ struct RowQuantizer {
     return amax;
   }
 
-  // The swizzled layout's padding blocks of row r, zeroed by its last slice's threads.
+  // The swizzled layout's padding blocks of row r, zeroed by its last part's threads.
   static __device__ __forceinline__ void zero_padding_scales(const RowQuantizeParams& p, long long r, long long s) {
-    if (s == SLICES - 1)
+    if (s == PARTS - 1)
       for (long long kb = KBLOCKS + threadIdx.x; kb < KBLOCKS_PADDED; kb += THREADS * SPREAD)
         p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = 0;
   }
 
   // Few rows of MoE staging or SwiGLU (HALVES): thread t makes values 8 (t % 2)..+7 of block t / 2
-  // of the slice, which halves a warp's serial chain of instructions; the block's largest
+  // of the part, which halves a warp's serial chain of instructions; the block's largest
   // magnitude comes by one shuffle, so the bits are those of the whole block's quantizer.
   static __device__ __forceinline__ void process_halves(const RowQuantizeParams& p, long long item) {
     const int t = threadIdx.x, half = t % 2, local = t / 2;
-    const long long r = item / SLICES, s = item % SLICES, kb = s * SLICE + local;
+    const long long r = item / PARTS, s = item % PARTS, kb = s * BLOCKS_PER_CTA + local;
     zero_padding_scales(p, r, s);
-    const bool has = local < SLICE && kb < KBLOCKS;
+    const bool has = local < BLOCKS_PER_CTA && kb < KBLOCKS;
     if (r >= p.rows) {  // a padding row of the swizzled layout
       if (has && half == 0) p.scales[scale_offset<SCALE_LAYOUT>(r, kb, KBLOCKS)] = 0;
       return;
@@ -267,9 +268,9 @@ struct RowQuantizer {
       for (int i = 0; i < 4; ++i) h[i] = in[0][i];
       copy_router_outputs(p, r, s, THREADS * SPREAD);
     } else if constexpr (IN_DTYPE == DTYPE_BF16) {
-      silu_mul_bf16<GROUP, 4>(in[0], in[CHUNKS - 1], h);
+      silu_mul_bf16<INTERLEAVE, 4>(in[0], in[CHUNKS - 1], h);
     } else {
-      silu_mul_fp16<GROUP, 4>(in[0], in[CHUNKS - 1], h);
+      silu_mul_fp16<INTERLEAVE, 4>(in[0], in[CHUNKS - 1], h);
     }
     const GlobalScale g(global_scale(p.gscale_mode, p.gscale_value, p.gscale_ptr, r));
     if (g.reciprocal_suffices()) quantize_half<DIVIDE_RECIPROCAL>(p, h, g, r, kb, has);
@@ -291,7 +292,7 @@ struct RowQuantizer {
   static __device__ __forceinline__ void process(const RowQuantizeParams& p, const Item& it, long long item,
                                                  const Weights& held_weights, float* scratch) {
     const int t = threadIdx.x;
-    const long long r = item / SLICES, s = item % SLICES;
+    const long long r = item / PARTS, s = item % PARTS;
     zero_padding_scales(p, r, s);
     if (r >= p.rows) {  // a padding row of the swizzled layout
 #pragma unroll
@@ -350,7 +351,7 @@ struct RowQuantizer {
 
     float gscale = 0.0f;
     bool computed = false;
-    if constexpr (SLICES == 1) {
+    if constexpr (PARTS == 1) {
       if (p.gscale_mode == GSCALE_COMPUTE_PER_ROW) {
         gscale = global_scale_from_amax(cta_reduce<THREADS * SPREAD / 32>(owned_finite_amax(v, s), scratch, Max{}));
         if (t == 0) p.gscale_out[r] = gscale;
@@ -366,7 +367,7 @@ struct RowQuantizer {
     if constexpr (PROLOGUE == ROW_PLAIN) copy_router_outputs(p, r, s, THREADS);
   }
 
-  // The blocks this thread owns of row r, slice s, quantized and stored.
+  // The blocks this thread owns of row r, part s, quantized and stored.
   template <int DIVISION>
   static __device__ __forceinline__ void quantize_owned(const RowQuantizeParams& p, const Values& v, long long r, long long s,
                                                         GlobalScale g) {
@@ -379,7 +380,7 @@ struct RowQuantizer {
     }
   }
 
-  // MoE staging: row r's top-k ids (and weights) copied by the first slice's `threads` threads.
+  // MoE staging: row r's top-k ids (and weights) copied by the first part's `threads` threads.
   static __device__ __forceinline__ void copy_router_outputs(const RowQuantizeParams& p, long long r, long long s, int threads) {
     if (s != 0) return;
     for (long long i = threadIdx.x; i < p.topk; i += threads) {
@@ -390,17 +391,17 @@ struct RowQuantizer {
   }
 };
 
-template <int PROLOGUE, int IN_DTYPE, int WEIGHT_DTYPE, long long K, long long GROUP, int N_HC, int SCALE_LAYOUT,
-          int THREADS, long long SLICE, int SPREAD = 1>
+template <int PROLOGUE, int IN_DTYPE, int WEIGHT_DTYPE, long long K, long long INTERLEAVE, int N_HC, int SCALE_LAYOUT,
+          int THREADS, long long BLOCKS_PER_CTA, int SPREAD = 1>
 __device__ __forceinline__ void row_quantize(const RowQuantizeParams& p) {
-  using Q = RowQuantizer<PROLOGUE, IN_DTYPE, WEIGHT_DTYPE, K, GROUP, N_HC, SCALE_LAYOUT, THREADS, SLICE, SPREAD>;
+  using Q = RowQuantizer<PROLOGUE, IN_DTYPE, WEIGHT_DTYPE, K, INTERLEAVE, N_HC, SCALE_LAYOUT, THREADS, BLOCKS_PER_CTA, SPREAD>;
   __shared__ float scratch[THREADS * SPREAD / 32];
   // The host launches THREADS * SPREAD threads: which blocks a thread has is then known at
   // compile time wherever the row divides evenly among them. (Not told to the persistent
   // kernels: ptxas then spills some of the mHC kernels' held weights.)
   if constexpr (!Q::PERSISTENT) __builtin_assume(threadIdx.x < THREADS * SPREAD);
   const long long rows_padded = SCALE_LAYOUT == SCALES_LINEAR ? p.rows : (p.rows + 127) / 128 * 128;
-  const long long items = rows_padded * Q::SLICES;
+  const long long items = rows_padded * Q::PARTS;
   long long item = blockIdx.x;
   if (item >= items) return;
   typename Q::Weights weights;

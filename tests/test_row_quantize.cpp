@@ -186,11 +186,11 @@ TEST_SUITE("row_quantize") {
           std::vector<uint8_t> h(rows * k * (dt == DType::fp32 ? 4 : 2));
           const int64_t g = interleave ? interleave : k;
           for (int64_t r = 0; r < rows; ++r)
-            for (int64_t group = 0; group < k / g; ++group)
+            for (int64_t run = 0; run < k / g; ++run)  // g gates, then their g ups
               for (int64_t i = 0; i < g; ++i) {
-                const float gate = value_at(in, dt, r * 2 * k + group * 2 * g + i);
-                const float up = value_at(in, dt, r * 2 * k + group * 2 * g + g + i);
-                testutil::store_value(h, dt, size_t(r * k + group * g + i), round_to(dt, nvfp4k::silu_mul(gate, up)));
+                const float gate = value_at(in, dt, r * 2 * k + run * 2 * g + i);
+                const float up = value_at(in, dt, r * 2 * k + run * 2 * g + g + i);
+                testutil::store_value(h, dt, size_t(r * k + run * g + i), round_to(dt, nvfp4k::silu_mul(gate, up)));
               }
           Quantized got{std::vector<uint8_t>(rows * k / 2), std::vector<uint8_t>(scale_bytes(ScaleLayout::linear, rows, k)),
                         std::vector<float>(rows)};
@@ -474,23 +474,23 @@ TEST_SUITE("row_quantize") {
           std::count_if(usual.begin(), usual.end(), [](const KernelSpec& s) { return s.op == Op::rmsnorm_quantize; }));
   }
 
-  TEST_CASE("SwiGLU and MoE staging slices on few rows give each block to two threads, and a prewarm holds them") {
+  TEST_CASE("SwiGLU and MoE staging rows in parts on few rows give each block to two threads, and a prewarm holds them") {
     using namespace nvfp4::jit::detail;
-    auto key = [](Op op, DType in, int64_t group, bool whole_rows, bool few_rows) {
+    auto key = [](Op op, DType in, int64_t interleave, bool whole_rows, bool few_rows) {
       RowKernel kernel;
-      kernel.op = op, kernel.k = 4096, kernel.in = kernel.weight = in, kernel.group = group;
+      kernel.op = op, kernel.k = 4096, kernel.in = kernel.weight = in, kernel.interleave = interleave;
       kernel.whole_rows = whole_rows, kernel.few_rows = few_rows;
       return row_quantize_spec(Arch::sm_90a, kernel);
     };
-    auto spec = [&](Op op, DType in, int64_t group, bool whole_rows, bool few_rows) {
-      return key(op, in, group, whole_rows, few_rows).as<RowQuantizeSpec>();
+    auto spec = [&](Op op, DType in, int64_t interleave, bool whole_rows, bool few_rows) {
+      return key(op, in, interleave, whole_rows, few_rows).as<RowQuantizeSpec>();
     };
     for (Op op : {Op::swiglu_quantize, Op::moe_stage})
       for (DType in : {DType::bf16, DType::fp16}) {
         CAPTURE(int(op));
         const RowQuantizeSpec few = spec(op, in, 0, false, true), many = spec(op, in, 0, false, false);
         CHECK(few.spread == 2);  // two threads a block
-        CHECK(few.blocks_per_cta == 64);  // slices of 64 blocks, 64 x 2 threads
+        CHECK(few.blocks_per_cta == 64);  // parts of 64 blocks, 64 x 2 threads
         CHECK(few.threads == 64);
         CHECK(many.spread == 1);
         CHECK(spec(op, in, 0, true, true).spread == 1);  // whole rows (a computed global scale)

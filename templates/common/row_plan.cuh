@@ -8,8 +8,8 @@ namespace nvfp4k {
 // Input blocks of 16 that make one output block: gate and up (SwiGLU), the n_hc streams (mHC).
 NVFP4_HD constexpr int row_chunks(int prologue, int n_hc) { return prologue == 2 ? 2 : prologue == 3 ? n_hc : 1; }
 
-// Output blocks a thread makes from a slice of `slice` blocks.
-NVFP4_HD constexpr int row_per_thread(long long slice, int threads) { return int((slice + threads - 1) / threads); }
+// Output blocks a thread makes from a work item of `blocks` blocks (blocks per CTA).
+NVFP4_HD constexpr int row_per_thread(long long blocks, int threads) { return int((blocks + threads - 1) / threads); }
 
 // RMSNorm weights are held for every row where they take at most two blocks a thread.
 NVFP4_HD constexpr bool row_hold_weights(bool norm, int per_thread) { return norm && per_thread <= 2; }

@@ -49,21 +49,21 @@ __device__ __forceinline__ float bf16_of(const unsigned (&a)[WORDS], const unsig
 
 // The 2 WORDS values round_to<BF16>(silu_mul(gate, up)) of one output block (WORDS = 8) or half
 // of one (WORDS = 4, its gates and ups from blocks of their own), from the 4 WORDS BF16 inputs
-// a | b (gates and ups interleaved in groups of GROUP, or a the gates and b the ups), as BF16
+// a | b (INTERLEAVE gates then their INTERLEAVE ups, in turn; or a the gates and b the ups), as BF16
 // bits two per word (value 2j in word j's low half). The inputs stay packed and the estimates
 // are packed at once, which holds the kernel to few registers. The checks run on two values at
 // a time in 16-bit halves (DPX add-and-minimum), and the values that need it are then
 // recomputed exactly and put in their halves.
-template <long long GROUP, int WORDS = 8>
+template <long long INTERLEAVE, int WORDS = 8>
 __device__ __forceinline__ void silu_mul_bf16(const unsigned (&a)[WORDS], const unsigned (&b)[WORDS], unsigned (&w)[WORDS]) {
-  static_assert(WORDS == 8 || (WORDS == 4 && GROUP >= 16), "half a block takes its gates and ups from blocks of their own");
-  auto gate = [&](int i) { return bf16_of(a, b, GROUP >= 16 ? i : int(i / GROUP * 2 * GROUP + i % GROUP)); };
-  auto up = [&](int i) { return bf16_of(a, b, GROUP >= 16 ? i + 2 * WORDS : int(i / GROUP * 2 * GROUP + i % GROUP + GROUP)); };
+  static_assert(WORDS == 8 || (WORDS == 4 && INTERLEAVE >= 16), "half a block takes its gates and ups from blocks of their own");
+  auto gate = [&](int i) { return bf16_of(a, b, INTERLEAVE >= 16 ? i : int(i / INTERLEAVE * 2 * INTERLEAVE + i % INTERLEAVE)); };
+  auto up = [&](int i) { return bf16_of(a, b, INTERLEAVE >= 16 ? i + 2 * WORDS : int(i / INTERLEAVE * 2 * INTERLEAVE + i % INTERLEAVE + INTERLEAVE)); };
   unsigned exact = 0;  // bit WORDS - 1 - j for value 2j, 16 + WORDS - 1 - j for value 2j + 1 (silu_put_exact)
 #pragma unroll
   for (int i = 0; i < 2 * WORDS; i += 2) {
     const float y0 = silu_mul_estimate<DTYPE_BF16>(gate(i), up(i)), y1 = silu_mul_estimate<DTYPE_BF16>(gate(i + 1), up(i + 1));
-    const unsigned gates = GROUP >= 16 ? a[i / 2] : __byte_perm(__float_as_uint(gate(i)), __float_as_uint(gate(i + 1)), 0x7632);
+    const unsigned gates = INTERLEAVE >= 16 ? a[i / 2] : __byte_perm(__float_as_uint(gate(i)), __float_as_uint(gate(i + 1)), 0x7632);
     const unsigned far = silu_bf16_near_midpoint(__byte_perm(__float_as_uint(y0), __float_as_uint(y1), 0x5410));
     unsigned bad;  // per half: (far ^ 2W) | (flush ^ 3), nonzero where the exact path decides
     asm("lop3.b32 %0, %1, %2, %3, 0xF6;"

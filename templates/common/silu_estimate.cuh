@@ -42,8 +42,8 @@ __device__ __noinline__ unsigned silu_mul_exact_bits(float g, float u) {
 // Puts the exact values of WORDS words of (gate(i), up(i)) pairs into their halves of w (value
 // 2j in word j's low half) where `exact` has their bit: WORDS - 1 - j for value 2j, 16 + WORDS -
 // 1 - j for value 2j + 1. A warp runs a value's test and call wherever any lane needs it, so the
-// values are tested in groups of four first: a warp whose lanes need one or two passes the
-// other groups with one test each.
+// values are tested four at a time first: a warp whose lanes need one or two passes the other
+// fours with one test each.
 template <int DTYPE, int WORDS, class Gate, class Up>
 __device__ __forceinline__ void silu_put_exact(unsigned exact, Gate gate, Up up, unsigned (&w)[WORDS]) {
   if (!exact) return;

@@ -47,12 +47,12 @@ __device__ __forceinline__ bool silu_fp16_needs_exact(float g, float y) {
 // The 2 WORDS values round_to<FP16>(silu_mul(gate, up)) of one output block or half of one, from
 // the FP16 inputs a | b (laid out as for silu_mul_bf16), as FP16 bits two per word. The agreeing brackets are
 // the results; the values that need it are recomputed exactly and put in their halves.
-template <long long GROUP, int WORDS = 8>
+template <long long INTERLEAVE, int WORDS = 8>
 __device__ __forceinline__ void silu_mul_fp16(const unsigned (&a)[WORDS], const unsigned (&b)[WORDS], unsigned (&w)[WORDS]) {
-  static_assert(WORDS == 8 || (WORDS == 4 && GROUP >= 16), "half a block takes its gates and ups from blocks of their own");
+  static_assert(WORDS == 8 || (WORDS == 4 && INTERLEAVE >= 16), "half a block takes its gates and ups from blocks of their own");
   constexpr int N = 2 * WORDS;  // values a holds
   auto index = [](int i, bool is_up) {  // of gate or up value i in a | b
-    return GROUP >= 16 ? i + (is_up ? N : 0) : int(i / GROUP * 2 * GROUP + i % GROUP + (is_up ? GROUP : 0));
+    return INTERLEAVE >= 16 ? i + (is_up ? N : 0) : int(i / INTERLEAVE * 2 * INTERLEAVE + i % INTERLEAVE + (is_up ? INTERLEAVE : 0));
   };
   auto half = [&](int k) { return (k < N ? a[k / 2] : b[k / 2 - WORDS]) >> (k % 2 * 16) & 0xFFFFu; };
   auto gate = [&](int i) { return fp16_bits_to_float(half(index(i, false))); };
@@ -61,7 +61,7 @@ __device__ __forceinline__ void silu_mul_fp16(const unsigned (&a)[WORDS], const 
 #pragma unroll
   for (int i = 0; i < N; i += 2) {
     const float y0 = silu_mul_estimate<DTYPE_FP16>(gate(i), up(i)), y1 = silu_mul_estimate<DTYPE_FP16>(gate(i + 1), up(i + 1));
-    const unsigned gates = GROUP >= 16 ? a[i / 2] : half(index(i, false)) | half(index(i + 1, false)) << 16;
+    const unsigned gates = INTERLEAVE >= 16 ? a[i / 2] : half(index(i, false)) | half(index(i + 1, false)) << 16;
     unsigned low, high, bad;
     silu_fp16_bracket(y0, y1, low, high);
     // per half: (low ^ high) | (flush ^ 25), nonzero where the exact path decides

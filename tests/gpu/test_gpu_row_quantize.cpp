@@ -242,7 +242,7 @@ void prewarm_kernels(const std::vector<RowCase>& cases) {
     kernel.op = c.op == Fused::rmsnorm ? Op::rmsnorm_quantize : c.op == Fused::swiglu ? Op::swiglu_quantize
               : c.op == Fused::moe     ? Op::moe_stage        : Op::mhc_rmsnorm_quantize;
     kernel.k = c.k, kernel.in = c.in, kernel.weight = c.weight_fp32 ? DType::fp32 : c.in, kernel.layout = c.layout;
-    kernel.group = c.op == Fused::swiglu ? c.interleave : 0, kernel.n_hc = c.n_hc;
+    kernel.interleave = c.op == Fused::swiglu ? c.interleave : 0, kernel.n_hc = c.n_hc;
     kernel.whole_rows = c.op == Fused::rmsnorm || c.op == Fused::mhc || c.scale == 3;
     kernel.few_rows = row_quantize_few_rows(c.rows, device.sm_count);
     specs.push_back(row_quantize_spec(device.arch, kernel));
@@ -271,7 +271,7 @@ TEST_SUITE("gpu_row_quantize") {
             const bool adversarial = variant % 2 == 0, extras = variant % 3 != 2;
             const int64_t pad = variant % 3 == 0 ? 8 : 0;
             cases.push_back({Fused::rmsnorm, rows, k, in, layout, scale, 0, pad, adversarial, extras});
-            // one interleave per scale: 0, 1 or 8, and 32 sliced (given scales; 0 and 32 on few rows
+            // one interleave per scale: 0, 1 or 8, and 32 in parts of rows (given scales; 0 and 32 on few rows
             // by half blocks), 16 whole rows (computed)
             const int64_t interleave = std::array<int64_t, 4>{0, variant % 8 < 4 ? 1 : 8, 32, 16}[scale];
             if (k % std::max<int64_t>(interleave, 1) == 0)
@@ -320,7 +320,7 @@ TEST_SUITE("gpu_row_quantize") {
     // few rows, spread over twice the threads
     run_case({Fused::rmsnorm, 16, 8192, DType::bf16, ScaleLayout::swizzled128x4, 3, 0, 8, true, true}, rng);
     run_case({Fused::mhc, 16, 4096, DType::fp16, ScaleLayout::linear, 1, 0, 0, true, true, 0, 4, true}, rng);
-    // slices of rows with a given global scale, rows longer than a slice: SwiGLU and MoE staging
+    // rows in parts with a given global scale, rows longer than a part: SwiGLU and MoE staging
     // on few rows (half blocks), then on more rows than SMs
     run_case({Fused::swiglu, 5, 8192, DType::bf16, ScaleLayout::swizzled128x4, 0, 0, 8, true, true}, rng);
     run_case({Fused::moe, 5, 8192 + 32, DType::fp16, ScaleLayout::linear, 1, 0, 0, true, true, 3}, rng);
