@@ -27,7 +27,7 @@ namespace nvfp4k {
 constexpr int ROUTE_WARPS = MOE_ROUTE_WARPS;
 constexpr int ROUTE_THREADS = ROUTE_WARPS * 32;
 
-// Entry i's expert relative to this rank's slice, or -1 when outside it (skipped).
+// Entry i's expert relative to this rank's experts, or -1 when not one of them (skipped).
 template <bool IDS64, int GROUPS>
 __device__ __forceinline__ int local_expert(const MoeRouteParams& p, long long i) {
   const long long id = IDS64 ? static_cast<const long long*>(p.ids)[i] : (long long)static_cast<const int*>(p.ids)[i];

@@ -1,5 +1,5 @@
 // MoE routing and combine, CPU side (no GPU needed): the CPU references on hand-worked
-// routings (stable order, skipped ids, an expert-parallel slice, int64 ids), against an
+// routings (stable order, skipped ids, one expert-parallel rank's experts, int64 ids), against an
 // independent stable sort on random routings, combine's fixed order, argument validation, and
 // every kernel variant compiled by NVRTC. tests/gpu/test_gpu_moe_route.cpp checks the kernels
 // against these references.
@@ -47,7 +47,7 @@ Routed route_on_cpu(const std::vector<Id>& ids, int64_t tokens, int64_t topk, in
 }  // namespace
 
 TEST_SUITE("moe_route") {
-  TEST_CASE("moe_route sorts by expert, stable by token then slot, and skips ids outside the slice") {
+  TEST_CASE("moe_route sorts by expert, stable by token then slot, and skips ids outside the rank's experts") {
     // token 0 -> experts 2, 0; token 1 -> 0, 3; token 2 -> 2, -1 (padding)
     const std::vector<int32_t> ids = {2, 0, 0, 3, 2, -1};
     const Routed all = route_on_cpu(ids, 3, 2, 4);
@@ -57,13 +57,13 @@ TEST_SUITE("moe_route") {
     CHECK(all.positions == std::vector<int32_t>{2, 0, 1, 4, 3, -1});
 
     // an expert-parallel rank holding experts 2 and 3: the others are skipped
-    const Routed slice = route_on_cpu(ids, 3, 2, 2, 2);
-    CHECK(slice.counts == std::vector<int32_t>{2, 1});
-    CHECK(slice.ends == std::vector<int32_t>{2, 3});
-    CHECK(slice.row_index == std::vector<int32_t>{0, 2, 1, -1, -1, -1});
-    CHECK(slice.positions == std::vector<int32_t>{0, -1, -1, 2, 1, -1});
+    const Routed rank = route_on_cpu(ids, 3, 2, 2, 2);
+    CHECK(rank.counts == std::vector<int32_t>{2, 1});
+    CHECK(rank.ends == std::vector<int32_t>{2, 3});
+    CHECK(rank.row_index == std::vector<int32_t>{0, 2, 1, -1, -1, -1});
+    CHECK(rank.positions == std::vector<int32_t>{0, -1, -1, 2, 1, -1});
 
-    // int64 ids give the same routing; ids beyond int32 are out of every slice
+    // int64 ids give the same routing; ids beyond int32 are no rank's experts
     std::vector<int64_t> ids64(ids.begin(), ids.end());
     ids64[5] = (int64_t(1) << 32) + 2;  // would be expert 2 if truncated
     const Routed wide = route_on_cpu(ids64, 3, 2, 4);
@@ -93,7 +93,7 @@ TEST_SUITE("moe_route") {
         id = rng() % 16 == 0 ? -1 : trial % 2 ? int32_t(rng() % uint32_t(std::min(experts, 3))) : int32_t(rng() % uint32_t(experts));
       const Routed r = route_on_cpu(ids, tokens, topk, groups, first);
 
-      std::vector<int64_t> order;  // entries of the slice, stably sorted by expert
+      std::vector<int64_t> order;  // entries of the rank's experts, stably sorted by expert
       for (int64_t i = 0; i < tokens * topk; ++i)
         if (ids[size_t(i)] >= first && ids[size_t(i)] < first + groups) order.push_back(i);
       std::stable_sort(order.begin(), order.end(), [&](int64_t x, int64_t y) { return ids[size_t(x)] < ids[size_t(y)]; });

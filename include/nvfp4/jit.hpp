@@ -316,8 +316,8 @@ int64_t grouped_gemm_workspace_bytes(const GroupedGemmArgs& args);
 // Mixture-of-experts routing on the device: the router's top-k ids sorted into grouped_gemm's
 // contiguous layout. No host synchronization, no allocation when a workspace is passed
 // (CUDA-graph safe either way: the ids may change between replays), and deterministic: the same ids give the same outputs, whatever
-// the timing. This rank holds experts [first_expert, first_expert + groups) (an expert-parallel
-// slice; every expert: first_expert = 0). An id outside the slice (another rank's expert, or a
+// the timing. This rank holds experts [first_expert, first_expert + groups) (expert parallelism's
+// share of one rank; every expert: first_expert = 0). An id outside them (another rank's expert, or a
 // padding token's id such as -1) is skipped: it gets no row and counts nowhere.
 // Rows are sorted by expert, and within an expert by token, then slot (stable). Outputs:
 //   counts[g]      rows of expert first_expert + g (optional)

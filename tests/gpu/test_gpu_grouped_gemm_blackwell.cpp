@@ -4,7 +4,7 @@
 // empty and one-row experts, D poisoned so that every row of an expert must be written and
 // every other row (and D's padding) left alone. Both layouts, both scale layouts on each
 // operand, A's global scale per tensor (host, device), per row and per expert, A's rows gathered
-// through row_index (an index outside A gives a NaN row), an expert-parallel slice routed by
+// through row_index (an index outside A gives a NaN row), one expert-parallel rank's experts routed by
 // moe_route, bias and alpha, G in {1, 8, 128}, and a CUDA graph replayed with new routing.
 #include <doctest/doctest.h>
 
@@ -38,7 +38,7 @@ struct Experts {
   DType d = DType::fp32;
   AScale a_scale = AScale::host;
   bool gather = false;    // contiguous: A's rows through row_index from fewer tokens, one index outside A
-  bool ep_slice = false;  // contiguous: routed by moe_route from the ids of 4x more experts, this rank's 2nd quarter
+  bool ep_rank = false;  // contiguous: routed by moe_route from the ids of 4x more experts, this rank's 2nd quarter
   int bias = 0;           // 0 none, 1 bf16, 2 fp32
   float alpha = 1.0f;
   int64_t d_pad = 0;      // D's row stride n + d_pad
@@ -144,9 +144,9 @@ void run_experts(const Experts& c, std::mt19937& rng, int replays = 0) {
   CAPTURE(c.k);
   CAPTURE(c.tile.block_m);
   CAPTURE(c.tile.block_n);
-  const bool masked = c.layout == GroupedLayout::masked, gathers = c.gather || c.ep_slice;
+  const bool masked = c.layout == GroupedLayout::masked, gathers = c.gather || c.ep_rank;
   const int64_t rows = masked ? c.m * c.groups : c.m;
-  const int64_t tokens = c.ep_slice ? c.m / 4 : c.gather ? rows / 2 + 3 : rows;  // rows of A
+  const int64_t tokens = c.ep_rank ? c.m / 4 : c.gather ? rows / 2 + 3 : rows;  // rows of A
   const ScaleLayout a_layout = c.w_layout == ScaleLayout::linear ? ScaleLayout::swizzled128x4 : ScaleLayout::linear;
 
   std::vector<testutil::HostNvfp4> w;
@@ -205,8 +205,8 @@ void run_experts(const Experts& c, std::mt19937& rng, int replays = 0) {
   check_cu(driver().cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
   Graph graph;
   for (int round = 0; round <= replays; ++round) {
-    const Routing r = c.ep_slice ? route_on_device(c, tokens, d_sizes, d_index, rng) : draw_routing(c, rows, tokens, rng);
-    if (!c.ep_slice) {
+    const Routing r = c.ep_rank ? route_on_device(c, tokens, d_sizes, d_index, rng) : draw_routing(c, rows, tokens, rng);
+    if (!c.ep_rank) {
       d_sizes.upload(r.sizes.data(), r.sizes.size() * 4);
       d_index.upload(r.index.data(), r.index.size() * 4);
     }
@@ -302,7 +302,7 @@ TEST_SUITE("gpu_grouped_gemm_sm120") {
     if (!on.ready()) return;
     std::mt19937 rng(std::random_device{}());
     // fields: layout, G, m, n, k, W's scale layout (A's the other), D, A's global scale, gather,
-    // ep_slice, bias, alpha, d_pad, a_pad
+    // ep_rank, bias, alpha, d_pad, a_pad
     const Experts cases[] = {
         {contiguous, 1, 300, 200, 512, lin, fp32, AScale::host},
         {contiguous, 8, 256, 2880, 1024, sw, bf16, AScale::device, false, false, 1},
@@ -313,8 +313,8 @@ TEST_SUITE("gpu_grouped_gemm_sm120") {
         {masked, 8, 40, 200, 256, sw, fp32, AScale::per_row},
         {masked, 128, 12, 136, 256, lin, bf16, AScale::per_group},
         {masked, 1, 700, 72, 2048, sw, fp16, AScale::host, false, false, 0, 1.0f / 256},
-        {contiguous, 8, 600, 256, 512, lin, bf16, AScale::per_group, false, true},  // EP slice via moe_route
-        {contiguous, 128, 2400, 72, 256, sw, fp32, AScale::device, false, true, 2},  // EP slice, 128 of 512 experts
+        {contiguous, 8, 600, 256, 512, lin, bf16, AScale::per_group, false, true},  // an EP rank via moe_route
+        {contiguous, 128, 2400, 72, 256, sw, fp32, AScale::device, false, true, 2},  // an EP rank, 128 of 512 experts
     };
     for (const Experts& c : cases) run_experts(c, rng);
     for (const auto& [d, e] : worst_error()) MESSAGE("worst relative error so far, " << dtype_label(DType(d)) << ": " << e);
@@ -361,8 +361,8 @@ TEST_SUITE("gpu_grouped_gemm_sm100") {
         {masked, 8, 40, 200, 256, sw, fp32, AScale::per_row},
         {masked, 128, 12, 136, 256, lin, bf16, AScale::per_group},
         {masked, 1, 700, 72, 2048, sw, fp16, AScale::host, false, false, 0, 1.0f / 256},
-        {contiguous, 8, 600, 256, 512, lin, bf16, AScale::per_group, false, true},   // EP slice via moe_route
-        {contiguous, 128, 2400, 72, 256, sw, fp32, AScale::device, false, true, 2},  // EP slice, 128 of 512 experts
+        {contiguous, 8, 600, 256, 512, lin, bf16, AScale::per_group, false, true},   // an EP rank via moe_route
+        {contiguous, 128, 2400, 72, 256, sw, fp32, AScale::device, false, true, 2},  // an EP rank, 128 of 512 experts
         // CTA pairs (.cta_group::2): 256-row tiles of the groups' rows, gathered and masked
         with_tile({contiguous, 8, 600, 256, 512, sw, bf16, AScale::per_group, true}, 128, 3, 2),
         with_tile({contiguous, 8, 1000, 300, 320, lin, fp32, AScale::per_row, false, false, 2, -2.0f, 5}, 256, 2, 2),

@@ -1,5 +1,5 @@
 // moe_route and moe_combine on the GPU: identical to their CPU references in every output, on
-// fresh random routings (uniform, skewed onto a few experts, an expert-parallel slice with ids
+// fresh random routings (uniform, skewed onto a few experts, one expert-parallel rank's experts with ids
 // outside it, int32 and int64 ids, zero tokens, one CTA and many, the workspace the caller's
 // (poisoned) or the library's), outputs poisoned first; a captured routing replayed with new ids; combine bit-identical on both of
 // its paths (16-byte vectors and one column a thread), every dtype, out-of-range positions.
@@ -194,7 +194,7 @@ void run_route(const RouteCase& c, std::mt19937& rng) {
 }  // namespace
 
 TEST_SUITE("gpu_moe_route") {
-  TEST_CASE("moe_route equals its CPU reference: uniform, skewed, EP slices with ids outside them, int32 and int64") {
+  TEST_CASE("moe_route equals its CPU reference: uniform, skewed, EP ranks with ids outside their experts, int32 and int64") {
     std::mt19937 rng(std::random_device{}());
     const RouteCase cases[] = {
         {1, 8, 256, 256, 0, false, RouteCase::uniform},            // decode
@@ -202,12 +202,12 @@ TEST_SUITE("gpu_moe_route") {
         {3000, 8, 256, 256, 0, false, RouteCase::skewed},          // most rows on three experts
         {4096, 4, 128, 128, 0, true, RouteCase::uniform},
         {37, 6, 64, 16, 32, false, RouteCase::with_outsiders},     // a rank holding experts 32..47
-        {500, 8, 256, 32, 224, true, RouteCase::with_outsiders},   // the last rank's slice, int64 ids beyond int32
+        {500, 8, 256, 32, 224, true, RouteCase::with_outsiders},   // the last rank's experts, int64 ids beyond int32
         {20000, 8, 512, 512, 0, false, RouteCase::uniform},        // 160000 entries: 79 CTAs
         {512, 8, 256, 256, 0, false, RouteCase::uniform},          // 4096 entries: the most one CTA sorts
         {1367, 3, 64, 64, 0, true, RouteCase::skewed},             // 4101: a third CTA of five entries
         {4096, 8, 128, 128, 0, false, RouteCase::skewed, true},    // the caller's workspace, poisoned
-        {9000, 8, 256, 32, 96, true, RouteCase::with_outsiders, true},  // an EP slice over 36 CTAs
+        {9000, 8, 256, 32, 96, true, RouteCase::with_outsiders, true},  // an EP rank over 36 CTAs
         {5, 1, 7, 7, 0, false, RouteCase::uniform},                // fewer entries than a warp
         {0, 8, 64, 64, 0, false, RouteCase::uniform},              // no tokens: every group empty
     };
