@@ -184,7 +184,7 @@ void run_swiglu_case(const SwigluCase& c, std::mt19937& rng) {
     prepack(p, nullptr);
   }
   {  // the GPU prepack in the 8-row interleave gives the CPU reference's bytes (the last weight)
-    std::vector<uint8_t> cpu_pre(size_t(pre_bytes)), gpu_pre(size_t(pre_bytes));
+    std::vector<uint8_t> cpu_pre(static_cast<size_t>(pre_bytes)), gpu_pre(static_cast<size_t>(pre_bytes));
     const int64_t e = weights - 1;
     PrepackArgs host{{w.packed.data() + e * n * k / 2, 0, w.scales.data() + e * n * (k / 16), ScaleLayout::linear, {}},
                      n, k, cpu_pre.data(), c.interleave};
