@@ -436,8 +436,6 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledT
     // are whole 64-column tiles.
     const long long n = n0 + row0;
     if (n >= N) return;
-    // (in place first, each up's register free as its product is made: a tall tile's
-    // accumulators leave few to spare)
 #pragma unroll
     for (int j = 0; j < C::BM / 8; ++j)
 #pragma unroll
