@@ -14,11 +14,11 @@ __device__ __forceinline__ void prepack(const PrepackParams& p) {
   const long long row_tile = chunk / chunks, row_tiles = prepacked::padded_rows(p.rows) / prepacked::TILE_ROWS;
   if (row_tile >= row_tiles) {
     const long long row = i - row_tiles * chunks * 128;
-    if (row < prepacked::padded_rows(p.rows)) prepacked::prepack_nan_row(p.scales, LAYOUT, p.rows, K, row, p.out);
+    if (row < prepacked::padded_rows(p.rows)) prepacked::prepack_nan_row(p.scales, LAYOUT, p.rows, K, row, p.out, p.swiglu_interleave);
     return;
   }
   prepacked::prepack_thread(p.packed, p.packed_stride, p.scales, LAYOUT, p.rows, K, row_tile, chunk - row_tile * chunks,
-                            int(i % 128), p.out);
+                            int(i % 128), p.out, p.swiglu_interleave);
 }
 
 }  // namespace nvfp4k

@@ -60,6 +60,17 @@ TEST_SUITE("c_api") {
     nvfp4_gemm_args_init(&g);
     g.n = 64, g.k = 256, g.b_prepacked = 1, g.b.scale_layout = nvfp4_scale_layout(9);  // unused when prepacked
     CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_OK);                                  // m = 0: validated, no work
+    // the SwiGLU epilogue reaches the C++ call: n = 72 is no gate_up weight of I % 8 == 0
+    CHECK(g.epilogue == NVFP4_GEMM_EPILOGUE_NONE);
+    g.epilogue = NVFP4_GEMM_EPILOGUE_SWIGLU;
+    CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_OK);
+    g.n = 72;
+    CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4_jit_gemm: n = 72 with epilogue swiglu") == 0);
+    g.n = 64, g.epilogue = NVFP4_GEMM_EPILOGUE_NONE;
+    p.k = 256, p.n = 24, p.swiglu_interleave = 0;  // and prepack's gate / up order
+    CHECK(nvfp4_jit_prepack(&p, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4_jit_prepack: n = 24 with swiglu_interleave") == 0);
     g.b_prepacked = 0;
     CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_INVALID_ARGUMENT);
     CHECK(nvfp4_jit_grouped_gemm(nullptr, nullptr) == NVFP4_INVALID_ARGUMENT);
@@ -185,6 +196,7 @@ TEST_SUITE("c_api") {
     nvfp4_prepack_args p;
     nvfp4_prepack_args_init(&p);
     CHECK(p.weight.global_scale.value == 1.0f);
+    CHECK(p.swiglu_interleave == -1);
     nvfp4_dequantize_args_init(nullptr);  // a null pointer is left alone
   }
 

@@ -533,6 +533,14 @@ TEST_SUITE("cli") {
     const auto bad_weight = run(cli() + " prewarm --shape 256,512 --norm-weight bf16 --list");
     CHECK(bad_weight.code == 2);
     CHECK(bad_weight.err.find("--norm-weight: `bf16` is not one of input, fp32") != std::string::npos);
+    // the GEMM's SwiGLU epilogue only when asked for, on the prepacked weight
+    CHECK(plain.out.find("_prepacked_swiglu_") == std::string::npos);
+    const auto fused = list("--shape 256,512 --epilogue none,swiglu");
+    REQUIRE(fused.code == 0);
+    CHECK(fused.out.find("_prepacked_swiglu_") != std::string::npos);
+    CHECK(fused.out.find("_linear_swiglu_") == std::string::npos);
+    CHECK(run(cli() + " prewarm --shape 256,512 --epilogue gelu --list").err.find("--epilogue: `gelu` is not one of none, swiglu") !=
+          std::string::npos);
     // a manifest line's own fields replace the flags' for that line only
     const std::string manifest = dir.str() + "/model.txt";
     std::ofstream(manifest) << "qkv 256 512 b-layout=linear d-dtype=fp16\no 512 1024\n";  // told apart by K

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "common/mma_operand.cuh"
 #include "common/nvfp4_format.cuh"
@@ -593,6 +594,90 @@ TEST_SUITE("gemm") {
     g.a_group_stride = 0;
     CHECK(error_of_grouped(g) == "");
     CHECK(grouped_gemm_workspace_bytes(g) == 4 * g.gemm.m * g.gemm.k * 2);
+  }
+
+  TEST_CASE("the SwiGLU epilogue: bad combinations fail naming the argument; its kernels are keys and names of their own") {
+    GemmArgs fused = valid();
+    fused.n = 128, fused.b_prepacked = true, fused.b.scales = nullptr, fused.epilogue = GemmEpilogue::swiglu;
+    CHECK(error_of(fused) == "");
+    GemmArgs g = fused;
+    g.n = 120;
+    check_error(g, "n = 120 with epilogue swiglu: the gate_up weight's 2 x I rows need I = n/2 a multiple of 8");
+    g = fused, g.n = 63;
+    check_error(g, "n = 63 with epilogue swiglu");
+    g = fused, g.b_prepacked = false, g.b.scales = buffer;
+    check_error(g, "epilogue swiglu reads gate and up rows in prepack's 8-row interleave");
+    g = fused, g.epilogue = GemmEpilogue(7);
+    check_error(g, "epilogue = 7 is not a GemmEpilogue (none or swiglu)");
+    g = fused, g.d_row_stride = 60;  // D is [m, n/2]
+    check_error(g, "d_row_stride = 60 is less than n/2 (D of epilogue swiglu) = 64");
+    g = fused, g.d_row_stride = 64;
+    CHECK(error_of(g) == "");
+    g = fused, g.a = nullptr, g.a_dtype = DType::nvfp4, g.a_fp4.data = buffer, g.a_fp4.scales = buffer;  // W4A4
+    CHECK(error_of(g) == "");
+    static int32_t ends[4] = {1, 2, 3, 4};
+    GroupedGemmArgs grouped;
+    grouped.gemm = fused, grouped.groups = 4, grouped.group_ends = ends;
+    CHECK(error_of_grouped(grouped) == "");
+    grouped.layout = GroupedLayout::batched;
+    const std::string batched = error_of_grouped(grouped);
+    CAPTURE(batched);
+    CHECK(batched.find("nvfp4::jit::grouped_gemm: gemm.epilogue swiglu with the batched layout is not supported") == 0);
+
+    // the problem and its kernels: another key, another name, the template argument, the JSON field
+    const GemmSpec plain = sm90_problem(2 * 2048, 7168, true);
+    const GemmSpec swiglu = with_epilogue(plain, GemmEpilogue::swiglu);
+    CHECK((gemm_problem(Arch::sm_90a, gemm_call(fused, "test")).flags & kFlagEpilogueSwiglu) != 0);
+    CHECK_FALSE(gemm_key(plain) == gemm_key(swiglu));
+    CHECK(sm90_backend().unsupported(swiglu) == "");
+    CHECK(sm90_backend().unsupported(with_epilogue(sm90_problem(4096, 7168, false), GemmEpilogue::swiglu)).find("prepacked") !=
+          std::string::npos);
+    const GemmTile tile = gemm_bucket_tiles(sm90_backend(), swiglu, gemm_m_bucket(16), 132).front();
+    CHECK(gemm_bucket_tiles(sm90_backend(), swiglu, gemm_m_bucket(16), 132) ==
+          gemm_bucket_tiles(sm90_backend(), plain, gemm_m_bucket(16), 132));  // the plain GEMM's tiles
+    const GemmSpec kernel = gemm_kernel_spec(sm90_backend(), swiglu, tile);
+    const std::string name = sm90_backend().kernel_name(kernel);
+    CHECK(name.find("_swiglu_") != std::string::npos);
+    CHECK(name != sm90_backend().kernel_name(gemm_kernel_spec(sm90_backend(), plain, tile)));
+    CHECK(generate(kernel).source.find(", 1>>(p)") != std::string::npos);  // GemmConfig's EPILOGUE
+    const nlohmann::ordered_json json = gemm_spec_json(gemm_spec(swiglu, tile));
+    CHECK(json["epilogue"] == "swiglu");
+    CHECK(gemm_spec_json(gemm_spec(plain, tile))["epilogue"] == "none");
+    GemmSpec back;
+    REQUIRE(gemm_spec_from_json(json, Arch::sm_90a, &back) == "");
+    CHECK(back == gemm_spec(swiglu, tile));
+    nlohmann::json older = json;  // a table written before the field: no epilogue
+    older.erase("epilogue");
+    REQUIRE(gemm_spec_from_json(older, Arch::sm_90a, &back) == "");
+    CHECK(back == gemm_spec(plain, tile));
+    older["epilogue"] = "gelu";
+    CHECK(gemm_spec_from_json(older, Arch::sm_90a, &back) == "epilogue = \"gelu\" is not none or swiglu");
+    // sm_100a / sm_120a refuse it by name
+    for (Arch arch : {Arch::sm_100a, Arch::sm_120a}) {
+      const GemmSpec fp4 = gemm_fp4_problem(gemm_problem(arch, 4096, 7168, DType::bf16, DType::bf16, ScaleLayout::linear,
+                                                         false, kNoDType),
+                                            ScaleLayout::linear);
+      const std::string why = gemm_backend(arch, "test").unsupported(with_epilogue(fp4, GemmEpilogue::swiglu));
+      CAPTURE(why);
+      CHECK(why.find("epilogue swiglu (GemmEpilogue::swiglu) is not implemented on") == 0);
+    }
+    // a prewarm with epilogue=swiglu: the fused kernels of the prepacked weight on sm_90a, none
+    // for the weight as stored, none on sm_100a; a gate_up of odd I / 8 gets none
+    WeightShape shape = every_layout(4096, 7168);
+    REQUIRE(set_prewarm_variant(shape.variants, "epilogue", "none,swiglu") == "");
+    auto fused_specs = [](const std::vector<GemmSpec>& specs) {
+      std::vector<GemmSpec> out;
+      for (const GemmSpec& s : specs)
+        if (s.flags & kFlagEpilogueSwiglu) out.push_back(s);
+      return out;
+    };
+    const std::vector<GemmSpec> sm90_fused = fused_specs(gemm_specs_of(prewarm_specs({shape}, {Arch::sm_90a}, 132)));
+    CHECK_FALSE(sm90_fused.empty());
+    for (const GemmSpec& s : sm90_fused) CHECK(gemm_problem_prepacked(s));
+    CHECK(std::find(sm90_fused.begin(), sm90_fused.end(), kernel) != sm90_fused.end());
+    CHECK(fused_specs(gemm_specs_of(prewarm_specs({shape}, {Arch::sm_100a}, 148))).empty());
+    shape.n = 4104;
+    CHECK(fused_specs(gemm_specs_of(prewarm_specs({shape}, {Arch::sm_90a}, 132))).empty());
   }
 
   TEST_CASE("batched tile schedule: every row of every group once, rows local to the group") {

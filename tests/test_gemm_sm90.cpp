@@ -279,6 +279,40 @@ TEST_SUITE("gemm_sm90") {
     });
   }
 
+  TEST_CASE("SASS of the SwiGLU epilogue's kernels: Llama's gate_up and DeepSeek-V3's experts, no local memory in the k loop") {
+    // the dense heuristic tiles of 1 to 4096 rows (split-K and k slices among them) and the
+    // grouped ones of 1, 16 and 157 rows an expert (persistent decode tiles, a tall tile)
+    const GemmBackend& backend = sm90_backend();
+    std::vector<GemmSpec> specs;
+    const GemmSpec dense = with_epilogue(sm90_problem(2 * 14336, 4096, true), GemmEpilogue::swiglu);
+    for (int64_t rows : {1, 16, 100, 4096}) specs.push_back(gemm_spec(dense, backend.for_rows(backend.heuristic(dense, rows, 132), rows)));
+    GemmSpec grouped = with_epilogue(sm90_problem(2 * 2048, 7168, true), GemmEpilogue::swiglu);
+    grouped.groups = 256;
+    grouped.flags |= kFlagGroupedContiguous;
+    for (int64_t rows : {1, 16, 157})
+      specs.push_back(gemm_spec(grouped, backend.for_rows(backend.heuristic(grouped, rows, 132), rows)));
+    // Qwen3-30B-A3B's experts at K = 2048: the 8-row decode tile runs three CTAs an SM
+    GemmSpec qwen = with_epilogue(sm90_problem(2 * 768, 2048, true), GemmEpilogue::swiglu);
+    qwen.groups = 128;
+    qwen.flags |= kFlagGroupedContiguous;
+    for (int64_t rows : {1, 16}) specs.push_back(gemm_spec(qwen, backend.for_rows(backend.heuristic(qwen, rows, 132), rows)));
+    for_each_disassembled(specs, [](const GemmSpec& spec, const std::string& name, const std::string& text) {
+      CAPTURE(gemm_key(spec).describe());
+      CHECK(name.find("_swiglu_") != std::string::npos);
+      const Sass s = parse_sass(text, name, "HGMMA");
+      CHECK(s.matches > 0);
+      CHECK(s.loop_local_accesses == 0);
+      // the tall tile of three consumers (80 accumulators a thread) keeps one word in local
+      // memory outside its k loop (spilled once, refilled around the tile loop); the others none
+      CHECK(s.local_accesses <= (spec.tile.threads == 512 && spec.tile.block_m == 160 ? 8 : 0));
+      const std::string source = generate(spec).source;
+      const int ctas = source.find(fmt::format("__launch_bounds__({}, 3)", spec.tile.threads)) != std::string::npos   ? 3
+                       : source.find(fmt::format("__launch_bounds__({}, 2)", spec.tile.threads)) != std::string::npos ? 2
+                                                                                                                      : 1;
+      CHECK(s.registers <= 65536 / (ctas * spec.tile.threads));
+    });
+  }
+
   TEST_CASE("grouped tiles of up to 64 rows run a persistent grid: the CTAs the SMs hold, the deepest ring, D by element") {
     const GemmBackend& backend = sm90_backend();
     GemmSpec problem = sm90_problem(7168, 2048, true);

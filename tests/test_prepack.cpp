@@ -73,12 +73,33 @@ TEST_SUITE("prepack") {
 
   TEST_CASE("the CPU prepack puts every value and scale where the kernel's thread reads it") {
     std::mt19937 rng(std::random_device{}());
+    // interleave -1: rows as stored; else a gate_up weight stored in that order (swiglu_interleave)
+    struct Case {
+      Shape shape;
+      int64_t interleave;
+    };
     for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4})
-      for (const Shape& shape : {Shape{200, 2880, 1440}, Shape{8, 32, 32}, Shape{128, 256, 128}}) {
-        const int64_t n = shape.n, k = shape.k, stride = shape.stride;
+      for (const Case& c : {Case{{200, 2880, 1440}, -1}, Case{{8, 32, 32}, -1}, Case{{128, 256, 128}, -1},
+                            Case{{208, 2880, 1440}, 0}, Case{{208, 512, 256}, 1}, Case{{208, 512, 256}, 8},
+                            Case{{16, 64, 32}, 0}, Case{{192, 256, 128}, 4}}) {
+        const int64_t n = c.shape.n, k = c.shape.k, stride = c.shape.stride, interleave = c.interleave;
         CAPTURE(n);
         CAPTURE(k);
         CAPTURE(int(layout));
+        CAPTURE(interleave);
+        // The stored row each prepacked row must hold: gate and up rows listed from the stored
+        // order, then laid out as the 8-row interleave (gate 8j..8j+7, up 8j..8j+7).
+        std::vector<int64_t> source(size_t(pp::padded_rows(n)));
+        for (int64_t row = 0; row < int64_t(source.size()); ++row) source[size_t(row)] = row;
+        if (interleave >= 0) {
+          std::vector<int64_t> gate, up;
+          for (int64_t row = 0; row < n; ++row) {
+            const bool is_up = interleave == 0 ? row >= n / 2 : row % (2 * interleave) >= interleave;
+            (is_up ? up : gate).push_back(row);
+          }
+          for (int64_t row = 0; row < n; ++row)
+            source[size_t(row)] = (row % 16 < 8 ? gate : up)[size_t(row / 16 * 8 + row % 8)];
+        }
         std::vector<unsigned char> packed(size_t(n * stride)), scales(size_t(scale_bytes(layout, n, k)));
         for (auto& b : packed) b = (unsigned char)rng();
         for (auto& b : scales) b = (unsigned char)rng();
@@ -86,7 +107,7 @@ TEST_SUITE("prepack") {
         PrepackArgs a;
         a.weight.data = packed.data(), a.weight.row_stride_bytes = stride;
         a.weight.scales = scales.data(), a.weight.scale_layout = layout;
-        a.n = n, a.k = k, a.out = out.data();
+        a.n = n, a.k = k, a.out = out.data(), a.swiglu_interleave = interleave;
         cpu::prepack(a);
         // Read back through the thread mapping of the wgmma A fragment, independently of
         // source_row / source_byte: (row r, k) of a chunk belongs to thread
@@ -103,13 +124,14 @@ TEST_SUITE("prepack") {
               w[i] = chunk[tid * 16 + 4 * i] | chunk[tid * 16 + 4 * i + 1] << 8 | chunk[tid * 16 + 4 * i + 2] << 16 |
                      unsigned(chunk[tid * 16 + 4 * i + 3]) << 24;
             const bool inside = row < n && kk < k;
+            const int64_t src = source[size_t(row)];
             const unsigned char raw_scale =
                 !inside ? 0
                 : layout == ScaleLayout::linear
-                    ? scales[size_t(nvfp4k::scale_offset_linear(row, kk / 16, k / 16))]
-                    : scales[size_t(nvfp4k::scale_offset_swizzled128x4(row, kk / 16, k / 16))];
+                    ? scales[size_t(nvfp4k::scale_offset_linear(src, kk / 16, k / 16))]
+                    : scales[size_t(nvfp4k::scale_offset_swizzled128x4(src, kk / 16, k / 16))];
             // a zero block scale: the block's values are stored as zeros
-            const unsigned char byte = inside && (raw_scale & 0x7F) ? packed[size_t(row * stride + kk / 2)] : 0;
+            const unsigned char byte = inside && (raw_scale & 0x7F) ? packed[size_t(src * stride + kk / 2)] : 0;
             bool nan = false;
             const unsigned char scale = pp::scale_code(raw_scale, nan);
             const unsigned char got_scale = chunk[pp::VALUE_BYTES + tid / 4 * 8 + 4 * (r % 16 >= 8) + s];
@@ -121,7 +143,8 @@ TEST_SUITE("prepack") {
         // the NaN row bytes: 1 where a row has a NaN block scale
         for (int64_t row = 0; row < pp::padded_rows(n); ++row) {
           bool nan = false;
-          for (int64_t kb = 0; kb < k / 16; ++kb) pp::scale_code(pp::block_scale(scales.data(), int(layout), n, k, row, kb), nan);
+          for (int64_t kb = 0; kb < k / 16; ++kb)
+            pp::scale_code(pp::block_scale(scales.data(), int(layout), n, k, source[size_t(row)], kb), nan);
           if (out[size_t(pp::nan_rows_offset(n, k) + row)] != (nan ? 1 : 0)) {
             FAIL_CHECK("NaN byte of row " << row << " is " << int(out[size_t(pp::nan_rows_offset(n, k) + row)]));
             break;
@@ -180,5 +203,11 @@ TEST_SUITE("prepack") {
     check_error(a, "weight.row_stride_bytes = 16 is less than k/2 = 32");
     a = good, a.weight.scale_layout = ScaleLayout(7);
     check_error(a, "weight.scale_layout");
+    a = good, a.n = 24, a.swiglu_interleave = 0;
+    check_error(a, "n = 24 with swiglu_interleave: a gate_up weight's 2 x I rows need I = n/2 a multiple of 8");
+    a = good, a.n = 32, a.swiglu_interleave = 3;
+    check_error(a, "swiglu_interleave = 3 does not divide I = n/2 = 16");
+    a = good, a.swiglu_interleave = -2;
+    check_error(a, "swiglu_interleave = -2 is not -1 (none)");
   }
 }

@@ -185,6 +185,10 @@ typedef struct nvfp4_convert_scales_args {
   int64_t k;
 } nvfp4_convert_scales_args;
 
+/* What the GEMM's epilogue writes (nvfp4::jit::GemmEpilogue): D, or silu(gate) * up of a
+ * gate_up weight prepacked with swiglu_interleave (D [m, n/2]; sm_90a). */
+typedef enum nvfp4_gemm_epilogue { NVFP4_GEMM_EPILOGUE_NONE = 0, NVFP4_GEMM_EPILOGUE_SWIGLU = 1 } nvfp4_gemm_epilogue;
+
 /* D[m, n] = alpha * sum_k A[m, k] * decode(B)[n, k] (+ bias[n]), fp32 accumulation; see
  * jit.hpp (nvfp4::jit::GemmArgs). */
 typedef struct nvfp4_gemm_args {
@@ -204,6 +208,7 @@ typedef struct nvfp4_gemm_args {
   int64_t workspace_bytes;
   int b_prepacked;         /* b.data holds nvfp4_jit_prepack()'s output */
   int weights_static;      /* b is no output of work still running on the stream: may launch early */
+  nvfp4_gemm_epilogue epilogue; /* NONE, or SWIGLU: D [m, n/2] = silu(gate) * up */
 } nvfp4_gemm_args;
 
 /* A weight rewritten in the GEMM's own layout (sm_90a), once at load; see jit.hpp. */
@@ -211,6 +216,7 @@ typedef struct nvfp4_prepack_args {
   nvfp4_tensor weight; /* [n, k] as stored */
   int64_t n, k;
   void* out; /* nvfp4_jit_prepacked_bytes(n, k) bytes */
+  int64_t swiglu_interleave; /* -1: none; a gate_up weight's row order: 0 gate then up halves, g > 0 groups of g */
 } nvfp4_prepack_args;
 const char* nvfp4_jit_version(void);
 /* The NVRTC this process compiles with (see jit.hpp's nvrtc_info); the strings live as long as

@@ -225,6 +225,20 @@ void convert_scales(const ConvertScalesArgs& args, CUstream stream);
 // A is BF16 / FP16 (W4A16), or NVFP4 in a_fp4 (W4A4: decoded exactly to BF16 in a workspace,
 // then the W4A16 kernel). M is a run-time size: kernels are compiled per (n, k, dtypes,
 // layout, M bucket), and ragged M and N are handled in the kernel. Needs an sm_90a device.
+//
+// What the epilogue makes of the fp32 sums (after alpha, the global scales and the bias):
+enum class GemmEpilogue : uint8_t {
+  none = 0,
+  // An MLP's or MoE's gate_up projection with SwiGLU fused in (sm_90a): b is the gate_up weight,
+  // n = 2 I rows, prepacked with PrepackArgs::swiglu_interleave set (b_prepacked; I a multiple
+  // of 8), and D is [m, I] = silu(gate) * up: column i from gate row i and up row i, each the
+  // fp32 sum with alpha, the global scales and its bias applied (bias [2 I]: gate's I values,
+  // then up's, whatever the weight's stored order); silu(g) = g / (1 + e^-g) in fp32 (the
+  // hardware's exp2 and divide: relative error below 2^-19), then one rounding to d_dtype.
+  // d_row_stride defaults to I. Dense,
+  // contiguous (row_index too) and masked grouped calls, W4A16 and W4A4; not batched.
+  swiglu = 1,
+};
 struct GemmArgs {
   int64_t m = 0, n = 0, k = 0;       // k: a multiple of 32
   const void* a = nullptr;           // [m, k] BF16 or FP16, 16-byte aligned (null for W4A4)
@@ -253,6 +267,7 @@ struct GemmArgs {
   // (where its grid is at most four waves of CTAs: longer ones gain nothing from it).
   // Leave false right after writing b on the stream (prepack, a weight update).
   bool weights_static = false;
+  GemmEpilogue epilogue = GemmEpilogue::none;
 };
 void gemm(const GemmArgs& args, CUstream stream);
 // Bytes of workspace gemm needs for `args` (W4A4: m * k * 2; otherwise 0). Checks every
@@ -382,6 +397,7 @@ struct GemmProblem {
   // Its M buckets are rows per expert (GroupedGemmArgs::expected_m).
   int32_t groups = 0;
   GroupedLayout grouped_layout = GroupedLayout::contiguous;
+  GemmEpilogue epilogue = GemmEpilogue::none;
 };
 
 struct TuneOptions {
@@ -447,6 +463,13 @@ struct PrepackArgs {
   Nvfp4Tensor weight{};  // [n, k] as stored (either scale layout); its global scale is not used here
   int64_t n = 0, k = 0;  // k: a multiple of 32
   void* out = nullptr;   // prepacked_bytes(n, k) bytes, 16-byte aligned
+  // A gate_up weight for GemmEpilogue::swiglu: its rows' gate / up order as stored, which
+  // prepack turns into the 8-row interleave the fused epilogue reads (gate rows 8j..8j+7, then
+  // up rows 8j..8j+7). -1: none (rows as they are); 0: gate rows [0, n/2), then up rows
+  // [n/2, n) (ModelOpt); g > 0: groups of g gate rows each followed by g up rows. n/2 must be a
+  // multiple of 8 (and of g). The prepacked bytes do not record it: a swiglu GEMM on a weight
+  // prepacked without it computes silu of the wrong rows.
+  int64_t swiglu_interleave = -1;
 };
 void prepack(const PrepackArgs& args, CUstream stream);
 // Bytes of a prepacked weight [n, k] (rows padded to 128, k to 256).

@@ -90,6 +90,7 @@ nvfp4::jit::GemmArgs to_cpp(const nvfp4_gemm_args& g) {
   a.workspace_bytes = g.workspace_bytes;
   a.b_prepacked = g.b_prepacked != 0;
   a.weights_static = g.weights_static != 0;
+  a.epilogue = static_cast<nvfp4::jit::GemmEpilogue>(g.epilogue);
   return a;
 }
 
@@ -249,7 +250,9 @@ nvfp4::jit::MoeCombineArgs to_cpp(const nvfp4_moe_combine_args& c) {
   return a;
 }
 
-nvfp4::jit::PrepackArgs to_cpp(const nvfp4_prepack_args& c) { return {to_cpp(c.weight), c.n, c.k, c.out}; }
+nvfp4::jit::PrepackArgs to_cpp(const nvfp4_prepack_args& c) {
+  return {to_cpp(c.weight), c.n, c.k, c.out, c.swiglu_interleave};
+}
 
 void require(const void* args) {
   if (!args) throw nvfp4::jit::Error(nvfp4::jit::Status::invalid_argument, "args is null");
@@ -390,7 +393,8 @@ nvfp4_quantized_output to_c(const nvfp4::jit::QuantizedOutput& o) {
 
 nvfp4_gemm_args to_c(const nvfp4::jit::GemmArgs& g) {
   return {g.m, g.n, g.k, g.a, to_c(g.a_dtype), g.a_row_stride, to_c(g.b), g.d, to_c(g.d_dtype), g.d_row_stride, g.bias,
-          to_c(g.bias_dtype), g.alpha, to_c(g.a_fp4), g.workspace, g.workspace_bytes, g.b_prepacked, g.weights_static};
+          to_c(g.bias_dtype), g.alpha, to_c(g.a_fp4), g.workspace, g.workspace_bytes, g.b_prepacked, g.weights_static,
+          static_cast<nvfp4_gemm_epilogue>(g.epilogue)};
 }
 
 }  // namespace
@@ -477,7 +481,7 @@ void nvfp4_moe_combine_args_init(nvfp4_moe_combine_args* args) {
 void nvfp4_prepack_args_init(nvfp4_prepack_args* args) {
   if (!args) return;
   const nvfp4::jit::PrepackArgs d;
-  *args = {to_c(d.weight), d.n, d.k, d.out};
+  *args = {to_c(d.weight), d.n, d.k, d.out, d.swiglu_interleave};
 }
 
 }  // extern "C"

@@ -87,11 +87,13 @@ std::vector<uint16_t> normal_bf16(size_t n, std::mt19937& rng) {
 }
 
 // `groups` NVFP4 weights [n, k], prepacked one after the other, from a few random weights (the
-// time does not depend on the values), and each group's global scale on the device.
+// time does not depend on the values), and each group's global scale on the device. A gate_up
+// weight is prepacked in the SwiGLU epilogue's row order (swiglu_interleave 0), which the
+// chain's plain GEMM reads in the same time.
 struct PrepackedWeights {
   int64_t n, k, groups;
   DeviceBuffer data, global_scales;
-  PrepackedWeights(int64_t n_, int64_t k_, int64_t groups_, std::mt19937& rng)
+  PrepackedWeights(int64_t n_, int64_t k_, int64_t groups_, std::mt19937& rng, bool gate_up = false)
       : n(n_), k(k_), groups(groups_), data(size_t(groups_ * prepacked_bytes(n_, k_))),
         global_scales(to_device(std::vector<float>(size_t(groups_), 1e-3f))) {
     constexpr int kSources = 2;
@@ -103,7 +105,7 @@ struct PrepackedWeights {
     for (int64_t g = 0; g < groups; ++g) {
       PrepackArgs pre;
       pre.weight.data = packed[size_t(g % kSources)].get(), pre.weight.scales = scales[size_t(g % kSources)].get();
-      pre.n = n, pre.k = k;
+      pre.n = n, pre.k = k, pre.swiglu_interleave = gate_up ? 0 : -1;
       pre.out = static_cast<char*>(data.get()) + g * bytes_per_group();
       prepack(pre, nullptr);
     }
@@ -145,12 +147,15 @@ struct Nvfp4Rows {
 
 constexpr float kInputScale = 5.0f / 2688.0f;  // a calibrated static activation scale: tokens ~ N(0, 1)
 
-// One block's buffers at one token count, and its chain of public ops.
+// One block's buffers at one token count, and its chain of public ops; `fused`: gate_up with the
+// SwiGLU epilogue instead of gate_up + swiglu_quantize, its BF16 rows into down (W4A16) or
+// quantized first (W4A4) with a calibrated static scale (ModelOpt's down_proj input_scale): one
+// launch, where a scale computed per row takes two (row amax, then quantize).
 class Block {
  public:
   Block(const BlockModel& model, const PrepackedWeights& gate_up, const PrepackedWeights& down, int64_t tokens,
-        Activations acts, RoutingDraw routing, std::mt19937& rng)
-      : m_(model), gate_up_(gate_up), down_(down), tokens_(tokens), acts_(acts),
+        Activations acts, RoutingDraw routing, std::mt19937& rng, bool fused = false)
+      : m_(model), gate_up_(gate_up), down_(down), tokens_(tokens), acts_(acts), fused_(fused),
         rows_(model.moe() ? tokens * model.choices() : tokens),
         x_(to_device(normal_bf16(size_t(tokens * model.hidden), rng))), xq_(tokens, model.hidden),
         h_(size_t(rows_ * 2 * model.inter * 2)), hq_(rows_, model.inter), y_(size_t(rows_ * model.hidden * 2)),
@@ -184,7 +189,8 @@ class Block {
       if (acts_ == Activations::w4a16) norm.normed = normed_.get();
       rmsnorm_quantize(norm, stream);
       gemm(dense_gate_up(), stream);
-      swiglu_quantize(swiglu(), stream);
+      if (!fused_) swiglu_quantize(swiglu(), stream);
+      if (fused_ && acts_ == Activations::w4a4) quantize(h_quantize(), stream);
       gemm(dense_down(), stream);
       return;
     }
@@ -198,7 +204,8 @@ class Block {
     }
     moe_route(route(r), stream);
     grouped_gemm(grouped_gate_up(), stream);
-    swiglu_quantize(swiglu(), stream);
+    if (!fused_) swiglu_quantize(swiglu(), stream);
+    if (fused_ && acts_ == Activations::w4a4) quantize(h_quantize(), stream);
     grouped_gemm(grouped_down(), stream);
     MoeCombineArgs cb;
     cb.d = y_.get(), cb.d_rows = rows_, cb.positions = positions_.as<int32_t>();
@@ -240,11 +247,15 @@ class Block {
       g.a_dtype = DType::nvfp4, g.a_fp4 = xq_.input(kInputScale);
     }
     g.d = h_.get();
+    if (fused_) g.epilogue = GemmEpilogue::swiglu;  // h_: [m, inter] BF16
     return g;
   }
   GemmArgs down_args(int64_t m) const {
     GemmArgs g = gemm_args(down_, m);
-    g.a_dtype = DType::nvfp4, g.a_fp4 = hq_.input(0);
+    if (fused_ && acts_ == Activations::w4a16)
+      g.a = h_.get();
+    else
+      g.a_dtype = DType::nvfp4, g.a_fp4 = hq_.input(fused_ ? kInputScale : 0);
     g.d = m_.moe() ? y_.get() : out_.get();
     return g;
   }
@@ -261,6 +272,15 @@ class Block {
     return g;
   }
   GroupedGemmArgs grouped_down() const { return grouped(down_args(rows_)); }
+  // the fused W4A4 block's SwiGLU rows quantized for down
+  QuantizeArgs h_quantize() const {
+    const QuantizedOutput o = hq_.output(kInputScale);
+    QuantizeArgs q;
+    q.in = h_.get(), q.rows = rows_, q.k = m_.inter;
+    q.out = o.data, q.scales = o.scales, q.scale_layout = o.scale_layout;
+    q.scale_mode = o.scale_mode, q.global_scale = o.global_scale, q.global_scale_out = o.global_scale_out;
+    return q;
+  }
   SwigluQuantizeArgs swiglu() const {
     SwigluQuantizeArgs sw;
     sw.in = h_.get(), sw.rows = rows_, sw.k = m_.inter;
@@ -272,6 +292,7 @@ class Block {
   const PrepackedWeights &gate_up_, &down_;
   int64_t tokens_;
   Activations acts_;
+  bool fused_;
   int64_t rows_;  // rows of the GEMMs: tokens, or tokens x choices routed
   DeviceBuffer x_;
   Nvfp4Rows xq_;
@@ -345,7 +366,12 @@ void prewarm_block(const BlockModel& m) {
   options.shapes = {{2 * m.inter, m.hidden, groups}, {m.hidden, m.inter, groups}};
   options.variants = "b-layout=prepacked";
   options.load = true;
-  const PrewarmResult result = prewarm(options);
+  PrewarmResult result = prewarm(options);
+  options.shapes = {{2 * m.inter, m.hidden, groups}};  // the fused gate_up
+  options.variants = "b-layout=prepacked epilogue=swiglu";
+  const PrewarmResult fused = prewarm(options);
+  result.kernels += fused.kernels, result.compiled += fused.compiled, result.seconds += fused.seconds;
+  result.failed += fused.failed;
   std::printf("  %s: prewarm %lld kernels (%lld compiled) in %.1f s%s\n", m.name, (long long)result.kernels,
               (long long)result.compiled, result.seconds, result.failed ? ", some failed (compiled on first use)" : "");
 }
@@ -383,39 +409,44 @@ Json bench_block(bool quick, const BlockBenchFilter& only) {
   std::printf("  floor: the touched weights (prepacked NVFP4) plus the block's BF16 input and output at %.0f GB/s (copy)\n",
               copy_bps / 1e9);
   std::printf("  TFLOP/s: the block's products (every routed row through gate_up and down) over the chain's time\n");
-  std::printf("  %-18s %6s %-8s %-6s %9s %9s %9s %9s %8s\n", "block", "tokens", "routing", "acts", "launches", "floor us", "chain us",
-              "/ floor", "TFLOP/s");
+  std::printf("  fused: gate_up with the SwiGLU epilogue (no swiglu_quantize): W4A16 its BF16 rows into a W4A16 down, W4A4\n"
+              "  them quantized (quantize, a static scale: one launch) into down; its graph timed in turns with the chain's\n");
+  std::printf("  %-18s %6s %-8s %-6s %9s %9s %9s %9s %8s %9s %9s %9s %9s\n", "block", "tokens", "routing", "acts", "launches", "floor us",
+              "chain us", "/ floor", "TFLOP/s", "launches", "fused us", "/ floor", "/ chain");
   Json rows = Json::array();
   for (const BlockModel& m : kBlocks) {
     if (!only.blocks.empty() && std::find(only.blocks.begin(), only.blocks.end(), m.name) == only.blocks.end()) continue;
     prewarm_block(m);
     const int64_t groups = m.moe() ? m.groups() : 1;
-    const PrepackedWeights gate_up(2 * m.inter, m.hidden, groups, rng), down(m.hidden, m.inter, groups, rng);
+    const PrepackedWeights gate_up(2 * m.inter, m.hidden, groups, rng, true), down(m.hidden, m.inter, groups, rng);
     check_cu(driver().cuCtxSynchronize(), "cuCtxSynchronize");
     for (int64_t tokens : token_counts)
       for (RoutingDraw routing : {RoutingDraw::uniform, RoutingDraw::zipf}) {
         if (!m.moe() && routing == RoutingDraw::zipf) continue;
         for (Activations acts : {Activations::w4a16, Activations::w4a4}) {
-          const Block block(m, gate_up, down, tokens, acts, routing, rng);
-          const BlockGraph graph(block, s.stream);
-          std::vector<double> us;
-          for (int r = 0; r < runs + 1; ++r) {
-            timer.start(s.stream);
-            graph.launch(s.stream);
-            const double t = timer.stop_ms(s.stream) * 1e3 / kBlocksPerGraph;
-            if (r > 0) us.push_back(t);  // the first replay uploads the graph
-          }
-          const double chain_us = median(us);
+          const Block block(m, gate_up, down, tokens, acts, routing, rng), fused_block(m, gate_up, down, tokens, acts, routing, rng, true);
+          const BlockGraph graph(block, s.stream), fused_graph(fused_block, s.stream);
+          std::vector<double> us, fused_us;
+          for (int r = 0; r < runs + 1; ++r)  // in turns
+            for (const BlockGraph* g : {&graph, &fused_graph}) {
+              timer.start(s.stream);
+              g->launch(s.stream);
+              const double t = timer.stop_ms(s.stream) * 1e3 / kBlocksPerGraph;
+              if (r > 0) (g == &graph ? us : fused_us).push_back(t);  // the first replay uploads the graph
+            }
+          const double chain_us = median(us), fused = median(fused_us);
           const double floor_us = floor_bytes(m, block, gate_up, down, tokens) / copy_bps * 1e6;
           const char* routing_name = !m.moe() ? "-" : routing == RoutingDraw::zipf ? "zipf" : "uniform";
           const char* acts_name = acts == Activations::w4a4 ? "W4A4" : "W4A16";
           const double tflops = block_flops(m, tokens) / chain_us / 1e6;
-          std::printf("  %-18s %6lld %-8s %-6s %9.1f %9.1f %9.1f %9.2f %8.1f\n", m.name, (long long)tokens, routing_name, acts_name,
-                      graph.launches(), floor_us, chain_us, chain_us / floor_us, tflops);
+          std::printf("  %-18s %6lld %-8s %-6s %9.1f %9.1f %9.1f %9.2f %8.1f %9.1f %9.1f %9.2f %9.2f\n", m.name,
+                      (long long)tokens, routing_name, acts_name, graph.launches(), floor_us, chain_us, chain_us / floor_us,
+                      tflops, fused_graph.launches(), fused, fused / floor_us, fused / chain_us);
           std::fflush(stdout);
           rows.push_back({{"block", m.name}, {"tokens", tokens}, {"routing", routing_name}, {"activations", acts_name},
                           {"launches", graph.launches()}, {"floor_us", rounded(floor_us, 3)}, {"chain_us", rounded(chain_us, 3)},
-                          {"tflops", rounded(tflops, 2)}});
+                          {"tflops", rounded(tflops, 2)}, {"fused_launches", fused_graph.launches()},
+                          {"fused_us", rounded(fused, 3)}});
         }
       }
   }

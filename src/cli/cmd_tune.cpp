@@ -35,6 +35,10 @@ int cmd_tune(const Args& args) {
   if (a_scales != "linear" && a_scales != "swizzled") throw UsageError("--a-scales is linear or swizzled");
   const std::string grouped = args.get("--grouped", "contiguous");
   if (grouped != "contiguous" && grouped != "masked") throw UsageError("--grouped is contiguous or masked");
+  const std::string epilogue = args.get("--epilogue", "none");
+  if (epilogue != "none" && epilogue != "swiglu") throw UsageError("--epilogue is none or swiglu");
+  if (epilogue == "swiglu" && layout != "prepacked")
+    throw UsageError("--epilogue swiglu runs on prepacked gate_up weights: add --layout prepacked");
   TuneOptions options;
   options.m = args.get_int("--m", 0, 1, std::numeric_limits<int>::max());
   options.runs = args.get_int("--runs", options.runs, 1, kMaxRuns);
@@ -61,6 +65,7 @@ int cmd_tune(const Args& args) {
     problem.b_prepacked = layout == "prepacked";
     problem.a_dtype = a_dtype == "nvfp4" ? DType::nvfp4 : a_dtype == "fp16" ? DType::fp16 : DType::bf16;
     problem.a_scale_layout = a_scales == "linear" ? ScaleLayout::linear : ScaleLayout::swizzled128x4;
+    problem.epilogue = epilogue == "swiglu" ? GemmEpilogue::swiglu : GemmEpilogue::none;
     if (shapes[i].groups > 1) {  // its M buckets are rows per expert
       problem.groups = shapes[i].groups;
       problem.grouped_layout = grouped == "masked" ? GroupedLayout::masked : GroupedLayout::contiguous;

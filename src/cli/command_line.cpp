@@ -92,13 +92,16 @@ const std::vector<Verb>& verbs() {
          "grouped weight; the built-in manifests name each line's)"},
         {"--norm-weight", "LIST",
          "RMSNorm's weight (RMSNorm, mHC): input (the input's dtype), fp32\n"
-         "(default: RMSNorm input, mHC fp32)"}},
+         "(default: RMSNorm input, mHC fp32)"},
+        {"--epilogue", "LIST",
+         "GEMM epilogue: none, swiglu (a gate_up weight's fused SwiGLU: prepacked\n"
+         "weights, sm_90a) (default none)"}},
        "Compiles every kernel the given weight shapes need, for every arch given, into the cache.\n"
        "Built-in manifests: llama-3.1-8b, llama-3.3-70b, deepseek-v3, qwen3-30b-a3b, gpt-oss-120b\n"
        "(see `nvfp4-jit info`). A manifest FILE is a regular file of at most 16 MiB; lines of the\n"
        "same shape and variants are compiled once.\n"
        "Kernels already in the cache are not compiled again; processes running at once share work.\n"
-       "The variant flags (--a-dtype to --norm-weight) take comma-separated lists; every\n"
+       "The variant flags (--a-dtype to --epilogue) take comma-separated lists; every\n"
        "combination is compiled; a manifest line's own `key=value` fields, e.g.\n"
        "`qkv_proj 6144 4096 bias=bf16`, replace them for that line.\n"},
       {"tune",
@@ -118,6 +121,9 @@ const std::vector<Verb>& verbs() {
          "largest without it) on a uniform routing: tune at the rows per expert you serve;\n"
          "the <=8 bucket also on one token's rows (one in each of 8 experts), scored by\n"
          "the geometric mean of the two times"},
+        {"--epilogue", "none|swiglu",
+         "the GEMM's epilogue (default none); swiglu: a gate_up weight's fused SwiGLU\n"
+         "(with --layout prepacked)"},
         {"--json", nullptr, "print the results as JSON on stdout"}},
        "For each weight shape and M bucket (<=8, 16, ..., 2048, >2048), times every candidate\n"
        "GEMM tile on this GPU (scratch buffers, weights rotated past L2, median of R runs), keeps the\n"

@@ -26,6 +26,15 @@ int64_t validate(const PrepackArgs& a) {
   if (stride < a.k / 2)
     check.fail("weight.row_stride_bytes",
                fmt::format("weight.row_stride_bytes = {} is less than k/2 = {}", stride, a.k / 2));
+  if (a.swiglu_interleave < -1)
+    check.fail("swiglu_interleave", fmt::format("swiglu_interleave = {} is not -1 (none), 0 (gate rows then up rows) or "
+                                                "a group size g > 0", a.swiglu_interleave));
+  if (a.swiglu_interleave >= 0 && a.n % 16)
+    check.fail("n", fmt::format("n = {} with swiglu_interleave: a gate_up weight's 2 x I rows need I = n/2 a multiple of 8",
+                                a.n));
+  if (a.swiglu_interleave > 0 && (a.n / 2) % a.swiglu_interleave)
+    check.fail("swiglu_interleave", fmt::format("swiglu_interleave = {} does not divide I = n/2 = {} (whole groups of gate "
+                                                "and up rows)", a.swiglu_interleave, a.n / 2));
   check.not_null("weight.data", a.weight.data);
   check.not_null("weight.scales", a.weight.scales);
   check.not_null("out", a.out);
@@ -96,7 +105,7 @@ void prepack(const PrepackArgs& args, CUstream stream) {
   });
   nvfp4k::PrepackParams p{static_cast<const unsigned char*>(args.weight.data), stride,
                           static_cast<const unsigned char*>(args.weight.scales), static_cast<unsigned char*>(args.out),
-                          args.n};
+                          args.n, args.swiglu_interleave};
   void* params[] = {&p};
   LaunchShape shape;
   const int64_t threads = chunk_threads(args) + nvfp4k::prepacked::padded_rows(args.n);
@@ -114,10 +123,11 @@ void cpu::prepack(const PrepackArgs& args) {
     const int64_t chunk = i / 128;
     nvfp4k::prepacked::prepack_thread(static_cast<const unsigned char*>(args.weight.data), stride, scales,
                                       int(args.weight.scale_layout), args.n, args.k, chunk / chunks, chunk % chunks,
-                                      int(i % 128), out);
+                                      int(i % 128), out, args.swiglu_interleave);
   }
   for (int64_t row = 0; row < nvfp4k::prepacked::padded_rows(args.n); ++row)
-    nvfp4k::prepacked::prepack_nan_row(scales, int(args.weight.scale_layout), args.n, args.k, row, out);
+    nvfp4k::prepacked::prepack_nan_row(scales, int(args.weight.scale_layout), args.n, args.k, row, out,
+                                       args.swiglu_interleave);
 }
 
 }  // namespace nvfp4::jit

@@ -26,4 +26,10 @@ __device__ __forceinline__ unsigned pack_pair(float lo, float hi) {
   else return pack_fp16x2(lo, hi);
 }
 
+// The SwiGLU epilogue's silu(g) * u = g / (1 + e^-g) * u of fp32 sums, in fp32 from the
+// hardware's exp2 and divide approximations (relative error below 2^-19; the exact division's
+// slow path is a call, whose saved registers spill next to a tall tile's accumulators). Where
+// 1 + e^-g passes 2^126 (g below -87.3) the quotient is 0: |silu(g)| < 2^-120 |g| there.
+__device__ __forceinline__ float silu_mul_fp32(float g, float u) { return __fmul_rn(__fdividef(g, __fadd_rn(1.0f, __expf(-g))), u); }
+
 }  // namespace nvfp4k

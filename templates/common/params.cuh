@@ -55,6 +55,7 @@ struct PrepackParams {
   const unsigned char* scales;  // E4M3, layout compiled in
   unsigned char* out;           // prepacked::bytes(rows, K)
   long long rows;
+  long long swiglu_interleave;  // prepacked::stored_row's order of the rows (-1: as stored)
 };
 
 // The fused quantizers (RMSNorm, SwiGLU, MoE staging, mHC + RMSNorm): a prologue makes a
@@ -107,6 +108,9 @@ struct alignas(64) TmaDescriptor {
 };
 
 enum BiasCode { BIAS_NONE = 0, BIAS_BF16 = 1, BIAS_FP32 = 2 };
+// What a GEMM's epilogue makes of its fp32 tile after the scales and bias: D itself, or
+// silu(gate) * up of a gate_up weight whose rows come in the 8-row interleave (D half as wide).
+enum GemmEpilogueCode { EPILOGUE_NONE = 0, EPILOGUE_SWIGLU = 1 };
 
 // MoE routing (templates/moe_route.cuh): top-k ids [tokens, topk] sorted by expert.
 // CTAs of MOE_ROUTE_WARPS warps; their dynamic shared memory: a count per warp and expert, the

@@ -21,6 +21,9 @@
 // summing the partial tiles through distributed shared memory in rank order (deterministic, no
 // workspace). Splitting only the tiles of a last, partial wave fills it with CTAs of half the
 // work (a wave of whole tiles on all SMs, then one of split ones, is a split tail).
+// With EPILOGUE == EPILOGUE_SWIGLU the weight is a gate_up weight prepacked in the 8-row
+// interleave (gate rows i..i+7, then up rows i..i+7): a thread's rows r and r + 8 are gate
+// and up of one intermediate column, and D [M, N/2] = silu(gate) * up from the fp32 sums.
 #pragma once
 #include "common/gemm_epilogue.cuh"
 #include "common/global_scale.cuh"
@@ -46,9 +49,10 @@ __device__ __align__(16) const unsigned kNanPiece[2][4] = {{0x7FC07FC0u, 0x7FC07
 // N is a run-time value (GemmParams::n): one kernel serves every N of a K and tile. K stays a
 // constant: its loops' trip counts shape the main loop's code (a run-time K is slower).
 template <int ADT_, int ODT_, int BIAS_, long long K_, int LAYOUT_, int WG_, int BM_, int BK_, int STAGES_, int KSPLIT_,
-          int KSLICES_ = 1, int GROUPED_ = GROUPED_NONE, int GROUPS_ = 0, int PERSISTENT_ = 0>
+          int KSLICES_ = 1, int GROUPED_ = GROUPED_NONE, int GROUPS_ = 0, int PERSISTENT_ = 0, int EPILOGUE_ = EPILOGUE_NONE>
 struct GemmConfig {
   static constexpr int ADT = ADT_, ODT = ODT_, BIAS = BIAS_, LAYOUT = LAYOUT_;
+  static constexpr int EPILOGUE = EPILOGUE_;  // GemmEpilogueCode
   static constexpr long long K = K_;
   static constexpr int WG = WG_, BM = BM_, STAGES = STAGES_, KSPLIT = KSPLIT_;
   // Consumer warpgroups per 64 weight rows, each decoding its share of every stage's k steps
@@ -105,6 +109,8 @@ struct GemmConfig {
   static_assert(GROUPED == GROUPED_NONE || (KSPLIT == 1 && GROUPS > 0), "grouped layouts run unsplit");
   static_assert(!PERSISTENT || GROUPED == GROUPED_CONTIGUOUS || GROUPED == GROUPED_MASKED, "persistent: contiguous or masked groups");
   static_assert(STAGE_BYTES % 1024 == 0, "stages must keep the 1024-byte swizzle alignment");
+  static_assert(EPILOGUE == EPILOGUE_NONE || (EPILOGUE == EPILOGUE_SWIGLU && PREPACKED && GROUPED != GROUPED_BATCHED),
+                "SwiGLU: a prepacked gate_up weight, not batched");
   static_assert(KSPLIT * KSLICES == 1 || BN * BM * 4 <= STAGES * STAGE_BYTES, "partial tiles reuse the stage memory");
 };
 
@@ -396,7 +402,9 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledT
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const long long n = n0 + row0 + 8 * h;
-    bias[h] = n < N ? load_bias<C::BIAS>(p.bias, n) : 0.0f;
+    // SwiGLU's bias: gate's N/2 values, then up's (weight row n is gate or up n / 16 * 8 + n % 8)
+    const long long at = C::EPILOGUE == EPILOGUE_SWIGLU ? h * (N / 2) + n / 16 * 8 + n % 8 : n;
+    bias[h] = n < N ? load_bias<C::BIAS>(p.bias, at) : 0.0f;
   }
   // D's values, in place. A's per-row scales (W4A4) in a loop of their own: tested in the loop
   // for every value, they make each value a branch (16 instructions a value in SASS). Each lane
@@ -422,6 +430,26 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledT
     for (int i = 0; i < C::BM / 2; ++i) acc[i] = acc[i] * scale + bias[(i / 2) % 2];
   }
 
+  if constexpr (C::EPILOGUE == EPILOGUE_SWIGLU) {
+    // Gate row g (h = 0) and up row g (h = 1) of the 8-row interleave: weight row n0 + row0 is
+    // D's column (n0 + row0) / 16 * 8 + (n0 + row0) % 8. Element stores: the smem path's slabs
+    // are whole 64-column tiles.
+    const long long n = n0 + row0;
+    if (n >= N) return;
+#pragma unroll
+    for (int j = 0; j < C::BM / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) acc[4 * j + e] = silu_mul_fp32(acc[4 * j + e], acc[4 * j + 2 + e]);
+    const long long column = n / 16 * 8 + n % 8;
+#pragma unroll
+    for (int j = 0; j < C::BM / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const long long m = m0 + 8 * j + 2 * t + e;
+        if (m < m_end) store_element<C::ODT>(p.d, m * p.d_stride + column, acc[4 * j + e]);
+      }
+    return;
+  }
   // D through shared memory where its tile fits in the stages: each consumer warpgroup's 64
   // columns as slabs of 128-byte rows (128-byte swizzle), one TMA store a slab. The element
   // stores below write four rows' 16 bytes per warp instruction, which costs at large M.

@@ -75,6 +75,17 @@ NVFP4_HD int rotation(int s, int f) { return f == 0 ? 0 : f == 1 ? 6 : f == 2 ? 
 NVFP4_HD int source_row(int tid, int f) { return (tid / 32) * 16 + (tid % 32) / 4 + 8 * (f % 2); }
 NVFP4_HD int source_byte(int tid, int s, int f) { return 8 * s + tid % 4 + 4 * (f / 2); }
 
+// The stored row that prepacked row `row` holds: itself, or, for a gate_up weight whose rows are
+// stored in `interleave` order (PrepackArgs::swiglu_interleave: 0 gate rows then up rows, g > 0
+// groups of g gate rows then g up rows), gate / up row i of the 8-row interleave the SwiGLU
+// epilogue reads: prepacked rows 16j..16j+7 are gate rows 8j..8j+7, the next 8 up's.
+NVFP4_HD long long stored_row(long long row, long long rows, long long interleave) {
+  if (interleave < 0 || row >= rows) return row;
+  const long long i = row / 16 * 8 + row % 8, up = row % 16 >= 8 ? 1 : 0;
+  if (interleave == 0) return up * (rows / 2) + i;
+  return i / interleave * 2 * interleave + up * interleave + i % interleave;
+}
+
 // The four words of one thread from its 16 source bytes, bytes[s][f] (the inverse of
 // place_pair below).
 NVFP4_HD void pack_words(const unsigned char (&bytes)[4][4], unsigned (&w)[4]) {
@@ -141,17 +152,18 @@ NVFP4_HD unsigned char block_scale(const unsigned char* scales, int layout, long
 }
 
 // One thread's share of prepacking chunk (row_tile, k_chunk) of a ModelOpt weight [rows, k]
-// (packed bytes `stride` apart per row, scales in `layout`): its 16 value bytes and, for
-// every fourth thread, its row pair's 8 scale bytes. The GPU kernel and the CPU reference
-// both run this, so their bits agree.
+// (packed bytes `stride` apart per row, scales in `layout`, rows in stored_row's `interleave`
+// order): its 16 value bytes and, for every fourth thread, its row pair's 8 scale bytes. The
+// GPU kernel and the CPU reference both run this, so their bits agree.
 NVFP4_HD void prepack_thread(const unsigned char* packed, long long stride, const unsigned char* scales, int layout,
                              long long rows, long long k, long long row_tile, long long k_chunk, int tid,
-                             unsigned char* out) {
+                             unsigned char* out, long long interleave) {
   const long long kbytes = k / 2;
   unsigned char src[4][4];
   for (int s = 0; s < 4; ++s)
     for (int f = 0; f < 4; ++f) {
-      const long long row = row_tile * TILE_ROWS + source_row(tid, f), byte = k_chunk * 32 + source_byte(tid, s, f);
+      const long long row = stored_row(row_tile * TILE_ROWS + source_row(tid, f), rows, interleave),
+                      byte = k_chunk * 32 + source_byte(tid, s, f);
       const bool zero_block = (block_scale(scales, layout, rows, k, row, k_chunk * 4 + s) & 0x7F) == 0;
       src[s][f] = row < rows && byte < kbytes && !zero_block ? packed[row * stride + byte] : 0;
     }
@@ -163,17 +175,18 @@ NVFP4_HD void prepack_thread(const unsigned char* packed, long long stride, cons
   if (tid % 4) return;
   for (int h = 0; h < 2; ++h)
     for (int s = 0; s < 4; ++s) {
-      const long long row = row_tile * TILE_ROWS + source_row(tid, h), kb = k_chunk * 4 + s;
+      const long long row = stored_row(row_tile * TILE_ROWS + source_row(tid, h), rows, interleave), kb = k_chunk * 4 + s;
       bool nan = false;
       chunk[VALUE_BYTES + tid / 4 * 8 + 4 * h + s] = scale_code(block_scale(scales, layout, rows, k, row, kb), nan);
     }
 }
 
-// The NaN byte of padded row `row` (one thread per row runs it).
+// The NaN byte of padded row `row` (one thread per row runs it): its stored row's.
 NVFP4_HD void prepack_nan_row(const unsigned char* scales, int layout, long long rows, long long k, long long row,
-                              unsigned char* out) {
+                              unsigned char* out, long long interleave) {
   bool nan = false;
-  for (long long kb = 0; kb < k / 16; ++kb) scale_code(block_scale(scales, layout, rows, k, row, kb), nan);
+  const long long source = stored_row(row, rows, interleave);
+  for (long long kb = 0; kb < k / 16; ++kb) scale_code(block_scale(scales, layout, rows, k, source, kb), nan);
   out[nan_rows_offset(rows, k) + row] = nan ? 1 : 0;
 }
 

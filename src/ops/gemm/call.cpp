@@ -77,6 +77,21 @@ void check_spans(const Check& check, const GemmArgs& g, const GemmCall& call) {
         check.span("d", "groups", call.groups, "d_group_stride", call.d_group_stride, element_bytes(g.d_dtype)));
 }
 
+// The epilogue's checks; returns D's columns (n, or SwiGLU's n / 2).
+int64_t check_epilogue(const Check& check, const GemmArgs& g) {
+  if (g.epilogue == GemmEpilogue::none) return g.n;
+  if (g.epilogue != GemmEpilogue::swiglu)
+    check.fail("epilogue", fmt::format("epilogue = {} is not a GemmEpilogue (none or swiglu)", int(g.epilogue)));
+  if (g.n % 16)
+    check.fail("n", fmt::format("n = {} with epilogue swiglu: the gate_up weight's 2 x I rows need I = n/2 a multiple of 8",
+                                g.n));
+  if (!g.b_prepacked)
+    check.fail("b_prepacked", "epilogue swiglu reads gate and up rows in prepack's 8-row interleave: prepack b with "
+                              "PrepackArgs::swiglu_interleave and set b_prepacked",
+               Status::unsupported);
+  return g.n / 2;
+}
+
 // The checks of a GemmArgs, in `call` (whose rows and groups are set).
 void check_gemm_args(const Check& check, const GemmArgs& g, GemmCall& call) {
   check.not_negative("m", g.m);
@@ -90,11 +105,12 @@ void check_gemm_args(const Check& check, const GemmArgs& g, GemmCall& call) {
     check.fail("alpha", fmt::format("alpha = {} must be finite and nonzero (a zero-filled nvfp4_gemm_args? start from "
                                     "nvfp4_gemm_args_init())", g.alpha));
   if (!g.b_prepacked) check.scale_layout("b.scale_layout", g.b.scale_layout);
+  const int64_t d_columns = check_epilogue(check, g);
   call.args = g;
   call.a_gscale_mode = nvfp4k::GSCALE_HOST;
   call.a_stride = g.a_row_stride ? g.a_row_stride : g.k;
   call.b_stride = g.b.row_stride_bytes ? g.b.row_stride_bytes : g.k / 2;
-  call.d_stride = g.d_row_stride ? g.d_row_stride : g.n;
+  call.d_stride = g.d_row_stride ? g.d_row_stride : d_columns;
   if (call.a_stride < g.k) check.fail("a_row_stride", fmt::format("a_row_stride = {} is less than k = {}", call.a_stride, g.k));
   if (call.a_stride % 8)
     check.fail("a_row_stride",
@@ -103,7 +119,9 @@ void check_gemm_args(const Check& check, const GemmArgs& g, GemmCall& call) {
     check.fail("b.row_stride_bytes", fmt::format("b.row_stride_bytes = {} is less than k/2 = {}", call.b_stride, g.k / 2));
   if (call.b_stride % 16 && !g.b_prepacked)
     check.fail("b.row_stride_bytes", fmt::format("b.row_stride_bytes = {} must be a multiple of 16 (for TMA)", call.b_stride));
-  if (call.d_stride < g.n) check.fail("d_row_stride", fmt::format("d_row_stride = {} is less than n = {}", call.d_stride, g.n));
+  if (call.d_stride < d_columns)
+    check.fail("d_row_stride", fmt::format("d_row_stride = {} is less than {} = {}", call.d_stride,
+                                           d_columns == g.n ? "n" : "n/2 (D of epilogue swiglu)", d_columns));
   call.b_gscale_mode = check.global_scale("b.global_scale", g.b.global_scale);
   if (call.b_gscale_mode == nvfp4k::GSCALE_DEVICE_PER_ROW && call.groups == 0)
     check.fail("b.global_scale", "b.global_scale.per_row is not supported: a weight has one global scale");
@@ -212,6 +230,9 @@ GemmCall grouped_gemm_call(const GroupedGemmArgs& ga, const char* who, bool poin
     check.fail("layout", fmt::format("layout = {} is not a GroupedLayout (contiguous, masked or batched)", int(ga.layout)));
   check.not_negative("gemm.m", g.m);
   const bool batched = ga.layout == GroupedLayout::batched;
+  if (batched && g.epilogue != GemmEpilogue::none)
+    check.fail("gemm.epilogue", "gemm.epilogue swiglu with the batched layout is not supported (contiguous or masked)",
+               Status::unsupported);
   if (!batched && (ga.a_group_stride || ga.d_group_stride))
     check.fail(ga.a_group_stride ? "a_group_stride" : "d_group_stride", "group strides are for the batched layout only");
   check.not_negative("expected_m", ga.expected_m);
@@ -301,11 +322,16 @@ GemmSpec with_groups(GemmSpec spec, int32_t groups, GroupedLayout layout) {
 
 }  // namespace
 
+GemmSpec with_epilogue(GemmSpec spec, GemmEpilogue epilogue) {
+  if (epilogue == GemmEpilogue::swiglu) spec.flags |= kFlagEpilogueSwiglu;
+  return spec;
+}
+
 GemmSpec gemm_problem(Arch arch, const GemmCall& call) {
   const GemmArgs& g = call.args;
-  const GemmSpec spec = with_groups(gemm_problem(arch, g.n, g.k, g.a_dtype, g.d_dtype, g.b.scale_layout, g.b_prepacked,
+  const GemmSpec spec = with_epilogue(with_groups(gemm_problem(arch, g.n, g.k, g.a_dtype, g.d_dtype, g.b.scale_layout, g.b_prepacked,
                                                    g.bias ? uint8_t(g.bias_dtype) : kNoDType),
-                                      call.groups, call.layout);
+                                      call.groups, call.layout), g.epilogue);
   // (the W4A4 GEMM on decoded A sees a_dtype bf16 here: nvfp4 reaches only native backends)
   return g.a_dtype == DType::nvfp4 ? gemm_fp4_problem(spec, g.a_fp4.scale_layout) : spec;
 }
@@ -323,9 +349,10 @@ GemmSpec gemm_fp4_problem(GemmSpec problem, ScaleLayout a_layout) {
 }
 
 GemmSpec gemm_problem(Arch arch, const GemmProblem& p) {
-  return with_groups(gemm_problem(arch, p.n, p.k, p.a_dtype, p.d_dtype, p.scale_layout, p.b_prepacked,
-                                  p.has_bias ? uint8_t(p.bias_dtype) : kNoDType),
-                     p.groups, p.grouped_layout);
+  return with_epilogue(with_groups(gemm_problem(arch, p.n, p.k, p.a_dtype, p.d_dtype, p.scale_layout, p.b_prepacked,
+                                               p.has_bias ? uint8_t(p.bias_dtype) : kNoDType),
+                                  p.groups, p.grouped_layout),
+                      p.epilogue);
 }
 
 bool gemm_problem_prepacked(const GemmSpec& problem) { return problem.scale_layout == nvfp4k::SCALES_PREPACKED; }

@@ -71,6 +71,8 @@ GemmCall gemm_call_on_decoded_a(const GemmCall& call, const void* decoded_a);
 GemmSpec gemm_problem(Arch arch, int64_t n, int64_t k, DType a, DType d, ScaleLayout b_layout, bool b_prepacked,
                         uint8_t bias);
 GemmSpec gemm_problem(Arch arch, const GemmCall& call);
+// `spec` with `epilogue` (kFlagEpilogueSwiglu for swiglu).
+GemmSpec with_epilogue(GemmSpec spec, GemmEpilogue epilogue);
 // call.problem on `arch`.
 GemmSpec gemm_problem_on(Arch arch, const GemmCall& call);
 GemmSpec gemm_problem(Arch arch, const GemmProblem& problem);

@@ -17,6 +17,7 @@ namespace {
 constexpr const char* kBiasNames[] = {"none", "bf16", "fp32"};
 constexpr const char* kGroupedNames[] = {"none", "contiguous", "masked", "batched"};
 constexpr uint8_t kGroupedFlags[] = {0, kFlagGroupedContiguous, kFlagGroupedMasked, kFlagGroupedBatched};
+constexpr const char* kEpilogueNames[] = {"none", "swiglu"};
 
 const char* bias_of(const GemmSpec& spec) {
   const uint8_t bias = gemm_bias_code(spec);
@@ -59,7 +60,8 @@ nlohmann::ordered_json gemm_spec_json(const GemmSpec& spec) {
                            {"scale_layout", scale_layout_name(spec.scale_layout)},
                            {"bias", bias_of(spec)},
                            {"grouped", kGroupedNames[gemm_problem_grouped(spec)]},
-                           {"a_scale_layout", scale_layout_name(gemm_a_scale_layout(spec))}};
+                           {"a_scale_layout", scale_layout_name(gemm_a_scale_layout(spec))},
+                           {"epilogue", kEpilogueNames[gemm_epilogue_code(spec)]}};
   j["tile"] = {{"block_m", t.block_m}, {"block_n", t.block_n}, {"block_k", t.block_k}, {"threads", t.threads},
                {"stages", t.stages},   {"split_k", t.split_k}, {"k_slices", t.k_slices}};
   return j;
@@ -76,6 +78,7 @@ std::string gemm_spec_from_json(const nlohmann::json& object, Arch arch, GemmSpe
   s.groups = int32_t(r.integer("groups", 0, 65536));
   const std::string a = r.text("a_dtype"), out = r.text("out_dtype"), layout = r.text("scale_layout");
   const std::string bias = r.text("bias"), grouped = r.text("grouped"), a_layout = r.text("a_scale_layout");
+  const std::string epilogue = object.contains("epilogue") ? r.text("epilogue") : "none";  // (older tables: none)
   if (!r.why().empty()) return r.why();
   if (!object.contains("tile") || !object["tile"].is_object()) return "tile is missing";
   FieldReader t(object["tile"]);
@@ -95,13 +98,16 @@ std::string gemm_spec_from_json(const nlohmann::json& object, Arch arch, GemmSpe
   if (layout_code < 0) return fmt::format("scale_layout = \"{}\" is not a scale layout", layout);
   if (bias_index < 0) return fmt::format("bias = \"{}\" is not none, bf16 or fp32", bias);
   if (grouped_index < 0) return fmt::format("grouped = \"{}\" is not none, contiguous, masked or batched", grouped);
+  const int epilogue_index = index_of(kEpilogueNames, epilogue);
+  if (epilogue_index < 0) return fmt::format("epilogue = \"{}\" is not none or swiglu", epilogue);
   if (a_layout_code != nvfp4k::SCALES_LINEAR && a_layout_code != nvfp4k::SCALES_SWIZZLED128X4)
     return fmt::format("a_scale_layout = \"{}\" is not linear or sw128x4", a_layout);
   s.a_dtype = uint8_t(a_code);
   s.out_dtype = uint8_t(out_code);
   s.scale_layout = uint8_t(layout_code);
   s.flags = uint8_t((bias_index == 1 ? kFlagBiasBf16 : bias_index == 2 ? kFlagBiasFp32 : 0) | kGroupedFlags[grouped_index] |
-                    (a_layout_code == nvfp4k::SCALES_SWIZZLED128X4 ? kFlagAScalesSwizzled : 0));
+                    (a_layout_code == nvfp4k::SCALES_SWIZZLED128X4 ? kFlagAScalesSwizzled : 0) |
+                    (epilogue_index == 1 ? kFlagEpilogueSwiglu : 0));
   *spec = s;
   return {};
 }

@@ -14,7 +14,7 @@ std::string gemm_prewarm_hint(const GemmCall& call, const DeviceInfo& device) {
   v.a = args.a_dtype, v.d = args.d_dtype, v.bias = args.bias ? uint8_t(args.bias_dtype) : kNoDType;
   v.b = args.b_prepacked ? WeightLayout::prepacked
         : args.b.scale_layout == ScaleLayout::swizzled128x4 ? WeightLayout::swizzled : WeightLayout::linear;
-  v.a_scales = args.a_fp4.scale_layout, v.grouped = call.layout;
+  v.a_scales = args.a_fp4.scale_layout, v.grouped = call.layout, v.epilogue = args.epilogue;
   const bool grouped = call.groups > 0;
   return fmt::format("nvfp4-jit prewarm --shape {},{}{} --arch {} --sms {}{}", args.n, args.k,
                      grouped ? fmt::format(",{}", call.groups) : "", to_string(device.arch), device.sm_count,

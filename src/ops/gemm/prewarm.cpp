@@ -1,7 +1,7 @@
 // The GEMM's part of a prewarm: every kernel (GemmBackend::kernel_spec: shapes may share one)
 // of every tile any M of every bucket runs, for every variant of the
 // shape (activation and output dtypes, bias, weight layout, W4A4 A's scale layout, grouped
-// layout) the arch's backend serves. W4A4 on a backend without an FP4 MMA runs the BF16 kernel on
+// layout, epilogue) the arch's backend serves. W4A4 on a backend without an FP4 MMA runs the BF16 kernel on
 // decoded A (its decode is dequantize's, prewarmed there); a backend with one takes NVFP4 A.
 #include "core/op_registry.hpp"
 #include "ops/gemm/backend.hpp"
@@ -24,7 +24,7 @@ GemmSpec variant_problem(Arch arch, const GemmBackend& backend, const WeightShap
     problem.flags |= v.grouped == GroupedLayout::masked ? kFlagGroupedMasked : kFlagGroupedContiguous;
   }
   if (v.a == DType::nvfp4 && backend.native_fp4_activations()) problem = gemm_fp4_problem(problem, v.a_scales);
-  return problem;
+  return with_epilogue(problem, v.epilogue);
 }
 
 std::vector<KernelSpec> gemm_prewarm_specs(Arch arch, const WeightShape& shape, int sm_count) {
@@ -41,8 +41,11 @@ std::vector<KernelSpec> gemm_prewarm_specs(Arch arch, const WeightShape& shape, 
         for (WeightLayout b : variants.b_layouts)
           for (GroupedLayout g : grouped)
             for (ScaleLayout a_scales : variants.a_scales) {
-              const GemmSpec problem = variant_problem(arch, *backend, shape, {a, d, bias, b, a_scales, g});
-              if (backend->unsupported(problem).empty()) problems.push_back(problem);
+              for (GemmEpilogue e : variants.epilogues) {
+                if (e == GemmEpilogue::swiglu && shape.n % 16) continue;  // no gate_up weight
+                const GemmSpec problem = variant_problem(arch, *backend, shape, {a, d, bias, b, a_scales, g, e});
+                if (backend->unsupported(problem).empty()) problems.push_back(problem);
+              }
               if (a != DType::nvfp4) break;  // A's scale layout is W4A4's only
             }
   for (int bucket : kGemmMBuckets)

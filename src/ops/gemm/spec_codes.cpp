@@ -12,6 +12,12 @@ uint8_t gemm_bias_code(const GemmSpec& spec) {
   return spec.flags & kFlagBiasBf16 ? nvfp4k::BIAS_BF16 : spec.flags & kFlagBiasFp32 ? nvfp4k::BIAS_FP32 : nvfp4k::BIAS_NONE;
 }
 
+uint8_t gemm_epilogue_code(const GemmSpec& spec) {
+  return spec.flags & kFlagEpilogueSwiglu ? nvfp4k::EPILOGUE_SWIGLU : nvfp4k::EPILOGUE_NONE;
+}
+
+const char* epilogue_name(const GemmSpec& spec) { return gemm_epilogue_code(spec) == nvfp4k::EPILOGUE_SWIGLU ? "_swiglu" : ""; }
+
 int gemm_a_scale_layout(const GemmSpec& spec) {
   return spec.flags & kFlagAScalesSwizzled ? nvfp4k::SCALES_SWIZZLED128X4 : nvfp4k::SCALES_LINEAR;
 }

@@ -13,6 +13,10 @@ namespace nvfp4::jit::detail {
 
 // nvfp4k::BiasCode of the spec's bias.
 uint8_t gemm_bias_code(const GemmSpec& spec);
+// nvfp4k::GemmEpilogueCode of the spec's epilogue.
+uint8_t gemm_epilogue_code(const GemmSpec& spec);
+// The epilogue's part of a kernel name: "" or "_swiglu".
+const char* epilogue_name(const GemmSpec& spec);
 // nvfp4k::ScaleLayoutCode of A's scales (W4A4 problems).
 int gemm_a_scale_layout(const GemmSpec& spec);
 // "linear", "sw128x4" or "prepacked" for a ScaleLayoutCode.

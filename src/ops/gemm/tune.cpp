@@ -148,6 +148,7 @@ struct Scratch {
     g.b.scale_layout = g.b_prepacked ? ScaleLayout::linear : ScaleLayout(p.scale_layout);
     g.b.global_scale.value = 1.0f / 256;
     g.d = d.get(), g.d_dtype = DType(p.out_dtype);
+    g.epilogue = p.flags & kFlagEpilogueSwiglu ? GemmEpilogue::swiglu : GemmEpilogue::none;
     if (p.flags & (kFlagBiasBf16 | kFlagBiasFp32))
       g.bias = bias.get(), g.bias_dtype = p.flags & kFlagBiasBf16 ? DType::bf16 : DType::fp32;
     if (!groups) return gemm_call(g, kWho);
@@ -304,6 +305,7 @@ std::vector<TunedBucket> tune(const GemmProblem& problem, const TuneOptions& opt
   probe.b_prepacked = problem.b_prepacked;
   probe.bias_dtype = problem.bias_dtype;
   probe.a_fp4.scale_layout = problem.a_scale_layout;
+  probe.epilogue = problem.epilogue;
   gemm_call(probe, "nvfp4::jit::gemm");
   if (options.runs < 1) fail(Status::invalid_argument, "{}: runs = {} must be at least 1", kWho, options.runs);
   if (options.m < 0) fail(Status::invalid_argument, "{}: m = {} must be 0 (every bucket) or positive", kWho, options.m);

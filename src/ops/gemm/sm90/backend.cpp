@@ -70,7 +70,12 @@ class Sm90Backend final : public GemmBackend {
  public:
   std::string_view name() const override { return "sm90"; }
   bool serves(Arch arch) const override { return arch == Arch::sm_90a; }
-  std::string unsupported(const GemmSpec&) const override { return {}; }
+  std::string unsupported(const GemmSpec& problem) const override {
+    if (gemm_epilogue_code(problem) == nvfp4k::EPILOGUE_SWIGLU &&
+        (!gemm_problem_prepacked(problem) || gemm_problem_grouped(problem) == nvfp4k::GROUPED_BATCHED))
+      return "epilogue swiglu runs on a prepacked gate_up weight, dense or contiguous / masked groups";
+    return {};
+  }
 
   GemmTile heuristic(const GemmSpec& problem, int64_t m, int sm_count) const override {
     return sm90::heuristic(problem, m, sm_count, 0);
@@ -125,22 +130,23 @@ class Sm90Backend final : public GemmBackend {
 
   std::string kernel_name(const GemmSpec& spec) const override {
     const Tile t = tile_of(spec);
-    return fmt::format("nvfp4_gemm_w4a16_{}k{}_{}_{}_{}{}_bm{}_bk{}_wg{}{}_s{}_ks{}{}", grouped_name(spec), spec.k,
+    return fmt::format("nvfp4_gemm_w4a16_{}k{}_{}_{}_{}{}{}_bm{}_bk{}_wg{}{}_s{}_ks{}{}", grouped_name(spec), spec.k,
                        dtype_name(spec.a_dtype), dtype_name(spec.out_dtype), scale_layout_name(spec.scale_layout),
-                       bias_name(spec), t.block_m,
+                       bias_name(spec), epilogue_name(spec), t.block_m,
                        t.block_k, t.consumers, t.k_slices > 1 ? fmt::format("x{}", t.k_slices) : "", t.stages, t.split_k,
                        t.persistent > 0 ? "_persistent" : "");
   }
 
   GeneratedKernel generate(const GemmSpec& spec) const override {
     const Tile t = tile_of(spec);
-    const int grouped = gemm_problem_grouped(spec);
+    const int grouped = gemm_problem_grouped(spec), epilogue = gemm_epilogue_code(spec);
     return entry_point(gemm_key(spec), spec.tile.threads, kernel_name(spec), "sm90/gemm_w4a16.cuh", "GemmParams",
                        fmt::format("nvfp4k::sm90::gemm_w4a16<nvfp4k::sm90::GemmConfig<{}, {}, {}, {}LL, {}, {}, {}, "
-                                   "{}, {}, {}, {}{}>>(p)",
+                                   "{}, {}, {}, {}{}{}>>(p)",
                                    spec.a_dtype, spec.out_dtype, gemm_bias_code(spec), spec.k, spec.scale_layout,
                                    t.consumers, t.block_m, t.block_k, t.stages, t.split_k, t.k_slices,
-                                   grouped ? fmt::format(", {}, {}, {}", grouped, spec.groups, t.persistent > 0 ? 1 : 0) : ""),
+                                   grouped || epilogue ? fmt::format(", {}, {}, {}", grouped, spec.groups, t.persistent > 0 ? 1 : 0) : "",
+                                   epilogue ? fmt::format(", {}", epilogue) : ""),
                        ctas_per_sm(t) > 1 ? ctas_per_sm(t) : 0);
   }
 
@@ -181,7 +187,8 @@ class Sm90Backend final : public GemmBackend {
     b.d_bytes = d_bytes(spec);
     b.batched = grouped == nvfp4k::GROUPED_BATCHED;
     b.prepacked = prepacked;
-    b.d_tile_fits = stores_through_smem(t, b.d_bytes);
+    // (SwiGLU's D is half the tile wide: element stores)
+    b.d_tile_fits = stores_through_smem(t, b.d_bytes) && gemm_epilogue_code(spec) == nvfp4k::EPILOGUE_NONE;
     return plan;
   }
 
