@@ -225,6 +225,17 @@ void convert_scales(const ConvertScalesArgs& args, CUstream stream);
 // A is BF16 / FP16 (W4A16), or NVFP4 in a_fp4 (W4A4: decoded exactly to BF16 in a workspace,
 // then the W4A16 kernel). M is a run-time size: kernels are compiled per (n, k, dtypes,
 // layout, M bucket), and ragged M and N are handled in the kernel. Needs an sm_90a device.
+// How gemm multiplies. exact: every product of the decoded values exact, fp32 accumulation
+// (the default, every arch). w4a8 (sm_90a only; opt-in): Hopper has no FP4 MMA, so its exact
+// mode runs BF16 tensor cores; w4a8 runs FP8 ones at up to twice the rate, on A rounded to
+// E4M3 per row (scale amax / 448, a pass into the workspace) and weights folded to E4M3 (value
+// x block scale x 2^-e[n], e[n] a power of two per weight row that keeps the row in E4M3's range,
+// stored by prepack), each rounded once: about 2.5% relative Frobenius error on typical data, at
+// most ~1/17 per element plus E4M3's subnormal floor (docs/formats.md, "W4A8"). It needs a
+// prepacked weight (b_prepacked) and BF16/FP16 A; sm_100a/103a/120a/121a refuse it (their exact
+// mode is their native FP4 MMA already).
+enum class GemmPrecision : uint8_t { exact = 0, w4a8 = 1 };
+
 struct GemmArgs {
   int64_t m = 0, n = 0, k = 0;       // k: a multiple of 32
   const void* a = nullptr;           // [m, k] BF16 or FP16, 16-byte aligned (null for W4A4)
@@ -240,7 +251,7 @@ struct GemmArgs {
   // W4A4 only: A [m, k] as NVFP4 (data 4-byte aligned, row stride a multiple of 4 bytes);
   // its global scale may be per row (m values on the device).
   Nvfp4Tensor a_fp4{};
-  // W4A4 only: gemm_workspace_bytes(args) bytes, 16-byte aligned. Null: allocated and freed
+  // W4A4 and W4A8 only: gemm_workspace_bytes(args) bytes, 16-byte aligned. Null: allocated and freed
   // on the stream (cuMemAllocAsync / cuMemFreeAsync, which CUDA graphs capture).
   void* workspace = nullptr;
   int64_t workspace_bytes = 0;
@@ -253,9 +264,12 @@ struct GemmArgs {
   // (where its grid is at most four waves of CTAs: longer ones gain nothing from it).
   // Leave false right after writing b on the stream (prepack, a weight update).
   bool weights_static = false;
+  // exact, or w4a8 (see GemmPrecision): its workspace holds A as E4M3 and the row scales.
+  GemmPrecision precision = GemmPrecision::exact;
 };
 void gemm(const GemmArgs& args, CUstream stream);
-// Bytes of workspace gemm needs for `args` (W4A4: m * k * 2; otherwise 0). Checks every
+// Bytes of workspace gemm needs for `args` (W4A4: m * k * 2; W4A8: m * k rounded up to 16, plus
+// 4 * m; otherwise 0). Checks every
 // argument gemm checks but the buffers (which need not exist yet): throws Error naming the one
 // gemm would refuse.
 int64_t gemm_workspace_bytes(const GemmArgs& args);
@@ -382,6 +396,7 @@ struct GemmProblem {
   // Its M buckets are rows per expert (GroupedGemmArgs::expected_m).
   int32_t groups = 0;
   GroupedLayout grouped_layout = GroupedLayout::contiguous;
+  GemmPrecision precision = GemmPrecision::exact;  // w4a8: its kernels (a prepacked, dense weight)
 };
 
 struct TuneOptions {

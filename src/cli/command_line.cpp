@@ -71,6 +71,7 @@ const std::vector<Verb>& verbs() {
         {"--b-layout", "LIST", "weight scales: linear, swizzled, prepacked (default linear,prepacked)"},
         {"--a-scales", "LIST", "W4A4 activation scales: linear, swizzled (default linear)"},
         {"--grouped", "LIST", "a grouped weight's layout: contiguous, masked (default contiguous)"},
+        {"--precision", "LIST", "GEMM precision modes: exact, w4a8 (sm_90a, prepacked weights) (default exact)"},
         {"--in-dtype", "LIST", "quantizer inputs: bf16, fp16, fp32 (default quantize bf16,fp16; fused bf16)"},
         {"--a-from", "LIST",
          "the ops that write the activations: quantize, rmsnorm, swiglu, mhc, stage\n"

@@ -44,6 +44,9 @@ struct PrewarmVariants {
   // The norm weights' dtypes; empty: each op's usual one (RMSNorm the input's, mHC fp32, as
   // DeepSeek-V4 keeps it). A checkpoint that keeps RMSNorm's weight in fp32 names `fp32`.
   std::vector<NormWeight> norm_weights;
+  // The GEMM's precision modes: exact, and w4a8 (sm_90a, prepacked weights, dense: its kernels
+  // and its activation pass) where a deployment asks for it.
+  std::vector<GemmPrecision> precisions{GemmPrecision::exact};
 
   bool writes_a(AFrom op) const;
   bool operator==(const PrewarmVariants&) const = default;
@@ -51,7 +54,8 @@ struct PrewarmVariants {
 
 // The variant keys, in the order `prewarm_variant_flags` prints them.
 inline constexpr std::string_view kPrewarmVariantKeys[] = {"a-dtype",  "d-dtype",  "bias",   "b-layout",   "a-scales",
-                                                           "grouped",  "in-dtype", "a-from", "norm-weight"};
+                                                           "grouped",  "in-dtype", "a-from", "norm-weight",
+                                                           "precision"};
 
 // Sets `key` (one of kPrewarmVariantKeys) to the comma-separated `values`, replacing what it held.
 // Returns why not ("" when done): an unknown key, an unknown or repeated value, an empty list.
@@ -65,6 +69,7 @@ std::string_view variant_name(DType dtype);
 std::string_view variant_name(WeightLayout layout);
 std::string_view variant_name(ScaleLayout layout);
 std::string_view variant_name(GroupedLayout layout);
+std::string_view variant_name(GemmPrecision precision);
 std::string_view bias_variant_name(uint8_t bias);
 // "rmsnorm,quantize": the list as the `a-from` field writes it.
 std::string a_from_names(const std::vector<AFrom>& ops);

@@ -78,6 +78,9 @@ GemmSpec gemm_problem(Arch arch, const GemmProblem& problem);
 // as they are (GemmBackend::native_fp4_activations).
 GemmSpec gemm_fp4_problem(GemmSpec problem, ScaleLayout a_layout);
 bool gemm_problem_prepacked(const GemmSpec& problem);
+// `problem` in `precision` (GemmPrecision::w4a8 sets kFlagW4A8), and whether a problem is W4A8's.
+GemmSpec gemm_with_precision(GemmSpec problem, GemmPrecision precision);
+bool gemm_problem_w4a8(const GemmSpec& problem);
 // nvfp4k::GroupedLayoutCode of a problem (GROUPED_NONE for a dense one).
 int gemm_problem_grouped(const GemmSpec& problem);
 // Its groups, 0 for a dense problem (the backends' tile heuristics take them so).

@@ -31,6 +31,7 @@ enum GemmFlags : uint16_t {
   kFlagGroupedContiguous = 8, kFlagGroupedMasked = 16,  // a grouped GEMM of `groups` groups
   kFlagAScalesSwizzled = 32,  // a GEMM on NVFP4 activations (a_dtype nvfp4): their scales swizzled128x4
   kFlagGroupedBatched = 64,   // a grouped GEMM of `groups` groups that every row goes to
+  kFlagW4A8 = 128,            // GemmPrecision::w4a8: E4M3 activations and folded weights, FP8 MMA
 };
 
 struct GemmSpec {

@@ -9,6 +9,7 @@ std::string prewarm_variant_flags(const GemmVariant& v, bool grouped) {
                                   variant_name(v.d), bias_variant_name(v.bias), variant_name(v.b));
   if (v.a == DType::nvfp4) flags += fmt::format(" --a-scales {}", variant_name(v.a_scales));
   if (grouped) flags += fmt::format(" --grouped {}", variant_name(v.grouped));
+  if (v.precision != GemmPrecision::exact) flags += fmt::format(" --precision {}", variant_name(v.precision));
   return flags;
 }
 
