@@ -14,9 +14,6 @@
 
 namespace nvfp4k {
 
-// The column a group's byte `position` holds (the permutation above; the CPU reference's too).
-NVFP4_HD constexpr int fp8_activation_column(int position) { return 2 * (position / 4) + position % 2 + 8 * (position / 2 % 2); }
-
 template <int ADT, long long K, int THREADS>
 __device__ __forceinline__ void fp8_activations(const Fp8ActivationParams& p) {
   static_assert(K % 16 == 0 && THREADS % 32 == 0);

@@ -68,4 +68,9 @@ NVFP4_HD unsigned char activation_e4m3(float x, float inverse_scale) {
   return (unsigned char)(float_to_e4m3_satfinite(sign ? -v : v) | (sign << 7));
 }
 
+// The W4A8 kernel's activation column order (fp8_activations.cuh): within every 16 columns,
+// byte `position` holds column fp8_activation_column(position), so that the weight's k32
+// fragment (sm90/fp8_operand.cuh) meets it: position 4t + i holds column 2t + i % 2 + 8 (i / 2).
+NVFP4_HD constexpr int fp8_activation_column(int position) { return 2 * (position / 4) + position % 2 + 8 * (position / 2 % 2); }
+
 }  // namespace nvfp4k

@@ -18,6 +18,7 @@
 // factors inside FP16's range for every row exponent e in [-15, 3] (fold_exponent's range).
 #pragma once
 #include "common/mma_operand.cuh"
+#include "common/portable.cuh"
 #include "sm90/prepacked_weight.cuh"
 
 namespace nvfp4k::sm90 {
@@ -28,11 +29,12 @@ struct FoldRow {
   unsigned bias, factor;
 };
 
-__device__ __forceinline__ FoldRow fold_row(int e) {
+NVFP4_HD FoldRow fold_row(int e) {
   const int c = e < -8 ? -8 - e : 0;
   return {unsigned(c << 10) * 0x10001u, (unsigned(15 + 7 - c - e) << 10) * 0x10001u};
 }
 
+#if defined(__CUDA_ARCH__)
 // Two FP16 lanes to two E4M3 bytes (lane 0 in the low byte), rounded to nearest even, saturating.
 __device__ __forceinline__ unsigned e4m3x2_of_f16x2(unsigned x) {
   unsigned short d;
@@ -90,5 +92,6 @@ __device__ __forceinline__ void decode_prepacked_fp8(const unsigned char* chunks
     }
   }
 }
+#endif
 
 }  // namespace nvfp4k::sm90

@@ -80,11 +80,12 @@ namespace nvfp4k::sm90 {
 #define NVFP4_WGMMA_OUT128 NVFP4_WGMMA_OUT124, NVFP4_WGMMA_D4(124)
 
 // After the H accumulators come the four A registers (operands A0..A3), the descriptor (DESC)
-// and the scale-D flag (ONE: 1, D += A.B), which the instruction takes as a predicate.
-#define NVFP4_WGMMA_ASM(W, H, KTYPE, A0, A1, A2, A3, DESC, ONE)                                                         \
+// and the scale-D flag (ONE: 1, D += A.B), which the instruction takes as a predicate; TRANS_B:
+// B's transpose flag (", 0"), which 8-bit types do not take (K-major only).
+#define NVFP4_WGMMA_ASM(W, H, KTYPE, TRANS_B, A0, A1, A2, A3, DESC, ONE)                                                \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #ONE ", 0;\n"                                                        \
                "wgmma.mma_async.sync.aligned.m64n" #W KTYPE " {" NVFP4_WGMMA_ACC##H "}, {%" #A0 ", %" #A1                 \
-               ", %" #A2 ", %" #A3 "}, %" #DESC ", p, 1, 1, 0;\n}\n"                                                      \
+               ", %" #A2 ", %" #A3 "}, %" #DESC ", p, 1, 1" TRANS_B ";\n}\n"                                               \
                : NVFP4_WGMMA_OUT##H                                                                                     \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1))
 
@@ -94,11 +95,11 @@ namespace nvfp4k::sm90 {
     template <int ADT, int N>                                                                                     \
     __device__ __forceinline__ static void mma(float (&d)[N], const unsigned (&a)[4], unsigned long long desc) { \
       if constexpr (ADT == DTYPE_E4M3)                                                                            \
-        NVFP4_WGMMA_ASM(W, H, "k32.f32.e4m3.e4m3", A0, A1, A2, A3, DESC, ONE);                                    \
+        NVFP4_WGMMA_ASM(W, H, "k32.f32.e4m3.e4m3", "", A0, A1, A2, A3, DESC, ONE);                                \
       else if constexpr (ADT == DTYPE_FP16)                                                                       \
-        NVFP4_WGMMA_ASM(W, H, "k16.f32.f16.f16", A0, A1, A2, A3, DESC, ONE);                                      \
+        NVFP4_WGMMA_ASM(W, H, "k16.f32.f16.f16", ", 0", A0, A1, A2, A3, DESC, ONE);                               \
       else                                                                                                        \
-        NVFP4_WGMMA_ASM(W, H, "k16.f32.bf16.bf16", A0, A1, A2, A3, DESC, ONE);                                    \
+        NVFP4_WGMMA_ASM(W, H, "k16.f32.bf16.bf16", ", 0", A0, A1, A2, A3, DESC, ONE);                             \
     }                                                                                                             \
   };
 
