@@ -99,6 +99,7 @@ const std::vector<Verb>& verbs() {
          "the weights' layout: scale layout as stored, or prepacked (default linear)"},
         {"--a-dtype", "bf16|fp16|nvfp4", "the activations (default bf16; sm_120a / sm_121a run nvfp4 only: W4A4)"},
         {"--a-scales", "linear|swizzled", "W4A4's activation scales (default linear, as quantized)"},
+        {"--precision", "exact|w4a8", "the GEMM's precision mode (default exact; w4a8: sm_90a, --layout prepacked)"},
         {"--grouped", "contiguous|masked",
          "a grouped weight's (G experts) layout (default contiguous); its M buckets are rows\n"
          "per expert (grouped_gemm's expected_m), up to 512, timed at --m (each bucket's\n"

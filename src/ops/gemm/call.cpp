@@ -298,6 +298,16 @@ GemmCall gemm_call_on_decoded_a(const GemmCall& call, const void* decoded_a) {
   return inner;
 }
 
+GemmCall gemm_call_on_fp8_a(const GemmCall& call, const void* workspace) {
+  GemmCall inner = call;
+  const auto* bytes = static_cast<const unsigned char*>(workspace);
+  inner.args.a = workspace;
+  inner.args.a_row_stride = inner.a_stride = call.args.k;
+  inner.a_scale = GlobalScale{1.0f, reinterpret_cast<const float*>(bytes + fp8_row_scales_offset(call.rows, call.args.k)), true};
+  inner.a_gscale_mode = nvfp4k::GSCALE_DEVICE_PER_ROW;
+  return inner;
+}
+
 GemmSpec gemm_problem(Arch arch, int64_t n, int64_t k, DType a, DType d, ScaleLayout b_layout, bool b_prepacked,
                         uint8_t bias) {
   GemmSpec spec;

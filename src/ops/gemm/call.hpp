@@ -64,6 +64,9 @@ int64_t gemm_groups_reached(const GemmCall& call);
 // W4A4's GEMM: the call on A decoded to BF16 (without its global scale, which the call's
 // epilogue applies) at `decoded_a`, row stride k.
 GemmCall gemm_call_on_decoded_a(const GemmCall& call, const void* decoded_a);
+// W4A8's GEMM: the call on A as E4M3 at `workspace` (row stride k) with its row scales after it
+// (fp8_activations_op.hpp's layout), as A's per-row global scale.
+GemmCall gemm_call_on_fp8_a(const GemmCall& call, const void* workspace);
 
 // What a GEMM kernel compiles in besides its tile (the tile fields zero): the key of the
 // tuning table and of the front's warm dispatch. `a` is the kernel's activation type (BF16 or

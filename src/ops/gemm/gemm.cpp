@@ -52,12 +52,7 @@ void gemm_w4a8(const DeviceInfo& device, const GemmCall& call, const GemmKernel&
   auto* workspace = static_cast<unsigned char*>(args.workspace ? args.workspace : owned.get());
   launch_fp8_activations(load_fp8_activations_kernel(device, call, stream), args.a, call.a_stride, call.rows, args.k,
                          workspace, stream);
-  GemmCall inner = call;
-  inner.args.a = workspace;
-  inner.args.a_row_stride = inner.a_stride = args.k;
-  inner.a_scale = GlobalScale{1.0f, reinterpret_cast<const float*>(workspace + fp8_row_scales_offset(call.rows, args.k)), true};
-  inner.a_gscale_mode = nvfp4k::GSCALE_DEVICE_PER_ROW;  // the row scales
-  launch_gemm(kernel, inner, stream);
+  launch_gemm(kernel, gemm_call_on_fp8_a(call, workspace), stream);
   owned.free();
 }
 
