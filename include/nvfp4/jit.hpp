@@ -457,7 +457,8 @@ Nvfp4Linear from_modelopt(const ModelOptLinear& layer, ScaleLayout layout = Scal
 // pair with two integer instructions instead of five, and each stage is one contiguous copy
 // (Marlin and Machete prepack their weights likewise). A one-time step at load, on `stream`;
 // the result is for gemm only (GemmArgs::b_prepacked) and gives the same bits as the weight
-// it came from.
+// it came from. It also holds, per row, a NaN flag and the fold exponent e[n] the W4A8 mode
+// (GemmPrecision::w4a8) folds the row's block scales with.
 struct PrepackArgs {
   Nvfp4Tensor weight{};  // [n, k] as stored (either scale layout); its global scale is not used here
   int64_t n = 0, k = 0;  // k: a multiple of 32
