@@ -45,7 +45,7 @@ double e2m1(unsigned nib) {
 }
 double e4m3(uint8_t s) {  // from the format's definition
   const int ex = (s >> 3) & 15, m = s & 7;
-  return ex == 0 ? std::ldexp(m / 8.0, -9) : std::ldexp(1 + m / 8.0, ex - 7);
+  return ex == 0 ? std::ldexp(m / 8.0, -6) : std::ldexp(1 + m / 8.0, ex - 7);
 }
 // The E4M3 code nearest below-or-at v (v in [2^-9, 448]): a scale as a quantizer leaves it.
 uint8_t e4m3_at_most(double v) {
@@ -219,7 +219,8 @@ void run_w4a8_case(const W4a8Case& c, std::mt19937& rng) {
     }
   }
   const double frob = std::sqrt(e2 / std::max(r2, 1e-300)), frob_bound = std::sqrt(b2 / std::max(r2, 1e-300));
-  MESSAGE("W4A8 m=" << c.m << " n=" << c.n << " k=" << c.k << (c.adversarial ? " adversarial" : " realistic")
+  MESSAGE("W4A8 m=" << c.m << " n=" << c.n << " k=" << c.k << std::string(c.adversarial ? " adversarial" : " realistic")
+                    << std::string(c.m <= kW4A8ExactRows ? " (decode size: the exact mode runs)" : "")
                     << ": relative Frobenius error " << frob * 100 << "% (model bound " << frob_bound * 100
                     << "%), worst row " << worst << " " << worst_row * 100 << "%");
   CHECK_MESSAGE(frob <= frob_bound, "relative Frobenius error " << frob << " above the model's " << frob_bound);
@@ -238,6 +239,8 @@ TEST_SUITE("gpu_gemm_w4a8") {
         {2048, 1000, 2048, false, DType::bf16, DType::fp32, false, false, true},
         {2048, 200, 96, true},
         {1, 8192, 8192, true},
+        {65, 4096, 4096, true},  // the smallest M the FP8 kernel runs
+        {128, 2880, 2880},
         {100, 8, 32},
         {16, 1000, 2880, false, DType::bf16, DType::bf16, true, true, false, 0.5f},
         {100, 2880, 2880, false, DType::fp16, DType::fp32, false, false, true},

@@ -225,6 +225,7 @@ GemmCall gemm_call(const GemmArgs& g, const char* who, bool pointers) {
   const Check check(who, pointers);
   check_gemm_args(check, g, call);
   check_spans(check, g, call);
+  if (g.precision == GemmPrecision::w4a8 && g.m <= kW4A8ExactRows) call.args.precision = GemmPrecision::exact;
   call.problem = gemm_problem(GemmSpec{}.arch, call);
   return call;
 }

@@ -8,6 +8,11 @@
 
 namespace nvfp4::jit::detail {
 
+// W4A8 calls of at most this many rows run the exact mode: at decode sizes the GEMM streams the
+// weight's bytes, and FP8's rate gains nothing against its activation pass and heavier decode
+// (on the H200, M = 1 and 16 ran at 0.63-0.68x of the exact mode).
+constexpr int64_t kW4A8ExactRows = 64;
+
 struct GemmCall {
   GemmArgs args;  // W4A4's GEMM: a is the decoded BF16 A, a_dtype bf16
   int64_t rows = 0;  // of A and D: m, or groups * m (masked, batched)

@@ -109,7 +109,7 @@ namespace nvfp4::jit {
 // call would refuse is no size. W4A4's decoded A: all rows (a grouped call's every group's), k wide.
 int64_t gemm_workspace_bytes(const GemmArgs& args) {
   const detail::GemmCall call = detail::gemm_call(args, "nvfp4::jit::gemm_workspace_bytes", /*pointers=*/false);
-  if (args.precision == GemmPrecision::w4a8) return detail::fp8_activation_bytes(call.rows, args.k);
+  if (call.args.precision == GemmPrecision::w4a8) return detail::fp8_activation_bytes(call.rows, args.k);
   return args.a_dtype == DType::nvfp4 ? call.rows * args.k * 2 : 0;  // (its size checked in gemm_call)
 }
 
