@@ -26,7 +26,7 @@ alignas(64) unsigned char buffer[4096];
 
 GemmArgs w4a8_args() {
   GemmArgs g;
-  g.m = 100, g.n = 64, g.k = 256;
+  g.m = 300, g.n = 64, g.k = 256;
   g.a = g.d = buffer;
   g.b.data = buffer;
   g.b_prepacked = true;
@@ -51,11 +51,11 @@ double fp16(unsigned bits) { return nvfp4k::fp16_bits_to_float(bits & 0xFFFFu); 
 TEST_SUITE("gemm_w4a8") {
   TEST_CASE("W4A8 arguments: the workspace size, and refusals naming the argument") {
     CHECK(error_of(w4a8_args()) == "");
-    CHECK(gemm_workspace_bytes(w4a8_args()) == 100 * 256 + 4 * 100);
+    CHECK(gemm_workspace_bytes(w4a8_args()) == 300 * 256 + 4 * 300);
     GemmArgs g = w4a8_args();
-    g.m = 65, g.k = 32;
-    CHECK(gemm_workspace_bytes(g) == 65 * 32 + 4 * 65);
-    g.m = 64;  // decode sizes run the exact mode: no workspace
+    g.m = 257, g.k = 32;
+    CHECK(gemm_workspace_bytes(g) == (257 * 32 + 15) / 16 * 16 + 4 * 257);
+    g.m = 256;  // decode and small batches run the exact mode: no workspace
     CHECK(gemm_workspace_bytes(g) == 0);
     CHECK(gemm_call(g, "test", false).args.precision == GemmPrecision::exact);
     g = w4a8_args(), g.b_prepacked = false, g.b.scales = buffer;
@@ -99,7 +99,7 @@ TEST_SUITE("gemm_w4a8") {
     CHECK(gemm_problem_w4a8(w4a8));
     CHECK_FALSE(gemm_problem_w4a8(exact));
     const GemmBackend& backend = *find_gemm_backend(Arch::sm_90a);
-    const GemmTile tile = backend.heuristic(w4a8, 100, 132);
+    const GemmTile tile = backend.heuristic(w4a8, 300, 132);
     CHECK(gemm_key(gemm_spec(w4a8, tile)) != gemm_key(gemm_spec(exact, tile)));
     CHECK(backend.kernel_name(gemm_spec(w4a8, tile)).find("nvfp4_gemm_w4a8_") == 0);
     CHECK(backend.kernel_name(gemm_spec(exact, tile)).find("nvfp4_gemm_w4a16_") == 0);

@@ -233,8 +233,8 @@ void convert_scales(const ConvertScalesArgs& args, CUstream stream);
 // stored by prepack), each rounded once: about 2.5% relative Frobenius error on typical data, at
 // most ~1/17 per element plus E4M3's subnormal floor (docs/formats.md, "W4A8"). It needs a
 // prepacked weight (b_prepacked) and BF16/FP16 A; sm_100a/103a/120a/121a refuse it (their exact
-// mode is their native FP4 MMA already). Calls of at most 64 rows (decode) run the exact mode:
-// there the GEMM streams the weight and FP8 gains nothing.
+// mode is their native FP4 MMA already). Calls of at most 256 rows (decode, small batches) run
+// the exact mode: there the GEMM is bound by the weight and its decode, and FP8 gains nothing.
 enum class GemmPrecision : uint8_t { exact = 0, w4a8 = 1 };
 
 struct GemmArgs {

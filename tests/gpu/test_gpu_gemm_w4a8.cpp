@@ -236,14 +236,16 @@ TEST_SUITE("gpu_gemm_w4a8") {
         {1, 4096, 4096},
         {16, 2880, 2880},
         {100, 1000, 4096, true},
+        {300, 1000, 4096, true},
         {2048, 1000, 2048, false, DType::bf16, DType::fp32, false, false, true},
         {2048, 200, 96, true},
         {1, 8192, 8192, true},
-        {65, 4096, 4096, true},  // the smallest M the FP8 kernel runs
-        {128, 2880, 2880},
-        {100, 8, 32},
+        {257, 4096, 4096, true},  // the smallest M the FP8 kernel runs
+        {384, 2880, 2880},
+        {300, 8, 32},
         {16, 1000, 2880, false, DType::bf16, DType::bf16, true, true, false, 0.5f},
-        {100, 2880, 2880, false, DType::fp16, DType::fp32, false, false, true},
+        {600, 1000, 2880, false, DType::bf16, DType::bf16, true, true, false, 0.5f},
+        {400, 2880, 2880, false, DType::fp16, DType::fp32, false, false, true},
         {2048, 640, 8192, false},
     };
     for (const W4a8Case& c : cases) run_w4a8_case(c, rng);

@@ -8,10 +8,11 @@
 
 namespace nvfp4::jit::detail {
 
-// W4A8 calls of at most this many rows run the exact mode: at decode sizes the GEMM streams the
-// weight's bytes, and FP8's rate gains nothing against its activation pass and heavier decode
-// (on the H200, M = 1 and 16 ran at 0.63-0.68x of the exact mode).
-constexpr int64_t kW4A8ExactRows = 64;
+// W4A8 calls of at most this many rows run the exact mode: up to there the GEMM is bound by the
+// weight's bytes and its decode, and FP8's rate gains nothing against the activation pass and
+// the heavier E4M3 fold (H200: M = 1 and 16 at 0.63-0.68x of the exact mode, 128 at 0.87-0.93x,
+// 256 at 0.92x on two of three shapes; from M = 1024 on, 1.22-1.40x).
+constexpr int64_t kW4A8ExactRows = 256;
 
 struct GemmCall {
   GemmArgs args;  // W4A4's GEMM: a is the decoded BF16 A, a_dtype bf16
