@@ -1,6 +1,6 @@
 // Prepack: a ModelOpt NVFP4 weight [rows, K] rewritten in the sm_90a GEMM's own layout
 // (sm90/prepacked_weight.cuh). One thread per (chunk, wgmma thread), then one per padded row
-// for the NaN row bytes; a one-time step at load, so it runs the CPU reference's code as it is.
+// for the NaN and fold exponent row bytes; a one-time step at load, so it runs the CPU reference's code as it is.
 #pragma once
 #include "common/params.cuh"
 #include "sm90/prepacked_weight.cuh"
@@ -14,7 +14,8 @@ __device__ __forceinline__ void prepack(const PrepackParams& p) {
   const long long row_tile = chunk / chunks, row_tiles = prepacked::padded_rows(p.rows) / prepacked::TILE_ROWS;
   if (row_tile >= row_tiles) {
     const long long row = i - row_tiles * chunks * 128;
-    if (row < prepacked::padded_rows(p.rows)) prepacked::prepack_nan_row(p.scales, LAYOUT, p.rows, K, row, p.out, p.swiglu_interleave);
+    if (row < prepacked::padded_rows(p.rows))
+      prepacked::prepack_row_bytes(p.scales, LAYOUT, p.rows, K, row, p.out, p.swiglu_interleave);
     return;
   }
   prepacked::prepack_thread(p.packed, p.packed_stride, p.scales, LAYOUT, p.rows, K, row_tile, chunk - row_tile * chunks,

@@ -54,7 +54,7 @@ TEST_SUITE("c_api") {
     p.n = 64, p.k = 100;
     CHECK(nvfp4_jit_prepack(&p, nullptr) == NVFP4_INVALID_ARGUMENT);
     CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4_jit_prepack: k = 100") == 0);  // the C function's name
-    CHECK(nvfp4_jit_prepacked_bytes(128, 256) == 2 * 4 * 2304 + 128);
+    CHECK(nvfp4_jit_prepacked_bytes(128, 256) == 2 * 4 * 2304 + 2 * 128);
     CHECK(nvfp4_jit_prepacked_bytes(128, 100) == -1);
     nvfp4_gemm_args g;
     nvfp4_gemm_args_init(&g);

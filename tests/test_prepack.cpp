@@ -150,6 +150,26 @@ TEST_SUITE("prepack") {
             break;
           }
         }
+        // the fold exponent bytes (W4A8), the stored row's: the least e with 6 * (the row's largest finite scale) <=
+        // 448 * 2^e, 0 for a row without a nonzero finite scale, from the format's definition
+        for (int64_t row = 0; row < pp::padded_rows(n); ++row) {
+          double max_scale = 0;
+          for (int64_t kb = 0; kb < k / 16; ++kb) {
+            const unsigned s = pp::block_scale(scales.data(), int(layout), n, k, source[size_t(row)], kb) & 0x7F;
+            const int ex = int(s >> 3), m = int(s & 7);
+            if (s != 0x7F) max_scale = std::max(max_scale, ex ? std::ldexp(1 + m / 8.0, ex - 7) : std::ldexp(m / 8.0, -6));
+          }
+          int e = 0;
+          if (max_scale > 0) {
+            e = -40;
+            while (6 * max_scale > 448 * std::ldexp(1.0, e)) ++e;
+          }
+          const int got = int(static_cast<signed char>(out[size_t(pp::fold_exponents_offset(n, k) + row)]));
+          if (got != e) {
+            FAIL_CHECK("fold exponent byte of row " << row << " is " << got << ", not " << e << " (largest scale " << max_scale << ")");
+            break;
+          }
+        }
       }
   }
 
@@ -176,10 +196,10 @@ TEST_SUITE("prepack") {
     }
   }
 
-  TEST_CASE("sizes: rows padded to 128, k to 256, 2304 bytes per 64 x 64 chunk, a NaN byte per row") {
-    CHECK(prepacked_bytes(8192, 8192) == 128LL * 128 * 2304 + 8192);
-    CHECK(prepacked_bytes(1, 32) == 2LL * 4 * 2304 + 128);
-    CHECK(prepacked_bytes(2880, 2880) == (2944LL / 64) * (3072 / 64) * 2304 + 2944);
+  TEST_CASE("sizes: rows padded to 128, k to 256, 2304 bytes per 64 x 64 chunk, a NaN byte and a fold exponent byte per row") {
+    CHECK(prepacked_bytes(8192, 8192) == 128LL * 128 * 2304 + 2 * 8192);
+    CHECK(prepacked_bytes(1, 32) == 2LL * 4 * 2304 + 2 * 128);
+    CHECK(prepacked_bytes(2880, 2880) == (2944LL / 64) * (3072 / 64) * 2304 + 2 * 2944);
     CHECK_THROWS_AS(prepacked_bytes(0, 64), Error);
     CHECK_THROWS_AS(prepacked_bytes(64, 48), Error);
   }

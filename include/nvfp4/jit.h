@@ -188,6 +188,8 @@ typedef struct nvfp4_convert_scales_args {
 /* What the GEMM's epilogue writes (nvfp4::jit::GemmEpilogue): D, or silu(gate) * up of a
  * gate_up weight prepacked with swiglu_interleave (D [m, n/2]; sm_90a). */
 typedef enum nvfp4_gemm_epilogue { NVFP4_GEMM_EPILOGUE_NONE = 0, NVFP4_GEMM_EPILOGUE_SWIGLU = 1 } nvfp4_gemm_epilogue;
+/* How gemm multiplies (nvfp4::jit::GemmPrecision): exact, or W4A8 on FP8 tensor cores (sm_90a). */
+typedef enum nvfp4_gemm_precision { NVFP4_GEMM_EXACT = 0, NVFP4_GEMM_W4A8 = 1 } nvfp4_gemm_precision;
 
 /* D[m, n] = alpha * sum_k A[m, k] * decode(B)[n, k] (+ bias[n]), fp32 accumulation; see
  * jit.hpp (nvfp4::jit::GemmArgs). */
@@ -209,6 +211,7 @@ typedef struct nvfp4_gemm_args {
   int b_prepacked;         /* b.data holds nvfp4_jit_prepack()'s output */
   int weights_static;      /* b is no output of work still running on the stream: may launch early */
   nvfp4_gemm_epilogue epilogue; /* NONE, or SWIGLU: D [m, n/2] = silu(gate) * up */
+  nvfp4_gemm_precision precision; /* NVFP4_GEMM_EXACT (default) or NVFP4_GEMM_W4A8 (sm_90a, prepacked b) */
 } nvfp4_gemm_args;
 
 /* A weight rewritten in the GEMM's own layout (sm_90a), once at load; see jit.hpp. */
@@ -239,7 +242,8 @@ nvfp4_status nvfp4_jit_rmsnorm_quantize(const nvfp4_rmsnorm_quantize_args* args,
 nvfp4_status nvfp4_jit_swiglu_quantize(const nvfp4_swiglu_quantize_args* args, CUstream stream);
 nvfp4_status nvfp4_jit_moe_stage(const nvfp4_moe_stage_args* args, CUstream stream);
 nvfp4_status nvfp4_jit_gemm(const nvfp4_gemm_args* args, CUstream stream);
-/* Workspace bytes nvfp4_jit_gemm needs for `args` (W4A4: m * k * 2, else 0). -1, with
+/* Workspace bytes nvfp4_jit_gemm needs for `args` (W4A4: m * k * 2; W4A8: m * k rounded up to
+   16, plus 4 * m; else 0). -1, with
    nvfp4_jit_last_error() naming the argument, for any argument nvfp4_jit_gemm would refuse
    (the buffers aside: they need not exist yet). */
 int64_t nvfp4_jit_gemm_workspace_bytes(const nvfp4_gemm_args* args);

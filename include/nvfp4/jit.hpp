@@ -239,6 +239,18 @@ enum class GemmEpilogue : uint8_t {
   // contiguous (row_index too) and masked grouped calls, W4A16 and W4A4; not batched.
   swiglu = 1,
 };
+// How gemm multiplies. exact: every product of the decoded values exact, fp32 accumulation
+// (the default, every arch). w4a8 (sm_90a only; opt-in): Hopper has no FP4 MMA, so its exact
+// mode runs BF16 tensor cores; w4a8 runs FP8 ones at up to twice the rate, on A rounded to
+// E4M3 per row (scale amax / 448, a pass into the workspace) and weights folded to E4M3 (value
+// x block scale x 2^-e[n], e[n] a power of two per weight row that keeps the row in E4M3's range,
+// stored by prepack), each rounded once: about 2.5% relative Frobenius error on typical data, at
+// most ~1/17 per element plus E4M3's subnormal floor (docs/formats.md, "W4A8"). It needs a
+// prepacked weight (b_prepacked) and BF16/FP16 A; sm_100a/103a/120a/121a refuse it (their exact
+// mode is their native FP4 MMA already). Calls of at most 256 rows (decode, small batches) run
+// the exact mode: there the GEMM is bound by the weight and its decode, and FP8 gains nothing.
+enum class GemmPrecision : uint8_t { exact = 0, w4a8 = 1 };
+
 struct GemmArgs {
   int64_t m = 0, n = 0, k = 0;       // k: a multiple of 32
   const void* a = nullptr;           // [m, k] BF16 or FP16, 16-byte aligned (null for W4A4)
@@ -254,7 +266,7 @@ struct GemmArgs {
   // W4A4 only: A [m, k] as NVFP4 (data 4-byte aligned, row stride a multiple of 4 bytes);
   // its global scale may be per row (m values on the device).
   Nvfp4Tensor a_fp4{};
-  // W4A4 only: gemm_workspace_bytes(args) bytes, 16-byte aligned. Null: allocated and freed
+  // W4A4 and W4A8 only: gemm_workspace_bytes(args) bytes, 16-byte aligned. Null: allocated and freed
   // on the stream (cuMemAllocAsync / cuMemFreeAsync, which CUDA graphs capture).
   void* workspace = nullptr;
   int64_t workspace_bytes = 0;
@@ -268,9 +280,12 @@ struct GemmArgs {
   // Leave false right after writing b on the stream (prepack, a weight update).
   bool weights_static = false;
   GemmEpilogue epilogue = GemmEpilogue::none;
+  // exact, or w4a8 (see GemmPrecision): its workspace holds A as E4M3 and the row scales.
+  GemmPrecision precision = GemmPrecision::exact;
 };
 void gemm(const GemmArgs& args, CUstream stream);
-// Bytes of workspace gemm needs for `args` (W4A4: m * k * 2; otherwise 0). Checks every
+// Bytes of workspace gemm needs for `args` (W4A4: m * k * 2; W4A8: m * k rounded up to 16, plus
+// 4 * m; otherwise 0). Checks every
 // argument gemm checks but the buffers (which need not exist yet): throws Error naming the one
 // gemm would refuse.
 int64_t gemm_workspace_bytes(const GemmArgs& args);
@@ -398,6 +413,7 @@ struct GemmProblem {
   int32_t groups = 0;
   GroupedLayout grouped_layout = GroupedLayout::contiguous;
   GemmEpilogue epilogue = GemmEpilogue::none;
+  GemmPrecision precision = GemmPrecision::exact;  // w4a8: its kernels (a prepacked, dense weight)
 };
 
 struct TuneOptions {
@@ -458,7 +474,8 @@ Nvfp4Linear from_modelopt(const ModelOptLinear& layer, ScaleLayout layout = Scal
 // pair with two integer instructions instead of five, and each stage is one contiguous copy
 // (Marlin and Machete prepack their weights likewise). A one-time step at load, on `stream`;
 // the result is for gemm only (GemmArgs::b_prepacked) and gives the same bits as the weight
-// it came from.
+// it came from. It also holds, per row, a NaN flag and the fold exponent e[n] the W4A8 mode
+// (GemmPrecision::w4a8) folds the row's block scales with.
 struct PrepackArgs {
   Nvfp4Tensor weight{};  // [n, k] as stored (either scale layout); its global scale is not used here
   int64_t n = 0, k = 0;  // k: a multiple of 32

@@ -91,6 +91,7 @@ nvfp4::jit::GemmArgs to_cpp(const nvfp4_gemm_args& g) {
   a.b_prepacked = g.b_prepacked != 0;
   a.weights_static = g.weights_static != 0;
   a.epilogue = static_cast<nvfp4::jit::GemmEpilogue>(g.epilogue);
+  a.precision = static_cast<nvfp4::jit::GemmPrecision>(g.precision);
   return a;
 }
 
@@ -394,7 +395,8 @@ nvfp4_quantized_output to_c(const nvfp4::jit::QuantizedOutput& o) {
 nvfp4_gemm_args to_c(const nvfp4::jit::GemmArgs& g) {
   return {g.m, g.n, g.k, g.a, to_c(g.a_dtype), g.a_row_stride, to_c(g.b), g.d, to_c(g.d_dtype), g.d_row_stride, g.bias,
           to_c(g.bias_dtype), g.alpha, to_c(g.a_fp4), g.workspace, g.workspace_bytes, g.b_prepacked, g.weights_static,
-          static_cast<nvfp4_gemm_epilogue>(g.epilogue)};
+          static_cast<nvfp4_gemm_epilogue>(g.epilogue),
+          static_cast<nvfp4_gemm_precision>(g.precision)};
 }
 
 }  // namespace

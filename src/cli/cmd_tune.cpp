@@ -33,6 +33,9 @@ int cmd_tune(const Args& args) {
   const std::string a_dtype = args.get("--a-dtype", "bf16"), a_scales = args.get("--a-scales", "linear");
   if (a_dtype != "bf16" && a_dtype != "fp16" && a_dtype != "nvfp4") throw UsageError("--a-dtype is bf16, fp16 or nvfp4");
   if (a_scales != "linear" && a_scales != "swizzled") throw UsageError("--a-scales is linear or swizzled");
+  const std::string precision = args.get("--precision", "exact");
+  if (precision != "exact" && precision != "w4a8") throw UsageError("--precision is exact or w4a8");
+  if (precision == "w4a8" && layout != "prepacked") throw UsageError("--precision w4a8 needs --layout prepacked");
   const std::string grouped = args.get("--grouped", "contiguous");
   if (grouped != "contiguous" && grouped != "masked") throw UsageError("--grouped is contiguous or masked");
   const std::string epilogue = args.get("--epilogue", "none");
@@ -66,6 +69,7 @@ int cmd_tune(const Args& args) {
     problem.a_dtype = a_dtype == "nvfp4" ? DType::nvfp4 : a_dtype == "fp16" ? DType::fp16 : DType::bf16;
     problem.a_scale_layout = a_scales == "linear" ? ScaleLayout::linear : ScaleLayout::swizzled128x4;
     problem.epilogue = epilogue == "swiglu" ? GemmEpilogue::swiglu : GemmEpilogue::none;
+    problem.precision = precision == "w4a8" ? GemmPrecision::w4a8 : GemmPrecision::exact;
     if (shapes[i].groups > 1) {  // its M buckets are rows per expert
       problem.groups = shapes[i].groups;
       problem.grouped_layout = grouped == "masked" ? GroupedLayout::masked : GroupedLayout::contiguous;

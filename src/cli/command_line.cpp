@@ -85,6 +85,7 @@ const std::vector<Verb>& verbs() {
         {"--b-layout", "LIST", "weight scales: linear, swizzled, prepacked (default linear,prepacked)"},
         {"--a-scales", "LIST", "W4A4 activation scales: linear, swizzled (default linear)"},
         {"--grouped", "LIST", "a grouped weight's layout: contiguous, masked (default contiguous)"},
+        {"--precision", "LIST", "GEMM precision modes: exact, w4a8 (sm_90a, prepacked weights) (default exact)"},
         {"--in-dtype", "LIST", "quantizer inputs: bf16, fp16, fp32 (default quantize bf16,fp16; fused bf16)"},
         {"--a-from", "LIST",
          "the ops that write the activations: quantize, rmsnorm, swiglu, mhc, stage\n"
@@ -115,6 +116,7 @@ const std::vector<Verb>& verbs() {
          "the weights' layout: scale layout as stored, or prepacked (default linear)"},
         {"--a-dtype", "bf16|fp16|nvfp4", "the activations (default bf16; sm_120a / sm_121a run nvfp4 only: W4A4)"},
         {"--a-scales", "linear|swizzled", "W4A4's activation scales (default linear, as quantized)"},
+        {"--precision", "exact|w4a8", "the GEMM's precision mode (default exact; w4a8: sm_90a, --layout prepacked)"},
         {"--grouped", "contiguous|masked",
          "a grouped weight's (G experts) layout (default contiguous); its M buckets are rows\n"
          "per expert (grouped_gemm's expected_m), up to 512, timed at --m (each bucket's\n"

@@ -22,6 +22,7 @@ const Names<AFrom> kAFrom = {{"quantize", AFrom::quantize}, {"rmsnorm", AFrom::r
                              {"mhc", AFrom::mhc},           {"stage", AFrom::moe_stage}};
 const Names<NormWeight> kNormWeights = {{"input", NormWeight::input}, {"fp32", NormWeight::fp32}};
 const Names<GemmEpilogue> kEpilogues = {{"none", GemmEpilogue::none}, {"swiglu", GemmEpilogue::swiglu}};
+const Names<GemmPrecision> kPrecisions = {{"exact", GemmPrecision::exact}, {"w4a8", GemmPrecision::w4a8}};
 
 template <class T>
 std::string_view name_of(const Names<T>& names, T value) {
@@ -58,6 +59,7 @@ std::string_view variant_name(DType dtype) { return name_of(kDTypes, dtype); }
 std::string_view variant_name(WeightLayout layout) { return name_of(kWeightLayouts, layout); }
 std::string_view variant_name(ScaleLayout layout) { return name_of(kScaleLayouts, layout); }
 std::string_view variant_name(GroupedLayout layout) { return name_of(kGroupedLayouts, layout); }
+std::string_view variant_name(GemmPrecision precision) { return name_of(kPrecisions, precision); }
 std::string_view bias_variant_name(uint8_t bias) { return name_of(kBiases, bias); }
 std::string_view variant_name(GemmEpilogue epilogue) { return name_of(kEpilogues, epilogue); }
 
@@ -80,6 +82,7 @@ std::string set_prewarm_variant(PrewarmVariants& v, std::string_view key, std::s
   if (key == "a-from") return parse_list(key, values, kAFrom, {"quantize", "rmsnorm", "swiglu", "mhc", "stage"}, v.a_from);
   if (key == "norm-weight") return parse_list(key, values, kNormWeights, {"input", "fp32"}, v.norm_weights);
   if (key == "epilogue") return parse_list(key, values, kEpilogues, {"none", "swiglu"}, v.epilogues);
+  if (key == "precision") return parse_list(key, values, kPrecisions, {"exact", "w4a8"}, v.precisions);
   std::string keys;
   for (std::string_view k : kPrewarmVariantKeys) keys += fmt::format("{}{}", keys.empty() ? "" : ", ", k);
   return fmt::format("`{}` is not a variant ({})", key, keys);

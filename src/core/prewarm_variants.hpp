@@ -47,6 +47,9 @@ struct PrewarmVariants {
   // The GEMM's epilogue: none, or swiglu (a gate_up weight's fused SwiGLU; prepacked, n/2 a
   // multiple of 8, sm_90a: where these do not hold, nothing more is compiled).
   std::vector<GemmEpilogue> epilogues{GemmEpilogue::none};
+  // The GEMM's precision modes: exact, and w4a8 (sm_90a, prepacked weights, dense: its kernels
+  // and its activation pass) where a deployment asks for it.
+  std::vector<GemmPrecision> precisions{GemmPrecision::exact};
 
   bool writes_a(AFrom op) const;
   bool operator==(const PrewarmVariants&) const = default;
@@ -55,7 +58,7 @@ struct PrewarmVariants {
 // The variant keys, in the order `prewarm_variant_flags` prints them.
 inline constexpr std::string_view kPrewarmVariantKeys[] = {"a-dtype",  "d-dtype",  "bias",   "b-layout",   "a-scales",
                                                            "grouped",  "in-dtype", "a-from", "norm-weight",
-                                                           "epilogue"};
+                                                           "epilogue", "precision"};
 
 // Sets `key` (one of kPrewarmVariantKeys) to the comma-separated `values`, replacing what it held.
 // Returns why not ("" when done): an unknown key, an unknown or repeated value, an empty list.
@@ -69,6 +72,7 @@ std::string_view variant_name(DType dtype);
 std::string_view variant_name(WeightLayout layout);
 std::string_view variant_name(ScaleLayout layout);
 std::string_view variant_name(GroupedLayout layout);
+std::string_view variant_name(GemmPrecision precision);
 std::string_view bias_variant_name(uint8_t bias);
 std::string_view variant_name(GemmEpilogue epilogue);
 // "rmsnorm,quantize": the list as the `a-from` field writes it.

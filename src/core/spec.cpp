@@ -34,6 +34,7 @@ std::string_view to_string(Op op) {
     case Op::mhc_rmsnorm_quantize: return "mhc_rmsnorm_quantize";
     case Op::moe_route: return "moe_route";
     case Op::moe_combine: return "moe_combine";
+    case Op::fp8_activations: return "fp8_activations";
   }
   return "unknown";
 }

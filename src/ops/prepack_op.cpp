@@ -126,8 +126,8 @@ void cpu::prepack(const PrepackArgs& args) {
                                       int(i % 128), out, args.swiglu_interleave);
   }
   for (int64_t row = 0; row < nvfp4k::prepacked::padded_rows(args.n); ++row)
-    nvfp4k::prepacked::prepack_nan_row(scales, int(args.weight.scale_layout), args.n, args.k, row, out,
-                                       args.swiglu_interleave);
+    nvfp4k::prepacked::prepack_row_bytes(scales, int(args.weight.scale_layout), args.n, args.k, row, out,
+                                         args.swiglu_interleave);
 }
 
 }  // namespace nvfp4::jit

@@ -4,7 +4,8 @@
 
 namespace nvfp4k {
 
-enum DTypeCode { DTYPE_BF16 = 0, DTYPE_FP16 = 1, DTYPE_FP32 = 2 };
+// DTYPE_E4M3: a kernel's FP8 activations (the sm_90a GEMM's W4A8 mode), no public DType.
+enum DTypeCode { DTYPE_BF16 = 0, DTYPE_FP16 = 1, DTYPE_FP32 = 2, DTYPE_E4M3 = 4 };
 
 // Where a global scale comes from: a kernel argument, one device value, one per row, or
 // computed from an amax the device holds (one, or one per row).
@@ -46,6 +47,16 @@ struct QuantizeParams {
 struct ConvertScalesParams {
   const unsigned char* src;
   unsigned char* dst;
+  long long rows;
+};
+
+// The W4A8 GEMM's activations: A [rows, K] (BF16 or FP16) per row to E4M3, columns permuted
+// within every 16 (fp8_activations.cuh), and each row's scale amax / 448.
+struct Fp8ActivationParams {
+  const void* a;         // [rows, K], a_stride elements per row
+  long long a_stride;
+  unsigned char* out;    // [rows, K] E4M3
+  float* row_scales;     // [rows]
   long long rows;
 };
 

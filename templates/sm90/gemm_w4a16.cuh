@@ -34,6 +34,7 @@
 #include "common/ptx/dependent_launch.cuh"
 #include "common/scale_layout.cuh"
 #include "common/tile_scheduler.cuh"
+#include "sm90/fp8_operand.cuh"
 #include "sm90/gemm_params.cuh"
 #include "sm90/prepacked_weight.cuh"
 #include "sm90/ptx.cuh"
@@ -68,15 +69,21 @@ struct GemmConfig {
   // Contiguous and masked groups end inside a tile: from 64 rows on, the MMA narrows to their
   // rows, in the widths narrow_mma_width gives (sm90/gemm_params.cuh).
   static constexpr bool NARROW_MMA = (GROUPED == GROUPED_CONTIGUOUS || GROUPED == GROUPED_MASKED) && narrow_mma_width_count(BM) > 1;
+  // The W4A8 mode (ADT DTYPE_E4M3, sm90/fp8_operand.cuh): E4M3 activations and weights folded to
+  // E4M3 from a prepacked weight, k32 steps; D gets each weight row's 2^e in the end.
+  static constexpr bool FP8 = ADT == DTYPE_E4M3;
+  using Operand = Fp4Operand<FP8 ? DTYPE_FP16 : ADT>;  // the 16-bit path's placed pairs
+  static constexpr int SHIFT = FP8 ? 0 : Operand::SHIFT;  // the operands' 2^-SHIFT, undone in the epilogue
   static constexpr int BK = BK_;          // K per stage: 128 or 256
-  static constexpr int KSTEPS = BK / 16;  // wgmma k16 steps per stage
-  static constexpr int A_BOXES = BK / 64; // 64-column activation boxes per stage
+  static constexpr int KSTEPS = BK / (FP8 ? 32 : 16);  // wgmma k16 (k32) steps per stage
+  static constexpr int A_BOX_COLS = FP8 ? 128 : 64;    // 128 bytes of a row: the swizzle span
+  static constexpr int A_BOXES = BK / A_BOX_COLS;      // activation boxes per stage
   static constexpr int W_ROW = BK / 2;    // packed bytes per weight row and stage (64 or 128: the TMA swizzle span)
   static constexpr int BN = 64 * WG;
   static constexpr long long KB = K / 16;                    // scale blocks per weight row
   static constexpr long long KB_PADDED = (KB + 3) / 4 * 4;   // swizzled layout: KB rounded up to 4
   static constexpr int KTILES = int((K + BK - 1) / BK);
-  static constexpr int A_BOX_BYTES = BM * 128;  // BM rows x 64 columns, 128-byte swizzle
+  static constexpr int A_BOX_BYTES = BM * 128;  // BM rows x A_BOX_COLS columns, 128-byte swizzle
   static constexpr int W_BYTES = BN * W_ROW;    // BN rows, swizzled over W_ROW bytes
   static constexpr int SCALE_BYTES = (WG == 3 ? 16 : 8) * BK;  // BN rows x BK/16 E4M3 scales, padded to keep alignment
   static constexpr int STAGE_BYTES = A_BOXES * A_BOX_BYTES + W_BYTES + SCALE_BYTES;
@@ -107,6 +114,7 @@ struct GemmConfig {
   static_assert(WG == 1 || WG == 2 || (WG == 3 && PREPACKED), "1 or 2 consumer warpgroups (3 on a prepacked weight)");
   static_assert(KSLICES == 1 || (KSLICES == 2 && BM <= 64), "k slices: register budget of the larger CTA");
   static_assert(GROUPED == GROUPED_NONE || (KSPLIT == 1 && GROUPS > 0), "grouped layouts run unsplit");
+  static_assert(!FP8 || (PREPACKED && GROUPED == GROUPED_NONE), "W4A8: a dense GEMM on a prepacked weight");
   static_assert(!PERSISTENT || GROUPED == GROUPED_CONTIGUOUS || GROUPED == GROUPED_MASKED, "persistent: contiguous or masked groups");
   static_assert(STAGE_BYTES % 1024 == 0, "stages must keep the 1024-byte swizzle alignment");
   static_assert(EPILOGUE == EPILOGUE_NONE || (EPILOGUE == EPILOGUE_SWIGLU && PREPACKED && GROUPED != GROUPED_BATCHED),
@@ -224,19 +232,14 @@ __device__ __forceinline__ void decode_prepacked(const unsigned char* chunks, in
                                                  Issue&& issue) {
   // Chunk q + 1's words are loaded before chunk q is decoded: the wgmma waits are memory
   // clobbers, so without this every chunk would start with a shared-memory round trip.
-  auto load = [&](int q, uint4& v, uint2& sc) {
-    const unsigned char* chunk = chunks + q * prepacked::CHUNK_BYTES;
-    v = *reinterpret_cast<const uint4*>(chunk + tid * 16);
-    sc = *reinterpret_cast<const uint2*>(chunk + prepacked::VALUE_BYTES + tid / 4 * 8);
-  };
   uint4 v_next;
   uint2 sc_next;
-  load(0, v_next, sc_next);
+  prepacked::load_chunk(chunks, tid, v_next, sc_next);
 #pragma unroll
   for (int q = 0; q < STEPS / 4; ++q) {
     const uint4 v = v_next;
     const uint2 sc = sc_next;
-    if (q + 1 < STEPS / 4) load(q + 1, v_next, sc_next);
+    if (q + 1 < STEPS / 4) prepacked::load_chunk(chunks + (q + 1) * prepacked::CHUNK_BYTES, tid, v_next, sc_next);
     const unsigned w[4] = {v.x, v.y, v.z, v.w}, row_scales[2] = {sc.x, sc.y};
     unsigned pairs[2][2];  // as in decode_modelopt: [row][odd step] with steps 0, 2 / 1, 3 in the lanes
 #pragma unroll
@@ -268,6 +271,7 @@ struct ConsumerStage {
   int j0, cw, tid, row0;
   unsigned byte_t;
   bool a_gathered;  // A's rows came by the producers' cp.async (generic proxy), not TMA
+  FoldRow fold[2];  // W4A8: the fold constants of rows row0, row0 + 8 (the tile's)
 };
 
 // A consumer warpgroup's k loop over k-tiles [kt_begin, kt_end), the CTA's k-tiles from `ring`
@@ -279,7 +283,7 @@ template <class C, int STEPS, int COMMIT_STEPS, int W, int FRAGS>
 __device__ __forceinline__ void consumer_k_loop(const ConsumerStage& st, int ring, int kt_begin, int kt_end, const int (&w_row)[2],
                                                 const int (&w_swizzle)[2], bool (&nan_scale)[2], unsigned (&a)[FRAGS][4],
                                                 float (&acc)[C::BM / 2]) {
-  using Op = Fp4Operand<C::ADT>;
+  using Op = typename C::Operand;
   constexpr bool CARRY = STEPS % (2 * COMMIT_STEPS) == 0;
   const int j0 = st.j0, cw = st.cw, tid = st.tid, row0 = st.row0;
   const unsigned byte_t = st.byte_t;
@@ -309,7 +313,10 @@ __device__ __forceinline__ void consumer_k_loop(const ConsumerStage& st, int rin
       wgmma_wait<1>();
       if (CARRY && j == COMMIT_STEPS - 1) release(held);
     };
-    if constexpr (C::PREPACKED)
+    if constexpr (C::FP8)
+      decode_prepacked_fp8<STEPS, FRAGS>(stage(s) + C::W_AT + cw * C::CHUNK_RUN + j0 / 2 * prepacked::CHUNK_BYTES, tid,
+                                         st.fold, a, issue);
+    else if constexpr (C::PREPACKED)
       decode_prepacked<C, Op, STEPS, FRAGS>(stage(s) + C::W_AT + cw * C::CHUNK_RUN + j0 / 4 * prepacked::CHUNK_BYTES,
                                             tid, a, issue);
     else
@@ -346,7 +353,6 @@ __device__ __forceinline__ void narrowed_k_loop(long long rows, const ConsumerSt
 template <class C>
 __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledTile& tile, float (&acc)[C::BM / 2],
                                            unsigned char* smem, int cw, int kslice, unsigned rank) {
-  using Op = Fp4Operand<C::ADT>;
   // Partial tiles go to this CTA's (now idle) stage memory (a persistent CTA's to a region of
   // their own: its stages hold the next tile), 4 bytes per consumer thread of k group 0 and
   // accumulator, which (in order) adds those of k slice 1 and then, on rank 0, those of the
@@ -397,7 +403,7 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledT
                         : p.a_gscale_mode == GSCALE_DEVICE_PER_GROUP ? p.a_gscale_ptr[tile.group]
                                                                      : global_scale(p.a_gscale_mode, p.a_gscale_value, p.a_gscale_ptr, 0);
   const float scale = p.alpha * global_scale(p.w_gscale_mode, p.w_gscale_value, p.w_gscale_ptr, tile.group) * a_scale *
-                      float(1u << Op::SHIFT);
+                      float(1u << C::SHIFT);
   float bias[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
@@ -660,7 +666,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
           if constexpr (BATCHED)
             tma_load_3d(stage(s) + b * C::A_BOX_BYTES, &p.tma_a, &full[s], kt * C::BK + 64 * b, int(tile.m0), tile.group);
           else
-            tma_load_2d(stage(s) + b * C::A_BOX_BYTES, &p.tma_a, &full[s], kt * C::BK + 64 * b, int(tile.m0));
+            tma_load_2d(stage(s) + b * C::A_BOX_BYTES, &p.tma_a, &full[s], kt * C::BK + C::A_BOX_COLS * b, int(tile.m0));
         }
       }
     };
@@ -719,11 +725,14 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   // the other set, and its stage is released once that first commit is issued (wait<1>:
   // every earlier commit complete). Otherwise a tile drains before the next one's decode
   // rewrites the fragments.
-  constexpr int COMMIT_STEPS = C::BM <= 64 ? 4 : C::WG == 1 || (C::WG == 2 && C::BM <= 192) || (C::WG == 3 && C::BM <= 128) ? 2 : 1;
+  constexpr int COMMIT_K16 = C::BM <= 64 ? 4 : C::WG == 1 || (C::WG == 2 && C::BM <= 192) || (C::WG == 3 && C::BM <= 128) ? 2 : 1;
+  // a k32 step (W4A8) is two k16 steps' MMA: half as many a commit
+  constexpr int COMMIT_STEPS = C::FP8 ? (COMMIT_K16 > 1 ? COMMIT_K16 / 2 : 1) : COMMIT_K16;
+  static_assert(STEPS % COMMIT_STEPS == 0, "whole commits a stage");
   constexpr bool CARRY = STEPS % (2 * COMMIT_STEPS) == 0;
   constexpr int FRAGS = CARRY ? 2 * COMMIT_STEPS : COMMIT_STEPS;
   unsigned a[FRAGS][4];
-  const ConsumerStage st{smem, full, empty, j0, cw, tid, row0, byte_t, gathered};
+  ConsumerStage st{smem, full, empty, j0, cw, tid, row0, byte_t, gathered, {}};
   int ring = 0;  // k-tiles this CTA has consumed
   ScheduledTile tile = first;
   int index = int(blockIdx.x);
@@ -736,6 +745,17 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
       const bool in_rows = n0 + row0 < 64 * prepacked_row_blocks;  // row0 + 8: the same 64-row block
       nan_scale[0] = in_rows && nan_rows[0] != 0;
       nan_scale[1] = in_rows && nan_rows[8] != 0;
+    }
+    float fold_factor[2] = {1.0f, 1.0f};  // W4A8: 2^e of rows row0, row0 + 8, for D
+    if constexpr (C::FP8) {
+      const unsigned char* exponents = p.w_scales + prepacked::fold_exponents_offset(N, C::K) + n0 + row0;
+      const bool in_rows = n0 + row0 < 64 * prepacked_row_blocks;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int e = in_rows ? int(static_cast<signed char>(exponents[8 * h])) : 0;
+        st.fold[h] = fold_row(e);
+        fold_factor[h] = exp2_int(e);
+      }
     }
     float acc[C::BM / 2];
 #pragma unroll
@@ -753,8 +773,10 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     ring += kt_end - kt_begin;
     // acc[4j + 2h + e] belongs to row row0 + 8h
 #pragma unroll
-    for (int i = 0; i < C::BM / 2; ++i)
+    for (int i = 0; i < C::BM / 2; ++i) {
+      if constexpr (C::FP8) acc[i] *= fold_factor[(i / 2) % 2];  // exact: a power of two
       if (nan_scale[(i / 2) % 2]) acc[i] = __int_as_float(0x7FC00000);
+    }
     // The next kernel on the stream may launch once every CTA is this far (when it allows it):
     // its CTAs then stream their weights while this one finishes.
     griddep_launch_dependents();

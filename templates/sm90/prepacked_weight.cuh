@@ -30,6 +30,7 @@
 // scale is code 0 and its block's values are stored as zeros (the placed code is then not
 // zero but multiplies zeros); a NaN scale is code 0 and sets its row's NaN byte.
 #pragma once
+#include "common/fp8_fold.cuh"
 #include "common/mma_operand.cuh"
 #include "common/portable.cuh"
 #include "common/scale_layout.cuh"
@@ -52,7 +53,9 @@ NVFP4_HD long long chunks_per_row_tile(long long k) { return padded_k(k) / CHUNK
 NVFP4_HD long long nan_rows_offset(long long n, long long k) {
   return padded_rows(n) / TILE_ROWS * chunks_per_row_tile(k) * CHUNK_BYTES;
 }
-NVFP4_HD long long bytes(long long n, long long k) { return nan_rows_offset(n, k) + padded_rows(n); }
+// Where the fold exponent bytes start (after the NaN row bytes), and the whole size.
+NVFP4_HD long long fold_exponents_offset(long long n, long long k) { return nan_rows_offset(n, k) + padded_rows(n); }
+NVFP4_HD long long bytes(long long n, long long k) { return fold_exponents_offset(n, k) + padded_rows(n); }
 // Offset of chunk (row tile, k chunk).
 NVFP4_HD long long chunk_offset(long long row_tile, long long k_chunk, long long k) {
   return (row_tile * chunks_per_row_tile(k) + k_chunk) * CHUNK_BYTES;
@@ -128,6 +131,14 @@ NVFP4_HD unsigned char scale_code(unsigned char e4m3, bool& has_nan) {
   return (unsigned char)((e + 21) << 3 | m);
 }
 
+#if defined(__CUDA_ARCH__)
+// A thread's words of a staged chunk: its 16 value bytes and its row pair's 8 scale-code bytes.
+__device__ __forceinline__ void load_chunk(const unsigned char* chunk, int tid, uint4& v, uint2& sc) {
+  v = *reinterpret_cast<const uint4*>(chunk + tid * 16);
+  sc = *reinterpret_cast<const uint2*>(chunk + VALUE_BYTES + tid / 4 * 8);
+}
+#endif
+
 // The scale codes of steps 0 and 2 (odd = false) or 1 and 3 of a row's word, as the lanes of a
 // 16-bit pair reading scale * 2^(BIAS - SHIFT) of Fp4Operand<DTYPE> (see the top).
 template <int DTYPE>
@@ -181,13 +192,22 @@ NVFP4_HD void prepack_thread(const unsigned char* packed, long long stride, cons
     }
 }
 
-// The NaN byte of padded row `row` (one thread per row runs it): its stored row's.
-NVFP4_HD void prepack_nan_row(const unsigned char* scales, int layout, long long rows, long long k, long long row,
-                              unsigned char* out, long long interleave) {
+// The NaN byte and the fold exponent byte of padded row `row` (one thread per row runs it), both
+// its stored row's: the exponent of the row's largest finite block scale (0 for a row of zero or
+// NaN scales).
+NVFP4_HD void prepack_row_bytes(const unsigned char* scales, int layout, long long rows, long long k, long long row,
+                                unsigned char* out, long long interleave) {
   bool nan = false;
+  float max_scale = 0.0f;
   const long long source = stored_row(row, rows, interleave);
-  for (long long kb = 0; kb < k / 16; ++kb) scale_code(block_scale(scales, layout, rows, k, source, kb), nan);
+  for (long long kb = 0; kb < k / 16; ++kb) {
+    const unsigned char s = block_scale(scales, layout, rows, k, source, kb);
+    scale_code(s, nan);
+    const float v = (s & 0x7F) == 0x7F ? 0.0f : e4m3_to_float(s & 0x7F);
+    if (v > max_scale) max_scale = v;
+  }
   out[nan_rows_offset(rows, k) + row] = nan ? 1 : 0;
+  out[fold_exponents_offset(rows, k) + row] = (unsigned char)(signed char)fold_exponent(max_scale);
 }
 
 }  // namespace nvfp4k::prepacked

@@ -1,4 +1,4 @@
-// The wgmma of the sm_90a GEMM's k16 steps (sm90/gemm_w4a16.cuh): m64nWk16 with fp32
+// The wgmma of the sm_90a GEMM's k16 steps (k32 in the W4A8 mode) (sm90/gemm_w4a16.cuh): m64nWk16 with fp32
 // accumulators, A (the decoded weights) from registers, B (the activations) from shared memory
 // through a descriptor. wgmma's N is part of the instruction and each accumulator an operand of
 // its own, so every width is written out: one Wgmma specialization per width wgmma has (8 to
@@ -80,11 +80,12 @@ namespace nvfp4k::sm90 {
 #define NVFP4_WGMMA_OUT128 NVFP4_WGMMA_OUT124, NVFP4_WGMMA_D4(124)
 
 // After the H accumulators come the four A registers (operands A0..A3), the descriptor (DESC)
-// and the scale-D flag (ONE: 1, D += A.B), which the instruction takes as a predicate.
-#define NVFP4_WGMMA_ASM(W, H, TYPE, A0, A1, A2, A3, DESC, ONE)                                                          \
+// and the scale-D flag (ONE: 1, D += A.B), which the instruction takes as a predicate; TRANS_B:
+// B's transpose flag (", 0"), which 8-bit types do not take (K-major only).
+#define NVFP4_WGMMA_ASM(W, H, KTYPE, TRANS_B, A0, A1, A2, A3, DESC, ONE)                                                \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" #ONE ", 0;\n"                                                        \
-               "wgmma.mma_async.sync.aligned.m64n" #W "k16.f32." TYPE "." TYPE " {" NVFP4_WGMMA_ACC##H "}, {%" #A0 ", %" #A1 \
-               ", %" #A2 ", %" #A3 "}, %" #DESC ", p, 1, 1, 0;\n}\n"                                                      \
+               "wgmma.mma_async.sync.aligned.m64n" #W KTYPE " {" NVFP4_WGMMA_ACC##H "}, {%" #A0 ", %" #A1                 \
+               ", %" #A2 ", %" #A3 "}, %" #DESC ", p, 1, 1" TRANS_B ";\n}\n"                                               \
                : NVFP4_WGMMA_OUT##H                                                                                     \
                : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1))
 
@@ -93,10 +94,12 @@ namespace nvfp4k::sm90 {
   struct Wgmma<W> {                                                                                               \
     template <int ADT, int N>                                                                                     \
     __device__ __forceinline__ static void mma(float (&d)[N], const unsigned (&a)[4], unsigned long long desc) { \
-      if constexpr (ADT == DTYPE_FP16)                                                                            \
-        NVFP4_WGMMA_ASM(W, H, "f16", A0, A1, A2, A3, DESC, ONE);                                                  \
+      if constexpr (ADT == DTYPE_E4M3)                                                                            \
+        NVFP4_WGMMA_ASM(W, H, "k32.f32.e4m3.e4m3", "", A0, A1, A2, A3, DESC, ONE);                                \
+      else if constexpr (ADT == DTYPE_FP16)                                                                       \
+        NVFP4_WGMMA_ASM(W, H, "k16.f32.f16.f16", ", 0", A0, A1, A2, A3, DESC, ONE);                               \
       else                                                                                                        \
-        NVFP4_WGMMA_ASM(W, H, "bf16", A0, A1, A2, A3, DESC, ONE);                                                 \
+        NVFP4_WGMMA_ASM(W, H, "k16.f32.bf16.bf16", ", 0", A0, A1, A2, A3, DESC, ONE);                             \
     }                                                                                                             \
   };
 
@@ -136,13 +139,14 @@ NVFP4_WGMMA_WIDTH(240, 120, 120, 121, 122, 123, 124, 125)
 NVFP4_WGMMA_WIDTH(248, 124, 124, 125, 126, 127, 128, 129)
 NVFP4_WGMMA_WIDTH(256, 128, 128, 129, 130, 131, 132, 133)
 
-// The first W/2 of a thread's accumulators d += A . B over k16: A's fragment in `a`, B through
-// the shared-memory descriptor `desc`, both of dtype ADT (DTYPE_BF16 or DTYPE_FP16).
+// The first W/2 of a thread's accumulators d += A . B over k16 (k32 for E4M3): A's fragment in
+// `a`, B through the shared-memory descriptor `desc`, both of dtype ADT (DTYPE_BF16, DTYPE_FP16
+// or DTYPE_E4M3; an E4M3 fragment's four registers hold four values each).
 template <int W, int ADT, int N>
 __device__ __forceinline__ void wgmma(float (&d)[N], const unsigned (&a)[4], unsigned long long desc) {
   static_assert(W >= 8 && W <= 256 && W % 8 == 0, "wgmma's N is 8 to 256 in steps of 8");
   static_assert(W / 2 <= N, "a width of W holds W/2 accumulators a thread");
-  static_assert(ADT == DTYPE_BF16 || ADT == DTYPE_FP16, "wgmma's 16-bit inputs: bf16 or fp16");
+  static_assert(ADT == DTYPE_BF16 || ADT == DTYPE_FP16 || ADT == DTYPE_E4M3, "wgmma's inputs: bf16, fp16 or e4m3");
   Wgmma<W>::template mma<ADT>(d, a, desc);
 }
 

@@ -7,6 +7,7 @@
 #include "common/params.cuh"
 #include "common/scale_layout.cuh"
 #include "common/tile_scheduler.cuh"
+#include "ops/gemm/fp8_activations_op.hpp"
 #include "ops/validate.hpp"
 
 namespace nvfp4::jit::detail {
@@ -36,6 +37,27 @@ void check_fp4_activations(const Check& check, const GemmArgs& g, GemmCall& call
     if (g.workspace_bytes < needed)
       check.fail("workspace_bytes", fmt::format("workspace_bytes = {} is less than the {} bytes W4A4 needs (rows * k * 2)",
                                                 g.workspace_bytes, needed));
+  }
+}
+
+// The W4A8 mode's requirements (GemmPrecision::w4a8): BF16/FP16 A, a prepacked weight, and a
+// workspace for A as E4M3 and its row scales. (The arch is the backend's to check.)
+void check_w4a8(const Check& check, const GemmArgs& g, const GemmCall& call) {
+  if (g.a_dtype == DType::nvfp4)
+    check.fail("a_dtype", "a_dtype = nvfp4 with precision = w4a8: the W4A8 mode takes BF16 or FP16 activations (decode NVFP4 "
+                          "ones with dequantize first, or use the exact mode)", Status::unsupported);
+  if (!g.b_prepacked)
+    check.fail("b_prepacked", "precision = w4a8 needs a prepacked weight (b_prepacked = true, prepack()'s output: it holds "
+                              "each row's fold exponent)", Status::unsupported);
+  if (call.groups)
+    check.fail("precision", "precision = w4a8 is for gemm only so far (grouped_gemm runs the exact mode)", Status::unsupported);
+  check.bytes("workspace (m * k)", {call.rows, g.k + 4});  // its size fits in 64 bits
+  if (g.m > 0 && g.workspace && check.checks_buffers()) {
+    check.aligned("workspace", g.workspace, 16);
+    const int64_t bytes = fp8_activation_bytes(call.rows, g.k);
+    if (g.workspace_bytes < bytes)
+      check.fail("workspace_bytes", fmt::format("workspace_bytes = {} is less than the {} bytes W4A8 needs (m * k rounded "
+                                                "up to 16, plus 4 * m)", g.workspace_bytes, bytes));
   }
 }
 
@@ -125,6 +147,9 @@ void check_gemm_args(const Check& check, const GemmArgs& g, GemmCall& call) {
   call.b_gscale_mode = check.global_scale("b.global_scale", g.b.global_scale);
   if (call.b_gscale_mode == nvfp4k::GSCALE_DEVICE_PER_ROW && call.groups == 0)
     check.fail("b.global_scale", "b.global_scale.per_row is not supported: a weight has one global scale");
+  if (g.precision != GemmPrecision::exact && g.precision != GemmPrecision::w4a8)
+    check.fail("precision", fmt::format("precision = {} is not a GemmPrecision (exact or w4a8)", int(g.precision)));
+  if (g.precision == GemmPrecision::w4a8) check_w4a8(check, g, call);
   if (g.a_dtype == DType::nvfp4) check_fp4_activations(check, g, call);
   if (g.m > 0) {
     if (g.a_dtype != DType::nvfp4) {
@@ -218,6 +243,7 @@ GemmCall gemm_call(const GemmArgs& g, const char* who, bool pointers) {
   const Check check(who, pointers);
   check_gemm_args(check, g, call);
   check_spans(check, g, call);
+  if (g.precision == GemmPrecision::w4a8 && g.m <= kW4A8ExactRows) call.args.precision = GemmPrecision::exact;
   call.problem = gemm_problem(GemmSpec{}.arch, call);
   return call;
 }
@@ -294,6 +320,16 @@ GemmCall gemm_call_on_decoded_a(const GemmCall& call, const void* decoded_a) {
   return inner;
 }
 
+GemmCall gemm_call_on_fp8_a(const GemmCall& call, const void* workspace) {
+  GemmCall inner = call;
+  const auto* bytes = static_cast<const unsigned char*>(workspace);
+  inner.args.a = workspace;
+  inner.args.a_row_stride = inner.a_stride = call.args.k;
+  inner.a_scale = GlobalScale{1.0f, reinterpret_cast<const float*>(bytes + fp8_row_scales_offset(call.rows, call.args.k)), true};
+  inner.a_gscale_mode = nvfp4k::GSCALE_DEVICE_PER_ROW;
+  return inner;
+}
+
 GemmSpec gemm_problem(Arch arch, int64_t n, int64_t k, DType a, DType d, ScaleLayout b_layout, bool b_prepacked,
                         uint8_t bias) {
   GemmSpec spec;
@@ -333,7 +369,7 @@ GemmSpec gemm_problem(Arch arch, const GemmCall& call) {
                                                    g.bias ? uint8_t(g.bias_dtype) : kNoDType),
                                       call.groups, call.layout), g.epilogue);
   // (the W4A4 GEMM on decoded A sees a_dtype bf16 here: nvfp4 reaches only native backends)
-  return g.a_dtype == DType::nvfp4 ? gemm_fp4_problem(spec, g.a_fp4.scale_layout) : spec;
+  return gemm_with_precision(g.a_dtype == DType::nvfp4 ? gemm_fp4_problem(spec, g.a_fp4.scale_layout) : spec, g.precision);
 }
 
 GemmSpec gemm_problem_on(Arch arch, const GemmCall& call) {
@@ -349,11 +385,18 @@ GemmSpec gemm_fp4_problem(GemmSpec problem, ScaleLayout a_layout) {
 }
 
 GemmSpec gemm_problem(Arch arch, const GemmProblem& p) {
-  return with_epilogue(with_groups(gemm_problem(arch, p.n, p.k, p.a_dtype, p.d_dtype, p.scale_layout, p.b_prepacked,
-                                               p.has_bias ? uint8_t(p.bias_dtype) : kNoDType),
-                                  p.groups, p.grouped_layout),
-                      p.epilogue);
+  const GemmSpec spec = with_groups(gemm_problem(arch, p.n, p.k, p.a_dtype, p.d_dtype, p.scale_layout, p.b_prepacked,
+                                                p.has_bias ? uint8_t(p.bias_dtype) : kNoDType),
+                                   p.groups, p.grouped_layout);
+  return gemm_with_precision(with_epilogue(spec, p.epilogue), p.precision);
 }
+
+GemmSpec gemm_with_precision(GemmSpec problem, GemmPrecision precision) {
+  if (precision == GemmPrecision::w4a8) problem.flags |= kFlagW4A8;
+  return problem;
+}
+
+bool gemm_problem_w4a8(const GemmSpec& problem) { return problem.flags & kFlagW4A8; }
 
 bool gemm_problem_prepacked(const GemmSpec& problem) { return problem.scale_layout == nvfp4k::SCALES_PREPACKED; }
 

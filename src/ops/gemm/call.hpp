@@ -8,6 +8,12 @@
 
 namespace nvfp4::jit::detail {
 
+// W4A8 calls of at most this many rows run the exact mode: up to there the GEMM is bound by the
+// weight's bytes and its decode, and FP8's rate gains nothing against the activation pass and
+// the heavier E4M3 fold (H200: M = 1 and 16 at 0.63-0.68x of the exact mode, 128 at 0.87-0.93x,
+// 256 at 0.92x on two of three shapes; from M = 1024 on, 1.22-1.40x).
+constexpr int64_t kW4A8ExactRows = 256;
+
 struct GemmCall {
   GemmArgs args;  // W4A4's GEMM: a is the decoded BF16 A, a_dtype bf16
   int64_t rows = 0;  // of A and D: m, or groups * m (masked, batched)
@@ -64,6 +70,9 @@ int64_t gemm_groups_reached(const GemmCall& call);
 // W4A4's GEMM: the call on A decoded to BF16 (without its global scale, which the call's
 // epilogue applies) at `decoded_a`, row stride k.
 GemmCall gemm_call_on_decoded_a(const GemmCall& call, const void* decoded_a);
+// W4A8's GEMM: the call on A as E4M3 at `workspace` (row stride k) with its row scales after it
+// (fp8_activations_op.hpp's layout), as A's per-row global scale.
+GemmCall gemm_call_on_fp8_a(const GemmCall& call, const void* workspace);
 
 // What a GEMM kernel compiles in besides its tile (the tile fields zero): the key of the
 // tuning table and of the front's warm dispatch. `a` is the kernel's activation type (BF16 or
@@ -80,6 +89,9 @@ GemmSpec gemm_problem(Arch arch, const GemmProblem& problem);
 // as they are (GemmBackend::native_fp4_activations).
 GemmSpec gemm_fp4_problem(GemmSpec problem, ScaleLayout a_layout);
 bool gemm_problem_prepacked(const GemmSpec& problem);
+// `problem` in `precision` (GemmPrecision::w4a8 sets kFlagW4A8), and whether a problem is W4A8's.
+GemmSpec gemm_with_precision(GemmSpec problem, GemmPrecision precision);
+bool gemm_problem_w4a8(const GemmSpec& problem);
 // nvfp4k::GroupedLayoutCode of a problem (GROUPED_NONE for a dense one).
 int gemm_problem_grouped(const GemmSpec& problem);
 // Its groups, 0 for a dense problem (the backends' tile heuristics take them so).

@@ -12,6 +12,7 @@
 #include "core/driver.hpp"
 #include "core/error.hpp"
 #include "ops/dequantize_op.hpp"
+#include "ops/gemm/fp8_activations_op.hpp"
 #include "ops/gemm/m_buckets.hpp"
 #include "ops/gemm/tile_choice.hpp"
 #include "ops/gemm/tune.hpp"
@@ -73,6 +74,12 @@ GemmKernel choose_and_load(const DeviceInfo& device, const GemmBackend& backend,
 // an FP4 MMA: the BF16 kernel of the call on decoded A.
 GemmKernel first_call(const DeviceInfo& device, const GemmCall& call, CUstream stream) {
   const GemmBackend& backend = gemm_backend(device.arch, "nvfp4::jit::gemm");
+  if (call.args.precision == GemmPrecision::w4a8) {
+    GemmKernel kernel = choose_and_load(device, backend, gemm_problem_on(device.arch, call), call, stream);
+    // the activation pass's kernel loaded too before either is enqueued
+    load_fp8_activations_kernel(device, call, stream);
+    return kernel;
+  }
   if (call.args.a_dtype != DType::nvfp4 || backend.native_fp4_activations())
     return choose_and_load(device, backend, gemm_problem_on(device.arch, call), call, stream);
   const GemmCall inner = gemm_call_on_decoded_a(call, nullptr);

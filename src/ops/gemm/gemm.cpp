@@ -2,10 +2,12 @@
 // without an FP4 MMA decodes A first.
 #include "ops/gemm/gemm.hpp"
 
+#include "common/params.cuh"
 #include "core/error.hpp"
 #include "core/stream_buffer.hpp"
 #include "ops/gemm/call.hpp"
 #include "ops/gemm/dispatch.hpp"
+#include "ops/gemm/fp8_activations_op.hpp"
 #include "ops/validate.hpp"
 
 namespace nvfp4::jit::detail {
@@ -39,13 +41,29 @@ void gemm_w4a4(const GemmCall& call, const GemmKernel& kernel, CUstream stream) 
   owned.free();
 }
 
+// W4A8: A rounded to E4M3 per row into the workspace (its row scales after it), then `kernel`,
+// the FP8 GEMM, on that A with the row scales as its per-row global scale. (gemm_dispatch
+// loaded both kernels before anything is enqueued.)
+void gemm_w4a8(const DeviceInfo& device, const GemmCall& call, const GemmKernel& kernel, CUstream stream) {
+  const GemmArgs& args = call.args;
+  StreamBuffer owned;
+  if (!args.workspace && !load_only())
+    owned = StreamBuffer(size_t(fp8_activation_bytes(call.rows, args.k)), stream, "W4A8 workspace");
+  auto* workspace = static_cast<unsigned char*>(args.workspace ? args.workspace : owned.get());
+  launch_fp8_activations(load_fp8_activations_kernel(device, call, stream), args.a, call.a_stride, call.rows, args.k,
+                         workspace, stream);
+  launch_gemm(kernel, gemm_call_on_fp8_a(call, workspace), stream);
+  owned.free();
+}
+
 // A validated call (dense or grouped): its warm kernel, and W4A4's decode first where the
-// device's backend has no FP4 MMA.
+// device's backend has no FP4 MMA (W4A8's activation pass first).
 void run_gemm(const GemmCall& call, const char* who, CUstream stream) {
   if (call.args.m == 0) return;
   const CallDevice call_device(stream, call.args.d, who);
   const GemmKernel& kernel = gemm_dispatch(call_device.info, call, stream);
   if (kernel.decodes_a) return gemm_w4a4(call, kernel, stream);
+  if (call.args.precision == GemmPrecision::w4a8) return gemm_w4a8(call_device.info, call, kernel, stream);
   launch_gemm(kernel, call, stream);
 }
 
@@ -62,9 +80,15 @@ void run_gemm_with_tile(const GemmCall& call, const GemmTile& tile, const char* 
                                 to_string(device.arch)),
                     Status::unsupported);
   const GemmSpec spec = gemm_spec(gemm_problem_on(device.arch, call), tile);
+  if (std::string why = backend.unsupported(spec); !why.empty()) fail(Status::unsupported, "{}: {}", who, why);
   if (std::string why = backend.tile_problem(spec); !why.empty())
     fail(Status::unsupported, "{}: tile {}: {}", who, backend.describe(tile), why);
-  launch_gemm(load_gemm_kernel(device, backend, spec, call.args.m, stream, call), call, stream);
+  const GemmKernel kernel = load_gemm_kernel(device, backend, spec, call.args.m, stream, call);
+  if (call.args.precision == GemmPrecision::w4a8) {
+    load_fp8_activations_kernel(device, call, stream);  // before anything is enqueued
+    return gemm_w4a8(device, call, kernel, stream);
+  }
+  launch_gemm(kernel, call, stream);
 }
 
 }  // namespace
@@ -85,6 +109,7 @@ namespace nvfp4::jit {
 // call would refuse is no size. W4A4's decoded A: all rows (a grouped call's every group's), k wide.
 int64_t gemm_workspace_bytes(const GemmArgs& args) {
   const detail::GemmCall call = detail::gemm_call(args, "nvfp4::jit::gemm_workspace_bytes", /*pointers=*/false);
+  if (call.args.precision == GemmPrecision::w4a8) return detail::fp8_activation_bytes(call.rows, args.k);
   return args.a_dtype == DType::nvfp4 ? call.rows * args.k * 2 : 0;  // (its size checked in gemm_call)
 }
 

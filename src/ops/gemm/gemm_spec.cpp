@@ -61,7 +61,8 @@ nlohmann::ordered_json gemm_spec_json(const GemmSpec& spec) {
                            {"bias", bias_of(spec)},
                            {"grouped", kGroupedNames[gemm_problem_grouped(spec)]},
                            {"a_scale_layout", scale_layout_name(gemm_a_scale_layout(spec))},
-                           {"epilogue", kEpilogueNames[gemm_epilogue_code(spec)]}};
+                           {"epilogue", kEpilogueNames[gemm_epilogue_code(spec)]},
+                           {"precision", spec.flags & kFlagW4A8 ? "w4a8" : "exact"}};
   j["tile"] = {{"block_m", t.block_m}, {"block_n", t.block_n}, {"block_k", t.block_k}, {"threads", t.threads},
                {"stages", t.stages},   {"split_k", t.split_k}, {"k_slices", t.k_slices}};
   return j;
@@ -78,8 +79,11 @@ std::string gemm_spec_from_json(const nlohmann::json& object, Arch arch, GemmSpe
   s.groups = int32_t(r.integer("groups", 0, 65536));
   const std::string a = r.text("a_dtype"), out = r.text("out_dtype"), layout = r.text("scale_layout");
   const std::string bias = r.text("bias"), grouped = r.text("grouped"), a_layout = r.text("a_scale_layout");
-  const std::string epilogue = object.contains("epilogue") ? r.text("epilogue") : "none";  // (older tables: none)
+  // (absent from tables written before the fused epilogue and the W4A8 mode: none, exact)
+  const std::string epilogue = object.contains("epilogue") ? r.text("epilogue") : "none";
+  const std::string precision = object.contains("precision") ? r.text("precision") : "exact";
   if (!r.why().empty()) return r.why();
+  if (precision != "exact" && precision != "w4a8") return "precision is not \"exact\" or \"w4a8\"";
   if (!object.contains("tile") || !object["tile"].is_object()) return "tile is missing";
   FieldReader t(object["tile"]);
   s.tile.block_m = uint16_t(t.integer("block_m", 1, kMaxTileEdge));
@@ -105,9 +109,9 @@ std::string gemm_spec_from_json(const nlohmann::json& object, Arch arch, GemmSpe
   s.a_dtype = uint8_t(a_code);
   s.out_dtype = uint8_t(out_code);
   s.scale_layout = uint8_t(layout_code);
-  s.flags = uint8_t((bias_index == 1 ? kFlagBiasBf16 : bias_index == 2 ? kFlagBiasFp32 : 0) | kGroupedFlags[grouped_index] |
-                    (a_layout_code == nvfp4k::SCALES_SWIZZLED128X4 ? kFlagAScalesSwizzled : 0) |
-                    (epilogue_index == 1 ? kFlagEpilogueSwiglu : 0));
+  s.flags = uint16_t((bias_index == 1 ? kFlagBiasBf16 : bias_index == 2 ? kFlagBiasFp32 : 0) | kGroupedFlags[grouped_index] |
+                     (a_layout_code == nvfp4k::SCALES_SWIZZLED128X4 ? kFlagAScalesSwizzled : 0) |
+                     (epilogue_index == 1 ? kFlagEpilogueSwiglu : 0) | (precision == "w4a8" ? kFlagW4A8 : 0));
   *spec = s;
   return {};
 }

@@ -32,6 +32,7 @@ enum GemmFlags : uint16_t {
   kFlagAScalesSwizzled = 32,  // a GEMM on NVFP4 activations (a_dtype nvfp4): their scales swizzled128x4
   kFlagGroupedBatched = 64,   // a grouped GEMM of `groups` groups that every row goes to
   kFlagEpilogueSwiglu = 128,  // D = silu(gate) * up of an 8-row interleaved gate_up weight (GemmEpilogue::swiglu)
+  kFlagW4A8 = 256,            // GemmPrecision::w4a8: E4M3 activations and folded weights, FP8 MMA
 };
 
 struct GemmSpec {

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "ops/gemm/fp8_activations_op.hpp"
 #include "ops/gemm/prewarm_variants.hpp"
 
 namespace nvfp4::jit::detail {
@@ -15,6 +16,7 @@ std::string gemm_prewarm_hint(const GemmCall& call, const DeviceInfo& device) {
   v.b = args.b_prepacked ? WeightLayout::prepacked
         : args.b.scale_layout == ScaleLayout::swizzled128x4 ? WeightLayout::swizzled : WeightLayout::linear;
   v.a_scales = args.a_fp4.scale_layout, v.grouped = call.layout, v.epilogue = args.epilogue;
+  v.precision = args.precision;
   const bool grouped = call.groups > 0;
   return fmt::format("nvfp4-jit prewarm --shape {},{}{} --arch {} --sms {}{}", args.n, args.k,
                      grouped ? fmt::format(",{}", call.groups) : "", to_string(device.arch), device.sm_count,
@@ -30,6 +32,11 @@ GemmKernel load_gemm_kernel(const DeviceInfo& device, const GemmBackend& backend
                                [&] { return gemm_prewarm_hint(call, device); });
   kernel.plan = backend.plan(spec, m, device.sm_count);
   return kernel;
+}
+
+CUfunction load_fp8_activations_kernel(const DeviceInfo& device, const GemmCall& call, CUstream stream) {
+  return kernel_for(device, fp8_activations_spec(device.arch, call.args.k, call.args.a_dtype), stream,
+             [&] { return gemm_prewarm_hint(call, device); });
 }
 
 void launch_gemm(const GemmKernel& kernel, const GemmCall& call, CUstream stream) {

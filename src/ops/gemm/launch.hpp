@@ -28,6 +28,9 @@ std::string gemm_prewarm_hint(const GemmCall& call, const DeviceInfo& device);
 GemmKernel load_gemm_kernel(const DeviceInfo& device, const GemmBackend& backend, const GemmSpec& spec, int64_t m,
                             CUstream stream, const GemmCall& call);
 
+// W4A8: the activation pass's kernel (fp8_activations_op.hpp) loaded for `call`.
+CUfunction load_fp8_activations_kernel(const DeviceInfo& device, const GemmCall& call, CUstream stream);
+
 // Binds the call's pointers into a copy of the plan's parameters and launches with the tensor
 // maps the bind lists (each encoded once per thread and key), early where the caller promised
 // static weights and the plan says it pays.

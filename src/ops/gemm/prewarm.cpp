@@ -6,6 +6,7 @@
 #include "core/op_registry.hpp"
 #include "ops/gemm/backend.hpp"
 #include "ops/gemm/call.hpp"
+#include "ops/gemm/fp8_activations_op.hpp"
 #include "ops/gemm/m_buckets.hpp"
 #include "ops/gemm/prewarm_variants.hpp"
 #include "ops/gemm/tile_choice.hpp"
@@ -24,7 +25,7 @@ GemmSpec variant_problem(Arch arch, const GemmBackend& backend, const WeightShap
     problem.flags |= v.grouped == GroupedLayout::masked ? kFlagGroupedMasked : kFlagGroupedContiguous;
   }
   if (v.a == DType::nvfp4 && backend.native_fp4_activations()) problem = gemm_fp4_problem(problem, v.a_scales);
-  return with_epilogue(problem, v.epilogue);
+  return gemm_with_precision(with_epilogue(problem, v.epilogue), v.precision);
 }
 
 std::vector<KernelSpec> gemm_prewarm_specs(Arch arch, const WeightShape& shape, int sm_count) {
@@ -43,8 +44,14 @@ std::vector<KernelSpec> gemm_prewarm_specs(Arch arch, const WeightShape& shape, 
             for (ScaleLayout a_scales : variants.a_scales) {
               for (GemmEpilogue e : variants.epilogues) {
                 if (e == GemmEpilogue::swiglu && shape.n % 16) continue;  // no gate_up weight
-                const GemmSpec problem = variant_problem(arch, *backend, shape, {a, d, bias, b, a_scales, g, e});
-                if (backend->unsupported(problem).empty()) problems.push_back(problem);
+                for (GemmPrecision precision : variants.precisions) {
+                  const GemmSpec problem =
+                      variant_problem(arch, *backend, shape, {a, d, bias, b, a_scales, g, e, precision});
+                  if (!backend->unsupported(problem).empty()) continue;
+                  problems.push_back(problem);
+                  // the W4A8 activation pass of its K and A
+                  if (precision == GemmPrecision::w4a8) specs.push_back(fp8_activations_spec(arch, shape.k, a));
+                }
               }
               if (a != DType::nvfp4) break;  // A's scale layout is W4A4's only
             }

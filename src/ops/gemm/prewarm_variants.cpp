@@ -10,6 +10,7 @@ std::string prewarm_variant_flags(const GemmVariant& v, bool grouped) {
   if (v.a == DType::nvfp4) flags += fmt::format(" --a-scales {}", variant_name(v.a_scales));
   if (grouped) flags += fmt::format(" --grouped {}", variant_name(v.grouped));
   if (v.epilogue != GemmEpilogue::none) flags += fmt::format(" --epilogue {}", variant_name(v.epilogue));
+  if (v.precision != GemmPrecision::exact) flags += fmt::format(" --precision {}", variant_name(v.precision));
   return flags;
 }
 

@@ -16,10 +16,12 @@ struct GemmVariant {
   ScaleLayout a_scales = ScaleLayout::linear;
   GroupedLayout grouped = GroupedLayout::contiguous;
   GemmEpilogue epilogue = GemmEpilogue::none;
+  GemmPrecision precision = GemmPrecision::exact;
 };
 
-// " --a-dtype fp16 --d-dtype fp32 --bias none --b-layout linear", with --a-scales for W4A4 and
-// --grouped for a grouped weight, --epilogue for a fused one.
+// " --a-dtype fp16 --d-dtype fp32 --bias none --b-layout linear", with --a-scales for W4A4,
+// --grouped for a grouped weight, --epilogue for a fused one and --precision w4a8 for the W4A8
+// mode.
 std::string prewarm_variant_flags(const GemmVariant& v, bool grouped);
 
 }  // namespace nvfp4::jit::detail

@@ -18,6 +18,7 @@
 #include "core/prewarm.hpp"
 #include "core/tuning_table.hpp"
 #include "ops/gemm/call.hpp"
+#include "ops/gemm/fp8_activations_op.hpp"
 #include "ops/gemm/launch.hpp"
 #include "ops/gemm/m_buckets.hpp"
 #include "ops/gemm/routing_draw.hpp"
@@ -57,6 +58,7 @@ struct Scratch {
     int32_t experts = 0;  // holding rows
   };
   DeviceBuffer a, a_scales, d, bias;
+  DeviceBuffer fp8_a;  // W4A8: A as E4M3 and its row scales (the kernel's input; the activation pass is the same for every tile)
   std::vector<DeviceBuffer> weights, scales;
   std::vector<Routing> routings;  // a dense problem's: one, of m rows
   int32_t groups = 0;
@@ -123,6 +125,12 @@ struct Scratch {
         }
       }
     }
+    if (gemm_problem_w4a8(p)) {
+      // E4M3 values in [1, 2) with random signs, row scales of 1/448 (fp32 0x3B124925)
+      std::vector<uint64_t> values = random(size_t(fp8_row_scales_offset(rows, p.k)), 0x8787878787878787ull, 0x3838383838383838ull);
+      values.resize(size_t(fp8_activation_bytes(rows, p.k) + 7) / 8, 0x3B1249253B124925ull);
+      fp8_a = to_device(values);
+    }
     d = DeviceBuffer(size_t(rows * p.n * 4));
     bias = DeviceBuffer(size_t(p.n * 4));
     bias.fill(0);
@@ -144,6 +152,7 @@ struct Scratch {
       g.a = a.get();
     g.b.data = weights[size_t(copy)].get();
     g.b_prepacked = gemm_problem_prepacked(p);
+    g.precision = gemm_problem_w4a8(p) ? GemmPrecision::w4a8 : GemmPrecision::exact;  // (its workspace on the stream)
     g.b.scales = scales.empty() ? nullptr : scales[size_t(copy)].get();  // (a grouped prepacked weight holds its own)
     g.b.scale_layout = g.b_prepacked ? ScaleLayout::linear : ScaleLayout(p.scale_layout);
     g.b.global_scale.value = 1.0f / 256;
@@ -151,7 +160,7 @@ struct Scratch {
     g.epilogue = p.flags & kFlagEpilogueSwiglu ? GemmEpilogue::swiglu : GemmEpilogue::none;
     if (p.flags & (kFlagBiasBf16 | kFlagBiasFp32))
       g.bias = bias.get(), g.bias_dtype = p.flags & kFlagBiasBf16 ? DType::bf16 : DType::fp32;
-    if (!groups) return gemm_call(g, kWho);
+    if (!groups) return gemm_problem_w4a8(p) ? gemm_call_on_fp8_a(gemm_call(g, kWho), fp8_a.get()) : gemm_call(g, kWho);
     GroupedGemmArgs ga;
     ga.gemm = g, ga.groups = groups, ga.layout = layout, ga.expected_m = m;
     (layout == GroupedLayout::masked ? ga.masked_m : ga.group_ends) = routing.group_sizes.as<int32_t>();

@@ -76,6 +76,9 @@ class Backend : public GemmBackend {
   }
 
   std::string unsupported(const GemmSpec& problem) const final {
+    if (gemm_problem_w4a8(problem))
+      return "precision = w4a8 is Hopper's (sm_90a) mode, refused here: this arch's exact mode already runs NVFP4 on its "
+             "native FP4 tensor cores, faster and exact (use precision = exact)";
     std::string why = family_problem(Family::pair, problem);
     if constexpr (requires { Family::k_problem(problem); })
       if (why.empty()) why = Family::k_problem(problem);

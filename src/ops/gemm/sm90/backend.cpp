@@ -1,6 +1,7 @@
 // The sm_90a GEMM backend: BF16/FP16 activations (NVFP4 ones decoded to BF16 by the front) x an
 // NVFP4 weight decoded to BF16 in registers, wgmma with fp32 accumulators
-// (templates/sm90/gemm_w4a16.cuh).
+// (templates/sm90/gemm_w4a16.cuh); in the W4A8 mode E4M3 activations (the front's pass) x the
+// prepacked weight folded to E4M3, FP8 wgmma.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -29,6 +30,7 @@ int d_bytes(const GemmSpec& spec) { return spec.out_dtype == uint8_t(DType::fp32
 // The tile `spec` runs: its GemmTile, persistent where its grouped layout and height say so.
 Tile tile_of(const GemmSpec& spec) {
   Tile t = from_config(spec.tile);
+  t.fp8 = gemm_problem_w4a8(spec);
   t.persistent = grouped_persistent_ctas(gemm_problem_grouped(spec), t, gemm_problem_prepacked(spec), spec.k);
   return t;
 }
@@ -48,6 +50,7 @@ struct Binding {
   int32_t w_swizzle;
   int32_t d_bytes;
   bool batched;      // A and D: {k or n, m, group}
+  bool fp8;          // A is E4M3 (the W4A8 mode): bytes, 128 columns a box
   bool prepacked;    // values and scales in one buffer, no weight tensor map
   bool d_tile_fits;  // the tile of D fits in the stages (stores_through_smem)
 };
@@ -61,7 +64,7 @@ GemmTile heuristic(const GemmSpec& problem, int64_t m, int sm_count, int64_t gro
                           : groups_reached > 0 ? std::min<int64_t>(groups_reached, groups)
                                                : groups;
   return to_config(as_grouped(problem, heuristic_tile(problem.n, problem.k, m, sm_count, gemm_problem_prepacked(problem),
-                                                      groups, reached)));
+                                                      groups, reached, gemm_problem_w4a8(problem))));
 }
 
 namespace {
@@ -74,6 +77,12 @@ class Sm90Backend final : public GemmBackend {
     if (gemm_epilogue_code(problem) == nvfp4k::EPILOGUE_SWIGLU &&
         (!gemm_problem_prepacked(problem) || gemm_problem_grouped(problem) == nvfp4k::GROUPED_BATCHED))
       return "epilogue swiglu runs on a prepacked gate_up weight, dense or contiguous / masked groups";
+    if (!gemm_problem_w4a8(problem)) return {};
+    if (gemm_epilogue_code(problem) != nvfp4k::EPILOGUE_NONE) return "precision = w4a8 runs without a fused epilogue so far";
+    if (!gemm_problem_prepacked(problem)) return "precision = w4a8 needs a prepacked weight (its rows' fold exponents)";
+    if (gemm_problem_groups(problem)) return "precision = w4a8 runs dense GEMMs only so far";
+    if (problem.a_dtype != uint8_t(DType::bf16) && problem.a_dtype != uint8_t(DType::fp16))
+      return "precision = w4a8 takes BF16 or FP16 activations";
     return {};
   }
 
@@ -103,7 +112,8 @@ class Sm90Backend final : public GemmBackend {
   // persistent grid of its height holds.
   std::vector<GemmTile> candidates(const GemmSpec& problem, int bucket, int sm_count) const override {
     std::vector<GemmTile> configs{heuristic(problem, gemm_bucket_m(bucket), sm_count)};
-    for (const Tile& t : candidate_tiles(problem.n, problem.k, bucket, sm_count, gemm_problem_prepacked(problem), gemm_problem_groups(problem))) {
+    for (const Tile& t : candidate_tiles(problem.n, problem.k, bucket, sm_count, gemm_problem_prepacked(problem),
+                                         gemm_problem_groups(problem), gemm_problem_w4a8(problem))) {
       const GemmTile c = to_config(as_grouped(problem, t));
       if (std::find(configs.begin(), configs.end(), c) == configs.end()) configs.push_back(c);
     }
@@ -122,17 +132,19 @@ class Sm90Backend final : public GemmBackend {
 
   // N is the kernel's argument (GemmParams::n): the weight shapes of one K, variant and tile run
   // one kernel, so a prewarm compiles fewer.
+  // W4A8's kernels read E4M3 whatever A was: the BF16 and FP16 calls share one.
   GemmSpec kernel_spec(const GemmSpec& spec) const override {
     GemmSpec kernel = spec;
     kernel.n = 0;
+    if (gemm_problem_w4a8(spec)) kernel.a_dtype = uint8_t(DType::bf16);
     return kernel;
   }
 
   std::string kernel_name(const GemmSpec& spec) const override {
     const Tile t = tile_of(spec);
-    return fmt::format("nvfp4_gemm_w4a16_{}k{}_{}_{}_{}{}{}_bm{}_bk{}_wg{}{}_s{}_ks{}{}", grouped_name(spec), spec.k,
-                       dtype_name(spec.a_dtype), dtype_name(spec.out_dtype), scale_layout_name(spec.scale_layout),
-                       bias_name(spec), epilogue_name(spec), t.block_m,
+    return fmt::format("nvfp4_gemm_{}_{}k{}_{}_{}_{}{}{}_bm{}_bk{}_wg{}{}_s{}_ks{}{}", t.fp8 ? "w4a8" : "w4a16",
+                       grouped_name(spec), spec.k, t.fp8 ? "e4m3" : dtype_name(spec.a_dtype), dtype_name(spec.out_dtype),
+                       scale_layout_name(spec.scale_layout), bias_name(spec), epilogue_name(spec), t.block_m,
                        t.block_k, t.consumers, t.k_slices > 1 ? fmt::format("x{}", t.k_slices) : "", t.stages, t.split_k,
                        t.persistent > 0 ? "_persistent" : "");
   }
@@ -143,7 +155,8 @@ class Sm90Backend final : public GemmBackend {
     return entry_point(gemm_key(spec), spec.tile.threads, kernel_name(spec), "sm90/gemm_w4a16.cuh", "GemmParams",
                        fmt::format("nvfp4k::sm90::gemm_w4a16<nvfp4k::sm90::GemmConfig<{}, {}, {}, {}LL, {}, {}, {}, "
                                    "{}, {}, {}, {}{}{}>>(p)",
-                                   spec.a_dtype, spec.out_dtype, gemm_bias_code(spec), spec.k, spec.scale_layout,
+                                   t.fp8 ? int(nvfp4k::DTYPE_E4M3) : int(spec.a_dtype), spec.out_dtype,
+                                   gemm_bias_code(spec), spec.k, spec.scale_layout,
                                    t.consumers, t.block_m, t.block_k, t.stages, t.split_k, t.k_slices,
                                    grouped || epilogue ? fmt::format(", {}, {}, {}", grouped, spec.groups, t.persistent > 0 ? 1 : 0) : "",
                                    epilogue ? fmt::format(", {}", epilogue) : ""),
@@ -186,6 +199,7 @@ class Sm90Backend final : public GemmBackend {
     b.w_swizzle = t.block_k == 256 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
     b.d_bytes = d_bytes(spec);
     b.batched = grouped == nvfp4k::GROUPED_BATCHED;
+    b.fp8 = t.fp8;
     b.prepacked = prepacked;
     // (SwiGLU's D is half the tile wide: element stores)
     b.d_tile_fits = stores_through_smem(t, b.d_bytes) && gemm_epilogue_code(spec) == nvfp4k::EPILOGUE_NONE;
@@ -196,13 +210,16 @@ class Sm90Backend final : public GemmBackend {
     const Binding& b = plan_binding<Binding>(plan);
     const GemmArgs& args = call.args;
     auto& p = *static_cast<nvfp4k::GemmParams*>(params);
-    const CUtensorMapDataType a_type =
-        args.a_dtype == DType::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    const CUtensorMapDataType a_type = b.fp8                         ? CU_TENSOR_MAP_DATA_TYPE_UINT8
+                                       : args.a_dtype == DType::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
+                                                                     : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+    const uint64_t a_bytes = b.fp8 ? 1 : 2;          // an element of A
+    const uint32_t a_box_cols = b.fp8 ? 128 : 64;    // 128 bytes: the swizzle span
     maps.add(&p.tma_a, b.batched ? tensor_map_3d(args.a, a_type, uint64_t(b.groups), uint64_t(args.m), uint64_t(args.k),
-                                                 uint64_t(call.a_stride) * 2, uint64_t(call.a_group_stride) * 2,
-                                                 b.a_box_rows, 64, CU_TENSOR_MAP_SWIZZLE_128B)
+                                                 uint64_t(call.a_stride) * a_bytes, uint64_t(call.a_group_stride) * a_bytes,
+                                                 b.a_box_rows, a_box_cols, CU_TENSOR_MAP_SWIZZLE_128B)
                                  : tensor_map_2d(args.a, a_type, uint64_t(call.row_index ? call.a_rows : call.rows),
-                                                 uint64_t(args.k), uint64_t(call.a_stride) * 2, b.a_box_rows, 64,
+                                                 uint64_t(args.k), uint64_t(call.a_stride) * a_bytes, b.a_box_rows, a_box_cols,
                                                  CU_TENSOR_MAP_SWIZZLE_128B));
     p.d_group_stride = call.d_group_stride;
     p.row_index = call.row_index;

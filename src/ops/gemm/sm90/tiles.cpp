@@ -20,7 +20,7 @@ constexpr unsigned kSm90SharedBytesPerSm = 228 * 1024;
 constexpr int64_t kThreeCtasMostK = 4096;
 // activation boxes, packed weights, block scales: the template's STAGE_BYTES
 unsigned stage_bytes(const Tile& t) {
-  return unsigned(t.block_k / 64 * t.block_m * 128 + 64 * t.consumers * t.block_k / 2 + (t.consumers == 3 ? 16 : 8) * t.block_k);
+  return unsigned(t.block_k / (t.fp8 ? 128 : 64) * t.block_m * 128 + 64 * t.consumers * t.block_k / 2 + (t.consumers == 3 ? 16 : 8) * t.block_k);
 }
 // a persistent kernel's k slices add up in a region after the stages (GemmConfig::PARTIAL_BYTES)
 unsigned partial_bytes(const Tile& t) { return t.persistent > 0 && t.k_slices > 1 ? unsigned(t.block_m * 64 * t.consumers * 4) : 0u; }
@@ -224,9 +224,19 @@ Tile grouped_decode_tile(int64_t n, int64_t k, int rows, bool prepacked, int64_t
   return t;
 }
 
+// The exact mode's tile `t` as the W4A8 mode's (E4M3 stages).
+Tile with_fp8_stages(Tile t) {
+  const bool most = t.stages == int(max_stages(t));
+  t.fp8 = true;
+  if (most) t.stages = int(max_stages(t));
+  return t;
+}
+
 }  // namespace
 
-Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, bool prepacked, int groups, int64_t groups_reached) {
+Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, bool prepacked, int groups, int64_t groups_reached,
+                    bool fp8) {
+  if (fp8) return with_fp8_stages(heuristic_tile(n, k, m, sm_count, prepacked, groups, groups_reached));
   const int bucket = gemm_m_bucket(m);
   if (m > kGemmLargestTrimmedM) m = gemm_bucket_m(bucket);
   if (groups > 0 && groups_fill_grid(n, groups, sm_count))
@@ -237,8 +247,8 @@ Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, bool prepacke
   return small_m_tile(n, k, bucket, gemm_trimmed_height(bucket, m), sm_count, groups == 0);
 }
 
-Tile bucket_tile(int64_t n, int64_t k, int bucket, int sm_count, bool prepacked, int groups) {
-  return heuristic_tile(n, k, gemm_bucket_m(bucket), sm_count, prepacked, groups);
+Tile bucket_tile(int64_t n, int64_t k, int bucket, int sm_count, bool prepacked, int groups, bool fp8) {
+  return heuristic_tile(n, k, gemm_bucket_m(bucket), sm_count, prepacked, groups, 0, fp8);
 }
 
 std::string tile_problem(const Tile& t, int64_t k) {
@@ -260,8 +270,8 @@ std::string tile_problem(const Tile& t, int64_t k) {
   return {};
 }
 
-std::vector<Tile> candidate_tiles(int64_t n, int64_t k, int bucket, int sm_count, bool prepacked, int groups) {
-  const Tile heuristic = bucket_tile(n, k, bucket, sm_count, prepacked, groups);
+std::vector<Tile> candidate_tiles(int64_t n, int64_t k, int bucket, int sm_count, bool prepacked, int groups, bool fp8) {
+  const Tile heuristic = bucket_tile(n, k, bucket, sm_count, prepacked, groups, fp8);
   std::vector<Tile> tiles{heuristic};
   // Above 128 rows the row tile's height is a choice too. One consumer warpgroup doubles the
   // CTAs of a grid that would leave SMs idle; two, or two k slices, put twice the warps on each

@@ -19,6 +19,9 @@ struct Tile {
   // A persistent grid's CTAs an SM (grouped_persistent_ctas), 0: a CTA a tile. Not a GemmTile
   // field: the backend's choice per spec.
   int persistent = 0;
+  // The W4A8 mode's kernel (E4M3 activations: 128 columns a 128-byte box, half the bytes a
+  // stage). Not a GemmTile field: the spec's precision.
+  bool fp8 = false;
   bool operator==(const Tile&) const = default;
 };
 
@@ -44,15 +47,19 @@ std::string tile_problem(const Tile& tile, int64_t k);
 // in row tiles of up to 192 rows (grouped_tile), unsplit. `groups_reached`: how many contiguous
 // groups the call's rows can reach, which sizes a decode tile (grouped_decode_tile); 0 where not
 // counted (masked groups: their decode tile is the one measured for few groups).
-Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, bool prepacked, int groups = 0, int64_t groups_reached = 0);
+// `fp8`: the W4A8 mode's tile, the exact mode's with its E4M3 stages (as many more as fit where
+// the exact mode's tile takes as many as fit).
+Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, bool prepacked, int groups = 0, int64_t groups_reached = 0,
+                    bool fp8 = false);
 
 // The heuristic's tile for a bucket: heuristic_tile at the bucket's largest M.
-Tile bucket_tile(int64_t n, int64_t k, int bucket, int sm_count, bool prepacked = false, int groups = 0);
+Tile bucket_tile(int64_t n, int64_t k, int bucket, int sm_count, bool prepacked = false, int groups = 0, bool fp8 = false);
 
 // The tuner's search space for a bucket: the heuristic's tile first, then one to three
 // consumers and k slices, block_k 128 / 256, 4 stages or as many as fit, split-K 1 / 2 / 4 / 8
 // (and above M = 128 row tiles of 128, 192 and 256 too); only tiles tile_problem accepts.
-std::vector<Tile> candidate_tiles(int64_t n, int64_t k, int bucket, int sm_count, bool prepacked, int groups = 0);
+std::vector<Tile> candidate_tiles(int64_t n, int64_t k, int bucket, int sm_count, bool prepacked, int groups = 0,
+                                  bool fp8 = false);
 
 // The CTAs an SM of the persistent grid a grouped kernel of `layout` (nvfp4k::GroupedLayoutCode)
 // on `tile` runs, or 0 (a CTA a tile). Contiguous and masked groups on tiles of up to 64 rows

@@ -1,0 +1,39 @@
+// The W4A8 GEMM's activation pass (templates/fp8_activations.cuh): BF16/FP16 A to E4M3 per row,
+// with each row's scale, into the GEMM's workspace.
+#pragma once
+#include <cstdint>
+#include <string_view>
+#include <tuple>
+
+#include "core/codegen.hpp"
+#include "core/launcher.hpp"
+#include "core/spec.hpp"
+#include "nvfp4/jit.hpp"
+
+namespace nvfp4::jit::detail {
+
+struct Fp8ActivationsSpec {
+  static constexpr Op kOp = Op::fp8_activations;
+  static constexpr std::string_view kName = "Fp8ActivationsSpec";
+  static constexpr bool serves(Op op) { return op == kOp; }
+  int64_t k = 0;
+  DType a_dtype = DType::bf16;
+  int threads = 0;
+  template <class Self>
+  static auto fields(Self& s) { return std::tie(s.k, s.a_dtype, s.threads); }
+};
+
+KernelSpec fp8_activations_spec(Arch arch, int64_t k, DType a_dtype);
+GeneratedKernel generate_fp8_activations(const KernelSpec& spec);
+
+// Bytes of the W4A8 workspace for `rows` rows of k: the E4M3 rows, then (16-byte aligned) one
+// fp32 scale a row.
+int64_t fp8_activation_bytes(int64_t rows, int64_t k);
+inline int64_t fp8_row_scales_offset(int64_t rows, int64_t k) { return (rows * k + 15) / 16 * 16; }
+
+// A [rows, k] (a_stride elements a row) to E4M3 at `workspace` and its row scales after them,
+// by `function`, the kernel of fp8_activations_spec for k and A's dtype.
+void launch_fp8_activations(CUfunction function, const void* a, int64_t a_stride, int64_t rows, int64_t k, void* workspace,
+                            CUstream stream);
+
+}  // namespace nvfp4::jit::detail

@@ -1,0 +1,170 @@
+// The W4A8 precision mode on the CPU: its validation messages, its kernels' keys, the fold of
+// the kernel's FP16 path (sm90/fp8_operand.cuh) against fp8_fold.cuh's for every row exponent,
+// scale and nibble, and the activation column order against the weight fragment's.
+#include <doctest/doctest.h>
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/fp8_fold.cuh"
+#include "common/nvfp4_format.cuh"
+#include "core/error.hpp"
+#include "nvfp4/jit.hpp"
+#include "ops/gemm/backend.hpp"
+#include "ops/gemm/call.hpp"
+#include "ops/gemm/fp8_activations_op.hpp"
+#include "sm90/fp8_operand.cuh"
+#include "sm90/prepacked_weight.cuh"
+
+using namespace nvfp4::jit;
+using namespace nvfp4::jit::detail;
+
+namespace {
+
+alignas(64) unsigned char buffer[4096];
+
+GemmArgs w4a8_args() {
+  GemmArgs g;
+  g.m = 300, g.n = 64, g.k = 256;
+  g.a = g.d = buffer;
+  g.b.data = buffer;
+  g.b_prepacked = true;
+  g.precision = GemmPrecision::w4a8;
+  return g;
+}
+
+// gemm_workspace_bytes's error (it checks what gemm does but the buffers), "" for none.
+std::string error_of(const GemmArgs& g) {
+  try {
+    gemm_workspace_bytes(g);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+double fp16(unsigned bits) { return nvfp4k::fp16_bits_to_float(bits & 0xFFFFu); }
+
+}  // namespace
+
+TEST_SUITE("gemm_w4a8") {
+  TEST_CASE("W4A8 arguments: the workspace size, and refusals naming the argument") {
+    CHECK(error_of(w4a8_args()) == "");
+    CHECK(gemm_workspace_bytes(w4a8_args()) == 300 * 256 + 4 * 300);
+    GemmArgs g = w4a8_args();
+    g.m = 257, g.k = 32;
+    CHECK(gemm_workspace_bytes(g) == (257 * 32 + 15) / 16 * 16 + 4 * 257);
+    g.m = 256;  // decode and small batches run the exact mode: no workspace
+    CHECK(gemm_workspace_bytes(g) == 0);
+    CHECK(gemm_call(g, "test", false).args.precision == GemmPrecision::exact);
+    g = w4a8_args(), g.b_prepacked = false, g.b.scales = buffer;
+    CHECK(error_of(g).find("b_prepacked") != std::string::npos);
+    g = w4a8_args(), g.a = nullptr, g.a_dtype = DType::nvfp4, g.a_fp4.data = g.a_fp4.scales = buffer;
+    CHECK(error_of(g).find("a_dtype = nvfp4 with precision = w4a8") != std::string::npos);
+    g = w4a8_args(), g.precision = GemmPrecision(7);
+    CHECK(error_of(g).find("precision = 7 is not a GemmPrecision") != std::string::npos);
+    g = w4a8_args(), g.workspace = buffer, g.workspace_bytes = 100 * 256;
+    // (a size helper does not check buffers: gemm does; its check names the bytes W4A8 needs)
+    CHECK(error_of(g) == "");
+    GroupedGemmArgs ga;
+    ga.gemm = w4a8_args(), ga.groups = 4;
+    try {
+      grouped_gemm_workspace_bytes(ga);
+      FAIL("no error");
+    } catch (const Error& e) {
+      CHECK(e.status() == Status::unsupported);
+      CHECK(std::string(e.what()).find("precision = w4a8 is for gemm only") != std::string::npos);
+    }
+  }
+
+  TEST_CASE("off sm_90a the mode is refused, saying the arch's exact mode is its native FP4 path") {
+    const GemmCall call = gemm_call(w4a8_args(), "test", false);
+    for (Arch arch : {Arch::sm_100a, Arch::sm_103a, Arch::sm_120a, Arch::sm_121a}) {
+      CAPTURE(to_string(arch));
+      const GemmBackend* backend = find_gemm_backend(arch);
+      REQUIRE(backend);
+      const std::string why = backend->unsupported(gemm_problem_on(arch, call));
+      CHECK(why.find("precision = w4a8") != std::string::npos);
+      CHECK(why.find("native FP4") != std::string::npos);
+    }
+    CHECK(find_gemm_backend(Arch::sm_90a)->unsupported(gemm_problem_on(Arch::sm_90a, call)) == "");
+  }
+
+  TEST_CASE("W4A8 kernels are keyed apart from the exact mode's; BF16 and FP16 activations share one") {
+    GemmArgs g = w4a8_args();
+    const GemmSpec w4a8 = gemm_problem_on(Arch::sm_90a, gemm_call(g, "test", false));
+    g.precision = GemmPrecision::exact;
+    const GemmSpec exact = gemm_problem_on(Arch::sm_90a, gemm_call(g, "test", false));
+    CHECK(gemm_problem_w4a8(w4a8));
+    CHECK_FALSE(gemm_problem_w4a8(exact));
+    const GemmBackend& backend = *find_gemm_backend(Arch::sm_90a);
+    const GemmTile tile = backend.heuristic(w4a8, 300, 132);
+    CHECK(gemm_key(gemm_spec(w4a8, tile)) != gemm_key(gemm_spec(exact, tile)));
+    CHECK(backend.kernel_name(gemm_spec(w4a8, tile)).find("nvfp4_gemm_w4a8_") == 0);
+    CHECK(backend.kernel_name(gemm_spec(exact, tile)).find("nvfp4_gemm_w4a16_") == 0);
+    GemmArgs h = w4a8_args();
+    h.a_dtype = DType::fp16;
+    const GemmSpec fp16 = gemm_problem_on(Arch::sm_90a, gemm_call(h, "test", false));
+    CHECK(gemm_key(backend.kernel_spec(gemm_spec(fp16, tile))) == gemm_key(backend.kernel_spec(gemm_spec(w4a8, tile))));
+    // the spec's JSON names the precision, and a JSON from before the mode reads as exact
+    nlohmann::json j = gemm_spec_json(gemm_spec(w4a8, tile));
+    CHECK(j["precision"] == "w4a8");
+    GemmSpec back;
+    CHECK(gemm_spec_from_json(j, Arch::sm_90a, &back) == "");
+    CHECK(back == gemm_spec(w4a8, tile));
+    j.erase("precision");
+    CHECK(gemm_spec_from_json(j, Arch::sm_90a, &back) == "");
+    CHECK_FALSE(gemm_problem_w4a8(back));
+    j["precision"] = "fp8";
+    CHECK(gemm_spec_from_json(j, Arch::sm_90a, &back).find("precision") != std::string::npos);
+    // the activation pass's key: per K and A's dtype
+    CHECK(fp8_activations_spec(Arch::sm_90a, 256, DType::bf16) != fp8_activations_spec(Arch::sm_90a, 256, DType::fp16));
+    CHECK(fp8_activations_spec(Arch::sm_90a, 256, DType::bf16) != fp8_activations_spec(Arch::sm_90a, 512, DType::bf16));
+  }
+
+  TEST_CASE("the kernel's FP16 fold equals fp8_fold's for every row exponent, block scale and nibble") {
+    using Fp16 = nvfp4k::Fp4Operand<nvfp4k::DTYPE_FP16>;
+    int wrong = 0;
+    for (int e = -15; e <= 3; ++e) {
+      const nvfp4k::sm90::FoldRow row = nvfp4k::sm90::fold_row(e);
+      for (unsigned s = 1; s < 0x7F; ++s) {
+        const float scale = nvfp4k::e4m3_to_float(s);
+        if (nvfp4k::fold_exponent(scale) > e) continue;  // a row of exponent e holds no larger scale
+        bool nan = false;
+        const unsigned code = nvfp4k::prepacked::scale_code((unsigned char)s, nan);
+        const double q1 = fp16(nvfp4k::prepacked::scale_pair<nvfp4k::DTYPE_FP16>(code, false) + row.bias);
+        const double factor = fp16(row.factor);
+        for (unsigned nib = 0; nib < 16; ++nib) {
+          const double placed = fp16(Fp16::place(nib) & 0xFFFF);  // e2m1 * 2^-14
+          const double h1 = placed * q1;
+          const double h1_16 = fp16(nvfp4k::float_to_fp16_bits(float(h1)));
+          const double h2 = fp16(nvfp4k::float_to_fp16_bits(float(h1_16 * factor)));
+          const unsigned char got = (unsigned char)(nvfp4k::float_to_e4m3_satfinite(float(std::fabs(h2))) |
+                                                    (std::signbit(h2) ? 0x80 : 0));
+          const unsigned char want = nvfp4k::fold_e2m1(nib, scale, e);
+          if ((h1_16 != h1 || got != want) && wrong++ == 0)
+            FAIL_CHECK("e " << e << ", scale " << scale << ", nibble " << nib << ": FP16 product " << h1 << " (as FP16 "
+                            << h1_16 << "), E4M3 " << int(got) << ", fold_e2m1 " << int(want));
+        }
+      }
+    }
+    CHECK(wrong == 0);
+  }
+
+  TEST_CASE("activation columns are stored where the weight fragment's k32 registers hold them") {
+    // thread tid's pair f of k16 step s (prepacked_weight.cuh) is register (f % 2) + 2 (s % 2) of
+    // k32 step s / 2, bytes 2 (f / 2), +1: the activation byte there must hold the pair's columns
+    for (int tid = 0; tid < 128; ++tid)
+      for (int s = 0; s < 4; ++s)
+        for (int f = 0; f < 4; ++f)
+          for (int j = 0; j < 2; ++j) {
+            const int column = 2 * nvfp4k::prepacked::source_byte(tid, s, f) + j;  // in the 64-k chunk
+            const int position = 32 * (s / 2) + 16 * (s % 2) + 4 * (tid % 4) + 2 * (f / 2) + j;
+            CHECK(32 * (s / 2) + 16 * (s % 2) + nvfp4k::fp8_activation_column(position % 16) == column);
+          }
+    bool seen[16] = {};
+    for (int p = 0; p < 16; ++p) seen[nvfp4k::fp8_activation_column(p)] = true;
+    for (bool b : seen) CHECK(b);
+  }
+}
