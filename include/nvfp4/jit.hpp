@@ -484,8 +484,8 @@ struct PrepackArgs {
   // prepack turns into the 8-row interleave the fused epilogue reads (gate rows 8j..8j+7, then
   // up rows 8j..8j+7). -1: none (rows as they are); 0: gate rows [0, n/2), then up rows
   // [n/2, n) (ModelOpt); g > 0: groups of g gate rows each followed by g up rows. n/2 must be a
-  // multiple of 8 (and of g). The prepacked bytes do not record it: a swiglu GEMM on a weight
-  // prepacked without it computes silu of the wrong rows.
+  // multiple of 8 (and of g). The prepacked bytes record it: a swiglu GEMM on a weight prepacked
+  // without it, or a plain GEMM on one prepacked with it, writes NaN.
   int64_t swiglu_interleave = -1;
 };
 void prepack(const PrepackArgs& args, CUstream stream);

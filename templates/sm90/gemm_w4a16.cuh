@@ -740,11 +740,13 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     const int n0 = tile.n_tile * C::BN;
     bool nan_scale[2] = {false, false};  // a NaN block scale makes the row's outputs NaN
     if constexpr (C::PREPACKED) {  // read now, used after the loop: the latency hides behind it
+      // (rows in the other epilogue's order, too: prepacked_weight.cuh's row bytes)
+      constexpr unsigned char READS = C::EPILOGUE == EPILOGUE_SWIGLU ? prepacked::ROW_SWIGLU_ORDER : 0;
       const unsigned char* nan_rows =
           p.w_scales + tile.group * p.w_group_bytes + prepacked::nan_rows_offset(N, C::K) + n0 + row0;
       const bool in_rows = n0 + row0 < 64 * prepacked_row_blocks;  // row0 + 8: the same 64-row block
-      nan_scale[0] = in_rows && nan_rows[0] != 0;
-      nan_scale[1] = in_rows && nan_rows[8] != 0;
+      nan_scale[0] = in_rows && nan_rows[0] != READS;
+      nan_scale[1] = in_rows && nan_rows[8] != READS;
     }
     float fold_factor[2] = {1.0f, 1.0f};  // W4A8: 2^e of rows row0, row0 + 8, for D
     if constexpr (C::FP8) {

@@ -5,8 +5,10 @@
 //
 // Layout: rows padded to 128 and k to 256 (zeros: zero values, zero scales); 64-row x 64-k
 // chunks of CHUNK_BYTES, row tile major, k chunks of a row tile consecutive (so a stage of
-// one warpgroup is one contiguous copy); after the chunks one byte per (padded) row, 1 where
-// the row has a NaN block scale (its outputs are NaN). Inside a chunk:
+// one warpgroup is one contiguous copy); after the chunks one byte per (padded) row:
+// ROW_NAN where the row has a NaN block scale, | ROW_SWIGLU_ORDER where the rows are in the
+// SwiGLU gate/up interleave. A kernel makes a row's outputs NaN unless its byte is the order it
+// reads (a NaN scale, or a weight prepacked for the other epilogue). Inside a chunk:
 //   bytes [0, 2048): 16 per wgmma thread tid (warpgroup lane 0..127), words w0..w3;
 //   bytes [2048, 2304): 8 per row pair g = tid / 4: the 4 scale codes (steps 0..3) of row
 //   r0, then those of row r1.
@@ -50,6 +52,7 @@ NVFP4_HD long long padded_rows(long long n) { return (n + 127) / 128 * 128; }
 NVFP4_HD long long padded_k(long long k) { return (k + 255) / 256 * 256; }
 NVFP4_HD long long chunks_per_row_tile(long long k) { return padded_k(k) / CHUNK_K; }
 // Where the NaN row bytes start, and the whole size.
+enum RowByte : unsigned char { ROW_NAN = 1, ROW_SWIGLU_ORDER = 2 };
 NVFP4_HD long long nan_rows_offset(long long n, long long k) {
   return padded_rows(n) / TILE_ROWS * chunks_per_row_tile(k) * CHUNK_BYTES;
 }
@@ -206,7 +209,7 @@ NVFP4_HD void prepack_row_bytes(const unsigned char* scales, int layout, long lo
     const float v = (s & 0x7F) == 0x7F ? 0.0f : e4m3_to_float(s & 0x7F);
     if (v > max_scale) max_scale = v;
   }
-  out[nan_rows_offset(rows, k) + row] = nan ? 1 : 0;
+  out[nan_rows_offset(rows, k) + row] = (unsigned char)((nan ? ROW_NAN : 0) | (interleave >= 0 ? ROW_SWIGLU_ORDER : 0));
   out[fold_exponents_offset(rows, k) + row] = (unsigned char)(signed char)fold_exponent(max_scale);
 }
 

@@ -355,4 +355,35 @@ TEST_SUITE("gpu_gemm_swiglu") {
     };
     for (const SwigluCase& c : cases) run_swiglu_case(c, rng);
   }
+
+  TEST_CASE("a weight prepacked for the other epilogue gives NaN, not another row's products") {
+    std::mt19937 rng(std::random_device{}());
+    const int64_t m = 5, inter = 64, n = 2 * inter, k = 256;
+    testutil::HostNvfp4 w(n, k, ScaleLayout::linear, rng);
+    std::vector<uint16_t> a(size_t(m * k));
+    std::normal_distribution<float> normal(0.0f, 1.0f);
+    for (auto& v : a) v = nvfp4k::float_to_bf16_bits(normal(rng));
+    DeviceBuffer d_a = to_device(a), d_w = to_device(w.packed), d_s = to_device(w.scales);
+    DeviceBuffer d_pre(size_t(prepacked_bytes(n, k))), d_out(size_t(m * n * 2));
+    for (const bool fused : {true, false}) {
+      CAPTURE(fused);
+      PrepackArgs p;  // prepacked for the other epilogue
+      p.weight = {d_w.get(), 0, d_s.get(), ScaleLayout::linear, {}};
+      p.n = n, p.k = k, p.out = d_pre.get(), p.swiglu_interleave = fused ? -1 : 0;
+      prepack(p, nullptr);
+      d_out.fill(0);
+      GemmArgs g;
+      g.m = m, g.n = n, g.k = k, g.a = d_a.get();
+      g.b = {d_pre.get(), 0, nullptr, ScaleLayout::linear, {1.0f, nullptr, false}};
+      g.b_prepacked = true, g.d = d_out.get();
+      g.epilogue = fused ? GemmEpilogue::swiglu : GemmEpilogue::none;
+      gemm(g, nullptr);
+      check_cu(driver().cuCtxSynchronize(), "gemm on a weight prepacked for the other epilogue");
+      std::vector<uint16_t> got(size_t(m * (fused ? inter : n)));
+      d_out.download(got.data(), got.size() * 2);
+      const auto number = std::find_if(got.begin(), got.end(), [](uint16_t v) { return (v & 0x7F80) != 0x7F80 || !(v & 0x7F); });
+      if (number != got.end())
+        FAIL_CHECK("element " << (number - got.begin()) << " is " << nvfp4k::bf16_bits_to_float(*number) << ", not NaN");
+    }
+  }
 }
