@@ -289,8 +289,9 @@ def convert_scales(scales, rows, k, *, src_layout="linear", dst_layout="swizzled
     return dst
 
 
-def prepack(weight, weight_scale, *, scale_layout="linear"):
-    """A weight uint8 [n, k/2] with its scales -> gemm's prepacked layout (uint8, flat)."""
+def prepack(weight, weight_scale, *, scale_layout="linear", swiglu_interleave=None):
+    """A weight uint8 [n, k/2] with its scales -> gemm's prepacked layout (uint8, flat);
+    swiglu_interleave as in nvfp4_jit.prepack."""
     w = _matrix(weight, "cpu.prepack", "weight", [np.dtype(np.uint8)])
     n, k = w.shape[0], 2 * w.shape[1]
     layout = enum_value(SCALE_LAYOUTS, scale_layout, "cpu.prepack", "scale_layout")
@@ -301,5 +302,5 @@ def prepack(weight, weight_scale, *, scale_layout="linear"):
     _C.cpu_prepack(*_PREPACK({
         "weight.data": _addr(w), "weight.row_stride_bytes": 0, "weight.scales": _addr(sc), "weight.scale_layout": layout,
         "weight.global_scale.value": 1.0, "weight.global_scale.device_ptr": 0, "weight.global_scale.per_row": False,
-        "n": n, "k": k, "out": _addr(out)}))
+        "n": n, "k": k, "out": _addr(out), "swiglu_interleave": -1 if swiglu_interleave is None else int(swiglu_interleave)}))
     return out

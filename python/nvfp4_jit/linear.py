@@ -5,14 +5,14 @@ import torch
 from torch import Tensor
 
 from . import _C, ops
-from ._core import DTYPES, SCALE_LAYOUTS, SCALE_MODES, bad, fields
+from ._core import DTYPES, GEMM_PRECISIONS, SCALE_LAYOUTS, SCALE_MODES, bad, fields
 from .ops._launch import _launch
 from .ops._tensors import _ACT, _E4M3, _FP4, _gs_values, _gscale, _ptr, _scale_shape, _tensor
-from .ops.matmul import _GEMM
+from .ops.matmul import _GEMM, _GEMM_WORKSPACE_BYTES
 from .ops.quant import _QUANTIZE
 from .ops.tuning import _prewarm_variants
 
-_MODES = ("w4a16", "w4a4")
+_MODES = ("w4a16", "w4a4", "w4a8")
 _FROM_MODELOPT = fields("from_modelopt")
 
 
@@ -57,6 +57,8 @@ class Nvfp4Linear(torch.nn.Module):
 
     mode 'w4a16': x (bf16 / fp16) multiplies the weight directly. mode 'w4a4': x is first
     quantized with the checkpoint's input_scale (as ModelOpt serves it), then multiplied.
+    mode 'w4a8' (sm_90a): as w4a16, but batches of more than 256 rows run on FP8 tensor cores
+    (gemm's precision="w4a8": about 2.5% relative error, see docs/formats.md).
     The global scales stay fp32 tensors on the device, so a captured CUDA graph sees a new
     value copied into them. In eager mode forward takes a raw path: the weight's part of the
     call is built once and only x is read per call.
@@ -66,7 +68,7 @@ class Nvfp4Linear(torch.nn.Module):
                  bias: Optional[Tensor] = None, mode: str = "w4a16", weights_static: bool = True):
         super().__init__()
         if mode not in _MODES:
-            bad("Nvfp4Linear", f"mode must be 'w4a16' or 'w4a4', got {mode!r}")
+            bad("Nvfp4Linear", f"mode must be one of {', '.join(repr(m) for m in _MODES)}, got {mode!r}")
         if mode == "w4a4" and input_scale is None:
             bad("Nvfp4Linear", "mode 'w4a4' needs the checkpoint's input_scale")
         self.in_features, self.out_features, self.mode, self.weights_static = k, n, mode, weights_static
@@ -102,8 +104,8 @@ class Nvfp4Linear(torch.nn.Module):
 
     def _forward(self, x2):
         common = dict(b_prepacked=True, n=self.out_features, bias=self.bias, weights_static=self.weights_static)
-        if self.mode == "w4a16":
-            return ops.gemm(x2, self.packed, None, self.weight_scale_2, **common)
+        if self.mode != "w4a4":
+            return ops.gemm(x2, self.packed, None, self.weight_scale_2, precision=self._precision(), **common)
         q, s, _ = ops.quantize(x2, self.input_scale)
         return ops.gemm(q, self.packed, None, self.weight_scale_2, a_scales=s, a_global_scale=self.input_scale,
                         out_dtype=x2.dtype, **common)
@@ -122,8 +124,12 @@ class Nvfp4Linear(torch.nn.Module):
         m, k, n = x2.shape[0], self.in_features, self.out_features
         out = x2.new_empty((m, n))
         dt = _RAW_DTYPES[x2.dtype]
-        if self.mode == "w4a16":
+        if self.mode != "w4a4":
             a = {"a": x2.data_ptr(), "a_dtype": dt, "a_row_stride": x2.stride()[0], **_NO_A_FP4}
+            if self.mode == "w4a8" and m > _W4A8_EXACT_ROWS:  # the E4M3 activations' workspace
+                fields = {**weight, "m": m, "n": n, "k": k, **a, "d": out.data_ptr(), "d_dtype": dt, "d_row_stride": n}
+                ws = x2.new_empty((_C.gemm_workspace_bytes(*_GEMM_WORKSPACE_BYTES(fields)),), dtype=torch.uint8)
+                a.update({"workspace": ws.data_ptr(), "workspace_bytes": ws.numel()})
         else:
             q = x2.new_empty((m, k // 2), dtype=torch.uint8)
             s = x2.new_empty((m, k // 16), dtype=torch.float8_e4m3fn)
@@ -150,8 +156,11 @@ class Nvfp4Linear(torch.nn.Module):
                   "b.global_scale.value": 1.0, "b.global_scale.device_ptr": self.weight_scale_2.data_ptr(),
                   "b.global_scale.per_row": False, "bias": _ptr(bias),
                   "bias_dtype": _ACT[bias.dtype] if bias is not None else 0, "alpha": 1.0, "b_prepacked": True,
-                  "weights_static": self.weights_static}
+                  "weights_static": self.weights_static, "epilogue": 0, "precision": GEMM_PRECISIONS[self._precision()]}
         return packed.data_ptr(), packed.get_device(), weight
+
+    def _precision(self):
+        return "w4a8" if self.mode == "w4a8" else "exact"
 
     @torch.no_grad()
     def prewarm(self, ms=(1,), dtype=torch.bfloat16, load=False):
@@ -163,6 +172,7 @@ class Nvfp4Linear(torch.nn.Module):
             w4a4 = self.mode == "w4a4"
             variants = _prewarm_variants("nvfp4" if w4a4 else dtype, dtype, "linear", True,
                                          None if self.bias is None else self.bias.dtype, in_dtype=dtype)
+            variants += f" precision={self._precision()}"
             return ops.prewarm_load(self.packed.device, self.out_features, self.in_features, variants)
         for m in ms:
             self(torch.randn(m, self.in_features, dtype=dtype, device=self.packed.device))
@@ -170,6 +180,10 @@ class Nvfp4Linear(torch.nn.Module):
 
 
 _RAW_DTYPES = {torch.bfloat16: DTYPES["bf16"], torch.float16: DTYPES["fp16"]}
+# gemm runs precision="w4a8" calls of at most this many rows in the exact mode, which needs no
+# workspace (kW4A8ExactRows in src/ops/gemm/call.hpp; were it to differ, a call given none
+# allocates its own on the stream)
+_W4A8_EXACT_ROWS = 256
 _LINEAR, _GIVEN = SCALE_LAYOUTS["linear"], SCALE_MODES["given"]
 # W4A16: GemmArgs' NVFP4 activation fields unused
 _NO_A_FP4 = {"a_fp4.data": 0, "a_fp4.row_stride_bytes": 0, "a_fp4.scales": 0, "a_fp4.scale_layout": _LINEAR,

@@ -26,14 +26,21 @@ bool arg(PyObject* o, Tensor& t, unsigned dts, int dim, long device) {
          (device < 0 || t.device == device) && t.last_contiguous();
 }
 
-// "linear" / "swizzled128x4" -> the layout; false for anything else.
-bool layout_of(PyObject* o, ScaleLayout& layout) {
+// `o` names one of `names` (a Python enum table's keys, their values 0, 1, ...): its value;
+// false for anything else.
+template <class E, size_t N>
+bool enum_of(PyObject* o, const char* const (&names)[N], E& value) {
   if (!PyUnicode_Check(o)) return false;
-  if (PyUnicode_CompareWithASCIIString(o, "linear") == 0) layout = ScaleLayout::linear;
-  else if (PyUnicode_CompareWithASCIIString(o, "swizzled128x4") == 0) layout = ScaleLayout::swizzled128x4;
-  else return false;
-  return true;
+  for (size_t i = 0; i < N; ++i)
+    if (PyUnicode_CompareWithASCIIString(o, names[i]) == 0) {
+      value = static_cast<E>(i);
+      return true;
+    }
+  return false;
 }
+
+// "linear" / "swizzled128x4" -> the layout; false for anything else.
+bool layout_of(PyObject* o, ScaleLayout& layout) { return enum_of(o, {"linear", "swizzled128x4"}, layout); }
 
 int64_t padded_rows(int64_t rows) { return (rows + 127) / 128 * 128; }
 int64_t padded_cols(int64_t k) { return (k / 16 + 3) / 4 * 4; }
@@ -121,9 +128,9 @@ PyObject* result(PyObject* out, PyObject* given, Owned& owned) {
 
 // gemm_checked(a, b, b_scales, b_global_scale, b_scale_layout, b_prepacked, n, a_scales,
 //              a_global_scale, a_scale_layout, bias, alpha, out_dtype, out, workspace,
-//              weights_static) -> out (allocated when None) or NotImplemented.
+//              weights_static, epilogue, precision) -> out (allocated when None) or NotImplemented.
 PyObject* gemm_checked(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 16 || !tt::g_torch.bound()) return not_here();
+  if (nargs != 18 || !tt::g_torch.bound()) return not_here();
   PyObject *o_a = args[0], *o_b = args[1], *o_bs = args[2], *o_bg = args[3], *o_n = args[6], *o_as = args[7],
            *o_ag = args[8], *o_bias = args[10], *o_out_dtype = args[12], *o_out = args[13], *o_ws = args[14];
   GemmArgs g;
@@ -131,7 +138,8 @@ PyObject* gemm_checked(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   Tensor a, b, bs, as, bias, out, ws;
   bool prepacked = false;
   if (!arg(o_a, a, tt::kHalf | tt::kFp4, 2, -1) || !layout_of(args[9], a_layout) || !layout_of(args[4], b_layout) ||
-      !flag(args[5], prepacked) || !flag(args[15], g.weights_static))
+      !flag(args[5], prepacked) || !flag(args[15], g.weights_static) ||
+      !enum_of(args[16], {"none", "swiglu"}, g.epilogue) || !enum_of(args[17], {"exact", "w4a8"}, g.precision))
     return not_here();
   const long dev = a.device;
   const bool w4a4 = (tt::kFp4 & tt::bit(a.dt)) != 0;
@@ -187,8 +195,9 @@ PyObject* gemm_checked(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     return not_here();
   }
   int out_dt = (tt::kHalf & tt::bit(a.dt)) ? a.dt : tt::kBf16;
+  const int64_t cols = g.epilogue == GemmEpilogue::swiglu ? g.n / 2 : g.n;  // _out_cols
   if (o_out != Py_None) {
-    if (!arg(o_out, out, tt::kAct, 2, dev) || !out.has_shape({g.m, g.n})) return not_here();
+    if (!arg(o_out, out, tt::kAct, 2, dev) || !out.has_shape({g.m, cols})) return not_here();
     out_dt = out.dt;
   } else if (o_out_dtype != Py_None) {
     if ((out_dt = act_dtype(o_out_dtype)) < 0) return not_here();
@@ -202,17 +211,19 @@ PyObject* gemm_checked(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
   if (!tt::current_stream_of(dev, stream)) return not_here();
   // Checked: from here on the outputs are allocated and the op runs.
   Owned owned;
-  if (!output(o_out, o_a, {g.m, g.n}, out_dt, owned, out)) return PyErr_Occurred() ? nullptr : not_here();
+  if (!output(o_out, o_a, {g.m, cols}, out_dt, owned, out)) return PyErr_Occurred() ? nullptr : not_here();
   g.d = reinterpret_cast<void*>(out.ptr);
   g.d_dtype = static_cast<DType>(out_dt);
   g.d_row_stride = out.stride[0];
-  if (w4a4 && o_ws == Py_None) {
+  if ((w4a4 || g.precision != GemmPrecision::exact) && o_ws == Py_None) {
     int64_t bytes = 0;
     if (!call_released([&] { bytes = gemm_workspace_bytes(g); })) return nullptr;
-    PyObject* w = owned.keep(tt::new_empty(o_a, {bytes}, tt::kU8));
-    if (!w || !tt::read_tensor(w, ws)) return PyErr_Occurred() ? nullptr : not_here();
-    g.workspace = reinterpret_cast<void*>(ws.ptr);
-    g.workspace_bytes = bytes;
+    if (bytes > 0) {  // none where W4A8 runs the exact mode (small m)
+      PyObject* w = owned.keep(tt::new_empty(o_a, {bytes}, tt::kU8));
+      if (!w || !tt::read_tensor(w, ws)) return PyErr_Occurred() ? nullptr : not_here();
+      g.workspace = reinterpret_cast<void*>(ws.ptr);
+      g.workspace_bytes = bytes;
+    }
   }
   if (!call_released([&] { gemm(g, reinterpret_cast<CUstream>(stream)); }, kCaptureHint)) return nullptr;
   return result(o_out, args[13], owned);

@@ -187,6 +187,7 @@ void read(Reader& r, PrepackArgs& a) {
   FIELD(r, a, n);
   FIELD(r, a, k);
   FIELD(r, a, out);
+  FIELD(r, a, swiglu_interleave);
 }
 void read(Reader& r, GemmArgs& a) {
   FIELD(r, a, m);
@@ -207,6 +208,8 @@ void read(Reader& r, GemmArgs& a) {
   FIELD(r, a, workspace_bytes);
   FIELD(r, a, b_prepacked);
   FIELD(r, a, weights_static);
+  FIELD(r, a, epilogue);
+  FIELD(r, a, precision);
 }
 void read(Reader& r, GroupedGemmArgs& a) {
   // The dense GEMM's fields under their own names (GroupedGemmArgs' own repeat none of them):
@@ -233,6 +236,8 @@ void read(Reader& r, GemmProblem& p) {
   FIELD(r, p, a_scale_layout);
   FIELD(r, p, groups);
   FIELD(r, p, grouped_layout);
+  FIELD(r, p, epilogue);
+  FIELD(r, p, precision);
 }
 void read(Reader& r, TuneOptions& o) {
   FIELD(r, o, m);

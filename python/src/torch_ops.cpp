@@ -72,7 +72,7 @@ jit::GemmArgs gemm_args(const Tensor& out, const OptTensor& workspace, const Ten
                         const OptTensor& a_gs, double a_gs_value, int64_t a_layout, const Tensor& b,
                         const OptTensor& b_scales, const OptTensor& b_gs, double b_gs_value, int64_t b_layout,
                         bool b_prepacked, int64_t n, int64_t k, const OptTensor& bias, double alpha,
-                        bool weights_static) {
+                        bool weights_static, int64_t epilogue, int64_t precision) {
   jit::GemmArgs g;
   g.m = out.size(0);
   g.n = n;
@@ -104,19 +104,23 @@ jit::GemmArgs gemm_args(const Tensor& out, const OptTensor& workspace, const Ten
   g.workspace_bytes = workspace ? workspace->numel() : 0;
   g.b_prepacked = b_prepacked;
   g.weights_static = weights_static;
+  g.epilogue = static_cast<jit::GemmEpilogue>(epilogue);
+  g.precision = static_cast<jit::GemmPrecision>(precision);
   return g;
 }
 
-// W4A4 without a workspace: one from torch's allocator (as the Python kernels do), not the
-// library's stream-ordered allocation.
+// W4A4 or W4A8 without a workspace: one from torch's allocator (as the Python kernels do), not
+// the library's stream-ordered allocation.
 void run_gemm(jit::GemmArgs g, const Tensor& a) {
   on_stream(a, [&](CUstream stream) {
     std::optional<Tensor> ws;
-    if (g.a_dtype == jit::DType::nvfp4 && !g.workspace) {
+    if ((g.a_dtype == jit::DType::nvfp4 || g.precision != jit::GemmPrecision::exact) && !g.workspace) {
       const int64_t bytes = jit::gemm_workspace_bytes(g);
-      ws = torch::stable::new_empty(a, {bytes}, ScalarType::Byte);
-      g.workspace = ws->data_ptr();
-      g.workspace_bytes = bytes;
+      if (bytes > 0) {  // none where W4A8 runs the exact mode (small m)
+        ws = torch::stable::new_empty(a, {bytes}, ScalarType::Byte);
+        g.workspace = ws->data_ptr();
+        g.workspace_bytes = bytes;
+      }
     }
     jit::gemm(g, stream);
   });
@@ -124,18 +128,22 @@ void run_gemm(jit::GemmArgs g, const Tensor& a) {
 
 void gemm_out(Tensor out, OptTensor workspace, Tensor a, OptTensor a_scales, OptTensor a_gs, double a_gs_value,
               int64_t a_layout, Tensor b, OptTensor b_scales, OptTensor b_gs, double b_gs_value, int64_t b_layout,
-              bool b_prepacked, int64_t n, int64_t k, OptTensor bias, double alpha, bool weights_static) {
+              bool b_prepacked, int64_t n, int64_t k, OptTensor bias, double alpha, bool weights_static,
+              int64_t epilogue, int64_t precision) {
   run_gemm(gemm_args(out, workspace, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout,
-                     b_prepacked, n, k, bias, alpha, weights_static),
+                     b_prepacked, n, k, bias, alpha, weights_static, epilogue, precision),
            a);
 }
 
 Tensor gemm(Tensor a, OptTensor a_scales, OptTensor a_gs, double a_gs_value, int64_t a_layout, Tensor b,
             OptTensor b_scales, OptTensor b_gs, double b_gs_value, int64_t b_layout, bool b_prepacked, int64_t n,
-            int64_t k, OptTensor bias, double alpha, ScalarType out_dtype, bool weights_static) {
-  Tensor out = torch::stable::new_empty(a, {a.size(0), n}, out_dtype);
+            int64_t k, OptTensor bias, double alpha, ScalarType out_dtype, bool weights_static, int64_t epilogue,
+            int64_t precision) {
+  // SwiGLU's D holds I = n/2 columns (silu(gate) * up)
+  const int64_t cols = static_cast<jit::GemmEpilogue>(epilogue) == jit::GemmEpilogue::swiglu ? n / 2 : n;
+  Tensor out = torch::stable::new_empty(a, {a.size(0), cols}, out_dtype);
   gemm_out(out, std::nullopt, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout,
-           b_prepacked, n, k, bias, alpha, weights_static);
+           b_prepacked, n, k, bias, alpha, weights_static, epilogue, precision);
   return out;
 }
 

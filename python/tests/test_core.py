@@ -8,7 +8,7 @@ import pytest
 
 import nvfp4_jit
 from nvfp4_jit import _C
-from nvfp4_jit._core import fields
+from nvfp4_jit._core import GEMM_EPILOGUES, GEMM_PRECISIONS, fields
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -113,7 +113,7 @@ def _gemm_fields(**changes):
               "d_row_stride": 0, "bias": 0, "bias_dtype": 0, "alpha": 1.0, "a_fp4.data": 0, "a_fp4.row_stride_bytes": 0,
               "a_fp4.scales": 0, "a_fp4.scale_layout": 0, "a_fp4.global_scale.value": 1.0,
               "a_fp4.global_scale.device_ptr": 0, "a_fp4.global_scale.per_row": False, "workspace": 0,
-              "workspace_bytes": 0, "b_prepacked": False, "weights_static": False}
+              "workspace_bytes": 0, "b_prepacked": False, "weights_static": False, "epilogue": 0, "precision": 0}
     return {**fields, **changes}
 
 
@@ -128,8 +128,18 @@ def test_gemm_validation_runs_before_any_device_work():
         _C.gemm(*GEMM(_gemm_fields(d=0)), 0)
 
 
+def test_gemm_modes_are_checked_on_the_host():
+    # SwiGLU and W4A8 read the prepacked layout: a plain weight is refused, naming the argument.
+    with pytest.raises(nvfp4_jit.Unsupported, match=r"b_prepacked"):
+        _C.gemm(*GEMM(_gemm_fields(epilogue=GEMM_EPILOGUES["swiglu"])), 0)
+    with pytest.raises(nvfp4_jit.Unsupported, match=r"b_prepacked"):
+        _C.gemm(*GEMM(_gemm_fields(m=1024, precision=GEMM_PRECISIONS["w4a8"])), 0)
+    with pytest.raises(nvfp4_jit.InvalidArgument, match=r"epilogue"):
+        _C.gemm(*GEMM(_gemm_fields(epilogue=7)), 0)
+
+
 def test_binding_rejects_wrong_argument_counts_and_types():
-    with pytest.raises(TypeError, match=r"takes 31 arguments, got 30 \(the first missing: stream\)"):
+    with pytest.raises(TypeError, match=r"takes 33 arguments, got 32 \(the first missing: stream\)"):
         _C.gemm(*GEMM(_gemm_fields()))
     with pytest.raises(TypeError, match=r"argument 0 \(m\) must be an integer"):
         _C.gemm("16", *GEMM(_gemm_fields())[1:], 0)
@@ -156,11 +166,12 @@ def test_every_binding_method_but_the_checked_paths_lists_its_fields():
 
 def test_field_names_follow_the_c_structs():
     gemm = _C.fields("gemm")
-    assert gemm[:3] == ("m", "n", "k") and gemm[-1] == "stream" and len(gemm) == 31
+    assert gemm[:3] == ("m", "n", "k") and gemm[-1] == "stream" and len(gemm) == 33
     assert gemm[6:13] == ("b.data", "b.row_stride_bytes", "b.scales", "b.scale_layout", "b.global_scale.value",
                           "b.global_scale.device_ptr", "b.global_scale.per_row")
     # GroupedGemmArgs: the dense GEMM's fields under their own names, then its own
-    assert _C.fields("grouped_gemm")[:30] == gemm[:30] and _C.fields("grouped_gemm")[30] == "groups"
+    assert gemm[30:32] == ("epilogue", "precision")
+    assert _C.fields("grouped_gemm")[:32] == gemm[:32] and _C.fields("grouped_gemm")[32] == "groups"
     assert _C.fields("gemm_workspace_bytes") == gemm[:-1]  # a size query takes no stream
     assert _C.fields("rmsnorm_quantize")[8:17] == (
         "out.data", "out.row_stride_bytes", "out.scales", "out.scale_layout", "out.scale_mode", "out.global_scale.value",

@@ -246,6 +246,28 @@ def test_prepack_is_deterministic_and_depends_on_every_byte():
     assert (cpu.prepack(w2, s) != p).sum() >= 1
 
 
+def test_prepack_swiglu_interleave_pairs_gate_and_up_rows_as_stored():
+    # One gate_up weight stored three ways (ModelOpt halves, groups of 4 and of 8 gate rows each
+    # followed by as many up rows) prepacks to the same bytes: 8 is the kernel's own interleave.
+    i, k = 24, 64
+    gate = RNG.integers(0, 256, (i, k // 2), dtype=np.uint8)
+    up = RNG.integers(0, 256, (i, k // 2), dtype=np.uint8)
+    gs = RNG.integers(1, 0x7E, (i, k // 16), dtype=np.uint8)
+    us = RNG.integers(1, 0x7E, (i, k // 16), dtype=np.uint8)
+
+    def interleaved(g, a, b):
+        return np.concatenate([x for j in range(0, i, g) for x in (a[j:j + g], b[j:j + g])])
+
+    halves = cpu.prepack(np.concatenate([gate, up]), np.concatenate([gs, us]), swiglu_interleave=0)
+    for g in (4, 8):
+        assert_bytes_equal(cpu.prepack(interleaved(g, gate, up), interleaved(g, gs, us), swiglu_interleave=g), halves,
+                           f"swiglu_interleave={g} against 0")
+    plain = cpu.prepack(interleaved(8, gate, up), interleaved(8, gs, us))
+    assert (plain != halves).sum() >= 1  # the row bytes record the order: a plain GEMM on it writes NaN
+    with pytest.raises(nvfp4_jit.InvalidArgument, match="swiglu_interleave = 5 does not divide"):
+        cpu.prepack(np.concatenate([gate, up]), np.concatenate([gs, us]), swiglu_interleave=5)
+
+
 def test_cpu_validation_messages_name_the_argument():
     with pytest.raises(nvfp4_jit.InvalidArgument, match="x must be 2-D"):
         cpu.quantize(np.zeros(16, np.float32))

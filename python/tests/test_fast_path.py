@@ -16,9 +16,9 @@ N, K = 192, 512
 
 def gemm_fast(a, b, b_scales=None, b_global_scale=1.0, *, b_scale_layout="linear", b_prepacked=False, n=None,
               a_scales=None, a_global_scale=None, a_scale_layout="linear", bias=None, alpha=1.0, out_dtype=None,
-              out=None, workspace=None, weights_static=False):
+              out=None, workspace=None, weights_static=False, epilogue="none", precision="exact"):
     return _C.gemm_checked(a, b, b_scales, b_global_scale, b_scale_layout, b_prepacked, n, a_scales, a_global_scale,
-                           a_scale_layout, bias, alpha, out_dtype, out, workspace, weights_static)
+                           a_scale_layout, bias, alpha, out_dtype, out, workspace, weights_static, epilogue, precision)
 
 
 def gemm_cases():
@@ -35,6 +35,10 @@ def gemm_cases():
         ("w4a4 per-row scale", (q, w, s, 0.004), dict(a_scales=qs, a_global_scale=qg)),
         ("w4a4 workspace", (q, w, s, 0.004), dict(a_scales=qs, a_global_scale=qg,
                                                    workspace=torch.empty(5 * K * 2, dtype=torch.uint8, device=DEV))),
+        ("swiglu", (x, nvfp4_jit.prepack(w, s, swiglu_interleave=0), None, g), dict(b_prepacked=True, n=N,
+                                                                                    epilogue="swiglu")),
+        ("w4a8 prefill", (activations(300, K) / 8, nvfp4_jit.prepack(w, s), None, g), dict(b_prepacked=True, n=N,
+                                                                                           precision="w4a8")),
     ]
 
 
@@ -141,8 +145,14 @@ def test_torch_ops_equal_their_python_kernels(monkeypatch):
     q4, s4, g4 = nvfp4_jit.quantize(activations(7, K), scale_mode="per_row")
     top = torch.ops.nvfp4_jit
     bias = torch.randn(N, device=DEV).to(torch.bfloat16)
-    gemm_args = [("w4a16", (x, None, None, 1.0, 0, w, s, None, 0.004, 0, False, N, K, bias, 0.5, torch.float32, False)),
-                 ("w4a4 per-row", (q4, s4, g4, 1.0, 0, w, s, None, 0.004, 0, False, N, K, None, 1.0, torch.bfloat16, False))]
+    sw, x300 = nvfp4_jit.prepack(w, s, swiglu_interleave=0), activations(300, K) / 8
+    gemm_args = [("w4a16", (x, None, None, 1.0, 0, w, s, None, 0.004, 0, False, N, K, bias, 0.5, torch.float32, False, 0, 0)),
+                 ("w4a4 per-row", (q4, s4, g4, 1.0, 0, w, s, None, 0.004, 0, False, N, K, None, 1.0, torch.bfloat16, False,
+                                   0, 0)),
+                 ("swiglu", (x, None, None, 1.0, 0, sw, None, None, 0.004, 0, True, N, K, bias, 1.0, torch.bfloat16, False,
+                             1, 0)),
+                 ("w4a8", (x300, None, None, 1.0, 0, nvfp4_jit.prepack(w, s), None, None, 0.004, 0, True, N, K, None, 1.0,
+                           torch.bfloat16, False, 0, 1))]
     quantize_args = [("per_row swizzled", (x, None, 1.0, 1, 2)), ("per_tensor", (x, None, 1.0, 0, 1)),
                      ("given", (x, torch.tensor([0.02], device=DEV), 1.0, 0, 0))]
     dequantize_args = [("gathered", (w, s, None, 0.004, K, 0, torch.float16,
@@ -151,7 +161,7 @@ def test_torch_ops_equal_their_python_kernels(monkeypatch):
     for name, args in gemm_args:
         y = top.gemm(*args)
         out = poisoned_like(y)
-        top.gemm_out(out, None, *args[:15], args[16])
+        top.gemm_out(out, None, *args[:15], *args[16:])
         got["gemm " + name] = (y, out)
     for name, args in quantize_args:
         r = top.quantize(*args)

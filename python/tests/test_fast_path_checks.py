@@ -9,7 +9,7 @@ import importlib.util
 import pytest
 
 import nvfp4_jit
-from nvfp4_jit import _C
+from nvfp4_jit import _C, prepacked_bytes
 
 if importlib.util.find_spec("torch") is not None:
     pytest.skip("torch is installed: test_fast_path.py checks the fast path on real tensors (binding stand-ins here "
@@ -55,7 +55,7 @@ class Tensor:
 _C.bind_torch(Tensor, (BF16, FP16, FP32, U8, I32, I64, E4M3, FP4), lambda: 0, lambda index: 0)
 DEFAULTS = dict(b_scales=None, b_global_scale=1.0, b_scale_layout="linear", b_prepacked=False, n=None, a_scales=None,
                 a_global_scale=None, a_scale_layout="linear", bias=None, alpha=1.0, out_dtype=None, out=None,
-                workspace=None, weights_static=False)
+                workspace=None, weights_static=False, epilogue="none", precision="exact")
 
 
 def gemm(a, b, *args, **kw):
@@ -87,6 +87,13 @@ QA, QS = Tensor((16, 128), U8), Tensor((16, 16), E4M3)
                                                             b_scale_layout="swizzled128x4", out=Y), []),
     ("w4a4, per-row scale, workspace allocated", lambda: gemm(QA, W, S, a_scales=QS, a_global_scale=Tensor((16,), FP32), out=Y),
      [((16 * 256 * 2,), "u8")]),
+    ("swiglu: out [m, n/2]", lambda: gemm(A, Tensor((prepacked_bytes(64, 256),), U8), b_prepacked=True, n=64,
+                                          epilogue="swiglu"), [((16, 32), "bf16")]),
+    ("w4a8, workspace asked for", lambda: gemm(A, Tensor((prepacked_bytes(64, 256),), U8), b_prepacked=True, n=64,
+                                               precision="w4a8", out=Y), []),
+    ("w4a8 prefill, workspace allocated", lambda: gemm(Tensor((512, 256), BF16), Tensor((prepacked_bytes(64, 256),), U8),
+                                                       b_prepacked=True, n=64, precision="w4a8",
+                                                       out=Tensor((512, 64), BF16)), [((512 * 256 + 4 * 512,), "u8")]),
     ("quantize per_row swizzled", lambda: _C.quantize_checked(A, None, "per_row", "swizzled128x4", None, None, None),
      [((16, 128), "u8"), ((128, 16), "e4m3"), ((16,), "fp32")]),
     ("quantize given, out=", lambda: _C.quantize_checked(A, 0.5, "per_tensor", "linear", QA, QS, None), []),
@@ -128,6 +135,10 @@ def test_accepted_calls_reach_the_library(name, call, allocates):
     ("out of another shape", lambda: gemm(A, W, S, out=Tensor((16, 63), BF16))),
     ("out int32", lambda: gemm(A, W, S, out=Tensor((16, 64), I32))),
     ("out_dtype uint8", lambda: gemm(A, W, S, out_dtype=U8)),
+    ("unknown epilogue", lambda: gemm(A, W, S, epilogue="gelu")),
+    ("unknown precision", lambda: gemm(A, W, S, precision="fp8")),
+    ("swiglu out of n columns", lambda: gemm(A, Tensor((prepacked_bytes(64, 256),), U8), b_prepacked=True, n=64,
+                                             epilogue="swiglu", out=Y)),
     ("workspace 2-D", lambda: gemm(QA, W, S, a_scales=QS, a_global_scale=1.0, workspace=Tensor((2, 8), U8))),
     ("another device current", lambda: gemm(Tensor((16, 256), BF16, device=3), Tensor((64, 128), U8, device=3),
                                             Tensor((64, 16), E4M3, device=3))),

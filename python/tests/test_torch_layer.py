@@ -68,6 +68,10 @@ def test_fake_shapes_of_the_gemms():
         assert nvfp4_jit.grouped_gemm(a3, b3, s3, 1.0, masked_m=ends).shape == (4, 3, 96)
         p = torch.empty(nvfp4_jit.prepacked_bytes(96, 256), dtype=torch.uint8, device="cuda")
         assert nvfp4_jit.gemm(a, p, None, g, b_prepacked=True, n=96).shape == (7, 96)
+        assert nvfp4_jit.gemm(a, p, None, g, b_prepacked=True, n=96, epilogue="swiglu").shape == (7, 48)
+        assert nvfp4_jit.grouped_gemm(a, p.repeat(4), None, 1.0, group_ends=ends, b_prepacked=True, n=96,
+                                      epilogue="swiglu").shape == (7, 48)
+        assert nvfp4_jit.gemm(a, p, None, g, b_prepacked=True, n=96, precision="w4a8").shape == (7, 96)
         assert nvfp4_jit.prepack(b, s).shape == p.shape
         assert nvfp4_jit.dequantize(b, s, g, dtype=torch.float16).shape == (96, 256)
 
@@ -173,21 +177,24 @@ def test_every_launch_fills_exactly_the_binding_fields(monkeypatch):
     moe._moe_combine(torch.zeros(8, 64, dtype=bf16), torch.zeros(4, 2, dtype=i32), torch.zeros(4, 2), torch.float32)
     dequant._dequantize(q, s, ws, 1.0, 64, 0, bf16, torch.zeros(3, dtype=i32))
     layouts._convert_scales(s, 4, 64, 0, 1)
-    layouts._prepack(q, s, 0)
+    layouts._prepack(q, s, 0, 4)
     b = torch.zeros(96, 32, dtype=u8)
     y = matmul._gemm(q, s, ws, 1.0, 0, b, torch.zeros(96, 4, dtype=e4m3), None, 0.25, 0, False, 96, 64, None, 0.5, bf16,
-                     True)
+                     True, 1, 0)
     matmul._grouped_gemm(x, None, None, 1.0, 0, torch.zeros(2, 96, 32, dtype=u8), torch.zeros(2, 96, 4, dtype=e4m3), None,
                          1.0, 0, False, 96, 64, None, 1.0, bf16, False, 2, 1, torch.zeros(2, dtype=i32), None, 0, False,
-                         None)
+                         None, 0, 1)
     assert set(calls) == {"quantize", "rmsnorm_quantize", "swiglu_quantize", "mhc_rmsnorm_quantize", "moe_stage",
                           "moe_route", "moe_route_workspace_bytes", "moe_combine", "dequantize", "convert_scales",
-                          "prepack", "gemm", "gemm_workspace_bytes", "grouped_gemm"}, sorted(calls)
+                          "prepack", "gemm", "gemm_workspace_bytes", "grouped_gemm", "grouped_gemm_workspace_bytes"},\
+        sorted(calls)
     g = calls["gemm"]
     assert (g["m"], g["n"], g["k"], g["d"], g["alpha"], g["b.global_scale.value"]) == (4, 96, 64, y.data_ptr(), 0.5, 0.25)
     assert (g["a"], g["a_fp4.data"], g["a_fp4.scales"], g["a_fp4.global_scale.device_ptr"]) == (
         0, q.data_ptr(), s.data_ptr(), ws.data_ptr())
     assert g["a_fp4.global_scale.per_row"] and g["weights_static"] and g["workspace_bytes"] == 64
+    assert g["epilogue"] == 1 and y.shape == (4, 48) and g["d_row_stride"] == 48  # SwiGLU: I = n/2 columns
+    assert calls["grouped_gemm"]["precision"] == 1 and calls["prepack"]["swiglu_interleave"] == 4
     assert calls["quantize"]["in"] == x.data_ptr() and calls["quantize"]["global_scale.value"] == 0.5
     assert calls["dequantize"]["rows"] == 3 and calls["dequantize"]["src.global_scale.per_row"]
     assert calls["grouped_gemm"]["groups"] == 2 and calls["grouped_gemm"]["a"] == x.data_ptr()

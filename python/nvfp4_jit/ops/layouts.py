@@ -46,36 +46,43 @@ def convert_scales(scales, rows, k, *, src_layout="linear", dst_layout="swizzled
     return out
 
 
-def _prepack_launch(out: Tensor, weight: Tensor, scales: Tensor, layout: int) -> None:
+def _prepack_launch(out: Tensor, weight: Tensor, scales: Tensor, layout: int, swiglu_interleave: int) -> None:
     n, k = weight.shape[0], 2 * weight.shape[1]
     _launch(_C.prepack, weight.get_device(), _PREPACK({
         "weight.data": weight.data_ptr(), "weight.row_stride_bytes": weight.stride(0), "weight.scales": scales.data_ptr(),
         "weight.scale_layout": layout, "weight.global_scale.value": 1.0, "weight.global_scale.device_ptr": 0,
-        "weight.global_scale.per_row": False, "n": n, "k": k, "out": out.data_ptr()}))
+        "weight.global_scale.per_row": False, "n": n, "k": k, "out": out.data_ptr(),
+        "swiglu_interleave": swiglu_interleave}))
 
 
-def _prepack(weight: Tensor, scales: Tensor, layout: int) -> Tensor:
+def _prepack(weight: Tensor, scales: Tensor, layout: int, swiglu_interleave: int) -> Tensor:
     out = weight.new_empty([prepacked_bytes(weight.shape[0], 2 * weight.shape[1])], dtype=torch.uint8)
-    _prepack_launch(out, weight, scales, layout)
+    _prepack_launch(out, weight, scales, layout, swiglu_interleave)
     return out
 
 
 _register("prepack", _prepack,
-          lambda w, s, layout: w.new_empty([prepacked_bytes(w.shape[0], 2 * w.shape[1])], dtype=torch.uint8))
+          lambda w, s, layout, swiglu_interleave: w.new_empty([prepacked_bytes(w.shape[0], 2 * w.shape[1])],
+                                                              dtype=torch.uint8))
 _register("prepack_out", _prepack_launch, _none, ("out",))
 
 
-def prepack(weight, weight_scale, *, scale_layout="linear", out=None):
+def prepack(weight, weight_scale, *, scale_layout="linear", out=None, swiglu_interleave=None):
     """A weight [n, k/2] (uint8 / float4_e2m1fn_x2) and its scales -> gemm's own layout, uint8
-    [prepacked_bytes(n, k)] (pass it to gemm with b_prepacked=True, n=n; same bits)."""
+    [prepacked_bytes(n, k)] (pass it to gemm with b_prepacked=True, n=n; same bits).
+    swiglu_interleave: a gate_up weight for gemm(..., epilogue="swiglu"), its rows as stored: 0
+    gate rows [0, n/2) then up rows (ModelOpt), g > 0 groups of g gate rows each followed by g
+    up rows; None: a plain weight (a swiglu gemm on it writes NaN, and a plain one on a swiglu
+    weight too)."""
     op = "prepack"
+    interleave = -1 if swiglu_interleave is None else int(swiglu_interleave)
     weight = _tensor(weight, op, "weight", _FP4)
     n, k = weight.shape[0], 2 * weight.shape[1]
     layout = enum_value(SCALE_LAYOUTS, scale_layout, op, "scale_layout")
     _scales(weight_scale, op, "weight_scale", n, k, layout, weight.get_device())
     if out is None:
-        return _pick(op, _prepack, weight)(weight, weight_scale, layout)
+        return _pick(op, _prepack, weight)(weight, weight_scale, layout, interleave)
     _tensor(out, op, "out", (torch.uint8,), 1, weight.get_device())
     _shape(out, op, "out", [prepacked_bytes(n, k)])
-    _pick(op + "_out", _prepack_launch, weight)(out, weight, weight_scale, layout)
+    _pick(op + "_out", _prepack_launch, weight)(out, weight, weight_scale, layout, interleave)
     return out

@@ -1,25 +1,28 @@
 """gemm and grouped_gemm: out = alpha * A . dequant(B)^T (+ bias), B an NVFP4 weight (per group),
-A bf16 / fp16 (W4A16) or NVFP4 (W4A4)."""
+A bf16 / fp16 (W4A16) or NVFP4 (W4A4); optionally SwiGLU fused in (epilogue="swiglu") or run on
+FP8 tensor cores (precision="w4a8")."""
 from typing import Optional
 
 import torch
 from torch import Tensor
 
 from .. import _C
-from .._core import GROUPED_LAYOUTS, SCALE_LAYOUTS, bad, enum_value, fields
+from .._core import GEMM_EPILOGUES, GEMM_PRECISIONS, GROUPED_LAYOUTS, SCALE_LAYOUTS, bad, enum_value, fields
 from ._launch import _launch
 from ._registry import _compiling, _named, _none, _pick, _register
 from ._tensors import (_ACT, _FP4, _LAYOUT_NAMES, _NVFP4, _gs_values, _gscale, _prepacked_bytes, _ptr, _scales, _shape,
                        _tensor)
 
 _GEMM = fields("gemm")
+_EPILOGUE_NAMES = {v: k for k, v in GEMM_EPILOGUES.items()}
+_PRECISION_NAMES = {v: k for k, v in GEMM_PRECISIONS.items()}
 _GEMM_WORKSPACE_BYTES = fields("gemm_workspace_bytes")
 _GROUPED_GEMM = fields("grouped_gemm")
 _GROUPED_GEMM_WORKSPACE_BYTES = fields("grouped_gemm_workspace_bytes")
 
 
 def _gemm_fields(m, n, k, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout,
-                 b_prepacked, bias, alpha, out, weights_static, ws):
+                 b_prepacked, bias, alpha, out, weights_static, ws, epilogue, precision):
     """GemmArgs' fields by name. a: activations, or packed NVFP4 when a_scales is set."""
     w4a4 = a_scales is not None
     b_value, b_ptr, b_per_row = _gs_values(b_gs, b_gs_value)
@@ -35,12 +38,22 @@ def _gemm_fields(m, n, k, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, 
             "a_fp4.scale_layout": a_layout, "a_fp4.global_scale.value": a_value,
             "a_fp4.global_scale.device_ptr": a_ptr, "a_fp4.global_scale.per_row": a_per_row,
             "workspace": _ptr(ws), "workspace_bytes": ws.numel() if ws is not None else 0,
-            "b_prepacked": b_prepacked, "weights_static": weights_static}
+            "b_prepacked": b_prepacked, "weights_static": weights_static, "epilogue": epilogue, "precision": precision}
+
+
+def _out_cols(n, epilogue):
+    """D's columns: n, or I = n/2 where SwiGLU pairs gate row i with up row i."""
+    return n // 2 if epilogue == GEMM_EPILOGUES["swiglu"] else n
+
+
+def _modes(op, epilogue, precision):
+    """The epilogue and precision names -> their enum values."""
+    return (enum_value(GEMM_EPILOGUES, epilogue, op, "epilogue"), enum_value(GEMM_PRECISIONS, precision, op, "precision"))
 
 
 def _with_workspace(fields, a, nbytes):
-    """fields with W4A4's workspace of `nbytes`, allocated through torch (caching allocator,
-    current stream)."""
+    """fields with W4A4's or W4A8's workspace of `nbytes`, allocated through torch (caching
+    allocator, current stream)."""
     ws = a.new_empty([nbytes], dtype=torch.uint8)
     fields["workspace"], fields["workspace_bytes"] = ws.data_ptr(), ws.numel()
 
@@ -48,29 +61,32 @@ def _with_workspace(fields, a, nbytes):
 def _gemm_launch(out: Tensor, workspace: Optional[Tensor], a: Tensor, a_scales: Optional[Tensor], a_gs: Optional[Tensor],
                  a_gs_value: float, a_layout: int, b: Tensor, b_scales: Optional[Tensor], b_gs: Optional[Tensor],
                  b_gs_value: float, b_layout: int, b_prepacked: bool, n: int, k: int, bias: Optional[Tensor],
-                 alpha: float, weights_static: bool) -> None:
+                 alpha: float, weights_static: bool, epilogue: int, precision: int) -> None:
     fields = _gemm_fields(out.shape[0], n, k, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value,
-                          b_layout, b_prepacked, bias, alpha, out, weights_static, workspace)
-    if a_scales is not None and workspace is None:
+                          b_layout, b_prepacked, bias, alpha, out, weights_static, workspace, epilogue, precision)
+    if (a_scales is not None or precision) and workspace is None:
         _with_workspace(fields, a, _C.gemm_workspace_bytes(*_GEMM_WORKSPACE_BYTES(fields)))
     _launch(_C.gemm, a.get_device(), _GEMM(fields))
 
 
 def _gemm(a: Tensor, a_scales: Optional[Tensor], a_gs: Optional[Tensor], a_gs_value: float, a_layout: int, b: Tensor,
           b_scales: Optional[Tensor], b_gs: Optional[Tensor], b_gs_value: float, b_layout: int, b_prepacked: bool, n: int,
-          k: int, bias: Optional[Tensor], alpha: float, out_dtype: torch.dtype, weights_static: bool) -> Tensor:
+          k: int, bias: Optional[Tensor], alpha: float, out_dtype: torch.dtype, weights_static: bool, epilogue: int,
+          precision: int) -> Tensor:
     a_global = None if a_scales is None else (a_gs_value if a_gs is None else a_gs)
     y = _C.gemm_checked(a, b, b_scales, b_gs_value if b_gs is None else b_gs, _LAYOUT_NAMES[b_layout], b_prepacked, n,
-                        a_scales, a_global, _LAYOUT_NAMES[a_layout], bias, alpha, out_dtype, None, None, weights_static)
+                        a_scales, a_global, _LAYOUT_NAMES[a_layout], bias, alpha, out_dtype, None, None, weights_static,
+                        _EPILOGUE_NAMES[epilogue], _PRECISION_NAMES[precision])
     if y is not NotImplemented:
         return y
-    out = a.new_empty([a.shape[0], n], dtype=out_dtype)
+    out = a.new_empty([a.shape[0], _out_cols(n, epilogue)], dtype=out_dtype)
     _gemm_launch(out, None, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout, b_prepacked,
-                 n, k, bias, alpha, weights_static)
+                 n, k, bias, alpha, weights_static, epilogue, precision)
     return out
 
 
-_register("gemm", _gemm, _named(_gemm, lambda a, n, out_dtype, **_: a.new_empty([a.shape[0], n], dtype=out_dtype)))
+_register("gemm", _gemm, _named(_gemm, lambda a, n, out_dtype, epilogue, **_: a.new_empty([a.shape[0], _out_cols(n, epilogue)],
+                                                                                          dtype=out_dtype)))
 _register("gemm_out", _gemm_launch, _none, ("out", "workspace"))
 
 
@@ -129,7 +145,7 @@ def _epilogue(op, bias, out_dtype, a, n):
 
 def gemm(a, b, b_scales=None, b_global_scale=1.0, *, b_scale_layout="linear", b_prepacked=False, n=None, a_scales=None,
          a_global_scale=None, a_scale_layout="linear", bias=None, alpha=1.0, out_dtype=None, out=None, workspace=None,
-         weights_static=False):
+         weights_static=False, epilogue="none", precision="exact"):
     """out[m, n] = alpha * A . dequant(B)^T (+ bias), fp32 accumulation.
 
     a: [m, k] bf16/fp16 (W4A16), or packed NVFP4 [m, k/2] (uint8 / float4_e2m1fn_x2) with
@@ -138,13 +154,19 @@ def gemm(a, b, b_scales=None, b_global_scale=1.0, *, b_scale_layout="linear", b_
     float, or fp32 tensor on the device, which CUDA graphs see change), or prepack()'s output
     with b_prepacked=True and n. out_dtype defaults to a's dtype (bf16 for W4A4). out=: a static
     [m, n] buffer. weights_static: see the C++ GemmArgs (programmatic dependent launch).
+    epilogue="swiglu" (sm_90a): b is a gate_up weight [2I, k] prepacked with prepack(...,
+    swiglu_interleave=...), and out is [m, I] = silu(gate) * up from the fp32 sums (bias: [2I]).
+    precision="w4a8" (sm_90a, prepacked b, bf16/fp16 a): FP8 tensor cores on A rounded to E4M3
+    per row and the weight folded to E4M3, about 2.5% relative error (docs/formats.md, "W4A8");
+    calls of at most 256 rows run the exact mode. See the C++ GemmEpilogue and GemmPrecision.
     """
     if not _compiling():
         y = _C.gemm_checked(a, b, b_scales, b_global_scale, b_scale_layout, b_prepacked, n, a_scales, a_global_scale,
-                            a_scale_layout, bias, alpha, out_dtype, out, workspace, weights_static)
+                            a_scale_layout, bias, alpha, out_dtype, out, workspace, weights_static, epilogue, precision)
         if y is not NotImplemented:
             return y
     op = "gemm"
+    modes = _modes(op, epilogue, precision)
     m = a.shape[0] if isinstance(a, Tensor) else 0
     k, a_gs, a_gs_value, a_layout = _activations(op, a, a_scales, a_global_scale, a_scale_layout, m, 2)
     n, b_gs, b_gs_value, b_layout = _weight(op, b, b_scales, b_global_scale, b_scale_layout, b_prepacked, n, k, a.get_device())
@@ -152,12 +174,12 @@ def gemm(a, b, b_scales=None, b_global_scale=1.0, *, b_scale_layout="linear", b_
     args = (a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout, bool(b_prepacked), int(n), k,
             bias, float(alpha))
     if out is None:
-        return _pick(op, _gemm, a)(*args, out_dtype, bool(weights_static))
+        return _pick(op, _gemm, a)(*args, out_dtype, bool(weights_static), *modes)
     _tensor(out, op, "out", tuple(_ACT), 2, a.get_device())
-    _shape(out, op, "out", [m, n])
+    _shape(out, op, "out", [m, _out_cols(n, modes[0])])
     if workspace is not None:
         _tensor(workspace, op, "workspace", (torch.uint8,), 1, a.get_device())
-    _pick(op + "_out", _gemm_launch, a)(out, workspace, *args, bool(weights_static))
+    _pick(op + "_out", _gemm_launch, a)(out, workspace, *args, bool(weights_static), *modes)
     return out
 
 
@@ -176,19 +198,21 @@ def _grouped_gemm_launch(out: Tensor, workspace: Optional[Tensor], a: Tensor, a_
                          b_gs: Optional[Tensor], b_gs_value: float, b_layout: int, b_prepacked: bool, n: int, k: int,
                          bias: Optional[Tensor], alpha: float, weights_static: bool, groups: int, layout: int,
                          group_ends: Optional[Tensor], masked_m: Optional[Tensor], expected_m: int,
-                         a_gs_per_group: bool, row_index: Optional[Tensor]) -> None:
+                         a_gs_per_group: bool, row_index: Optional[Tensor], epilogue: int, precision: int) -> None:
     m = out.shape[-2]
     fields = (m, n, k, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout, b_prepacked,
               bias, alpha, out, weights_static)
     fields = _grouped_fields(groups, layout, group_ends, masked_m, expected_m, a_gs_per_group, row_index,
-                             a.shape[0] if row_index is not None else 0, _gemm_fields(*fields, workspace))
-    if a_scales is not None and workspace is None:
+                             a.shape[0] if row_index is not None else 0,
+                             _gemm_fields(*fields, workspace, epilogue, precision))
+    if (a_scales is not None or precision) and workspace is None:
         _with_workspace(fields, a, _C.grouped_gemm_workspace_bytes(*_GROUPED_GEMM_WORKSPACE_BYTES(fields)))
     _launch(_C.grouped_gemm, a.get_device(), _GROUPED_GEMM(fields))
 
 
-def _grouped_out_shape(a, n, row_index):
-    return [row_index.shape[0], n] if row_index is not None else list(a.shape[:-1]) + [n]
+def _grouped_out_shape(a, n, row_index, epilogue):
+    cols = _out_cols(n, epilogue)
+    return [row_index.shape[0], cols] if row_index is not None else list(a.shape[:-1]) + [cols]
 
 
 def _grouped_gemm(a: Tensor, a_scales: Optional[Tensor], a_gs: Optional[Tensor], a_gs_value: float, a_layout: int,
@@ -196,24 +220,24 @@ def _grouped_gemm(a: Tensor, a_scales: Optional[Tensor], a_gs: Optional[Tensor],
                   b_prepacked: bool, n: int, k: int, bias: Optional[Tensor], alpha: float, out_dtype: torch.dtype,
                   weights_static: bool, groups: int, layout: int, group_ends: Optional[Tensor],
                   masked_m: Optional[Tensor], expected_m: int, a_gs_per_group: bool,
-                  row_index: Optional[Tensor]) -> Tensor:
-    out = a.new_empty(_grouped_out_shape(a, n, row_index), dtype=out_dtype)
+                  row_index: Optional[Tensor], epilogue: int, precision: int) -> Tensor:
+    out = a.new_empty(_grouped_out_shape(a, n, row_index, epilogue), dtype=out_dtype)
     _grouped_gemm_launch(out, None, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout,
                          b_prepacked, n, k, bias, alpha, weights_static, groups, layout, group_ends, masked_m, expected_m,
-                         a_gs_per_group, row_index)
+                         a_gs_per_group, row_index, epilogue, precision)
     return out
 
 
 _register("grouped_gemm", _grouped_gemm,
-          _named(_grouped_gemm, lambda a, n, row_index, out_dtype, **_: a.new_empty(_grouped_out_shape(a, n, row_index),
-                                                                                   dtype=out_dtype)))
+          _named(_grouped_gemm, lambda a, n, row_index, out_dtype, epilogue, **_: a.new_empty(
+              _grouped_out_shape(a, n, row_index, epilogue), dtype=out_dtype)))
 _register("grouped_gemm_out", _grouped_gemm_launch, _none, ("out", "workspace"))
 
 
 def grouped_gemm(a, b, b_scales=None, b_global_scale=1.0, *, group_ends=None, masked_m=None, expected_m=0,
                  b_scale_layout="linear", b_prepacked=False, n=None, a_scales=None, a_global_scale=None,
                  a_scale_layout="linear", a_global_scale_per_group=False, row_index=None, bias=None, alpha=1.0,
-                 out_dtype=None, out=None, workspace=None, weights_static=False):
+                 out_dtype=None, out=None, workspace=None, weights_static=False, epilogue="none", precision="exact"):
     """A grouped GEMM (mixture of experts), one kernel for all groups.
 
     Contiguous layout (group_ends: int32 [G] cumulative row ends, on the device): a [m, k] sorted
@@ -224,9 +248,10 @@ def grouped_gemm(a, b, b_scales=None, b_global_scale=1.0, *, group_ends=None, ma
     (ModelOpt's per-expert input_scale). row_index (contiguous layout; moe_route's, int32 [m]):
     sorted row r is row row_index[r] of a [tokens, k] (W4A4: [tokens, k/2], a_scales the tokens'
     too), so the tokens need no sorted copy; out [m, n]. Rows past the last group end are left
-    alone.
+    alone. epilogue and precision: as in gemm (out's last dimension is I = n/2 with "swiglu").
     """
     op = "grouped_gemm"
+    modes = _modes(op, epilogue, precision)
     if (group_ends is None) == (masked_m is None):
         bad(op, "give exactly one of group_ends (contiguous layout) and masked_m (masked layout)")
     if isinstance(a, Tensor) and not a.is_cuda:  # before the other tensors are compared with a's device
@@ -263,8 +288,8 @@ def grouped_gemm(a, b, b_scales=None, b_global_scale=1.0, *, group_ends=None, ma
             bias, float(alpha))
     grouped = (groups, layout, group_ends, masked_m, int(expected_m), bool(a_global_scale_per_group), row_index)
     if out is None:
-        return _pick(op, _grouped_gemm, a)(*args, out_dtype, bool(weights_static), *grouped)
+        return _pick(op, _grouped_gemm, a)(*args, out_dtype, bool(weights_static), *grouped, *modes)
     _tensor(out, op, "out", tuple(_ACT), dim, a.get_device())
-    _shape(out, op, "out", _grouped_out_shape(a, n, row_index))
-    _pick(op + "_out", _grouped_gemm_launch, a)(out, workspace, *args, bool(weights_static), *grouped)
+    _shape(out, op, "out", _grouped_out_shape(a, n, row_index, modes[0]))
+    _pick(op + "_out", _grouped_gemm_launch, a)(out, workspace, *args, bool(weights_static), *grouped, *modes)
     return out
