@@ -91,13 +91,22 @@ TEST_SUITE("gemm_w4a8") {
     ga.layout = GroupedLayout::masked, ga.group_ends = nullptr, ga.masked_m = sizes, ga.gemm.m = 33;
     CHECK(grouped_gemm_workspace_bytes(ga) == (4 * 33 * 256 + 15) / 16 * 16 + 4 * 4 * 33);
     // rows per expert at or below kW4A8GroupedExactRows run the exact mode (no workspace)
-    if (kW4A8GroupedExactRows > 0) {
-      ga.expected_m = kW4A8GroupedExactRows;
-      CHECK(grouped_gemm_workspace_bytes(ga) == 0);
-      CHECK_FALSE(gemm_problem_w4a8(grouped_gemm_call(ga, "test", false).problem));
-    }
+    ga.expected_m = kW4A8GroupedExactRows;
+    CHECK(grouped_gemm_workspace_bytes(ga) == 0);
+    CHECK_FALSE(gemm_problem_w4a8(grouped_gemm_call(ga, "test", false).problem));
     ga.expected_m = kW4A8GroupedExactRows + 1;
     CHECK(gemm_problem_w4a8(grouped_gemm_call(ga, "test", false).problem));
+    // gathered contiguous rows: W4A8 from kW4A8GatheredExactRows on (the exact mode's gather is the slower)
+    GroupedGemmArgs gathered = ga;
+    gathered.layout = GroupedLayout::contiguous, gathered.masked_m = nullptr, gathered.group_ends = sizes;
+    gathered.row_index = sizes, gathered.a_rows = 50, gathered.expected_m = kW4A8GatheredExactRows + 1;
+    CHECK(gemm_problem_w4a8(grouped_gemm_call(gathered, "test", false).problem));
+    gathered.row_index = nullptr, gathered.a_rows = 0;
+    CHECK_FALSE(gemm_problem_w4a8(grouped_gemm_call(gathered, "test", false).problem));
+    gathered.row_index = sizes, gathered.a_rows = 50, gathered.expected_m = kW4A8GatheredExactRows;
+    CHECK_FALSE(gemm_problem_w4a8(grouped_gemm_call(gathered, "test", false).problem));
+    CHECK(w4a8_runs_exact(false, false, kW4A8ExactRows));
+    CHECK_FALSE(w4a8_runs_exact(false, true, kW4A8ExactRows + 1));
     ga.layout = GroupedLayout::batched, ga.masked_m = nullptr;
     try {
       grouped_gemm_workspace_bytes(ga);

@@ -269,12 +269,12 @@ Json bench_grouped(bool quick, const GroupedBenchFilter& only) {
       std::printf("      rows gathered through row_index: %.2f us (%.2fx the sorted rows' time)\n", gathered_us,
                   gathered_us / us[0]);
       const double w4a8_us = us[w4a8_at], w4a8_gathered_us = us[w4a8_at + 1];
-      std::printf("      W4A8 (precision w4a8%s): %.2f us (%.2fx the exact mode's speed, %.1f TFLOP/s), gathered %.2f us "
-                  "(%.2fx the exact gathered)\n",
-                  w4a8_runs_exact(true, grouped_default_expected_m(rows, s.experts)) ? ", runs the exact mode at this expected_m"
-                                                                                      : "",
-                  w4a8_us, us[0] / w4a8_us, 2.0 * rows * s.n * s.k / w4a8_us / 1e6, w4a8_gathered_us,
-                  gathered_us / w4a8_gathered_us);
+      const int64_t expected_m = grouped_default_expected_m(rows, s.experts);
+      auto mode = [&](bool row_index) { return w4a8_runs_exact(true, row_index, expected_m) ? "exact mode" : "FP8"; };
+      std::printf("      W4A8 (expected_m %lld: sorted %s, gathered %s): %.2f us (%.2fx the exact mode's speed, %.1f TFLOP/s), "
+                  "gathered %.2f us (%.2fx the exact gathered)\n",
+                  (long long)expected_m, mode(false), mode(true), w4a8_us, us[0] / w4a8_us,
+                  2.0 * rows * s.n * s.k / w4a8_us / 1e6, w4a8_gathered_us, gathered_us / w4a8_gathered_us);
       Json hinted_json = Json::array();
       for (size_t i = 0; i < hinted.size(); ++i) {
         std::printf("      expected_m %lld: %.2f us (%.2fx the default's time)\n", (long long)expected_ms[i],

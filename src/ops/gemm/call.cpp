@@ -244,7 +244,7 @@ GemmCall gemm_call(const GemmArgs& g, const char* who, bool pointers) {
   const Check check(who, pointers);
   check_gemm_args(check, g, call);
   check_spans(check, g, call);
-  if (g.precision == GemmPrecision::w4a8 && w4a8_runs_exact(false, g.m)) call.args.precision = GemmPrecision::exact;
+  if (g.precision == GemmPrecision::w4a8 && w4a8_runs_exact(false, false, g.m)) call.args.precision = GemmPrecision::exact;
   call.problem = gemm_problem(GemmSpec{}.arch, call);
   return call;
 }
@@ -300,7 +300,7 @@ GemmCall grouped_gemm_call(const GroupedGemmArgs& ga, const char* who, bool poin
   }
   if (ga.row_index) check_row_gather(check, ga, call);
   check_spans(check, call.args, call);
-  if (g.precision == GemmPrecision::w4a8 && w4a8_runs_exact(true, call.expected_m))
+  if (g.precision == GemmPrecision::w4a8 && w4a8_runs_exact(true, ga.row_index != nullptr, call.expected_m))
     call.args.precision = GemmPrecision::exact;
   call.problem = gemm_problem(GemmSpec{}.arch, call);
   return call;

@@ -14,12 +14,21 @@ namespace nvfp4::jit::detail {
 // 256 at 0.92x on two of three shapes; from M = 1024 on, 1.22-1.40x).
 constexpr int64_t kW4A8ExactRows = 256;
 // The same for a grouped call, by its rows per expert (expected_m, the bucket its tile is chosen
-// for): there every expert's weight is read for its few rows.
-constexpr int64_t kW4A8GroupedExactRows = 0;
-// Whether a W4A8 call whose tile is chosen for `tile_rows` (M, or a grouped call's expected_m)
-// runs the exact mode.
-inline bool w4a8_runs_exact(bool grouped, int64_t tile_rows) {
-  return tile_rows <= (grouped ? kW4A8GroupedExactRows : kW4A8ExactRows);
+// for). With few rows an expert every expert's weight is read and decoded for them, and the
+// heavier E4M3 fold and the activation pass cost more than FP8's rate gains (H200, bench grouped:
+// 0.72-0.74x at 128 tokens, 0.80-0.83x at 512 on DeepSeek-V3's, Qwen3-30B-A3B's and gpt-oss-120b's
+// experts, expected_m 16-64; at 4096 tokens 0.99-1.08x at expected_m 157, 0.89x on Qwen3's small
+// experts at 296).
+constexpr int64_t kW4A8GroupedExactRows = 128;
+// A contiguous grouped call gathering A through row_index: the exact mode's producers gather
+// the rows as they load them (1.4-1.6x the sorted rows' time at 512 tokens, 2.5-3x at 4096),
+// W4A8's activation pass as it reads them, at no cost to its GEMM: W4A8 is 1.13-1.31x the exact
+// gathered call from 512 tokens (expected_m 32-64) and 0.82-0.87x at 128 tokens (16 and below).
+constexpr int64_t kW4A8GatheredExactRows = 16;
+// Whether a W4A8 call whose tile is chosen for `tile_rows` (M, or a grouped call's expected_m;
+// `gathered`: through row_index) runs the exact mode.
+inline bool w4a8_runs_exact(bool grouped, bool gathered, int64_t tile_rows) {
+  return tile_rows <= (!grouped ? kW4A8ExactRows : gathered ? kW4A8GatheredExactRows : kW4A8GroupedExactRows);
 }
 
 struct GemmCall {

@@ -57,11 +57,20 @@ std::vector<KernelSpec> gemm_prewarm_specs(Arch arch, const WeightShape& shape, 
             }
   for (int bucket : kGemmMBuckets)
     for (const GemmSpec& variant : problems) {
-      // a W4A8 call of the bucket's rows may run the exact mode (w4a8_runs_exact): its kernels
-      const bool exact = gemm_problem_w4a8(variant) && w4a8_runs_exact(gemm_problem_groups(variant) > 0, gemm_bucket_m(bucket));
-      const GemmSpec problem = exact ? gemm_with_precision(variant, GemmPrecision::exact) : variant;
-      for (const GemmTile& tile : gemm_bucket_tiles(*backend, problem, bucket, sm_count))
-        specs.push_back(gemm_key(gemm_kernel_spec(*backend, problem, tile)));
+      // A W4A8 call of the bucket's rows may run the exact mode (w4a8_runs_exact; a grouped one
+      // as its rows are gathered or not): the kernels of each mode its calls run.
+      std::vector<GemmSpec> runs{variant};
+      if (gemm_problem_w4a8(variant)) {
+        const bool grouped = gemm_problem_groups(variant) > 0;
+        const int64_t rows = gemm_bucket_m(bucket);
+        const bool sorted_exact = w4a8_runs_exact(grouped, false, rows), gathered_exact = w4a8_runs_exact(grouped, true, rows);
+        runs.clear();
+        if (sorted_exact || gathered_exact) runs.push_back(gemm_with_precision(variant, GemmPrecision::exact));
+        if (!sorted_exact || !gathered_exact) runs.push_back(variant);
+      }
+      for (const GemmSpec& problem : runs)
+        for (const GemmTile& tile : gemm_bucket_tiles(*backend, problem, bucket, sm_count))
+          specs.push_back(gemm_key(gemm_kernel_spec(*backend, problem, tile)));
     }
   return specs;
 }
