@@ -3,8 +3,10 @@
 // (amax: its largest finite |x|), written to row_scales. The columns of every 16 are stored
 // permuted for the weight's fragment (sm90/fp8_operand.cuh): byte 4t + i of a 16-byte group
 // holds column 2t + i % 2 + 8 (i / 2).
-// One CTA a row: its 16-column groups held in registers (GROUPS a thread) while the amax is
-// reduced over the CTA, then converted and stored 16 bytes at a time.
+// A grouped GEMM's A: contiguous rows gathered through a row index, or masked groups' rows up
+// to their counts (Fp8ActivationParams). One CTA a row: its 16-column groups held in registers
+// (GROUPS a thread) while the amax is reduced over the CTA, then converted and stored 16 bytes
+// at a time.
 #pragma once
 #include "common/fp8_fold.cuh"
 #include "common/params.cuh"
@@ -23,7 +25,19 @@ __device__ __forceinline__ void fp8_activations(const Fp8ActivationParams& p) {
   // The GEMM reads this kernel's output only after its griddep_wait.
   griddep_launch_dependents();
   const long long row = blockIdx.x;
-  const unsigned char* a = static_cast<const unsigned char*>(p.a) + row * p.a_stride * 2;
+  if (p.group_rows) {  // a masked group's rows past its count: no row of D reads them
+    const long long group = row / p.group_stride;
+    if (row - group * p.group_stride >= p.group_rows[group]) return;
+  }
+  long long source = row;
+  if (p.row_index) {
+    source = p.row_index[row];
+    if (source < 0 || source >= p.a_rows) {
+      if (threadIdx.x == 0) p.row_scales[row] = __int_as_float(0x7FC00000);
+      return;
+    }
+  }
+  const unsigned char* a = static_cast<const unsigned char*>(p.a) + source * p.a_stride * 2;
   float v[GROUPS][16];
   float amax = 0.0f;
 #pragma unroll

@@ -96,6 +96,14 @@ TEST_SUITE("c_api") {
     e.a_group_stride = 0, e.d_group_stride = 1;
     CHECK(nvfp4_jit_grouped_gemm(&e, nullptr) == NVFP4_INVALID_ARGUMENT);
     CHECK(std::string(nvfp4_jit_last_error()).find("makes rows of D overlap") != std::string::npos);
+    // W4A8 grouped (gemm.precision): the workspace of every masked group's rows, past the exact mode's
+    // expected_m; the batched layout refused
+    e.d_group_stride = 0, e.layout = NVFP4_GROUPED_MASKED, e.gemm.precision = NVFP4_GEMM_W4A8, e.gemm.b_prepacked = 1;
+    e.expected_m = 512;
+    CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == 8 * 16 * 256 + 4 * 8 * 16);
+    e.layout = NVFP4_GROUPED_BATCHED;
+    CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == -1);
+    CHECK(std::string(nvfp4_jit_last_error()).find("precision = w4a8 with the batched layout") != std::string::npos);
   }
 
   TEST_CASE("the last error is per thread, and a success clears it") {

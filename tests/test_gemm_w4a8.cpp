@@ -67,15 +67,94 @@ TEST_SUITE("gemm_w4a8") {
     g = w4a8_args(), g.workspace = buffer, g.workspace_bytes = 100 * 256;
     // (a size helper does not check buffers: gemm does; its check names the bytes W4A8 needs)
     CHECK(error_of(g) == "");
+  }
+
+  TEST_CASE("grouped W4A8: contiguous (gathered too) and masked sizes, the batched layout refused, expected_m's exact mode") {
+    const int32_t* sizes = reinterpret_cast<const int32_t*>(buffer);
     GroupedGemmArgs ga;
-    ga.gemm = w4a8_args(), ga.groups = 4;
+    ga.gemm = w4a8_args(), ga.groups = 4, ga.group_ends = sizes, ga.expected_m = 512;
+    // contiguous: m rows
+    CHECK(grouped_gemm_workspace_bytes(ga) == 300 * 256 + 4 * 300);
+    GemmCall call = grouped_gemm_call(ga, "test", false);
+    CHECK(call.args.precision == GemmPrecision::w4a8);
+    CHECK(gemm_problem_w4a8(call.problem));
+    // gathered: the sorted rows (the activation pass reads A's through row_index), the GEMM on them unindexed
+    ga.row_index = sizes, ga.a_rows = 1000;
+    CHECK(grouped_gemm_workspace_bytes(ga) == 300 * 256 + 4 * 300);
+    const GemmCall inner = gemm_call_on_fp8_a(grouped_gemm_call(ga, "test", false), buffer);
+    CHECK(inner.row_index == nullptr);
+    CHECK(inner.a_stride == 256);
+    CHECK(inner.a_gscale_mode == nvfp4k::GSCALE_DEVICE_PER_ROW);
+    CHECK(reinterpret_cast<const unsigned char*>(inner.a_scale.device_ptr) == buffer + 300 * 256);
+    // masked: every group's m rows
+    ga.row_index = nullptr, ga.a_rows = 0;
+    ga.layout = GroupedLayout::masked, ga.group_ends = nullptr, ga.masked_m = sizes, ga.gemm.m = 33;
+    CHECK(grouped_gemm_workspace_bytes(ga) == (4 * 33 * 256 + 15) / 16 * 16 + 4 * 4 * 33);
+    // rows per expert at or below kW4A8GroupedExactRows run the exact mode (no workspace)
+    ga.expected_m = kW4A8GroupedExactRows;
+    CHECK(grouped_gemm_workspace_bytes(ga) == 0);
+    CHECK_FALSE(gemm_problem_w4a8(grouped_gemm_call(ga, "test", false).problem));
+    ga.expected_m = kW4A8GroupedExactRows + 1;
+    CHECK(gemm_problem_w4a8(grouped_gemm_call(ga, "test", false).problem));
+    // gathered contiguous rows: W4A8 from kW4A8GatheredExactRows on (the exact mode's gather is the slower)
+    GroupedGemmArgs gathered = ga;
+    gathered.layout = GroupedLayout::contiguous, gathered.masked_m = nullptr, gathered.group_ends = sizes;
+    gathered.row_index = sizes, gathered.a_rows = 50, gathered.expected_m = kW4A8GatheredExactRows + 1;
+    CHECK(gemm_problem_w4a8(grouped_gemm_call(gathered, "test", false).problem));
+    gathered.row_index = nullptr, gathered.a_rows = 0;
+    CHECK_FALSE(gemm_problem_w4a8(grouped_gemm_call(gathered, "test", false).problem));
+    gathered.row_index = sizes, gathered.a_rows = 50, gathered.expected_m = kW4A8GatheredExactRows;
+    CHECK_FALSE(gemm_problem_w4a8(grouped_gemm_call(gathered, "test", false).problem));
+    CHECK(w4a8_runs_exact(false, false, kW4A8ExactRows));
+    CHECK_FALSE(w4a8_runs_exact(false, true, kW4A8ExactRows + 1));
+    ga.layout = GroupedLayout::batched, ga.masked_m = nullptr;
     try {
       grouped_gemm_workspace_bytes(ga);
       FAIL("no error");
     } catch (const Error& e) {
       CHECK(e.status() == Status::unsupported);
-      CHECK(std::string(e.what()).find("precision = w4a8 is for gemm only") != std::string::npos);
+      CHECK(std::string(e.what()).find("precision = w4a8 with the batched layout") != std::string::npos);
     }
+    // the GEMM's checks name the grouped call's rows
+    ga.layout = GroupedLayout::contiguous, ga.group_ends = sizes, ga.gemm.m = 300;
+    ga.gemm.workspace = buffer, ga.gemm.workspace_bytes = 100;
+    try {
+      grouped_gemm_call(ga, "test");
+      FAIL("no error");
+    } catch (const Error& e) {
+      CHECK(std::string(e.what()).find("workspace_bytes = 100 is less than the 78000 bytes W4A8 needs") != std::string::npos);
+    }
+  }
+
+  TEST_CASE("grouped W4A8 on the backends: sm_90a takes contiguous and masked, refuses a fused epilogue; its kernels keyed apart") {
+    const GemmBackend& backend = *find_gemm_backend(Arch::sm_90a);
+    GroupedGemmArgs ga;
+    ga.gemm = w4a8_args(), ga.groups = 8, ga.group_ends = reinterpret_cast<const int32_t*>(buffer), ga.expected_m = 512;
+    const GemmSpec contiguous = gemm_problem_on(Arch::sm_90a, grouped_gemm_call(ga, "test", false));
+    CHECK(backend.unsupported(contiguous) == "");
+    ga.layout = GroupedLayout::masked, ga.masked_m = ga.group_ends, ga.group_ends = nullptr;
+    const GemmSpec masked = gemm_problem_on(Arch::sm_90a, grouped_gemm_call(ga, "test", false));
+    CHECK(backend.unsupported(masked) == "");
+    GemmSpec batched = masked;
+    batched.flags = uint16_t((batched.flags & ~kFlagGroupedMasked) | kFlagGroupedBatched);
+    CHECK(backend.unsupported(batched).find("precision = w4a8") != std::string::npos);
+    CHECK(backend.unsupported(with_epilogue(contiguous, GemmEpilogue::swiglu)).find("fused epilogue") != std::string::npos);
+    for (Arch arch : {Arch::sm_100a, Arch::sm_120a})
+      CHECK(find_gemm_backend(arch)->unsupported(gemm_problem_on(arch, grouped_gemm_call(ga, "test", false)))
+                .find("native FP4") != std::string::npos);
+    // keys and names: apart from the exact mode's, from each other, and from the dense kernel's
+    const GemmSpec exact_contiguous = gemm_with_precision(contiguous, GemmPrecision::exact);
+    CHECK_FALSE(gemm_problem_w4a8(exact_contiguous));
+    const GemmTile tile = backend.heuristic(contiguous, 512, 132);
+    const std::string name = backend.kernel_name(gemm_spec(contiguous, tile));
+    CHECK(name.find("nvfp4_gemm_w4a8_") == 0);
+    CHECK(name.find("e4m3") != std::string::npos);
+    CHECK(name != backend.kernel_name(gemm_spec(exact_contiguous, tile)));
+    CHECK(gemm_key(gemm_spec(contiguous, tile)) != gemm_key(gemm_spec(exact_contiguous, tile)));
+    CHECK(gemm_key(gemm_spec(contiguous, tile)) != gemm_key(gemm_spec(masked, tile)));
+    const GemmSpec dense = gemm_problem_on(Arch::sm_90a, gemm_call(w4a8_args(), "test", false));
+    CHECK(gemm_key(gemm_spec(contiguous, tile)) != gemm_key(gemm_spec(dense, tile)));
+    CHECK(backend.tile_problem(gemm_spec(contiguous, tile)) == "");
   }
 
   TEST_CASE("off sm_90a the mode is refused, saying the arch's exact mode is its native FP4 path") {

@@ -9,6 +9,7 @@
 
 #include "core/launcher.hpp"
 #include "core/prewarm.hpp"
+#include "ops/gemm/call.hpp"
 #include "ops/gemm/prewarm_variants.hpp"
 #include "nvfp4/jit.h"
 #include "nvfp4/jit.hpp"
@@ -138,6 +139,42 @@ TEST_SUITE("prewarm") {
     quantize(q, nullptr);  // the outer scope again
     REQUIRE(outer.specs().size() == 1);
     CHECK(outer.specs()[0].arch == Arch::sm_100a);
+  }
+
+  TEST_CASE("a W4A8 prewarm holds every kernel W4A8 calls load, dense and grouped, those that run the exact mode too") {
+    alignas(256) static unsigned char buffer[256];
+    void* p = buffer;
+    const int64_t n = 4096, k = 2048;
+    const int32_t experts = 16;
+    PrewarmVariants v;
+    v.a_dtypes = {DType::bf16}, v.b_layouts = {WeightLayout::prepacked};
+    v.grouped = {GroupedLayout::contiguous, GroupedLayout::masked}, v.precisions = {GemmPrecision::w4a8};
+    const std::vector<KernelSpec> listed =
+        prewarm_specs({parse_shape("4096,2048", v), parse_shape("4096,2048,16", v)}, {Arch::sm_90a}, 132);
+    const std::unordered_set<KernelSpec, KernelSpecHash> prewarmed(listed.begin(), listed.end());
+    GemmArgs g;
+    g.n = n, g.k = k, g.a = g.b.data = g.d = p, g.b_prepacked = true, g.precision = GemmPrecision::w4a8;
+    for (const int64_t m : {1, 16, 100, 256, 257, 1000, 4096}) {
+      const SpecRecordScope scope(Arch::sm_90a, 132);
+      g.m = m;
+      gemm(g, nullptr);
+      GroupedGemmArgs ga;
+      ga.gemm = g, ga.gemm.m = m * 4, ga.groups = experts, ga.group_ends = static_cast<const int32_t*>(p);
+      grouped_gemm(ga, nullptr);
+      ga.row_index = static_cast<const int32_t*>(p), ga.a_rows = m;
+      grouped_gemm(ga, nullptr);
+      ga.row_index = nullptr, ga.a_rows = 0;
+      ga.layout = GroupedLayout::masked, ga.group_ends = nullptr, ga.masked_m = static_cast<const int32_t*>(p), ga.gemm.m = m;
+      grouped_gemm(ga, nullptr);
+      size_t activations = 0;
+      for (const KernelSpec& spec : scope.specs()) {
+        activations += spec.op == Op::fp8_activations;
+        INFO("M = ", m, ": a W4A8 call loads ", spec.describe());
+        CHECK(prewarmed.count(spec) == 1);
+      }
+      CHECK(scope.specs().size() >= 4);  // the recording saw the GEMMs
+      if (m > kW4A8ExactRows) CHECK(activations >= 1);
+    }
   }
 
   TEST_CASE("a prewarm runs 1 to 256 threads, never more than its kernels") {

@@ -211,7 +211,8 @@ typedef struct nvfp4_gemm_args {
   int b_prepacked;         /* b.data holds nvfp4_jit_prepack()'s output */
   int weights_static;      /* b is no output of work still running on the stream: may launch early */
   nvfp4_gemm_epilogue epilogue; /* NONE, or SWIGLU: D [m, n/2] = silu(gate) * up */
-  nvfp4_gemm_precision precision; /* NVFP4_GEMM_EXACT (default) or NVFP4_GEMM_W4A8 (sm_90a, prepacked b) */
+  nvfp4_gemm_precision precision; /* NVFP4_GEMM_EXACT (default) or NVFP4_GEMM_W4A8 (sm_90a, prepacked b;
+                                      grouped: contiguous or masked) */
 } nvfp4_gemm_args;
 
 /* A weight rewritten in the GEMM's own layout (sm_90a), once at load; see jit.hpp. */
@@ -269,8 +270,8 @@ typedef struct nvfp4_grouped_gemm_args {
   int64_t d_group_stride;    /* batched: the same in D; 0: n */
 } nvfp4_grouped_gemm_args;
 nvfp4_status nvfp4_jit_grouped_gemm(const nvfp4_grouped_gemm_args* args, CUstream stream);
-/* Workspace bytes nvfp4_jit_grouped_gemm needs for `args` (W4A4, else 0); -1 as
-   nvfp4_jit_gemm_workspace_bytes. */
+/* Workspace bytes nvfp4_jit_grouped_gemm needs for `args` (W4A4, and W4A8 through
+   gemm.precision: every group's rows; else 0); -1 as nvfp4_jit_gemm_workspace_bytes. */
 int64_t nvfp4_jit_grouped_gemm_workspace_bytes(const nvfp4_grouped_gemm_args* args);
 
 /* Mixture-of-experts routing on the device, as nvfp4::jit::moe_route (jit.hpp): top-k ids

@@ -249,6 +249,9 @@ enum class GemmEpilogue : uint8_t {
 // prepacked weight (b_prepacked) and BF16/FP16 A; sm_100a/103a/120a/121a refuse it (their exact
 // mode is their native FP4 MMA already). Calls of at most 256 rows (decode, small batches) run
 // the exact mode: there the GEMM is bound by the weight and its decode, and FP8 gains nothing.
+// grouped_gemm takes it in gemm.precision (contiguous, row_index too, and masked layouts; not
+// batched); calls of at most 128 rows an expert (expected_m; 16 with row_index) run the exact
+// mode. Its workspace then holds every group's rows (masked: groups * m).
 enum class GemmPrecision : uint8_t { exact = 0, w4a8 = 1 };
 
 struct GemmArgs {
@@ -323,7 +326,7 @@ struct GroupedGemmArgs {
   // Contiguous: A's rows read through row_index (moe_route's), so the tokens need no sorted
   // copy: sorted row r is row row_index[r] of A [a_rows, k] (gemm.a, or gemm.a_fp4 for W4A4).
   // W4A16's kernel gathers the rows as it loads them; W4A4 on sm_90a gathers them in the pass
-  // that decodes A into the workspace. An index outside [0, a_rows) (moe_route's -1 past the
+  // that decodes A into the workspace, W4A8 in the pass that rounds A to E4M3. An index outside [0, a_rows) (moe_route's -1 past the
   // routed rows) gives a NaN row of A. W4A4's global scale of A then is one or per group (per
   // row it would be the tokens', which the sorted rows do not follow).
   const int32_t* row_index = nullptr;  // [m] on the device, or null
@@ -339,7 +342,8 @@ struct GroupedGemmArgs {
   int64_t d_group_stride = 0;
 };
 void grouped_gemm(const GroupedGemmArgs& args, CUstream stream);
-// Bytes of workspace grouped_gemm needs for `args` (W4A4: all groups' rows * k * 2; otherwise 0).
+// Bytes of workspace grouped_gemm needs for `args` (W4A4: all groups' rows * k * 2; W4A8: all
+// groups' rows * k rounded up to 16, plus 4 per row; otherwise 0).
 // Checks its arguments as gemm_workspace_bytes does.
 int64_t grouped_gemm_workspace_bytes(const GroupedGemmArgs& args);
 
@@ -413,7 +417,7 @@ struct GemmProblem {
   int32_t groups = 0;
   GroupedLayout grouped_layout = GroupedLayout::contiguous;
   GemmEpilogue epilogue = GemmEpilogue::none;
-  GemmPrecision precision = GemmPrecision::exact;  // w4a8: its kernels (a prepacked, dense weight)
+  GemmPrecision precision = GemmPrecision::exact;  // w4a8: its kernels (a prepacked weight; dense, contiguous or masked)
 };
 
 struct TuneOptions {

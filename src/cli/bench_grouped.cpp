@@ -12,6 +12,7 @@
 #include "cli/benches.hpp"
 #include "cli/cublas.hpp"
 #include "nvfp4/jit.hpp"
+#include "ops/gemm/call.hpp"
 #include "ops/gemm/routing_draw.hpp"
 
 namespace nvfp4::jit::cli {
@@ -113,7 +114,8 @@ Json bench_grouped(bool quick, const GroupedBenchFilter& only) {
   std::printf("  all routed rows and one expert's weight; cuBLAS: BF16 GEMM per touched expert (a loop), and\n");
   std::printf("  grouped: one cublasGemmGroupedBatchedEx call over the touched experts (where libcublas has it);\n");
   std::printf("  route: moe_route of the ids (the GEMM's group_ends); combine: moe_combine of the GEMM's output\n");
-  std::printf("  (BF16, FP32 weights) and its floor (rows * n * 2 read + tokens * n * 2 written)\n");
+  std::printf("  (BF16, FP32 weights) and its floor (rows * n * 2 read + tokens * n * 2 written); W4A8: the same calls in\n"
+              "  the W4A8 precision mode (sm_90a: FP8 tensor cores, its activation pass included), in the same turns\n");
   std::printf("  %-14s %7s %6s %6s %8s %9s %9s %8s %8s %9s %10s %9s %8s %10s %8s %10s %8s\n", "shape", "routing", "tokens",
               "rows", "experts", "ours us", "floor us", "of floor", "copy us", "dense us", "cuBLAS us", "speedup", "route us",
               "combine us", "of floor", "grouped us", "speedup");
@@ -231,6 +233,15 @@ Json bench_grouped(bool quick, const GroupedBenchFilter& only) {
       gathered.row_index = route.row_index, gathered.a_rows = tokens;
       const size_t gathered_at = bodies.size();
       bodies.push_back([&](int) { grouped_gemm(gathered, nullptr); });
+      // the W4A8 mode on the same calls (sorted rows, and gathered), its workspace given
+      GroupedGemmArgs w4a8 = g, w4a8_gathered = gathered;
+      w4a8.gemm.precision = w4a8_gathered.gemm.precision = GemmPrecision::w4a8;
+      DeviceBuffer w4a8_workspace(size_t(std::max<int64_t>(16, grouped_gemm_workspace_bytes(w4a8))));
+      for (GroupedGemmArgs* w : {&w4a8, &w4a8_gathered})
+        w->gemm.workspace = w4a8_workspace.get(), w->gemm.workspace_bytes = int64_t(w4a8_workspace.bytes());
+      const size_t w4a8_at = bodies.size();
+      bodies.push_back([&](int) { grouped_gemm(w4a8, nullptr); });
+      bodies.push_back([&](int) { grouped_gemm(w4a8_gathered, nullptr); });
       // a copy moving the floor's bytes (half read from the experts, half written), in the same turns
       const double bytes = double(touched) * s.n * s.k * (0.5 + 1.0 / 16) + 2.0 * rows * (s.k + s.n);
       const size_t copy_bytes = std::min(size_t(bytes / 2), size_t(expert_bytes * s.experts)) / 16 * 16;
@@ -257,6 +268,13 @@ Json bench_grouped(bool quick, const GroupedBenchFilter& only) {
                   100 * combine_floor_us / combine_us, grouped_us, grouped_us > 0 ? grouped_us / us[0] : 0.0);
       std::printf("      rows gathered through row_index: %.2f us (%.2fx the sorted rows' time)\n", gathered_us,
                   gathered_us / us[0]);
+      const double w4a8_us = us[w4a8_at], w4a8_gathered_us = us[w4a8_at + 1];
+      const int64_t expected_m = grouped_default_expected_m(rows, s.experts);
+      auto mode = [&](bool row_index) { return w4a8_runs_exact(true, row_index, expected_m) ? "exact mode" : "FP8"; };
+      std::printf("      W4A8 (expected_m %lld: sorted %s, gathered %s): %.2f us (%.2fx the exact mode's speed, %.1f TFLOP/s), "
+                  "gathered %.2f us (%.2fx the exact gathered)\n",
+                  (long long)expected_m, mode(false), mode(true), w4a8_us, us[0] / w4a8_us,
+                  2.0 * rows * s.n * s.k / w4a8_us / 1e6, w4a8_gathered_us, gathered_us / w4a8_gathered_us);
       Json hinted_json = Json::array();
       for (size_t i = 0; i < hinted.size(); ++i) {
         std::printf("      expected_m %lld: %.2f us (%.2fx the default's time)\n", (long long)expected_ms[i],
@@ -283,6 +301,8 @@ Json bench_grouped(bool quick, const GroupedBenchFilter& only) {
                       {"combine_floor_us", rounded(combine_floor_us, 3)},
                       {"cublas_grouped_us", rounded(grouped_us, 3)},
                       {"gathered_us", rounded(gathered_us, 3)},
+                      {"w4a8_us", rounded(w4a8_us, 3)},
+                      {"w4a8_gathered_us", rounded(w4a8_gathered_us, 3)},
                       {"hinted", hinted_json}});
     }
   }

@@ -53,11 +53,19 @@ struct ConvertScalesParams {
 // The W4A8 GEMM's activations: A [rows, K] (BF16 or FP16) per row to E4M3, columns permuted
 // within every 16 (fp8_activations.cuh), and each row's scale amax / 448.
 struct Fp8ActivationParams {
-  const void* a;         // [rows, K], a_stride elements per row
+  const void* a;         // [rows, K] (with row_index: [a_rows, K]), a_stride elements per row
   long long a_stride;
   unsigned char* out;    // [rows, K] E4M3
   float* row_scales;     // [rows]
   long long rows;
+  // A grouped GEMM's rows (on the device; none read on the host): output row r is A's row
+  // row_index[r] (contiguous groups gathered; an index outside [0, a_rows) makes the row's
+  // scale NaN, as the exact mode makes its D row NaN), or with group_rows (masked groups of
+  // group_stride rows) only the first group_rows[g] rows of group g are written.
+  const int* row_index;
+  long long a_rows;
+  const int* group_rows;
+  long long group_stride;
 };
 
 struct PrepackParams {

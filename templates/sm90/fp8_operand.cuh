@@ -54,24 +54,8 @@ __device__ __forceinline__ unsigned mul_f16x2(unsigned a, unsigned b) {
 template <int STEPS, int FRAGS, class Issue>
 __device__ __forceinline__ void decode_prepacked_fp8(const unsigned char* chunks, int tid, const FoldRow (&rows)[2],
                                                      unsigned (&a)[FRAGS][4], Issue&& issue) {
-  using Op = Fp4Operand<DTYPE_FP16>;
   static_assert(STEPS % 2 == 0, "two k32 steps a prepacked chunk");
-  uint4 v_next;
-  uint2 sc_next;
-  prepacked::load_chunk(chunks, tid, v_next, sc_next);
-#pragma unroll
-  for (int q = 0; q < STEPS / 2; ++q) {
-    const uint4 v = v_next;
-    const uint2 sc = sc_next;
-    if (q + 1 < STEPS / 2) prepacked::load_chunk(chunks + (q + 1) * prepacked::CHUNK_BYTES, tid, v_next, sc_next);
-    const unsigned w[4] = {v.x, v.y, v.z, v.w}, row_scales[2] = {sc.x, sc.y};
-    unsigned pairs[2][2];  // [row][odd k16 step]: steps 0, 2 / 1, 3 in the lanes, c added
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      pairs[h][0] = prepacked::scale_pair<DTYPE_FP16>(row_scales[h], false) + rows[h].bias;
-      pairs[h][1] = prepacked::scale_pair<DTYPE_FP16>(row_scales[h], true) + rows[h].bias;
-    }
-    const unsigned z[2] = {prepacked::leftover_word(w[0], w[1]), prepacked::leftover_word(w[2], w[3])};
+  prepacked::decode_chunks<DTYPE_FP16, STEPS / 2>(chunks, tid, [&](int h) { return rows[h].bias; }, [&](int q, const prepacked::ChunkPairs<DTYPE_FP16>& pairs) {
 #pragma unroll
     for (int S = 0; S < 2; ++S) {
       const int j = 2 * q + S;
@@ -80,17 +64,13 @@ __device__ __forceinline__ void decode_prepacked_fp8(const unsigned char* chunks
         const int s = 2 * S + r / 2, h = r % 2;
         unsigned bytes[2];
 #pragma unroll
-        for (int half = 0; half < 2; ++half) {  // pair f = h + 2 half: columns 2t (+ 8)
-          const unsigned placed = prepacked::bf16_to_fp16_placed(prepacked::place_pair(w[s], z[s / 2], s, h + 2 * half));
-          const unsigned scaled = s / 2 == 0 ? Op::template scaled<0>(placed, pairs[h][s % 2])
-                                             : Op::template scaled<1>(placed, pairs[h][s % 2]);
-          bytes[half] = e4m3x2_of_f16x2(mul_f16x2(scaled, rows[h].factor));
-        }
+        for (int half = 0; half < 2; ++half)  // pair f = h + 2 half: columns 2t (+ 8)
+          bytes[half] = e4m3x2_of_f16x2(mul_f16x2(pairs.pair(s, h + 2 * half), rows[h].factor));
         a[j % FRAGS][r] = bytes[0] | (bytes[1] << 16);
       }
       issue(j);
     }
-  }
+  });
 }
 #endif
 

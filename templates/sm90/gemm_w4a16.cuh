@@ -114,7 +114,7 @@ struct GemmConfig {
   static_assert(WG == 1 || WG == 2 || (WG == 3 && PREPACKED), "1 or 2 consumer warpgroups (3 on a prepacked weight)");
   static_assert(KSLICES == 1 || (KSLICES == 2 && BM <= 64), "k slices: register budget of the larger CTA");
   static_assert(GROUPED == GROUPED_NONE || (KSPLIT == 1 && GROUPS > 0), "grouped layouts run unsplit");
-  static_assert(!FP8 || (PREPACKED && GROUPED == GROUPED_NONE), "W4A8: a dense GEMM on a prepacked weight");
+  static_assert(!FP8 || (PREPACKED && GROUPED != GROUPED_BATCHED), "W4A8: a prepacked weight, dense, contiguous or masked");
   static_assert(!PERSISTENT || GROUPED == GROUPED_CONTIGUOUS || GROUPED == GROUPED_MASKED, "persistent: contiguous or masked groups");
   static_assert(STAGE_BYTES % 1024 == 0, "stages must keep the 1024-byte swizzle alignment");
   static_assert(EPILOGUE == EPILOGUE_NONE || (EPILOGUE == EPILOGUE_SWIGLU && PREPACKED && GROUPED != GROUPED_BATCHED),
@@ -227,40 +227,18 @@ __device__ __forceinline__ void decode_modelopt(const unsigned char* w, const un
 // load of values and one 8-byte load of both rows' scale codes (sm90/prepacked_weight.cuh),
 // a shift and an AND per pair, a shift and a LOP3 per scale pair; NaN scales are flagged per
 // row in the weight instead.
-template <class C, class Op, int STEPS, int FRAGS, class Issue>
+template <class C, int STEPS, int FRAGS, class Issue>
 __device__ __forceinline__ void decode_prepacked(const unsigned char* chunks, int tid, unsigned (&a)[FRAGS][4],
                                                  Issue&& issue) {
-  // Chunk q + 1's words are loaded before chunk q is decoded: the wgmma waits are memory
-  // clobbers, so without this every chunk would start with a shared-memory round trip.
-  uint4 v_next;
-  uint2 sc_next;
-  prepacked::load_chunk(chunks, tid, v_next, sc_next);
-#pragma unroll
-  for (int q = 0; q < STEPS / 4; ++q) {
-    const uint4 v = v_next;
-    const uint2 sc = sc_next;
-    if (q + 1 < STEPS / 4) prepacked::load_chunk(chunks + (q + 1) * prepacked::CHUNK_BYTES, tid, v_next, sc_next);
-    const unsigned w[4] = {v.x, v.y, v.z, v.w}, row_scales[2] = {sc.x, sc.y};
-    unsigned pairs[2][2];  // as in decode_modelopt: [row][odd step] with steps 0, 2 / 1, 3 in the lanes
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      pairs[h][0] = prepacked::scale_pair<C::ADT>(row_scales[h], false);
-      pairs[h][1] = prepacked::scale_pair<C::ADT>(row_scales[h], true);
-    }
-    const unsigned z[2] = {prepacked::leftover_word(w[0], w[1]), prepacked::leftover_word(w[2], w[3])};
+  prepacked::decode_chunks<C::ADT, STEPS / 4>(chunks, tid, [](int) { return 0u; }, [&](int q, const prepacked::ChunkPairs<C::ADT>& pairs) {
 #pragma unroll
     for (int s = 0; s < 4; ++s) {
       const int j = 4 * q + s;
 #pragma unroll
-      for (int f = 0; f < 4; ++f) {
-        unsigned placed = prepacked::place_pair(w[s], z[s / 2], s, f);
-        if constexpr (C::ADT == DTYPE_FP16) placed = prepacked::bf16_to_fp16_placed(placed);
-        const unsigned scales = pairs[f % 2][s % 2];
-        a[j % FRAGS][f] = s / 2 == 0 ? Op::template scaled<0>(placed, scales) : Op::template scaled<1>(placed, scales);
-      }
+      for (int f = 0; f < 4; ++f) a[j % FRAGS][f] = pairs.pair(s, f);
       issue(j);
     }
-  }
+  });
 }
 
 // What a consumer thread's k loop reads besides the weight rows it decodes: the stages and their
@@ -317,7 +295,7 @@ __device__ __forceinline__ void consumer_k_loop(const ConsumerStage& st, int rin
       decode_prepacked_fp8<STEPS, FRAGS>(stage(s) + C::W_AT + cw * C::CHUNK_RUN + j0 / 2 * prepacked::CHUNK_BYTES, tid,
                                          st.fold, a, issue);
     else if constexpr (C::PREPACKED)
-      decode_prepacked<C, Op, STEPS, FRAGS>(stage(s) + C::W_AT + cw * C::CHUNK_RUN + j0 / 4 * prepacked::CHUNK_BYTES,
+      decode_prepacked<C, STEPS, FRAGS>(stage(s) + C::W_AT + cw * C::CHUNK_RUN + j0 / 4 * prepacked::CHUNK_BYTES,
                                             tid, a, issue);
     else
       decode_modelopt<C, Op, STEPS, COMMIT_STEPS, FRAGS>(stage(s) + C::W_AT, stage(s) + C::SCALE_AT, row0, j0, byte_t, w_row,
@@ -590,7 +568,8 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     return tile.m0 < tile.m_end;
   };
 
-  const bool gathered = C::GROUPED == GROUPED_CONTIGUOUS && p.row_index != nullptr;
+  // (W4A8's activation pass gathers the rows it rounds to E4M3: its GEMM reads them sorted)
+  const bool gathered = C::GROUPED == GROUPED_CONTIGUOUS && !C::FP8 && p.row_index != nullptr;
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::STAGES; ++s) {
       // the TMA thread (+ one per scale row) (+ each producer thread, gathering A's rows)
@@ -750,7 +729,8 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     }
     float fold_factor[2] = {1.0f, 1.0f};  // W4A8: 2^e of rows row0, row0 + 8, for D
     if constexpr (C::FP8) {
-      const unsigned char* exponents = p.w_scales + prepacked::fold_exponents_offset(N, C::K) + n0 + row0;
+      const unsigned char* exponents =
+          p.w_scales + tile.group * p.w_group_bytes + prepacked::fold_exponents_offset(N, C::K) + n0 + row0;
       const bool in_rows = n0 + row0 < 64 * prepacked_row_blocks;
 #pragma unroll
       for (int h = 0; h < 2; ++h) {

@@ -157,6 +157,50 @@ NVFP4_HD unsigned bf16_to_fp16_placed(unsigned x) {
   return ((x << 3) & TAKE_SHIFTED) | (x & ~TAKE_SHIFTED);
 }
 
+#if defined(__CUDA_ARCH__)
+// One chunk's words as a thread decodes them: pair(s, f) is its pair f of k16 step s as exact
+// DTYPE values (Fp4Operand<DTYPE>: e2m1 * scale * 2^-SHIFT).
+template <int DTYPE>
+struct ChunkPairs {
+  unsigned w[4], z[2];
+  unsigned scales[2][2];  // [row][odd step]: steps 0, 2 / 1, 3 in the lanes
+  __device__ __forceinline__ unsigned pair(int s, int f) const {
+    unsigned placed = place_pair(w[s], z[s / 2], s, f);
+    if constexpr (DTYPE == DTYPE_FP16) placed = bf16_to_fp16_placed(placed);
+    const unsigned pair_scales = scales[f % 2][s % 2];
+    return s / 2 == 0 ? Fp4Operand<DTYPE>::template scaled<0>(placed, pair_scales)
+                      : Fp4Operand<DTYPE>::template scaled<1>(placed, pair_scales);
+  }
+};
+
+// The chunk loop of every operand the sm_90a GEMM decodes from a prepacked weight: CHUNKS chunks
+// from `chunks`, chunk q + 1's words loaded before chunk q is decoded (the wgmma waits are
+// memory clobbers, so without this every chunk would start with a shared-memory round trip),
+// then emit(q, pairs), each scale pair's exponents raised by scale_bias(h) for row h (0: as
+// stored). What emit makes of the pairs (16-bit fragments, or E4M3 ones) and when it issues
+// the products is the caller's.
+template <int DTYPE, int CHUNKS, class ScaleBias, class Emit>
+__device__ __forceinline__ void decode_chunks(const unsigned char* chunks, int tid, ScaleBias&& scale_bias, Emit&& emit) {
+  uint4 v_next;
+  uint2 sc_next;
+  load_chunk(chunks, tid, v_next, sc_next);
+#pragma unroll
+  for (int q = 0; q < CHUNKS; ++q) {
+    const uint4 v = v_next;
+    const uint2 sc = sc_next;
+    if (q + 1 < CHUNKS) load_chunk(chunks + (q + 1) * CHUNK_BYTES, tid, v_next, sc_next);
+    ChunkPairs<DTYPE> pairs{{v.x, v.y, v.z, v.w}, {leftover_word(v.x, v.y), leftover_word(v.z, v.w)}, {}};
+    const unsigned row_scales[2] = {sc.x, sc.y};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      pairs.scales[h][0] = scale_pair<DTYPE>(row_scales[h], false) + scale_bias(h);
+      pairs.scales[h][1] = scale_pair<DTYPE>(row_scales[h], true) + scale_bias(h);
+    }
+    emit(q, pairs);
+  }
+}
+#endif
+
 // The E4M3 scale of (row, block kb) of a weight [rows, k], 0 outside it.
 NVFP4_HD unsigned char block_scale(const unsigned char* scales, int layout, long long rows, long long k, long long row,
                                    long long kb) {

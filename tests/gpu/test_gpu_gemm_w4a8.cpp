@@ -2,7 +2,8 @@
 // decoded values, unrounded activations): fresh random data each run, realistic (Gaussian
 // activations with outlier channels, block scales spread as a quantizer leaves them) and
 // adversarial (block scales over all of E4M3, subnormal ones, zero blocks and rows, activations
-// over 30 binades); poisoned outputs; ragged M, N and K. The bounds come from the error model of
+// over 30 binades); poisoned outputs; ragged M, N and K; grouped calls (contiguous, gathered
+// through a row index, masked) with ragged and empty experts and rows of no group. The bounds come from the error model of
 // docs/formats.md ("W4A8"), not from a run:
 //   weight  w (decoded, row n):  |dw| <= max(|w 2^-e[n]| / 17, 2^-10) 2^e[n]
 //   activation x (row m):        |dx| <= max(|x / s[m]| / 17, 2^-10) s[m],  s[m] = amax[m] / 448
@@ -17,6 +18,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <sstream>
 #include <vector>
 
 #include "core/error.hpp"
@@ -62,21 +64,36 @@ int fold_exponent_of(double max_scale) {
   return e;
 }
 
-void run_w4a8_case(const W4a8Case& c, std::mt19937& rng) {
-  CAPTURE(c.m);
-  CAPTURE(c.n);
-  CAPTURE(c.k);
-  CAPTURE(c.adversarial);
-  const int64_t kb = c.k / 16;
+// One expert's weight [n, k] (ModelOpt layout, linear scales), its decoded values and the
+// model's bound on each one's rounding.
+struct Weight {
+  std::vector<uint8_t> packed, scales;
+  std::vector<double> w, dw;
+};
+
+// A 16-bit activation matrix, the values gemm reads, and the model's bound on each one's rounding.
+struct Activations {
+  std::vector<uint16_t> a;
+  std::vector<double> x, dx;
+};
+
+// |RN_e4m3(v / unit) - v / unit| * unit at most
+double rounding(double v, double unit) {
+  return v == 0 ? 0.0 : std::max(std::fabs(v) / unit / 17, std::ldexp(1.0, -10)) * unit;
+}
+
+Weight random_weight(int64_t rows, int64_t k, bool adversarial, std::mt19937& rng) {
+  const int64_t kb = k / 16;
   std::normal_distribution<double> normal(0.0, 1.0);
-  // the weight: ModelOpt layout, linear scales
-  std::vector<uint8_t> packed(size_t(c.n * c.k / 2)), scales(size_t(c.n * kb));
-  for (auto& b : packed) b = uint8_t(rng());
-  for (int64_t n = 0; n < c.n; ++n) {
+  Weight wt;
+  wt.packed.resize(size_t(rows * k / 2));
+  wt.scales.resize(size_t(rows * kb));
+  for (auto& b : wt.packed) b = uint8_t(rng());
+  for (int64_t n = 0; n < rows; ++n) {
     const double row = std::ldexp(1.0, -int(rng() % 3));  // rows 1-4x apart
     for (int64_t b = 0; b < kb; ++b) {
-      uint8_t& s = scales[size_t(n * kb + b)];
-      if (!c.adversarial)
+      uint8_t& s = wt.scales[size_t(n * kb + b)];
+      if (!adversarial)
         s = e4m3_at_most(std::max(std::ldexp(1.0, -9), 448 * row * std::exp2(-std::fabs(1.5 * normal(rng)))));
       else
         s = n % 7 == 3 ? uint8_t(rng() % 8)           // subnormal scales (and zero blocks) only
@@ -85,66 +102,183 @@ void run_w4a8_case(const W4a8Case& c, std::mt19937& rng) {
                              : uint8_t(rng() % 0x7F);  // every finite E4M3 scale
     }
   }
-  std::vector<double> w(size_t(c.n * c.k));
-  std::vector<int> fold_e(size_t(c.n));
-  for (int64_t n = 0; n < c.n; ++n) {
+  wt.w.resize(size_t(rows * k));
+  wt.dw.resize(wt.w.size());
+  for (int64_t n = 0; n < rows; ++n) {
     double max_scale = 0;
-    for (int64_t b = 0; b < kb; ++b) max_scale = std::max(max_scale, e4m3(scales[size_t(n * kb + b)]));
-    fold_e[size_t(n)] = fold_exponent_of(max_scale);
-    for (int64_t k = 0; k < c.k; ++k) {
-      const uint8_t byte = packed[size_t(n * c.k / 2 + k / 2)];
-      w[size_t(n * c.k + k)] = e2m1(k % 2 ? byte >> 4 : byte & 15) * e4m3(scales[size_t(n * kb + k / 16)]);
+    for (int64_t b = 0; b < kb; ++b) max_scale = std::max(max_scale, e4m3(wt.scales[size_t(n * kb + b)]));
+    const double unit = std::ldexp(1.0, fold_exponent_of(max_scale));
+    for (int64_t i = 0; i < k; ++i) {
+      const uint8_t byte = wt.packed[size_t(n * k / 2 + i / 2)];
+      const double v = e2m1(i % 2 ? byte >> 4 : byte & 15) * e4m3(wt.scales[size_t(n * kb + i / 16)]);
+      wt.w[size_t(n * k + i)] = v;
+      wt.dw[size_t(n * k + i)] = rounding(v, unit);
     }
   }
-  // activations: 16-bit, rounded there first (the exact product is of the values gemm reads)
-  std::vector<uint16_t> a(size_t(c.m * c.k));
-  std::vector<double> x(a.size());
+  return wt;
+}
+
+// Rows of Gaussian values, realistic (4 outlier channels 40x) or adversarial (a zero row in 13,
+// the rest over 30 binades), rounded to `dtype` first (the exact product is of the values gemm
+// reads); each row's values bounded under its scale amax / 448.
+Activations random_activations(int64_t rows, int64_t k, DType dtype, bool adversarial, std::mt19937& rng) {
+  std::normal_distribution<double> normal(0.0, 1.0);
+  Activations act;
+  act.a.resize(size_t(rows * k));
+  act.x.resize(act.a.size());
+  act.dx.resize(act.a.size());
   std::vector<int64_t> outliers;
-  for (int i = 0; i < 4; ++i) outliers.push_back(int64_t(rng() % uint64_t(c.k)));
-  for (int64_t m = 0; m < c.m; ++m)
-    for (int64_t k = 0; k < c.k; ++k) {
-      double v = normal(rng);
-      if (!c.adversarial && std::find(outliers.begin(), outliers.end(), k) != outliers.end()) v *= 40;
-      if (c.adversarial) v = m % 13 == 7 ? 0.0 : std::ldexp(v, int(rng() % 31) - 15);
-      const uint16_t h = c.a == DType::bf16 ? nvfp4k::float_to_bf16_bits(float(v)) : nvfp4k::float_to_fp16_bits(float(v));
-      a[size_t(m * c.k + k)] = h;
-      x[size_t(m * c.k + k)] = testutil::half_bits_to_double(c.a, h);
-    }
-  std::vector<double> row_scale(size_t(c.m));
-  for (int64_t m = 0; m < c.m; ++m) {
+  for (int i = 0; i < 4; ++i) outliers.push_back(int64_t(rng() % uint64_t(k)));
+  for (int64_t m = 0; m < rows; ++m) {
     double amax = 0;
-    for (int64_t k = 0; k < c.k; ++k) amax = std::max(amax, std::fabs(x[size_t(m * c.k + k)]));
-    row_scale[size_t(m)] = amax > 0 ? amax / 448 : 1.0;
+    for (int64_t i = 0; i < k; ++i) {
+      double v = normal(rng);
+      if (!adversarial && std::find(outliers.begin(), outliers.end(), i) != outliers.end()) v *= 40;
+      if (adversarial) v = m % 13 == 7 ? 0.0 : std::ldexp(v, int(rng() % 31) - 15);
+      const uint16_t h = dtype == DType::bf16 ? nvfp4k::float_to_bf16_bits(float(v)) : nvfp4k::float_to_fp16_bits(float(v));
+      act.a[size_t(m * k + i)] = h;
+      act.x[size_t(m * k + i)] = testutil::half_bits_to_double(dtype, h);
+      amax = std::max(amax, std::fabs(act.x[size_t(m * k + i)]));
+    }
+    const double row_scale = amax > 0 ? amax / 448 : 1.0;
+    for (int64_t i = 0; i < k; ++i) act.dx[size_t(m * k + i)] = rounding(act.x[size_t(m * k + i)], row_scale);
   }
-  // The model's per-value error bounds.
-  auto rounding = [](double v, double unit) {  // |RN_e4m3(v / unit) - v / unit| * unit at most
-    return v == 0 ? 0.0 : std::max(std::fabs(v) / unit / 17, std::ldexp(1.0, -10)) * unit;
-  };
-  std::vector<double> dw(w.size()), dx(x.size());
-  for (int64_t n = 0; n < c.n; ++n)
-    for (int64_t k = 0; k < c.k; ++k)
-      dw[size_t(n * c.k + k)] = rounding(w[size_t(n * c.k + k)], std::ldexp(1.0, fold_e[size_t(n)]));
-  for (int64_t m = 0; m < c.m; ++m)
-    for (int64_t k = 0; k < c.k; ++k) dx[size_t(m * c.k + k)] = rounding(x[size_t(m * c.k + k)], row_scale[size_t(m)]);
+  return act;
+}
 
-  const double gw = std::ldexp(1.0 + (rng() % 100) / 100.0, -10);
-  std::vector<float> bias(size_t(c.n));
-  for (auto& b : bias) b = float(normal(rng));
-
-  // on the GPU: prepack (checked against the CPU's, fold exponent bytes included), then gemm
-  const int64_t pre_bytes = prepacked_bytes(c.n, c.k);
-  DeviceBuffer d_packed = to_device(packed), d_scales = to_device(scales), d_pre{static_cast<size_t>(pre_bytes)};
-  d_pre.fill(0xA5);
-  Nvfp4Tensor wt{d_packed.get(), 0, d_scales.get(), ScaleLayout::linear, {}};
-  prepack({wt, c.n, c.k, d_pre.get()}, nullptr);
-  std::vector<uint8_t> cpu_pre(static_cast<size_t>(pre_bytes)), gpu_pre(static_cast<size_t>(pre_bytes));
-  cpu::prepack({{packed.data(), 0, scales.data(), ScaleLayout::linear, {}}, c.n, c.k, cpu_pre.data()});
+// Prepacks `wt` [n, k] on the GPU at `dst`, checked against the CPU's bytes (fold exponents included).
+void prepack_checked(const Weight& wt, int64_t n, int64_t k, unsigned char* dst) {
+  const int64_t bytes = prepacked_bytes(n, k);
+  DeviceBuffer d_packed = to_device(wt.packed), d_scales = to_device(wt.scales);
+  Nvfp4Tensor t{d_packed.get(), 0, d_scales.get(), ScaleLayout::linear, {}};
+  prepack({t, n, k, dst}, nullptr);
+  std::vector<uint8_t> cpu_pre(static_cast<size_t>(bytes)), gpu_pre(static_cast<size_t>(bytes));
+  cpu::prepack({{wt.packed.data(), 0, wt.scales.data(), ScaleLayout::linear, {}}, n, k, cpu_pre.data()});
   check_cu(driver().cuCtxSynchronize(), "prepack");
-  d_pre.download(gpu_pre.data(), gpu_pre.size());
+  check_cu(driver().cuMemcpyDtoH(gpu_pre.data(), reinterpret_cast<CUdeviceptr>(dst), gpu_pre.size()), "cuMemcpyDtoH");
   const auto pre = std::mismatch(gpu_pre.begin(), gpu_pre.end(), cpu_pre.begin());
   REQUIRE_MESSAGE(pre.first == gpu_pre.end(), "GPU prepack differs from the CPU's at byte " << (pre.first - gpu_pre.begin()));
+}
 
-  DeviceBuffer d_a = to_device(a), d_bias = to_device(bias), d_gscale = to_device(std::vector<float>{float(gw)});
+// What row r of D must hold: activation row `source` times expert `weight`'s rows; weight -1: the
+// row is no group's and keeps its poison (every byte 0xFF); source -1: NaN (an index outside A).
+struct RowRef {
+  int64_t source = -1;
+  int weight = -1;
+};
+
+struct Epilogue {
+  double alpha = 1, gw = 1;
+  const std::vector<float>* bias = nullptr;
+  DType d = DType::fp32;
+};
+
+// D (downloaded, `got`) against float64 of the exact product row by row, every element within
+// the error model's bound, and the relative Frobenius error within the root sum of squares of
+// the bounds; prints the measured errors under `label`.
+void check_w4a8_output(const std::string& label, const std::vector<RowRef>& rows, const Activations& act,
+                       const std::vector<Weight>& weights, int64_t n, int64_t k, const Epilogue& ep,
+                       const std::vector<uint8_t>& got) {
+  const int64_t m_rows = int64_t(rows.size()), esize = ep.d == DType::fp32 ? 4 : 2;
+  const double scale = std::fabs(ep.alpha * ep.gw), out_unit = ep.d == DType::fp32 ? std::ldexp(1.0, -22) : std::ldexp(1.0, -8);
+  const size_t count = rows.size();
+  std::vector<double> err2(count), ref2(count), bound2(count);
+  std::vector<int64_t> bad(count, -1);
+  std::vector<double> bad_got(count), bad_ref(count), bad_bound(count);
+  testutil::on_all_cores([&](unsigned t, unsigned threads) {
+    for (int64_t m = t; m < m_rows; m += threads) {
+      const RowRef r = rows[size_t(m)];
+      const uint8_t* d_row = &got[size_t(m * n * esize)];
+      if (r.weight < 0 || r.source < 0) {  // poison kept, or NaN
+        for (int64_t j = 0; j < n && bad[size_t(m)] < 0; ++j) {
+          const bool ok = r.weight < 0 ? std::all_of(d_row + j * esize, d_row + (j + 1) * esize, [](uint8_t b) { return b == 0xFF; })
+                                       : std::isnan(testutil::output_value(ep.d, d_row + j * esize));
+          if (!ok) bad[size_t(m)] = j, bad_got[size_t(m)] = testutil::output_value(ep.d, d_row + j * esize);
+        }
+        continue;
+      }
+      const Weight& wt = weights[size_t(r.weight)];
+      const double* xr = &act.x[size_t(r.source * k)];
+      const double* dxr = &act.dx[size_t(r.source * k)];
+      for (int64_t j = 0; j < n; ++j) {
+        const double* wr = &wt.w[size_t(j * k)];
+        const double* dwr = &wt.dw[size_t(j * k)];
+        double s = 0, det = 0, rss = 0, acc_det = 0, acc_rss = 0, step_abs = 0;
+        for (int64_t i = 0; i < k; ++i) {
+          const double p = xr[i] * wr[i];
+          s += p;
+          step_abs += std::fabs(p);
+          const double e1 = dwr[i] * std::fabs(xr[i]), e2 = std::fabs(wr[i]) * dxr[i], e3 = dwr[i] * dxr[i];
+          det += e1 + e2 + e3;
+          rss += e1 * e1 + e2 * e2 + e3 * e3;
+          if (i % 32 == 31 || i + 1 == k) {
+            const double step = std::ldexp(std::fabs(s) + step_abs, -13);
+            acc_det += step;
+            acc_rss += step * step;
+            step_abs = 0;
+          }
+        }
+        const double ref = ep.alpha * ep.gw * s + (ep.bias ? double((*ep.bias)[size_t(j)]) : 0.0);
+        const double out_round = out_unit * std::fabs(ref) + 1e-30;
+        const double bound = scale * (det + acc_det) + 2 * out_round;
+        const double value = testutil::output_value(ep.d, d_row + j * esize);
+        const double e = value - ref;
+        err2[size_t(m)] += e * e;
+        ref2[size_t(m)] += ref * ref;
+        bound2[size_t(m)] += scale * scale * (rss + acc_rss) + out_round * out_round;
+        if (bad[size_t(m)] < 0 && !(std::fabs(e) <= bound)) {
+          bad[size_t(m)] = j;
+          bad_got[size_t(m)] = value, bad_ref[size_t(m)] = ref, bad_bound[size_t(m)] = bound;
+        }
+      }
+    }
+  });
+  double e2 = 0, r2 = 0, b2 = 0, worst_row = 0;
+  int64_t worst = 0;
+  for (int64_t m = 0; m < m_rows; ++m) {
+    const RowRef r = rows[size_t(m)];
+    if (bad[size_t(m)] >= 0) {
+      if (r.weight < 0)
+        FAIL_CHECK(label << ": D[" << m << ", " << bad[size_t(m)] << "] = " << bad_got[size_t(m)]
+                         << " was written: the row is no group's and must keep its poison");
+      else if (r.source < 0)
+        FAIL_CHECK(label << ": D[" << m << ", " << bad[size_t(m)] << "] = " << bad_got[size_t(m)]
+                         << ": the row's index is outside A, its outputs must be NaN");
+      else
+        FAIL_CHECK(label << ": D[" << m << ", " << bad[size_t(m)] << "] = " << bad_got[size_t(m)] << ", reference "
+                         << bad_ref[size_t(m)] << ": off by more than the model's bound " << bad_bound[size_t(m)]);
+      break;
+    }
+    if (r.weight < 0 || r.source < 0) continue;
+    e2 += err2[size_t(m)], r2 += ref2[size_t(m)], b2 += bound2[size_t(m)];
+    const double rel = ref2[size_t(m)] > 0 ? std::sqrt(err2[size_t(m)] / ref2[size_t(m)]) : std::sqrt(err2[size_t(m)]);
+    if (rel > worst_row || std::isnan(rel)) worst_row = rel, worst = m;
+  }
+  const double frob = std::sqrt(e2 / std::max(r2, 1e-300)), frob_bound = std::sqrt(b2 / std::max(r2, 1e-300));
+  MESSAGE(label << ": relative Frobenius error " << frob * 100 << "% (model bound " << frob_bound * 100 << "%), worst row "
+                << worst << " " << worst_row * 100 << "%");
+  CHECK_MESSAGE(frob <= frob_bound, label << ": relative Frobenius error " << frob << " above the model's " << frob_bound);
+}
+
+void run_w4a8_case(const W4a8Case& c, std::mt19937& rng) {
+  CAPTURE(c.m);
+  CAPTURE(c.n);
+  CAPTURE(c.k);
+  CAPTURE(c.adversarial);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  const std::vector<Weight> weights{random_weight(c.n, c.k, c.adversarial, rng)};
+  const Activations act = random_activations(c.m, c.k, c.a, c.adversarial, rng);
+  Epilogue ep;
+  ep.alpha = c.alpha, ep.gw = std::ldexp(1.0 + (rng() % 100) / 100.0, -10), ep.d = c.d;
+  std::vector<float> bias(size_t(c.n));
+  for (auto& b : bias) b = float(normal(rng));
+  if (c.bias) ep.bias = &bias;
+
+  // on the GPU: prepack (checked against the CPU's), then gemm
+  DeviceBuffer d_pre{static_cast<size_t>(prepacked_bytes(c.n, c.k))};
+  d_pre.fill(0xA5);
+  prepack_checked(weights[0], c.n, c.k, d_pre.as<unsigned char>());
+  DeviceBuffer d_a = to_device(act.a), d_bias = to_device(bias), d_gscale = to_device(std::vector<float>{float(ep.gw)});
   const size_t out_bytes = size_t(c.m * c.n) * (c.d == DType::fp32 ? 4 : 2);
   DeviceBuffer d_out{out_bytes};
   d_out.fill(0xFF);  // NaN: every element must be written
@@ -153,7 +287,7 @@ void run_w4a8_case(const W4a8Case& c, std::mt19937& rng) {
   g.a = d_a.get(), g.a_dtype = c.a;
   g.b.data = d_pre.get();
   g.b_prepacked = true;
-  g.b.global_scale = c.device_gscale ? GlobalScale{0.0f, d_gscale.as<float>(), false} : GlobalScale{float(gw), nullptr, false};
+  g.b.global_scale = c.device_gscale ? GlobalScale{0.0f, d_gscale.as<float>(), false} : GlobalScale{float(ep.gw), nullptr, false};
   g.d = d_out.get(), g.d_dtype = c.d;
   g.alpha = c.alpha;
   if (c.bias) g.bias = d_bias.get(), g.bias_dtype = DType::fp32;
@@ -164,66 +298,96 @@ void run_w4a8_case(const W4a8Case& c, std::mt19937& rng) {
   check_cu(driver().cuCtxSynchronize(), "gemm w4a8");
   std::vector<uint8_t> got(out_bytes);
   d_out.download(got.data(), got.size());
+  std::vector<RowRef> rows(size_t(c.m));
+  for (int64_t m = 0; m < c.m; ++m) rows[size_t(m)] = {m, 0};
+  std::ostringstream label;
+  label << "W4A8 m=" << c.m << " n=" << c.n << " k=" << c.k << (c.adversarial ? " adversarial" : " realistic")
+        << (c.m <= kW4A8ExactRows ? " (decode size: the exact mode runs)" : "");
+  check_w4a8_output(label.str(), rows, act, weights, c.n, c.k, ep, got);
+}
 
-  // float64 reference and bounds, per row
-  const double scale = std::fabs(c.alpha * gw), out_unit = c.d == DType::fp32 ? std::ldexp(1.0, -22) : std::ldexp(1.0, -8);
-  std::vector<double> err2(size_t(c.m)), ref2(size_t(c.m)), bound2(size_t(c.m));
-  std::vector<int64_t> bad(size_t(c.m), -1);
-  std::vector<double> bad_got(size_t(c.m)), bad_ref(size_t(c.m)), bad_bound(size_t(c.m));
-  testutil::on_all_cores([&](unsigned t, unsigned threads) {
-    for (int64_t m = t; m < c.m; m += threads)
-      for (int64_t n = 0; n < c.n; ++n) {
-        const double* xr = &x[size_t(m * c.k)];
-        const double* dxr = &dx[size_t(m * c.k)];
-        const double* wr = &w[size_t(n * c.k)];
-        const double* dwr = &dw[size_t(n * c.k)];
-        double s = 0, det = 0, rss = 0, acc_det = 0, acc_rss = 0, step_abs = 0;
-        for (int64_t k = 0; k < c.k; ++k) {
-          const double p = xr[k] * wr[k];
-          s += p;
-          step_abs += std::fabs(p);
-          const double e1 = dwr[k] * std::fabs(xr[k]), e2 = std::fabs(wr[k]) * dxr[k], e3 = dwr[k] * dxr[k];
-          det += e1 + e2 + e3;
-          rss += e1 * e1 + e2 * e2 + e3 * e3;
-          if (k % 32 == 31 || k + 1 == c.k) {
-            const double step = std::ldexp(std::fabs(s) + step_abs, -13);
-            acc_det += step;
-            acc_rss += step * step;
-            step_abs = 0;
-          }
-        }
-        const double ref = c.alpha * gw * s + (c.bias ? double(bias[size_t(n)]) : 0.0);
-        const double out_round = out_unit * std::fabs(ref) + 1e-30;
-        const double bound = scale * (det + acc_det) + 2 * out_round;
-        const double value = testutil::output_value(c.d, &got[size_t(m * c.n + n) * (c.d == DType::fp32 ? 4 : 2)]);
-        const double e = value - ref;
-        err2[size_t(m)] += e * e;
-        ref2[size_t(m)] += ref * ref;
-        bound2[size_t(m)] += scale * scale * (rss + acc_rss) + out_round * out_round;
-        if (bad[size_t(m)] < 0 && !(std::fabs(e) <= bound)) {
-          bad[size_t(m)] = n;
-          bad_got[size_t(m)] = value, bad_ref[size_t(m)] = ref, bad_bound[size_t(m)] = bound;
-        }
+// A grouped call: `counts` rows an expert (contiguous: sorted one expert after the other, then
+// `padding` rows of no group; masked: expert g's rows first of its max_m), gathered through a
+// row index of `tokens` rows when tokens > 0 (one row of expert `bad_row_expert` given an index
+// outside A), expected_m given.
+struct W4a8GroupedCase {
+  GroupedLayout layout;
+  int64_t n, k;
+  std::vector<int32_t> counts;
+  int64_t expected_m;
+  int64_t padding = 0, max_m = 0, tokens = 0;
+  bool adversarial = false;
+  DType d = DType::bf16;
+  int bad_row_expert = -1;
+};
+
+void run_w4a8_grouped_case(const W4a8GroupedCase& c, std::mt19937& rng) {
+  const int groups = int(c.counts.size());
+  const bool masked = c.layout == GroupedLayout::masked;
+  std::vector<Weight> weights;
+  for (int e = 0; e < groups; ++e) weights.push_back(random_weight(c.n, c.k, c.adversarial, rng));
+  int64_t routed = 0;
+  for (int32_t r : c.counts) routed += r;
+  const int64_t rows = masked ? groups * c.max_m : routed + c.padding;
+  std::vector<RowRef> refs(static_cast<size_t>(rows));
+  std::vector<int32_t> sizes(static_cast<size_t>(groups)), row_index;
+  if (masked) {
+    for (int e = 0; e < groups; ++e) {
+      sizes[size_t(e)] = c.counts[size_t(e)];
+      for (int32_t i = 0; i < c.counts[size_t(e)]; ++i) refs[size_t(e * c.max_m + i)] = {e * c.max_m + i, e};
+    }
+  } else {
+    int64_t row = 0;
+    for (int e = 0; e < groups; ++e) {
+      for (int32_t i = 0; i < c.counts[size_t(e)]; ++i, ++row) refs[size_t(row)] = {row, e};
+      sizes[size_t(e)] = int32_t(row);
+    }
+    if (c.tokens > 0) {  // each sorted row some token's, as moe_route leaves them; -1 past the routed rows
+      row_index.assign(size_t(rows), -1);
+      for (int64_t r = 0; r < routed; ++r) {
+        row_index[size_t(r)] = int32_t(rng() % uint64_t(c.tokens));
+        refs[size_t(r)].source = row_index[size_t(r)];
       }
-  });
-  double e2 = 0, r2 = 0, b2 = 0, worst_row = 0;
-  int64_t worst = 0;
-  for (int64_t m = 0; m < c.m; ++m) {
-    e2 += err2[size_t(m)], r2 += ref2[size_t(m)], b2 += bound2[size_t(m)];
-    const double rel = ref2[size_t(m)] > 0 ? std::sqrt(err2[size_t(m)] / ref2[size_t(m)]) : std::sqrt(err2[size_t(m)]);
-    if (rel > worst_row || std::isnan(rel)) worst_row = rel, worst = m;
-    if (bad[size_t(m)] >= 0) {
-      FAIL_CHECK("D[" << m << ", " << bad[size_t(m)] << "] = " << bad_got[size_t(m)] << ", reference " << bad_ref[size_t(m)]
-                      << ": off by more than the model's bound " << bad_bound[size_t(m)]);
-      break;
+      if (c.bad_row_expert >= 0) {
+        const int64_t r = c.bad_row_expert ? sizes[size_t(c.bad_row_expert - 1)] : 0;  // the expert's first row
+        row_index[size_t(r)] = int32_t(c.tokens + 3);
+        refs[size_t(r)].source = -1;
+      }
     }
   }
-  const double frob = std::sqrt(e2 / std::max(r2, 1e-300)), frob_bound = std::sqrt(b2 / std::max(r2, 1e-300));
-  MESSAGE("W4A8 m=" << c.m << " n=" << c.n << " k=" << c.k << std::string(c.adversarial ? " adversarial" : " realistic")
-                    << std::string(c.m <= kW4A8ExactRows ? " (decode size: the exact mode runs)" : "")
-                    << ": relative Frobenius error " << frob * 100 << "% (model bound " << frob_bound * 100
-                    << "%), worst row " << worst << " " << worst_row * 100 << "%");
-  CHECK_MESSAGE(frob <= frob_bound, "relative Frobenius error " << frob << " above the model's " << frob_bound);
+  const Activations act = random_activations(c.tokens > 0 ? c.tokens : rows, c.k, DType::bf16, c.adversarial, rng);
+  Epilogue ep;
+  ep.gw = std::ldexp(1.0 + (rng() % 100) / 100.0, -10), ep.d = c.d;
+
+  const int64_t expert_bytes = prepacked_bytes(c.n, c.k);
+  DeviceBuffer d_pre{static_cast<size_t>(expert_bytes * groups)};
+  d_pre.fill(0xA5);
+  for (int e = 0; e < groups; ++e) prepack_checked(weights[size_t(e)], c.n, c.k, d_pre.as<unsigned char>() + e * expert_bytes);
+  DeviceBuffer d_a = to_device(act.a), d_sizes = to_device(sizes), d_index = to_device(row_index.empty() ? sizes : row_index);
+  const size_t out_bytes = size_t(rows * c.n) * (c.d == DType::fp32 ? 4 : 2);
+  DeviceBuffer d_out{out_bytes};
+  d_out.fill(0xFF);  // NaN: rows of no group must keep it
+  GroupedGemmArgs ga;
+  ga.gemm.m = masked ? c.max_m : rows, ga.gemm.n = c.n, ga.gemm.k = c.k;
+  ga.gemm.a = d_a.get();
+  ga.gemm.b.data = d_pre.get();
+  ga.gemm.b_prepacked = true;
+  ga.gemm.b.global_scale.value = float(ep.gw);
+  ga.gemm.d = d_out.get(), ga.gemm.d_dtype = c.d;
+  ga.gemm.precision = GemmPrecision::w4a8;
+  ga.groups = groups, ga.layout = c.layout, ga.expected_m = c.expected_m;
+  (masked ? ga.masked_m : ga.group_ends) = d_sizes.as<int32_t>();
+  if (c.tokens > 0) ga.row_index = d_index.as<int32_t>(), ga.a_rows = c.tokens;
+  grouped_gemm(ga, nullptr);
+  check_cu(driver().cuCtxSynchronize(), "grouped_gemm w4a8");
+  std::vector<uint8_t> got(out_bytes);
+  d_out.download(got.data(), got.size());
+  std::ostringstream label;
+  label << "W4A8 grouped " << (masked ? "masked" : c.tokens > 0 ? "contiguous gathered" : "contiguous") << " " << groups
+        << " experts rows=" << routed << " n=" << c.n << " k=" << c.k << " expected_m=" << c.expected_m
+        << (c.adversarial ? " adversarial" : " realistic")
+        << (w4a8_runs_exact(true, c.tokens > 0, c.expected_m) ? " (the exact mode runs)" : "");
+  check_w4a8_output(label.str(), refs, act, weights, c.n, c.k, ep, got);
 }
 
 }  // namespace
@@ -249,6 +413,28 @@ TEST_SUITE("gpu_gemm_w4a8") {
         {2048, 640, 8192, false},
     };
     for (const W4a8Case& c : cases) run_w4a8_case(c, rng);
+  }
+
+  TEST_CASE("grouped_gemm W4A8 (contiguous, gathered, masked) against float64 of the exact NVFP4 product") {
+    if (current_device().arch != Arch::sm_90a) return;
+    std::mt19937 rng(std::random_device{}());
+    using L = GroupedLayout;
+    const W4a8GroupedCase cases[] = {
+        // ragged experts, empty ones (first, middle, last), padding rows past the groups
+        {L::contiguous, 256, 2048, {0, 300, 17, 0, 129, 1, 64, 0}, 512, 40},
+        {L::contiguous, 1000, 2880, {200, 0, 333, 65}, 512, 0, 0, 0, true, DType::fp32},
+        // the tile chosen for fewer rows than the groups hold (more row tiles an expert)
+        {L::contiguous, 640, 1024, {257, 3, 190}, 64, 8},
+        // gathered: tokens' rows through a row index, one index outside A (a NaN row), padding
+        {L::contiguous, 384, 2048, {120, 0, 260, 31}, 512, 24, 0, 300, false, DType::bf16, 2},
+        {L::contiguous, 200, 96, {7, 90, 0, 150}, 512, 0, 0, 64, true},
+        {L::contiguous, 512, 2880, {40, 17, 0, 33, 1}, 32, 16, 0, 80},  // gathered rows run W4A8 from 17 an expert
+        // masked: counts up to max_m, empty groups, rows past the counts poisoned
+        {L::masked, 256, 2048, {300, 0, 17, 129, 300, 1}, 512, 0, 300},
+        {L::masked, 1000, 2880, {0, 64, 200}, 256, 0, 200, 0, true, DType::fp32},
+        {L::masked, 128, 512, {40, 0, 5}, 16, 0, 48},
+    };
+    for (const W4a8GroupedCase& c : cases) run_w4a8_grouped_case(c, rng);
   }
 
   TEST_CASE("gemm W4A8 off sm_90a: refused, naming the precision and the arch's native FP4 path") {

@@ -49,15 +49,16 @@ void check_w4a8(const Check& check, const GemmArgs& g, const GemmCall& call) {
   if (!g.b_prepacked)
     check.fail("b_prepacked", "precision = w4a8 needs a prepacked weight (b_prepacked = true, prepack()'s output: it holds "
                               "each row's fold exponent)", Status::unsupported);
-  if (call.groups)
-    check.fail("precision", "precision = w4a8 is for gemm only so far (grouped_gemm runs the exact mode)", Status::unsupported);
-  check.bytes("workspace (m * k)", {call.rows, g.k + 4});  // its size fits in 64 bits
+  if (call.groups && call.layout == GroupedLayout::batched)
+    check.fail("precision", "precision = w4a8 with the batched layout is not supported (contiguous or masked groups)",
+               Status::unsupported);
+  check.bytes("workspace (rows * k)", {call.rows, g.k + 4});  // its size fits in 64 bits
   if (g.m > 0 && g.workspace && check.checks_buffers()) {
     check.aligned("workspace", g.workspace, 16);
     const int64_t bytes = fp8_activation_bytes(call.rows, g.k);
     if (g.workspace_bytes < bytes)
-      check.fail("workspace_bytes", fmt::format("workspace_bytes = {} is less than the {} bytes W4A8 needs (m * k rounded "
-                                                "up to 16, plus 4 * m)", g.workspace_bytes, bytes));
+      check.fail("workspace_bytes", fmt::format("workspace_bytes = {} is less than the {} bytes W4A8 needs (rows * k "
+                                                "rounded up to 16, plus 4 * rows)", g.workspace_bytes, bytes));
   }
 }
 
@@ -243,7 +244,7 @@ GemmCall gemm_call(const GemmArgs& g, const char* who, bool pointers) {
   const Check check(who, pointers);
   check_gemm_args(check, g, call);
   check_spans(check, g, call);
-  if (g.precision == GemmPrecision::w4a8 && g.m <= kW4A8ExactRows) call.args.precision = GemmPrecision::exact;
+  if (g.precision == GemmPrecision::w4a8 && w4a8_runs_exact(false, false, g.m)) call.args.precision = GemmPrecision::exact;
   call.problem = gemm_problem(GemmSpec{}.arch, call);
   return call;
 }
@@ -299,6 +300,8 @@ GemmCall grouped_gemm_call(const GroupedGemmArgs& ga, const char* who, bool poin
   }
   if (ga.row_index) check_row_gather(check, ga, call);
   check_spans(check, call.args, call);
+  if (g.precision == GemmPrecision::w4a8 && w4a8_runs_exact(true, ga.row_index != nullptr, call.expected_m))
+    call.args.precision = GemmPrecision::exact;
   call.problem = gemm_problem(GemmSpec{}.arch, call);
   return call;
 }
@@ -325,6 +328,8 @@ GemmCall gemm_call_on_fp8_a(const GemmCall& call, const void* workspace) {
   const auto* bytes = static_cast<const unsigned char*>(workspace);
   inner.args.a = workspace;
   inner.args.a_row_stride = inner.a_stride = call.args.k;
+  inner.row_index = nullptr;  // the activation pass gathered the rows
+  inner.a_rows = 0;
   inner.a_scale = GlobalScale{1.0f, reinterpret_cast<const float*>(bytes + fp8_row_scales_offset(call.rows, call.args.k)), true};
   inner.a_gscale_mode = nvfp4k::GSCALE_DEVICE_PER_ROW;
   return inner;
@@ -392,7 +397,7 @@ GemmSpec gemm_problem(Arch arch, const GemmProblem& p) {
 }
 
 GemmSpec gemm_with_precision(GemmSpec problem, GemmPrecision precision) {
-  if (precision == GemmPrecision::w4a8) problem.flags |= kFlagW4A8;
+  problem.flags = uint16_t(precision == GemmPrecision::w4a8 ? problem.flags | kFlagW4A8 : problem.flags & ~kFlagW4A8);
   return problem;
 }
 

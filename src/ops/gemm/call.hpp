@@ -13,6 +13,23 @@ namespace nvfp4::jit::detail {
 // the heavier E4M3 fold (H200: M = 1 and 16 at 0.63-0.68x of the exact mode, 128 at 0.87-0.93x,
 // 256 at 0.92x on two of three shapes; from M = 1024 on, 1.22-1.40x).
 constexpr int64_t kW4A8ExactRows = 256;
+// The same for a grouped call, by its rows per expert (expected_m, the bucket its tile is chosen
+// for). With few rows an expert every expert's weight is read and decoded for them, and the
+// heavier E4M3 fold and the activation pass cost more than FP8's rate gains (H200, bench grouped:
+// 0.72-0.74x at 128 tokens, 0.80-0.83x at 512 on DeepSeek-V3's, Qwen3-30B-A3B's and gpt-oss-120b's
+// experts, expected_m 16-64; at 4096 tokens 0.99-1.08x at expected_m 157, 0.89x on Qwen3's small
+// experts at 296).
+constexpr int64_t kW4A8GroupedExactRows = 128;
+// A contiguous grouped call gathering A through row_index: the exact mode's producers gather
+// the rows as they load them (1.4-1.6x the sorted rows' time at 512 tokens, 2.5-3x at 4096),
+// W4A8's activation pass as it reads them, at no cost to its GEMM: W4A8 is 1.13-1.31x the exact
+// gathered call from 512 tokens (expected_m 32-64) and 0.82-0.87x at 128 tokens (16 and below).
+constexpr int64_t kW4A8GatheredExactRows = 16;
+// Whether a W4A8 call whose tile is chosen for `tile_rows` (M, or a grouped call's expected_m;
+// `gathered`: through row_index) runs the exact mode.
+inline bool w4a8_runs_exact(bool grouped, bool gathered, int64_t tile_rows) {
+  return tile_rows <= (!grouped ? kW4A8ExactRows : gathered ? kW4A8GatheredExactRows : kW4A8GroupedExactRows);
+}
 
 struct GemmCall {
   GemmArgs args;  // W4A4's GEMM: a is the decoded BF16 A, a_dtype bf16
@@ -70,8 +87,9 @@ int64_t gemm_groups_reached(const GemmCall& call);
 // W4A4's GEMM: the call on A decoded to BF16 (without its global scale, which the call's
 // epilogue applies) at `decoded_a`, row stride k.
 GemmCall gemm_call_on_decoded_a(const GemmCall& call, const void* decoded_a);
-// W4A8's GEMM: the call on A as E4M3 at `workspace` (row stride k) with its row scales after it
-// (fp8_activations_op.hpp's layout), as A's per-row global scale.
+// W4A8's GEMM: the call on A as E4M3 at `workspace` (row stride k; a grouped call's rows as
+// sorted, the pass gathered them) with its row scales after it (fp8_activations_op.hpp's
+// layout), as A's per-row global scale.
 GemmCall gemm_call_on_fp8_a(const GemmCall& call, const void* workspace);
 
 // What a GEMM kernel compiles in besides its tile (the tile fields zero): the key of the
@@ -89,7 +107,8 @@ GemmSpec gemm_problem(Arch arch, const GemmProblem& problem);
 // as they are (GemmBackend::native_fp4_activations).
 GemmSpec gemm_fp4_problem(GemmSpec problem, ScaleLayout a_layout);
 bool gemm_problem_prepacked(const GemmSpec& problem);
-// `problem` in `precision` (GemmPrecision::w4a8 sets kFlagW4A8), and whether a problem is W4A8's.
+// `problem` in `precision` (GemmPrecision::w4a8 sets kFlagW4A8, exact clears it), and whether a
+// problem is W4A8's.
 GemmSpec gemm_with_precision(GemmSpec problem, GemmPrecision precision);
 bool gemm_problem_w4a8(const GemmSpec& problem);
 // nvfp4k::GroupedLayoutCode of a problem (GROUPED_NONE for a dense one).

@@ -77,7 +77,7 @@ GemmKernel first_call(const DeviceInfo& device, const GemmCall& call, CUstream s
   if (call.args.precision == GemmPrecision::w4a8) {
     GemmKernel kernel = choose_and_load(device, backend, gemm_problem_on(device.arch, call), call, stream);
     // the activation pass's kernel loaded too before either is enqueued
-    load_fp8_activations_kernel(device, call, stream);
+    kernel.activations = load_fp8_activations_kernel(device, call, stream);
     return kernel;
   }
   if (call.args.a_dtype != DType::nvfp4 || backend.native_fp4_activations())

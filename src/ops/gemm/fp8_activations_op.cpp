@@ -44,13 +44,21 @@ GeneratedKernel generate_fp8_activations(const KernelSpec& key) {
 
 int64_t fp8_activation_bytes(int64_t rows, int64_t k) { return fp8_row_scales_offset(rows, k) + rows * 4; }
 
-void launch_fp8_activations(CUfunction function, const void* a, int64_t a_stride, int64_t rows, int64_t k, void* workspace,
-                            CUstream stream) {
+void launch_fp8_activations(CUfunction function, const void* a, int64_t a_stride, const Fp8ActivationRows& rows, int64_t k,
+                            void* workspace, CUstream stream) {
   auto* out = static_cast<unsigned char*>(workspace);
-  nvfp4k::Fp8ActivationParams p{a, a_stride, out, reinterpret_cast<float*>(out + fp8_row_scales_offset(rows, k)), rows};
+  nvfp4k::Fp8ActivationParams p{a,
+                                a_stride,
+                                out,
+                                reinterpret_cast<float*>(out + fp8_row_scales_offset(rows.rows, k)),
+                                rows.rows,
+                                rows.row_index,
+                                rows.a_rows,
+                                rows.group_rows,
+                                rows.group_stride};
   void* params[] = {&p};
   LaunchShape shape;
-  shape.grid[0] = unsigned(rows);
+  shape.grid[0] = unsigned(rows.rows);
   shape.block[0] = kThreads;
   launch(function, shape, stream, params);
 }

@@ -31,9 +31,20 @@ GeneratedKernel generate_fp8_activations(const KernelSpec& spec);
 int64_t fp8_activation_bytes(int64_t rows, int64_t k);
 inline int64_t fp8_row_scales_offset(int64_t rows, int64_t k) { return (rows * k + 15) / 16 * 16; }
 
-// A [rows, k] (a_stride elements a row) to E4M3 at `workspace` and its row scales after them,
+// The rows the pass writes: `rows` of A in order (dense calls, contiguous groups); with
+// row_index, row r from A's row row_index[r] of a_rows (contiguous groups gathered); with
+// group_rows, masked groups of group_stride rows, each written up to its count on the device.
+struct Fp8ActivationRows {
+  int64_t rows = 0;
+  const int32_t* row_index = nullptr;
+  int64_t a_rows = 0;
+  const int32_t* group_rows = nullptr;
+  int64_t group_stride = 0;
+};
+
+// A (a_stride elements a row) to E4M3 at `workspace` and its row scales after them, for `rows`,
 // by `function`, the kernel of fp8_activations_spec for k and A's dtype.
-void launch_fp8_activations(CUfunction function, const void* a, int64_t a_stride, int64_t rows, int64_t k, void* workspace,
-                            CUstream stream);
+void launch_fp8_activations(CUfunction function, const void* a, int64_t a_stride, const Fp8ActivationRows& rows, int64_t k,
+                            void* workspace, CUstream stream);
 
 }  // namespace nvfp4::jit::detail

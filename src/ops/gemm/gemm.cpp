@@ -41,17 +41,21 @@ void gemm_w4a4(const GemmCall& call, const GemmKernel& kernel, CUstream stream) 
   owned.free();
 }
 
-// W4A8: A rounded to E4M3 per row into the workspace (its row scales after it), then `kernel`,
-// the FP8 GEMM, on that A with the row scales as its per-row global scale. (gemm_dispatch
-// loaded both kernels before anything is enqueued.)
-void gemm_w4a8(const DeviceInfo& device, const GemmCall& call, const GemmKernel& kernel, CUstream stream) {
+// W4A8: A rounded to E4M3 per row into the workspace (its row scales after it; a grouped call's
+// rows gathered or skipped there), then `kernel`, the FP8 GEMM, on that A with the row scales as
+// its per-row global scale. (gemm_dispatch loaded both kernels, kernel.activations the pass's,
+// before anything is enqueued.)
+void gemm_w4a8(const GemmCall& call, const GemmKernel& kernel, CUstream stream) {
   const GemmArgs& args = call.args;
   StreamBuffer owned;
   if (!args.workspace && !load_only())
     owned = StreamBuffer(size_t(fp8_activation_bytes(call.rows, args.k)), stream, "W4A8 workspace");
   auto* workspace = static_cast<unsigned char*>(args.workspace ? args.workspace : owned.get());
-  launch_fp8_activations(load_fp8_activations_kernel(device, call, stream), args.a, call.a_stride, call.rows, args.k,
-                         workspace, stream);
+  Fp8ActivationRows rows;
+  rows.rows = call.rows;
+  rows.row_index = call.row_index, rows.a_rows = call.a_rows;
+  if (call.groups && call.layout == GroupedLayout::masked) rows.group_rows = call.masked_m, rows.group_stride = args.m;
+  launch_fp8_activations(kernel.activations, args.a, call.a_stride, rows, args.k, workspace, stream);
   launch_gemm(kernel, gemm_call_on_fp8_a(call, workspace), stream);
   owned.free();
 }
@@ -63,7 +67,7 @@ void run_gemm(const GemmCall& call, const char* who, CUstream stream) {
   const CallDevice call_device(stream, call.args.d, who);
   const GemmKernel& kernel = gemm_dispatch(call_device.info, call, stream);
   if (kernel.decodes_a) return gemm_w4a4(call, kernel, stream);
-  if (call.args.precision == GemmPrecision::w4a8) return gemm_w4a8(call_device.info, call, kernel, stream);
+  if (call.args.precision == GemmPrecision::w4a8) return gemm_w4a8(call, kernel, stream);
   launch_gemm(kernel, call, stream);
 }
 
@@ -83,10 +87,10 @@ void run_gemm_with_tile(const GemmCall& call, const GemmTile& tile, const char* 
   if (std::string why = backend.unsupported(spec); !why.empty()) fail(Status::unsupported, "{}: {}", who, why);
   if (std::string why = backend.tile_problem(spec); !why.empty())
     fail(Status::unsupported, "{}: tile {}: {}", who, backend.describe(tile), why);
-  const GemmKernel kernel = load_gemm_kernel(device, backend, spec, call.args.m, stream, call);
+  GemmKernel kernel = load_gemm_kernel(device, backend, spec, call.args.m, stream, call);
   if (call.args.precision == GemmPrecision::w4a8) {
-    load_fp8_activations_kernel(device, call, stream);  // before anything is enqueued
-    return gemm_w4a8(device, call, kernel, stream);
+    kernel.activations = load_fp8_activations_kernel(device, call, stream);  // before anything is enqueued
+    return gemm_w4a8(call, kernel, stream);
   }
   launch_gemm(kernel, call, stream);
 }
@@ -122,6 +126,7 @@ void grouped_gemm(const GroupedGemmArgs& args, CUstream stream) {
 int64_t grouped_gemm_workspace_bytes(const GroupedGemmArgs& args) {
   const detail::GemmCall call =
       detail::grouped_gemm_call(args, "nvfp4::jit::grouped_gemm_workspace_bytes", /*pointers=*/false);
+  if (call.args.precision == GemmPrecision::w4a8) return detail::fp8_activation_bytes(call.rows, args.gemm.k);
   return args.gemm.a_dtype == DType::nvfp4 ? call.rows * args.gemm.k * 2 : 0;
 }
 

@@ -17,6 +17,7 @@ struct GemmKernel {
   CUfunction function = nullptr;
   GemmPlan plan;
   bool decodes_a = false;  // W4A4 on a backend without an FP4 MMA: the BF16 kernel, on A decoded first
+  CUfunction activations = nullptr;  // W4A8: the activation pass's kernel, loaded with the GEMM's
 };
 
 // The command that builds a GEMM call's kernels for `device` ahead of time (its shape, SM count

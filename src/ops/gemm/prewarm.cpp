@@ -1,7 +1,7 @@
 // The GEMM's part of a prewarm: every kernel (GemmBackend::kernel_spec: shapes may share one)
 // of every tile any M of every bucket runs, for every variant of the
 // shape (activation and output dtypes, bias, weight layout, W4A4 A's scale layout, grouped
-// layout, epilogue) the arch's backend serves. W4A4 on a backend without an FP4 MMA runs the BF16 kernel on
+// layout, epilogue, precision) the arch's backend serves. W4A4 on a backend without an FP4 MMA runs the BF16 kernel on
 // decoded A (its decode is dequantize's, prewarmed there); a backend with one takes NVFP4 A.
 #include "core/op_registry.hpp"
 #include "ops/gemm/backend.hpp"
@@ -56,9 +56,22 @@ std::vector<KernelSpec> gemm_prewarm_specs(Arch arch, const WeightShape& shape, 
               if (a != DType::nvfp4) break;  // A's scale layout is W4A4's only
             }
   for (int bucket : kGemmMBuckets)
-    for (const GemmSpec& problem : problems)
-      for (const GemmTile& tile : gemm_bucket_tiles(*backend, problem, bucket, sm_count))
-        specs.push_back(gemm_key(gemm_kernel_spec(*backend, problem, tile)));
+    for (const GemmSpec& variant : problems) {
+      // A W4A8 call of the bucket's rows may run the exact mode (w4a8_runs_exact; a grouped one
+      // as its rows are gathered or not): the kernels of each mode its calls run.
+      std::vector<GemmSpec> runs{variant};
+      if (gemm_problem_w4a8(variant)) {
+        const bool grouped = gemm_problem_groups(variant) > 0;
+        const int64_t rows = gemm_bucket_m(bucket);
+        const bool sorted_exact = w4a8_runs_exact(grouped, false, rows), gathered_exact = w4a8_runs_exact(grouped, true, rows);
+        runs.clear();
+        if (sorted_exact || gathered_exact) runs.push_back(gemm_with_precision(variant, GemmPrecision::exact));
+        if (!sorted_exact || !gathered_exact) runs.push_back(variant);
+      }
+      for (const GemmSpec& problem : runs)
+        for (const GemmTile& tile : gemm_bucket_tiles(*backend, problem, bucket, sm_count))
+          specs.push_back(gemm_key(gemm_kernel_spec(*backend, problem, tile)));
+    }
   return specs;
 }
 

@@ -160,11 +160,16 @@ struct Scratch {
     g.epilogue = p.flags & kFlagEpilogueSwiglu ? GemmEpilogue::swiglu : GemmEpilogue::none;
     if (p.flags & (kFlagBiasBf16 | kFlagBiasFp32))
       g.bias = bias.get(), g.bias_dtype = p.flags & kFlagBiasBf16 ? DType::bf16 : DType::fp32;
-    if (!groups) return gemm_problem_w4a8(p) ? gemm_call_on_fp8_a(gemm_call(g, kWho), fp8_a.get()) : gemm_call(g, kWho);
-    GroupedGemmArgs ga;
-    ga.gemm = g, ga.groups = groups, ga.layout = layout, ga.expected_m = m;
-    (layout == GroupedLayout::masked ? ga.masked_m : ga.group_ends) = routing.group_sizes.as<int32_t>();
-    return grouped_gemm_call(ga, kWho);
+    GemmCall call;
+    if (!groups) {
+      call = gemm_call(g, kWho);
+    } else {
+      GroupedGemmArgs ga;
+      ga.gemm = g, ga.groups = groups, ga.layout = layout, ga.expected_m = m;
+      (layout == GroupedLayout::masked ? ga.masked_m : ga.group_ends) = routing.group_sizes.as<int32_t>();
+      call = grouped_gemm_call(ga, kWho);
+    }
+    return gemm_problem_w4a8(p) ? gemm_call_on_fp8_a(call, fp8_a.get()) : call;
   }
 };
 

@@ -80,7 +80,8 @@ class Sm90Backend final : public GemmBackend {
     if (!gemm_problem_w4a8(problem)) return {};
     if (gemm_epilogue_code(problem) != nvfp4k::EPILOGUE_NONE) return "precision = w4a8 runs without a fused epilogue so far";
     if (!gemm_problem_prepacked(problem)) return "precision = w4a8 needs a prepacked weight (its rows' fold exponents)";
-    if (gemm_problem_groups(problem)) return "precision = w4a8 runs dense GEMMs only so far";
+    if (gemm_problem_grouped(problem) == nvfp4k::GROUPED_BATCHED)
+      return "precision = w4a8 runs dense GEMMs and contiguous or masked groups";
     if (problem.a_dtype != uint8_t(DType::bf16) && problem.a_dtype != uint8_t(DType::fp16))
       return "precision = w4a8 takes BF16 or FP16 activations";
     return {};
