@@ -171,6 +171,8 @@ class Block {
       group_ends_ = DeviceBuffer(size_t(m_.groups()) * 4), row_index_ = DeviceBuffer(entries * 4), positions_ = DeviceBuffer(entries * 4);
       route_workspace_ = DeviceBuffer(size_t(std::max<int64_t>(moe_route_workspace_bytes(route(0)), 16)));
       workspace_ = DeviceBuffer(size_t(std::max({grouped_gemm_workspace_bytes(grouped_gate_up()), grouped_gemm_workspace_bytes(grouped_down()), int64_t(16)})));
+      counters_ = DeviceBuffer(size_t(std::max<int64_t>(moe_combine_counter_bytes(combined_down(0)), 16)));
+      counters_.fill(0);  // once: each fused down leaves them zero
     } else {
       norm_weight_ = to_device(normal_bf16(size_t(m_.hidden), rng));
       normed_ = DeviceBuffer(size_t(tokens * m_.hidden * 2));
@@ -206,10 +208,11 @@ class Block {
     grouped_gemm(grouped_gate_up(), stream);
     if (!fused_) swiglu_quantize(swiglu(), stream);
     if (fused_ && acts_ == Activations::w4a4) quantize(h_quantize(), stream);
+    if (fused_) return grouped_gemm(combined_down(r), stream);  // the combine in down's epilogue
     grouped_gemm(grouped_down(), stream);
     MoeCombineArgs cb;
     cb.d = y_.get(), cb.d_rows = rows_, cb.positions = positions_.as<int32_t>();
-    cb.weights = acts_ == Activations::w4a4 ? staged_weights_.get() : weights_[size_t(r)].get();
+    cb.weights = router_weights(r);
     cb.tokens = tokens_, cb.topk = m_.choices(), cb.n = m_.hidden, cb.out = out_.get();
     moe_combine(cb, stream);
   }
@@ -272,6 +275,19 @@ class Block {
     return g;
   }
   GroupedGemmArgs grouped_down() const { return grouped(down_args(rows_)); }
+  const void* router_weights(int r) const {
+    return acts_ == Activations::w4a4 ? staged_weights_.get() : weights_[size_t(r)].get();
+  }
+  // down with the router-weighted combine in its epilogue (GemmEpilogue::moe_combine)
+  GroupedGemmArgs combined_down(int r) const {
+    GroupedGemmArgs g = grouped_down();
+    g.gemm.epilogue = GemmEpilogue::moe_combine;
+    g.combine.positions = positions_.as<int32_t>(), g.combine.row_token = row_index_.as<int32_t>();
+    g.combine.weights = router_weights(r);
+    g.combine.tokens = tokens_, g.combine.topk = m_.choices(), g.combine.out = out_.get();
+    g.combine.counters = counters_.get(), g.combine.counters_bytes = int64_t(counters_.bytes());
+    return g;
+  }
   // the fused W4A4 block's SwiGLU rows quantized for down
   QuantizeArgs h_quantize() const {
     const QuantizedOutput o = hq_.output(kInputScale);
@@ -301,7 +317,7 @@ class Block {
   DeviceBuffer y_, out_;
   std::vector<std::vector<int32_t>> choices_;
   std::vector<DeviceBuffer> ids_, weights_;
-  DeviceBuffer staged_ids_, staged_weights_, group_ends_, row_index_, positions_, route_workspace_, workspace_;
+  DeviceBuffer staged_ids_, staged_weights_, group_ends_, row_index_, positions_, route_workspace_, workspace_, counters_;
   DeviceBuffer norm_weight_, normed_;
 };
 
@@ -369,9 +385,15 @@ void prewarm_block(const BlockModel& m) {
   PrewarmResult result = prewarm(options);
   options.shapes = {{2 * m.inter, m.hidden, groups}};  // the fused gate_up
   options.variants = "b-layout=prepacked epilogue=swiglu";
-  const PrewarmResult fused = prewarm(options);
-  result.kernels += fused.kernels, result.compiled += fused.compiled, result.seconds += fused.seconds;
-  result.failed += fused.failed;
+  for (int i = 0; i < (m.moe() ? 2 : 1); ++i) {
+    if (i == 1) {  // the MoE block's down with the combine
+      options.shapes = {{m.hidden, m.inter, groups}};
+      options.variants = "b-layout=prepacked epilogue=moe-combine grouped=contiguous";
+    }
+    const PrewarmResult fused = prewarm(options);
+    result.kernels += fused.kernels, result.compiled += fused.compiled, result.seconds += fused.seconds;
+    result.failed += fused.failed;
+  }
   std::printf("  %s: prewarm %lld kernels (%lld compiled) in %.1f s%s\n", m.name, (long long)result.kernels,
               (long long)result.compiled, result.seconds, result.failed ? ", some failed (compiled on first use)" : "");
 }
@@ -410,7 +432,8 @@ Json bench_block(bool quick, const BlockBenchFilter& only) {
               copy_bps / 1e9);
   std::printf("  TFLOP/s: the block's products (every routed row through gate_up and down) over the chain's time\n");
   std::printf("  fused: gate_up with the SwiGLU epilogue (no swiglu_quantize): W4A16 its BF16 rows into a W4A16 down, W4A4\n"
-              "  them quantized (quantize, a static scale: one launch) into down; its graph timed in turns with the chain's\n");
+              "  them quantized (quantize, a static scale: one launch) into down; MoE blocks: down with the router-weighted\n"
+              "  combine in its epilogue (no moe_combine); its graph timed in turns with the chain's\n");
   std::printf("  %-18s %6s %-8s %-6s %9s %9s %9s %9s %8s %9s %9s %9s %9s\n", "block", "tokens", "routing", "acts", "launches", "floor us",
               "chain us", "/ floor", "TFLOP/s", "launches", "fused us", "/ floor", "/ chain");
   Json rows = Json::array();

@@ -24,6 +24,9 @@
 // With EPILOGUE == EPILOGUE_SWIGLU the weight is a gate_up weight prepacked in the 8-row
 // interleave (gate rows i..i+7, then up rows i..i+7): a thread's rows r and r + 8 are gate
 // and up of one intermediate column, and D [M, N/2] = silu(gate) * up from the fp32 sums.
+// With EPILOGUE == EPILOGUE_MOE_COMBINE (contiguous groups, a down weight) D is stored as
+// always, then each token whose rows are all stored is combined into its output row
+// (sm90/moe_combine_epilogue.cuh).
 #pragma once
 #include "common/gemm_epilogue.cuh"
 #include "common/global_scale.cuh"
@@ -36,6 +39,7 @@
 #include "common/tile_scheduler.cuh"
 #include "sm90/fp8_operand.cuh"
 #include "sm90/gemm_params.cuh"
+#include "sm90/moe_combine_epilogue.cuh"
 #include "sm90/prepacked_weight.cuh"
 #include "sm90/ptx.cuh"
 #include "sm90/wgmma.cuh"
@@ -117,8 +121,9 @@ struct GemmConfig {
   static_assert(!FP8 || (PREPACKED && GROUPED == GROUPED_NONE), "W4A8: a dense GEMM on a prepacked weight");
   static_assert(!PERSISTENT || GROUPED == GROUPED_CONTIGUOUS || GROUPED == GROUPED_MASKED, "persistent: contiguous or masked groups");
   static_assert(STAGE_BYTES % 1024 == 0, "stages must keep the 1024-byte swizzle alignment");
-  static_assert(EPILOGUE == EPILOGUE_NONE || (EPILOGUE == EPILOGUE_SWIGLU && PREPACKED && GROUPED != GROUPED_BATCHED),
-                "SwiGLU: a prepacked gate_up weight, not batched");
+  static_assert(EPILOGUE == EPILOGUE_NONE || (EPILOGUE == EPILOGUE_SWIGLU && PREPACKED && GROUPED != GROUPED_BATCHED) ||
+                    (EPILOGUE == EPILOGUE_MOE_COMBINE && GROUPED == GROUPED_CONTIGUOUS),
+                "SwiGLU: a prepacked gate_up weight, not batched; the MoE combine: contiguous groups");
   static_assert(KSPLIT * KSLICES == 1 || BN * BM * 4 <= STAGES * STAGE_BYTES, "partial tiles reuse the stage memory");
 };
 
@@ -460,7 +465,9 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledT
   // columns as slabs of 128-byte rows (128-byte swizzle), one TMA store a slab. The element
   // stores below write four rows' 16 bytes per warp instruction, which costs at large M.
   constexpr int D_BYTES = C::ODT == DTYPE_FP32 ? 4 : 2, SLAB_COLS = 128 / D_BYTES;
-  if constexpr (!C::PERSISTENT && C::BM % 16 == 0 && C::WG * 64 * C::BM * D_BYTES <= C::STAGES * C::STAGE_BYTES) {
+  // (The MoE combine stores by element: its counts must follow stores of the generic proxy.)
+  if constexpr (!C::PERSISTENT && C::EPILOGUE == EPILOGUE_NONE && C::BM % 16 == 0 &&
+                C::WG * 64 * C::BM * D_BYTES <= C::STAGES * C::STAGE_BYTES) {
     if (p.d_from_smem) {
       // A grouped tile whose rows end before its box (the next group's rows follow) copies its
       // rows out 16 bytes a thread: a TMA store would clip at D's end only. (A batched group's
@@ -541,6 +548,7 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledT
       }
     }
   }
+  if constexpr (C::EPILOGUE == EPILOGUE_MOE_COMBINE) combine_tile<C::ODT, C::BN, 128 * C::WG>(p, tile, ctid);
 }
 
 template <class C>
