@@ -357,7 +357,8 @@ __device__ __forceinline__ void narrowed_k_loop(long long rows, const ConsumerSt
 // global scales, alpha and bias applied, D stored.
 template <class C>
 __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledTile& tile, float (&acc)[C::BM / 2],
-                                           unsigned char* smem, int cw, int kslice, unsigned rank) {
+                                           unsigned char* smem, int cw, int kslice, unsigned rank,
+                                           PendingCounts<C::BM, 128 * C::WG>& counts) {
   // Partial tiles go to this CTA's (now idle) stage memory (a persistent CTA's to a region of
   // their own: its stages hold the next tile), 4 bytes per consumer thread of k group 0 and
   // accumulator, which (in order) adds those of k slice 1 and then, on rank 0, those of the
@@ -548,7 +549,12 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledT
       }
     }
   }
-  if constexpr (C::EPILOGUE == EPILOGUE_MOE_COMBINE) combine_tile<C::ODT, C::BN, 128 * C::WG>(p, tile, ctid);
+  if constexpr (C::EPILOGUE == EPILOGUE_MOE_COMBINE) {
+    // this tile's rows counted, then the previous tile's counts (returned by now) read
+    const PendingCounts<C::BM, 128 * C::WG> previous = counts;
+    count_tile<C::BN>(p, tile, ctid, counts);
+    finish_counts<C::ODT, C::BN>(p, previous, ctid);
+  }
 }
 
 template <class C>
@@ -741,6 +747,8 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   constexpr int FRAGS = CARRY ? 2 * COMMIT_STEPS : COMMIT_STEPS;
   unsigned a[FRAGS][4];
   ConsumerStage st{smem, full, empty, j0, cw, tid, row0, byte_t, gathered, {}};
+  PendingCounts<C::BM, 128 * C::WG> counts;  // EPILOGUE_MOE_COMBINE: the last stored tile's
+  counts.clear();
   int ring = 0;  // k-tiles this CTA has consumed
   ScheduledTile tile = first;
   int index = int(blockIdx.x);
@@ -793,8 +801,10 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     // the epilogue reads the global scales and bias and writes D, which the previous kernel
     // may write or read
     griddep_wait();
-    store_tile<C>(p, tile, acc, smem, cw, kslice, rank);
+    store_tile<C>(p, tile, acc, smem, cw, kslice, rank, counts);
   } while (next_tile(index, tile));
+  if constexpr (C::EPILOGUE == EPILOGUE_MOE_COMBINE)
+    if (kslice == 0) finish_counts<C::ODT, C::BN>(p, counts, threadIdx.x % (128 * C::WG));
 }
 
 }  // namespace nvfp4k::sm90
