@@ -609,7 +609,7 @@ TEST_SUITE("gemm") {
     g = fused, g.b_prepacked = false, g.b.scales = buffer;
     check_error(g, "epilogue swiglu reads gate and up rows in prepack's 8-row interleave");
     g = fused, g.epilogue = GemmEpilogue(7);
-    check_error(g, "epilogue = 7 is not a GemmEpilogue (none or swiglu)");
+    check_error(g, "epilogue = 7 is not a GemmEpilogue (none, swiglu or moe_combine)");
     g = fused, g.d_row_stride = 60;  // D is [m, n/2]
     check_error(g, "d_row_stride = 60 is less than n/2 (D of epilogue swiglu) = 64");
     g = fused, g.d_row_stride = 64;
@@ -652,7 +652,7 @@ TEST_SUITE("gemm") {
     REQUIRE(gemm_spec_from_json(older, Arch::sm_90a, &back) == "");
     CHECK(back == gemm_spec(plain, tile));
     older["epilogue"] = "gelu";
-    CHECK(gemm_spec_from_json(older, Arch::sm_90a, &back) == "epilogue = \"gelu\" is not none or swiglu");
+    CHECK(gemm_spec_from_json(older, Arch::sm_90a, &back) == "epilogue = \"gelu\" is not none, swiglu or moe_combine");
     // sm_100a / sm_120a refuse it by name
     for (Arch arch : {Arch::sm_100a, Arch::sm_120a}) {
       const GemmSpec fp4 = gemm_fp4_problem(gemm_problem(arch, 4096, 7168, DType::bf16, DType::bf16, ScaleLayout::linear,
