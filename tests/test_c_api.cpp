@@ -104,6 +104,22 @@ TEST_SUITE("c_api") {
     e.layout = NVFP4_GROUPED_BATCHED;
     CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == -1);
     CHECK(std::string(nvfp4_jit_last_error()).find("precision = w4a8 with the batched layout") != std::string::npos);
+    // the MoE combine epilogue: its arguments reach the C++ call and its counter size
+    nvfp4_grouped_gemm_args c;
+    nvfp4_grouped_gemm_args_init(&c);
+    CHECK(c.combine.weights_dtype == NVFP4_DTYPE_FP32);
+    CHECK(c.combine.out_dtype == NVFP4_DTYPE_BF16);
+    CHECK(c.combine.counters == nullptr);
+    c.gemm = g, c.gemm.b_prepacked = 1, c.gemm.n = 200, c.groups = 8;
+    c.gemm.epilogue = NVFP4_GEMM_EPILOGUE_MOE_COMBINE;
+    c.combine.tokens = 3, c.combine.topk = 2;
+    CHECK(nvfp4_jit_moe_combine_counter_bytes(&c) == 3 * 4 * 4);  // 3 tokens x ceil(200 / 64) x 4 bytes
+    c.combine.out_row_stride = 100;
+    CHECK(nvfp4_jit_moe_combine_counter_bytes(&c) == -1);
+    CHECK(std::string(nvfp4_jit_last_error()).find("combine.out_row_stride = 100 is less than gemm.n = 200") != std::string::npos);
+    c.combine.out_row_stride = 0, c.layout = NVFP4_GROUPED_MASKED;
+    CHECK(nvfp4_jit_grouped_gemm(&c, nullptr) == NVFP4_UNSUPPORTED);
+    CHECK(std::string(nvfp4_jit_last_error()).find("gemm.epilogue moe_combine needs the contiguous layout") != std::string::npos);
   }
 
   TEST_CASE("the last error is per thread, and a success clears it") {

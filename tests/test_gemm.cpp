@@ -26,6 +26,7 @@
 #include "ops/gemm/m_buckets.hpp"
 #include "ops/gemm/schedule.hpp"
 #include "ops/prepack_op.hpp"
+#include "sm90/gemm_params.cuh"
 
 using namespace nvfp4::jit;
 using namespace nvfp4::jit::detail;
@@ -608,7 +609,7 @@ TEST_SUITE("gemm") {
     g = fused, g.b_prepacked = false, g.b.scales = buffer;
     check_error(g, "epilogue swiglu reads gate and up rows in prepack's 8-row interleave");
     g = fused, g.epilogue = GemmEpilogue(7);
-    check_error(g, "epilogue = 7 is not a GemmEpilogue (none or swiglu)");
+    check_error(g, "epilogue = 7 is not a GemmEpilogue (none, swiglu or moe_combine)");
     g = fused, g.d_row_stride = 60;  // D is [m, n/2]
     check_error(g, "d_row_stride = 60 is less than n/2 (D of epilogue swiglu) = 64");
     g = fused, g.d_row_stride = 64;
@@ -651,7 +652,7 @@ TEST_SUITE("gemm") {
     REQUIRE(gemm_spec_from_json(older, Arch::sm_90a, &back) == "");
     CHECK(back == gemm_spec(plain, tile));
     older["epilogue"] = "gelu";
-    CHECK(gemm_spec_from_json(older, Arch::sm_90a, &back) == "epilogue = \"gelu\" is not none or swiglu");
+    CHECK(gemm_spec_from_json(older, Arch::sm_90a, &back) == "epilogue = \"gelu\" is not none, swiglu or moe_combine");
     // sm_100a / sm_120a refuse it by name
     for (Arch arch : {Arch::sm_100a, Arch::sm_120a}) {
       const GemmSpec fp4 = gemm_fp4_problem(gemm_problem(arch, 4096, 7168, DType::bf16, DType::bf16, ScaleLayout::linear,
@@ -678,6 +679,159 @@ TEST_SUITE("gemm") {
     CHECK(fused_specs(gemm_specs_of(prewarm_specs({shape}, {Arch::sm_100a}, 148))).empty());
     shape.n = 4104;
     CHECK(fused_specs(gemm_specs_of(prewarm_specs({shape}, {Arch::sm_90a}, 132))).empty());
+  }
+
+  TEST_CASE("the MoE combine epilogue: bad arguments fail naming them; its kernels are keys and names of their own") {
+    static int32_t ends[4] = {2, 4, 6, 8}, positions[8] = {}, rows[8] = {};
+    alignas(16) static float weights[8] = {};
+    GroupedGemmArgs fused;
+    fused.gemm = valid(), fused.gemm.m = 8, fused.gemm.epilogue = GemmEpilogue::moe_combine;
+    fused.groups = 4, fused.group_ends = ends;
+    MoeCombineEpilogue& cb = fused.combine;
+    cb.positions = positions, cb.row_token = rows, cb.weights = weights, cb.tokens = 4, cb.topk = 2, cb.out = buffer;
+    CHECK(error_of_grouped(fused) == "");
+    auto check_grouped = [](const GroupedGemmArgs& g, const std::string& part) {
+      const std::string msg = error_of_grouped(g);
+      CAPTURE(msg);
+      CHECK(msg.find("nvfp4::jit::grouped_gemm: ") == 0);
+      CHECK(msg.find(part) != std::string::npos);
+    };
+    GroupedGemmArgs g = fused;
+    g.layout = GroupedLayout::masked, g.masked_m = ends, g.gemm.m = 2;
+    check_grouped(g, "gemm.epilogue moe_combine needs the contiguous layout");
+    g = fused, g.layout = GroupedLayout::batched, g.group_ends = nullptr, g.gemm.m = 2;
+    check_grouped(g, "gemm.epilogue moe_combine needs the contiguous layout");
+    g = fused, g.combine.positions = nullptr;
+    check_grouped(g, "combine.positions is null");
+    g = fused, g.combine.row_token = reinterpret_cast<const int32_t*>(buffer + 2);
+    check_grouped(g, "combine.row_token = ");
+    g = fused, g.combine.weights = nullptr;
+    check_grouped(g, "combine.weights is null");
+    g = fused, g.combine.weights_dtype = DType::bf16, g.combine.weights = buffer + 1;
+    check_grouped(g, "is not 2-byte aligned");
+    g = fused, g.combine.out = nullptr;
+    check_grouped(g, "combine.out is null");
+    g = fused, g.combine.topk = 0;
+    check_grouped(g, "combine.topk = 0 must be positive");
+    g = fused, g.combine.tokens = -1;
+    check_grouped(g, "combine.tokens = -1 is negative");
+    g = fused, g.combine.weights_dtype = DType::fp16;
+    check_grouped(g, "combine.weights_dtype");
+    g = fused, g.combine.out_dtype = DType::nvfp4;
+    check_grouped(g, "combine.out_dtype");
+    g = fused, g.combine.out_row_stride = 32;
+    check_grouped(g, "combine.out_row_stride = 32 is less than gemm.n = 64");
+    g = fused, g.combine.counters = buffer + 2, g.combine.counters_bytes = 64;
+    check_grouped(g, "combine.counters = ");
+    g = fused, g.combine.counters = buffer, g.combine.counters_bytes = 8;  // 4 tokens x 1 column tile x 4 bytes
+    check_grouped(g, "combine.counters_bytes = 8 is less than the 16 bytes the combine counts in");
+    g.combine.counters_bytes = 16;
+    CHECK(error_of_grouped(g) == "");
+    g = fused, g.combine.tokens = 0, g.combine.positions = nullptr;  // nothing to combine: no pointer needed
+    CHECK(error_of_grouped(g) == "");
+    GemmArgs dense = valid();
+    dense.epilogue = GemmEpilogue::moe_combine;
+    check_error(dense, "epilogue moe_combine is for grouped_gemm");
+    dense.epilogue = GemmEpilogue(9);
+    check_error(dense, "epilogue = 9 is not a GemmEpilogue (none, swiglu or moe_combine)");
+
+    // the counters' size: a counter per token and 64 columns; none without the epilogue
+    CHECK(moe_combine_counter_bytes(fused) == 4 * 1 * 4);
+    g = fused, g.gemm.n = 200, g.combine.tokens = 5;
+    CHECK(moe_combine_counter_bytes(g) == 5 * 4 * 4);
+    g.gemm.epilogue = GemmEpilogue::none;
+    CHECK(moe_combine_counter_bytes(g) == 0);
+    g = fused, g.combine.topk = 0;
+    CHECK_THROWS_WITH_AS(moe_combine_counter_bytes(g), doctest::Contains("nvfp4::jit::moe_combine_counter_bytes: combine.topk"),
+                         Error);
+
+    // the bind writes the combine's arguments (out_row_stride resolved to n)
+    const GemmCall call = grouped_gemm_call(fused, "test");
+    CHECK(call.combine.out_row_stride == 64);
+    CHECK((call.problem.flags & kFlagEpilogueMoeCombine) != 0);
+    {
+      const GemmBackend& backend = sm90_backend();
+      const GemmSpec problem = gemm_problem_on(Arch::sm_90a, call);
+      const GemmPlan plan = backend.plan(gemm_spec(problem, backend.heuristic(problem, gemm_tile_rows(call), 132)), 8, 132);
+      alignas(64) unsigned char params[GemmPlan::kMaxParamBytes];
+      std::memcpy(params, plan.params, sizeof params);
+      TensorMapList maps;
+      GemmCall counted = call;
+      counted.combine.counters = buffer;
+      backend.bind(plan, counted, params, maps);
+      const auto& p = *reinterpret_cast<const nvfp4k::GemmParams*>(params);
+      CHECK(p.combine.positions == positions);
+      CHECK(p.combine.row_token == rows);
+      CHECK(p.combine.weights == weights);
+      CHECK(p.combine.out == buffer);
+      CHECK(p.combine.counters == reinterpret_cast<int*>(buffer));
+      CHECK(p.combine.out_stride == 64);
+      CHECK(p.combine.tokens == 4);
+      CHECK(p.combine.topk == 2);
+      CHECK(p.combine.d_rows == 8);
+      CHECK(p.combine.weights_dtype == nvfp4k::DTYPE_FP32);
+      CHECK(p.combine.out_dtype == nvfp4k::DTYPE_BF16);
+      CHECK(p.d_from_smem == 0);  // element stores: the counts follow them in the generic proxy
+    }
+
+    // the problem and its kernels: another key, another name, the template argument, the JSON field
+    GemmSpec plain = sm90_problem(7168, 2048, true);
+    plain.groups = 257, plain.flags |= kFlagGroupedContiguous;
+    const GemmSpec combined = with_epilogue(plain, GemmEpilogue::moe_combine);
+    CHECK_FALSE(gemm_key(plain) == gemm_key(combined));
+    CHECK(sm90_backend().unsupported(combined) == "");
+    GemmSpec masked = plain;
+    masked.flags = uint16_t((masked.flags & ~kFlagGroupedContiguous) | kFlagGroupedMasked);
+    CHECK(sm90_backend().unsupported(with_epilogue(masked, GemmEpilogue::moe_combine)).find("contiguous groups") !=
+          std::string::npos);
+    CHECK(sm90_backend().unsupported(with_epilogue(sm90_problem(7168, 2048, true), GemmEpilogue::moe_combine)) != "");
+    const GemmTile tile = gemm_bucket_tiles(sm90_backend(), combined, gemm_m_bucket(16), 132).front();
+    CHECK(gemm_bucket_tiles(sm90_backend(), combined, gemm_m_bucket(16), 132) ==
+          gemm_bucket_tiles(sm90_backend(), plain, gemm_m_bucket(16), 132));  // the plain GEMM's tiles
+    const GemmSpec kernel = gemm_kernel_spec(sm90_backend(), combined, tile);
+    const std::string name = sm90_backend().kernel_name(kernel);
+    CHECK(name.find("_combine_") != std::string::npos);
+    CHECK(name != sm90_backend().kernel_name(gemm_kernel_spec(sm90_backend(), plain, tile)));
+    CHECK(generate(kernel).source.find(", 2>>(p)") != std::string::npos);  // GemmConfig's EPILOGUE
+    const nlohmann::ordered_json json = gemm_spec_json(gemm_spec(combined, tile));
+    CHECK(json["epilogue"] == "moe_combine");
+    GemmSpec back;
+    REQUIRE(gemm_spec_from_json(json, Arch::sm_90a, &back) == "");
+    CHECK(back == gemm_spec(combined, tile));
+    // sm_100a / sm_120a refuse it by name
+    for (Arch arch : {Arch::sm_100a, Arch::sm_120a}) {
+      GemmSpec fp4 = gemm_fp4_problem(gemm_problem(arch, 7168, 2048, DType::bf16, DType::bf16, ScaleLayout::linear, false,
+                                                   kNoDType),
+                                      ScaleLayout::linear);
+      fp4.groups = 257, fp4.flags |= kFlagGroupedContiguous;
+      const std::string why = gemm_backend(arch, "test").unsupported(with_epilogue(fp4, GemmEpilogue::moe_combine));
+      CAPTURE(why);
+      CHECK(why.find("epilogue moe_combine (GemmEpilogue::moe_combine) is not implemented on") == 0);
+    }
+    // a prewarm with epilogue=moe-combine: the fused kernels of a grouped weight's contiguous
+    // layout on sm_90a; none for a dense weight or the masked layout, none on sm_100a
+    auto fused_specs = [](const std::vector<GemmSpec>& specs) {
+      std::vector<GemmSpec> out;
+      for (const GemmSpec& s : specs)
+        if (s.flags & kFlagEpilogueMoeCombine) out.push_back(s);
+      return out;
+    };
+    WeightShape shape = every_layout(7168, 2048, 257);
+    REQUIRE(set_prewarm_variant(shape.variants, "epilogue", "none,moe-combine") == "");
+    const std::vector<GemmSpec> sm90_fused = fused_specs(gemm_specs_of(prewarm_specs({shape}, {Arch::sm_90a}, 132)));
+    CHECK_FALSE(sm90_fused.empty());
+    for (const GemmSpec& s : sm90_fused) CHECK(gemm_problem_grouped(s) == nvfp4k::GROUPED_CONTIGUOUS);
+    CHECK(fused_specs(gemm_specs_of(prewarm_specs({shape}, {Arch::sm_100a}, 148))).empty());
+    REQUIRE(set_prewarm_variant(shape.variants, "grouped", "masked") == "");
+    CHECK(fused_specs(gemm_specs_of(prewarm_specs({shape}, {Arch::sm_90a}, 132))).empty());
+    WeightShape dense_shape = every_layout(7168, 2048);
+    REQUIRE(set_prewarm_variant(dense_shape.variants, "epilogue", "moe-combine") == "");
+    CHECK(fused_specs(gemm_specs_of(prewarm_specs({dense_shape}, {Arch::sm_90a}, 132))).empty());
+    // the tuner tunes the plain problem for it
+    GemmProblem tuned;
+    tuned.n = 7168, tuned.k = 2048, tuned.groups = 257, tuned.epilogue = GemmEpilogue::moe_combine;
+    CHECK_THROWS_WITH_AS(tune(tuned, {}), doctest::Contains("epilogue moe_combine runs the tiles tuned for its grouped GEMM"),
+                         Error);
   }
 
   TEST_CASE("batched tile schedule: every row of every group once, rows local to the group") {

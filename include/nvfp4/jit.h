@@ -186,8 +186,13 @@ typedef struct nvfp4_convert_scales_args {
 } nvfp4_convert_scales_args;
 
 /* What the GEMM's epilogue writes (nvfp4::jit::GemmEpilogue): D, or silu(gate) * up of a
- * gate_up weight prepacked with swiglu_interleave (D [m, n/2]; sm_90a). */
-typedef enum nvfp4_gemm_epilogue { NVFP4_GEMM_EPILOGUE_NONE = 0, NVFP4_GEMM_EPILOGUE_SWIGLU = 1 } nvfp4_gemm_epilogue;
+ * gate_up weight prepacked with swiglu_interleave (D [m, n/2]; sm_90a), or D and then the MoE
+ * combine of its rows into the tokens' output rows (grouped, contiguous; sm_90a). */
+typedef enum nvfp4_gemm_epilogue {
+  NVFP4_GEMM_EPILOGUE_NONE = 0,
+  NVFP4_GEMM_EPILOGUE_SWIGLU = 1,
+  NVFP4_GEMM_EPILOGUE_MOE_COMBINE = 2
+} nvfp4_gemm_epilogue;
 /* How gemm multiplies (nvfp4::jit::GemmPrecision): exact, or W4A8 on FP8 tensor cores (sm_90a). */
 typedef enum nvfp4_gemm_precision { NVFP4_GEMM_EXACT = 0, NVFP4_GEMM_W4A8 = 1 } nvfp4_gemm_precision;
 
@@ -256,6 +261,19 @@ typedef enum nvfp4_grouped_layout {
   NVFP4_GROUPED_MASKED = 2,
   NVFP4_GROUPED_BATCHED = 3
 } nvfp4_grouped_layout;
+/* NVFP4_GEMM_EPILOGUE_MOE_COMBINE's arguments (nvfp4::jit::MoeCombineEpilogue). */
+typedef struct nvfp4_moe_combine_epilogue {
+  const int32_t* positions;  /* [tokens, topk]: moe_route's positions */
+  const int32_t* row_token;  /* [gemm.m]: moe_route's row_index */
+  const void* weights;       /* [tokens, topk] router weights */
+  nvfp4_dtype weights_dtype; /* FP32 or BF16 */
+  int64_t tokens, topk;
+  void* out;                 /* [tokens, gemm.n] */
+  nvfp4_dtype out_dtype;     /* BF16, FP16 or FP32 */
+  int64_t out_row_stride;    /* elements; 0: gemm.n */
+  void* counters;            /* nvfp4_jit_moe_combine_counter_bytes() bytes, zero before the first call; or NULL */
+  int64_t counters_bytes;
+} nvfp4_moe_combine_epilogue;
 typedef struct nvfp4_grouped_gemm_args {
   nvfp4_gemm_args gemm;
   int32_t groups;
@@ -268,11 +286,15 @@ typedef struct nvfp4_grouped_gemm_args {
   int64_t a_rows;            /* rows of A with row_index */
   int64_t a_group_stride;    /* batched: elements from group g's row of A to group g+1's; 0: k */
   int64_t d_group_stride;    /* batched: the same in D; 0: n */
+  nvfp4_moe_combine_epilogue combine; /* gemm.epilogue NVFP4_GEMM_EPILOGUE_MOE_COMBINE only */
 } nvfp4_grouped_gemm_args;
 nvfp4_status nvfp4_jit_grouped_gemm(const nvfp4_grouped_gemm_args* args, CUstream stream);
 /* Workspace bytes nvfp4_jit_grouped_gemm needs for `args` (W4A4, and W4A8 through
    gemm.precision: every group's rows; else 0); -1 as nvfp4_jit_gemm_workspace_bytes. */
 int64_t nvfp4_jit_grouped_gemm_workspace_bytes(const nvfp4_grouped_gemm_args* args);
+/* Bytes of combine.counters nvfp4_jit_grouped_gemm needs for `args` (epilogue MOE_COMBINE: tokens *
+   ceil(n / 64) * 4, else 0); -1 as nvfp4_jit_gemm_workspace_bytes. */
+int64_t nvfp4_jit_moe_combine_counter_bytes(const nvfp4_grouped_gemm_args* args);
 
 /* Mixture-of-experts routing on the device, as nvfp4::jit::moe_route (jit.hpp): top-k ids
    sorted by expert into the contiguous layout; ids outside [first_expert, first_expert +

@@ -238,6 +238,15 @@ enum class GemmEpilogue : uint8_t {
   // d_row_stride defaults to I. Dense,
   // contiguous (row_index too) and masked grouped calls, W4A16 and W4A4; not batched.
   swiglu = 1,
+  // An MoE block's down projection with moe_combine fused in (sm_90a; grouped_gemm, contiguous
+  // layout, on moe_route's rows): D is stored as always (the experts' outputs, rounded to
+  // d_dtype), and each token's output row is then written by the tile that stores the token's
+  // last row: GroupedGemmArgs::combine.out[t, :] = exactly what moe_combine computes from that D
+  // (one fused multiply-add per slot in slot order, fp32, one rounding), the same bits on every
+  // run and every order the tiles finish in. A token none of whose entries this rank holds
+  // (all skipped: padding ids, other ranks' experts) keeps its output row untouched
+  // (moe_combine writes zeros there). See MoeCombineEpilogue.
+  moe_combine = 2,
 };
 // How gemm multiplies. exact: every product of the decoded values exact, fp32 accumulation
 // (the default, every arch). w4a8 (sm_90a only; opt-in): Hopper has no FP4 MMA, so its exact
@@ -299,6 +308,26 @@ enum class GroupedLayout : uint8_t {
   masked = 2,      // A [groups, m, k], group g's first masked_m[g] rows
   batched = 3,     // every row to every group: A [m, groups, k] and D [m, groups, n], strided
 };
+// GemmEpilogue::moe_combine's arguments: moe_route's outputs for the rows of D, the router
+// weights and the output rows (as MoeCombineArgs's, with d = gemm.d and d_rows = gemm.m).
+struct MoeCombineEpilogue {
+  const int32_t* positions = nullptr;  // [tokens, topk]: moe_route's positions (-1: skipped)
+  const int32_t* row_token = nullptr;  // [gemm.m]: moe_route's row_index (the token of sorted row r)
+  const void* weights = nullptr;       // [tokens, topk] router weights
+  DType weights_dtype = DType::fp32;   // FP32 or BF16
+  int64_t tokens = 0, topk = 0;
+  void* out = nullptr;                 // [tokens, gemm.n]
+  DType out_dtype = DType::bf16;       // BF16, FP16 or FP32
+  int64_t out_row_stride = 0;          // elements; 0: gemm.n
+  // A counter per token and 64 columns: moe_combine_counter_bytes(args) bytes, 4-byte aligned,
+  // ZERO before its first call (e.g. cuMemsetD32Async once, when allocated); every call leaves
+  // it zero again, so CUDA graph replays need no memset. One call at a time per buffer (calls
+  // in one stream's order may share it). Null: allocated, zeroed and freed in stream order for
+  // the call (cuMemAllocAsync, cuMemsetD32Async: recordable in a CUDA graph).
+  void* counters = nullptr;
+  int64_t counters_bytes = 0;
+};
+
 struct GroupedGemmArgs {
   // As for gemm, except:
   // - m: contiguous: rows of A and D (at least group_ends[groups - 1]); masked: rows per group.
@@ -340,12 +369,18 @@ struct GroupedGemmArgs {
   // or per row of those; the decoded A in the workspace is [m, groups, k].
   int64_t a_group_stride = 0;
   int64_t d_group_stride = 0;
+  // gemm.epilogue moe_combine: the combine's arguments (contiguous layout, sm_90a).
+  MoeCombineEpilogue combine{};
 };
 void grouped_gemm(const GroupedGemmArgs& args, CUstream stream);
 // Bytes of workspace grouped_gemm needs for `args` (W4A4: all groups' rows * k * 2; W4A8: all
 // groups' rows * k rounded up to 16, plus 4 per row; otherwise 0).
 // Checks its arguments as gemm_workspace_bytes does.
 int64_t grouped_gemm_workspace_bytes(const GroupedGemmArgs& args);
+// Bytes of MoeCombineEpilogue::counters grouped_gemm needs for `args` (gemm.epilogue
+// moe_combine: combine.tokens * ceil(gemm.n / 64) * 4; otherwise 0). Checks its arguments as
+// grouped_gemm_workspace_bytes does.
+int64_t moe_combine_counter_bytes(const GroupedGemmArgs& args);
 
 // Mixture-of-experts routing on the device: the router's top-k ids sorted into grouped_gemm's
 // contiguous layout. No host synchronization, no allocation when a workspace is passed

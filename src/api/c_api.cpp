@@ -108,6 +108,9 @@ nvfp4::jit::GroupedGemmArgs to_cpp(const nvfp4_grouped_gemm_args& g) {
   a.a_rows = g.a_rows;
   a.a_group_stride = g.a_group_stride;
   a.d_group_stride = g.d_group_stride;
+  const nvfp4_moe_combine_epilogue& c = g.combine;
+  a.combine = {c.positions, c.row_token, c.weights, static_cast<nvfp4::jit::DType>(c.weights_dtype), c.tokens, c.topk,
+               c.out,       static_cast<nvfp4::jit::DType>(c.out_dtype), c.out_row_stride, c.counters, c.counters_bytes};
   return a;
 }
 
@@ -358,6 +361,13 @@ int64_t nvfp4_jit_grouped_gemm_workspace_bytes(const nvfp4_grouped_gemm_args* ar
   });
 }
 
+int64_t nvfp4_jit_moe_combine_counter_bytes(const nvfp4_grouped_gemm_args* args) {
+  return guarded_size("nvfp4_jit_moe_combine_counter_bytes", [&] {
+    require(args);
+    return nvfp4::jit::moe_combine_counter_bytes(to_cpp(*args));
+  });
+}
+
 int64_t nvfp4_jit_moe_route_workspace_bytes(const nvfp4_moe_route_args* args) {
   return guarded_size("nvfp4_jit_moe_route_workspace_bytes", [&] {
     require(args);
@@ -462,7 +472,10 @@ void nvfp4_grouped_gemm_args_init(nvfp4_grouped_gemm_args* args) {
   const nvfp4::jit::GroupedGemmArgs d;
   *args = {to_c(d.gemm),   d.groups,    static_cast<nvfp4_grouped_layout>(d.layout), d.group_ends,
            d.masked_m,     d.expected_m, d.a_global_scale_per_group ? 1 : 0,           d.row_index,
-           d.a_rows,       d.a_group_stride, d.d_group_stride};
+           d.a_rows,       d.a_group_stride, d.d_group_stride, {}};
+  const nvfp4::jit::MoeCombineEpilogue& c = d.combine;
+  args->combine = {c.positions, c.row_token, c.weights, to_c(c.weights_dtype), c.tokens, c.topk,
+                   c.out,       to_c(c.out_dtype),       c.out_row_stride, c.counters, c.counters_bytes};
 }
 
 void nvfp4_moe_route_args_init(nvfp4_moe_route_args* args) {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <set>
@@ -147,15 +148,17 @@ struct Nvfp4Rows {
 
 constexpr float kInputScale = 5.0f / 2688.0f;  // a calibrated static activation scale: tokens ~ N(0, 1)
 
-// One block's buffers at one token count, and its chain of public ops; `fused`: gate_up with the
+// One block's buffers at one token count, and its chain of public ops; `fused_combine`: `fused`
+// and an MoE block's down with the combine in its epilogue (no moe_combine); `fused`: gate_up with the
 // SwiGLU epilogue instead of gate_up + swiglu_quantize, its BF16 rows into down (W4A16) or
 // quantized first (W4A4) with a calibrated static scale (ModelOpt's down_proj input_scale): one
 // launch, where a scale computed per row takes two (row amax, then quantize).
 class Block {
  public:
   Block(const BlockModel& model, const PrepackedWeights& gate_up, const PrepackedWeights& down, int64_t tokens,
-        Activations acts, RoutingDraw routing, std::mt19937& rng, bool fused = false)
-      : m_(model), gate_up_(gate_up), down_(down), tokens_(tokens), acts_(acts), fused_(fused),
+        Activations acts, RoutingDraw routing, std::mt19937& rng, bool fused = false, bool fused_combine = false)
+      : m_(model), gate_up_(gate_up), down_(down), tokens_(tokens), acts_(acts), fused_(fused || fused_combine),
+        fused_combine_(fused_combine),
         rows_(model.moe() ? tokens * model.choices() : tokens),
         x_(to_device(normal_bf16(size_t(tokens * model.hidden), rng))), xq_(tokens, model.hidden),
         h_(size_t(rows_ * 2 * model.inter * 2)), hq_(rows_, model.inter), y_(size_t(rows_ * model.hidden * 2)),
@@ -171,6 +174,8 @@ class Block {
       group_ends_ = DeviceBuffer(size_t(m_.groups()) * 4), row_index_ = DeviceBuffer(entries * 4), positions_ = DeviceBuffer(entries * 4);
       route_workspace_ = DeviceBuffer(size_t(std::max<int64_t>(moe_route_workspace_bytes(route(0)), 16)));
       workspace_ = DeviceBuffer(size_t(std::max({grouped_gemm_workspace_bytes(grouped_gate_up()), grouped_gemm_workspace_bytes(grouped_down()), int64_t(16)})));
+      counters_ = DeviceBuffer(size_t(std::max<int64_t>(moe_combine_counter_bytes(combined_down(0)), 16)));
+      counters_.fill(0);  // once: each fused down leaves them zero
     } else {
       norm_weight_ = to_device(normal_bf16(size_t(m_.hidden), rng));
       normed_ = DeviceBuffer(size_t(tokens * m_.hidden * 2));
@@ -206,10 +211,11 @@ class Block {
     grouped_gemm(grouped_gate_up(), stream);
     if (!fused_) swiglu_quantize(swiglu(), stream);
     if (fused_ && acts_ == Activations::w4a4) quantize(h_quantize(), stream);
+    if (fused_combine_) return grouped_gemm(combined_down(r), stream);  // the combine in down's epilogue
     grouped_gemm(grouped_down(), stream);
     MoeCombineArgs cb;
     cb.d = y_.get(), cb.d_rows = rows_, cb.positions = positions_.as<int32_t>();
-    cb.weights = acts_ == Activations::w4a4 ? staged_weights_.get() : weights_[size_t(r)].get();
+    cb.weights = router_weights(r);
     cb.tokens = tokens_, cb.topk = m_.choices(), cb.n = m_.hidden, cb.out = out_.get();
     moe_combine(cb, stream);
   }
@@ -272,6 +278,19 @@ class Block {
     return g;
   }
   GroupedGemmArgs grouped_down() const { return grouped(down_args(rows_)); }
+  const void* router_weights(int r) const {
+    return acts_ == Activations::w4a4 ? staged_weights_.get() : weights_[size_t(r)].get();
+  }
+  // down with the router-weighted combine in its epilogue (GemmEpilogue::moe_combine)
+  GroupedGemmArgs combined_down(int r) const {
+    GroupedGemmArgs g = grouped_down();
+    g.gemm.epilogue = GemmEpilogue::moe_combine;
+    g.combine.positions = positions_.as<int32_t>(), g.combine.row_token = row_index_.as<int32_t>();
+    g.combine.weights = router_weights(r);
+    g.combine.tokens = tokens_, g.combine.topk = m_.choices(), g.combine.out = out_.get();
+    g.combine.counters = counters_.get(), g.combine.counters_bytes = int64_t(counters_.bytes());
+    return g;
+  }
   // the fused W4A4 block's SwiGLU rows quantized for down
   QuantizeArgs h_quantize() const {
     const QuantizedOutput o = hq_.output(kInputScale);
@@ -292,7 +311,7 @@ class Block {
   const PrepackedWeights &gate_up_, &down_;
   int64_t tokens_;
   Activations acts_;
-  bool fused_;
+  bool fused_, fused_combine_;
   int64_t rows_;  // rows of the GEMMs: tokens, or tokens x choices routed
   DeviceBuffer x_;
   Nvfp4Rows xq_;
@@ -301,7 +320,7 @@ class Block {
   DeviceBuffer y_, out_;
   std::vector<std::vector<int32_t>> choices_;
   std::vector<DeviceBuffer> ids_, weights_;
-  DeviceBuffer staged_ids_, staged_weights_, group_ends_, row_index_, positions_, route_workspace_, workspace_;
+  DeviceBuffer staged_ids_, staged_weights_, group_ends_, row_index_, positions_, route_workspace_, workspace_, counters_;
   DeviceBuffer norm_weight_, normed_;
 };
 
@@ -369,9 +388,15 @@ void prewarm_block(const BlockModel& m) {
   PrewarmResult result = prewarm(options);
   options.shapes = {{2 * m.inter, m.hidden, groups}};  // the fused gate_up
   options.variants = "b-layout=prepacked epilogue=swiglu";
-  const PrewarmResult fused = prewarm(options);
-  result.kernels += fused.kernels, result.compiled += fused.compiled, result.seconds += fused.seconds;
-  result.failed += fused.failed;
+  for (int i = 0; i < (m.moe() ? 2 : 1); ++i) {
+    if (i == 1) {  // the MoE block's down with the combine
+      options.shapes = {{m.hidden, m.inter, groups}};
+      options.variants = "b-layout=prepacked epilogue=moe-combine grouped=contiguous";
+    }
+    const PrewarmResult fused = prewarm(options);
+    result.kernels += fused.kernels, result.compiled += fused.compiled, result.seconds += fused.seconds;
+    result.failed += fused.failed;
+  }
   std::printf("  %s: prewarm %lld kernels (%lld compiled) in %.1f s%s\n", m.name, (long long)result.kernels,
               (long long)result.compiled, result.seconds, result.failed ? ", some failed (compiled on first use)" : "");
 }
@@ -410,9 +435,11 @@ Json bench_block(bool quick, const BlockBenchFilter& only) {
               copy_bps / 1e9);
   std::printf("  TFLOP/s: the block's products (every routed row through gate_up and down) over the chain's time\n");
   std::printf("  fused: gate_up with the SwiGLU epilogue (no swiglu_quantize): W4A16 its BF16 rows into a W4A16 down, W4A4\n"
-              "  them quantized (quantize, a static scale: one launch) into down; its graph timed in turns with the chain's\n");
-  std::printf("  %-18s %6s %-8s %-6s %9s %9s %9s %9s %8s %9s %9s %9s %9s\n", "block", "tokens", "routing", "acts", "launches", "floor us",
-              "chain us", "/ floor", "TFLOP/s", "launches", "fused us", "/ floor", "/ chain");
+              "  them quantized (quantize, a static scale: one launch) into down; +combine (MoE blocks): fused, and down with\n"
+              "  the router-weighted combine in its epilogue (no moe_combine); the graphs timed in turns with the chain's\n");
+  std::printf("  %-18s %6s %-8s %-6s %9s %9s %9s %9s %8s %9s %9s %9s %9s %9s %9s %9s\n", "block", "tokens", "routing", "acts",
+              "launches", "floor us", "chain us", "/ floor", "TFLOP/s", "launches", "fused us", "/ floor", "/ chain",
+              "launches", "+comb us", "/ chain");
   Json rows = Json::array();
   for (const BlockModel& m : kBlocks) {
     if (!only.blocks.empty() && std::find(only.blocks.begin(), only.blocks.end(), m.name) == only.blocks.end()) continue;
@@ -426,27 +453,42 @@ Json bench_block(bool quick, const BlockBenchFilter& only) {
         for (Activations acts : {Activations::w4a16, Activations::w4a4}) {
           const Block block(m, gate_up, down, tokens, acts, routing, rng), fused_block(m, gate_up, down, tokens, acts, routing, rng, true);
           const BlockGraph graph(block, s.stream), fused_graph(fused_block, s.stream);
-          std::vector<double> us, fused_us;
+          std::unique_ptr<Block> combined_block;
+          std::unique_ptr<BlockGraph> combined_graph;
+          if (m.moe()) {
+            combined_block = std::make_unique<Block>(m, gate_up, down, tokens, acts, routing, rng, true, true);
+            combined_graph = std::make_unique<BlockGraph>(*combined_block, s.stream);
+          }
+          std::vector<const BlockGraph*> graphs{&graph, &fused_graph};
+          if (combined_graph) graphs.push_back(combined_graph.get());
+          std::vector<std::vector<double>> times(graphs.size());
           for (int r = 0; r < runs + 1; ++r)  // in turns
-            for (const BlockGraph* g : {&graph, &fused_graph}) {
+            for (size_t i = 0; i < graphs.size(); ++i) {
               timer.start(s.stream);
-              g->launch(s.stream);
+              graphs[i]->launch(s.stream);
               const double t = timer.stop_ms(s.stream) * 1e3 / kBlocksPerGraph;
-              if (r > 0) (g == &graph ? us : fused_us).push_back(t);  // the first replay uploads the graph
+              if (r > 0) times[i].push_back(t);  // the first replay uploads the graph
             }
-          const double chain_us = median(us), fused = median(fused_us);
+          const double chain_us = median(times[0]), fused = median(times[1]);
+          const double combined = combined_graph ? median(times[2]) : 0.0;
           const double floor_us = floor_bytes(m, block, gate_up, down, tokens) / copy_bps * 1e6;
           const char* routing_name = !m.moe() ? "-" : routing == RoutingDraw::zipf ? "zipf" : "uniform";
           const char* acts_name = acts == Activations::w4a4 ? "W4A4" : "W4A16";
           const double tflops = block_flops(m, tokens) / chain_us / 1e6;
-          std::printf("  %-18s %6lld %-8s %-6s %9.1f %9.1f %9.1f %9.2f %8.1f %9.1f %9.1f %9.2f %9.2f\n", m.name,
+          const std::string combined_cols =
+              combined_graph ? fmt::format(" {:9.1f} {:9.1f} {:9.2f}", combined_graph->launches(), combined, combined / chain_us)
+                             : fmt::format(" {:>9} {:>9} {:>9}", "-", "-", "-");
+          std::printf("  %-18s %6lld %-8s %-6s %9.1f %9.1f %9.1f %9.2f %8.1f %9.1f %9.1f %9.2f %9.2f%s\n", m.name,
                       (long long)tokens, routing_name, acts_name, graph.launches(), floor_us, chain_us, chain_us / floor_us,
-                      tflops, fused_graph.launches(), fused, fused / floor_us, fused / chain_us);
+                      tflops, fused_graph.launches(), fused, fused / floor_us, fused / chain_us, combined_cols.c_str());
           std::fflush(stdout);
-          rows.push_back({{"block", m.name}, {"tokens", tokens}, {"routing", routing_name}, {"activations", acts_name},
-                          {"launches", graph.launches()}, {"floor_us", rounded(floor_us, 3)}, {"chain_us", rounded(chain_us, 3)},
-                          {"tflops", rounded(tflops, 2)}, {"fused_launches", fused_graph.launches()},
-                          {"fused_us", rounded(fused, 3)}});
+          Json row = {{"block", m.name}, {"tokens", tokens}, {"routing", routing_name}, {"activations", acts_name},
+                      {"launches", graph.launches()}, {"floor_us", rounded(floor_us, 3)}, {"chain_us", rounded(chain_us, 3)},
+                      {"tflops", rounded(tflops, 2)}, {"fused_launches", fused_graph.launches()},
+                      {"fused_us", rounded(fused, 3)}};
+          if (combined_graph)
+            row["fused_combine_launches"] = combined_graph->launches(), row["fused_combine_us"] = rounded(combined, 3);
+          rows.push_back(row);
         }
       }
   }

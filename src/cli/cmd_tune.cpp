@@ -39,6 +39,8 @@ int cmd_tune(const Args& args) {
   const std::string grouped = args.get("--grouped", "contiguous");
   if (grouped != "contiguous" && grouped != "masked") throw UsageError("--grouped is contiguous or masked");
   const std::string epilogue = args.get("--epilogue", "none");
+  if (epilogue == "moe-combine")
+    throw UsageError("--epilogue moe-combine runs the tiles tuned for its grouped GEMM without it: tune with --epilogue none");
   if (epilogue != "none" && epilogue != "swiglu") throw UsageError("--epilogue is none or swiglu");
   if (epilogue == "swiglu" && layout != "prepacked")
     throw UsageError("--epilogue swiglu runs on prepacked gate_up weights: add --layout prepacked");

@@ -96,7 +96,8 @@ const std::vector<Verb>& verbs() {
          "(default: RMSNorm input, mHC fp32)"},
         {"--epilogue", "LIST",
          "GEMM epilogue: none, swiglu (a gate_up weight's fused SwiGLU: prepacked\n"
-         "weights, sm_90a) (default none)"}},
+         "weights, sm_90a), moe-combine (a grouped down weight's fused MoE combine:\n"
+         "contiguous groups, sm_90a) (default none)"}},
        "Compiles every kernel the given weight shapes need, for every arch given, into the cache.\n"
        "Built-in manifests: llama-3.1-8b, llama-3.3-70b, deepseek-v3, qwen3-30b-a3b, gpt-oss-120b\n"
        "(see `nvfp4-jit info`). A manifest FILE is a regular file of at most 16 MiB; lines of the\n"

@@ -21,7 +21,8 @@ const Names<GroupedLayout> kGroupedLayouts = {{"contiguous", GroupedLayout::cont
 const Names<AFrom> kAFrom = {{"quantize", AFrom::quantize}, {"rmsnorm", AFrom::rmsnorm}, {"swiglu", AFrom::swiglu},
                              {"mhc", AFrom::mhc},           {"stage", AFrom::moe_stage}};
 const Names<NormWeight> kNormWeights = {{"input", NormWeight::input}, {"fp32", NormWeight::fp32}};
-const Names<GemmEpilogue> kEpilogues = {{"none", GemmEpilogue::none}, {"swiglu", GemmEpilogue::swiglu}};
+const Names<GemmEpilogue> kEpilogues = {
+    {"none", GemmEpilogue::none}, {"swiglu", GemmEpilogue::swiglu}, {"moe-combine", GemmEpilogue::moe_combine}};
 const Names<GemmPrecision> kPrecisions = {{"exact", GemmPrecision::exact}, {"w4a8", GemmPrecision::w4a8}};
 
 template <class T>
@@ -81,7 +82,7 @@ std::string set_prewarm_variant(PrewarmVariants& v, std::string_view key, std::s
   if (key == "in-dtype") return parse_list(key, values, kDTypes, {"bf16", "fp16", "fp32"}, v.in_dtypes);
   if (key == "a-from") return parse_list(key, values, kAFrom, {"quantize", "rmsnorm", "swiglu", "mhc", "stage"}, v.a_from);
   if (key == "norm-weight") return parse_list(key, values, kNormWeights, {"input", "fp32"}, v.norm_weights);
-  if (key == "epilogue") return parse_list(key, values, kEpilogues, {"none", "swiglu"}, v.epilogues);
+  if (key == "epilogue") return parse_list(key, values, kEpilogues, {"none", "swiglu", "moe-combine"}, v.epilogues);
   if (key == "precision") return parse_list(key, values, kPrecisions, {"exact", "w4a8"}, v.precisions);
   std::string keys;
   for (std::string_view k : kPrewarmVariantKeys) keys += fmt::format("{}{}", keys.empty() ? "" : ", ", k);

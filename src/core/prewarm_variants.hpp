@@ -44,8 +44,9 @@ struct PrewarmVariants {
   // The norm weights' dtypes; empty: each op's usual one (RMSNorm the input's, mHC fp32, as
   // DeepSeek-V4 keeps it). A checkpoint that keeps RMSNorm's weight in fp32 names `fp32`.
   std::vector<NormWeight> norm_weights;
-  // The GEMM's epilogue: none, or swiglu (a gate_up weight's fused SwiGLU; prepacked, n/2 a
-  // multiple of 8, sm_90a: where these do not hold, nothing more is compiled).
+  // The GEMM's epilogue: none, swiglu (a gate_up weight's fused SwiGLU; prepacked, n/2 a
+  // multiple of 8, sm_90a), or moe-combine (a grouped down weight's fused MoE combine;
+  // contiguous groups, sm_90a): where these do not hold, nothing more is compiled.
   std::vector<GemmEpilogue> epilogues{GemmEpilogue::none};
   // The GEMM's precision modes: exact, and w4a8 (sm_90a, prepacked weights, dense: its kernels
   // and its activation pass) where a deployment asks for it.

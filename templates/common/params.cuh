@@ -128,8 +128,10 @@ struct alignas(64) TmaDescriptor {
 
 enum BiasCode { BIAS_NONE = 0, BIAS_BF16 = 1, BIAS_FP32 = 2 };
 // What a GEMM's epilogue makes of its fp32 tile after the scales and bias: D itself, or
-// silu(gate) * up of a gate_up weight whose rows come in the 8-row interleave (D half as wide).
-enum GemmEpilogueCode { EPILOGUE_NONE = 0, EPILOGUE_SWIGLU = 1 };
+// silu(gate) * up of a gate_up weight whose rows come in the 8-row interleave (D half as wide),
+// or D and then the router-weighted sum of each finished token's rows into its output row
+// (a grouped down GEMM's MoE combine, sm90/moe_combine_epilogue.cuh).
+enum GemmEpilogueCode { EPILOGUE_NONE = 0, EPILOGUE_SWIGLU = 1, EPILOGUE_MOE_COMBINE = 2 };
 
 // MoE routing (templates/moe_route.cuh): top-k ids [tokens, topk] sorted by expert.
 // CTAs of MOE_ROUTE_WARPS warps; their dynamic shared memory: a count per warp and expert, the

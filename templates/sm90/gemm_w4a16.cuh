@@ -24,6 +24,9 @@
 // With EPILOGUE == EPILOGUE_SWIGLU the weight is a gate_up weight prepacked in the 8-row
 // interleave (gate rows i..i+7, then up rows i..i+7): a thread's rows r and r + 8 are gate
 // and up of one intermediate column, and D [M, N/2] = silu(gate) * up from the fp32 sums.
+// With EPILOGUE == EPILOGUE_MOE_COMBINE (contiguous groups, a down weight) D is stored as
+// always, then each token whose rows are all stored is combined into its output row
+// (sm90/moe_combine_epilogue.cuh).
 #pragma once
 #include "common/gemm_epilogue.cuh"
 #include "common/global_scale.cuh"
@@ -36,6 +39,7 @@
 #include "common/tile_scheduler.cuh"
 #include "sm90/fp8_operand.cuh"
 #include "sm90/gemm_params.cuh"
+#include "sm90/moe_combine_epilogue.cuh"
 #include "sm90/prepacked_weight.cuh"
 #include "sm90/ptx.cuh"
 #include "sm90/wgmma.cuh"
@@ -117,8 +121,9 @@ struct GemmConfig {
   static_assert(!FP8 || (PREPACKED && GROUPED != GROUPED_BATCHED), "W4A8: a prepacked weight, dense, contiguous or masked");
   static_assert(!PERSISTENT || GROUPED == GROUPED_CONTIGUOUS || GROUPED == GROUPED_MASKED, "persistent: contiguous or masked groups");
   static_assert(STAGE_BYTES % 1024 == 0, "stages must keep the 1024-byte swizzle alignment");
-  static_assert(EPILOGUE == EPILOGUE_NONE || (EPILOGUE == EPILOGUE_SWIGLU && PREPACKED && GROUPED != GROUPED_BATCHED),
-                "SwiGLU: a prepacked gate_up weight, not batched");
+  static_assert(EPILOGUE == EPILOGUE_NONE || (EPILOGUE == EPILOGUE_SWIGLU && PREPACKED && GROUPED != GROUPED_BATCHED) ||
+                    (EPILOGUE == EPILOGUE_MOE_COMBINE && GROUPED == GROUPED_CONTIGUOUS),
+                "SwiGLU: a prepacked gate_up weight, not batched; the MoE combine: contiguous groups");
   static_assert(KSPLIT * KSLICES == 1 || BN * BM * 4 <= STAGES * STAGE_BYTES, "partial tiles reuse the stage memory");
 };
 
@@ -330,7 +335,8 @@ __device__ __forceinline__ void narrowed_k_loop(long long rows, const ConsumerSt
 // global scales, alpha and bias applied, D stored.
 template <class C>
 __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledTile& tile, float (&acc)[C::BM / 2],
-                                           unsigned char* smem, int cw, int kslice, unsigned rank) {
+                                           unsigned char* smem, int cw, int kslice, unsigned rank,
+                                           PendingCounts<C::BM, 128 * C::WG>& counts) {
   // Partial tiles go to this CTA's (now idle) stage memory (a persistent CTA's to a region of
   // their own: its stages hold the next tile), 4 bytes per consumer thread of k group 0 and
   // accumulator, which (in order) adds those of k slice 1 and then, on rank 0, those of the
@@ -438,7 +444,9 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledT
   // columns as slabs of 128-byte rows (128-byte swizzle), one TMA store a slab. The element
   // stores below write four rows' 16 bytes per warp instruction, which costs at large M.
   constexpr int D_BYTES = C::ODT == DTYPE_FP32 ? 4 : 2, SLAB_COLS = 128 / D_BYTES;
-  if constexpr (!C::PERSISTENT && C::BM % 16 == 0 && C::WG * 64 * C::BM * D_BYTES <= C::STAGES * C::STAGE_BYTES) {
+  // (The MoE combine stores by element: its counts must follow stores of the generic proxy.)
+  if constexpr (!C::PERSISTENT && C::EPILOGUE == EPILOGUE_NONE && C::BM % 16 == 0 &&
+                C::WG * 64 * C::BM * D_BYTES <= C::STAGES * C::STAGE_BYTES) {
     if (p.d_from_smem) {
       // A grouped tile whose rows end before its box (the next group's rows follow) copies its
       // rows out 16 bytes a thread: a TMA store would clip at D's end only. (A batched group's
@@ -518,6 +526,12 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledT
                                 acc[4 * j + 2 * h + e]);
       }
     }
+  }
+  if constexpr (C::EPILOGUE == EPILOGUE_MOE_COMBINE) {
+    // this tile's rows counted, then the previous tile's counts (returned by now) read
+    const PendingCounts<C::BM, 128 * C::WG> previous = counts;
+    count_tile<C::BN>(p, tile, ctid, counts);
+    finish_counts<C::ODT, C::BN>(p, previous, ctid);
   }
 }
 
@@ -712,6 +726,8 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   constexpr int FRAGS = CARRY ? 2 * COMMIT_STEPS : COMMIT_STEPS;
   unsigned a[FRAGS][4];
   ConsumerStage st{smem, full, empty, j0, cw, tid, row0, byte_t, gathered, {}};
+  PendingCounts<C::BM, 128 * C::WG> counts;  // EPILOGUE_MOE_COMBINE: the last stored tile's
+  counts.clear();
   int ring = 0;  // k-tiles this CTA has consumed
   ScheduledTile tile = first;
   int index = int(blockIdx.x);
@@ -765,8 +781,10 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     // the epilogue reads the global scales and bias and writes D, which the previous kernel
     // may write or read
     griddep_wait();
-    store_tile<C>(p, tile, acc, smem, cw, kslice, rank);
+    store_tile<C>(p, tile, acc, smem, cw, kslice, rank, counts);
   } while (next_tile(index, tile));
+  if constexpr (C::EPILOGUE == EPILOGUE_MOE_COMBINE)
+    if (kslice == 0) finish_counts<C::ODT, C::BN>(p, counts, threadIdx.x % (128 * C::WG));
 }
 
 }  // namespace nvfp4k::sm90

@@ -100,11 +100,18 @@ void check_spans(const Check& check, const GemmArgs& g, const GemmCall& call) {
         check.span("d", "groups", call.groups, "d_group_stride", call.d_group_stride, element_bytes(g.d_dtype)));
 }
 
-// The epilogue's checks; returns D's columns (n, or SwiGLU's n / 2).
-int64_t check_epilogue(const Check& check, const GemmArgs& g) {
+// The epilogue's checks (a grouped call's combine arguments in check_moe_combine); returns D's
+// columns (n, or SwiGLU's n / 2).
+int64_t check_epilogue(const Check& check, const GemmArgs& g, const GemmCall& call) {
   if (g.epilogue == GemmEpilogue::none) return g.n;
+  if (g.epilogue == GemmEpilogue::moe_combine) {
+    if (!call.groups)
+      check.fail("epilogue", "epilogue moe_combine is for grouped_gemm (an MoE down projection on moe_route's rows), not "
+                             "gemm", Status::unsupported);
+    return g.n;
+  }
   if (g.epilogue != GemmEpilogue::swiglu)
-    check.fail("epilogue", fmt::format("epilogue = {} is not a GemmEpilogue (none or swiglu)", int(g.epilogue)));
+    check.fail("epilogue", fmt::format("epilogue = {} is not a GemmEpilogue (none, swiglu or moe_combine)", int(g.epilogue)));
   if (g.n % 16)
     check.fail("n", fmt::format("n = {} with epilogue swiglu: the gate_up weight's 2 x I rows need I = n/2 a multiple of 8",
                                 g.n));
@@ -128,7 +135,7 @@ void check_gemm_args(const Check& check, const GemmArgs& g, GemmCall& call) {
     check.fail("alpha", fmt::format("alpha = {} must be finite and nonzero (a zero-filled nvfp4_gemm_args? start from "
                                     "nvfp4_gemm_args_init())", g.alpha));
   if (!g.b_prepacked) check.scale_layout("b.scale_layout", g.b.scale_layout);
-  const int64_t d_columns = check_epilogue(check, g);
+  const int64_t d_columns = check_epilogue(check, g, call);
   call.args = g;
   call.a_gscale_mode = nvfp4k::GSCALE_HOST;
   call.a_stride = g.a_row_stride ? g.a_row_stride : g.k;
@@ -167,6 +174,49 @@ void check_gemm_args(const Check& check, const GemmArgs& g, GemmCall& call) {
     check.aligned("d", g.d, g.d_dtype == DType::fp32 ? 4 : 2);
     if (g.bias) check.aligned("bias", g.bias, g.bias_dtype == DType::fp32 ? 4 : 2);
     check.aligned("b.global_scale.device_ptr", g.b.global_scale.device_ptr, 4);
+  }
+}
+
+// GemmEpilogue::moe_combine's arguments (a contiguous grouped call, whose rows are moe_route's),
+// resolved into call.combine.
+void check_moe_combine(const Check& check, const GroupedGemmArgs& ga, GemmCall& call) {
+  const MoeCombineEpilogue& c = ga.combine;
+  const GemmArgs& g = ga.gemm;
+  if (ga.layout != GroupedLayout::contiguous)
+    check.fail("layout", "gemm.epilogue moe_combine needs the contiguous layout (moe_route's rows, which positions and "
+                         "row_token index)", Status::unsupported);
+  check.not_negative("combine.tokens", c.tokens);
+  check.positive("combine.topk", c.topk);
+  if (c.tokens > INT32_MAX / c.topk)
+    check.fail("combine.tokens", fmt::format("combine.tokens * combine.topk = {} * {} is more than {} entries", c.tokens,
+                                             c.topk, INT32_MAX));
+  check.dtype_in("combine.weights_dtype", c.weights_dtype, {DType::fp32, DType::bf16});
+  check.dtype_in("combine.out_dtype", c.out_dtype, {DType::bf16, DType::fp16, DType::fp32});
+  check.not_negative("combine.out_row_stride", c.out_row_stride);
+  call.combine = c;
+  call.combine.out_row_stride = c.out_row_stride ? c.out_row_stride : g.n;
+  if (call.combine.out_row_stride < g.n)
+    check.fail("combine.out_row_stride",
+               fmt::format("combine.out_row_stride = {} is less than gemm.n = {}", call.combine.out_row_stride, g.n));
+  check.span("combine.out", "combine.tokens", c.tokens, "combine.out_row_stride", call.combine.out_row_stride,
+             element_bytes(c.out_dtype));
+  const int64_t counters = check.bytes("combine.counters (tokens * ceil(n / 64) * 4)", {c.tokens, (g.n + 63) / 64, 4});
+  if (g.m == 0 || c.tokens == 0) return;
+  check.not_null("combine.positions", c.positions);
+  check.aligned("combine.positions", c.positions, 4);
+  check.not_null("combine.row_token", c.row_token);
+  check.aligned("combine.row_token", c.row_token, 4);
+  check.not_null("combine.weights", c.weights);
+  check.aligned("combine.weights", c.weights, uintptr_t(element_bytes(c.weights_dtype)));
+  check.not_null("combine.out", c.out);
+  check.aligned("combine.out", c.out, uintptr_t(element_bytes(c.out_dtype)));
+  if (c.counters && check.checks_buffers()) {
+    check.aligned("combine.counters", c.counters, 4);
+    if (c.counters_bytes < counters)
+      check.fail("combine.counters_bytes",
+                 fmt::format("combine.counters_bytes = {} is less than the {} bytes the combine counts in ({} tokens x "
+                             "{} column tiles x 4; moe_combine_counter_bytes)",
+                             c.counters_bytes, counters, c.tokens, (g.n + 63) / 64));
   }
 }
 
@@ -257,7 +307,7 @@ GemmCall grouped_gemm_call(const GroupedGemmArgs& ga, const char* who, bool poin
     check.fail("layout", fmt::format("layout = {} is not a GroupedLayout (contiguous, masked or batched)", int(ga.layout)));
   check.not_negative("gemm.m", g.m);
   const bool batched = ga.layout == GroupedLayout::batched;
-  if (batched && g.epilogue != GemmEpilogue::none)
+  if (batched && g.epilogue == GemmEpilogue::swiglu)
     check.fail("gemm.epilogue", "gemm.epilogue swiglu with the batched layout is not supported (contiguous or masked)",
                Status::unsupported);
   if (!batched && (ga.a_group_stride || ga.d_group_stride))
@@ -299,6 +349,7 @@ GemmCall grouped_gemm_call(const GroupedGemmArgs& ga, const char* who, bool poin
     call.a_gscale_mode = nvfp4k::GSCALE_DEVICE_PER_GROUP;
   }
   if (ga.row_index) check_row_gather(check, ga, call);
+  if (g.epilogue == GemmEpilogue::moe_combine) check_moe_combine(check, ga, call);
   check_spans(check, call.args, call);
   if (g.precision == GemmPrecision::w4a8 && w4a8_runs_exact(true, ga.row_index != nullptr, call.expected_m))
     call.args.precision = GemmPrecision::exact;
@@ -365,7 +416,13 @@ GemmSpec with_groups(GemmSpec spec, int32_t groups, GroupedLayout layout) {
 
 GemmSpec with_epilogue(GemmSpec spec, GemmEpilogue epilogue) {
   if (epilogue == GemmEpilogue::swiglu) spec.flags |= kFlagEpilogueSwiglu;
+  if (epilogue == GemmEpilogue::moe_combine) spec.flags |= kFlagEpilogueMoeCombine;
   return spec;
+}
+
+int64_t moe_combine_counter_bytes(const GemmCall& call) {
+  if (call.args.epilogue != GemmEpilogue::moe_combine) return 0;
+  return call.combine.tokens * ((call.args.n + 63) / 64) * 4;  // (its size checked in check_moe_combine)
 }
 
 GemmSpec gemm_problem(Arch arch, const GemmCall& call) {

@@ -43,6 +43,9 @@ struct GemmCall {
   int64_t a_rows = 0;                  // rows of A with row_index
   int64_t a_group_stride = 0, d_group_stride = 0;  // batched: elements from one group's rows to the next's
   int64_t expected_m = 0;  // rows per group the tile is chosen for
+  // GemmEpilogue::moe_combine: its arguments, out_row_stride and counters resolved (counters null
+  // until gemm.cpp allocates them for a call that passed none)
+  MoeCombineEpilogue combine;
   int64_t a_stride = 0, b_stride = 0, d_stride = 0;
   int b_gscale_mode = 0;  // GlobalScaleCode of b.global_scale
   int a_gscale_mode = 0;  // of a_scale
@@ -98,8 +101,11 @@ GemmCall gemm_call_on_fp8_a(const GemmCall& call, const void* workspace);
 GemmSpec gemm_problem(Arch arch, int64_t n, int64_t k, DType a, DType d, ScaleLayout b_layout, bool b_prepacked,
                         uint8_t bias);
 GemmSpec gemm_problem(Arch arch, const GemmCall& call);
-// `spec` with `epilogue` (kFlagEpilogueSwiglu for swiglu).
+// `spec` with `epilogue` (kFlagEpilogueSwiglu, kFlagEpilogueMoeCombine).
 GemmSpec with_epilogue(GemmSpec spec, GemmEpilogue epilogue);
+// MoeCombineEpilogue::counters' bytes for a validated call (0 without the epilogue): a counter
+// per token and 64 columns (a tile's columns are a multiple of 64).
+int64_t moe_combine_counter_bytes(const GemmCall& call);
 // call.problem on `arch`.
 GemmSpec gemm_problem_on(Arch arch, const GemmCall& call);
 GemmSpec gemm_problem(Arch arch, const GemmProblem& problem);

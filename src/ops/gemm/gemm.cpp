@@ -3,6 +3,7 @@
 #include "ops/gemm/gemm.hpp"
 
 #include "common/params.cuh"
+#include "core/driver.hpp"
 #include "core/error.hpp"
 #include "core/stream_buffer.hpp"
 #include "ops/gemm/call.hpp"
@@ -60,15 +61,33 @@ void gemm_w4a8(const GemmCall& call, const GemmKernel& kernel, CUstream stream) 
   owned.free();
 }
 
-// A validated call (dense or grouped): its warm kernel, and W4A4's decode first where the
-// device's backend has no FP4 MMA (W4A8's activation pass first).
-void run_gemm(const GemmCall& call, const char* who, CUstream stream) {
-  if (call.args.m == 0) return;
-  const CallDevice call_device(stream, call.args.d, who);
-  const GemmKernel& kernel = gemm_dispatch(call_device.info, call, stream);
+// `kernel` (loaded) on `call`: W4A4's decode first where the kernel runs on decoded A, W4A8's
+// activation pass first.
+void enqueue_gemm(const GemmCall& call, const GemmKernel& kernel, CUstream stream) {
   if (kernel.decodes_a) return gemm_w4a4(call, kernel, stream);
   if (call.args.precision == GemmPrecision::w4a8) return gemm_w4a8(call, kernel, stream);
   launch_gemm(kernel, call, stream);
+}
+
+// enqueue_gemm, with the MoE combine's counters allocated and zeroed in stream order where the
+// call passed none (its kernel leaves them zero; they are freed after it).
+void enqueue_gemm_with_counters(const GemmCall& call, const GemmKernel& kernel, CUstream stream) {
+  const int64_t bytes = moe_combine_counter_bytes(call);
+  if (bytes == 0 || call.combine.counters || load_only()) return enqueue_gemm(call, kernel, stream);
+  StreamBuffer counters(size_t(bytes), stream, "MoE combine counters");
+  check_cu(driver().cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(counters.get()), 0, size_t(bytes / 4), stream),
+           "cuMemsetD32Async");
+  GemmCall counted = call;
+  counted.combine.counters = counters.get();
+  enqueue_gemm(counted, kernel, stream);
+  counters.free();
+}
+
+// A validated call (dense or grouped): its warm kernel, enqueued.
+void run_gemm(const GemmCall& call, const char* who, CUstream stream) {
+  if (call.args.m == 0) return;
+  const CallDevice call_device(stream, call.args.d, who);
+  enqueue_gemm_with_counters(call, gemm_dispatch(call_device.info, call, stream), stream);
 }
 
 // A validated call on a given tile.
@@ -88,11 +107,9 @@ void run_gemm_with_tile(const GemmCall& call, const GemmTile& tile, const char* 
   if (std::string why = backend.tile_problem(spec); !why.empty())
     fail(Status::unsupported, "{}: tile {}: {}", who, backend.describe(tile), why);
   GemmKernel kernel = load_gemm_kernel(device, backend, spec, call.args.m, stream, call);
-  if (call.args.precision == GemmPrecision::w4a8) {
+  if (call.args.precision == GemmPrecision::w4a8)
     kernel.activations = load_fp8_activations_kernel(device, call, stream);  // before anything is enqueued
-    return gemm_w4a8(call, kernel, stream);
-  }
-  launch_gemm(kernel, call, stream);
+  enqueue_gemm_with_counters(call, kernel, stream);
 }
 
 }  // namespace
@@ -128,6 +145,11 @@ int64_t grouped_gemm_workspace_bytes(const GroupedGemmArgs& args) {
       detail::grouped_gemm_call(args, "nvfp4::jit::grouped_gemm_workspace_bytes", /*pointers=*/false);
   if (call.args.precision == GemmPrecision::w4a8) return detail::fp8_activation_bytes(call.rows, args.gemm.k);
   return args.gemm.a_dtype == DType::nvfp4 ? call.rows * args.gemm.k * 2 : 0;
+}
+
+int64_t moe_combine_counter_bytes(const GroupedGemmArgs& args) {
+  return detail::moe_combine_counter_bytes(
+      detail::grouped_gemm_call(args, "nvfp4::jit::moe_combine_counter_bytes", /*pointers=*/false));
 }
 
 }  // namespace nvfp4::jit

@@ -17,7 +17,7 @@ namespace {
 constexpr const char* kBiasNames[] = {"none", "bf16", "fp32"};
 constexpr const char* kGroupedNames[] = {"none", "contiguous", "masked", "batched"};
 constexpr uint8_t kGroupedFlags[] = {0, kFlagGroupedContiguous, kFlagGroupedMasked, kFlagGroupedBatched};
-constexpr const char* kEpilogueNames[] = {"none", "swiglu"};
+constexpr const char* kEpilogueNames[] = {"none", "swiglu", "moe_combine"};  // by GemmEpilogueCode
 
 const char* bias_of(const GemmSpec& spec) {
   const uint8_t bias = gemm_bias_code(spec);
@@ -103,7 +103,7 @@ std::string gemm_spec_from_json(const nlohmann::json& object, Arch arch, GemmSpe
   if (bias_index < 0) return fmt::format("bias = \"{}\" is not none, bf16 or fp32", bias);
   if (grouped_index < 0) return fmt::format("grouped = \"{}\" is not none, contiguous, masked or batched", grouped);
   const int epilogue_index = index_of(kEpilogueNames, epilogue);
-  if (epilogue_index < 0) return fmt::format("epilogue = \"{}\" is not none or swiglu", epilogue);
+  if (epilogue_index < 0) return fmt::format("epilogue = \"{}\" is not none, swiglu or moe_combine", epilogue);
   if (a_layout_code != nvfp4k::SCALES_LINEAR && a_layout_code != nvfp4k::SCALES_SWIZZLED128X4)
     return fmt::format("a_scale_layout = \"{}\" is not linear or sw128x4", a_layout);
   s.a_dtype = uint8_t(a_code);
@@ -111,7 +111,7 @@ std::string gemm_spec_from_json(const nlohmann::json& object, Arch arch, GemmSpe
   s.scale_layout = uint8_t(layout_code);
   s.flags = uint16_t((bias_index == 1 ? kFlagBiasBf16 : bias_index == 2 ? kFlagBiasFp32 : 0) | kGroupedFlags[grouped_index] |
                      (a_layout_code == nvfp4k::SCALES_SWIZZLED128X4 ? kFlagAScalesSwizzled : 0) |
-                     (epilogue_index == 1 ? kFlagEpilogueSwiglu : 0) | (precision == "w4a8" ? kFlagW4A8 : 0));
+                     (epilogue_index == 1 ? kFlagEpilogueSwiglu : epilogue_index == 2 ? kFlagEpilogueMoeCombine : 0) | (precision == "w4a8" ? kFlagW4A8 : 0));
   *spec = s;
   return {};
 }

@@ -33,6 +33,7 @@ enum GemmFlags : uint16_t {
   kFlagGroupedBatched = 64,   // a grouped GEMM of `groups` groups that every row goes to
   kFlagEpilogueSwiglu = 128,  // D = silu(gate) * up of an 8-row interleaved gate_up weight (GemmEpilogue::swiglu)
   kFlagW4A8 = 256,            // GemmPrecision::w4a8: E4M3 activations and folded weights, FP8 MMA
+  kFlagEpilogueMoeCombine = 512,  // D, then its rows combined into the tokens' rows (GemmEpilogue::moe_combine)
 };
 
 struct GemmSpec {

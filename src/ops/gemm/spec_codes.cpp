@@ -13,10 +13,18 @@ uint8_t gemm_bias_code(const GemmSpec& spec) {
 }
 
 uint8_t gemm_epilogue_code(const GemmSpec& spec) {
-  return spec.flags & kFlagEpilogueSwiglu ? nvfp4k::EPILOGUE_SWIGLU : nvfp4k::EPILOGUE_NONE;
+  return spec.flags & kFlagEpilogueSwiglu        ? nvfp4k::EPILOGUE_SWIGLU
+         : spec.flags & kFlagEpilogueMoeCombine ? nvfp4k::EPILOGUE_MOE_COMBINE
+                                                 : nvfp4k::EPILOGUE_NONE;
 }
 
-const char* epilogue_name(const GemmSpec& spec) { return gemm_epilogue_code(spec) == nvfp4k::EPILOGUE_SWIGLU ? "_swiglu" : ""; }
+const char* epilogue_name(const GemmSpec& spec) {
+  switch (gemm_epilogue_code(spec)) {
+    case nvfp4k::EPILOGUE_SWIGLU: return "_swiglu";
+    case nvfp4k::EPILOGUE_MOE_COMBINE: return "_combine";
+    default: return "";
+  }
+}
 
 int gemm_a_scale_layout(const GemmSpec& spec) {
   return spec.flags & kFlagAScalesSwizzled ? nvfp4k::SCALES_SWIZZLED128X4 : nvfp4k::SCALES_LINEAR;

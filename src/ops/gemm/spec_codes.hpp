@@ -15,7 +15,7 @@ namespace nvfp4::jit::detail {
 uint8_t gemm_bias_code(const GemmSpec& spec);
 // nvfp4k::GemmEpilogueCode of the spec's epilogue.
 uint8_t gemm_epilogue_code(const GemmSpec& spec);
-// The epilogue's part of a kernel name: "" or "_swiglu".
+// The epilogue's part of a kernel name: "", "_swiglu" or "_combine".
 const char* epilogue_name(const GemmSpec& spec);
 // nvfp4k::ScaleLayoutCode of A's scales (W4A4 problems).
 int gemm_a_scale_layout(const GemmSpec& spec);

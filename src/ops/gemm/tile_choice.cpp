@@ -56,7 +56,11 @@ TuningTable& gemm_tuning_table(const DeviceInfo& device) {
 
 std::optional<GemmTile> gemm_tuned_tile(const DeviceInfo& device, const GemmSpec& problem, int bucket) {
   if (records_specs(device)) return std::nullopt;  // no device to name a tuning table: the heuristic
-  const std::optional<KernelSpec> tuned = gemm_tuning_table(device).find(gemm_key(problem), bucket);
+  // The MoE combine adds to the down GEMM's epilogue only: it runs the plain GEMM's tuned tile
+  // (which also keeps its D the bits of the unfused chain's).
+  GemmSpec tuned_as = problem;
+  tuned_as.flags &= uint16_t(~kFlagEpilogueMoeCombine);
+  const std::optional<KernelSpec> tuned = gemm_tuning_table(device).find(gemm_key(tuned_as), bucket);
   if (!tuned) return std::nullopt;
   return gemm_spec_of(*tuned).tile;
 }

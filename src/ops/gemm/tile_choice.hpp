@@ -34,7 +34,7 @@ inline std::atomic<uint64_t> gemm_tuning_generation{0};
 
 // The tuning table of `device` (loaded once per device and process).
 TuningTable& gemm_tuning_table(const DeviceInfo& device);
-// The tuned tile of `problem`'s bucket on `device`, if any.
+// The tuned tile of `problem`'s bucket on `device`, if any (the MoE combine's: its GEMM's without it).
 std::optional<GemmTile> gemm_tuned_tile(const DeviceInfo& device, const GemmSpec& problem, int bucket);
 
 }  // namespace nvfp4::jit::detail

@@ -311,6 +311,9 @@ namespace nvfp4::jit {
 
 std::vector<TunedBucket> tune(const GemmProblem& problem, const TuneOptions& options) {
   using namespace detail;
+  if (problem.epilogue == GemmEpilogue::moe_combine)
+    fail(Status::invalid_argument, "{}: epilogue moe_combine runs the tiles tuned for its grouped GEMM without it: tune the "
+         "problem with epilogue none", kWho);
   // the arguments gemm would check, on a problem with M = 0
   GemmArgs probe;
   probe.m = 0, probe.n = problem.n, probe.k = problem.k;

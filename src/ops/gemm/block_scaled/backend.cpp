@@ -9,9 +9,13 @@ namespace nvfp4::jit::detail::block_scaled {
 
 std::string family_problem(const ArchPair& pair, const GemmSpec& problem) {
   const std::string label = fmt::format("{} / {}", to_string(pair.archs[0]), to_string(pair.archs[1]));
-  if (gemm_epilogue_code(problem) != nvfp4k::EPILOGUE_NONE)
+  if (gemm_epilogue_code(problem) == nvfp4k::EPILOGUE_SWIGLU)
     return fmt::format("epilogue swiglu (GemmEpilogue::swiglu) is not implemented on {} yet (sm_90a has it): run the GEMM, "
                        "then swiglu_quantize",
+                       label);
+  if (gemm_epilogue_code(problem) == nvfp4k::EPILOGUE_MOE_COMBINE)
+    return fmt::format("epilogue moe_combine (GemmEpilogue::moe_combine) is not implemented on {} yet (sm_90a has it): run "
+                       "the grouped GEMM, then moe_combine",
                        label);
   if (problem.a_dtype != uint8_t(DType::nvfp4))
     return fmt::format("the {0} GEMM takes NVFP4 activations (a_dtype = nvfp4, W4A4) only: a_dtype = {1} "

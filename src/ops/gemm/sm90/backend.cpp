@@ -77,6 +77,9 @@ class Sm90Backend final : public GemmBackend {
     if (gemm_epilogue_code(problem) == nvfp4k::EPILOGUE_SWIGLU &&
         (!gemm_problem_prepacked(problem) || gemm_problem_grouped(problem) == nvfp4k::GROUPED_BATCHED))
       return "epilogue swiglu runs on a prepacked gate_up weight, dense or contiguous / masked groups";
+    if (gemm_epilogue_code(problem) == nvfp4k::EPILOGUE_MOE_COMBINE &&
+        gemm_problem_grouped(problem) != nvfp4k::GROUPED_CONTIGUOUS)
+      return "epilogue moe_combine runs on contiguous groups (moe_route's rows) only";
     if (!gemm_problem_w4a8(problem)) return {};
     if (gemm_epilogue_code(problem) != nvfp4k::EPILOGUE_NONE) return "precision = w4a8 runs without a fused epilogue so far";
     if (!gemm_problem_prepacked(problem)) return "precision = w4a8 needs a prepacked weight (its rows' fold exponents)";
@@ -238,6 +241,9 @@ class Sm90Backend final : public GemmBackend {
       p.w_scales = static_cast<const unsigned char*>(args.b.scales);
     }
     bind_epilogue(p, call);
+    const MoeCombineEpilogue& c = call.combine;
+    p.combine = {c.positions, c.row_token,        c.weights,       c.out,         static_cast<int*>(c.counters),
+                 c.out_row_stride, c.tokens, c.topk, call.rows, int(c.weights_dtype), int(c.out_dtype)};
     // D leaves a tile at a time through shared memory where the kernel's tile fits in its
     // stages and D's rows are whole 16-byte pieces (its start, n and the strides 16-byte
     // aligned); else element by element. From shared memory TMA stores it, or, for a grouped tile
