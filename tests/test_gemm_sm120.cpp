@@ -381,14 +381,12 @@ TEST_SUITE("gemm_sm120") {
       for (const GemmSpec& s : test::gemm_prewarm_swiglu(arch, 2 * 768, 2048, 128)) specs.push_back(s);
     }
     REQUIRE_FALSE(specs.empty());
-    bool split = false;
     for (const GemmSpec& s : specs) {
       const std::string name = gemm_backend(s.arch, "test").kernel_name(s);
       CAPTURE(name);
       CHECK(gemm_epilogue_code(s) == nvfp4k::EPILOGUE_SWIGLU);
       CHECK(name.substr(name.size() - 7) == "_swiglu");
       CHECK_FALSE(gemm_problem_prepacked(s));
-      split = split || s.tile.split_k > 1;
     }
     test::check_gemm_sass(specs, {"OMMA.SF"}, nvfp4k::sm120::GEMM_MAX_SHARED);
     // NVRTC builds the emulation for sm_90a: every weight tile width and row tile, split K, grouped

@@ -20,6 +20,10 @@ SwigluCase stored(SwigluCase c, GemmTile tile = {}) {
   c.a = fp4, c.as_stored = true, c.backend_tile = tile;
   return c;
 }
+SwigluCase with_alpha(SwigluCase c, float alpha) {
+  c.alpha = alpha;
+  return c;
+}
 GemmTile sm100_tile(int block_n, int stages, int ctas = 1) { return sm100::Tiles::to_config({block_n, stages, ctas}); }
 GemmTile sm120_tile(int block_m, int block_n, int stages, int split_k = 1) {
   return sm120::Tiles::to_config({block_m, block_n, stages, split_k});
@@ -37,7 +41,7 @@ TEST_SUITE("gpu_gemm_swiglu_sm100") {
         stored({1, 2048, 4096}),
         stored({16, 768, 2048, 0, fp4, bf16, 1}),
         stored({104, 1440, 2880, 0, fp4, bf16, 2}),
-        stored({300, 200, 1024, 0, fp4, fp16, 2, 0, contiguous, false, 8}),
+        with_alpha(stored({300, 200, 1024, 0, fp4, fp16, 2, 0, contiguous, false, 8}), 1.0f / 64),  // FP16 D within range
         stored({37, 256, 512, 0, fp4, fp32}),
         stored({260, 200, 576, 0, fp4, bf16, 1}, sm100_tile(64, 2)),
         stored({130, 520, 1024, 0, fp4, fp32, 0, 0, contiguous, false, 3}, sm100_tile(128, 6)),
@@ -88,7 +92,7 @@ TEST_SUITE("gpu_gemm_swiglu_sm120") {
         stored({1, 2048, 4096}),
         stored({16, 768, 2048, 0, fp4, bf16, 1}),
         stored({104, 1440, 2880, 0, fp4, bf16, 2}),
-        stored({300, 200, 1024, 0, fp4, fp16, 2, 0, contiguous, false, 8}),
+        with_alpha(stored({300, 200, 1024, 0, fp4, fp16, 2, 0, contiguous, false, 8}), 1.0f / 64),  // FP16 D within range
         stored({37, 256, 512, 0, fp4, fp32}),
         stored({20, 200, 576, 0, fp4, bf16, 1}, sm120_tile(16, 64, 2)),
         stored({130, 520, 1024, 0, fp4, fp32, 0, 0, contiguous, false, 3}, sm120_tile(128, 128, 3)),
