@@ -233,12 +233,11 @@ enum class GemmEpilogue : uint8_t {
   // rows (I a multiple of 8): on sm_90a prepacked with PrepackArgs::swiglu_interleave set
   // (b_prepacked); on sm_100a / 103a / 120a / 121a as ModelOpt stores it (not prepacked), gate
   // rows [0, I) then up rows [I, 2I) (b_swiglu_interleave 0). D is [m, I] = silu(gate) * up:
-  // column i from gate row i and up row i, each the
-  // fp32 sum with alpha, the global scales and its bias applied (bias [2 I]: gate's I values,
-  // then up's, whatever the weight's stored order); silu(g) = g / (1 + e^-g) in fp32 (the
-  // hardware's exp2 and divide: relative error below 2^-19), then one rounding to d_dtype.
-  // d_row_stride defaults to I. Dense,
-  // contiguous (row_index too) and masked grouped calls, W4A16 and W4A4; not batched.
+  // column i from gate row i and up row i, each the fp32 sum with alpha, the global scales and
+  // its bias applied (bias [2 I]: gate's I values, then up's, whatever the weight's stored
+  // order); silu(g) = g / (1 + e^-g) in fp32 (the hardware's exp2 and divide: relative error
+  // below 2^-19), then one rounding to d_dtype. d_row_stride defaults to I. Dense, contiguous
+  // (row_index too) and masked grouped calls, W4A16 (sm_90a) and W4A4; not batched.
   swiglu = 1,
 };
 // How gemm multiplies. exact: every product of the decoded values exact, fp32 accumulation
