@@ -66,6 +66,14 @@ inline std::vector<GemmSpec> gemm_prewarm(Arch arch, int64_t n, int64_t k, int32
   return gemm_specs_of(prewarm_specs({every_layout(n, k, groups)}, {arch}, 132));
 }
 
+// The fused SwiGLU GEMM kernels (GemmEpilogue::swiglu) a prewarm of a gate_up weight shape
+// (N = 2I) with `--epilogue swiglu` compiles for `arch`, every layout.
+inline std::vector<GemmSpec> gemm_prewarm_swiglu(Arch arch, int64_t n, int64_t k, int32_t groups = 1) {
+  WeightShape shape = every_layout(n, k, groups);
+  shape.variants.epilogues = {GemmEpilogue::swiglu};
+  return gemm_specs_of(prewarm_specs({shape}, {arch}, 132));
+}
+
 // A tuning entry of a BF16 GEMM of N x K on sm_90a: M bucket `bucket` tuned to an 8-row tile of
 // one consumer warpgroup (one the backend builds: import and load check that).
 inline TuningEntry sm90_tuned_entry(int64_t n, int64_t k, int bucket) {

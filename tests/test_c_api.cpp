@@ -67,6 +67,14 @@ TEST_SUITE("c_api") {
     g.n = 72;
     CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_INVALID_ARGUMENT);
     CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4_jit_gemm: n = 72 with epilogue swiglu") == 0);
+    // and the stored weight's gate / up order (0: halves, the default)
+    CHECK(g.b_swiglu_interleave == 0);
+    g.n = 64, g.b_prepacked = 0, g.b.scale_layout = NVFP4_SCALES_LINEAR, g.b_swiglu_interleave = 4;
+    CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_UNSUPPORTED);
+    CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4_jit_gemm: b_swiglu_interleave = 4: a gate_up weight as stored") == 0);
+    g.b_swiglu_interleave = 0;
+    CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_OK);  // m = 0: validated, no work
+    g.b_prepacked = 1, g.b.scale_layout = nvfp4_scale_layout(9);
     g.n = 64, g.epilogue = NVFP4_GEMM_EPILOGUE_NONE;
     p.k = 256, p.n = 24, p.swiglu_interleave = 0;  // and prepack's gate / up order
     CHECK(nvfp4_jit_prepack(&p, nullptr) == NVFP4_INVALID_ARGUMENT);

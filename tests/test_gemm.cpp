@@ -606,8 +606,18 @@ TEST_SUITE("gemm") {
     check_error(g, "n = 120 with epilogue swiglu: the gate_up weight's 2 x I rows need I = n/2 a multiple of 8");
     g = fused, g.n = 63;
     check_error(g, "n = 63 with epilogue swiglu");
+    // a weight as stored (sm_100a / sm_120a): ModelOpt's gate then up halves; an interleaved one
+    // is refused naming the argument, and the argument is the fused epilogue's only
     g = fused, g.b_prepacked = false, g.b.scales = buffer;
-    check_error(g, "epilogue swiglu reads gate and up rows in prepack's 8-row interleave");
+    CHECK(error_of(g) == "");
+    g.b_swiglu_interleave = 8;
+    check_error(g, "b_swiglu_interleave = 8: a gate_up weight as stored is read as ModelOpt's halves only");
+    g.b_swiglu_interleave = -1;
+    check_error(g, "b_swiglu_interleave = -1: 0 (gate rows [0, n/2), then up rows) or a group size g > 0");
+    g = fused, g.b_swiglu_interleave = 8;
+    check_error(g, "b_swiglu_interleave = 8 with b_prepacked: a prepacked weight records its gate / up order");
+    g = valid(), g.b_swiglu_interleave = 1;
+    check_error(g, "b_swiglu_interleave = 1 is for epilogue swiglu (leave 0)");
     g = fused, g.epilogue = GemmEpilogue(7);
     check_error(g, "epilogue = 7 is not a GemmEpilogue (none, swiglu or moe_combine)");
     g = fused, g.d_row_stride = 60;  // D is [m, n/2]
@@ -653,17 +663,32 @@ TEST_SUITE("gemm") {
     CHECK(back == gemm_spec(plain, tile));
     older["epilogue"] = "gelu";
     CHECK(gemm_spec_from_json(older, Arch::sm_90a, &back) == "epilogue = \"gelu\" is not none, swiglu or moe_combine");
-    // sm_100a / sm_120a refuse it by name
+    // sm_100a / sm_120a run it on the weight as stored (W4A4; not prepacked, not batched): kernels
+    // of their own, named `..._swiglu`, GemmConfig's EPILOGUE after the grouped arguments
     for (Arch arch : {Arch::sm_100a, Arch::sm_120a}) {
+      const GemmBackend& backend = gemm_backend(arch, "test");
       const GemmSpec fp4 = gemm_fp4_problem(gemm_problem(arch, 4096, 7168, DType::bf16, DType::bf16, ScaleLayout::linear,
                                                          false, kNoDType),
                                             ScaleLayout::linear);
-      const std::string why = gemm_backend(arch, "test").unsupported(with_epilogue(fp4, GemmEpilogue::swiglu));
-      CAPTURE(why);
-      CHECK(why.find("epilogue swiglu (GemmEpilogue::swiglu) is not implemented on") == 0);
+      const GemmSpec fused_fp4 = with_epilogue(fp4, GemmEpilogue::swiglu);
+      CHECK(backend.unsupported(fused_fp4) == "");
+      const GemmSpec prepacked = with_epilogue(gemm_fp4_problem(gemm_problem(arch, 4096, 7168, DType::bf16, DType::bf16,
+                                                                             ScaleLayout::linear, true, kNoDType),
+                                                                ScaleLayout::linear),
+                                               GemmEpilogue::swiglu);
+      CHECK(backend.unsupported(prepacked).find("a prepacked weight (sm_90a's layout) does not run on") == 0);
+      const GemmTile t = gemm_bucket_tiles(backend, fused_fp4, gemm_m_bucket(16), 148).front();
+      const GemmSpec fused_kernel = gemm_kernel_spec(backend, fused_fp4, t);
+      const std::string fused_name = backend.kernel_name(fused_kernel);
+      CAPTURE(fused_name);
+      CHECK(fused_name.size() > 7);
+      CHECK(fused_name.substr(fused_name.size() - 7) == "_swiglu");
+      CHECK(fused_name.substr(0, fused_name.size() - 7) == backend.kernel_name(gemm_kernel_spec(backend, fp4, t)));
+      CHECK_FALSE(gemm_key(fused_kernel) == gemm_key(gemm_kernel_spec(backend, fp4, t)));
+      CHECK(generate(fused_kernel).source.find(", 0, 0, 1>>(p)") != std::string::npos);
     }
-    // a prewarm with epilogue=swiglu: the fused kernels of the prepacked weight on sm_90a, none
-    // for the weight as stored, none on sm_100a; a gate_up of odd I / 8 gets none
+    // a prewarm with epilogue=swiglu: the fused kernels of the prepacked weight on sm_90a, of the
+    // weight as stored (W4A4) on sm_100a; a gate_up of odd I / 8 gets none
     WeightShape shape = every_layout(4096, 7168);
     REQUIRE(set_prewarm_variant(shape.variants, "epilogue", "none,swiglu") == "");
     auto fused_specs = [](const std::vector<GemmSpec>& specs) {
@@ -676,7 +701,12 @@ TEST_SUITE("gemm") {
     CHECK_FALSE(sm90_fused.empty());
     for (const GemmSpec& s : sm90_fused) CHECK(gemm_problem_prepacked(s));
     CHECK(std::find(sm90_fused.begin(), sm90_fused.end(), kernel) != sm90_fused.end());
-    CHECK(fused_specs(gemm_specs_of(prewarm_specs({shape}, {Arch::sm_100a}, 148))).empty());
+    const std::vector<GemmSpec> sm100_fused = fused_specs(gemm_specs_of(prewarm_specs({shape}, {Arch::sm_100a}, 148)));
+    CHECK_FALSE(sm100_fused.empty());
+    for (const GemmSpec& s : sm100_fused) {
+      CHECK_FALSE(gemm_problem_prepacked(s));
+      CHECK(s.a_dtype == uint8_t(DType::nvfp4));
+    }
     shape.n = 4104;
     CHECK(fused_specs(gemm_specs_of(prewarm_specs({shape}, {Arch::sm_90a}, 132))).empty());
   }

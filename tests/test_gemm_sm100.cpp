@@ -15,6 +15,7 @@
 #include "ops/gemm/call.hpp"
 #include "ops/gemm/m_buckets.hpp"
 #include "ops/gemm/sm100/tiles.hpp"
+#include "ops/gemm/spec_codes.hpp"
 #include "ops/gemm/tile_choice.hpp"
 #include "sass_util.hpp"
 #include "common/tile_scheduler.cuh"
@@ -185,5 +186,42 @@ TEST_SUITE("gemm_sm100") {
     CHECK(pairs.size() >= 4);  // the 4096 x 4096 weight's and the 128 experts' largest buckets, on each arch
     test::check_gemm_sass(singles, {"UTCCP", "UTCOMMA"}, nvfp4k::sm100::GEMM_MAX_SHARED);
     test::check_gemm_sass(pairs, {"UTCCP.T.S.2CTA", "UTCOMMA.2CTA", "UTMALDG.2D.2CTA"}, nvfp4k::sm100::GEMM_MAX_SHARED);
+  }
+
+  TEST_CASE("the fused SwiGLU epilogue: prewarm's kernels, their SASS, and the emulation's build") {
+    // `--epilogue swiglu` on a gate_up weight as stored: kernels of their own, dense (Llama-3.1-8B's
+    // 2 x 14336 x 4096) and grouped (Qwen3-30B-A3B's 128 experts of 2 x 768 x 2048)
+    std::vector<GemmSpec> singles, pairs;
+    for (Arch arch : {Arch::sm_100a, Arch::sm_103a}) {
+      const std::vector<GemmSpec> dense = test::gemm_prewarm_swiglu(arch, 2 * 14336, 4096);
+      const std::vector<GemmSpec> grouped = test::gemm_prewarm_swiglu(arch, 2 * 768, 2048, 128);
+      CHECK_FALSE(dense.empty());
+      CHECK_FALSE(grouped.empty());
+      for (const std::vector<GemmSpec>* specs : {&dense, &grouped})
+        for (const GemmSpec& s : *specs) {
+          const std::string name = gemm_backend(arch, "test").kernel_name(s);
+          CAPTURE(name);
+          CHECK(gemm_epilogue_code(s) == nvfp4k::EPILOGUE_SWIGLU);
+          CHECK(name.substr(name.size() - 7) == "_swiglu");
+          CHECK_FALSE(gemm_problem_prepacked(s));
+          (s.tile.block_m == 2 * nvfp4k::sm100::GEMM_BM ? pairs : singles).push_back(s);
+        }
+    }
+    CHECK_FALSE(pairs.empty());
+    test::check_gemm_sass(singles, {"UTCCP", "UTCOMMA"}, nvfp4k::sm100::GEMM_MAX_SHARED);
+    test::check_gemm_sass(pairs, {"UTCCP.T.S.2CTA", "UTCOMMA.2CTA", "UTMALDG.2D.2CTA"}, nvfp4k::sm100::GEMM_MAX_SHARED);
+    // NVRTC builds the emulation for sm_90a, every weight tile width, one CTA or a pair, dense and grouped
+    ::setenv("NVFP4_JIT_EMULATE_ARCH", "sm_100a", 1);
+    GemmSpec p90 = with_epilogue(fp4_problem(Arch::sm_90a, 2 * 768, 2048), GemmEpilogue::swiglu);
+    for (int groups : {0, 8}) {
+      if (groups) p90.groups = groups, p90.flags |= kFlagGroupedMasked;
+      for (const sm100::Tile& t : {sm100::Tile{64, 2, 1}, {128, 2, 1}, {256, 2, 1}, {128, 2, 2}, {256, 2, 2}}) {
+        const GemmSpec spec = gemm_spec(p90, sm100::Tiles::to_config(t));
+        CAPTURE(sm100::Tiles::describe(t));
+        CAPTURE(groups);
+        CHECK(!KernelStore::instance().get(gemm_key(spec))->cubin.empty());
+      }
+    }
+    ::unsetenv("NVFP4_JIT_EMULATE_ARCH");
   }
 }

@@ -25,6 +25,7 @@
 #include "ops/gemm/call.hpp"
 #include "ops/gemm/m_buckets.hpp"
 #include "ops/gemm/sm120/tiles.hpp"
+#include "ops/gemm/spec_codes.hpp"
 #include "common/tile_scheduler.cuh"
 #include "sm120/gemm_tile.cuh"
 #include "sm120/mma_mxf4nvf4.cuh"
@@ -369,5 +370,41 @@ TEST_SUITE("gemm_sm120") {
       for (const GemmSpec& s : test::gemm_prewarm(arch, 2880, 2880, 128)) specs.push_back(s);  // grouped, 128 experts
     }
     test::check_gemm_sass(specs, {"OMMA.SF"}, nvfp4k::sm120::GEMM_MAX_SHARED);
+  }
+
+  TEST_CASE("the fused SwiGLU epilogue: prewarm's kernels, their SASS, and the emulation's build") {
+    // `--epilogue swiglu` on a gate_up weight as stored: kernels of their own, dense (Llama-3.1-8B's
+    // 2 x 14336 x 4096) and grouped (Qwen3-30B-A3B's 128 experts of 2 x 768 x 2048)
+    std::vector<GemmSpec> specs;
+    for (Arch arch : {Arch::sm_120a, Arch::sm_121a}) {
+      for (const GemmSpec& s : test::gemm_prewarm_swiglu(arch, 2 * 14336, 4096)) specs.push_back(s);
+      for (const GemmSpec& s : test::gemm_prewarm_swiglu(arch, 2 * 768, 2048, 128)) specs.push_back(s);
+    }
+    REQUIRE_FALSE(specs.empty());
+    for (const GemmSpec& s : specs) {
+      const std::string name = gemm_backend(s.arch, "test").kernel_name(s);
+      CAPTURE(name);
+      CHECK(gemm_epilogue_code(s) == nvfp4k::EPILOGUE_SWIGLU);
+      CHECK(name.substr(name.size() - 7) == "_swiglu");
+      CHECK_FALSE(gemm_problem_prepacked(s));
+    }
+    test::check_gemm_sass(specs, {"OMMA.SF"}, nvfp4k::sm120::GEMM_MAX_SHARED);
+    // NVRTC builds the emulation for sm_90a: every weight tile width and row tile, split K, grouped
+    ::setenv("NVFP4_JIT_EMULATE_ARCH", "sm_120a", 1);
+    const GemmSpec p90 = with_epilogue(gemm_fp4_problem(gemm_problem(Arch::sm_90a, 2 * 768, 2048, DType::bf16, DType::bf16,
+                                                                     ScaleLayout::linear, false, kNoDType),
+                                                        ScaleLayout::linear),
+                                       GemmEpilogue::swiglu);
+    GemmSpec grouped = p90;
+    grouped.groups = 8, grouped.flags |= kFlagGroupedContiguous;
+    for (const auto& [problem, t] : std::vector<std::pair<GemmSpec, sm120::Tile>>{{p90, {16, 64, 2, 1}},
+                                                                                  {p90, {128, 128, 2, 1}},
+                                                                                  {p90, {32, 256, 2, 2}},
+                                                                                  {grouped, {64, 128, 2, 1}}}) {
+      const GemmSpec spec = gemm_spec(problem, sm120::Tiles::to_config(t));
+      CAPTURE(sm120::Tiles::describe(t));
+      CHECK(!KernelStore::instance().get(gemm_key(spec))->cubin.empty());
+    }
+    ::unsetenv("NVFP4_JIT_EMULATE_ARCH");
   }
 }

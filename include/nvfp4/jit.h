@@ -186,8 +186,9 @@ typedef struct nvfp4_convert_scales_args {
 } nvfp4_convert_scales_args;
 
 /* What the GEMM's epilogue writes (nvfp4::jit::GemmEpilogue): D, or silu(gate) * up of a
- * gate_up weight prepacked with swiglu_interleave (D [m, n/2]; sm_90a), or D and then the MoE
- * combine of its rows into the tokens' output rows (grouped, contiguous; sm_90a). */
+ * gate_up weight (D [m, n/2]): prepacked with swiglu_interleave on sm_90a, as stored (gate rows
+ * [0, n/2) then up rows) on sm_100a / 103a / 120a / 121a; or D and then the MoE combine of its
+ * rows into the tokens' output rows (grouped, contiguous; sm_90a). */
 typedef enum nvfp4_gemm_epilogue {
   NVFP4_GEMM_EPILOGUE_NONE = 0,
   NVFP4_GEMM_EPILOGUE_SWIGLU = 1,
@@ -218,6 +219,7 @@ typedef struct nvfp4_gemm_args {
   nvfp4_gemm_epilogue epilogue; /* NONE, or SWIGLU: D [m, n/2] = silu(gate) * up */
   nvfp4_gemm_precision precision; /* NVFP4_GEMM_EXACT (default) or NVFP4_GEMM_W4A8 (sm_90a, prepacked b;
                                       grouped: contiguous or masked) */
+  int64_t b_swiglu_interleave; /* SWIGLU on a weight as stored: 0 gate rows [0, n/2) then up rows (g > 0: refused so far) */
 } nvfp4_gemm_args;
 
 /* A weight rewritten in the GEMM's own layout (sm_90a), once at load; see jit.hpp. */

@@ -229,14 +229,15 @@ void convert_scales(const ConvertScalesArgs& args, CUstream stream);
 // What the epilogue makes of the fp32 sums (after alpha, the global scales and the bias):
 enum class GemmEpilogue : uint8_t {
   none = 0,
-  // An MLP's or MoE's gate_up projection with SwiGLU fused in (sm_90a): b is the gate_up weight,
-  // n = 2 I rows, prepacked with PrepackArgs::swiglu_interleave set (b_prepacked; I a multiple
-  // of 8), and D is [m, I] = silu(gate) * up: column i from gate row i and up row i, each the
-  // fp32 sum with alpha, the global scales and its bias applied (bias [2 I]: gate's I values,
-  // then up's, whatever the weight's stored order); silu(g) = g / (1 + e^-g) in fp32 (the
-  // hardware's exp2 and divide: relative error below 2^-19), then one rounding to d_dtype.
-  // d_row_stride defaults to I. Dense,
-  // contiguous (row_index too) and masked grouped calls, W4A16 and W4A4; not batched.
+  // An MLP's or MoE's gate_up projection with SwiGLU fused in: b is the gate_up weight, n = 2 I
+  // rows (I a multiple of 8): on sm_90a prepacked with PrepackArgs::swiglu_interleave set
+  // (b_prepacked); on sm_100a / 103a / 120a / 121a as ModelOpt stores it (not prepacked), gate
+  // rows [0, I) then up rows [I, 2I) (b_swiglu_interleave 0). D is [m, I] = silu(gate) * up:
+  // column i from gate row i and up row i, each the fp32 sum with alpha, the global scales and
+  // its bias applied (bias [2 I]: gate's I values, then up's, whatever the weight's stored
+  // order); silu(g) = g / (1 + e^-g) in fp32 (the hardware's exp2 and divide: relative error
+  // below 2^-19), then one rounding to d_dtype. d_row_stride defaults to I. Dense, contiguous
+  // (row_index too) and masked grouped calls, W4A16 (sm_90a) and W4A4; not batched.
   swiglu = 1,
   // An MoE block's down projection with moe_combine fused in (sm_90a; grouped_gemm, contiguous
   // layout, on moe_route's rows): D is stored as always (the experts' outputs, rounded to
@@ -292,6 +293,12 @@ struct GemmArgs {
   // Leave false right after writing b on the stream (prepack, a weight update).
   bool weights_static = false;
   GemmEpilogue epilogue = GemmEpilogue::none;
+  // Epilogue swiglu on a weight as stored (b_prepacked false): its rows' gate / up order. 0
+  // (the default): gate rows [0, n/2), then up rows [n/2, n), ModelOpt's halves, the order
+  // read. g > 0 (groups of g gate rows, then g up rows) is refused so far: prepack such a weight
+  // with PrepackArgs::swiglu_interleave = g (sm_90a) or reorder its rows into halves. A prepacked
+  // weight records its own order: leave 0.
+  int64_t b_swiglu_interleave = 0;
   // exact, or w4a8 (see GemmPrecision): its workspace holds A as E4M3 and the row scales.
   GemmPrecision precision = GemmPrecision::exact;
 };

@@ -92,6 +92,7 @@ nvfp4::jit::GemmArgs to_cpp(const nvfp4_gemm_args& g) {
   a.weights_static = g.weights_static != 0;
   a.epilogue = static_cast<nvfp4::jit::GemmEpilogue>(g.epilogue);
   a.precision = static_cast<nvfp4::jit::GemmPrecision>(g.precision);
+  a.b_swiglu_interleave = g.b_swiglu_interleave;
   return a;
 }
 
@@ -406,7 +407,7 @@ nvfp4_gemm_args to_c(const nvfp4::jit::GemmArgs& g) {
   return {g.m, g.n, g.k, g.a, to_c(g.a_dtype), g.a_row_stride, to_c(g.b), g.d, to_c(g.d_dtype), g.d_row_stride, g.bias,
           to_c(g.bias_dtype), g.alpha, to_c(g.a_fp4), g.workspace, g.workspace_bytes, g.b_prepacked, g.weights_static,
           static_cast<nvfp4_gemm_epilogue>(g.epilogue),
-          static_cast<nvfp4_gemm_precision>(g.precision)};
+          static_cast<nvfp4_gemm_precision>(g.precision), g.b_swiglu_interleave};
 }
 
 }  // namespace

@@ -42,8 +42,6 @@ int cmd_tune(const Args& args) {
   if (epilogue == "moe-combine")
     throw UsageError("--epilogue moe-combine runs the tiles tuned for its grouped GEMM without it: tune with --epilogue none");
   if (epilogue != "none" && epilogue != "swiglu") throw UsageError("--epilogue is none or swiglu");
-  if (epilogue == "swiglu" && layout != "prepacked")
-    throw UsageError("--epilogue swiglu runs on prepacked gate_up weights: add --layout prepacked");
   TuneOptions options;
   options.m = args.get_int("--m", 0, 1, std::numeric_limits<int>::max());
   options.runs = args.get_int("--runs", options.runs, 1, kMaxRuns);

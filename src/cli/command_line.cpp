@@ -96,7 +96,8 @@ const std::vector<Verb>& verbs() {
          "(default: RMSNorm input, mHC fp32)"},
         {"--epilogue", "LIST",
          "GEMM epilogue: none, swiglu (a gate_up weight's fused SwiGLU: prepacked\n"
-         "weights, sm_90a), moe-combine (a grouped down weight's fused MoE combine:\n"
+         "weights on sm_90a; as stored, gate then up halves, on sm_100a / sm_120a and\n"
+         "their kin, W4A4), moe-combine (a grouped down weight's fused MoE combine:\n"
          "contiguous groups, sm_90a) (default none)"}},
        "Compiles every kernel the given weight shapes need, for every arch given, into the cache.\n"
        "Built-in manifests: llama-3.1-8b, llama-3.3-70b, deepseek-v3, qwen3-30b-a3b, gpt-oss-120b\n"
@@ -126,7 +127,8 @@ const std::vector<Verb>& verbs() {
          "the geometric mean of the two times"},
         {"--epilogue", "none|swiglu",
          "the GEMM's epilogue (default none); swiglu: a gate_up weight's fused SwiGLU\n"
-         "(with --layout prepacked)"},
+         "(sm_90a: --layout prepacked; sm_100a / sm_120a: linear or swizzled128x4,\n"
+         "gate then up halves, --a-dtype nvfp4)"},
         {"--json", nullptr, "print the results as JSON on stdout"}},
        "For each weight shape and M bucket (<=8, 16, ..., 2048, >2048), times every candidate\n"
        "GEMM tile on this GPU (scratch buffers, weights rotated past L2, median of R runs), keeps the\n"

@@ -26,6 +26,12 @@
 // the places TMA's 128-byte swizzle would) instead of TMA; an index outside [0, a_rows) reads
 // zeros under NaN block scales, the NaN row the API promises.
 //
+// With EPILOGUE == EPILOGUE_SWIGLU, W is a gate_up weight as ModelOpt stores it (N = 2I rows,
+// gate rows [0, I), up rows [I, 2I)) and D [M, I] = silu(gate) * up (common/swiglu_tile.cuh):
+// a tile's BN weight rows are the gate rows of its BN / 2 outputs, then their up rows, loaded
+// as two TMA boxes of BN / 2 rows (a pair's CTAs one each: the even CTA gate's, the odd up's),
+// so accumulator columns j and BN / 2 + j of a thread's row are gate and up of one output.
+//
 // With EMULATE the same kernel runs on sm_90a with the tcgen05 instructions replaced by their
 // exact emulation (sm100/tcgen05_emulated.cuh): the test facility that checks everything but
 // those instructions on Hopper.
@@ -35,6 +41,7 @@
 #include "common/ptx/barrier.cuh"
 #include "common/ptx/copy.cuh"
 #include "common/scale_layout.cuh"
+#include "common/swiglu_tile.cuh"
 #include "common/tile_scheduler.cuh"
 #include "sm100/cta_pair.cuh"
 #include "sm100/gemm_params.cuh"
@@ -44,14 +51,20 @@
 namespace nvfp4k::sm100 {
 
 template <int ODT_, int BIAS_, long long N_, long long K_, int A_LAYOUT_, int W_LAYOUT_, int BN_, int STAGES_, int CTAS_,
-          bool EMULATE_, int GROUPED_ = GROUPED_NONE, int GROUPS_ = 0>
+          bool EMULATE_, int GROUPED_ = GROUPED_NONE, int GROUPS_ = 0, int EPILOGUE_ = EPILOGUE_NONE>
 struct GemmConfig {
   static constexpr int ODT = ODT_, BIAS = BIAS_, A_LAYOUT = A_LAYOUT_, W_LAYOUT = W_LAYOUT_;
   static constexpr int GROUPED = GROUPED_, GROUPS = GROUPS_;  // a GroupedLayoutCode of GROUPS groups
+  static constexpr int EPILOGUE = EPILOGUE_;                  // a GemmEpilogueCode
+  static constexpr bool SWIGLU = EPILOGUE == EPILOGUE_SWIGLU;
   static constexpr long long N = N_, K = K_;
+  // D's columns, and the weight rows of one TMA box: SwiGLU's tile loads its gate rows and its
+  // up rows as a box each (G = BN / 2 of common/swiglu_tile.cuh)
+  static constexpr long long D_COLUMNS = SWIGLU ? N / 2 : N;
   static constexpr int BN = BN_, STAGES = STAGES_;
   static constexpr int CTAS = CTAS_;                 // the MMA's .cta_group: 1, or 2 (a pair, M 256)
   static constexpr int W_ROWS = gemm_w_rows(BN, CTAS);  // the weight rows this CTA loads
+  static constexpr int W_BOX_ROWS = SWIGLU ? BN / 2 : W_ROWS;
   static constexpr bool EMULATE = EMULATE_;
   static constexpr int KTILES = int((K + GEMM_BK - 1) / GEMM_BK);
   static constexpr long long KB = K / 16;
@@ -71,7 +84,26 @@ struct GemmConfig {
   static_assert(gemm_shared_bytes(BN, STAGES, CTAS) <= GEMM_MAX_SHARED, "227 KB of shared memory");
   static_assert(GROUPED == GROUPED_NONE || ((GROUPED == GROUPED_CONTIGUOUS || GROUPED == GROUPED_MASKED) && GROUPS > 0),
                 "the contiguous and masked grouped layouts");
+  static_assert(EPILOGUE == EPILOGUE_NONE || (SWIGLU && N % 2 == 0 && (BN / 2) % 32 == 0),
+                "SwiGLU: gate and up halves, read back 32 columns of each at a time");
 };
+
+// The weight row (in its group) of tile column c (0 <= c < BN) of output tile n_tile; past W's
+// rows (or SwiGLU's I outputs) it is never stored, and its block scales are loaded as 0.
+template <class C>
+__device__ __forceinline__ long long tile_w_row(int n_tile, int c) {
+  if constexpr (C::SWIGLU)
+    return swiglu_tile_row<C::BN / 2, C::N / 2>((long long)n_tile * (C::BN / 2), c);
+  else
+    return (long long)n_tile * C::BN + c;
+}
+template <class C>
+__device__ __forceinline__ bool tile_w_row_in(int n_tile, int c) {
+  if constexpr (C::SWIGLU)
+    return swiglu_tile_output<C::BN / 2>((long long)n_tile * (C::BN / 2), c) < C::N / 2;
+  else
+    return (long long)n_tile * C::BN + c < C::N;
+}
 
 // Tile t of the grid's order, t increasing from call to call: every lane of the calling warp
 // gets it (a grouped layout's is found by the whole warp, its cursor reading each group's size
@@ -154,7 +186,7 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
     for (int t = first; t < tiles; t += stride) {
       const ScheduledTile tile = gemm_tile<C>(p, t, cursor);
       if (tile.m0 >= tile.m_end) break;
-      const int w_row = int(tile.group * C::N) + tile.n_tile * C::BN + C::W_ROWS * int(pair.rank);
+      const long long w_group_row = tile.group * C::N;
       for (int kt = 0; kt < C::KTILES; ++kt, ++it) {
         const int s = it % C::STAGES;
         mbar_wait(&empty[s], ((it / C::STAGES) & 1) ^ 1, 1000);
@@ -163,7 +195,12 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
         if (lane == 0) {
           pair.expect_loads(&full[s], bytes);
           if (!gathered) pair.load_2d(st + C::A_AT, &p.tma_a, &full[s], kt * 128, int(tile.m0 + a_row0));
-          pair.load_2d(st + C::W_AT, &p.tma_w, &full[s], kt * 128, w_row);
+#pragma unroll
+          for (int box = 0; box < C::W_ROWS / C::W_BOX_ROWS; ++box) {
+            const int c = C::W_ROWS * int(pair.rank) + box * C::W_BOX_ROWS;  // the box's first tile column
+            pair.load_2d(st + C::W_AT + box * C::W_BOX_ROWS * 128, &p.tma_w, &full[s], kt * 128,
+                         int(w_group_row + tile_w_row<C>(tile.n_tile, c)));
+          }
         }
         if (gathered) {
 #pragma unroll 1
@@ -193,7 +230,7 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
     for (int t = first; t < tiles; t += stride) {
       const ScheduledTile tile = gemm_tile<C>(p, t, cursor);
       if (tile.m0 >= tile.m_end) break;
-      const long long n0 = (long long)tile.n_tile * C::BN, m0 = tile.m0 + a_row0;
+      const long long m0 = tile.m0 + a_row0;
       const unsigned char* w_scales = p.w_scales + tile.group * p.w_group_bytes;
       for (int kt = 0; kt < C::KTILES; ++kt, ++it) {
         // Word q of this thread: row r = i / 4 + 16 q of the tile (A's rows for q < A_SCALE_WORDS,
@@ -211,8 +248,9 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
             words[q] = row == -2 ? 0x7F7F7F7Fu  // an index outside A: NaN block scales
                                  : scale_word<C::A_LAYOUT, C::KB>(p.a_scales, row, row >= 0 && kb < C::KB, kb, p.a_scale_words != 0);
           } else {
-            const long long row = n0 + (r - GEMM_BM);
-            words[q] = scale_word<C::W_LAYOUT, C::KB>(w_scales, row, row < C::N && kb < C::KB, kb, p.w_scale_words != 0);
+            const int c = r - GEMM_BM;
+            words[q] = scale_word<C::W_LAYOUT, C::KB>(w_scales, tile_w_row<C>(tile.n_tile, c),
+                                                      tile_w_row_in<C>(tile.n_tile, c) && kb < C::KB, kb, p.w_scale_words != 0);
           }
         }
         const int s = it % C::STAGES;
@@ -280,22 +318,34 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
     for (int t = first; t < tiles; t += stride) {
       const ScheduledTile tile = gemm_tile<C>(p, t, cursor);
       if (tile.m0 >= tile.m_end) break;
-      const long long m = tile.m0 + a_row0 + r, n0 = (long long)tile.n_tile * C::BN;
+      // (D's columns [n0, n0 + BN), or SwiGLU's [n0, n0 + BN / 2))
+      const long long m = tile.m0 + a_row0 + r, n0 = (long long)tile.n_tile * (C::SWIGLU ? C::BN / 2 : C::BN);
       const float scale = p.alpha * global_scale(p.w_gscale_mode, p.w_gscale_value, p.w_gscale_ptr, tile.group) *
                           (a_per_row ? 1.0f : global_scale(p.a_gscale_mode, p.a_gscale_value, p.a_gscale_ptr, tile.group));
       const int acc = done % C::ACCUMULATORS;
       mbar_wait(&acc_full[acc], (done / C::ACCUMULATORS) & 1);
       tcgen05_fence_after_sync<C::EMULATE>();
       const float row_scale = a_per_row && m < tile.m_end ? scale * p.a_gscale_ptr[m] : scale;
+      const unsigned row_cells = tmem + (unsigned(32 * quarter) << 16) + unsigned(acc * C::BN);
 #pragma unroll 1
-      for (int c = 0; c < C::BN; c += 32) {
+      for (int c = 0; c < (C::SWIGLU ? C::BN / 2 : C::BN); c += 32) {
         float v[32];
-        tmem_load_32x32b_x32<C::EMULATE>(tmem + (unsigned(32 * quarter) << 16) + unsigned(acc * C::BN + c), v);
-        if (m >= tile.m_end) continue;
+        tmem_load_32x32b_x32<C::EMULATE>(row_cells + unsigned(c), v);
+        if constexpr (C::SWIGLU) {
+          float up[32];  // the up sums of the same outputs, BN / 2 columns on
+          tmem_load_32x32b_x32<C::EMULATE>(row_cells + unsigned(C::BN / 2 + c), up);
+          if (m >= tile.m_end) continue;
 #pragma unroll
-        for (int j = 0; j < 32; ++j)
-          v[j] = v[j] * row_scale + (n0 + c + j < C::N ? load_bias<C::BIAS>(p.bias, n0 + c + j) : 0.0f);
-        if (p.d_vec && n0 + c + 32 <= C::N) {  // the thread's 32 columns of its row, 16 bytes at a time
+          for (int j = 0; j < 32; ++j)
+            v[j] = n0 + c + j < C::D_COLUMNS ? swiglu_output_value<C::BIAS, C::N / 2>(v[j], up[j], row_scale, p.bias, n0 + c + j)
+                                             : 0.0f;
+        } else {
+          if (m >= tile.m_end) continue;
+#pragma unroll
+          for (int j = 0; j < 32; ++j)
+            v[j] = v[j] * row_scale + (n0 + c + j < C::N ? load_bias<C::BIAS>(p.bias, n0 + c + j) : 0.0f);
+        }
+        if (p.d_vec && n0 + c + 32 <= C::D_COLUMNS) {  // the thread's 32 columns of its row, 16 bytes at a time
           if constexpr (C::ODT == DTYPE_FP32) {
             float4* to = reinterpret_cast<float4*>(static_cast<float*>(p.d) + m * p.d_stride + n0 + c);
 #pragma unroll
@@ -310,7 +360,7 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
         } else {
 #pragma unroll
           for (int j = 0; j < 32; ++j)
-            if (n0 + c + j < C::N) store_element<C::ODT>(p.d, m * p.d_stride + n0 + c + j, v[j]);
+            if (n0 + c + j < C::D_COLUMNS) store_element<C::ODT>(p.d, m * p.d_stride + n0 + c + j, v[j]);
         }
       }
       tcgen05_fence_before_sync<C::EMULATE>();

@@ -18,6 +18,12 @@
 // weight and global scales it then reads; CTAs past the groups' rows exit at once, and A's
 // rows may be gathered through row_index (an index outside [0, a_rows) reads a NaN row).
 //
+// With EPILOGUE == EPILOGUE_SWIGLU, W is a gate_up weight as ModelOpt stores it (N = 2I rows,
+// gate rows [0, I), up rows [I, 2I)) and D [M, I] = silu(gate) * up (common/swiglu_tile.cuh):
+// the rows a tile loads are, for each warp's NT x 8 weight rows, the gate rows of its NT x 4
+// outputs then their up rows, so a thread's accumulators j and NT / 2 + j are gate and up of
+// the same outputs.
+//
 // With EMULATE the same kernel runs on sm_90a with the MMA replaced by its exact emulation:
 // the test facility that checks everything but the one instruction on Hopper.
 #pragma once
@@ -26,6 +32,7 @@
 #include "common/ptx/cluster.cuh"
 #include "common/ptx/copy.cuh"
 #include "common/scale_layout.cuh"
+#include "common/swiglu_tile.cuh"
 #include "common/tile_scheduler.cuh"
 #include "sm120/gemm_params.cuh"
 #include "sm120/gemm_tile.cuh"
@@ -34,11 +41,13 @@
 namespace nvfp4k::sm120 {
 
 template <int ODT_, int BIAS_, long long N_, long long K_, int A_LAYOUT_, int W_LAYOUT_, int BM_, int BN_, int STAGES_,
-          bool EMULATE_, int KSPLIT_ = 1, int GROUPED_ = GROUPED_NONE, int GROUPS_ = 0>
+          bool EMULATE_, int KSPLIT_ = 1, int GROUPED_ = GROUPED_NONE, int GROUPS_ = 0, int EPILOGUE_ = EPILOGUE_NONE>
 struct GemmConfig {
   static constexpr int ODT = ODT_, BIAS = BIAS_, A_LAYOUT = A_LAYOUT_, W_LAYOUT = W_LAYOUT_;
   static constexpr int KSPLIT = KSPLIT_;
   static constexpr int GROUPED = GROUPED_, GROUPS = GROUPS_;  // a GroupedLayoutCode of GROUPS groups
+  static constexpr int EPILOGUE = EPILOGUE_;                  // a GemmEpilogueCode
+  static constexpr bool SWIGLU = EPILOGUE == EPILOGUE_SWIGLU;
   static constexpr long long N = N_, K = K_;
   static constexpr int BM = BM_, BN = BN_, STAGES = STAGES_;
   static constexpr bool EMULATE = EMULATE_;
@@ -48,6 +57,7 @@ struct GemmConfig {
   static constexpr int WARPS_M = gemm_warps_m(BM), WARPS_N = gemm_warps_n(BM, BN);
   static constexpr int THREADS = gemm_threads(BM, BN);
   static constexpr int MT = gemm_warp_mmas_m(BM), NT = gemm_warp_mmas_n(BM, BN);
+  static constexpr int SWIGLU_G = NT * 4;  // SwiGLU: outputs a warp computes (common/swiglu_tile.cuh's G)
   static constexpr int A_AT = 0, W_AT = BM * PITCH, SA_AT = (BM + BN) * PITCH, SW_AT = SA_AT + BM * SPITCH;
   static constexpr int STAGE_BYTES = gemm_stage_bytes(BM, BN);
   // The word of a k-tile's block scales that holds block KB - 1 when K is 32 mod 64: its upper
@@ -63,6 +73,7 @@ struct GemmConfig {
   static_assert(KSPLIT == 1 || (KTILES >= 2 * KSPLIT && BM * BN * 4 <= STAGES * STAGE_BYTES),
                 "a split of 2 k-tiles or more; the partial tile fits in the stages");
   static_assert(EMULATE || STAGES * STAGE_BYTES <= int(GEMM_MAX_SHARED), "99 KB of shared memory on sm_120");
+  static_assert(EPILOGUE == EPILOGUE_NONE || (SWIGLU && N % 2 == 0 && NT % 2 == 0), "SwiGLU: gate and up halves of each warp's MMAs");
 };
 
 // The word of blocks kb .. kb + 3 of row `row` (kb a multiple of 4) into shared memory at
@@ -121,7 +132,8 @@ __device__ __forceinline__ void gemm_w4a4(const GemmW4A4Params& p) {
     if (tile.m0 >= tile.m_end) return;  // past the groups' row tiles: the whole CTA
   }
   const long long m0 = tile.m0, m_end = tile.m_end;
-  const long long n0 = (long long)tile.n_tile * C::BN;
+  // the tile's first column of D (SwiGLU's tile computes BN / 2 of them)
+  const long long n0 = (long long)tile.n_tile * (C::SWIGLU ? C::BN / 2 : C::BN);
   // the tile's weight: its group's
   const unsigned char* w = p.w + tile.group * C::N * p.w_stride;
   const unsigned char* w_scales = p.w_scales + tile.group * p.w_group_bytes;
@@ -135,7 +147,12 @@ __device__ __forceinline__ void gemm_w4a4(const GemmW4A4Params& p) {
     const long long i = p.row_index[m0 + r];
     return i >= 0 && i < p.a_rows ? i : -1;
   };
-  auto w_row = [&](int r) -> long long { return n0 + r < C::N ? n0 + r : -1; };
+  auto w_row = [&](int r) -> long long {
+    if constexpr (C::SWIGLU)
+      return swiglu_tile_output<C::SWIGLU_G>(n0, r) < C::N / 2 ? swiglu_tile_row<C::SWIGLU_G, C::N / 2>(n0, r) : -1;
+    else
+      return n0 + r < C::N ? n0 + r : -1;
+  };
 
   auto load = [&](int s, int kt) {
     unsigned char* st = stage(s);
@@ -257,6 +274,20 @@ __device__ __forceinline__ void gemm_w4a4(const GemmW4A4Params& p) {
       const long long m = m0 + row_a + 16 * i + 8 * h;
       if (m >= m_end) continue;
       const float row_scale = a_per_row ? scale * p.a_gscale_ptr[m] : scale;
+      if constexpr (C::SWIGLU) {
+        // acc[i][j] gate, acc[i][NT / 2 + j] up of D's columns n0 + wn G + 8 j + 2 t + e
+#pragma unroll
+        for (int j = 0; j < C::NT / 2; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const long long n = n0 + wn * C::SWIGLU_G + 8 * j + 2 * t + e;
+            if (n < C::N / 2)
+              store_element<C::ODT>(p.d, m * p.d_stride + n,
+                                    swiglu_output_value<C::BIAS, C::N / 2>(acc[i][j][2 * h + e], acc[i][C::NT / 2 + j][2 * h + e],
+                                                                           row_scale, p.bias, n));
+          }
+        continue;
+      }
 #pragma unroll
       for (int j = 0; j < C::NT; ++j)
 #pragma unroll

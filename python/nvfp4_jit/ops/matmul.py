@@ -154,8 +154,9 @@ def gemm(a, b, b_scales=None, b_global_scale=1.0, *, b_scale_layout="linear", b_
     float, or fp32 tensor on the device, which CUDA graphs see change), or prepack()'s output
     with b_prepacked=True and n. out_dtype defaults to a's dtype (bf16 for W4A4). out=: a static
     [m, n] buffer. weights_static: see the C++ GemmArgs (programmatic dependent launch).
-    epilogue="swiglu" (sm_90a): b is a gate_up weight [2I, k] prepacked with prepack(...,
-    swiglu_interleave=...), and out is [m, I] = silu(gate) * up from the fp32 sums (bias: [2I]).
+    epilogue="swiglu": b is a gate_up weight [2I, k], on sm_90a prepacked with prepack(...,
+    swiglu_interleave=...), on sm_100a / sm_120a (W4A4) as stored with gate rows [0, I) then up
+    rows; out is [m, I] = silu(gate) * up from the fp32 sums (bias: [2I]).
     precision="w4a8" (sm_90a, prepacked b, bf16/fp16 a): FP8 tensor cores on A rounded to E4M3
     per row and the weight folded to E4M3, about 2.5% relative error (docs/formats.md, "W4A8");
     calls of at most 256 rows run the exact mode. See the C++ GemmEpilogue and GemmPrecision.

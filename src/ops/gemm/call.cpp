@@ -101,8 +101,11 @@ void check_spans(const Check& check, const GemmArgs& g, const GemmCall& call) {
 }
 
 // The epilogue's checks (a grouped call's combine arguments in check_moe_combine); returns D's
-// columns (n, or SwiGLU's n / 2).
+// columns (n, or SwiGLU's n / 2). (Whether a SwiGLU weight must be prepacked is the backend's:
+// sm_90a reads prepack's interleave, sm_100a / sm_120a the weight as stored.)
 int64_t check_epilogue(const Check& check, const GemmArgs& g, const GemmCall& call) {
+  if (g.epilogue != GemmEpilogue::swiglu && g.b_swiglu_interleave)
+    check.fail("b_swiglu_interleave", fmt::format("b_swiglu_interleave = {} is for epilogue swiglu (leave 0)", g.b_swiglu_interleave));
   if (g.epilogue == GemmEpilogue::none) return g.n;
   if (g.epilogue == GemmEpilogue::moe_combine) {
     if (!call.groups)
@@ -115,9 +118,19 @@ int64_t check_epilogue(const Check& check, const GemmArgs& g, const GemmCall& ca
   if (g.n % 16)
     check.fail("n", fmt::format("n = {} with epilogue swiglu: the gate_up weight's 2 x I rows need I = n/2 a multiple of 8",
                                 g.n));
-  if (!g.b_prepacked)
-    check.fail("b_prepacked", "epilogue swiglu reads gate and up rows in prepack's 8-row interleave: prepack b with "
-                              "PrepackArgs::swiglu_interleave and set b_prepacked",
+  if (g.b_prepacked && g.b_swiglu_interleave)
+    check.fail("b_swiglu_interleave", fmt::format("b_swiglu_interleave = {} with b_prepacked: a prepacked weight records its "
+                                                  "gate / up order (PrepackArgs::swiglu_interleave); leave 0",
+                                                  g.b_swiglu_interleave));
+  if (g.b_swiglu_interleave < 0)
+    check.fail("b_swiglu_interleave", fmt::format("b_swiglu_interleave = {}: 0 (gate rows [0, n/2), then up rows) or a group "
+                                                  "size g > 0", g.b_swiglu_interleave));
+  if (g.b_swiglu_interleave > 0)
+    check.fail("b_swiglu_interleave",
+               fmt::format("b_swiglu_interleave = {}: a gate_up weight as stored is read as ModelOpt's halves only (0: gate "
+                           "rows [0, n/2), then up rows [n/2, n)); prepack it with PrepackArgs::swiglu_interleave = {} "
+                           "(sm_90a) or reorder its rows into halves",
+                           g.b_swiglu_interleave, g.b_swiglu_interleave),
                Status::unsupported);
   return g.n / 2;
 }

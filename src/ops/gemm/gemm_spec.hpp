@@ -31,7 +31,7 @@ enum GemmFlags : uint16_t {
   kFlagGroupedContiguous = 8, kFlagGroupedMasked = 16,  // a grouped GEMM of `groups` groups
   kFlagAScalesSwizzled = 32,  // a GEMM on NVFP4 activations (a_dtype nvfp4): their scales swizzled128x4
   kFlagGroupedBatched = 64,   // a grouped GEMM of `groups` groups that every row goes to
-  kFlagEpilogueSwiglu = 128,  // D = silu(gate) * up of an 8-row interleaved gate_up weight (GemmEpilogue::swiglu)
+  kFlagEpilogueSwiglu = 128,  // D = silu(gate) * up of a gate_up weight (GemmEpilogue::swiglu): sm_90a's prepacked, else as stored
   kFlagW4A8 = 256,            // GemmPrecision::w4a8: E4M3 activations and folded weights, FP8 MMA
   kFlagEpilogueMoeCombine = 512,  // D, then its rows combined into the tokens' rows (GemmEpilogue::moe_combine)
 };

@@ -9,10 +9,6 @@ namespace nvfp4::jit::detail::block_scaled {
 
 std::string family_problem(const ArchPair& pair, const GemmSpec& problem) {
   const std::string label = fmt::format("{} / {}", to_string(pair.archs[0]), to_string(pair.archs[1]));
-  if (gemm_epilogue_code(problem) == nvfp4k::EPILOGUE_SWIGLU)
-    return fmt::format("epilogue swiglu (GemmEpilogue::swiglu) is not implemented on {} yet (sm_90a has it): run the GEMM, "
-                       "then swiglu_quantize",
-                       label);
   if (gemm_epilogue_code(problem) == nvfp4k::EPILOGUE_MOE_COMBINE)
     return fmt::format("epilogue moe_combine (GemmEpilogue::moe_combine) is not implemented on {} yet (sm_90a has it): run "
                        "the grouped GEMM, then moe_combine",
@@ -30,17 +26,20 @@ std::string family_problem(const ArchPair& pair, const GemmSpec& problem) {
 }
 
 std::string family_kernel_name(const ArchPair& pair, const GemmSpec& spec, bool emulated, std::string_view tile) {
-  return fmt::format("nvfp4_gemm_w4a4_{}{}n{}_k{}_{}_a{}_w{}{}_{}", emulated ? fmt::format("{}emu_", pair.name) : std::string(pair.prefix),
+  return fmt::format("nvfp4_gemm_w4a4_{}{}n{}_k{}_{}_a{}_w{}{}_{}{}", emulated ? fmt::format("{}emu_", pair.name) : std::string(pair.prefix),
                      grouped_name(spec), spec.n, spec.k, dtype_name(spec.out_dtype),
-                     scale_layout_name(gemm_a_scale_layout(spec)), scale_layout_name(spec.scale_layout), bias_name(spec), tile);
+                     scale_layout_name(gemm_a_scale_layout(spec)), scale_layout_name(spec.scale_layout), bias_name(spec), tile,
+                     epilogue_name(spec));
 }
 
 GeneratedKernel family_kernel(const ArchPair& pair, const GemmSpec& spec, std::string name, std::string_view tile_args) {
-  const int grouped = gemm_problem_grouped(spec);
+  const int grouped = gemm_problem_grouped(spec), epilogue = gemm_epilogue_code(spec);
   return entry_point(gemm_key(spec), spec.tile.threads, std::move(name), fmt::format("{}/gemm_w4a4.cuh", pair.name), pair.params,
-                     fmt::format("nvfp4k::{0}::gemm_w4a4<nvfp4k::{0}::GemmConfig<{1}, {2}, {3}LL, {4}LL, {5}, {6}, {7}{8}>>(p)", pair.name,
+                     fmt::format("nvfp4k::{0}::gemm_w4a4<nvfp4k::{0}::GemmConfig<{1}, {2}, {3}LL, {4}LL, {5}, {6}, {7}{8}{9}>>(p)", pair.name,
                                  spec.out_dtype, gemm_bias_code(spec), spec.n, spec.k, gemm_a_scale_layout(spec),
-                                 spec.scale_layout, tile_args, grouped ? fmt::format(", {}, {}", grouped, spec.groups) : ""));
+                                 spec.scale_layout, tile_args,
+                                 grouped || epilogue ? fmt::format(", {}, {}", grouped, spec.groups) : "",
+                                 epilogue ? fmt::format(", {}", epilogue) : ""));
 }
 
 }  // namespace nvfp4::jit::detail::block_scaled

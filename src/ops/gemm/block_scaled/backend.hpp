@@ -31,10 +31,10 @@ struct ArchPair {
 
 // Why the family cannot run `problem` on `pair`; empty when it can (an arch's own rules follow).
 std::string family_problem(const ArchPair& pair, const GemmSpec& problem);
-// "nvfp4_gemm_w4a4_<prefix><grouped>n<N>_k<K>_<out>_a<layout>_w<layout><bias>_<tile>"
+// "nvfp4_gemm_w4a4_<prefix><grouped>n<N>_k<K>_<out>_a<layout>_w<layout><bias>_<tile>[_swiglu]"
 std::string family_kernel_name(const ArchPair& pair, const GemmSpec& spec, bool emulated, std::string_view tile);
 // The entry point calling nvfp4k::<name>::gemm_w4a4<nvfp4k::<name>::GemmConfig<out, bias, N, K,
-// A's layout, W's layout, <tile_args>[, grouped layout, groups]>>(p).
+// A's layout, W's layout, <tile_args>[, grouped layout, groups[, epilogue]]>>(p).
 GeneratedKernel family_kernel(const ArchPair& pair, const GemmSpec& spec, std::string name, std::string_view tile_args);
 
 // A kernel for an sm_90a device is the emulation's.

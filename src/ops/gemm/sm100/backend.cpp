@@ -69,7 +69,9 @@ class Sm100Backend final : public block_scaled::Backend<Family> {
     p.w_group_bytes = scale_bytes(ScaleLayout(spec.scale_layout), spec.n, spec.k);
     Binding& b = plan_binding<Binding>(plan);
     b.groups = std::max(1, spec.groups);
-    b.w_box_rows = uint32_t(nvfp4k::sm100::gemm_w_rows(t.block_n, t.ctas));
+    // (SwiGLU's tile loads its gate rows and its up rows as a box each)
+    b.w_box_rows = uint32_t(gemm_epilogue_code(spec) == nvfp4k::EPILOGUE_SWIGLU ? t.block_n / 2
+                                                                                 : nvfp4k::sm100::gemm_w_rows(t.block_n, t.ctas));
     b.d_bytes = spec.out_dtype == uint8_t(DType::fp32) ? 4 : 2;
     return plan;
   }
