@@ -172,7 +172,9 @@ TEST_SUITE("prewarm") {
         INFO("M = ", m, ": a W4A8 call loads ", spec.describe());
         CHECK(prewarmed.count(spec) == 1);
       }
-      CHECK(scope.specs().size() >= 4);  // the recording saw the GEMMs
+      // the recording saw the GEMMs: dense, contiguous and masked (a gathered call shares the
+      // contiguous call's exact-mode kernel, the gather being an argument)
+      CHECK(scope.specs().size() >= 3);
       if (m > kW4A8ExactRows) CHECK(activations >= 1);
     }
   }
