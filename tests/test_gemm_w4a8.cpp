@@ -58,6 +58,8 @@ TEST_SUITE("gemm_w4a8") {
     g.m = 256;  // decode and small batches run the exact mode: no workspace
     CHECK(gemm_workspace_bytes(g) == 0);
     CHECK(gemm_call(g, "test", false).args.precision == GemmPrecision::exact);
+    g.workspace = buffer, g.workspace_bytes = 16;  // what a caller sizing it by gemm_workspace_bytes may pass
+    CHECK_NOTHROW(gemm_call(g, "test"));
     g = w4a8_args(), g.b_prepacked = false, g.b.scales = buffer;
     CHECK(error_of(g).find("b_prepacked") != std::string::npos);
     g = w4a8_args(), g.a = nullptr, g.a_dtype = DType::nvfp4, g.a_fp4.data = g.a_fp4.scales = buffer;
@@ -124,6 +126,10 @@ TEST_SUITE("gemm_w4a8") {
     } catch (const Error& e) {
       CHECK(std::string(e.what()).find("workspace_bytes = 100 is less than the 78000 bytes W4A8 needs") != std::string::npos);
     }
+    // a call small enough to run the exact mode needs no W4A8 workspace (its size helper answers 0)
+    ga.expected_m = kW4A8GroupedExactRows;
+    CHECK(grouped_gemm_workspace_bytes(ga) == 0);
+    CHECK_NOTHROW(grouped_gemm_call(ga, "test"));
   }
 
   TEST_CASE("grouped W4A8 on the backends: sm_90a takes contiguous and masked, refuses a fused epilogue; its kernels keyed apart") {

@@ -53,6 +53,11 @@ void check_w4a8(const Check& check, const GemmArgs& g, const GemmCall& call) {
     check.fail("precision", "precision = w4a8 with the batched layout is not supported (contiguous or masked groups)",
                Status::unsupported);
   check.bytes("workspace (rows * k)", {call.rows, g.k + 4});  // its size fits in 64 bits
+}
+
+// The W4A8 kernel's workspace: checked only where the call runs it (a small call runs the exact
+// mode, for which gemm_workspace_bytes answers 0).
+void check_w4a8_workspace(const Check& check, const GemmArgs& g, const GemmCall& call) {
   if (g.m > 0 && g.workspace && check.checks_buffers()) {
     check.aligned("workspace", g.workspace, 16);
     const int64_t bytes = fp8_activation_bytes(call.rows, g.k);
@@ -308,6 +313,7 @@ GemmCall gemm_call(const GemmArgs& g, const char* who, bool pointers) {
   check_gemm_args(check, g, call);
   check_spans(check, g, call);
   if (g.precision == GemmPrecision::w4a8 && w4a8_runs_exact(false, false, g.m)) call.args.precision = GemmPrecision::exact;
+  if (call.args.precision == GemmPrecision::w4a8) check_w4a8_workspace(check, g, call);
   call.problem = gemm_problem(GemmSpec{}.arch, call);
   return call;
 }
@@ -366,6 +372,7 @@ GemmCall grouped_gemm_call(const GroupedGemmArgs& ga, const char* who, bool poin
   check_spans(check, call.args, call);
   if (g.precision == GemmPrecision::w4a8 && w4a8_runs_exact(true, ga.row_index != nullptr, call.expected_m))
     call.args.precision = GemmPrecision::exact;
+  if (call.args.precision == GemmPrecision::w4a8) check_w4a8_workspace(check, g, call);
   call.problem = gemm_problem(GemmSpec{}.arch, call);
   return call;
 }
