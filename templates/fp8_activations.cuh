@@ -1,20 +1,62 @@
-// The W4A8 GEMM's activations (sm90/gemm_w4a16.cuh with E4M3 operands): A [rows, K] in BF16 or
-// FP16 to E4M3 per row, common/fp8_fold.cuh's activation_e4m3 with the row's scale amax / 448
-// (amax: its largest finite |x|), written to row_scales. The columns of every 16 are stored
-// permuted for the weight's fragment (sm90/fp8_operand.cuh): byte 4t + i of a 16-byte group
-// holds column 2t + i % 2 + 8 (i / 2).
+// The W4A8 GEMM's activations (sm90/gemm_w4a16.cuh with E4M3 operands): A [rows, K] to E4M3 per
+// row, common/fp8_fold.cuh's activation_e4m3 with the row's scale amax / 448 (amax: its largest
+// finite |x|), written to row_scales. The columns of every 16 are stored permuted for the
+// weight's fragment (sm90/fp8_operand.cuh): byte 4t + i of a 16-byte group holds column
+// 2t + i % 2 + 8 (i / 2).
+// A is BF16 / FP16 (fp8_activations), or NVFP4 (fp8_activations_nvfp4): each value decoded
+// exactly in fp32 (e2m1 x its E4M3 block scale, at most 6 significant bits), the row's amax
+// taken over the decoded values and the tensor's, row's or group's global scale multiplied into
+// the row scale (amax / 448 x global scale, one fp32 rounding; exact for a power of two), not
+// into the values. So the E4M3 bytes are those the BF16 path makes of the same values decoded
+// to BF16 without the global scale (exact there), and each value sees one E4M3 rounding of
+// x * (448 / amax) (an fp32 quotient and product first). That rounding is exact where the scaled
+// value has at most 4 significant bits in E4M3's normal range: e.g. a row whose amax block
+// holds a 6 (amax = 6 s_max) scales a value of block scale s to e2m1 * (s / s_max) * 74.67, so
+// even the amax block's 0.5 / 1 / 2 / 4 round (by 1/3 of a unit); the 448 / amax factor of the
+// row makes most values inexact, the block scales alone would not (docs/formats.md, "W4A8").
 // A grouped GEMM's A: contiguous rows gathered through a row index, or masked groups' rows up
 // to their counts (Fp8ActivationParams). One CTA a row: its 16-column groups held in registers
 // (GROUPS a thread) while the amax is reduced over the CTA, then converted and stored 16 bytes
 // at a time.
 #pragma once
 #include "common/fp8_fold.cuh"
+#include "common/global_scale.cuh"
 #include "common/params.cuh"
 #include "common/ptx/dependent_launch.cuh"
+#include "common/scale_layout.cuh"
 #include "common/vector_io.cuh"
 #include "row_quantize.cuh"
 
 namespace nvfp4k {
+
+// The row of A that output row `row` reads, or -1 where the pass writes no values: a masked
+// group's row past its count (no row of D reads it), or an index outside A (the row's scale NaN,
+// as the exact mode makes its D row NaN).
+__device__ __forceinline__ long long fp8_activation_source(const Fp8ActivationParams& p, long long row) {
+  if (p.group_rows) {
+    const long long group = row / p.group_stride;
+    if (row - group * p.group_stride >= p.group_rows[group]) return -1;
+  }
+  if (!p.row_index) return row;
+  const long long source = p.row_index[row];
+  if (source < 0 || source >= p.a_rows) {
+    if (threadIdx.x == 0) p.row_scales[row] = __int_as_float(0x7FC00000);
+    return -1;
+  }
+  return source;
+}
+
+// 16 values of a row as E4M3 (activation_e4m3 of x * inverse), in the fragment's column order.
+__device__ __forceinline__ void store_fp8_group(unsigned char* out, const float (&v)[16], float inverse) {
+  unsigned w[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+  for (int i = 0; i < 16; ++i)
+    w[i / 4] |= unsigned(activation_e4m3(v[fp8_activation_column(i)], inverse)) << (8 * (i % 4));
+  *reinterpret_cast<uint4*>(out) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// 448 / amax, the factor a row's values are scaled by (an IEEE quotient, as the model).
+__device__ __forceinline__ float fp8_activation_inverse(float amax) { return amax > 0.0f ? div_rn(448.0f, amax) : 1.0f; }
 
 template <int ADT, long long K, int THREADS>
 __device__ __forceinline__ void fp8_activations(const Fp8ActivationParams& p) {
@@ -25,18 +67,8 @@ __device__ __forceinline__ void fp8_activations(const Fp8ActivationParams& p) {
   // The GEMM reads this kernel's output only after its griddep_wait.
   griddep_launch_dependents();
   const long long row = blockIdx.x;
-  if (p.group_rows) {  // a masked group's rows past its count: no row of D reads them
-    const long long group = row / p.group_stride;
-    if (row - group * p.group_stride >= p.group_rows[group]) return;
-  }
-  long long source = row;
-  if (p.row_index) {
-    source = p.row_index[row];
-    if (source < 0 || source >= p.a_rows) {
-      if (threadIdx.x == 0) p.row_scales[row] = __int_as_float(0x7FC00000);
-      return;
-    }
-  }
+  const long long source = fp8_activation_source(p, row);
+  if (source < 0) return;
   const unsigned char* a = static_cast<const unsigned char*>(p.a) + source * p.a_stride * 2;
   float v[GROUPS][16];
   float amax = 0.0f;
@@ -51,18 +83,83 @@ __device__ __forceinline__ void fp8_activations(const Fp8ActivationParams& p) {
     }
   }
   amax = cta_reduce<THREADS / 32>(amax, scratch, Max{});
-  const float inverse = amax > 0.0f ? div_rn(448.0f, amax) : 1.0f;  // (an IEEE quotient, as the model)
+  const float inverse = fp8_activation_inverse(amax);
   if (threadIdx.x == 0) p.row_scales[row] = activation_scale(amax);
   unsigned char* out = p.out + row * K;
 #pragma unroll
   for (int g = 0; g < GROUPS; ++g) {
     const long long group = (long long)g * THREADS + threadIdx.x;
     if (group >= ROW_GROUPS) break;
-    unsigned w[4] = {0u, 0u, 0u, 0u};
+    store_fp8_group(out + group * 16, v[g], inverse);
+  }
+}
+
+// NVFP4 A's global scale for output row `row` (read by one thread).
+__device__ __forceinline__ float fp8_activation_gscale(const Fp8ActivationParams& p, long long row) {
+  if (p.gscale_mode != GSCALE_DEVICE_PER_GROUP) return global_scale(p.gscale_mode, p.gscale_value, p.gscale_ptr, row);
+  if (p.group_rows) return p.gscale_ptr[row / p.group_stride];
+  long long lo = 0, hi = p.groups;  // contiguous: the first group whose end is past the row
+  while (lo < hi) {
+    const long long mid = (lo + hi) / 2;
+    if (p.group_ends[mid] > row) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo < p.groups ? p.gscale_ptr[lo] : 1.0f;  // (past the last group: no row of D reads it)
+}
+
+// A block of 16 NVFP4 values (8 packed bytes, two words) times its decoded scale, in fp32: exact.
+__device__ __forceinline__ void decode_nvfp4_group(const unsigned (&packed)[2], float scale, float (&v)[16]) {
 #pragma unroll
-    for (int i = 0; i < 16; ++i)
-      w[i / 4] |= unsigned(activation_e4m3(v[g][fp8_activation_column(i)], inverse)) << (8 * (i % 4));
-    *reinterpret_cast<uint4*>(out + group * 16) = make_uint4(w[0], w[1], w[2], w[3]);
+  for (int i = 0; i < 16; ++i) v[i] = e2m1_to_float((packed[i / 8] >> (4 * (i % 8))) & 15u) * scale;
+}
+
+template <long long K, int SCALE_LAYOUT, int THREADS>
+__device__ __forceinline__ void fp8_activations_nvfp4(const Fp8ActivationParams& p) {
+  static_assert(K % 16 == 0 && THREADS % 32 == 0);
+  constexpr long long ROW_GROUPS = K / 16;
+  constexpr int GROUPS = int((ROW_GROUPS + THREADS - 1) / THREADS);
+  __shared__ float scratch[THREADS / 32];
+  griddep_launch_dependents();
+  const long long row = blockIdx.x;
+  const long long source = fp8_activation_source(p, row);
+  if (source < 0) return;
+  // The packed words and scales stay in registers (3 a block against 16 floats); the values are
+  // decoded for the amax and again for the conversion.
+  const unsigned char* a = static_cast<const unsigned char*>(p.a) + source * p.a_stride;
+  unsigned packed[GROUPS][2];
+  float scale[GROUPS];
+#pragma unroll
+  for (int g = 0; g < GROUPS; ++g) {
+    const long long group = (long long)g * THREADS + threadIdx.x;
+    if (group < ROW_GROUPS) {  // (rows are 4-byte aligned: two words)
+      packed[g][0] = *reinterpret_cast<const unsigned*>(a + group * 8);
+      packed[g][1] = *reinterpret_cast<const unsigned*>(a + group * 8 + 4);
+      scale[g] = e4m3_to_float(p.a_scales[scale_offset<SCALE_LAYOUT>(source, group, ROW_GROUPS)]);
+    }
+  }
+  float amax = 0.0f;
+#pragma unroll
+  for (int g = 0; g < GROUPS; ++g) {
+    const long long group = (long long)g * THREADS + threadIdx.x;
+    if (group < ROW_GROUPS) {
+      float v[16];
+      decode_nvfp4_group(packed[g], scale[g], v);
+#pragma unroll
+      for (int i = 0; i < 16; ++i)
+        if (is_finite(v[i])) amax = fmaxf(amax, fabsf(v[i]));
+    }
+  }
+  amax = cta_reduce<THREADS / 32>(amax, scratch, Max{});
+  const float inverse = fp8_activation_inverse(amax);
+  if (threadIdx.x == 0) p.row_scales[row] = activation_scale(amax) * fp8_activation_gscale(p, row);
+  unsigned char* out = p.out + row * K;
+#pragma unroll
+  for (int g = 0; g < GROUPS; ++g) {
+    const long long group = (long long)g * THREADS + threadIdx.x;
+    if (group >= ROW_GROUPS) break;
+    float v[16];
+    decode_nvfp4_group(packed[g], scale[g], v);
+    store_fp8_group(out + group * 16, v, inverse);
   }
 }
 
