@@ -148,7 +148,7 @@ void check_against_bf16_path(const std::string& label, const std::vector<RowRef>
   }
   const double unit = d == DType::fp32 ? std::ldexp(1.0, -22) : std::ldexp(1.0, -8);
   double worst = 0;
-  int64_t same = 0, compared = 0;
+  int64_t compared = 0;
   for (int64_t r = 0; r < rows; ++r) {
     if (refs[size_t(r)].weight < 0 || refs[size_t(r)].source < 0) continue;  // (poison and NaN: check_w4a8_output's)
     for (int64_t j = 0; j < n; ++j) {
@@ -156,7 +156,6 @@ void check_against_bf16_path(const std::string& label, const std::vector<RowRef>
       const double b = gs[size_t(r)] * testutil::output_value(d, &bf16.d[size_t((r * n + j) * esize)]);
       const double size = std::max(std::fabs(a), std::fabs(b));
       const double rel = size > 0 ? std::fabs(a - b) / size : 0.0;
-      same += std::memcmp(&fp4.d[size_t((r * n + j) * esize)], &bf16.d[size_t((r * n + j) * esize)], size_t(esize)) == 0;
       ++compared;
       if (!(rel <= 2 * unit + std::ldexp(1.0, -20))) {
         FAIL_CHECK(label << ": D[" << r << ", " << j << "] = " << a << ", the BF16 path's x global scale " << b);
@@ -167,7 +166,7 @@ void check_against_bf16_path(const std::string& label, const std::vector<RowRef>
   }
   MESSAGE(label << ": against the BF16-activation path: " << (w4a8 ? "E4M3 rows identical" : "(exact mode)") << " ("
                 << checked_rows << " rows, row scales its x global scale bit for bit), D within " << worst
-                << " relative (" << same << " of " << compared << " elements the same bits before the global scale)");
+                << " relative of its x global scale (" << compared << " elements)");
 }
 
 void run_fp4_case(const Fp4Case& c, std::mt19937& rng) {
