@@ -4,16 +4,15 @@
 // weight's fragment (sm90/fp8_operand.cuh): byte 4t + i of a 16-byte group holds column
 // 2t + i % 2 + 8 (i / 2).
 // A is BF16 / FP16 (fp8_activations), or NVFP4 (fp8_activations_nvfp4): each value decoded
-// exactly in fp32 (e2m1 x its E4M3 block scale, at most 6 significant bits), the row's amax
-// taken over the decoded values and the tensor's, row's or group's global scale multiplied into
-// the row scale (amax / 448 x global scale, one fp32 rounding; exact for a power of two), not
-// into the values. So the E4M3 bytes are those the BF16 path makes of the same values decoded
-// to BF16 without the global scale (exact there), and each value sees one E4M3 rounding of
-// x * (448 / amax) (an fp32 quotient and product first). That rounding is exact where the scaled
-// value has at most 4 significant bits in E4M3's normal range: e.g. a row whose amax block
-// holds a 6 (amax = 6 s_max) scales a value of block scale s to e2m1 * (s / s_max) * 74.67, so
-// even the amax block's 0.5 / 1 / 2 / 4 round (by 1/3 of a unit); the 448 / amax factor of the
-// row makes most values inexact, the block scales alone would not (docs/formats.md, "W4A8").
+// exactly in fp32 (e2m1 x its E4M3 block scale: at most 6 significant bits), the amax taken
+// over the decoded values, and the tensor's, row's or group's global scale multiplied into the
+// row scale (one fp32 product, exact for a power of two), not into the values. The E4M3 bytes
+// are then those the BF16 path makes of the same values decoded to BF16 (exact there): one E4M3
+// rounding of v * (448 / amax). It is exact where that has at most 4 significant bits in E4M3's
+// normal range: within a block the values differ by their E2M1 factor only (mantissa 1 or 1.5),
+// so a power-of-two row factor leaves all of a block exact when its scale's mantissa is 1, 1.25
+// or 1.5; but 448 / amax is a power of two only for amax = 1.75 * 2^i, and a quantizer's
+// amax = 6 s brings a factor 1/3, which rounds most values (docs/formats.md, "W4A8").
 // A grouped GEMM's A: contiguous rows gathered through a row index, or masked groups' rows up
 // to their counts (Fp8ActivationParams). One CTA a row: its 16-column groups held in registers
 // (GROUPS a thread) while the amax is reduced over the CTA, then converted and stored 16 bytes
