@@ -54,45 +54,6 @@ __device__ __forceinline__ void store_fp8_group(unsigned char* out, const float 
   *reinterpret_cast<uint4*>(out) = make_uint4(w[0], w[1], w[2], w[3]);
 }
 
-// 448 / amax, the factor a row's values are scaled by (an IEEE quotient, as the model).
-__device__ __forceinline__ float fp8_activation_inverse(float amax) { return amax > 0.0f ? div_rn(448.0f, amax) : 1.0f; }
-
-template <int ADT, long long K, int THREADS>
-__device__ __forceinline__ void fp8_activations(const Fp8ActivationParams& p) {
-  static_assert(K % 16 == 0 && THREADS % 32 == 0);
-  constexpr long long ROW_GROUPS = K / 16;
-  constexpr int GROUPS = int((ROW_GROUPS + THREADS - 1) / THREADS);
-  __shared__ float scratch[THREADS / 32];
-  // The GEMM reads this kernel's output only after its griddep_wait.
-  griddep_launch_dependents();
-  const long long row = blockIdx.x;
-  const long long source = fp8_activation_source(p, row);
-  if (source < 0) return;
-  const unsigned char* a = static_cast<const unsigned char*>(p.a) + source * p.a_stride * 2;
-  float v[GROUPS][16];
-  float amax = 0.0f;
-#pragma unroll
-  for (int g = 0; g < GROUPS; ++g) {
-    const long long group = (long long)g * THREADS + threadIdx.x;
-    if (group < ROW_GROUPS) {
-      load_as_float<ADT, 16>(a + group * 32, v[g]);
-#pragma unroll
-      for (int i = 0; i < 16; ++i)
-        if (is_finite(v[g][i])) amax = fmaxf(amax, fabsf(v[g][i]));
-    }
-  }
-  amax = cta_reduce<THREADS / 32>(amax, scratch, Max{});
-  const float inverse = fp8_activation_inverse(amax);
-  if (threadIdx.x == 0) p.row_scales[row] = activation_scale(amax);
-  unsigned char* out = p.out + row * K;
-#pragma unroll
-  for (int g = 0; g < GROUPS; ++g) {
-    const long long group = (long long)g * THREADS + threadIdx.x;
-    if (group >= ROW_GROUPS) break;
-    store_fp8_group(out + group * 16, v[g], inverse);
-  }
-}
-
 // NVFP4 A's global scale for output row `row` (read by one thread).
 __device__ __forceinline__ float fp8_activation_gscale(const Fp8ActivationParams& p, long long row) {
   if (p.gscale_mode != GSCALE_DEVICE_PER_GROUP) return global_scale(p.gscale_mode, p.gscale_value, p.gscale_ptr, row);
@@ -106,35 +67,61 @@ __device__ __forceinline__ float fp8_activation_gscale(const Fp8ActivationParams
   return lo < p.groups ? p.gscale_ptr[lo] : 1.0f;  // (past the last group: no row of D reads it)
 }
 
-// A block of 16 NVFP4 values (8 packed bytes, two words) times its decoded scale, in fp32: exact.
-__device__ __forceinline__ void decode_nvfp4_group(const unsigned (&packed)[2], float scale, float (&v)[16]) {
+// A thread's 16-column groups of one row of 16-bit A, held as floats.
+template <int ADT, int GROUPS>
+struct Fp8HeldRow16 {
+  static constexpr bool GLOBAL_SCALE = false;
+  float v[GROUPS][16];
+  __device__ __forceinline__ void load(const Fp8ActivationParams& p, long long source, int g, long long group, long long) {
+    load_as_float<ADT, 16>(static_cast<const unsigned char*>(p.a) + (source * p.a_stride + group * 16) * 2, v[g]);
+  }
+  __device__ __forceinline__ void values(int g, float (&x)[16]) const {
 #pragma unroll
-  for (int i = 0; i < 16; ++i) v[i] = e2m1_to_float((packed[i / 8] >> (4 * (i % 8))) & 15u) * scale;
-}
+    for (int i = 0; i < 16; ++i) x[i] = v[g][i];
+  }
+};
 
-template <long long K, int SCALE_LAYOUT, int THREADS>
-__device__ __forceinline__ void fp8_activations_nvfp4(const Fp8ActivationParams& p) {
+// The same of NVFP4 A: the packed words and scales (3 registers a group against 16 floats),
+// decoded for the amax and again for the conversion, each value e2m1 x scale in fp32 (exact).
+template <int SCALE_LAYOUT, int GROUPS>
+struct Fp8HeldRowNvfp4 {
+  static constexpr bool GLOBAL_SCALE = true;
+  unsigned packed[GROUPS][2];
+  float scale[GROUPS];
+  __device__ __forceinline__ void load(const Fp8ActivationParams& p, long long source, int g, long long group,
+                                       long long row_groups) {
+    // (rows are 4-byte aligned: two words)
+    const unsigned char* a = static_cast<const unsigned char*>(p.a) + source * p.a_stride + group * 8;
+    packed[g][0] = *reinterpret_cast<const unsigned*>(a);
+    packed[g][1] = *reinterpret_cast<const unsigned*>(a + 4);
+    scale[g] = e4m3_to_float(p.a_scales[scale_offset<SCALE_LAYOUT>(source, group, row_groups)]);
+  }
+  __device__ __forceinline__ void values(int g, float (&x)[16]) const {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) x[i] = e2m1_to_float((packed[g][i / 8] >> (4 * (i % 8))) & 15u) * scale[g];
+  }
+};
+
+NVFP4_HD constexpr int fp8_groups(long long k, int threads) { return int((k / 16 + threads - 1) / threads); }
+
+// One row a CTA, its groups held in `Row` (all loads out before the first is used); with
+// Row::GLOBAL_SCALE, NVFP4 A's global scale multiplied into the row scale.
+template <class Row, long long K, int THREADS>
+__device__ __forceinline__ void fp8_activation_row(const Fp8ActivationParams& p) {
   static_assert(K % 16 == 0 && THREADS % 32 == 0);
   constexpr long long ROW_GROUPS = K / 16;
-  constexpr int GROUPS = int((ROW_GROUPS + THREADS - 1) / THREADS);
+  constexpr int GROUPS = fp8_groups(K, THREADS);
   __shared__ float scratch[THREADS / 32];
+  // The GEMM reads this kernel's output only after its griddep_wait.
   griddep_launch_dependents();
   const long long row = blockIdx.x;
   const long long source = fp8_activation_source(p, row);
   if (source < 0) return;
-  // The packed words and scales stay in registers (3 a block against 16 floats); the values are
-  // decoded for the amax and again for the conversion.
-  const unsigned char* a = static_cast<const unsigned char*>(p.a) + source * p.a_stride;
-  unsigned packed[GROUPS][2];
-  float scale[GROUPS];
+  Row held;
 #pragma unroll
   for (int g = 0; g < GROUPS; ++g) {
     const long long group = (long long)g * THREADS + threadIdx.x;
-    if (group < ROW_GROUPS) {  // (rows are 4-byte aligned: two words)
-      packed[g][0] = *reinterpret_cast<const unsigned*>(a + group * 8);
-      packed[g][1] = *reinterpret_cast<const unsigned*>(a + group * 8 + 4);
-      scale[g] = e4m3_to_float(p.a_scales[scale_offset<SCALE_LAYOUT>(source, group, ROW_GROUPS)]);
-    }
+    if (group < ROW_GROUPS) held.load(p, source, g, group, ROW_GROUPS);
   }
   float amax = 0.0f;
 #pragma unroll
@@ -142,24 +129,35 @@ __device__ __forceinline__ void fp8_activations_nvfp4(const Fp8ActivationParams&
     const long long group = (long long)g * THREADS + threadIdx.x;
     if (group < ROW_GROUPS) {
       float v[16];
-      decode_nvfp4_group(packed[g], scale[g], v);
+      held.values(g, v);
 #pragma unroll
       for (int i = 0; i < 16; ++i)
         if (is_finite(v[i])) amax = fmaxf(amax, fabsf(v[i]));
     }
   }
   amax = cta_reduce<THREADS / 32>(amax, scratch, Max{});
-  const float inverse = fp8_activation_inverse(amax);
-  if (threadIdx.x == 0) p.row_scales[row] = activation_scale(amax) * fp8_activation_gscale(p, row);
+  const float inverse = amax > 0.0f ? div_rn(448.0f, amax) : 1.0f;  // (an IEEE quotient, as the model)
+  if (threadIdx.x == 0)
+    p.row_scales[row] = Row::GLOBAL_SCALE ? activation_scale(amax) * fp8_activation_gscale(p, row) : activation_scale(amax);
   unsigned char* out = p.out + row * K;
 #pragma unroll
   for (int g = 0; g < GROUPS; ++g) {
     const long long group = (long long)g * THREADS + threadIdx.x;
     if (group >= ROW_GROUPS) break;
     float v[16];
-    decode_nvfp4_group(packed[g], scale[g], v);
+    held.values(g, v);
     store_fp8_group(out + group * 16, v, inverse);
   }
+}
+
+template <int ADT, long long K, int THREADS>
+__device__ __forceinline__ void fp8_activations(const Fp8ActivationParams& p) {
+  fp8_activation_row<Fp8HeldRow16<ADT, fp8_groups(K, THREADS)>, K, THREADS>(p);
+}
+
+template <long long K, int SCALE_LAYOUT, int THREADS>
+__device__ __forceinline__ void fp8_activations_nvfp4(const Fp8ActivationParams& p) {
+  fp8_activation_row<Fp8HeldRowNvfp4<SCALE_LAYOUT, fp8_groups(K, THREADS)>, K, THREADS>(p);
 }
 
 }  // namespace nvfp4k

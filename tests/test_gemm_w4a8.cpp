@@ -35,15 +35,19 @@ GemmArgs w4a8_args() {
   return g;
 }
 
-// gemm_workspace_bytes's error (it checks what gemm does but the buffers), "" for none.
-std::string error_of(const GemmArgs& g) {
+// The error `f` throws, "" for none.
+template <class F>
+std::string error_in(F&& f) {
   try {
-    gemm_workspace_bytes(g);
+    f();
   } catch (const Error& e) {
     return e.what();
   }
   return "";
 }
+
+// gemm_workspace_bytes's error (it checks what gemm does but the buffers), "" for none.
+std::string error_of(const GemmArgs& g) { return error_in([&] { gemm_workspace_bytes(g); }); }
 
 // w4a8_args on NVFP4 activations (linear scales, a host global scale)
 GemmArgs fp4_w4a8_args() {
@@ -55,24 +59,10 @@ GemmArgs fp4_w4a8_args() {
 }
 
 // gemm_call's error with the buffers checked, "" for none.
-std::string gemm_error(const GemmArgs& g) {
-  try {
-    gemm_call(g, "test");
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string gemm_error(const GemmArgs& g) { return error_in([&] { gemm_call(g, "test"); }); }
 
 // grouped_gemm_workspace_bytes's error, "" for none.
-std::string grouped_error(const GroupedGemmArgs& ga) {
-  try {
-    grouped_gemm_workspace_bytes(ga);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+std::string grouped_error(const GroupedGemmArgs& ga) { return error_in([&] { grouped_gemm_workspace_bytes(ga); }); }
 
 double fp16(unsigned bits) { return nvfp4k::fp16_bits_to_float(bits & 0xFFFFu); }
 

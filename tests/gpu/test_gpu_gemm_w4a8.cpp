@@ -108,35 +108,11 @@ void run_w4a8_grouped_case(const W4a8GroupedCase& c, std::mt19937& rng) {
   const bool masked = c.layout == GroupedLayout::masked;
   std::vector<Weight> weights;
   for (int e = 0; e < groups; ++e) weights.push_back(random_weight(c.n, c.k, c.adversarial, rng));
-  int64_t routed = 0;
-  for (int32_t r : c.counts) routed += r;
-  const int64_t rows = masked ? groups * c.max_m : routed + c.padding;
-  std::vector<RowRef> refs(static_cast<size_t>(rows));
-  std::vector<int32_t> sizes(static_cast<size_t>(groups)), row_index;
-  if (masked) {
-    for (int e = 0; e < groups; ++e) {
-      sizes[size_t(e)] = c.counts[size_t(e)];
-      for (int32_t i = 0; i < c.counts[size_t(e)]; ++i) refs[size_t(e * c.max_m + i)] = {e * c.max_m + i, e};
-    }
-  } else {
-    int64_t row = 0;
-    for (int e = 0; e < groups; ++e) {
-      for (int32_t i = 0; i < c.counts[size_t(e)]; ++i, ++row) refs[size_t(row)] = {row, e};
-      sizes[size_t(e)] = int32_t(row);
-    }
-    if (c.tokens > 0) {  // each sorted row some token's, as moe_route leaves them; -1 past the routed rows
-      row_index.assign(size_t(rows), -1);
-      for (int64_t r = 0; r < routed; ++r) {
-        row_index[size_t(r)] = int32_t(rng() % uint64_t(c.tokens));
-        refs[size_t(r)].source = row_index[size_t(r)];
-      }
-      if (c.bad_row_expert >= 0) {
-        const int64_t r = c.bad_row_expert ? sizes[size_t(c.bad_row_expert - 1)] : 0;  // the expert's first row
-        row_index[size_t(r)] = int32_t(c.tokens + 3);
-        refs[size_t(r)].source = -1;
-      }
-    }
-  }
+  const GroupedRows layout = grouped_rows(masked, c.counts, c.max_m, c.padding, c.tokens, c.bad_row_expert, rng);
+  const std::vector<RowRef>& refs = layout.refs;
+  const std::vector<int32_t>& sizes = layout.sizes;
+  const std::vector<int32_t>& row_index = layout.row_index;
+  const int64_t routed = layout.routed, rows = int64_t(refs.size());
   const Activations act = random_activations(c.tokens > 0 ? c.tokens : rows, c.k, DType::bf16, c.adversarial, rng);
   Epilogue ep;
   ep.gw = std::ldexp(1.0 + (rng() % 100) / 100.0, -10), ep.d = c.d;

@@ -76,10 +76,8 @@ Fp4Activations quantized_activations(int64_t rows, int64_t k, ScaleLayout layout
   return a;
 }
 
-// A call: dense (no counts) or grouped as W4a8GroupedCase's in test_gpu_gemm_w4a8.cpp: `counts`
-// rows an expert (contiguous: sorted, then `padding` rows of no group; masked: expert g's rows
-// first of its max_m), gathered through a row index of `tokens` rows when tokens > 0 (ids -1
-// past the routed rows, one routed row of expert `bad_row_expert` given an index outside A).
+// A call: dense (no counts) or grouped, its rows as grouped_rows lays them out (counts, max_m,
+// padding, tokens, bad_row_expert).
 struct Fp4Case {
   int64_t m, n, k;  // (m: a dense call's rows)
   ScaleLayout scales = ScaleLayout::linear;
@@ -175,34 +173,17 @@ void run_fp4_case(const Fp4Case& c, std::mt19937& rng) {
   std::vector<Weight> weights;
   for (int e = 0; e < groups; ++e) weights.push_back(random_weight(c.n, c.k, false, rng));
   // the rows of D and where each reads A
-  int64_t routed = 0;
-  for (int32_t r : c.counts) routed += r;
-  const int64_t rows = !grouped ? c.m : masked ? groups * c.max_m : routed + c.padding;
-  std::vector<RowRef> refs(static_cast<size_t>(rows));
-  std::vector<int32_t> sizes(static_cast<size_t>(groups)), row_index;
-  if (!grouped) {
-    for (int64_t r = 0; r < rows; ++r) refs[size_t(r)] = {r, 0};
-  } else if (masked) {
-    for (int e = 0; e < groups; ++e) {
-      sizes[size_t(e)] = c.counts[size_t(e)];
-      for (int32_t i = 0; i < c.counts[size_t(e)]; ++i) refs[size_t(e * c.max_m + i)] = {e * c.max_m + i, e};
-    }
+  GroupedRows layout;
+  if (grouped) {
+    layout = grouped_rows(masked, c.counts, c.max_m, c.padding, c.tokens, c.bad_row_expert, rng);
   } else {
-    int64_t row = 0;
-    for (int e = 0; e < groups; ++e) {
-      for (int32_t i = 0; i < c.counts[size_t(e)]; ++i, ++row) refs[size_t(row)] = {row, e};
-      sizes[size_t(e)] = int32_t(row);
-    }
-    if (c.tokens > 0) {
-      row_index.assign(size_t(rows), -1);
-      for (int64_t r = 0; r < routed; ++r) refs[size_t(r)].source = row_index[size_t(r)] = int32_t(rng() % uint64_t(c.tokens));
-      if (c.bad_row_expert >= 0) {
-        const int64_t r = c.bad_row_expert ? sizes[size_t(c.bad_row_expert - 1)] : 0;  // the expert's first row
-        row_index[size_t(r)] = int32_t(c.tokens + 3);
-        refs[size_t(r)].source = -1;
-      }
-    }
+    for (int64_t r = 0; r < c.m; ++r) layout.refs.push_back({r, 0});
+    layout.sizes = {0};
   }
+  const std::vector<RowRef>& refs = layout.refs;
+  const std::vector<int32_t>& sizes = layout.sizes;
+  const std::vector<int32_t>& row_index = layout.row_index;
+  const int64_t routed = layout.routed, rows = int64_t(refs.size());
   const int64_t a_rows = c.tokens > 0 ? c.tokens : rows;
   const Fp4Activations fa = quantized_activations(a_rows, c.k, c.scales, c.gscale == Gscale::per_row, c.stride_pad, rng);
   std::vector<float> group_gs(static_cast<size_t>(groups));

@@ -148,6 +148,49 @@ struct RowRef {
   int weight = -1;
 };
 
+// A grouped call's rows: `counts` rows an expert (contiguous: sorted one expert after the other,
+// then `padding` rows of no group; masked: expert g's rows first of its max_m), gathered through
+// a row index of `tokens` rows when tokens > 0 (each sorted row some token's, as moe_route
+// leaves them, -1 past the routed rows; one row of expert `bad_row_expert` given an index
+// outside A). refs: what each row of D must hold; sizes: group_ends or masked_m.
+struct GroupedRows {
+  std::vector<RowRef> refs;
+  std::vector<int32_t> sizes, row_index;
+  int64_t routed = 0;
+};
+
+inline GroupedRows grouped_rows(bool masked, const std::vector<int32_t>& counts, int64_t max_m, int64_t padding,
+                                int64_t tokens, int bad_row_expert, std::mt19937& rng) {
+  const int groups = int(counts.size());
+  GroupedRows g;
+  for (int32_t r : counts) g.routed += r;
+  const int64_t rows = masked ? groups * max_m : g.routed + padding;
+  g.refs.resize(static_cast<size_t>(rows));
+  g.sizes.resize(static_cast<size_t>(groups));
+  if (masked) {
+    for (int e = 0; e < groups; ++e) {
+      g.sizes[size_t(e)] = counts[size_t(e)];
+      for (int32_t i = 0; i < counts[size_t(e)]; ++i) g.refs[size_t(e * max_m + i)] = {e * max_m + i, e};
+    }
+    return g;
+  }
+  int64_t row = 0;
+  for (int e = 0; e < groups; ++e) {
+    for (int32_t i = 0; i < counts[size_t(e)]; ++i, ++row) g.refs[size_t(row)] = {row, e};
+    g.sizes[size_t(e)] = int32_t(row);
+  }
+  if (tokens > 0) {
+    g.row_index.assign(size_t(rows), -1);
+    for (int64_t r = 0; r < g.routed; ++r) g.refs[size_t(r)].source = g.row_index[size_t(r)] = int32_t(rng() % uint64_t(tokens));
+    if (bad_row_expert >= 0) {
+      const int64_t r = bad_row_expert ? g.sizes[size_t(bad_row_expert - 1)] : 0;  // the expert's first row
+      g.row_index[size_t(r)] = int32_t(tokens + 3);
+      g.refs[size_t(r)].source = -1;
+    }
+  }
+  return g;
+}
+
 struct Epilogue {
   double alpha = 1, gw = 1;
   const std::vector<float>* bias = nullptr;
