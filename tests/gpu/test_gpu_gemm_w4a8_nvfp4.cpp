@@ -13,6 +13,7 @@
 #include <cstring>
 #include <random>
 #include <sstream>
+#include <string>
 #include <vector>
 
 #include "common/scale_layout.cuh"
@@ -162,9 +163,11 @@ void check_against_bf16_path(const std::string& label, const std::vector<RowRef>
       worst = std::max(worst, rel);
     }
   }
-  MESSAGE(label << ": against the BF16-activation path: " << (w4a8 ? "E4M3 rows identical" : "(exact mode)") << " ("
-                << checked_rows << " rows, row scales its x global scale bit for bit), D within " << worst
-                << " relative of its x global scale (" << compared << " elements)");
+  const std::string rows_checked = w4a8 ? std::to_string(checked_rows) + " E4M3 rows the same bytes, their scales its x the "
+                                               "global scale bit for bit; "
+                                         : std::string("(the exact mode: no E4M3 rows); ");
+  MESSAGE(label << ": against the BF16-activation path: " << rows_checked << "D within " << worst
+                << " relative of its x the global scale (" << compared << " elements)");
 }
 
 void run_fp4_case(const Fp4Case& c, std::mt19937& rng) {
