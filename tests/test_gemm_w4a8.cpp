@@ -120,9 +120,10 @@ TEST_SUITE("gemm_w4a8") {
             gemm_key(backend.kernel_spec(gemm_spec(bf16, tile))));
     }
     // the other archs refuse the mode as they do for BF16 A
+    const GemmCall fp4_call = gemm_call(fp4_w4a8_args(), "test", false);
     for (Arch arch : {Arch::sm_100a, Arch::sm_120a})
-      CHECK(find_gemm_backend(arch)->unsupported(gemm_fp8_problem(gemm_problem_on(arch, gemm_call(fp4_w4a8_args(), "test", false))))
-                .find("native FP4") != std::string::npos);
+      CHECK(find_gemm_backend(arch)->unsupported(gemm_fp8_problem(gemm_problem_on(arch, fp4_call))).find("native FP4") !=
+            std::string::npos);
     // grouped: contiguous and masked sizes; a global scale per group; per row with row_index refused as in W4A4
     const int32_t* sizes = reinterpret_cast<const int32_t*>(buffer);
     GroupedGemmArgs ga;

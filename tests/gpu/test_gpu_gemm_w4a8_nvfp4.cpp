@@ -199,7 +199,9 @@ void run_fp4_case(const Fp4Case& c, std::mt19937& rng) {
   for (int64_t r = 0; r < rows; ++r) {
     const RowRef ref = refs[size_t(r)];
     if (ref.weight < 0 || ref.source < 0) continue;
-    gs[size_t(r)] = c.gscale == Gscale::per_row ? fa.gs[size_t(r)] : c.gscale == Gscale::per_group ? group_gs[size_t(ref.weight)] : fa.gs[0];
+    gs[size_t(r)] = c.gscale == Gscale::per_row     ? fa.gs[size_t(r)]
+                    : c.gscale == Gscale::per_group ? group_gs[size_t(ref.weight)]
+                                                    : fa.gs[0];
     double amax = 0;
     for (int64_t i = 0; i < c.k; ++i) {
       const double x = fa.decoded(ref.source, i) * gs[size_t(r)];

@@ -26,7 +26,7 @@ void check_fp4_activations(const Check& check, const GemmArgs& g, GemmCall& call
     check.fail("a_fp4.row_stride_bytes",
                fmt::format("a_fp4.row_stride_bytes = {} must be at least k/2 = {} and a multiple of 4", stride, g.k / 2));
   call.a_stride = g.k;  // of the decoded A
-  check.bytes("workspace (rows * k * 2)", {rows, g.k, 2});  // its size fits in 64 bits (checked in check_workspace)
+  check.bytes("workspace (rows * k * 2)", {rows, g.k, 2});  // its size fits in 64 bits (check_workspace holds a given one to it)
   if (g.m == 0) return;
   check.not_null("a_fp4.data", g.a_fp4.data);
   check.aligned("a_fp4.data", g.a_fp4.data, 4);
