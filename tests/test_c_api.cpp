@@ -109,6 +109,13 @@ TEST_SUITE("c_api") {
     e.d_group_stride = 0, e.layout = NVFP4_GROUPED_MASKED, e.gemm.precision = NVFP4_GEMM_W4A8, e.gemm.b_prepacked = 1;
     e.expected_m = 512;
     CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == 8 * 16 * 256 + 4 * 8 * 16);
+    // on NVFP4 A (W4A4 input) the same E4M3 rows; at the exact mode's expected_m, W4A4's decoded A
+    e.gemm.a_dtype = NVFP4_DTYPE_NVFP4, e.gemm.a = nullptr, e.gemm.a_fp4.data = e.gemm.a_fp4.scales = g.a;
+    CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == 8 * 16 * 256 + 4 * 8 * 16);
+    e.expected_m = 16;
+    CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == 8 * 16 * 256 * 2);
+    e.expected_m = 512, e.gemm.a_dtype = NVFP4_DTYPE_BF16, e.gemm.a = g.a;
+    e.gemm.a_fp4.data = e.gemm.a_fp4.scales = nullptr;
     e.layout = NVFP4_GROUPED_BATCHED;
     CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == -1);
     CHECK(std::string(nvfp4_jit_last_error()).find("precision = w4a8 with the batched layout") != std::string::npos);

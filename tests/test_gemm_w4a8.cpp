@@ -10,6 +10,7 @@
 #include "common/fp8_fold.cuh"
 #include "common/nvfp4_format.cuh"
 #include "core/error.hpp"
+#include "core/op_registry.hpp"
 #include "nvfp4/jit.hpp"
 #include "ops/gemm/backend.hpp"
 #include "ops/gemm/call.hpp"
@@ -34,15 +35,34 @@ GemmArgs w4a8_args() {
   return g;
 }
 
-// gemm_workspace_bytes's error (it checks what gemm does but the buffers), "" for none.
-std::string error_of(const GemmArgs& g) {
+// The error `f` throws, "" for none.
+template <class F>
+std::string error_in(F&& f) {
   try {
-    gemm_workspace_bytes(g);
+    f();
   } catch (const Error& e) {
     return e.what();
   }
   return "";
 }
+
+// gemm_workspace_bytes's error (it checks what gemm does but the buffers), "" for none.
+std::string error_of(const GemmArgs& g) { return error_in([&] { gemm_workspace_bytes(g); }); }
+
+// w4a8_args on NVFP4 activations (linear scales, a host global scale)
+GemmArgs fp4_w4a8_args() {
+  GemmArgs g = w4a8_args();
+  g.a = nullptr, g.a_dtype = DType::nvfp4;
+  g.a_fp4.data = g.a_fp4.scales = buffer;
+  g.a_fp4.global_scale.value = 0.5f;
+  return g;
+}
+
+// gemm_call's error with the buffers checked, "" for none.
+std::string gemm_error(const GemmArgs& g) { return error_in([&] { gemm_call(g, "test"); }); }
+
+// grouped_gemm_workspace_bytes's error, "" for none.
+std::string grouped_error(const GroupedGemmArgs& ga) { return error_in([&] { grouped_gemm_workspace_bytes(ga); }); }
 
 double fp16(unsigned bits) { return nvfp4k::fp16_bits_to_float(bits & 0xFFFFu); }
 
@@ -62,13 +82,72 @@ TEST_SUITE("gemm_w4a8") {
     CHECK_NOTHROW(gemm_call(g, "test"));
     g = w4a8_args(), g.b_prepacked = false, g.b.scales = buffer;
     CHECK(error_of(g).find("b_prepacked") != std::string::npos);
-    g = w4a8_args(), g.a = nullptr, g.a_dtype = DType::nvfp4, g.a_fp4.data = g.a_fp4.scales = buffer;
-    CHECK(error_of(g).find("a_dtype = nvfp4 with precision = w4a8") != std::string::npos);
     g = w4a8_args(), g.precision = GemmPrecision(7);
     CHECK(error_of(g).find("precision = 7 is not a GemmPrecision") != std::string::npos);
     g = w4a8_args(), g.workspace = buffer, g.workspace_bytes = 100 * 256;
     // (a size helper does not check buffers: gemm does; its check names the bytes W4A8 needs)
     CHECK(error_of(g) == "");
+  }
+
+  TEST_CASE("W4A8 on NVFP4 activations: workspace sizes in each mode, the GEMM kernel the BF16 call's, refusals") {
+    GemmArgs g = fp4_w4a8_args();
+    // W4A8 from 257 rows: the E4M3 rows and row scales (not W4A4's decoded A)
+    CHECK(error_of(g) == "");
+    CHECK(gemm_workspace_bytes(g) == 300 * 256 + 4 * 300);
+    // at decode sizes the exact mode runs W4A4: its decoded A, rows * k * 2
+    g.m = kW4A8ExactRows;
+    CHECK(gemm_workspace_bytes(g) == kW4A8ExactRows * 256 * 2);
+    CHECK(gemm_call(g, "test", false).args.precision == GemmPrecision::exact);
+    // a given workspace is held to the mode's size, the message naming it
+    g = fp4_w4a8_args(), g.workspace = buffer, g.workspace_bytes = 300 * 256;
+    CHECK(gemm_error(g).find("workspace_bytes = 76800 is less than the 78000 bytes W4A8 needs") != std::string::npos);
+    g.workspace_bytes = 300 * 256 + 4 * 300;
+    CHECK(gemm_error(g).find("workspace_bytes") == std::string::npos);
+    g.m = 200, g.workspace_bytes = 200 * 256;  // W4A8's size, but the exact mode needs W4A4's
+    CHECK(gemm_error(g).find("workspace_bytes = 51200 is less than the 102400 bytes W4A4 needs") != std::string::npos);
+    // the call keeps NVFP4 A (its activation pass's); its GEMM kernel is the BF16 W4A8 call's
+    const GemmBackend& backend = *find_gemm_backend(Arch::sm_90a);
+    for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4}) {
+      g = fp4_w4a8_args(), g.a_fp4.scale_layout = layout;
+      const GemmSpec fp4 = gemm_problem_on(Arch::sm_90a, gemm_call(g, "test", false));
+      const GemmSpec bf16 = gemm_problem_on(Arch::sm_90a, gemm_call(w4a8_args(), "test", false));
+      CHECK(fp4.a_dtype == uint8_t(DType::nvfp4));
+      CHECK(gemm_problem_w4a8(fp4));
+      CHECK(fp4 != bf16);  // (the warm dispatch's key: the pass differs)
+      CHECK(gemm_fp8_problem(fp4) == bf16);
+      CHECK(gemm_fp8_problem(bf16) == bf16);
+      CHECK(backend.unsupported(gemm_fp8_problem(fp4)) == "");
+      const GemmTile tile = backend.heuristic(bf16, 300, 132);
+      CHECK(gemm_key(backend.kernel_spec(gemm_spec(gemm_fp8_problem(fp4), tile))) ==
+            gemm_key(backend.kernel_spec(gemm_spec(bf16, tile))));
+    }
+    // the other archs refuse the mode as they do for BF16 A
+    const GemmCall fp4_call = gemm_call(fp4_w4a8_args(), "test", false);
+    for (Arch arch : {Arch::sm_100a, Arch::sm_120a})
+      CHECK(find_gemm_backend(arch)->unsupported(gemm_fp8_problem(gemm_problem_on(arch, fp4_call))).find("native FP4") !=
+            std::string::npos);
+    // grouped: contiguous and masked sizes; a global scale per group; per row with row_index refused as in W4A4
+    const int32_t* sizes = reinterpret_cast<const int32_t*>(buffer);
+    GroupedGemmArgs ga;
+    ga.gemm = fp4_w4a8_args(), ga.groups = 4, ga.group_ends = sizes, ga.expected_m = 512;
+    ga.gemm.a_fp4.global_scale = GlobalScale{0.0f, reinterpret_cast<const float*>(buffer), false};
+    ga.a_global_scale_per_group = true;
+    CHECK(grouped_gemm_workspace_bytes(ga) == 300 * 256 + 4 * 300);
+    const GemmCall call = grouped_gemm_call(ga, "test", false);
+    CHECK(call.a_gscale_mode == nvfp4k::GSCALE_DEVICE_PER_GROUP);
+    // the GEMM reads the pass's row scales (the global scale folded in) as A's per-row scale
+    CHECK(gemm_call_on_fp8_a(call, buffer).a_gscale_mode == nvfp4k::GSCALE_DEVICE_PER_ROW);
+    ga.row_index = sizes, ga.a_rows = 1000;
+    CHECK(grouped_gemm_workspace_bytes(ga) == 300 * 256 + 4 * 300);
+    ga.expected_m = kW4A8GatheredExactRows;  // gathered at decode sizes: W4A4's decode of the sorted rows
+    CHECK(grouped_gemm_workspace_bytes(ga) == 300 * 256 * 2);
+    ga.a_global_scale_per_group = false, ga.gemm.a_fp4.global_scale.per_row = true, ga.expected_m = 512;
+    CHECK(grouped_error(ga).find("per_row with row_index") != std::string::npos);
+    ga.row_index = nullptr, ga.a_rows = 0, ga.group_ends = nullptr;
+    ga.layout = GroupedLayout::masked, ga.masked_m = sizes, ga.gemm.m = 200;
+    CHECK(grouped_gemm_workspace_bytes(ga) == 4 * 200 * 256 + 4 * 4 * 200);
+    ga.layout = GroupedLayout::batched, ga.masked_m = nullptr;
+    CHECK(grouped_error(ga).find("precision = w4a8 with the batched layout") != std::string::npos);
   }
 
   TEST_CASE("grouped W4A8: contiguous (gathered too) and masked sizes, the batched layout refused, expected_m's exact mode") {
@@ -203,9 +282,23 @@ TEST_SUITE("gemm_w4a8") {
     CHECK_FALSE(gemm_problem_w4a8(back));
     j["precision"] = "fp8";
     CHECK(gemm_spec_from_json(j, Arch::sm_90a, &back).find("precision") != std::string::npos);
-    // the activation pass's key: per K and A's dtype
+    // the activation pass's key: per K and A's dtype, NVFP4 A's per scale layout (16-bit A has none)
     CHECK(fp8_activations_spec(Arch::sm_90a, 256, DType::bf16) != fp8_activations_spec(Arch::sm_90a, 256, DType::fp16));
     CHECK(fp8_activations_spec(Arch::sm_90a, 256, DType::bf16) != fp8_activations_spec(Arch::sm_90a, 512, DType::bf16));
+    const KernelSpec fp4_linear = fp8_activations_spec(Arch::sm_90a, 256, DType::nvfp4);
+    const KernelSpec fp4_swizzled = fp8_activations_spec(Arch::sm_90a, 256, DType::nvfp4, ScaleLayout::swizzled128x4);
+    CHECK(fp4_linear != fp4_swizzled);
+    CHECK(fp4_linear != fp8_activations_spec(Arch::sm_90a, 256, DType::bf16));
+    CHECK(fp8_activations_spec(Arch::sm_90a, 256, DType::bf16, ScaleLayout::swizzled128x4) ==
+          fp8_activations_spec(Arch::sm_90a, 256, DType::bf16));
+    const OpKernels& pass = op_kernels(Op::fp8_activations);
+    CHECK(pass.kernel_name(fp8_activations_spec(Arch::sm_90a, 256, DType::bf16)) == "nvfp4_fp8_activations_k256_bf16");
+    CHECK(pass.kernel_name(fp4_linear) == "nvfp4_fp8_activations_k256_nvfp4_linear");
+    CHECK(pass.kernel_name(fp4_swizzled) == "nvfp4_fp8_activations_k256_nvfp4_sw128x4");
+    CHECK(pass.to_json(fp4_swizzled).dump() == R"({"k":256,"a_dtype":"nvfp4","threads":256,"a_scales":"sw128x4"})");
+    CHECK(pass.to_json(fp8_activations_spec(Arch::sm_90a, 256, DType::fp16)).dump() == R"({"k":256,"a_dtype":"fp16","threads":256})");
+    const GeneratedKernel source = pass.generate(fp4_swizzled);
+    CHECK(source.source.find("nvfp4k::fp8_activations_nvfp4<256LL, 1, 256>(p)") != std::string::npos);
   }
 
   TEST_CASE("the kernel's FP16 fold equals fp8_fold's for every row exponent, block scale and nibble") {

@@ -147,35 +147,45 @@ TEST_SUITE("prewarm") {
     const int64_t n = 4096, k = 2048;
     const int32_t experts = 16;
     PrewarmVariants v;
-    v.a_dtypes = {DType::bf16}, v.b_layouts = {WeightLayout::prepacked};
+    v.a_dtypes = {DType::bf16, DType::nvfp4}, v.b_layouts = {WeightLayout::prepacked};
+    v.a_scales = {ScaleLayout::linear, ScaleLayout::swizzled128x4};
     v.grouped = {GroupedLayout::contiguous, GroupedLayout::masked}, v.precisions = {GemmPrecision::w4a8};
     const std::vector<KernelSpec> listed =
         prewarm_specs({parse_shape("4096,2048", v), parse_shape("4096,2048,16", v)}, {Arch::sm_90a}, 132);
     const std::unordered_set<KernelSpec, KernelSpecHash> prewarmed(listed.begin(), listed.end());
-    GemmArgs g;
-    g.n = n, g.k = k, g.a = g.b.data = g.d = p, g.b_prepacked = true, g.precision = GemmPrecision::w4a8;
-    for (const int64_t m : {1, 16, 100, 256, 257, 1000, 4096}) {
-      const SpecRecordScope scope(Arch::sm_90a, 132);
-      g.m = m;
-      gemm(g, nullptr);
-      GroupedGemmArgs ga;
-      ga.gemm = g, ga.gemm.m = m * 4, ga.groups = experts, ga.group_ends = static_cast<const int32_t*>(p);
-      grouped_gemm(ga, nullptr);
-      ga.row_index = static_cast<const int32_t*>(p), ga.a_rows = m;
-      grouped_gemm(ga, nullptr);
-      ga.row_index = nullptr, ga.a_rows = 0;
-      ga.layout = GroupedLayout::masked, ga.group_ends = nullptr, ga.masked_m = static_cast<const int32_t*>(p), ga.gemm.m = m;
-      grouped_gemm(ga, nullptr);
-      size_t activations = 0;
-      for (const KernelSpec& spec : scope.specs()) {
-        activations += spec.op == Op::fp8_activations;
-        INFO("M = ", m, ": a W4A8 call loads ", spec.describe());
-        CHECK(prewarmed.count(spec) == 1);
+    // BF16 A, and NVFP4 A (W4A4 input) in either scale layout
+    for (const auto& [a_dtype, a_scales] : {std::pair{DType::bf16, ScaleLayout::linear}, std::pair{DType::nvfp4, ScaleLayout::linear},
+                                            std::pair{DType::nvfp4, ScaleLayout::swizzled128x4}}) {
+      for (const int64_t m : {1, 16, 100, 256, 257, 1000, 4096}) {
+        GemmArgs g;
+        g.n = n, g.k = k, g.b.data = g.d = p, g.b_prepacked = true, g.precision = GemmPrecision::w4a8;
+        g.a_dtype = a_dtype;
+        if (a_dtype == DType::nvfp4) g.a_fp4.data = g.a_fp4.scales = p, g.a_fp4.scale_layout = a_scales;
+        else g.a = p;
+        CAPTURE(int(a_dtype));
+        CAPTURE(int(a_scales));
+        const SpecRecordScope scope(Arch::sm_90a, 132);
+        g.m = m;
+        gemm(g, nullptr);
+        GroupedGemmArgs ga;
+        ga.gemm = g, ga.gemm.m = m * 4, ga.groups = experts, ga.group_ends = static_cast<const int32_t*>(p);
+        grouped_gemm(ga, nullptr);
+        ga.row_index = static_cast<const int32_t*>(p), ga.a_rows = m;
+        grouped_gemm(ga, nullptr);
+        ga.row_index = nullptr, ga.a_rows = 0;
+        ga.layout = GroupedLayout::masked, ga.group_ends = nullptr, ga.masked_m = static_cast<const int32_t*>(p), ga.gemm.m = m;
+        grouped_gemm(ga, nullptr);
+        size_t activations = 0;
+        for (const KernelSpec& spec : scope.specs()) {
+          activations += spec.op == Op::fp8_activations;
+          INFO("M = ", m, ": a W4A8 call loads ", spec.describe());
+          CHECK(prewarmed.count(spec) == 1);
+        }
+        // the recording saw the GEMMs: dense, contiguous and masked (a gathered call shares the
+        // contiguous call's exact-mode kernel, the gather being an argument)
+        CHECK(scope.specs().size() >= 3);
+        if (m > kW4A8ExactRows) CHECK(activations >= 1);
       }
-      // the recording saw the GEMMs: dense, contiguous and masked (a gathered call shares the
-      // contiguous call's exact-mode kernel, the gather being an argument)
-      CHECK(scope.specs().size() >= 3);
-      if (m > kW4A8ExactRows) CHECK(activations >= 1);
     }
   }
 

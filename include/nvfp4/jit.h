@@ -250,8 +250,9 @@ nvfp4_status nvfp4_jit_rmsnorm_quantize(const nvfp4_rmsnorm_quantize_args* args,
 nvfp4_status nvfp4_jit_swiglu_quantize(const nvfp4_swiglu_quantize_args* args, CUstream stream);
 nvfp4_status nvfp4_jit_moe_stage(const nvfp4_moe_stage_args* args, CUstream stream);
 nvfp4_status nvfp4_jit_gemm(const nvfp4_gemm_args* args, CUstream stream);
-/* Workspace bytes nvfp4_jit_gemm needs for `args` (W4A4: m * k * 2; W4A8: m * k rounded up to
-   16, plus 4 * m; else 0). -1, with
+/* Workspace bytes nvfp4_jit_gemm needs for `args` (W4A8: m * k rounded up to 16, plus 4 * m,
+   whatever A's dtype; W4A4 in the exact mode, a W4A8 call of NVFP4 A small enough for it too:
+   m * k * 2; else 0). -1, with
    nvfp4_jit_last_error() naming the argument, for any argument nvfp4_jit_gemm would refuse
    (the buffers aside: they need not exist yet). */
 int64_t nvfp4_jit_gemm_workspace_bytes(const nvfp4_gemm_args* args);

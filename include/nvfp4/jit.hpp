@@ -256,9 +256,11 @@ enum class GemmEpilogue : uint8_t {
 // x block scale x 2^-e[n], e[n] a power of two per weight row that keeps the row in E4M3's range,
 // stored by prepack), each rounded once: about 2.5% relative Frobenius error on typical data, at
 // most ~1/17 per element plus E4M3's subnormal floor (docs/formats.md, "W4A8"). It needs a
-// prepacked weight (b_prepacked) and BF16/FP16 A; sm_100a/103a/120a/121a refuse it (their exact
-// mode is their native FP4 MMA already). Calls of at most 256 rows (decode, small batches) run
-// the exact mode: there the GEMM is bound by the weight and its decode, and FP8 gains nothing.
+// prepacked weight (b_prepacked); A is BF16/FP16, or NVFP4 (a_fp4, W4A4 input: each value
+// decoded exactly, then rounded to E4M3 as above, its global scale folded into the row scale);
+// sm_100a/103a/120a/121a refuse it (their exact mode is their native FP4 MMA already). Calls of
+// at most 256 rows (decode, small batches) run the exact mode: there the GEMM is bound by the
+// weight and its decode, and FP8 gains nothing.
 // grouped_gemm takes it in gemm.precision (contiguous, row_index too, and masked layouts; not
 // batched); calls of at most 128 rows an expert (expected_m; 16 with row_index) run the exact
 // mode. Its workspace then holds every group's rows (masked: groups * m).
@@ -303,8 +305,9 @@ struct GemmArgs {
   GemmPrecision precision = GemmPrecision::exact;
 };
 void gemm(const GemmArgs& args, CUstream stream);
-// Bytes of workspace gemm needs for `args` (W4A4: m * k * 2; W4A8: m * k rounded up to 16, plus
-// 4 * m; otherwise 0). Checks every
+// Bytes of workspace gemm needs for `args` (W4A8: m * k rounded up to 16, plus 4 * m, whatever
+// A's dtype; W4A4 in the exact mode, a W4A8 call of NVFP4 A small enough for it too: m * k * 2;
+// otherwise 0). Checks every
 // argument gemm checks but the buffers (which need not exist yet): throws Error naming the one
 // gemm would refuse.
 int64_t gemm_workspace_bytes(const GemmArgs& args);

@@ -8,7 +8,7 @@ import pytest
 
 import nvfp4_jit
 from nvfp4_jit import _C
-from nvfp4_jit._core import GEMM_EPILOGUES, GEMM_PRECISIONS, fields
+from nvfp4_jit._core import DTYPES, GEMM_EPILOGUES, GEMM_PRECISIONS, fields
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -135,6 +135,16 @@ def test_gemm_modes_are_checked_on_the_host():
         _C.gemm(*GEMM(_gemm_fields(m=1024, precision=GEMM_PRECISIONS["w4a8"])), 0)
     with pytest.raises(nvfp4_jit.InvalidArgument, match=r"epilogue"):
         _C.gemm(*GEMM(_gemm_fields(epilogue=7)), 0)
+
+
+def test_w4a8_takes_nvfp4_activations():
+    # W4A4's NVFP4 A in the W4A8 mode: the workspace holds the E4M3 rows and their scales, or W4A4's
+    # decoded A where the call is small enough for the exact mode
+    size = fields("gemm_workspace_bytes")
+    fp4 = {"a": 0, "a_dtype": DTYPES["nvfp4"], "a_fp4.data": 0x5000, "a_fp4.scales": 0x6000, "b.scales": 0,
+           "b_prepacked": True, "precision": GEMM_PRECISIONS["w4a8"]}
+    assert _C.gemm_workspace_bytes(*size(_gemm_fields(m=1024, **fp4))) == 1024 * 128 + 4 * 1024
+    assert _C.gemm_workspace_bytes(*size(_gemm_fields(m=16, **fp4))) == 16 * 128 * 2
 
 
 def test_binding_rejects_wrong_argument_counts_and_types():

@@ -50,11 +50,11 @@ struct ConvertScalesParams {
   long long rows;
 };
 
-// The W4A8 GEMM's activations: A [rows, K] (BF16 or FP16) per row to E4M3, columns permuted
-// within every 16 (fp8_activations.cuh), and each row's scale amax / 448.
+// The W4A8 GEMM's activations: A [rows, K] (BF16, FP16 or NVFP4) per row to E4M3, columns
+// permuted within every 16 (fp8_activations.cuh), and each row's scale amax / 448.
 struct Fp8ActivationParams {
   const void* a;         // [rows, K] (with row_index: [a_rows, K]), a_stride elements per row
-  long long a_stride;
+  long long a_stride;    // (NVFP4: packed E2M1 pairs, a_stride bytes per row)
   unsigned char* out;    // [rows, K] E4M3
   float* row_scales;     // [rows]
   long long rows;
@@ -66,6 +66,15 @@ struct Fp8ActivationParams {
   long long a_rows;
   const int* group_rows;
   long long group_stride;
+  // NVFP4 A: its E4M3 block scales (layout compiled in) and its global scale (GlobalScaleCode),
+  // folded into each row's scale; one per group (GSCALE_DEVICE_PER_GROUP) is the row's group's:
+  // masked, row / group_stride; contiguous, the first of `groups` whose group_ends is past it.
+  const unsigned char* a_scales;
+  const float* gscale_ptr;
+  float gscale_value;
+  int gscale_mode;
+  const int* group_ends;
+  long long groups;
 };
 
 struct PrepackParams {

@@ -157,8 +157,9 @@ def gemm(a, b, b_scales=None, b_global_scale=1.0, *, b_scale_layout="linear", b_
     epilogue="swiglu": b is a gate_up weight [2I, k], on sm_90a prepacked with prepack(...,
     swiglu_interleave=...), on sm_100a / sm_120a (W4A4) as stored with gate rows [0, I) then up
     rows; out is [m, I] = silu(gate) * up from the fp32 sums (bias: [2I]).
-    precision="w4a8" (sm_90a, prepacked b, bf16/fp16 a): FP8 tensor cores on A rounded to E4M3
-    per row and the weight folded to E4M3, about 2.5% relative error (docs/formats.md, "W4A8");
+    precision="w4a8" (sm_90a, prepacked b; a bf16/fp16 or NVFP4): FP8 tensor cores on A rounded to
+    E4M3 per row (NVFP4 A decoded exactly first) and the weight folded to E4M3, about 2.5% relative
+    error (docs/formats.md, "W4A8");
     calls of at most 256 rows run the exact mode. See the C++ GemmEpilogue and GemmPrecision.
     """
     if not _compiling():

@@ -26,26 +26,17 @@ void check_fp4_activations(const Check& check, const GemmArgs& g, GemmCall& call
     check.fail("a_fp4.row_stride_bytes",
                fmt::format("a_fp4.row_stride_bytes = {} must be at least k/2 = {} and a multiple of 4", stride, g.k / 2));
   call.a_stride = g.k;  // of the decoded A
-  const int64_t needed = check.bytes("workspace (rows * k * 2)", {rows, g.k, 2});
+  check.bytes("workspace (rows * k * 2)", {rows, g.k, 2});  // its size fits in 64 bits (check_workspace holds a given one to it)
   if (g.m == 0) return;
   check.not_null("a_fp4.data", g.a_fp4.data);
   check.aligned("a_fp4.data", g.a_fp4.data, 4);
   check.not_null("a_fp4.scales", g.a_fp4.scales);
   check.aligned("a_fp4.global_scale.device_ptr", g.a_fp4.global_scale.device_ptr, 4);
-  if (g.workspace && check.checks_buffers()) {
-    check.aligned("workspace", g.workspace, 16);
-    if (g.workspace_bytes < needed)
-      check.fail("workspace_bytes", fmt::format("workspace_bytes = {} is less than the {} bytes W4A4 needs (rows * k * 2)",
-                                                g.workspace_bytes, needed));
-  }
 }
 
-// The W4A8 mode's requirements (GemmPrecision::w4a8): BF16/FP16 A, a prepacked weight, and a
-// workspace for A as E4M3 and its row scales. (The arch is the backend's to check.)
+// The W4A8 mode's requirements (GemmPrecision::w4a8): a prepacked weight, and a workspace for
+// A (BF16, FP16 or NVFP4) as E4M3 and its row scales. (The arch is the backend's to check.)
 void check_w4a8(const Check& check, const GemmArgs& g, const GemmCall& call) {
-  if (g.a_dtype == DType::nvfp4)
-    check.fail("a_dtype", "a_dtype = nvfp4 with precision = w4a8: the W4A8 mode takes BF16 or FP16 activations (decode NVFP4 "
-                          "ones with dequantize first, or use the exact mode)", Status::unsupported);
   if (!g.b_prepacked)
     check.fail("b_prepacked", "precision = w4a8 needs a prepacked weight (b_prepacked = true, prepack()'s output: it holds "
                               "each row's fold exponent)", Status::unsupported);
@@ -55,16 +46,19 @@ void check_w4a8(const Check& check, const GemmArgs& g, const GemmCall& call) {
   check.bytes("workspace (rows * k)", {call.rows, g.k + 4});  // its size fits in 64 bits
 }
 
-// The W4A8 kernel's workspace: checked only where the call runs it (a small call runs the exact
-// mode, for which gemm_workspace_bytes answers 0).
-void check_w4a8_workspace(const Check& check, const GemmArgs& g, const GemmCall& call) {
-  if (g.m > 0 && g.workspace && check.checks_buffers()) {
-    check.aligned("workspace", g.workspace, 16);
-    const int64_t bytes = fp8_activation_bytes(call.rows, g.k);
-    if (g.workspace_bytes < bytes)
-      check.fail("workspace_bytes", fmt::format("workspace_bytes = {} is less than the {} bytes W4A8 needs (rows * k "
-                                                "rounded up to 16, plus 4 * rows)", g.workspace_bytes, bytes));
-  }
+// A given workspace against what the call needs in the mode it runs (a W4A8 call small enough
+// for the exact mode with NVFP4 A needs W4A4's).
+void check_workspace(const Check& check, const GemmCall& call) {
+  const GemmArgs& g = call.args;
+  const int64_t bytes = gemm_call_workspace_bytes(call);
+  if (g.m == 0 || bytes == 0 || !g.workspace || !check.checks_buffers()) return;
+  check.aligned("workspace", g.workspace, 16);
+  if (g.workspace_bytes < bytes)
+    check.fail("workspace_bytes", g.precision == GemmPrecision::w4a8
+                                      ? fmt::format("workspace_bytes = {} is less than the {} bytes W4A8 needs (rows * k "
+                                                    "rounded up to 16, plus 4 * rows)", g.workspace_bytes, bytes)
+                                      : fmt::format("workspace_bytes = {} is less than the {} bytes W4A4 needs (rows * k * 2)",
+                                                    g.workspace_bytes, bytes));
 }
 
 // a + b, or a failure naming `arg`
@@ -313,7 +307,7 @@ GemmCall gemm_call(const GemmArgs& g, const char* who, bool pointers) {
   check_gemm_args(check, g, call);
   check_spans(check, g, call);
   if (g.precision == GemmPrecision::w4a8 && w4a8_runs_exact(false, false, g.m)) call.args.precision = GemmPrecision::exact;
-  if (call.args.precision == GemmPrecision::w4a8) check_w4a8_workspace(check, g, call);
+  check_workspace(check, call);
   call.problem = gemm_problem(GemmSpec{}.arch, call);
   return call;
 }
@@ -372,9 +366,14 @@ GemmCall grouped_gemm_call(const GroupedGemmArgs& ga, const char* who, bool poin
   check_spans(check, call.args, call);
   if (g.precision == GemmPrecision::w4a8 && w4a8_runs_exact(true, ga.row_index != nullptr, call.expected_m))
     call.args.precision = GemmPrecision::exact;
-  if (call.args.precision == GemmPrecision::w4a8) check_w4a8_workspace(check, g, call);
+  check_workspace(check, call);
   call.problem = gemm_problem(GemmSpec{}.arch, call);
   return call;
+}
+
+int64_t gemm_call_workspace_bytes(const GemmCall& call) {
+  if (call.args.precision == GemmPrecision::w4a8) return fp8_activation_bytes(call.rows, call.args.k);
+  return call.args.a_dtype == DType::nvfp4 ? call.rows * call.args.k * 2 : 0;  // (its size checked in check_fp4_activations)
 }
 
 int64_t gemm_groups_reached(const GemmCall& call) {
@@ -471,6 +470,14 @@ GemmSpec gemm_problem(Arch arch, const GemmProblem& p) {
                                                 p.has_bias ? uint8_t(p.bias_dtype) : kNoDType),
                                    p.groups, p.grouped_layout);
   return gemm_with_precision(with_epilogue(spec, p.epilogue), p.precision);
+}
+
+GemmSpec gemm_fp8_problem(GemmSpec problem) {
+  if (problem.a_dtype == uint8_t(DType::nvfp4)) {
+    problem.a_dtype = uint8_t(DType::bf16);
+    problem.flags = uint16_t(problem.flags & ~kFlagAScalesSwizzled);
+  }
+  return problem;
 }
 
 GemmSpec gemm_with_precision(GemmSpec problem, GemmPrecision precision) {

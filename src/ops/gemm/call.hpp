@@ -83,6 +83,9 @@ GemmCall grouped_gemm_call(const GroupedGemmArgs& args, const char* who, bool po
 int64_t grouped_default_expected_m(int64_t m, int32_t groups);
 // The M a call's tile is chosen for: m, or a grouped call's rows per group.
 inline int64_t gemm_tile_rows(const GemmCall& call) { return call.groups ? call.expected_m : call.args.m; }
+// The workspace bytes a validated call uses (in the mode it runs): W4A8's E4M3 rows and row
+// scales (fp8_activations_op.hpp), W4A4's decoded A (rows * k * 2), else 0.
+int64_t gemm_call_workspace_bytes(const GemmCall& call);
 // How many groups a contiguous grouped call's rows can reach (at most one a row: a token's few
 // experts), which sizes a decode tile; 0 (all) for other calls.
 int64_t gemm_groups_reached(const GemmCall& call);
@@ -92,8 +95,12 @@ int64_t gemm_groups_reached(const GemmCall& call);
 GemmCall gemm_call_on_decoded_a(const GemmCall& call, const void* decoded_a);
 // W4A8's GEMM: the call on A as E4M3 at `workspace` (row stride k; a grouped call's rows as
 // sorted, the pass gathered them) with its row scales after it (fp8_activations_op.hpp's
-// layout), as A's per-row global scale.
+// layout), as A's per-row global scale (NVFP4 A's global scale folded in by the pass).
 GemmCall gemm_call_on_fp8_a(const GemmCall& call, const void* workspace);
+// The problem W4A8's GEMM kernel runs for a W4A8 call's `problem`: it reads A as E4M3 whatever A
+// was, so NVFP4 A's is the BF16 one's (its tile and tuning too; the call's problem keeps NVFP4,
+// which selects the activation pass).
+GemmSpec gemm_fp8_problem(GemmSpec problem);
 
 // What a GEMM kernel compiles in besides its tile (the tile fields zero): the key of the
 // tuning table and of the front's warm dispatch. `a` is the kernel's activation type (BF16 or

@@ -75,7 +75,7 @@ GemmKernel choose_and_load(const DeviceInfo& device, const GemmBackend& backend,
 GemmKernel first_call(const DeviceInfo& device, const GemmCall& call, CUstream stream) {
   const GemmBackend& backend = gemm_backend(device.arch, "nvfp4::jit::gemm");
   if (call.args.precision == GemmPrecision::w4a8) {
-    GemmKernel kernel = choose_and_load(device, backend, gemm_problem_on(device.arch, call), call, stream);
+    GemmKernel kernel = choose_and_load(device, backend, gemm_fp8_problem(gemm_problem_on(device.arch, call)), call, stream);
     // the activation pass's kernel loaded too before either is enqueued
     kernel.activations = load_fp8_activations_kernel(device, call, stream);
     return kernel;

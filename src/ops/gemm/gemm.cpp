@@ -56,7 +56,11 @@ void gemm_w4a8(const GemmCall& call, const GemmKernel& kernel, CUstream stream) 
   rows.rows = call.rows;
   rows.row_index = call.row_index, rows.a_rows = call.a_rows;
   if (call.groups && call.layout == GroupedLayout::masked) rows.group_rows = call.masked_m, rows.group_stride = args.m;
-  launch_fp8_activations(kernel.activations, args.a, call.a_stride, rows, args.k, workspace, stream);
+  if (call.groups && call.layout == GroupedLayout::contiguous) rows.group_ends = call.group_ends, rows.groups = call.groups;
+  if (args.a_dtype == DType::nvfp4)
+    launch_fp8_activations(kernel.activations, args.a_fp4, call.a_gscale_mode, rows, args.k, workspace, stream);
+  else
+    launch_fp8_activations(kernel.activations, args.a, call.a_stride, rows, args.k, workspace, stream);
   launch_gemm(kernel, gemm_call_on_fp8_a(call, workspace), stream);
   owned.free();
 }
@@ -96,19 +100,20 @@ void run_gemm_with_tile(const GemmCall& call, const GemmTile& tile, const char* 
   const CallDevice call_device(stream, call.args.d, who);
   const DeviceInfo& device = call_device.info;
   const GemmBackend& backend = gemm_backend(device.arch, who);
-  if (call.args.a_dtype == DType::nvfp4 && !backend.native_fp4_activations())  // W4A4 runs the BF16 kernel on decoded A
+  const bool w4a8 = call.args.precision == GemmPrecision::w4a8;  // (its GEMM reads E4M3 whatever A was)
+  if (call.args.a_dtype == DType::nvfp4 && !backend.native_fp4_activations() && !w4a8)  // W4A4 runs the BF16 kernel on decoded A
     Check(who).fail("a_dtype",
                     fmt::format("a_dtype = nvfp4: a given tile runs BF16 or FP16 activations only on {} (its W4A4 "
                                 "decodes A and runs gemm's own tile)",
                                 to_string(device.arch)),
                     Status::unsupported);
-  const GemmSpec spec = gemm_spec(gemm_problem_on(device.arch, call), tile);
+  const GemmSpec problem = gemm_problem_on(device.arch, call);
+  const GemmSpec spec = gemm_spec(w4a8 ? gemm_fp8_problem(problem) : problem, tile);
   if (std::string why = backend.unsupported(spec); !why.empty()) fail(Status::unsupported, "{}: {}", who, why);
   if (std::string why = backend.tile_problem(spec); !why.empty())
     fail(Status::unsupported, "{}: tile {}: {}", who, backend.describe(tile), why);
   GemmKernel kernel = load_gemm_kernel(device, backend, spec, call.args.m, stream, call);
-  if (call.args.precision == GemmPrecision::w4a8)
-    kernel.activations = load_fp8_activations_kernel(device, call, stream);  // before anything is enqueued
+  if (w4a8) kernel.activations = load_fp8_activations_kernel(device, call, stream);  // before anything is enqueued
   enqueue_gemm_with_counters(call, kernel, stream);
 }
 
@@ -129,9 +134,7 @@ namespace nvfp4::jit {
 // The size helpers check every argument the call does but the buffers: a size from arguments the
 // call would refuse is no size. W4A4's decoded A: all rows (a grouped call's every group's), k wide.
 int64_t gemm_workspace_bytes(const GemmArgs& args) {
-  const detail::GemmCall call = detail::gemm_call(args, "nvfp4::jit::gemm_workspace_bytes", /*pointers=*/false);
-  if (call.args.precision == GemmPrecision::w4a8) return detail::fp8_activation_bytes(call.rows, args.k);
-  return args.a_dtype == DType::nvfp4 ? call.rows * args.k * 2 : 0;  // (its size checked in gemm_call)
+  return detail::gemm_call_workspace_bytes(detail::gemm_call(args, "nvfp4::jit::gemm_workspace_bytes", /*pointers=*/false));
 }
 
 void gemm(const GemmArgs& args, CUstream stream) { detail::run_gemm(detail::gemm_call(args, detail::kWho), detail::kWho, stream); }
@@ -141,10 +144,8 @@ void grouped_gemm(const GroupedGemmArgs& args, CUstream stream) {
 }
 
 int64_t grouped_gemm_workspace_bytes(const GroupedGemmArgs& args) {
-  const detail::GemmCall call =
-      detail::grouped_gemm_call(args, "nvfp4::jit::grouped_gemm_workspace_bytes", /*pointers=*/false);
-  if (call.args.precision == GemmPrecision::w4a8) return detail::fp8_activation_bytes(call.rows, args.gemm.k);
-  return args.gemm.a_dtype == DType::nvfp4 ? call.rows * args.gemm.k * 2 : 0;
+  return detail::gemm_call_workspace_bytes(
+      detail::grouped_gemm_call(args, "nvfp4::jit::grouped_gemm_workspace_bytes", /*pointers=*/false));
 }
 
 int64_t moe_combine_counter_bytes(const GroupedGemmArgs& args) {

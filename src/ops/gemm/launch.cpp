@@ -35,8 +35,9 @@ GemmKernel load_gemm_kernel(const DeviceInfo& device, const GemmBackend& backend
 }
 
 CUfunction load_fp8_activations_kernel(const DeviceInfo& device, const GemmCall& call, CUstream stream) {
-  return kernel_for(device, fp8_activations_spec(device.arch, call.args.k, call.args.a_dtype), stream,
-             [&] { return gemm_prewarm_hint(call, device); });
+  const GemmArgs& args = call.args;
+  return kernel_for(device, fp8_activations_spec(device.arch, args.k, args.a_dtype, args.a_fp4.scale_layout), stream,
+                    [&] { return gemm_prewarm_hint(call, device); });
 }
 
 void launch_gemm(const GemmKernel& kernel, const GemmCall& call, CUstream stream) {

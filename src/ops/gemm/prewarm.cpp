@@ -49,8 +49,8 @@ std::vector<KernelSpec> gemm_prewarm_specs(Arch arch, const WeightShape& shape, 
                       variant_problem(arch, *backend, shape, {a, d, bias, b, a_scales, g, e, precision});
                   if (!backend->unsupported(problem).empty()) continue;
                   problems.push_back(problem);
-                  // the W4A8 activation pass of its K and A
-                  if (precision == GemmPrecision::w4a8) specs.push_back(fp8_activations_spec(arch, shape.k, a));
+                  // the W4A8 activation pass of its K and A (NVFP4 A's: per scale layout)
+                  if (precision == GemmPrecision::w4a8) specs.push_back(fp8_activations_spec(arch, shape.k, a, a_scales));
                 }
               }
               if (a != DType::nvfp4) break;  // A's scale layout is W4A4's only
