@@ -13,8 +13,9 @@
 namespace nvfp4k::sm90 {
 
 // One warp's decode of k-tile `kt` of `tile`'s rows into the activation boxes at `boxes`.
-// Rows past the tile's and columns past K are zeros; a gathered row whose index lies outside A
-// is NaN (as dequantize writes it). Lane l takes 16-byte piece l % (BK/8) of a row (4 packed
+// Columns past K are zeros; a gathered row whose index lies outside A is NaN (as dequantize
+// writes it). Rows past the tile's are left as they are: their products reach only D's rows
+// past the tile's, which are not stored (so a decode tile of M = 1 decodes one row). Lane l takes 16-byte piece l % (BK/8) of a row (4 packed
 // bytes and their block's scale), so a warp's loads of a row are one contiguous span; loads go
 // out BATCH rows at a time before any is used. The caller orders the stores for wgmma (fence
 // proxy.async) and arrives.
@@ -38,7 +39,7 @@ __device__ __forceinline__ void decode_fp4_activations(const GemmParams& p, cons
                                                : r * C::KB;
   };
 #pragma unroll 1
-  for (int pass0 = 0; pass0 < PASSES; pass0 += BATCH) {
+  for (int pass0 = 0; pass0 < PASSES && tile.m0 + pass0 * ROWS < tile.m_end; pass0 += BATCH) {
     unsigned word[BATCH], scale[BATCH];
     bool nan_row[BATCH];
 #pragma unroll
@@ -55,6 +56,7 @@ __device__ __forceinline__ void decode_fp4_activations(const GemmParams& p, cons
 #pragma unroll
     for (int j = 0; j < BATCH; ++j) {
       const int r = (pass0 + j) * ROWS + lane / PIECES;
+      if (tile.m0 + r >= tile.m_end) continue;
       const float s = e4m3_to_float(scale[j]);
       unsigned pairs[4];
 #pragma unroll

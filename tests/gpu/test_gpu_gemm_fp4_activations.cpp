@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
@@ -160,28 +161,46 @@ void run_one_launch_case(const OneLaunchCase& c, std::mt19937& rng) {
   CHECK(written >= size_t(c.n));
 }
 
+// The one-launch cases of `cases`, each against its two-launch chain.
+void run_one_launch_cases(std::initializer_list<OneLaunchCase> cases) {
+  if (current_device().arch != Arch::sm_90a) return;  // (Blackwell's GEMMs take NVFP4 A natively)
+  std::mt19937 rng(std::random_device{}());
+  for (const OneLaunchCase& c : cases) run_one_launch_case(c, rng);
+}
+
+using C = OneLaunchCase;
+constexpr GroupedLayout kContiguous = GroupedLayout::contiguous, kMasked = GroupedLayout::masked;
+constexpr ScaleLayout kLinear = ScaleLayout::linear, kSwizzled = ScaleLayout::swizzled128x4;
+
 }  // namespace
 
 TEST_SUITE("gpu_gemm_fp4_activations") {
-  TEST_CASE("W4A4 in one launch on sm_90a: bit for bit the two-launch chain's D") {
-    if (current_device().arch != Arch::sm_90a) return;  // (Blackwell's GEMMs take NVFP4 A natively)
-    std::mt19937 rng(std::random_device{}());
-    using C = OneLaunchCase;
-    const GroupedLayout contiguous = GroupedLayout::contiguous, masked = GroupedLayout::masked;
-    const ScaleLayout linear = ScaleLayout::linear, sw = ScaleLayout::swizzled128x4;
-    const OneLaunchCase cases[] = {
-        {0, contiguous, 1, 4096, 7168, linear, C::host},
-        {0, contiguous, 7, 2880, 2880, sw, C::device, true, false, DType::fp32},
-        {0, contiguous, 16, 7168, 2080, linear, C::per_row, false, false, DType::bf16, 4},  // K tail, padded rows
-        {0, contiguous, 33, 1536, 4096, sw, C::per_row, true, false, DType::fp16},
-        {0, contiguous, 64, 4096, 4096, linear, C::host, false, false, DType::fp32},
-        {8, contiguous, 48, 1024, 2048, sw, C::per_group},
-        {16, contiguous, 40, 768, 2048, linear, C::host, false, true},  // gathered, indices outside A
-        {8, contiguous, 64, 512, 2880, sw, C::device, true, true, DType::fp32},
-        {6, masked, 24, 1024, 2048, linear, C::per_row},
-        {4, masked, 16, 2048, 1024, sw, C::per_group, true, false, DType::fp32},
-    };
-    for (const OneLaunchCase& c : cases) run_one_launch_case(c, rng);
+  TEST_CASE("W4A4 in one launch on sm_90a, dense M = 1, 7, 16, 33, 64: bit for bit the two-launch chain's D") {
+    run_one_launch_cases({
+        {0, kContiguous, 1, 4096, 7168, kLinear, C::host},
+        {0, kContiguous, 7, 2880, 2880, kSwizzled, C::device, true, false, DType::fp32},
+        {0, kContiguous, 16, 7168, 2080, kLinear, C::per_row, false, false, DType::bf16, 4},  // K tail, padded rows
+        {0, kContiguous, 33, 1536, 4096, kSwizzled, C::per_row, true, false, DType::fp16},
+        {0, kContiguous, 64, 4096, 4096, kLinear, C::host, false, false, DType::fp32},
+    });
+  }
+
+  TEST_CASE("W4A4 in one launch on sm_90a, contiguous groups sorted: bit for bit the two-launch chain's D") {
+    run_one_launch_cases({{8, kContiguous, 48, 1024, 2048, kSwizzled, C::per_group}});
+  }
+
+  TEST_CASE("W4A4 in one launch on sm_90a, contiguous groups gathered (indices outside A): bit for bit the two-launch chain's D") {
+    run_one_launch_cases({
+        {16, kContiguous, 40, 768, 2048, kLinear, C::host, false, true},
+        {8, kContiguous, 64, 512, 2880, kSwizzled, C::device, true, true, DType::fp32},
+    });
+  }
+
+  TEST_CASE("W4A4 in one launch on sm_90a, masked groups (empty ones): bit for bit the two-launch chain's D") {
+    run_one_launch_cases({
+        {6, kMasked, 24, 1024, 2048, kLinear, C::per_row},
+        {4, kMasked, 16, 2048, 1024, kSwizzled, C::per_group, true, false, DType::fp32},
+    });
   }
 
   TEST_CASE("W4A4 past 64 rows a tile, and a batched call, decode A first on sm_90a") {
