@@ -303,7 +303,7 @@ struct GemmArgs {
   GemmPrecision precision = GemmPrecision::exact;
 };
 void gemm(const GemmArgs& args, CUstream stream);
-// Bytes of workspace gemm needs for `args` (W4A4: m * k * 2, or 0 at m <= 64, which runs in one
+// Bytes of workspace gemm needs for `args` (W4A4: m * k * 2, or 0 at m <= 16, which runs in one
 // launch on every arch; W4A8: m * k rounded up to 16, plus 4 * m; otherwise 0). Checks every
 // argument gemm checks but the buffers (which need not exist yet): throws Error naming the one
 // gemm would refuse.
@@ -381,7 +381,7 @@ struct GroupedGemmArgs {
 };
 void grouped_gemm(const GroupedGemmArgs& args, CUstream stream);
 // Bytes of workspace grouped_gemm needs for `args` (W4A4: all groups' rows * k * 2, or 0 where
-// expected_m (or its default) is at most 64 and the layout not batched: one launch on every
+// expected_m (or its default) is at most 16 and the layout not batched: one launch on every
 // arch; W4A8: all groups' rows * k rounded up to 16, plus 4 per row; otherwise 0).
 // Checks its arguments as gemm_workspace_bytes does.
 int64_t grouped_gemm_workspace_bytes(const GroupedGemmArgs& args);

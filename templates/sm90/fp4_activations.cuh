@@ -1,11 +1,13 @@
 // W4A4 in one launch on Hopper: a producer warp decodes a stage's NVFP4 activations to BF16
 // and stores them where TMA would have put BF16 rows (sm90/gemm_w4a16.cuh's activation boxes:
 // BM rows of 128 bytes a box, 128-byte swizzle), so the consumers' wgmmas read them as ever.
-// Each value is e2m1 x e4m3 rounded once to BF16, which is exact (at most 6 significant bits,
-// in [2^-10, 2688]): the bits dequantize gives without a global scale. A's global scale stays
-// the epilogue's, as on A decoded by a kernel of its own.
+// Each pair of values is made as the weights' are (common/mma_operand.cuh: a byte placed, times
+// its block scale), e2m1 x e4m3 x 2^-SHIFT, exact: dequantize's BF16 times a power of two, which
+// the epilogue undoes with the weights' (GemmConfig::SHIFT). Every product and fp32 sum is the
+// two-launch path's times that power, so D's bits are its bits. A's global scale stays the
+// epilogue's, as on A decoded by a kernel of its own.
 #pragma once
-#include "common/nvfp4_format.cuh"
+#include "common/mma_operand.cuh"
 #include "common/scale_layout.cuh"
 #include "common/tile_scheduler.cuh"
 #include "sm90/gemm_params.cuh"
@@ -57,13 +59,13 @@ __device__ __forceinline__ void decode_fp4_activations(const GemmParams& p, cons
     for (int j = 0; j < BATCH; ++j) {
       const int r = (pass0 + j) * ROWS + lane / PIECES;
       if (tile.m0 + r >= tile.m_end) continue;
-      const float s = e4m3_to_float(scale[j]);
+      using Op = Fp4Operand<DTYPE_BF16>;
+      const unsigned scales = Op::scale_pairs(scale[j], false);  // lane 0: the block scale x 2^(BIAS - SHIFT)
+      const bool nan = nan_row[j] || (scale[j] & 0x7Fu) == 0x7Fu;  // an index outside A, or the NaN scale
       unsigned pairs[4];
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float lo = e2m1_to_float((word[j] >> (8 * e)) & 15u) * s, hi = e2m1_to_float((word[j] >> (8 * e + 4)) & 15u) * s;
-        pairs[e] = nan_row[j] ? pack_bf16x2(bits_to_float(0x7FC00000u), bits_to_float(0x7FC00000u)) : pack_bf16x2(lo, hi);
-      }
+      for (int e = 0; e < 4; ++e)
+        pairs[e] = nan ? 0x7FFF7FFFu : Op::template scaled<0>(Op::place((word[j] >> (8 * e)) & 0xFFu), scales);
       *reinterpret_cast<uint4*>(boxes + box * C::A_BOX_BYTES + r * 128 + 16 * (chunk ^ (r % 8))) =
           make_uint4(pairs[0], pairs[1], pairs[2], pairs[3]);
     }

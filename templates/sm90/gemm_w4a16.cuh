@@ -85,7 +85,8 @@ struct GemmConfig {
   // E4M3 from a prepacked weight, k32 steps; D gets each weight row's 2^e in the end.
   static constexpr bool FP8 = ADT == DTYPE_E4M3;
   using Operand = Fp4Operand<FP8 ? DTYPE_FP16 : ADT>;  // the 16-bit path's placed pairs
-  static constexpr int SHIFT = FP8 ? 0 : Operand::SHIFT;  // the operands' 2^-SHIFT, undone in the epilogue
+  // the operands' 2^-SHIFT (NVFP4 activations: both operands'), undone in the epilogue
+  static constexpr int SHIFT = FP8 ? 0 : A_FP4 ? 2 * Operand::SHIFT : Operand::SHIFT;
   static constexpr int BK = BK_;          // K per stage: 128 or 256
   static constexpr int KSTEPS = BK / (FP8 ? 32 : 16);  // wgmma k16 (k32) steps per stage
   static constexpr int A_BOX_COLS = FP8 ? 128 : 64;    // 128 bytes of a row: the swizzle span

@@ -34,9 +34,12 @@ inline bool w4a8_runs_exact(bool grouped, bool gathered, int64_t tile_rows) {
 // W4A4 calls of at most this many rows a tile (M, or a grouped call's expected_m: whole M
 // buckets) run in one launch on a backend whose GEMM decodes NVFP4 activations as it loads them
 // (GemmBackend::decodes_fp4_activations): its producers decode the few rows of each stage, and
-// the separate decode's launch and A's round trip through the workspace are gone. Larger calls
-// decode A first and run the BF16 GEMM on it (its stages fed by TMA); a batched call always does.
-constexpr int64_t kW4A4OneLaunchRows = 64;
+// the separate decode's launch and A's round trip through the workspace are gone. Every CTA
+// along N decodes its rows of A again, which the issue slots a decode GEMM leaves idle hold at
+// 16 rows but not far past them (an estimate, not yet measured: sm_90a's 64-row one-consumer
+// decode tile doubles its issue there). Larger calls decode A first and run the BF16 GEMM on it
+// (its stages fed by TMA); a batched call always does.
+constexpr int64_t kW4A4OneLaunchRows = 16;
 // Whether a W4A4 call whose tile is chosen for `tile_rows` (gemm_tile_rows) runs in one launch
 // on such a backend.
 inline bool w4a4_runs_one_launch(bool batched, int64_t tile_rows) { return !batched && tile_rows <= kW4A4OneLaunchRows; }
