@@ -93,7 +93,10 @@ TEST_SUITE("c_api") {
     e.groups = 8;
     CHECK(nvfp4_jit_grouped_gemm(&e, nullptr) == NVFP4_OK);  // m = 0: validated, no work
     e.gemm.a_dtype = NVFP4_DTYPE_NVFP4, e.gemm.m = 16, e.gemm.a = nullptr;
-    CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == 8 * 16 * 256 * 2);
+    CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == 0);  // 16 rows a group: W4A4 in one launch
+    e.gemm.m = 100;
+    CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == 8 * 100 * 256 * 2);  // A decoded first
+    e.gemm.m = 16;
     e.groups = -1;
     CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == -1);
     // batched: the group strides reach the C++ call (an odd one is named)
@@ -112,8 +115,10 @@ TEST_SUITE("c_api") {
     // on NVFP4 A (W4A4 input) the same E4M3 rows; at the exact mode's expected_m, W4A4's decoded A
     e.gemm.a_dtype = NVFP4_DTYPE_NVFP4, e.gemm.a = nullptr, e.gemm.a_fp4.data = e.gemm.a_fp4.scales = g.a;
     CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == 8 * 16 * 256 + 4 * 8 * 16);
-    e.expected_m = 16;
+    e.expected_m = 32;
     CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == 8 * 16 * 256 * 2);
+    e.expected_m = 16;  // W4A4 in one launch: none
+    CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == 0);
     e.expected_m = 512, e.gemm.a_dtype = NVFP4_DTYPE_BF16, e.gemm.a = g.a;
     e.gemm.a_fp4.data = e.gemm.a_fp4.scales = nullptr;
     e.layout = NVFP4_GROUPED_BATCHED;
@@ -286,8 +291,10 @@ TEST_SUITE("c_api") {
     nvfp4::jit::GemmArgs cg;
     cg.n = 64, cg.k = 256, cg.a_dtype = nvfp4::jit::DType::nvfp4, cg.m = huge;
     CHECK_THROWS_AS(nvfp4::jit::gemm_workspace_bytes(cg), nvfp4::jit::Error);
+    g.m = 100;
+    CHECK(nvfp4_jit_gemm_workspace_bytes(&g) == 100 * 256 * 2);
     g.m = 16;
-    CHECK(nvfp4_jit_gemm_workspace_bytes(&g) == 16 * 256 * 2);
+    CHECK(nvfp4_jit_gemm_workspace_bytes(&g) == 0);  // W4A4 in one launch
     nvfp4_grouped_gemm_args e;
     nvfp4_grouped_gemm_args_init(&e);
     e.gemm = g, e.groups = 1 << 30, e.layout = NVFP4_GROUPED_MASKED, e.gemm.m = int64_t(1) << 33;
@@ -319,8 +326,8 @@ TEST_SUITE("c_api") {
     e.gemm = g, e.gemm.a_dtype = NVFP4_DTYPE_NVFP4, e.groups = 8, e.layout = nvfp4_grouped_layout(0);
     CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == -1);
     CHECK(starts_with(last_error(), "nvfp4_jit_grouped_gemm_workspace_bytes: layout = 0 is not a GroupedLayout"));
-    e.layout = NVFP4_GROUPED_MASKED;
-    CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == 8 * 16 * 256 * 2);  // no buffer needed to ask
+    e.layout = NVFP4_GROUPED_MASKED, e.gemm.m = 100;
+    CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == 8 * 100 * 256 * 2);  // no buffer needed to ask
     e.gemm.n = -5;
     CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == -1);
     CHECK(last_error().find("n = -5 must be positive") != std::string::npos);

@@ -222,12 +222,17 @@ TEST_SUITE("gemm") {
     check_error(g, "a_fp4.row_stride_bytes = 130 must be at least k/2 = 128 and a multiple of 4");
     g = w4a4, g.a_fp4.global_scale.per_row = true;
     check_error(g, "a_fp4.global_scale.per_row is set but a_fp4.global_scale.device_ptr is null");
-    g = w4a4, g.workspace = buffer, g.workspace_bytes = 100;
+    // (past 16 rows: A decoded into the workspace; up to there one launch reads none)
+    g = w4a4, g.m = 40, g.workspace = buffer, g.workspace_bytes = 100;
     check_error(g, "workspace_bytes = 100 is less than the");
-    g = w4a4, g.workspace = buffer + 8, g.workspace_bytes = 1 << 20;
+    g = w4a4, g.m = 40, g.workspace = buffer + 8, g.workspace_bytes = 1 << 20;
     check_error(g, "workspace = ");
+    g = w4a4, g.workspace = buffer + 8, g.workspace_bytes = 100;
+    CHECK(error_of(g) == "");
     CHECK(error_of(w4a4) == "");
-    CHECK(gemm_workspace_bytes(w4a4) == w4a4.m * w4a4.k * 2);
+    CHECK(gemm_workspace_bytes(w4a4) == 0);
+    g = w4a4, g.m = 40;
+    CHECK(gemm_workspace_bytes(g) == 40 * w4a4.k * 2);
     CHECK(gemm_workspace_bytes(valid()) == 0);
     g = valid(), g.m = 0, g.a = nullptr, g.d = nullptr;  // nothing to do: no pointer is touched
     CHECK(error_of(g) == "");
@@ -263,12 +268,12 @@ TEST_SUITE("gemm") {
     CHECK_THROWS_WITH_AS(gemm_workspace_bytes(g), doctest::Contains("n = -5 must be positive"), Error);
     g = valid(), g.m = INT64_MAX;
     CHECK_THROWS_WITH_AS(gemm_workspace_bytes(g), doctest::Contains("m = 9223372036854775807"), Error);
-    g = w4a4, g.a_fp4.data = nullptr, g.a_fp4.scales = nullptr;  // asked before the buffers exist
-    CHECK(gemm_workspace_bytes(g) == 7 * 256 * 2);
-    g = w4a4, g.workspace = buffer, g.workspace_bytes = 0;  // the size it asks for is not yet given
-    CHECK(gemm_workspace_bytes(g) == 7 * 256 * 2);
-    g = w4a4, g.a_fp4.global_scale.per_row = true;  // its per-row scale's buffer not made yet either
-    CHECK(gemm_workspace_bytes(g) == 7 * 256 * 2);
+    g = w4a4, g.m = 40, g.a_fp4.data = nullptr, g.a_fp4.scales = nullptr;  // asked before the buffers exist
+    CHECK(gemm_workspace_bytes(g) == 40 * 256 * 2);
+    g = w4a4, g.m = 40, g.workspace = buffer, g.workspace_bytes = 0;  // the size it asks for is not yet given
+    CHECK(gemm_workspace_bytes(g) == 40 * 256 * 2);
+    g = w4a4, g.m = 40, g.a_fp4.global_scale.per_row = true;  // its per-row scale's buffer not made yet either
+    CHECK(gemm_workspace_bytes(g) == 40 * 256 * 2);
 
     // grouped: all groups' weights and rows; batched group strides (their default row strides too)
     GroupedGemmArgs b;
@@ -389,23 +394,28 @@ TEST_SUITE("gemm") {
             break;
           }
       }
-    // nothing but the buckets' tiles, for two layouts as stored and one prepacked
+    // nothing but the buckets' tiles, for two layouts as stored and one prepacked; W4A4's own
+    // kernels (NVFP4 A) in the buckets that run it in one launch, the BF16 ones past them
     std::vector<GemmSpec> bucket_specs;
     for (int bucket : kGemmMBuckets)
-      for (bool prepacked : {false, true})
-        for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4}) {
-          if (prepacked && layout != ScaleLayout::linear) continue;
-          const GemmSpec problem = sm90_problem(4096, 4096, prepacked, DType::bf16, DType::bf16, layout);
-          for (const GemmTile& t : gemm_bucket_tiles(sm90_backend(), problem, bucket, 132))
-            if (const GemmSpec s = gemm_kernel_spec(sm90_backend(), problem, t);
-                std::find(bucket_specs.begin(), bucket_specs.end(), s) == bucket_specs.end())
-              bucket_specs.push_back(s);
-        }
+      for (DType a : {DType::bf16, DType::nvfp4})
+        for (bool prepacked : {false, true})
+          for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4}) {
+            if (prepacked && layout != ScaleLayout::linear) continue;
+            if (a == DType::nvfp4 && !w4a4_runs_one_launch(false, gemm_bucket_m(bucket))) continue;
+            GemmSpec problem = sm90_problem(4096, 4096, prepacked, DType::bf16, DType::bf16, layout);
+            if (a == DType::nvfp4) problem = gemm_fp4_problem(problem, ScaleLayout::linear);
+            for (const GemmTile& t : gemm_bucket_tiles(sm90_backend(), problem, bucket, 132))
+              if (const GemmSpec s = gemm_kernel_spec(sm90_backend(), problem, t);
+                  std::find(bucket_specs.begin(), bucket_specs.end(), s) == bucket_specs.end())
+                bucket_specs.push_back(s);
+          }
     CHECK(gemm_prewarm(Arch::sm_90a, 4096, 4096) == bucket_specs);
     for (const GemmSpec& s : gemm_prewarm(Arch::sm_100a, 4096, 4096))
       CHECK(s.a_dtype == uint8_t(DType::nvfp4));  // its backend takes W4A4 only
     // by default, ModelOpt's layout as stored and prepacked (Nvfp4Linear's): those two problems'
-    // tiles, each once, and nothing else (no swizzled weight scales)
+    // tiles (and W4A4's on NVFP4 A in its one-launch buckets), each once, and nothing else (no
+    // swizzled weight scales)
     const std::vector<GemmSpec> default_specs = gemm_specs_of(prewarm_specs({parse_shape("4096,4096")}, {Arch::sm_90a}, 132));
     std::vector<GemmSpec> want;
     for (const bool prepacked : {false, true}) {
@@ -414,6 +424,12 @@ TEST_SUITE("gemm") {
         for (const GemmTile& t : gemm_bucket_tiles(sm90_backend(), problem, bucket, 132))
           if (const GemmSpec s = gemm_kernel_spec(sm90_backend(), problem, t); std::find(want.begin(), want.end(), s) == want.end())
             want.push_back(s);
+      const GemmSpec fp4 = gemm_fp4_problem(problem, ScaleLayout::linear);  // W4A4 in one launch
+      for (int bucket : kGemmMBuckets)
+        if (w4a4_runs_one_launch(false, gemm_bucket_m(bucket)))
+          for (const GemmTile& t : gemm_bucket_tiles(sm90_backend(), fp4, bucket, 132))
+            if (const GemmSpec s = gemm_kernel_spec(sm90_backend(), fp4, t); std::find(want.begin(), want.end(), s) == want.end())
+              want.push_back(s);
     }
     CHECK(default_specs.size() == want.size());
     for (const GemmSpec& s : want) {
@@ -565,8 +581,10 @@ TEST_SUITE("gemm") {
     check_grouped(h, "row_index is for the contiguous layout");
     h = grouped(), h.row_index = ends, h.a_rows = 3;  // W4A16 gathers too
     CHECK(error_of_grouped(h) == "");
-    // W4A4's workspace counts every group's rows
+    // W4A4's workspace counts every group's rows (none at 16 rows an expert or fewer: one launch)
     g = grouped(), g.layout = GroupedLayout::masked, g.masked_m = ends, g.gemm.a = nullptr, g.gemm.a_dtype = DType::nvfp4;
+    CHECK(grouped_gemm_workspace_bytes(g) == 0);
+    g.expected_m = 17;
     CHECK(grouped_gemm_workspace_bytes(g) == 4 * g.gemm.m * g.gemm.k * 2);
     // batched: every row to every group, strides in elements, no group sizes on the device
     auto batched = [] {

@@ -464,6 +464,73 @@ TEST_SUITE("gemm_sm90") {
     CHECK(sm90::describe(sliced).find(" wg1x2 ") != std::string::npos);
   }
 
+  TEST_CASE("W4A4 in one launch: NVFP4 A in the spec and the kernel's name, its scale layout the last template argument") {
+    const sm90::Tile t = sm90::bucket_tile(2880, 2880, 16, 132);
+    const GemmSpec bf16 = sm90_spec(sm90_problem(2880, 2880), t);
+    const GemmSpec linear = sm90_spec(gemm_fp4_problem(sm90_problem(2880, 2880), ScaleLayout::linear), t);
+    const GemmSpec swizzled = sm90_spec(gemm_fp4_problem(sm90_problem(2880, 2880), ScaleLayout::swizzled128x4), t);
+    const GemmBackend& backend = sm90_backend();
+    CHECK(backend.decodes_fp4_activations());
+    CHECK_FALSE(backend.native_fp4_activations());
+    // three kernels: each activation type and scale layout its own
+    CHECK(!(backend.kernel_spec(linear) == backend.kernel_spec(bf16)));
+    CHECK(!(backend.kernel_spec(linear) == backend.kernel_spec(swizzled)));
+    CHECK(gemm_decoded_a_problem(gemm_fp4_problem(sm90_problem(2880, 2880), ScaleLayout::swizzled128x4)) ==
+          sm90_problem(2880, 2880));
+    const GeneratedKernel g = generate(swizzled);
+    CHECK(g.name.find("nvfp4_gemm_w4a4_k2880_nvfp4sw_bf16_linear_bm16") == 0);
+    CHECK(generate(linear).name.find("nvfp4_gemm_w4a4_k2880_nvfp4_bf16_linear_bm16") == 0);
+    // ADT DTYPE_NVFP4, the dense layout's defaults written out, then the A scales' layout
+    CHECK(g.source.find(fmt::format("GemmConfig<3, 0, 0, 2880LL, 0, {}, 16, {}, {}, {}, {}, 0, 0, 0, 0, 1>>(p)", t.consumers,
+                                    t.block_k, t.stages, t.split_k, t.k_slices)) != std::string::npos);
+    CHECK(generate(linear).source.find(", 0, 0, 0, 0, 0>>(p)") != std::string::npos);
+    // a batched call decodes A first: its problem on NVFP4 A is none this backend runs
+    GemmSpec batched = gemm_fp4_problem(sm90_problem(2880, 2880), ScaleLayout::linear);
+    batched.groups = 4;
+    batched.flags |= kFlagGroupedBatched;
+    CHECK(backend.unsupported(batched).find("batched") != std::string::npos);
+    batched.a_dtype = uint8_t(DType::bf16);
+    CHECK(backend.unsupported(batched).empty());
+  }
+
+  TEST_CASE("SASS of W4A4's one-launch kernels: the decode tiles, dense and grouped, no local memory in the k loop") {
+    // the heuristic's tiles of M = 1, 7 and 16 (dense: k slices and split-K among them),
+    // grouped decode tiles (persistent, contiguous and masked), both weight layouts and both A
+    // scale layouts
+    const GemmBackend& backend = sm90_backend();
+    std::vector<GemmSpec> specs;
+    for (bool prepacked : {false, true})
+      for (ScaleLayout a : {ScaleLayout::linear, ScaleLayout::swizzled128x4}) {
+        const GemmSpec dense = gemm_fp4_problem(sm90_problem(7168, 2048, prepacked), a);
+        for (int64_t rows : {1, 7, 16})
+          specs.push_back(gemm_spec(dense, backend.for_rows(backend.heuristic(dense, rows, 132), rows)));
+        for (uint16_t layout : {uint16_t(kFlagGroupedContiguous), uint16_t(kFlagGroupedMasked)}) {
+          GemmSpec grouped = dense;
+          grouped.n = 2048, grouped.k = 7168, grouped.groups = 256;
+          grouped.flags |= layout;
+          for (int64_t rows : {1, 8, 16})
+            specs.push_back(gemm_spec(grouped, backend.for_rows(backend.heuristic(grouped, rows, 132), rows)));
+        }
+      }
+    for_each_disassembled(specs, [](const GemmSpec& spec, const std::string& name, const std::string& text) {
+      CAPTURE(gemm_key(spec).describe());
+      CHECK(name.find("nvfp4_gemm_w4a4_") == 0);
+      const Sass s = parse_sass(text, name, "HGMMA");
+      CHECK(s.matches > 0);
+      CHECK(parse_sass(text, name, ".F32.BF16 ").matches == s.matches);  // BF16 wgmmas on the decoded A
+      CHECK(s.loop_local_accesses == 0);
+      // the ModelOpt layout's masked 8-row tile spills one word outside its k loop, as its
+      // BF16 kernel does (the persistent decode tiles' case above); the others none
+      const bool masked_modelopt = !gemm_problem_prepacked(spec) && (spec.flags & kFlagGroupedMasked);
+      CHECK(s.local_accesses <= (masked_modelopt && spec.tile.block_m == 8 ? 2 : 0));
+      const std::string source = generate(spec).source;
+      const int ctas = source.find(fmt::format("__launch_bounds__({}, 3)", spec.tile.threads)) != std::string::npos   ? 3
+                       : source.find(fmt::format("__launch_bounds__({}, 2)", spec.tile.threads)) != std::string::npos ? 2
+                                                                                                                      : 1;
+      CHECK(s.registers <= 65536 / (ctas * spec.tile.threads));
+    });
+  }
+
   TEST_CASE("the backend checks a given tile: three consumer warpgroups need a prepacked weight") {
     const sm90::Tile three{192, 3, 3, 1, 128};
     CHECK(sm90_backend().tile_problem(sm90_spec(sm90_problem(8192, 8192, false), three)).find("prepacked") != std::string::npos);

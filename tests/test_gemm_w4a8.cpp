@@ -139,8 +139,11 @@ TEST_SUITE("gemm_w4a8") {
     CHECK(gemm_call_on_fp8_a(call, buffer).a_gscale_mode == nvfp4k::GSCALE_DEVICE_PER_ROW);
     ga.row_index = sizes, ga.a_rows = 1000;
     CHECK(grouped_gemm_workspace_bytes(ga) == 300 * 256 + 4 * 300);
-    ga.expected_m = kW4A8GatheredExactRows;  // gathered at decode sizes: W4A4's decode of the sorted rows
+    ga.expected_m = kW4A8GatheredExactRows;  // gathered at decode sizes: W4A4 in one launch, no workspace
+    CHECK(grouped_gemm_workspace_bytes(ga) == 0);
+    ga.row_index = nullptr, ga.a_rows = 0, ga.expected_m = kW4A8GroupedExactRows;  // sorted: W4A4's decoded A
     CHECK(grouped_gemm_workspace_bytes(ga) == 300 * 256 * 2);
+    ga.row_index = sizes, ga.a_rows = 1000;
     ga.a_global_scale_per_group = false, ga.gemm.a_fp4.global_scale.per_row = true, ga.expected_m = 512;
     CHECK(grouped_error(ga).find("per_row with row_index") != std::string::npos);
     ga.row_index = nullptr, ga.a_rows = 0, ga.group_ends = nullptr;

@@ -189,6 +189,69 @@ TEST_SUITE("prewarm") {
     }
   }
 
+  TEST_CASE("W4A4 on sm_90a: one launch up to 16 rows a tile (NVFP4 A in the kernel's spec), A decoded first past them; "
+            "prewarm holds both") {
+    alignas(256) static unsigned char buffer[256];
+    void* p = buffer;
+    const int32_t experts = 16;
+    PrewarmVariants v;
+    v.a_dtypes = {DType::nvfp4}, v.a_scales = {ScaleLayout::linear, ScaleLayout::swizzled128x4};
+    v.b_layouts = {WeightLayout::linear, WeightLayout::prepacked};
+    v.grouped = {GroupedLayout::contiguous, GroupedLayout::masked};
+    const std::vector<KernelSpec> listed =
+        prewarm_specs({parse_shape("4096,2048", v), parse_shape("4096,2048,16", v)}, {Arch::sm_90a}, 132);
+    const std::unordered_set<KernelSpec, KernelSpecHash> prewarmed(listed.begin(), listed.end());
+    GemmArgs g;
+    g.n = 4096, g.k = 2048, g.a_dtype = DType::nvfp4, g.b.data = g.b.scales = g.d = p;
+    g.a_fp4 = {p, 0, p, ScaleLayout::swizzled128x4, GlobalScale{}};
+    // (tile rows: M, a grouped call's expected_m)
+    for (const int64_t rows : {1, 16, 17, 64, 1000}) {
+      const bool one_launch = rows <= kW4A4OneLaunchRows;
+      CAPTURE(rows);
+      for (bool prepacked : {false, true}) {
+        g.b_prepacked = prepacked;
+        auto check_loads = [&](const char* call, auto&& run) {
+          const SpecRecordScope scope(Arch::sm_90a, 132);
+          run();
+          size_t gemms = 0, decodes = 0;
+          for (const KernelSpec& spec : scope.specs()) {
+            INFO(call, (prepacked ? " (prepacked)" : ""), " loads ", spec.describe());
+            CHECK(prewarmed.count(spec) == 1);
+            decodes += spec.op == Op::dequantize;
+            if (spec.op != Op::gemm) continue;
+            ++gemms;
+            CHECK(gemm_spec_of(spec).a_dtype == uint8_t(one_launch ? DType::nvfp4 : DType::bf16));
+          }
+          CHECK(gemms == 1);
+          CHECK((decodes > 0) == !one_launch);  // (the dispatch loads the decode, then the decode itself)
+        };
+        g.m = rows;
+        check_loads("gemm", [&] { gemm(g, nullptr); });
+        GroupedGemmArgs ga;
+        ga.gemm = g, ga.gemm.m = rows * 2, ga.groups = experts, ga.group_ends = static_cast<const int32_t*>(p);
+        ga.expected_m = rows;
+        check_loads("grouped_gemm (contiguous)", [&] { grouped_gemm(ga, nullptr); });
+        ga.row_index = static_cast<const int32_t*>(p), ga.a_rows = rows;
+        check_loads("grouped_gemm (gathered)", [&] { grouped_gemm(ga, nullptr); });
+        ga.row_index = nullptr, ga.a_rows = 0;
+        ga.layout = GroupedLayout::masked, ga.group_ends = nullptr, ga.masked_m = static_cast<const int32_t*>(p), ga.gemm.m = rows;
+        check_loads("grouped_gemm (masked)", [&] { grouped_gemm(ga, nullptr); });
+        // the workspace: none for a one-launch call
+        CHECK(gemm_workspace_bytes(g) == (one_launch ? 0 : rows * 2048 * 2));
+        CHECK(grouped_gemm_workspace_bytes(ga) == (one_launch ? 0 : experts * rows * 2048 * 2));
+      }
+    }
+    // a batched call decodes A first, whatever its rows
+    const SpecRecordScope scope(Arch::sm_90a, 132);
+    GroupedGemmArgs batched;
+    batched.gemm = g, batched.gemm.m = 1, batched.groups = 4, batched.layout = GroupedLayout::batched;
+    grouped_gemm(batched, nullptr);
+    size_t decodes = 0;
+    for (const KernelSpec& spec : scope.specs()) decodes += spec.op == Op::dequantize;
+    CHECK(decodes > 0);
+    CHECK(grouped_gemm_workspace_bytes(batched) == 4 * 2048 * 2);
+  }
+
   TEST_CASE("a prewarm runs 1 to 256 threads, never more than its kernels") {
     CHECK(kMaxPrewarmThreads == 256);
     CHECK(prewarm_thread_count(100000, 31) == 31);

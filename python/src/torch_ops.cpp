@@ -116,7 +116,7 @@ void run_gemm(jit::GemmArgs g, const Tensor& a) {
     std::optional<Tensor> ws;
     if ((g.a_dtype == jit::DType::nvfp4 || g.precision != jit::GemmPrecision::exact) && !g.workspace) {
       const int64_t bytes = jit::gemm_workspace_bytes(g);
-      if (bytes > 0) {  // none where W4A8 runs the exact mode (small m)
+      if (bytes > 0) {  // none where W4A8 runs the exact mode or W4A4 one launch (small m)
         ws = torch::stable::new_empty(a, {bytes}, ScalarType::Byte);
         g.workspace = ws->data_ptr();
         g.workspace_bytes = bytes;

@@ -5,7 +5,8 @@
 namespace nvfp4k {
 
 // DTYPE_E4M3: a kernel's FP8 activations (the sm_90a GEMM's W4A8 mode), no public DType.
-enum DTypeCode { DTYPE_BF16 = 0, DTYPE_FP16 = 1, DTYPE_FP32 = 2, DTYPE_E4M3 = 4 };
+// DTYPE_NVFP4: NVFP4 activations (DType::nvfp4's value) that a kernel takes as they are.
+enum DTypeCode { DTYPE_BF16 = 0, DTYPE_FP16 = 1, DTYPE_FP32 = 2, DTYPE_NVFP4 = 3, DTYPE_E4M3 = 4 };
 
 // Where a global scale comes from: a kernel argument, one device value, one per row, or
 // computed from an amax the device holds (one, or one per row).

@@ -11,7 +11,9 @@
 // the TMA loads of a STAGES-deep ring guarded by mbarriers, and for the ModelOpt layout a
 // warpgroup of them stages the tiles' block scales (cp.async); contiguous groups read through
 // GemmParams::row_index have that warpgroup gather A's rows too (cp.async into the places TMA's
-// 128-byte swizzle gives them; an index outside A, a NaN row). A prepacked weight
+// 128-byte swizzle gives them; an index outside A, a NaN row). With ADT DTYPE_NVFP4 (W4A4 in
+// one launch) the producer warps decode A's NVFP4 rows to BF16 into those places instead, a
+// stage a warp in turn (sm90/fp4_activations.cuh). A prepacked weight
 // (LAYOUT == SCALES_PREPACKED, sm90/prepacked_weight.cuh) holds its scales and comes in as
 // one contiguous bulk copy per consumer warpgroup and stage. With KSLICES = 2 two consumer
 // warpgroups share each 64 rows, each decoding half of every stage's k steps (twice the warps
@@ -37,6 +39,7 @@
 #include "common/ptx/dependent_launch.cuh"
 #include "common/scale_layout.cuh"
 #include "common/tile_scheduler.cuh"
+#include "sm90/fp4_activations.cuh"
 #include "sm90/fp8_operand.cuh"
 #include "sm90/gemm_params.cuh"
 #include "sm90/moe_combine_epilogue.cuh"
@@ -54,9 +57,14 @@ __device__ __align__(16) const unsigned kNanPiece[2][4] = {{0x7FC07FC0u, 0x7FC07
 // N is a run-time value (GemmParams::n): one kernel serves every N of a K and tile. K stays a
 // constant: its loops' trip counts shape the main loop's code (a run-time K is slower).
 template <int ADT_, int ODT_, int BIAS_, long long K_, int LAYOUT_, int WG_, int BM_, int BK_, int STAGES_, int KSPLIT_,
-          int KSLICES_ = 1, int GROUPED_ = GROUPED_NONE, int GROUPS_ = 0, int PERSISTENT_ = 0, int EPILOGUE_ = EPILOGUE_NONE>
+          int KSLICES_ = 1, int GROUPED_ = GROUPED_NONE, int GROUPS_ = 0, int PERSISTENT_ = 0, int EPILOGUE_ = EPILOGUE_NONE,
+          int A_SCALES_ = SCALES_LINEAR>
 struct GemmConfig {
-  static constexpr int ADT = ADT_, ODT = ODT_, BIAS = BIAS_, LAYOUT = LAYOUT_;
+  // NVFP4 activations (ADT_ DTYPE_NVFP4, their scales in layout A_SCALES): decoded to BF16 by
+  // the producers, the BF16 kernel's from there on.
+  static constexpr bool A_FP4 = ADT_ == DTYPE_NVFP4;
+  static constexpr int A_SCALES = A_SCALES_;
+  static constexpr int ADT = A_FP4 ? DTYPE_BF16 : ADT_, ODT = ODT_, BIAS = BIAS_, LAYOUT = LAYOUT_;
   static constexpr int EPILOGUE = EPILOGUE_;  // GemmEpilogueCode
   static constexpr long long K = K_;
   static constexpr int WG = WG_, BM = BM_, STAGES = STAGES_, KSPLIT = KSPLIT_;
@@ -77,7 +85,8 @@ struct GemmConfig {
   // E4M3 from a prepacked weight, k32 steps; D gets each weight row's 2^e in the end.
   static constexpr bool FP8 = ADT == DTYPE_E4M3;
   using Operand = Fp4Operand<FP8 ? DTYPE_FP16 : ADT>;  // the 16-bit path's placed pairs
-  static constexpr int SHIFT = FP8 ? 0 : Operand::SHIFT;  // the operands' 2^-SHIFT, undone in the epilogue
+  // the operands' 2^-SHIFT (NVFP4 activations: both operands'), undone in the epilogue
+  static constexpr int SHIFT = FP8 ? 0 : A_FP4 ? 2 * Operand::SHIFT : Operand::SHIFT;
   static constexpr int BK = BK_;          // K per stage: 128 or 256
   static constexpr int KSTEPS = BK / (FP8 ? 32 : 16);  // wgmma k16 (k32) steps per stage
   static constexpr int A_BOX_COLS = FP8 ? 128 : 64;    // 128 bytes of a row: the swizzle span
@@ -119,6 +128,7 @@ struct GemmConfig {
   static_assert(KSLICES == 1 || (KSLICES == 2 && BM <= 64), "k slices: register budget of the larger CTA");
   static_assert(GROUPED == GROUPED_NONE || (KSPLIT == 1 && GROUPS > 0), "grouped layouts run unsplit");
   static_assert(!FP8 || (PREPACKED && GROUPED != GROUPED_BATCHED), "W4A8: a prepacked weight, dense, contiguous or masked");
+  static_assert(!A_FP4 || GROUPED != GROUPED_BATCHED, "NVFP4 activations: dense, contiguous or masked");
   static_assert(!PERSISTENT || GROUPED == GROUPED_CONTIGUOUS || GROUPED == GROUPED_MASKED, "persistent: contiguous or masked groups");
   static_assert(STAGE_BYTES % 1024 == 0, "stages must keep the 1024-byte swizzle alignment");
   static_assert(EPILOGUE == EPILOGUE_NONE || (EPILOGUE == EPILOGUE_SWIGLU && PREPACKED && GROUPED != GROUPED_BATCHED) ||
@@ -584,10 +594,13 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
 
   // (W4A8's activation pass gathers the rows it rounds to E4M3: its GEMM reads them sorted)
   const bool gathered = C::GROUPED == GROUPED_CONTIGUOUS && !C::FP8 && p.row_index != nullptr;
+  // A not loaded by TMA: gathered by cp.async, or decoded from NVFP4
+  const bool a_by_threads = gathered || C::A_FP4;
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::STAGES; ++s) {
-      // the TMA thread (+ one per scale row) (+ each producer thread, gathering A's rows)
-      mbar_init(&full[s], (C::PREPACKED ? 1 : 1 + C::BN) + (gathered ? 128 : 0));
+      // the TMA thread (+ one per scale row) (+ each producer thread, gathering A's rows; or
+      // the lanes of the warp decoding them)
+      mbar_init(&full[s], (C::PREPACKED ? 1 : 1 + C::BN) + (C::A_FP4 ? 32 : gathered ? 128 : 0));
       mbar_init(&empty[s], 128 * C::CONSUMERS);
     }
     fence_barrier_init();
@@ -611,7 +624,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
         // CTA's last 64 rows may lie past them, and are neither loaded nor stored.
         const int row_blocks = C::PREPACKED && C::WG == 3 && n0 / 64 + C::WG > prepacked_row_blocks
                                    ? int(prepacked_row_blocks - n0 / 64) : C::WG;
-        mbar_arrive_expect_tx(&full[s], (gathered ? 0 : C::W_AT) + (C::PREPACKED ? row_blocks * C::CHUNK_RUN : C::W_BYTES));
+        mbar_arrive_expect_tx(&full[s], (a_by_threads ? 0 : C::W_AT) + (C::PREPACKED ? row_blocks * C::CHUNK_RUN : C::W_BYTES));
         if constexpr (C::PREPACKED) {
 #pragma unroll
           for (int g = 0; g < C::WG; ++g)
@@ -650,8 +663,18 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
       }
       cp_async_arrive(&full[s]);
     };
-    auto load_activations = [&](const ScheduledTile& tile, int kt, int s) {
-      if (gathered) {
+    // Stage `ring_index` of the ring (s = its place) decoded by producer warp ring_index % 4:
+    // each warp waits on its own loads while the other three go on to the next stages.
+    auto decode_activations = [&](const ScheduledTile& tile, int kt, int s, int ring_index) {
+      if (ring_index % 4 != ptid / 32) return;
+      decode_fp4_activations<C>(p, tile, kt, gathered, stage(s), ptid % 32);
+      fence_proxy_async_shared();  // the stores, to wgmma
+      mbar_arrive(&full[s]);
+    };
+    auto load_activations = [&](const ScheduledTile& tile, int kt, int s, int ring_index) {
+      if constexpr (C::A_FP4) {
+        decode_activations(tile, kt, s, ring_index);
+      } else if (gathered) {
         gather_activations(tile, kt, s);
       } else if (ptid == 0) {
 #pragma unroll
@@ -665,9 +688,9 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     };
     // A prepacked weight's stages are the TMA thread's alone: its warp walks the tiles
     // (the cursor takes a whole warp).
-    if (!C::PREPACKED || ptid < 32 || gathered) {
+    if (!C::PREPACKED || ptid < 32 || a_by_threads) {
       if (ptid == 0) {
-        prefetch_tensor_map(&p.tma_a);
+        if constexpr (!C::A_FP4) prefetch_tensor_map(&p.tma_a);
         if constexpr (!C::PREPACKED) prefetch_tensor_map(&p.tma_w);
       }
       int ring = 0;  // k-tiles this CTA has loaded: the next one's place in the ring
@@ -682,12 +705,12 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
         const int tiles = tile.kt_end - tile.kt_begin, early = first_tile ? min(min(tiles, C::STAGES), 3) : 0;
         for (int i = 0; i < early; ++i) load_weights(tile, tile.kt_begin + i, i);
         if (first_tile) griddep_wait();
-        for (int i = 0; i < early; ++i) load_activations(tile, tile.kt_begin + i, i);
+        for (int i = 0; i < early; ++i) load_activations(tile, tile.kt_begin + i, i, ring + i);
         for (int i = early; i < tiles; ++i) {
           const int r = ring + i, s = r % C::STAGES;
           if (r >= C::STAGES) mbar_wait(&empty[s], ((r / C::STAGES) & 1) ^ 1, 1000);
           load_weights(tile, tile.kt_begin + i, s);
-          load_activations(tile, tile.kt_begin + i, s);
+          load_activations(tile, tile.kt_begin + i, s, r);
         }
         ring += tiles;
       } while (next_tile(index, tile));

@@ -82,22 +82,25 @@ TEST_SUITE("gpu_capture") {
     CHECK_NOTHROW(capture_and_replay([&](CUstream s) { quantize(q, s); }));
   }
 
-  TEST_CASE("ensure_loaded loads a W4A4 GEMM's two kernels; the captured call then runs") {
+  TEST_CASE("ensure_loaded loads a W4A4 GEMM's kernels (one launch, or A decoded first); the captured call then runs") {
     if (!find_gemm_backend(current_device().arch)) {
       MESSAGE("skipped: no GEMM backend for this GPU's arch");
       return;
     }
     std::mt19937 rng(std::random_device{}());
-    const int64_t m = 5, n = 192, k = 32 * 37;  // a shape no other test loads
-    GemmArgs g;
-    g.m = m, g.n = n, g.k = k, g.a_dtype = DType::nvfp4;  // no workspace: allocated on the stream
-    ensure_loaded(g);
-    testutil::HostNvfp4 w(n, k, ScaleLayout::linear, rng), x(m, k, ScaleLayout::linear, rng);
-    DeviceBuffer wp = to_device(w.packed), ws = to_device(w.scales), xp = to_device(x.packed), xs = to_device(x.scales);
-    DeviceBuffer d(m * n * 2);
-    g.b = {wp.get(), 0, ws.get(), ScaleLayout::linear, {}};
-    g.a_fp4 = {xp.get(), 0, xs.get(), ScaleLayout::linear, {}};
-    g.d = d.get();
-    CHECK_NOTHROW(capture_and_replay([&](CUstream s) { gemm(g, s); }));
+    for (const int64_t m : {int64_t(5), kW4A4OneLaunchRows + 6}) {
+      CAPTURE(m);
+      const int64_t n = 192, k = 32 * 37;  // a shape no other test loads
+      GemmArgs g;
+      g.m = m, g.n = n, g.k = k, g.a_dtype = DType::nvfp4;  // no workspace: allocated on the stream
+      ensure_loaded(g);
+      testutil::HostNvfp4 w(n, k, ScaleLayout::linear, rng), x(m, k, ScaleLayout::linear, rng);
+      DeviceBuffer wp = to_device(w.packed), ws = to_device(w.scales), xp = to_device(x.packed), xs = to_device(x.scales);
+      DeviceBuffer d(m * n * 2);
+      g.b = {wp.get(), 0, ws.get(), ScaleLayout::linear, {}};
+      g.a_fp4 = {xp.get(), 0, xs.get(), ScaleLayout::linear, {}};
+      g.d = d.get();
+      CHECK_NOTHROW(capture_and_replay([&](CUstream s) { gemm(g, s); }));
+    }
   }
 }

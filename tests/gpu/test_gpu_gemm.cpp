@@ -341,12 +341,12 @@ TEST_SUITE("gpu_gemm") {
 }
 
 TEST_SUITE("gpu_gemm") {
-  TEST_CASE("a given tile with NVFP4 activations: refused where W4A4 decodes A first, naming a_dtype and the arch") {
+  TEST_CASE("a given tile with NVFP4 activations: refused where W4A4 decodes A first (past 16 rows a tile), naming a_dtype and the arch") {
     const Arch arch = current_device().arch;
     if (gemm_backend(arch, "test").native_fp4_activations()) return;  // there the tile is the FP4 kernel's
     alignas(16) static unsigned char buffer[1 << 16];
     GemmArgs w4a4;
-    w4a4.m = 4, w4a4.n = 64, w4a4.k = 64, w4a4.a_dtype = DType::nvfp4;
+    w4a4.m = kW4A4OneLaunchRows + 1, w4a4.n = 64, w4a4.k = 64, w4a4.a_dtype = DType::nvfp4;
     w4a4.a_fp4 = {buffer, 0, buffer, ScaleLayout::linear, {}};
     w4a4.b.data = w4a4.b.scales = w4a4.d = buffer;
     try {

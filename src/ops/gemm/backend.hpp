@@ -51,6 +51,16 @@ class GemmBackend {
   // Whether its kernels take NVFP4 activations as they are (an FP4 MMA); else the front decodes
   // them to BF16 first and runs the BF16 kernel.
   virtual bool native_fp4_activations() const { return false; }
+  // Whether its 16-bit kernels decode NVFP4 activations as they load them (a problem with
+  // a_dtype nvfp4, whose kernel's producers decode A's stages): the front then runs W4A4 calls
+  // of few rows a tile (w4a4_runs_one_launch) in one launch, and decodes A first for the rest.
+  virtual bool decodes_fp4_activations() const { return false; }
+  // Whether `call` (W4A4 or not) runs on its NVFP4 activations as they are: a_dtype nvfp4 in
+  // its kernel's problem, no decode launch first.
+  bool runs_fp4_activations(const GemmCall& call) const {
+    return call.args.a_dtype == DType::nvfp4 &&
+           (native_fp4_activations() || (decodes_fp4_activations() && w4a4_runs_one_launch(call)));
+  }
   // A test facility: whether it runs its kernels on a device of `arch` in emulation now
   // (NVFP4_JIT_EMULATE_ARCH); such a backend takes precedence over the one serving `arch`.
   virtual bool emulates(Arch) const { return false; }

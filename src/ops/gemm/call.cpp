@@ -373,7 +373,10 @@ GemmCall grouped_gemm_call(const GroupedGemmArgs& ga, const char* who, bool poin
 
 int64_t gemm_call_workspace_bytes(const GemmCall& call) {
   if (call.args.precision == GemmPrecision::w4a8) return fp8_activation_bytes(call.rows, call.args.k);
-  return call.args.a_dtype == DType::nvfp4 ? call.rows * call.args.k * 2 : 0;  // (its size checked in check_fp4_activations)
+  // W4A4's decoded A, unless the call runs in one launch (every backend's GEMM then reads A as
+  // it is, or decodes it as it loads it)
+  if (call.args.a_dtype != DType::nvfp4 || w4a4_runs_one_launch(call)) return 0;
+  return call.rows * call.args.k * 2;  // (its size checked in check_fp4_activations)
 }
 
 int64_t gemm_groups_reached(const GemmCall& call) {
@@ -462,6 +465,12 @@ GemmSpec gemm_problem_on(Arch arch, const GemmCall& call) {
 GemmSpec gemm_fp4_problem(GemmSpec problem, ScaleLayout a_layout) {
   problem.a_dtype = uint8_t(DType::nvfp4);
   if (a_layout == ScaleLayout::swizzled128x4) problem.flags |= kFlagAScalesSwizzled;
+  return problem;
+}
+
+GemmSpec gemm_decoded_a_problem(GemmSpec problem) {
+  problem.a_dtype = uint8_t(DType::bf16);
+  problem.flags = uint16_t(problem.flags & ~kFlagAScalesSwizzled);
   return problem;
 }
 

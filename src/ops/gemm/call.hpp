@@ -31,6 +31,19 @@ inline bool w4a8_runs_exact(bool grouped, bool gathered, int64_t tile_rows) {
   return tile_rows <= (!grouped ? kW4A8ExactRows : gathered ? kW4A8GatheredExactRows : kW4A8GroupedExactRows);
 }
 
+// W4A4 calls of at most this many rows a tile (M, or a grouped call's expected_m: whole M
+// buckets) run in one launch on a backend whose GEMM decodes NVFP4 activations as it loads them
+// (GemmBackend::decodes_fp4_activations): its producers decode the few rows of each stage, and
+// the separate decode's launch and A's round trip through the workspace are gone. Every CTA
+// along N decodes its rows of A again, which the issue slots a decode GEMM leaves idle hold at
+// 16 rows but not far past them (an estimate, not yet measured: sm_90a's 64-row one-consumer
+// decode tile doubles its issue there). Larger calls decode A first and run the BF16 GEMM on it
+// (its stages fed by TMA); a batched call always does.
+constexpr int64_t kW4A4OneLaunchRows = 16;
+// Whether a W4A4 call whose tile is chosen for `tile_rows` (gemm_tile_rows) runs in one launch
+// on such a backend.
+inline bool w4a4_runs_one_launch(bool batched, int64_t tile_rows) { return !batched && tile_rows <= kW4A4OneLaunchRows; }
+
 struct GemmCall {
   GemmArgs args;  // W4A4's GEMM: a is the decoded BF16 A, a_dtype bf16
   int64_t rows = 0;  // of A and D: m, or groups * m (masked, batched)
@@ -86,6 +99,10 @@ inline int64_t gemm_tile_rows(const GemmCall& call) { return call.groups ? call.
 // The workspace bytes a validated call uses (in the mode it runs): W4A8's E4M3 rows and row
 // scales (fp8_activations_op.hpp), W4A4's decoded A (rows * k * 2), else 0.
 int64_t gemm_call_workspace_bytes(const GemmCall& call);
+// w4a4_runs_one_launch for a validated call (W4A4 or not).
+inline bool w4a4_runs_one_launch(const GemmCall& call) {
+  return w4a4_runs_one_launch(call.groups && call.layout == GroupedLayout::batched, gemm_tile_rows(call));
+}
 // How many groups a contiguous grouped call's rows can reach (at most one a row: a token's few
 // experts), which sizes a decode tile; 0 (all) for other calls.
 int64_t gemm_groups_reached(const GemmCall& call);
@@ -119,6 +136,8 @@ GemmSpec gemm_problem(Arch arch, const GemmProblem& problem);
 // `problem` on NVFP4 activations whose scales are in `a_layout`, for a backend that takes them
 // as they are (GemmBackend::native_fp4_activations).
 GemmSpec gemm_fp4_problem(GemmSpec problem, ScaleLayout a_layout);
+// An NVFP4-activation problem as the BF16 GEMM on A decoded first runs it (gemm_fp4_problem undone).
+GemmSpec gemm_decoded_a_problem(GemmSpec problem);
 bool gemm_problem_prepacked(const GemmSpec& problem);
 // `problem` in `precision` (GemmPrecision::w4a8 sets kFlagW4A8, exact clears it), and whether a
 // problem is W4A8's.

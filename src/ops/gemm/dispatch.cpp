@@ -70,8 +70,8 @@ GemmKernel choose_and_load(const DeviceInfo& device, const GemmBackend& backend,
   return load_gemm_kernel(device, backend, gemm_spec(problem, tile), call.args.m, stream, call);
 }
 
-// The warm entry of a call met for the first time: its kernel, or W4A4's on a backend without
-// an FP4 MMA: the BF16 kernel of the call on decoded A.
+// The warm entry of a call met for the first time: its kernel, or W4A4's that decodes A first
+// (GemmBackend::runs_fp4_activations false): the BF16 kernel of the call on decoded A.
 GemmKernel first_call(const DeviceInfo& device, const GemmCall& call, CUstream stream) {
   const GemmBackend& backend = gemm_backend(device.arch, "nvfp4::jit::gemm");
   if (call.args.precision == GemmPrecision::w4a8) {
@@ -80,7 +80,7 @@ GemmKernel first_call(const DeviceInfo& device, const GemmCall& call, CUstream s
     kernel.activations = load_fp8_activations_kernel(device, call, stream);
     return kernel;
   }
-  if (call.args.a_dtype != DType::nvfp4 || backend.native_fp4_activations())
+  if (call.args.a_dtype != DType::nvfp4 || backend.runs_fp4_activations(call))
     return choose_and_load(device, backend, gemm_problem_on(device.arch, call), call, stream);
   const GemmCall inner = gemm_call_on_decoded_a(call, nullptr);
   GemmKernel kernel = choose_and_load(device, backend, gemm_problem_on(device.arch, inner), inner, stream);

@@ -18,16 +18,19 @@ namespace {
 constexpr const char* kWho = "nvfp4::jit::gemm";
 constexpr const char* kGroupedWho = "nvfp4::jit::grouped_gemm";
 
-// W4A4: A decoded exactly to BF16 without its global scale (e2m1 x e4m3 has at most 6
-// significant bits and lies in [2^-10, 2688]), then `kernel`, the BF16 GEMM, with A's global
-// scale in the epilogue. (gemm_dispatch loaded both kernels before anything is enqueued, so a
+// W4A4 in two launches (a backend whose GEMM neither takes nor decodes NVFP4 activations, or a
+// call of more rows than w4a4_runs_one_launch's): A decoded exactly to BF16 without its global
+// scale (e2m1 x e4m3 has at most 6 significant bits and lies in [2^-10, 2688]), then `kernel`,
+// the BF16 GEMM, with A's global scale in the epilogue. (gemm_dispatch loaded both kernels before anything is enqueued, so a
 // capture error leaves the stream untouched.)
 void gemm_w4a4(const GemmCall& call, const GemmKernel& kernel, CUstream stream) {
   const GemmArgs& args = call.args;
   const int64_t rows = call.rows;
+  // (a workspace sized for a one-launch call, which needs none, is not used: see gemm_workspace_bytes)
+  const bool given = args.workspace && !w4a4_runs_one_launch(call);
   StreamBuffer owned;
-  if (!args.workspace && !load_only()) owned = StreamBuffer(size_t(rows * args.k * 2), stream, "W4A4 workspace");
-  const GemmCall inner = gemm_call_on_decoded_a(call, args.workspace ? args.workspace : owned.get());
+  if (!given && !load_only()) owned = StreamBuffer(size_t(rows * args.k * 2), stream, "W4A4 workspace");
+  const GemmCall inner = gemm_call_on_decoded_a(call, given ? args.workspace : owned.get());
   DequantizeArgs decode;
   decode.src = args.a_fp4;
   decode.src.global_scale = GlobalScale{};  // 1: applied in the GEMM's epilogue instead
@@ -101,11 +104,11 @@ void run_gemm_with_tile(const GemmCall& call, const GemmTile& tile, const char* 
   const DeviceInfo& device = call_device.info;
   const GemmBackend& backend = gemm_backend(device.arch, who);
   const bool w4a8 = call.args.precision == GemmPrecision::w4a8;  // (its GEMM reads E4M3 whatever A was)
-  if (call.args.a_dtype == DType::nvfp4 && !backend.native_fp4_activations() && !w4a8)  // W4A4 runs the BF16 kernel on decoded A
+  if (call.args.a_dtype == DType::nvfp4 && !w4a8 && !backend.runs_fp4_activations(call))  // the BF16 kernel on decoded A
     Check(who).fail("a_dtype",
-                    fmt::format("a_dtype = nvfp4: a given tile runs BF16 or FP16 activations only on {} (its W4A4 "
-                                "decodes A and runs gemm's own tile)",
-                                to_string(device.arch)),
+                    fmt::format("a_dtype = nvfp4: a given tile runs BF16 or FP16 activations only on {} (W4A4 past {} rows "
+                                "a tile decodes A first and runs gemm's own tile)",
+                                to_string(device.arch), kW4A4OneLaunchRows),
                     Status::unsupported);
   const GemmSpec problem = gemm_problem_on(device.arch, call);
   const GemmSpec spec = gemm_spec(w4a8 ? gemm_fp8_problem(problem) : problem, tile);
@@ -132,7 +135,7 @@ void grouped_gemm_with_tile(const GroupedGemmArgs& args, const GemmTile& tile, C
 namespace nvfp4::jit {
 
 // The size helpers check every argument the call does but the buffers: a size from arguments the
-// call would refuse is no size. W4A4's decoded A: all rows (a grouped call's every group's), k wide.
+// call would refuse is no size.
 int64_t gemm_workspace_bytes(const GemmArgs& args) {
   return detail::gemm_call_workspace_bytes(detail::gemm_call(args, "nvfp4::jit::gemm_workspace_bytes", /*pointers=*/false));
 }

@@ -1,8 +1,10 @@
 // The GEMM's part of a prewarm: every kernel (GemmBackend::kernel_spec: shapes may share one)
 // of every tile any M of every bucket runs, for every variant of the
 // shape (activation and output dtypes, bias, weight layout, W4A4 A's scale layout, grouped
-// layout, epilogue, precision) the arch's backend serves. W4A4 on a backend without an FP4 MMA runs the BF16 kernel on
-// decoded A (its decode is dequantize's, prewarmed there); a backend with one takes NVFP4 A.
+// layout, epilogue, precision) the arch's backend serves. A backend with an FP4 MMA takes W4A4's
+// NVFP4 A as it is; one whose GEMM decodes it as it loads it runs the buckets of few rows a tile
+// so (w4a4_runs_one_launch) and the others' BF16 kernel on A decoded first (the decode is
+// dequantize's, prewarmed there), as does a backend with neither.
 #include "core/op_registry.hpp"
 #include "ops/gemm/backend.hpp"
 #include "ops/gemm/call.hpp"
@@ -24,7 +26,8 @@ GemmSpec variant_problem(Arch arch, const GemmBackend& backend, const WeightShap
     problem.groups = shape.groups;
     problem.flags |= v.grouped == GroupedLayout::masked ? kFlagGroupedMasked : kFlagGroupedContiguous;
   }
-  if (v.a == DType::nvfp4 && backend.native_fp4_activations()) problem = gemm_fp4_problem(problem, v.a_scales);
+  if (v.a == DType::nvfp4 && (backend.native_fp4_activations() || backend.decodes_fp4_activations()))
+    problem = gemm_fp4_problem(problem, v.a_scales);
   return gemm_with_precision(with_epilogue(problem, v.epilogue), v.precision);
 }
 
@@ -47,7 +50,8 @@ std::vector<KernelSpec> gemm_prewarm_specs(Arch arch, const WeightShape& shape, 
                 for (GemmPrecision precision : variants.precisions) {
                   const GemmSpec problem =
                       variant_problem(arch, *backend, shape, {a, d, bias, b, a_scales, g, e, precision});
-                  if (!backend->unsupported(problem).empty()) continue;
+                  // (W4A8's GEMM is the same on any A: its problem is the BF16 call's)
+                  if (!backend->unsupported(gemm_problem_w4a8(problem) ? gemm_fp8_problem(problem) : problem).empty()) continue;
                   problems.push_back(problem);
                   // the W4A8 activation pass of its K and A (NVFP4 A's: per scale layout)
                   if (precision == GemmPrecision::w4a8) specs.push_back(fp8_activations_spec(arch, shape.k, a, a_scales));
@@ -67,6 +71,15 @@ std::vector<KernelSpec> gemm_prewarm_specs(Arch arch, const WeightShape& shape, 
         runs.clear();
         if (sorted_exact || gathered_exact) runs.push_back(gemm_with_precision(variant, GemmPrecision::exact));
         if (!sorted_exact || !gathered_exact) runs.push_back(variant);
+      }
+      // W4A8's GEMM reads E4M3 whatever A was; W4A4 past the one-launch rows (contiguous and
+      // masked: rows per group) runs the BF16 kernel on A decoded first
+      for (GemmSpec& run : runs) {
+        if (gemm_problem_w4a8(run))
+          run = gemm_fp8_problem(run);
+        else if (run.a_dtype == uint8_t(DType::nvfp4) && !backend->native_fp4_activations() &&
+                 !w4a4_runs_one_launch(false, gemm_bucket_m(bucket)))
+          run = gemm_decoded_a_problem(run);
       }
       for (const GemmSpec& problem : runs)
         for (const GemmTile& tile : gemm_bucket_tiles(*backend, problem, bucket, sm_count))

@@ -1,7 +1,7 @@
-// The sm_90a GEMM backend: BF16/FP16 activations (NVFP4 ones decoded to BF16 by the front) x an
-// NVFP4 weight decoded to BF16 in registers, wgmma with fp32 accumulators
-// (templates/sm90/gemm_w4a16.cuh); in the W4A8 mode E4M3 activations (the front's pass) x the
-// prepacked weight folded to E4M3, FP8 wgmma.
+// The sm_90a GEMM backend: BF16/FP16 activations x an NVFP4 weight decoded to BF16 in registers,
+// wgmma with fp32 accumulators (templates/sm90/gemm_w4a16.cuh); NVFP4 activations decoded to
+// BF16 by its producers (few rows a tile: w4a4_runs_one_launch) or by the front first; in the
+// W4A8 mode E4M3 activations (the front's pass) x the prepacked weight folded to E4M3, FP8 wgmma.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -51,6 +51,7 @@ struct Binding {
   int32_t d_bytes;
   bool batched;      // A and D: {k or n, m, group}
   bool fp8;          // A is E4M3 (the W4A8 mode): bytes, 128 columns a box
+  bool a_fp4;        // A is NVFP4, decoded by the producers: no tensor map
   bool prepacked;    // values and scales in one buffer, no weight tensor map
   bool d_tile_fits;  // the tile of D fits in the stages (stores_through_smem)
 };
@@ -73,7 +74,10 @@ class Sm90Backend final : public GemmBackend {
  public:
   std::string_view name() const override { return "sm90"; }
   bool serves(Arch arch) const override { return arch == Arch::sm_90a; }
+  bool decodes_fp4_activations() const override { return true; }
   std::string unsupported(const GemmSpec& problem) const override {
+    if (problem.a_dtype == uint8_t(DType::nvfp4) && gemm_problem_grouped(problem) == nvfp4k::GROUPED_BATCHED)
+      return "NVFP4 activations in the GEMM's own launch: dense, contiguous or masked groups (a batched call decodes A first)";
     if (gemm_epilogue_code(problem) == nvfp4k::EPILOGUE_SWIGLU &&
         (!gemm_problem_prepacked(problem) || gemm_problem_grouped(problem) == nvfp4k::GROUPED_BATCHED))
       return "epilogue swiglu runs on a prepacked gate_up weight, dense or contiguous / masked groups";
@@ -146,8 +150,12 @@ class Sm90Backend final : public GemmBackend {
 
   std::string kernel_name(const GemmSpec& spec) const override {
     const Tile t = tile_of(spec);
-    return fmt::format("nvfp4_gemm_{}_{}k{}_{}_{}_{}{}{}_bm{}_bk{}_wg{}{}_s{}_ks{}{}", t.fp8 ? "w4a8" : "w4a16",
-                       grouped_name(spec), spec.k, t.fp8 ? "e4m3" : dtype_name(spec.a_dtype), dtype_name(spec.out_dtype),
+    const bool a_fp4 = spec.a_dtype == uint8_t(DType::nvfp4);
+    const std::string a_name = t.fp8 ? "e4m3"
+                               : a_fp4 ? fmt::format("nvfp4{}", gemm_a_scale_layout(spec) == nvfp4k::SCALES_SWIZZLED128X4 ? "sw" : "")
+                                       : std::string(dtype_name(spec.a_dtype));
+    return fmt::format("nvfp4_gemm_{}_{}k{}_{}_{}_{}{}{}_bm{}_bk{}_wg{}{}_s{}_ks{}{}", t.fp8 ? "w4a8" : a_fp4 ? "w4a4" : "w4a16",
+                       grouped_name(spec), spec.k, a_name, dtype_name(spec.out_dtype),
                        scale_layout_name(spec.scale_layout), bias_name(spec), epilogue_name(spec), t.block_m,
                        t.block_k, t.consumers, t.k_slices > 1 ? fmt::format("x{}", t.k_slices) : "", t.stages, t.split_k,
                        t.persistent > 0 ? "_persistent" : "");
@@ -156,14 +164,17 @@ class Sm90Backend final : public GemmBackend {
   GeneratedKernel generate(const GemmSpec& spec) const override {
     const Tile t = tile_of(spec);
     const int grouped = gemm_problem_grouped(spec), epilogue = gemm_epilogue_code(spec);
+    // (NVFP4 activations: ADT DTYPE_NVFP4 and their scale layout, the last parameter)
+    const bool a_fp4 = spec.a_dtype == uint8_t(DType::nvfp4);
     return entry_point(gemm_key(spec), spec.tile.threads, kernel_name(spec), "sm90/gemm_w4a16.cuh", "GemmParams",
                        fmt::format("nvfp4k::sm90::gemm_w4a16<nvfp4k::sm90::GemmConfig<{}, {}, {}, {}LL, {}, {}, {}, "
-                                   "{}, {}, {}, {}{}{}>>(p)",
+                                   "{}, {}, {}, {}{}{}{}>>(p)",
                                    t.fp8 ? int(nvfp4k::DTYPE_E4M3) : int(spec.a_dtype), spec.out_dtype,
                                    gemm_bias_code(spec), spec.k, spec.scale_layout,
                                    t.consumers, t.block_m, t.block_k, t.stages, t.split_k, t.k_slices,
-                                   grouped || epilogue ? fmt::format(", {}, {}, {}", grouped, spec.groups, t.persistent > 0 ? 1 : 0) : "",
-                                   epilogue ? fmt::format(", {}", epilogue) : ""),
+                                   grouped || epilogue || a_fp4 ? fmt::format(", {}, {}, {}", grouped, spec.groups, t.persistent > 0 ? 1 : 0) : "",
+                                   epilogue || a_fp4 ? fmt::format(", {}", epilogue) : "",
+                                   a_fp4 ? fmt::format(", {}", gemm_a_scale_layout(spec)) : ""),
                        ctas_per_sm(t) > 1 ? ctas_per_sm(t) : 0);
   }
 
@@ -204,6 +215,7 @@ class Sm90Backend final : public GemmBackend {
     b.d_bytes = d_bytes(spec);
     b.batched = grouped == nvfp4k::GROUPED_BATCHED;
     b.fp8 = t.fp8;
+    b.a_fp4 = spec.a_dtype == uint8_t(DType::nvfp4);
     b.prepacked = prepacked;
     // (SwiGLU's D is half the tile wide: element stores)
     b.d_tile_fits = stores_through_smem(t, b.d_bytes) && gemm_epilogue_code(spec) == nvfp4k::EPILOGUE_NONE;
@@ -219,17 +231,24 @@ class Sm90Backend final : public GemmBackend {
                                                                      : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
     const uint64_t a_bytes = b.fp8 ? 1 : 2;          // an element of A
     const uint32_t a_box_cols = b.fp8 ? 128 : 64;    // 128 bytes: the swizzle span
-    maps.add(&p.tma_a, b.batched ? tensor_map_3d(args.a, a_type, uint64_t(b.groups), uint64_t(args.m), uint64_t(args.k),
-                                                 uint64_t(call.a_stride) * a_bytes, uint64_t(call.a_group_stride) * a_bytes,
-                                                 b.a_box_rows, a_box_cols, CU_TENSOR_MAP_SWIZZLE_128B)
-                                 : tensor_map_2d(args.a, a_type, uint64_t(call.row_index ? call.a_rows : call.rows),
-                                                 uint64_t(args.k), uint64_t(call.a_stride) * a_bytes, b.a_box_rows, a_box_cols,
-                                                 CU_TENSOR_MAP_SWIZZLE_128B));
+    if (b.a_fp4) {  // read by the producers, row by row: no tensor map
+      p.a = static_cast<const unsigned char*>(args.a_fp4.data);
+      p.a_stride = args.a_fp4.row_stride_bytes ? args.a_fp4.row_stride_bytes : args.k / 2;
+      p.a_scales = static_cast<const unsigned char*>(args.a_fp4.scales);
+      p.a_rows = call.row_index ? call.a_rows : call.rows;
+    } else {
+      maps.add(&p.tma_a, b.batched ? tensor_map_3d(args.a, a_type, uint64_t(b.groups), uint64_t(args.m), uint64_t(args.k),
+                                                   uint64_t(call.a_stride) * a_bytes, uint64_t(call.a_group_stride) * a_bytes,
+                                                   b.a_box_rows, a_box_cols, CU_TENSOR_MAP_SWIZZLE_128B)
+                                   : tensor_map_2d(args.a, a_type, uint64_t(call.row_index ? call.a_rows : call.rows),
+                                                   uint64_t(args.k), uint64_t(call.a_stride) * a_bytes, b.a_box_rows, a_box_cols,
+                                                   CU_TENSOR_MAP_SWIZZLE_128B));
+      p.a = static_cast<const unsigned char*>(args.a);
+      p.a_stride = call.a_stride * 2;
+      p.a_rows = call.a_rows;
+    }
     p.d_group_stride = call.d_group_stride;
     p.row_index = call.row_index;
-    p.a = static_cast<const unsigned char*>(args.a);
-    p.a_stride = call.a_stride * 2;
-    p.a_rows = call.a_rows;
     p.schedule.group_ends = call.group_ends;
     p.schedule.group_rows = call.masked_m;
     if (b.prepacked) {
