@@ -21,6 +21,9 @@ enum class WeightLayout : uint8_t { linear, swizzled, prepacked };
 enum class AFrom : uint8_t { quantize, rmsnorm, swiglu, mhc, moe_stage };
 // The dtype of RMSNorm's weight (RMSNorm and mHC): the input's, or fp32.
 enum class NormWeight : uint8_t { input, fp32 };
+// RMSNorm of A inside the GEMM (GemmArgs::a_rmsnorm_weight): none, its weight in A's dtype
+// (`input`), or in fp32.
+enum class GemmARmsNorm : uint8_t { none, input, fp32 };
 
 struct PrewarmVariants {
   std::vector<DType> a_dtypes{DType::bf16, DType::nvfp4};  // bf16, fp16, nvfp4 (W4A4)
@@ -51,6 +54,9 @@ struct PrewarmVariants {
   // The GEMM's precision modes: exact, and w4a8 (sm_90a, prepacked weights, dense: its kernels
   // and its activation pass) where a deployment asks for it.
   std::vector<GemmPrecision> precisions{GemmPrecision::exact};
+  // RMSNorm of A in the GEMM: none, input, fp32 (sm_90a, dense exact-mode W4A16 kernels; where
+  // these do not hold, nothing more is compiled).
+  std::vector<GemmARmsNorm> a_rmsnorms{GemmARmsNorm::none};
 
   bool writes_a(AFrom op) const;
   bool operator==(const PrewarmVariants&) const = default;
@@ -59,7 +65,7 @@ struct PrewarmVariants {
 // The variant keys, in the order `prewarm_variant_flags` prints them.
 inline constexpr std::string_view kPrewarmVariantKeys[] = {"a-dtype",  "d-dtype",  "bias",   "b-layout",   "a-scales",
                                                            "grouped",  "in-dtype", "a-from", "norm-weight",
-                                                           "epilogue", "precision"};
+                                                           "epilogue", "precision", "a-rmsnorm"};
 
 // Sets `key` (one of kPrewarmVariantKeys) to the comma-separated `values`, replacing what it held.
 // Returns why not ("" when done): an unknown key, an unknown or repeated value, an empty list.
@@ -76,6 +82,7 @@ std::string_view variant_name(GroupedLayout layout);
 std::string_view variant_name(GemmPrecision precision);
 std::string_view bias_variant_name(uint8_t bias);
 std::string_view variant_name(GemmEpilogue epilogue);
+std::string_view variant_name(GemmARmsNorm rmsnorm);
 // "rmsnorm,quantize": the list as the `a-from` field writes it.
 std::string a_from_names(const std::vector<AFrom>& ops);
 

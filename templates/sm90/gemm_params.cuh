@@ -59,6 +59,10 @@ struct GemmParams {
   const unsigned char* a;
   long long a_stride, a_rows;
   MoeCombineEpilogueParams combine;  // EPILOGUE_MOE_COMBINE only
+  // RMSNorm of A (GemmConfig::RMSNORM): D's rows of (A * g / rms(A's row)) . W^T, g [K] in A's
+  // 16-bit type or fp32 (compiled in); A's rows read at a (a_stride bytes a row) for their rms.
+  const void* a_rmsnorm_weight;
+  float a_rmsnorm_eps;
 };
 
 }  // namespace nvfp4k

@@ -27,6 +27,8 @@
 // With EPILOGUE == EPILOGUE_MOE_COMBINE (contiguous groups, a down weight) D is stored as
 // always, then each token whose rows are all stored is combined into its output row
 // (sm90/moe_combine_epilogue.cuh).
+// With RMSNORM (dense) D is of A's rows RMS-normalized with the weight GemmParams::a_rmsnorm_weight
+// (sm90/a_rmsnorm.cuh: its numerics, and who computes the rows' 1 / rms).
 #pragma once
 #include "common/gemm_epilogue.cuh"
 #include "common/global_scale.cuh"
@@ -37,6 +39,7 @@
 #include "common/ptx/dependent_launch.cuh"
 #include "common/scale_layout.cuh"
 #include "common/tile_scheduler.cuh"
+#include "sm90/a_rmsnorm.cuh"
 #include "sm90/fp8_operand.cuh"
 #include "sm90/gemm_params.cuh"
 #include "sm90/moe_combine_epilogue.cuh"
@@ -54,10 +57,12 @@ __device__ __align__(16) const unsigned kNanPiece[2][4] = {{0x7FC07FC0u, 0x7FC07
 // N is a run-time value (GemmParams::n): one kernel serves every N of a K and tile. K stays a
 // constant: its loops' trip counts shape the main loop's code (a run-time K is slower).
 template <int ADT_, int ODT_, int BIAS_, long long K_, int LAYOUT_, int WG_, int BM_, int BK_, int STAGES_, int KSPLIT_,
-          int KSLICES_ = 1, int GROUPED_ = GROUPED_NONE, int GROUPS_ = 0, int PERSISTENT_ = 0, int EPILOGUE_ = EPILOGUE_NONE>
+          int KSLICES_ = 1, int GROUPED_ = GROUPED_NONE, int GROUPS_ = 0, int PERSISTENT_ = 0, int EPILOGUE_ = EPILOGUE_NONE,
+          int RMSNORM_ = A_RMSNORM_NONE>
 struct GemmConfig {
   static constexpr int ADT = ADT_, ODT = ODT_, BIAS = BIAS_, LAYOUT = LAYOUT_;
   static constexpr int EPILOGUE = EPILOGUE_;  // GemmEpilogueCode
+  static constexpr int RMSNORM = RMSNORM_;    // ARmsNormCode: RMSNorm of A, its weight's type
   static constexpr long long K = K_;
   static constexpr int WG = WG_, BM = BM_, STAGES = STAGES_, KSPLIT = KSPLIT_;
   // Consumer warpgroups per 64 weight rows, each decoding its share of every stage's k steps
@@ -95,7 +100,9 @@ struct GemmConfig {
   static constexpr int SCALE_AT = W_AT + W_BYTES;       // offset of the scales in a stage
   static constexpr int PARTIAL_AT = STAGES * STAGE_BYTES + 2 * STAGES * 8;  // after the stages and their barriers
   static constexpr int PARTIAL_BYTES = PERSISTENT && KSLICES > 1 ? BM * 64 * WG * 4 : 0;
-  static constexpr int SMEM_BYTES = 1024 + PARTIAL_AT + PARTIAL_BYTES;
+  static constexpr int RMS_AT = PARTIAL_AT + PARTIAL_BYTES;  // RMSNORM: the tile's rows' 1 / rms (fp32)
+  static constexpr int RMS_BYTES = RMSNORM ? BM * 4 : 0;
+  static constexpr int SMEM_BYTES = 1024 + RMS_AT + RMS_BYTES;
   static constexpr bool PREPACKED = LAYOUT == SCALES_PREPACKED;
   // After the consumer warpgroups, a producer warpgroup: its thread 0 issues the copies, and
   // for the ModelOpt layout every thread stages a weight row's scales. (A producer warp alone
@@ -125,6 +132,7 @@ struct GemmConfig {
                     (EPILOGUE == EPILOGUE_MOE_COMBINE && GROUPED == GROUPED_CONTIGUOUS),
                 "SwiGLU: a prepacked gate_up weight, not batched; the MoE combine: contiguous groups");
   static_assert(KSPLIT * KSLICES == 1 || BN * BM * 4 <= STAGES * STAGE_BYTES, "partial tiles reuse the stage memory");
+  static_assert(!RMSNORM || (GROUPED == GROUPED_NONE && !FP8), "RMSNorm of A: dense, 16-bit activations");
 };
 
 // Stages the BK/16 scale bytes of weight row `row` for k-tile `kt` at `dst` and arrives on
@@ -255,6 +263,7 @@ struct ConsumerStage {
   unsigned byte_t;
   bool a_gathered;  // A's rows came by the producers' cp.async (generic proxy), not TMA
   FoldRow fold[2];  // W4A8: the fold constants of rows row0, row0 + 8 (the tile's)
+  const void* a_rmsnorm_weight;  // RMSNORM: g [K], multiplied into the decoded weight
 };
 
 // A consumer warpgroup's k loop over k-tiles [kt_begin, kt_end), the CTA's k-tiles from `ring`
@@ -281,6 +290,10 @@ __device__ __forceinline__ void consumer_k_loop(const ConsumerStage& st, int rin
   int held = -1;  // the previous tile's stage, while its last commit may be in flight
   for (int kt = kt_begin, i = ring; kt < kt_end; ++kt, ++i) {
     const int s = i % C::STAGES;
+    unsigned norm_pairs[STEPS][2];  // RMSNORM: g's pairs for this k-tile's steps (read before the wait)
+    if constexpr (C::RMSNORM != A_RMSNORM_NONE)
+      load_a_rmsnorm_pairs<C::ADT, C::RMSNORM, C::K, STEPS>(st.a_rmsnorm_weight, (long long)kt * C::BK + 16 * j0, tid % 4,
+                                                            norm_pairs);
     mbar_wait(&full[s], (i / C::STAGES) & 1);
     if constexpr (C::GROUPED == GROUPED_CONTIGUOUS) fence_proxy_async_shared_if(st.a_gathered);  // gathered rows, to wgmma
     // Local step j's activations start (j / 4) boxes and (j % 4) * 32 bytes after the k slice's.
@@ -288,6 +301,10 @@ __device__ __forceinline__ void consumer_k_loop(const ConsumerStage& st, int rin
     // Step j's A fragment is in a[j % FRAGS]; at a commit's end, its wgmmas.
     auto issue = [&](int j) {
       if (j % COMMIT_STEPS != COMMIT_STEPS - 1) return;
+      if constexpr (C::RMSNORM != A_RMSNORM_NONE) {
+#pragma unroll
+        for (int jj = j + 1 - COMMIT_STEPS; jj <= j; ++jj) apply_a_rmsnorm<C::ADT>(a[jj % FRAGS], norm_pairs[jj]);
+      }
       wgmma_fence();
 #pragma unroll
       for (int jj = j + 1 - COMMIT_STEPS; jj <= j; ++jj)
@@ -400,12 +417,17 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledT
   // for every value, they make each value a branch (16 instructions a value in SASS). Each lane
   // loads every 32nd row's scale, and a warp's values come by shuffle (loaded per value, the
   // loads are hoisted and spill registers).
-  if (a_per_row) {
+  // RMSNORM's rows' 1 / rms (the producers', sm90/a_rmsnorm.cuh) are per-row factors too.
+  if (a_per_row || C::RMSNORM != A_RMSNORM_NONE) {
+    const float* row_inv_rms = reinterpret_cast<const float*>(smem + C::RMS_AT);
     float lane_scales[(C::BM + 31) / 32];  // rows lane + 32q
 #pragma unroll
     for (int q = 0; q < (C::BM + 31) / 32; ++q) {
-      const long long m = m0 + lane + 32 * q;  // batched: A's rows are (m, group), m-major
-      lane_scales[q] = m < m_end ? p.a_gscale_ptr[BATCHED ? m * C::GROUPS + tile.group : m] : 0.0f;
+      const int r = lane + 32 * q;
+      const long long m = m0 + r;  // batched: A's rows are (m, group), m-major
+      const bool in = m < m_end && r < C::BM;
+      const float a_scale = in && a_per_row ? p.a_gscale_ptr[BATCHED ? m * C::GROUPS + tile.group : m] : 1.0f;
+      lane_scales[q] = !in ? 0.0f : C::RMSNORM != A_RMSNORM_NONE ? a_scale * row_inv_rms[r] : a_scale;
     }
 #pragma unroll
     for (int j = 0; j < C::BM / 8; ++j)
@@ -692,6 +714,18 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
         ring += tiles;
       } while (next_tile(index, tile));
     }
+    if constexpr (C::RMSNORM != A_RMSNORM_NONE) {
+      // The tile's rows' 1 / rms, by the threads with no copies to issue (a prepacked weight's
+      // warps 1..3, beside warp 0's loads), else by all after theirs; the consumers wait for them
+      // before the epilogue. (Split K: rank 0's alone, which stores D.)
+      const int warp_in = ptid / 32, first_warp = C::PREPACKED ? 1 : 0;
+      if (warp_in >= first_warp && rank == 0) {
+        griddep_wait();  // A may be the previous kernel's output
+        a_rmsnorm_rows<C::ADT, C::K, C::BM>(p, first.m0, first.m_end, warp_in - first_warp, 4 - first_warp,
+                                            reinterpret_cast<float*>(smem + C::RMS_AT));
+      }
+      named_barrier_arrive(kRmsBarrier, C::THREADS);
+    }
     griddep_launch_dependents();
     // The producers' work ends here: the code below is the consumers' alone, so ptxas may give
     // it the consumers' registers (code both reach would get the producers' few).
@@ -725,7 +759,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   constexpr bool CARRY = STEPS % (2 * COMMIT_STEPS) == 0;
   constexpr int FRAGS = CARRY ? 2 * COMMIT_STEPS : COMMIT_STEPS;
   unsigned a[FRAGS][4];
-  ConsumerStage st{smem, full, empty, j0, cw, tid, row0, byte_t, gathered, {}};
+  ConsumerStage st{smem, full, empty, j0, cw, tid, row0, byte_t, gathered, {}, p.a_rmsnorm_weight};
   PendingCounts<C::BM, 128 * C::WG> counts;  // EPILOGUE_MOE_COMBINE: the last stored tile's
   counts.clear();
   int ring = 0;  // k-tiles this CTA has consumed
@@ -781,6 +815,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     // the epilogue reads the global scales and bias and writes D, which the previous kernel
     // may write or read
     griddep_wait();
+    if constexpr (C::RMSNORM != A_RMSNORM_NONE) named_barrier(kRmsBarrier, C::THREADS);  // the rows' 1 / rms are in
     store_tile<C>(p, tile, acc, smem, cw, kslice, rank, counts);
   } while (next_tile(index, tile));
   if constexpr (C::EPILOGUE == EPILOGUE_MOE_COMBINE)

@@ -62,6 +62,29 @@ void check_w4a8(const Check& check, const GemmArgs& g, const GemmCall& call) {
   }
 }
 
+// RMSNorm of A in the GEMM (GemmArgs::a_rmsnorm_weight): BF16/FP16 rows of a dense exact call.
+// (The arch is the backend's to check: sm_90a's kernel runs it.)
+void check_a_rmsnorm(const Check& check, const GemmArgs& g, const GemmCall& call) {
+  if (!g.a_rmsnorm_weight) {
+    if (g.a_rmsnorm_weight_fp32)
+      check.fail("a_rmsnorm_weight_fp32", "a_rmsnorm_weight_fp32 is set but a_rmsnorm_weight is null (no RMSNorm)");
+    return;
+  }
+  if (g.a_dtype == DType::nvfp4)
+    check.fail("a_rmsnorm_weight", "a_rmsnorm_weight with a_dtype = nvfp4 (W4A4): RMSNorm in the GEMM reads BF16 or FP16 "
+                                   "rows of A", Status::unsupported);
+  if (g.precision == GemmPrecision::w4a8)
+    check.fail("a_rmsnorm_weight", "a_rmsnorm_weight with precision = w4a8: RMSNorm in the GEMM runs the exact mode only so "
+                                   "far", Status::unsupported);
+  if (call.groups)
+    check.fail("gemm.a_rmsnorm_weight", "gemm.a_rmsnorm_weight: RMSNorm in the GEMM runs dense gemm calls only so far (not "
+                                        "grouped_gemm)", Status::unsupported);
+  if (!(g.a_rmsnorm_eps > 0.0f && std::isfinite(g.a_rmsnorm_eps)))
+    check.fail("a_rmsnorm_eps", fmt::format("a_rmsnorm_eps = {} must be positive and finite (a zero-filled nvfp4_gemm_args? "
+                                            "start from nvfp4_gemm_args_init())", g.a_rmsnorm_eps));
+  if (g.m > 0) check.aligned("a_rmsnorm_weight", g.a_rmsnorm_weight, g.a_rmsnorm_weight_fp32 ? 8 : 4);
+}
+
 // a + b, or a failure naming `arg`
 int64_t sum(const Check& check, std::string_view arg, int64_t a, int64_t b) {
   int64_t s = 0;
@@ -172,6 +195,7 @@ void check_gemm_args(const Check& check, const GemmArgs& g, GemmCall& call) {
     check.fail("precision", fmt::format("precision = {} is not a GemmPrecision (exact or w4a8)", int(g.precision)));
   if (g.precision == GemmPrecision::w4a8) check_w4a8(check, g, call);
   if (g.a_dtype == DType::nvfp4) check_fp4_activations(check, g, call);
+  check_a_rmsnorm(check, g, call);
   if (g.m > 0) {
     if (g.a_dtype != DType::nvfp4) {
       check.not_null("a", g.a);
@@ -427,6 +451,11 @@ GemmSpec with_groups(GemmSpec spec, int32_t groups, GroupedLayout layout) {
 
 }  // namespace
 
+GemmSpec with_a_rmsnorm(GemmSpec spec, bool rmsnorm, bool weight_fp32) {
+  if (rmsnorm) spec.flags |= weight_fp32 ? kFlagARmsNormFp32 : kFlagARmsNorm;
+  return spec;
+}
+
 GemmSpec with_epilogue(GemmSpec spec, GemmEpilogue epilogue) {
   if (epilogue == GemmEpilogue::swiglu) spec.flags |= kFlagEpilogueSwiglu;
   if (epilogue == GemmEpilogue::moe_combine) spec.flags |= kFlagEpilogueMoeCombine;
@@ -440,9 +469,12 @@ int64_t moe_combine_counter_bytes(const GemmCall& call) {
 
 GemmSpec gemm_problem(Arch arch, const GemmCall& call) {
   const GemmArgs& g = call.args;
-  const GemmSpec spec = with_epilogue(with_groups(gemm_problem(arch, g.n, g.k, g.a_dtype, g.d_dtype, g.b.scale_layout, g.b_prepacked,
-                                                   g.bias ? uint8_t(g.bias_dtype) : kNoDType),
-                                      call.groups, call.layout), g.epilogue);
+  const GemmSpec spec = with_a_rmsnorm(
+      with_epilogue(with_groups(gemm_problem(arch, g.n, g.k, g.a_dtype, g.d_dtype, g.b.scale_layout, g.b_prepacked,
+                                             g.bias ? uint8_t(g.bias_dtype) : kNoDType),
+                                call.groups, call.layout),
+                    g.epilogue),
+      g.a_rmsnorm_weight != nullptr, g.a_rmsnorm_weight_fp32);
   // (the W4A4 GEMM on decoded A sees a_dtype bf16 here: nvfp4 reaches only native backends)
   return gemm_with_precision(g.a_dtype == DType::nvfp4 ? gemm_fp4_problem(spec, g.a_fp4.scale_layout) : spec, g.precision);
 }
@@ -463,7 +495,8 @@ GemmSpec gemm_problem(Arch arch, const GemmProblem& p) {
   const GemmSpec spec = with_groups(gemm_problem(arch, p.n, p.k, p.a_dtype, p.d_dtype, p.scale_layout, p.b_prepacked,
                                                 p.has_bias ? uint8_t(p.bias_dtype) : kNoDType),
                                    p.groups, p.grouped_layout);
-  return gemm_with_precision(with_epilogue(spec, p.epilogue), p.precision);
+  return gemm_with_precision(with_a_rmsnorm(with_epilogue(spec, p.epilogue), p.a_rmsnorm, p.a_rmsnorm_weight_fp32),
+                             p.precision);
 }
 
 GemmSpec gemm_with_precision(GemmSpec problem, GemmPrecision precision) {

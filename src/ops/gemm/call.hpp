@@ -101,6 +101,8 @@ GemmCall gemm_call_on_fp8_a(const GemmCall& call, const void* workspace);
 GemmSpec gemm_problem(Arch arch, int64_t n, int64_t k, DType a, DType d, ScaleLayout b_layout, bool b_prepacked,
                         uint8_t bias);
 GemmSpec gemm_problem(Arch arch, const GemmCall& call);
+// `spec` with RMSNorm of A (kFlagARmsNorm, or kFlagARmsNormFp32 for an fp32 weight) where `rmsnorm`.
+GemmSpec with_a_rmsnorm(GemmSpec spec, bool rmsnorm, bool weight_fp32);
 // `spec` with `epilogue` (kFlagEpilogueSwiglu, kFlagEpilogueMoeCombine).
 GemmSpec with_epilogue(GemmSpec spec, GemmEpilogue epilogue);
 // MoeCombineEpilogue::counters' bytes for a validated call (0 without the epilogue): a counter
