@@ -225,6 +225,10 @@ typedef struct nvfp4_gemm_args {
   const void* a_rmsnorm_weight;
   int a_rmsnorm_weight_fp32;
   float a_rmsnorm_eps;
+  /* D = ... + residual [m, n] in d_dtype (sm_90a, BF16/FP16 A, exact, dense, no fused epilogue);
+     NULL: none; may be d (same stride) */
+  const void* residual;
+  int64_t residual_row_stride; /* elements; 0: n */
 } nvfp4_gemm_args;
 
 /* A weight rewritten in the GEMM's own layout (sm_90a), once at load; see jit.hpp. */

@@ -314,6 +314,13 @@ struct GemmArgs {
   const void* a_rmsnorm_weight = nullptr;
   bool a_rmsnorm_weight_fp32 = false;
   float a_rmsnorm_eps = 1e-6f;
+  // A residual added in the epilogue (sm_90a, BF16/FP16 A, exact precision, dense gemm, no fused
+  // epilogue so far): D = RN(alpha * gw * (A . W^T) + bias + residual), the sum in fp32 and one
+  // rounding to d_dtype. residual [m, n] in d_dtype (element-aligned), residual_row_stride
+  // elements a row (0: n); it may be d itself (same stride): each element is read before it is
+  // written, by the thread that writes it.
+  const void* residual = nullptr;
+  int64_t residual_row_stride = 0;
 };
 void gemm(const GemmArgs& args, CUstream stream);
 // Bytes of workspace gemm needs for `args` (W4A4: m * k * 2; W4A8: m * k rounded up to 16, plus
@@ -476,6 +483,7 @@ struct GemmProblem {
   // GemmArgs::a_rmsnorm_weight's kernels (RMSNorm of A in the GEMM), its weight in a_dtype or
   // (a_rmsnorm_weight_fp32) fp32.
   bool a_rmsnorm = false, a_rmsnorm_weight_fp32 = false;
+  bool residual = false;  // GemmArgs::residual's kernels (a residual added in the epilogue)
 };
 
 struct TuneOptions {

@@ -8,10 +8,15 @@
 // A * inv_rms and then * g to the 16-bit type instead: both lie within that rounding (unit
 // roundoff 2^-8 for BF16, 2^-11 for FP16; FP16 products below 2^-14 are subnormal) of the exact
 // (A * g / rms) . W.
-// The rows' 1 / rms are the producer warpgroup's: its threads with no copies to issue read the
-// tile's rows of A from global memory (after griddepcontrol.wait) while the consumers run the k
-// loop, write them after the stages (GemmConfig::RMS_AT) and arrive on a named barrier the
-// consumers wait on before their epilogue. One tile a CTA (dense, not persistent).
+// The rows' 1 / rms are the producer warpgroup's: its threads with no copies to issue compute
+// them while the consumers run the k loop, write them after the stages (GemmConfig::RMS_AT) and
+// arrive on a named barrier the consumers wait on before their epilogue. One tile a CTA (dense,
+// not persistent). Tall tiles of a prepacked weight, unsplit (GemmConfig::RMS_FROM_STAGES), add
+// up their rows' squares from the stages as they land, a thread a row (one more arrival on each
+// stage's empty barrier): the rows' bytes come into shared memory once, as the MMA's operand.
+// The others (decode's few rows, split K, the ModelOpt layout) read the tile's rows of A from
+// global memory (after griddepcontrol.wait), which at a few rows costs nothing the k loop does
+// not hide.
 #pragma once
 #include "common/fused_math.cuh"
 #include "common/nvfp4_format.cuh"
@@ -88,6 +93,50 @@ __device__ __forceinline__ void a_rmsnorm_rows(const GemmParams& p, long long m0
 #pragma unroll
     for (int o = 16; o > 0; o /= 2) sum = __fadd_rn(sum, __shfl_xor_sync(0xFFFFFFFFu, sum, o));
     if (lane == 0) row_inv_rms[r] = in ? inv_rms(sum, float(K), p.a_rmsnorm_eps) : 0.0f;
+  }
+}
+
+// RMS_FROM_STAGES: thread `thread` of `threads` adds up the squares of the tile's rows thread,
+// thread + threads, ... (ROWS of them at most) from each of the CTA's k-tiles' stages, from
+// stage `ring` of the ring on, and releases each stage after reading it; then their 1 / rms
+// (0 at and past m_end) into row_inv_rms. A row's 16-byte pieces are read at their logical
+// place in the 128-byte swizzle, so 8 rows' reads of a piece fall in distinct banks.
+template <int ADT, long long K, int BM, int STAGES, int STAGE_BYTES, int A_BOXES, int ROWS>
+__device__ __forceinline__ void a_rmsnorm_rows_from_stages(const GemmParams& p, const unsigned char* smem,
+                                                           unsigned long long* full, unsigned long long* empty, int ring,
+                                                           int kt_begin, int kt_end, long long m0, long long m_end,
+                                                           int thread, int threads, float* row_inv_rms) {
+  float sum[ROWS];
+#pragma unroll
+  for (int q = 0; q < ROWS; ++q) sum[q] = 0.0f;
+  for (int kt = kt_begin, i = ring; kt < kt_end; ++kt, ++i) {
+    const int s = i % STAGES;
+    mbar_wait(&full[s], (i / STAGES) & 1);
+#pragma unroll
+    for (int q = 0; q < ROWS; ++q) {
+      const int r = thread + q * threads;
+      if (r >= BM) break;
+#pragma unroll
+      for (int b = 0; b < A_BOXES; ++b)
+#pragma unroll
+        for (int c = 0; c < 8; ++c) {
+          const uint4 v = *reinterpret_cast<const uint4*>(smem + s * STAGE_BYTES + b * BM * 128 + r * 128 + 16 * (c ^ (r % 8)));
+          const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float lo = ADT == DTYPE_BF16 ? bf16_bits_to_float(w[e] & 0xFFFFu) : fp16_bits_to_float(w[e] & 0xFFFFu);
+            const float hi = ADT == DTYPE_BF16 ? bf16_bits_to_float(w[e] >> 16) : fp16_bits_to_float(w[e] >> 16);
+            sum[q] = __fmaf_rn(lo, lo, sum[q]);
+            sum[q] = __fmaf_rn(hi, hi, sum[q]);
+          }
+        }
+    }
+    mbar_arrive(&empty[s]);  // this thread's reads of the stage are done
+  }
+#pragma unroll
+  for (int q = 0; q < ROWS; ++q) {
+    const int r = thread + q * threads;
+    if (r < BM) row_inv_rms[r] = m0 + r < m_end ? inv_rms(sum[q], float(K), p.a_rmsnorm_eps) : 0.0f;
   }
 }
 

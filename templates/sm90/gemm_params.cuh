@@ -63,6 +63,9 @@ struct GemmParams {
   // 16-bit type or fp32 (compiled in); A's rows read at a (a_stride bytes a row) for their rms.
   const void* a_rmsnorm_weight;
   float a_rmsnorm_eps;
+  // RESIDUAL: D = ... + residual [M, N] (D's type, residual_stride elements a row), before D's rounding
+  const void* residual;
+  long long residual_stride;
 };
 
 }  // namespace nvfp4k

@@ -28,7 +28,8 @@
 // always, then each token whose rows are all stored is combined into its output row
 // (sm90/moe_combine_epilogue.cuh).
 // With RMSNORM (dense) D is of A's rows RMS-normalized with the weight GemmParams::a_rmsnorm_weight
-// (sm90/a_rmsnorm.cuh: its numerics, and who computes the rows' 1 / rms).
+// (sm90/a_rmsnorm.cuh: its numerics, and who computes the rows' 1 / rms). With RESIDUAL (dense,
+// no fused epilogue) GemmParams::residual is added to D's fp32 values before their rounding.
 #pragma once
 #include "common/gemm_epilogue.cuh"
 #include "common/global_scale.cuh"
@@ -58,11 +59,12 @@ __device__ __align__(16) const unsigned kNanPiece[2][4] = {{0x7FC07FC0u, 0x7FC07
 // constant: its loops' trip counts shape the main loop's code (a run-time K is slower).
 template <int ADT_, int ODT_, int BIAS_, long long K_, int LAYOUT_, int WG_, int BM_, int BK_, int STAGES_, int KSPLIT_,
           int KSLICES_ = 1, int GROUPED_ = GROUPED_NONE, int GROUPS_ = 0, int PERSISTENT_ = 0, int EPILOGUE_ = EPILOGUE_NONE,
-          int RMSNORM_ = A_RMSNORM_NONE>
+          int RMSNORM_ = A_RMSNORM_NONE, int RESIDUAL_ = 0>
 struct GemmConfig {
   static constexpr int ADT = ADT_, ODT = ODT_, BIAS = BIAS_, LAYOUT = LAYOUT_;
   static constexpr int EPILOGUE = EPILOGUE_;  // GemmEpilogueCode
   static constexpr int RMSNORM = RMSNORM_;    // ARmsNormCode: RMSNorm of A, its weight's type
+  static constexpr bool RESIDUAL = RESIDUAL_;  // D = ... + residual
   static constexpr long long K = K_;
   static constexpr int WG = WG_, BM = BM_, STAGES = STAGES_, KSPLIT = KSPLIT_;
   // Consumer warpgroups per 64 weight rows, each decoding its share of every stage's k steps
@@ -104,6 +106,10 @@ struct GemmConfig {
   static constexpr int RMS_BYTES = RMSNORM ? BM * 4 : 0;
   static constexpr int SMEM_BYTES = 1024 + RMS_AT + RMS_BYTES;
   static constexpr bool PREPACKED = LAYOUT == SCALES_PREPACKED;
+  // RMSNORM from the stages (sm90/a_rmsnorm.cuh): producer warps 1..3 add up a tall tile's rows'
+  // squares from each stage, one more arrival each on its empty barrier
+  static constexpr bool RMS_FROM_STAGES = RMSNORM && PREPACKED && KSPLIT == 1 && BM > 64;
+  static constexpr int RMS_THREADS = 96;
   // After the consumer warpgroups, a producer warpgroup: its thread 0 issues the copies, and
   // for the ModelOpt layout every thread stages a weight row's scales. (A producer warp alone
   // saves no registers: ptxas counts warpgroups whole.)
@@ -133,6 +139,7 @@ struct GemmConfig {
                 "SwiGLU: a prepacked gate_up weight, not batched; the MoE combine: contiguous groups");
   static_assert(KSPLIT * KSLICES == 1 || BN * BM * 4 <= STAGES * STAGE_BYTES, "partial tiles reuse the stage memory");
   static_assert(!RMSNORM || (GROUPED == GROUPED_NONE && !FP8), "RMSNorm of A: dense, 16-bit activations");
+  static_assert(!RESIDUAL || (GROUPED == GROUPED_NONE && EPILOGUE == EPILOGUE_NONE), "the residual: dense, no fused epilogue");
 };
 
 // Stages the BK/16 scale bytes of weight row `row` for k-tile `kt` at `dst` and arrives on
@@ -441,6 +448,20 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledT
 #pragma unroll
     for (int i = 0; i < C::BM / 2; ++i) acc[i] = acc[i] * scale + bias[(i / 2) % 2];
   }
+  if constexpr (C::RESIDUAL) {
+    // read here, before this thread stores the same elements (the residual may be D itself)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const long long n = n0 + row0 + 8 * h;
+#pragma unroll
+      for (int j = 0; j < C::BM / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const long long m = m0 + 8 * j + 2 * t + e;
+          if (m < m_end && n < N) acc[4 * j + 2 * h + e] += load_element<C::ODT>(p.residual, m * p.residual_stride + n);
+        }
+    }
+  }
 
   if constexpr (C::EPILOGUE == EPILOGUE_SWIGLU) {
     // Gate row g (h = 0) and up row g (h = 1) of the 8-row interleave: weight row n0 + row0 is
@@ -610,7 +631,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     for (int s = 0; s < C::STAGES; ++s) {
       // the TMA thread (+ one per scale row) (+ each producer thread, gathering A's rows)
       mbar_init(&full[s], (C::PREPACKED ? 1 : 1 + C::BN) + (gathered ? 128 : 0));
-      mbar_init(&empty[s], 128 * C::CONSUMERS);
+      mbar_init(&empty[s], 128 * C::CONSUMERS + (C::RMS_FROM_STAGES ? C::RMS_THREADS : 0));
     }
     fence_barrier_init();
   }
@@ -719,10 +740,16 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
       // warps 1..3, beside warp 0's loads), else by all after theirs; the consumers wait for them
       // before the epilogue. (Split K: rank 0's alone, which stores D.)
       const int warp_in = ptid / 32, first_warp = C::PREPACKED ? 1 : 0;
-      if (warp_in >= first_warp && rank == 0) {
+      float* row_inv_rms = reinterpret_cast<float*>(smem + C::RMS_AT);
+      if constexpr (C::RMS_FROM_STAGES) {
+        if (warp_in >= 1)
+          a_rmsnorm_rows_from_stages<C::ADT, C::K, C::BM, C::STAGES, C::STAGE_BYTES, C::A_BOXES,
+                                     (C::BM + C::RMS_THREADS - 1) / C::RMS_THREADS>(
+              p, smem, full, empty, 0, first.kt_begin, first.kt_end, first.m0, first.m_end, ptid - 32, C::RMS_THREADS,
+              row_inv_rms);
+      } else if (warp_in >= first_warp && rank == 0) {
         griddep_wait();  // A may be the previous kernel's output
-        a_rmsnorm_rows<C::ADT, C::K, C::BM>(p, first.m0, first.m_end, warp_in - first_warp, 4 - first_warp,
-                                            reinterpret_cast<float*>(smem + C::RMS_AT));
+        a_rmsnorm_rows<C::ADT, C::K, C::BM>(p, first.m0, first.m_end, warp_in - first_warp, 4 - first_warp, row_inv_rms);
       }
       named_barrier_arrive(kRmsBarrier, C::THREADS);
     }

@@ -64,7 +64,8 @@ nlohmann::ordered_json gemm_spec_json(const GemmSpec& spec) {
                            {"a_scale_layout", scale_layout_name(gemm_a_scale_layout(spec))},
                            {"epilogue", kEpilogueNames[gemm_epilogue_code(spec)]},
                            {"precision", spec.flags & kFlagW4A8 ? "w4a8" : "exact"},
-                           {"a_rmsnorm", kARmsNormNames[gemm_a_rmsnorm_code(spec)]}};
+                           {"a_rmsnorm", kARmsNormNames[gemm_a_rmsnorm_code(spec)]},
+                           {"residual", (spec.flags & kFlagResidual) != 0}};
   j["tile"] = {{"block_m", t.block_m}, {"block_n", t.block_n}, {"block_k", t.block_k}, {"threads", t.threads},
                {"stages", t.stages},   {"split_k", t.split_k}, {"k_slices", t.k_slices}};
   return j;
@@ -89,6 +90,8 @@ std::string gemm_spec_from_json(const nlohmann::json& object, Arch arch, GemmSpe
   if (precision != "exact" && precision != "w4a8") return "precision is not \"exact\" or \"w4a8\"";
   const int a_rmsnorm_code = index_of(kARmsNormNames, a_rmsnorm);
   if (a_rmsnorm_code < 0) return fmt::format("a_rmsnorm = \"{}\" is not none, a_dtype or fp32", a_rmsnorm);
+  if (object.contains("residual") && !object["residual"].is_boolean()) return "residual is not true or false";
+  const bool residual = object.contains("residual") && object["residual"].get<bool>();  // (absent before it)
   if (!object.contains("tile") || !object["tile"].is_object()) return "tile is missing";
   FieldReader t(object["tile"]);
   s.tile.block_m = uint16_t(t.integer("block_m", 1, kMaxTileEdge));
@@ -118,7 +121,8 @@ std::string gemm_spec_from_json(const nlohmann::json& object, Arch arch, GemmSpe
                      (a_layout_code == nvfp4k::SCALES_SWIZZLED128X4 ? kFlagAScalesSwizzled : 0) |
                      (epilogue_index == 1 ? kFlagEpilogueSwiglu : epilogue_index == 2 ? kFlagEpilogueMoeCombine : 0) | (precision == "w4a8" ? kFlagW4A8 : 0) |
                      (a_rmsnorm_code == nvfp4k::A_RMSNORM_16BIT ? kFlagARmsNorm
-                      : a_rmsnorm_code == nvfp4k::A_RMSNORM_FP32 ? kFlagARmsNormFp32 : 0));
+                      : a_rmsnorm_code == nvfp4k::A_RMSNORM_FP32 ? kFlagARmsNormFp32 : 0) |
+                     (residual ? kFlagResidual : 0));
   *spec = s;
   return {};
 }

@@ -36,6 +36,7 @@ enum GemmFlags : uint16_t {
   kFlagEpilogueMoeCombine = 512,  // D, then its rows combined into the tokens' rows (GemmEpilogue::moe_combine)
   kFlagARmsNorm = 1024,           // RMSNorm of A in the GEMM (GemmArgs::a_rmsnorm_weight), its weight in a_dtype
   kFlagARmsNormFp32 = 2048,       // the same, its weight in fp32
+  kFlagResidual = 4096,           // a residual [m, n] added in the epilogue (GemmArgs::residual)
 };
 
 struct GemmSpec {

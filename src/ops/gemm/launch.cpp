@@ -20,6 +20,7 @@ std::string gemm_prewarm_hint(const GemmCall& call, const DeviceInfo& device) {
   v.a_rmsnorm = !args.a_rmsnorm_weight        ? GemmARmsNorm::none
                 : args.a_rmsnorm_weight_fp32 ? GemmARmsNorm::fp32
                                              : GemmARmsNorm::input;
+  v.residual = args.residual ? GemmResidual::add : GemmResidual::none;
   const bool grouped = call.groups > 0;
   return fmt::format("nvfp4-jit prewarm --shape {},{}{} --arch {} --sms {}{}", args.n, args.k,
                      grouped ? fmt::format(",{}", call.groups) : "", to_string(device.arch), device.sm_count,

@@ -91,6 +91,9 @@ class Sm90Backend final : public GemmBackend {
     if (gemm_a_rmsnorm_code(problem) != nvfp4k::A_RMSNORM_NONE &&
         (gemm_problem_w4a8(problem) || gemm_problem_grouped(problem) != nvfp4k::GROUPED_NONE))
       return "RMSNorm of A (a_rmsnorm_weight) runs in dense exact-mode GEMMs only so far";
+    if (gemm_residual(problem) && (gemm_problem_w4a8(problem) || gemm_problem_grouped(problem) != nvfp4k::GROUPED_NONE ||
+                                   gemm_epilogue_code(problem) != nvfp4k::EPILOGUE_NONE))
+      return "the residual add runs in dense exact-mode GEMMs without a fused epilogue only so far";
     if (!gemm_problem_w4a8(problem)) return {};
     if (gemm_epilogue_code(problem) != nvfp4k::EPILOGUE_NONE) return "precision = w4a8 runs without a fused epilogue so far";
     if (!gemm_problem_prepacked(problem)) return "precision = w4a8 needs a prepacked weight (its rows' fold exponents)";
@@ -157,9 +160,10 @@ class Sm90Backend final : public GemmBackend {
 
   std::string kernel_name(const GemmSpec& spec) const override {
     const Tile t = tile_of(spec);
-    return fmt::format("nvfp4_gemm_{}_{}k{}_{}_{}_{}{}{}{}_bm{}_bk{}_wg{}{}_s{}_ks{}{}", t.fp8 ? "w4a8" : "w4a16",
+    return fmt::format("nvfp4_gemm_{}_{}k{}_{}_{}_{}{}{}{}{}_bm{}_bk{}_wg{}{}_s{}_ks{}{}", t.fp8 ? "w4a8" : "w4a16",
                        grouped_name(spec), spec.k, t.fp8 ? "e4m3" : dtype_name(spec.a_dtype), dtype_name(spec.out_dtype),
-                       scale_layout_name(spec.scale_layout), bias_name(spec), epilogue_name(spec), a_rmsnorm_name(spec), t.block_m,
+                       scale_layout_name(spec.scale_layout), bias_name(spec), epilogue_name(spec), a_rmsnorm_name(spec),
+                       gemm_residual(spec) ? "_residual" : "", t.block_m,
                        t.block_k, t.consumers, t.k_slices > 1 ? fmt::format("x{}", t.k_slices) : "", t.stages, t.split_k,
                        t.persistent > 0 ? "_persistent" : "");
   }
@@ -167,16 +171,17 @@ class Sm90Backend final : public GemmBackend {
   GeneratedKernel generate(const GemmSpec& spec) const override {
     const Tile t = tile_of(spec);
     const int grouped = gemm_problem_grouped(spec), epilogue = gemm_epilogue_code(spec), rmsnorm = gemm_a_rmsnorm_code(spec);
+    const bool residual = gemm_residual(spec);
     return entry_point(gemm_key(spec), spec.tile.threads, kernel_name(spec), "sm90/gemm_w4a16.cuh", "GemmParams",
                        fmt::format("nvfp4k::sm90::gemm_w4a16<nvfp4k::sm90::GemmConfig<{}, {}, {}, {}LL, {}, {}, {}, "
-                                   "{}, {}, {}, {}{}{}{}>>(p)",
+                                   "{}, {}, {}, {}{}{}{}{}>>(p)",
                                    t.fp8 ? int(nvfp4k::DTYPE_E4M3) : int(spec.a_dtype), spec.out_dtype,
                                    gemm_bias_code(spec), spec.k, spec.scale_layout,
                                    t.consumers, t.block_m, t.block_k, t.stages, t.split_k, t.k_slices,
-                                   grouped || epilogue || rmsnorm
+                                   grouped || epilogue || rmsnorm || residual
                                        ? fmt::format(", {}, {}, {}", grouped, spec.groups, t.persistent > 0 ? 1 : 0) : "",
-                                   epilogue || rmsnorm ? fmt::format(", {}", epilogue) : "",
-                                   rmsnorm ? fmt::format(", {}", rmsnorm) : ""),
+                                   epilogue || rmsnorm || residual ? fmt::format(", {}", epilogue) : "",
+                                   rmsnorm || residual ? fmt::format(", {}", rmsnorm) : "", residual ? ", 1" : ""),
                        ctas_per_sm(t) > 1 ? ctas_per_sm(t) : 0);
   }
 
@@ -256,6 +261,8 @@ class Sm90Backend final : public GemmBackend {
     bind_epilogue(p, call);
     p.a_rmsnorm_weight = args.a_rmsnorm_weight;
     p.a_rmsnorm_eps = args.a_rmsnorm_eps;
+    p.residual = args.residual;
+    p.residual_stride = call.residual_stride;
     const MoeCombineEpilogue& c = call.combine;
     p.combine = {c.positions, c.row_token,        c.weights,       c.out,         static_cast<int*>(c.counters),
                  c.out_row_stride, c.tokens, c.topk, call.rows, int(c.weights_dtype), int(c.out_dtype)};

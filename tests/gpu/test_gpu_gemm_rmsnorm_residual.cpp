@@ -1,9 +1,11 @@
-// RMSNorm of A inside the sm_90a GEMM (GemmArgs::a_rmsnorm_weight) against a float64 reference
-// of its own math (sm90/a_rmsnorm.cuh), each element within the bound the 16-bit rounding of
-// decoded weight x norm weight allows, and against the chain it replaces (rmsnorm_quantize's
-// normed output, then gemm): rows of very different scales (and a zero row), a random norm
-// weight with signs, in A's type or fp32, poisoned D with padded rows, K a multiple of the
-// stage or not, both weight layouts and the tiles that split K, slice it or run tall.
+// RMSNorm of A inside the sm_90a GEMM (GemmArgs::a_rmsnorm_weight) and the residual add in its
+// epilogue (GemmArgs::residual) against a float64 reference of their math (sm90/a_rmsnorm.cuh),
+// each element within the bound the 16-bit rounding of decoded weight x norm weight allows, and
+// against the chain they replace (rmsnorm_quantize's normed output, then gemm; the residual
+// added in float64): rows of very different scales (and a zero row), a random norm weight with
+// signs, in A's type or fp32, poisoned D with padded rows (or D holding the residual, in place),
+// K a multiple of the stage or not, both weight layouts and the tiles that split K, slice it or
+// run tall.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -35,15 +37,22 @@ struct NormCase {
   GemmEpilogue epilogue = GemmEpilogue::none;  // swiglu: checked against the chain only
   sm90::Tile tile{};                           // block_m 0: the heuristic's
   float eps = 1e-5f;
+  bool norm = true;   // RMSNorm of A in the GEMM
+  enum Residual { none, own, in_place } residual = none;  // own: a buffer of its own; in_place: D holds it
 };
 
 uint16_t half_bits(DType t, float v) { return t == DType::bf16 ? nvfp4k::float_to_bf16_bits(v) : nvfp4k::float_to_fp16_bits(v); }
 
-// The call's D (bytes, row stride n_out + 8 elements, poisoned with 0xFF before the call).
-std::vector<uint8_t> run(const NormCase& c, GemmArgs g, int64_t n_out, int esize) {
+// The call's D (bytes, row stride n_out + 8 elements): poisoned with 0xFF before the call, or
+// holding `initial` (the residual, in place: g.residual is then D).
+std::vector<uint8_t> run(const NormCase& c, GemmArgs g, int64_t n_out, int esize, const std::vector<uint8_t>* initial = nullptr) {
   DeviceBuffer d_out(size_t(c.m * (n_out + 8) * esize));
-  d_out.fill(0xFF);  // NaN in every output type
+  if (initial)
+    d_out.upload(initial->data(), initial->size());
+  else
+    d_out.fill(0xFF);  // NaN in every output type
   g.d = d_out.get(), g.d_dtype = c.d, g.d_row_stride = n_out + 8;
+  if (initial) g.residual = d_out.get(), g.residual_row_stride = n_out + 8;
   if (c.tile.block_m)
     gemm_with_tile(g, sm90::to_config(c.tile), nullptr);
   else
@@ -60,8 +69,12 @@ void run_norm_case(const NormCase& c, std::mt19937& rng) {
   CAPTURE(c.k);
   CAPTURE(c.prepacked);
   CAPTURE(c.weight_fp32);
+  CAPTURE(int(c.residual));
   const std::string name = "m=" + std::to_string(c.m) + " n=" + std::to_string(c.n) + " k=" + std::to_string(c.k) +
-                           (c.tile.block_m ? " tile " + sm90::describe(c.tile) : std::string()) + ": ";
+                           (c.tile.block_m ? " tile " + sm90::describe(c.tile) : std::string()) +
+                           (c.norm ? "" : " no norm") +
+                           (c.residual == NormCase::own ? " residual" : c.residual == NormCase::in_place ? " residual in place" : "") +
+                           ": ";
   const bool swiglu = c.epilogue == GemmEpilogue::swiglu;
   const int64_t n_out = swiglu ? c.n / 2 : c.n;
   const int esize = c.d == DType::fp32 ? 4 : 2;
@@ -90,10 +103,26 @@ void run_norm_case(const NormCase& c, std::mt19937& rng) {
     const float v = (rng() % 8 == 0 ? -1.0f : 1.0f) * uniform(rng);
     g16[size_t(k)] = half_bits(c.a, v);
     g32[size_t(k)] = v;
-    gd[size_t(k)] = c.weight_fp32 ? double(v) : testutil::half_bits_to_double(c.a, g16[size_t(k)]);
+    gd[size_t(k)] = !c.norm ? 1.0 : c.weight_fp32 ? double(v) : testutil::half_bits_to_double(c.a, g16[size_t(k)]);
   }
+  // the residual [m, n_out] in D's type, rows n_out + 8 apart (the padding 0xFF, never written)
+  std::vector<uint8_t> residual(size_t(c.m * (n_out + 8) * esize), 0xFF);
+  std::vector<double> res(size_t(c.m * n_out), 0.0);
+  if (c.residual != NormCase::none)
+    for (int64_t m = 0; m < c.m; ++m)
+      for (int64_t n = 0; n < n_out; ++n) {
+        const float v = 4 * normal(rng);
+        uint8_t* at = &residual[size_t(m * (n_out + 8) + n) * esize];
+        if (c.d == DType::fp32) {
+          std::memcpy(at, &v, 4);
+        } else {
+          const uint16_t h = half_bits(c.d, v);
+          std::memcpy(at, &h, 2);
+        }
+        res[size_t(m * n_out + n)] = testutil::output_value(c.d, at);
+      }
 
-  DeviceBuffer d_a = to_device(a), d_w = to_device(w.packed), d_s = to_device(w.scales);
+  DeviceBuffer d_a = to_device(a), d_w = to_device(w.packed), d_s = to_device(w.scales), d_res = to_device(residual);
   DeviceBuffer d_g = c.weight_fp32 ? to_device(g32) : to_device(g16);
   DeviceBuffer d_pre(size_t(prepacked_bytes(c.n, c.k)));
   GemmArgs g;
@@ -109,18 +138,22 @@ void run_norm_case(const NormCase& c, std::mt19937& rng) {
   }
   g.epilogue = c.epilogue;
   GemmArgs fused = g;
-  fused.a_rmsnorm_weight = d_g.get(), fused.a_rmsnorm_weight_fp32 = c.weight_fp32, fused.a_rmsnorm_eps = c.eps;
-  const std::vector<uint8_t> got = run(c, fused, n_out, esize);
+  if (c.norm) fused.a_rmsnorm_weight = d_g.get(), fused.a_rmsnorm_weight_fp32 = c.weight_fp32, fused.a_rmsnorm_eps = c.eps;
+  if (c.residual == NormCase::own) fused.residual = d_res.get(), fused.residual_row_stride = n_out + 8;
+  const std::vector<uint8_t> got = run(c, fused, n_out, esize, c.residual == NormCase::in_place ? &residual : nullptr);
 
   // the chain: rmsnorm_quantize's normed output (its NVFP4 output unused), then the plain gemm
+  // (without the norm: the plain gemm on A); the residual added to it in float64 below
   DeviceBuffer d_y(a.size() * 2), d_q(size_t(c.m * c.k / 2)), d_qs(size_t(c.m * c.k / 16));
-  RmsNormQuantizeArgs r;
-  r.in = d_a.get(), r.in_dtype = c.a, r.rows = c.m, r.k = c.k, r.weight = d_g.get(), r.weight_fp32 = c.weight_fp32;
-  r.eps = c.eps, r.normed = d_y.get();
-  r.out.data = d_q.get(), r.out.scales = d_qs.get();
-  rmsnorm_quantize(r, nullptr);
   GemmArgs chain_args = g;
-  chain_args.a = d_y.get();
+  if (c.norm) {
+    RmsNormQuantizeArgs r;
+    r.in = d_a.get(), r.in_dtype = c.a, r.rows = c.m, r.k = c.k, r.weight = d_g.get(), r.weight_fp32 = c.weight_fp32;
+    r.eps = c.eps, r.normed = d_y.get();
+    r.out.data = d_q.get(), r.out.scales = d_qs.get();
+    rmsnorm_quantize(r, nullptr);
+    chain_args.a = d_y.get();
+  }
   const std::vector<uint8_t> chain = run(c, chain_args, n_out, esize);
 
   // float64 of the fused math: ref = gw * inv_rms * sum_k a g w, and sum_k |a g w| for the bound
@@ -131,7 +164,7 @@ void run_norm_case(const NormCase& c, std::mt19937& rng) {
       s += ad[size_t(m * c.k + k)] * ad[size_t(m * c.k + k)];
       abs_a[size_t(m)] += std::fabs(ad[size_t(m * c.k + k)]);
     }
-    inv[size_t(m)] = 1.0 / std::sqrt(s / double(c.k) + double(c.eps));
+    inv[size_t(m)] = c.norm ? 1.0 / std::sqrt(s / double(c.k) + double(c.eps)) : 1.0;
   }
   std::vector<double> wd(size_t(c.n * c.k));
   for (int64_t n = 0; n < c.n; ++n)
@@ -155,7 +188,8 @@ void run_norm_case(const NormCase& c, std::mt19937& rng) {
   // an fp32 g rounded to it first, 2u; FP16's products below 2^-14 on a grid of 2^-24, at
   // 2^-7 of the weight's scale), the fp32 sums, 1 / rms and D's rounding.
   const double u = c.a == DType::bf16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
-  const double u_g = c.weight_fp32 ? 2 * u : u;
+  const double u_g = !c.norm ? 0.0 : c.weight_fp32 ? 2 * u : u;
+  const double u_chain = c.norm ? 2 * u : 0.0;  // the chain's x * inv_rms and * g roundings
   const double u_out = c.d == DType::fp32 ? std::ldexp(1.0, -22) : c.d == DType::bf16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
   testutil::FrobeniusError to_ref, to_chain;
   double worst = 0, worst_chain = 0;  // the largest |error| / bound
@@ -163,19 +197,20 @@ void run_norm_case(const NormCase& c, std::mt19937& rng) {
     for (int64_t n = 0; n < n_out + 8; ++n) {
       const size_t at = size_t(m * (n_out + 8) + n) * esize;
       if (n >= n_out) {
-        if (got[at] != 0xFF) {
+        if (!std::all_of(&got[at], &got[at] + esize, [](uint8_t b) { return b == 0xFF; })) {
           FAIL_CHECK(name << "padding element (" << m << ", " << n << ") written");
           return;
         }
         continue;
       }
-      const double v = testutil::output_value(c.d, &got[at]), ch = testutil::output_value(c.d, &chain[at]);
+      const double rv = res[size_t(m * n_out + n)];
+      const double v = testutil::output_value(c.d, &got[at]), ch = testutil::output_value(c.d, &chain[at]) + rv;
       if (!std::isfinite(v) || !std::isfinite(ch)) {
         FAIL_CHECK(name << "element (" << m << ", " << n << ") = " << v << " (chain " << ch << "): unwritten or not finite");
         return;
       }
       if (!swiglu) {
-        const double r = ref[size_t(m * c.n + n)], s = mag[size_t(m * c.n + n)];
+        const double r = ref[size_t(m * c.n + n)] + rv, s = mag[size_t(m * c.n + n)];
         const double fp16_floor = c.a == DType::fp16 ? std::ldexp(gw * inv[size_t(m)] * abs_a[size_t(m)], -18) : 0.0;
         const double bound = (u_g + std::ldexp(1.0, -14)) * s + fp16_floor + u_out * std::fabs(r) + 1e-30;
         if (std::fabs(v - r) > bound) {
@@ -184,7 +219,8 @@ void run_norm_case(const NormCase& c, std::mt19937& rng) {
           return;
         }
         // the chain rounds x * inv_rms and then * g: twice the operand rounding, its own D rounding
-        const double chain_bound = (2 * u + u_g + std::ldexp(1.0, -13)) * s + 2 * fp16_floor + 2 * u_out * std::fabs(r) + 1e-30;
+        const double chain_bound = (u_chain + u_g + std::ldexp(1.0, -13)) * s + 2 * fp16_floor +
+                                   u_out * (std::fabs(r) + std::fabs(r - rv)) + 1e-30;
         if (std::fabs(v - ch) > chain_bound) {
           FAIL_CHECK(name << "first element past the chain's bound: (" << m << ", " << n << ") = " << v << ", chain " << ch
                           << " (|difference| " << std::fabs(v - ch) << " > " << chain_bound << ")");
@@ -204,7 +240,7 @@ void run_norm_case(const NormCase& c, std::mt19937& rng) {
 
 }  // namespace
 
-TEST_SUITE("gpu_gemm_a_rmsnorm") {
+TEST_SUITE("gpu_gemm_rmsnorm_residual") {
   TEST_CASE("gemm with RMSNorm of A: m = 1 to 300, K = 4096 and a tail, both layouts, the weight in A's type or fp32") {
     constexpr DType bf16 = DType::bf16, fp16 = DType::fp16, fp32 = DType::fp32;
     std::mt19937 rng(std::random_device{}());
@@ -231,6 +267,25 @@ TEST_SUITE("gpu_gemm_a_rmsnorm") {
         with({5, 512, 4096, DType::bf16, DType::bf16, false, true}, {8, 1, 4, 1, 256, 2}),
         with({130, 512, 2080}, {128, 2, 4, 1, 128}),
         with({100, 768, 4096, DType::bf16, DType::bf16, true, true}, {128, 3, 4, 1, 128}),
+    };
+    for (const NormCase& c : cases) run_norm_case(c, rng);
+  }
+
+  TEST_CASE("gemm with a residual add: a buffer of its own or D itself, with and without RMSNorm of A") {
+    constexpr DType bf16 = DType::bf16, fp16 = DType::fp16, fp32 = DType::fp32;
+    std::mt19937 rng(std::random_device{}());
+    auto with = [](NormCase c, NormCase::Residual r, bool norm) {
+      c.residual = r, c.norm = norm;
+      return c;
+    };
+    const NormCase cases[] = {
+        with({1, 4096, 4096, bf16, bf16, false, true}, NormCase::own, false),
+        with({1, 4096, 14336, bf16, bf16, false, true}, NormCase::in_place, false),  // Llama's down_proj
+        with({16, 1024, 4096, bf16, bf16, false, true}, NormCase::in_place, true),
+        with({64, 768, 2080, fp16, fp16, true, false}, NormCase::own, true),
+        with({300, 512, 4096, bf16, fp32, false, true}, NormCase::in_place, false),
+        with({130, 512, 2080, bf16, bf16, false, false, GemmEpilogue::none, {128, 2, 4, 1, 128}}, NormCase::own, true),
+        with({3, 1024, 4096, bf16, bf16, false, true, GemmEpilogue::none, {8, 1, 4, 2, 128}}, NormCase::in_place, true),
     };
     for (const NormCase& c : cases) run_norm_case(c, rng);
   }

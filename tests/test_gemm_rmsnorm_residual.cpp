@@ -1,6 +1,7 @@
-// RMSNorm of A inside the GEMM (GemmArgs::a_rmsnorm_weight) without a GPU: its argument checks
-// and messages, the problems and kernels it makes (keys, names, template argument, JSON, shared
-// memory), where it is refused, and the SASS of its sm_90a kernels.
+// RMSNorm of A inside the GEMM (GemmArgs::a_rmsnorm_weight) and the residual add in its epilogue
+// (GemmArgs::residual) without a GPU: their argument checks and messages, the problems and
+// kernels they make (keys, names, template arguments, JSON, shared memory, prewarm), where they
+// are refused, and the SASS of their sm_90a kernels.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -48,6 +49,39 @@ std::string error_of(const GemmArgs& g) {
   return "";
 }
 
+// Every kernel `calls` loads on sm_90a (132 SMs, recorded, no GPU needed) is among `prewarmed`.
+template <class Calls>
+void check_prewarmed(const std::unordered_set<KernelSpec, KernelSpecHash>& prewarmed, int64_t m, Calls&& calls) {
+  CAPTURE(m);
+  const SpecRecordScope scope(Arch::sm_90a, 132);
+  calls();
+  REQUIRE(!scope.specs().empty());
+  for (const KernelSpec& spec : scope.specs()) {
+    INFO("M = ", m, ": the call loads ", spec.describe());
+    CHECK(prewarmed.count(spec) == 1);
+  }
+}
+
+// gemm_prewarm_hint of `g` on an sm_90a of 132 SMs.
+std::string hint_of(const GemmArgs& g) {
+  DeviceInfo device;
+  device.arch = Arch::sm_90a, device.sm_count = 132;
+  return gemm_prewarm_hint(gemm_call(g, "test"), device);
+}
+
+// grouped_gemm's message for contiguous groups of `g`'s rows (3 and 4 rows), "" where it passes validation
+std::string grouped_error_of(const GemmArgs& g) {
+  static int32_t ends[2] = {3, 7};
+  GroupedGemmArgs grouped;
+  grouped.gemm = g, grouped.groups = 2, grouped.group_ends = ends;
+  try {
+    grouped_gemm(grouped, nullptr);
+  } catch (const Error& e) {
+    return e.status() == Status::cuda_error || e.status() == Status::no_device ? "" : e.what();
+  }
+  return "";
+}
+
 void check_error(const GemmArgs& g, const std::string& expected) {
   const std::string msg = error_of(g);
   CAPTURE(msg);
@@ -56,7 +90,7 @@ void check_error(const GemmArgs& g, const std::string& expected) {
 
 }  // namespace
 
-TEST_SUITE("gemm_a_rmsnorm") {
+TEST_SUITE("gemm_rmsnorm_residual") {
   TEST_CASE("bad arguments fail naming them: dtype, precision, eps, alignment, grouped") {
     CHECK(error_of(normed()) == "");
     GemmArgs g = normed();
@@ -85,18 +119,8 @@ TEST_SUITE("gemm_a_rmsnorm") {
     CHECK(error_of(g) == "");
     g = normed(), g.m = 0, g.a_rmsnorm_weight = buffer + 1;  // no rows: no buffer is read
     CHECK(error_of(g) == "");
-    static int32_t ends[2] = {3, 7};
-    GroupedGemmArgs grouped;
-    grouped.gemm = normed(), grouped.groups = 2, grouped.group_ends = ends;
-    std::string msg;
-    try {
-      grouped_gemm(grouped, nullptr);
-    } catch (const Error& e) {
-      msg = e.what();
-    }
-    CAPTURE(msg);
-    CHECK(msg.find("nvfp4::jit::grouped_gemm: gemm.a_rmsnorm_weight: RMSNorm in the GEMM runs dense gemm calls only so far") ==
-          0);
+    CHECK(grouped_error_of(normed()).find(
+              "nvfp4::jit::grouped_gemm: gemm.a_rmsnorm_weight: RMSNorm in the GEMM runs dense gemm calls only so far") == 0);
   }
 
   TEST_CASE("its kernels: a key, name and template argument of their own, the JSON field, the stages beside the row factors") {
@@ -187,29 +211,101 @@ TEST_SUITE("gemm_a_rmsnorm") {
     g.n = 2048, g.k = 4096, g.a = g.b.data = g.b.scales = g.d = buf, g.a_rmsnorm_weight = buf;
     for (const bool prepacked : {false, true})
       for (const bool fp32 : {false, true})
-        for (const int64_t m : {1, 16, 100, 4096}) {
-          CAPTURE(m);
-          const SpecRecordScope scope(Arch::sm_90a, 132);
-          g.m = m, g.b_prepacked = prepacked, g.a_rmsnorm_weight_fp32 = fp32, g.a_dtype = fp32 ? DType::fp16 : DType::bf16;
-          gemm(g, nullptr);
-          g.epilogue = prepacked ? GemmEpilogue::swiglu : GemmEpilogue::none;
-          gemm(g, nullptr);
-          g.epilogue = GemmEpilogue::none;
-          REQUIRE(!scope.specs().empty());
-          for (const KernelSpec& spec : scope.specs()) {
-            INFO("M = ", m, ": the call loads ", spec.describe());
-            CHECK(prewarmed.count(spec) == 1);
-          }
-        }
-    DeviceInfo device;
-    device.arch = Arch::sm_90a, device.sm_count = 132;
+        for (const int64_t m : {1, 16, 100, 4096})
+          check_prewarmed(prewarmed, m, [&] {
+            g.m = m, g.b_prepacked = prepacked, g.a_rmsnorm_weight_fp32 = fp32, g.a_dtype = fp32 ? DType::fp16 : DType::bf16;
+            gemm(g, nullptr);
+            g.epilogue = prepacked ? GemmEpilogue::swiglu : GemmEpilogue::none;
+            gemm(g, nullptr);
+            g.epilogue = GemmEpilogue::none;
+          });
     g.m = 1, g.a_rmsnorm_weight_fp32 = true;
-    const std::string hint = gemm_prewarm_hint(gemm_call(g, "test"), device);
-    CAPTURE(hint);
-    CHECK(hint.find(" --a-rmsnorm fp32") != std::string::npos);
+    CHECK(hint_of(g).find(" --a-rmsnorm fp32") != std::string::npos);
   }
 
-  TEST_CASE("Blackwell's backends refuse it, naming the arch") {
+  TEST_CASE("the residual add: bad arguments fail naming them; its kernels are keys, names and prewarm variants of their own") {
+    GemmArgs r = normed();
+    r.a_rmsnorm_weight = nullptr, r.residual = buffer;
+    CHECK(error_of(r) == "");
+    r.residual_row_stride = 72;
+    CHECK(error_of(r) == "");
+    r.residual_row_stride = 60;
+    check_error(r, "residual_row_stride = 60 is less than n = 64");
+    r.residual_row_stride = -1;
+    check_error(r, "residual_row_stride");
+    r = normed(), r.residual = buffer + 1;  // BF16 D: 2-byte aligned
+    check_error(r, "residual");
+    CHECK(error_of(r).find("aligned") != std::string::npos);
+    r.d_dtype = DType::fp32, r.residual = buffer + 2;  // FP32 D: 4-byte aligned
+    check_error(r, "residual");
+    r.residual = buffer + 4;
+    CHECK(error_of(r) == "");
+    r = normed(), r.residual = nullptr, r.residual_row_stride = 64;
+    check_error(r, "residual_row_stride = 64 is set but residual is null");
+    r = normed(), r.residual = buffer, r.b_prepacked = true, r.b.scales = nullptr, r.n = 128, r.epilogue = GemmEpilogue::swiglu;
+    check_error(r, "residual with a fused epilogue (swiglu, moe_combine) is not supported");
+    r = normed(), r.residual = buffer, r.a_rmsnorm_weight = nullptr, r.a = nullptr, r.a_dtype = DType::nvfp4;
+    r.a_fp4.data = buffer, r.a_fp4.scales = buffer;
+    check_error(r, "residual with a_dtype = nvfp4 (W4A4) is not supported so far");
+    r = normed(), r.residual = buffer, r.a_rmsnorm_weight = nullptr, r.b_prepacked = true, r.b.scales = nullptr;
+    r.precision = GemmPrecision::w4a8;
+    check_error(r, "residual with precision = w4a8 is not supported so far");
+    r = normed(), r.residual = buffer, r.m = 1 << 20, r.residual_row_stride = int64_t(1) << 50;
+    check_error(r, "residual");  // its span past 64 bits
+    r = normed(), r.a_rmsnorm_weight = nullptr, r.residual = buffer;
+    CHECK(grouped_error_of(r).find(
+              "nvfp4::jit::grouped_gemm: gemm.residual: the residual add runs in dense gemm calls only so far") == 0);
+
+    const GemmBackend& backend = sm90_backend();
+    const GemmSpec plain = sm90_problem(4096, 14336, true), added = with_residual(plain, true);
+    CHECK(with_residual(plain, false) == plain);
+    CHECK(gemm_residual(added));
+    r = normed(), r.residual = buffer;
+    CHECK(gemm_residual(gemm_call(r, "test").problem));
+    CHECK(backend.unsupported(added) == "");
+    CHECK(backend.unsupported(with_epilogue(added, GemmEpilogue::swiglu)) ==
+          "the residual add runs in dense exact-mode GEMMs without a fused epilogue only so far");
+    const GemmTile tile = backend.heuristic(added, 1, 132);
+    const GemmSpec kernel = gemm_kernel_spec(backend, added, tile);
+    CHECK(backend.kernel_name(kernel).find("_prepacked_residual_bm") != std::string::npos);
+    CHECK_FALSE(gemm_key(kernel) == gemm_key(gemm_kernel_spec(backend, plain, tile)));
+    CHECK(generate(kernel).source.find(", 0, 0, 0, 0, 0, 1>>(p)") != std::string::npos);  // GemmConfig's RESIDUAL
+    CHECK(generate(gemm_kernel_spec(backend, with_a_rmsnorm(added, true, false), tile)).source.find(", 0, 0, 0, 0, 1, 1>>(p)") !=
+          std::string::npos);
+    const nlohmann::ordered_json json = gemm_spec_json(gemm_spec(added, tile));
+    CHECK(json["residual"] == true);
+    GemmSpec back;
+    REQUIRE(gemm_spec_from_json(json, Arch::sm_90a, &back) == "");
+    CHECK(back == gemm_spec(added, tile));
+    nlohmann::json older = json;
+    older.erase("residual");
+    REQUIRE(gemm_spec_from_json(older, Arch::sm_90a, &back) == "");
+    CHECK(back == gemm_spec(plain, tile));
+    older["residual"] = "yes";
+    CHECK(gemm_spec_from_json(older, Arch::sm_90a, &back) == "residual is not true or false");
+
+    // prewarm residual=add: every kernel a residual call loads; its hint names the variant
+    PrewarmVariants v;
+    REQUIRE(set_prewarm_variants(v, "a-dtype=bf16,nvfp4 b-layout=linear,prepacked residual=add") == "");
+    const std::vector<KernelSpec> listed = prewarm_specs({parse_shape("4096,14336", v)}, {Arch::sm_90a}, 132);
+    const std::unordered_set<KernelSpec, KernelSpecHash> prewarmed(listed.begin(), listed.end());
+    for (const GemmSpec& s : gemm_specs_of(listed)) CHECK(gemm_residual(s));
+    CHECK_FALSE(listed.empty());
+    alignas(256) static unsigned char buf[256];
+    GemmArgs g;
+    g.n = 4096, g.k = 14336, g.a = g.b.data = g.b.scales = g.d = buf;
+    g.residual = buf;
+    for (const bool prepacked : {false, true})
+      for (const int64_t m : {1, 16, 100, 4096})
+        check_prewarmed(prewarmed, m, [&] {
+          g.m = m, g.b_prepacked = prepacked;
+          gemm(g, nullptr);
+        });
+    g.m = 1;
+    CHECK(hint_of(g).find(" --residual add") != std::string::npos);
+  }
+
+  TEST_CASE("Blackwell's backends refuse them, naming the arch") {
     for (Arch arch : {Arch::sm_100a, Arch::sm_120a}) {
       CAPTURE(to_string(arch));
       const GemmBackend& backend = gemm_backend(arch, "test");
@@ -219,10 +315,15 @@ TEST_SUITE("gemm_a_rmsnorm") {
             fmt::format("RMSNorm of A in the GEMM (a_rmsnorm_weight) runs on sm_90a only so far, not on {} (run "
                         "rmsnorm_quantize's normed output, then gemm)",
                         to_string(arch)));
+      const GemmSpec added = with_residual(
+          gemm_problem(arch, 4096, 4096, DType::bf16, DType::bf16, ScaleLayout::linear, false, kNoDType), true);
+      CHECK(backend.unsupported(added) ==
+            fmt::format("the residual add in the GEMM's epilogue (residual) runs on sm_90a only so far, not on {}",
+                        to_string(arch)));
     }
   }
 
-  TEST_CASE("SASS of Llama's gate_up with RMSNorm and SwiGLU: heuristic tiles of 1 to 4096 rows, no local memory") {
+  TEST_CASE("SASS of Llama's gate_up with RMSNorm and SwiGLU, qkv with RMSNorm, down with the residual: no local memory") {
     const GemmBackend& backend = sm90_backend();
     std::vector<GemmSpec> specs;
     const GemmSpec problem = with_a_rmsnorm(with_epilogue(sm90_problem(2 * 14336, 4096, true), GemmEpilogue::swiglu), true, false);
@@ -231,9 +332,12 @@ TEST_SUITE("gemm_a_rmsnorm") {
     const GemmSpec qkv = with_a_rmsnorm(sm90_problem(6144, 4096, false), true, true);  // the weight as stored, fp32 norm weight
     for (int64_t rows : {1, 16})
       specs.push_back(gemm_spec(qkv, backend.for_rows(backend.heuristic(qkv, rows, 132), rows)));
+    const GemmSpec down = with_residual(sm90_problem(4096, 14336, true), true);  // down_proj with the residual add
+    for (int64_t rows : {1, 16, 4096})
+      specs.push_back(gemm_spec(down, backend.for_rows(backend.heuristic(down, rows, 132), rows)));
     for_each_disassembled(specs, [](const GemmSpec& spec, const std::string& name, const std::string& text) {
       CAPTURE(gemm_key(spec).describe());
-      CHECK(name.find("_rmsnorm") != std::string::npos);
+      CHECK((name.find("_rmsnorm") != std::string::npos || name.find("_residual") != std::string::npos));
       const Sass s = parse_sass(text, name, "HGMMA");
       CHECK(s.matches > 0);
       CHECK(s.loop_local_accesses == 0);
