@@ -96,6 +96,9 @@ TEST_SUITE("c_api") {
     CHECK(g.residual == nullptr);
     CHECK(g.residual_row_stride == 0);
     g.residual = norm_weight, g.residual_row_stride = 32;
+    CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_UNSUPPORTED);  // with epilogue swiglu (set above)
+    CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4_jit_gemm: residual with a fused epilogue") == 0);
+    g.epilogue = NVFP4_GEMM_EPILOGUE_NONE;
     CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_INVALID_ARGUMENT);
     CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4_jit_gemm: residual_row_stride = 32 is less than n = 64") == 0);
     g.residual_row_stride = 0;
