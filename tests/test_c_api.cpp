@@ -74,6 +74,36 @@ TEST_SUITE("c_api") {
     CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4_jit_gemm: b_swiglu_interleave = 4: a gate_up weight as stored") == 0);
     g.b_swiglu_interleave = 0;
     CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_OK);  // m = 0: validated, no work
+    // RMSNorm of A reaches the C++ call: none by default, eps 1e-6; its checks name the fields
+    CHECK(g.a_rmsnorm_weight == nullptr);
+    CHECK(g.a_rmsnorm_weight_fp32 == 0);
+    CHECK(g.a_rmsnorm_eps == 1e-6f);
+    static const uint16_t norm_weight[256] = {};
+    g.a_rmsnorm_weight = norm_weight, g.a_rmsnorm_weight_fp32 = 1;
+    CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_OK);
+    g.a_rmsnorm_eps = 0.0f;
+    CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4_jit_gemm: a_rmsnorm_eps = 0 must be positive and finite") == 0);
+    g.a_rmsnorm_eps = 1e-6f, g.precision = NVFP4_GEMM_W4A8, g.b_prepacked = 1;
+    CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_UNSUPPORTED);
+    CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4_jit_gemm: a_rmsnorm_weight with precision = w4a8") == 0);
+    g.a_rmsnorm_weight = nullptr;
+    CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4_jit_gemm: a_rmsnorm_weight_fp32 is set but a_rmsnorm_weight is null") ==
+          0);
+    g.a_rmsnorm_weight_fp32 = 0, g.precision = NVFP4_GEMM_EXACT, g.b_prepacked = 0;
+    // and the residual add: none by default; its stride checked against n
+    CHECK(g.residual == nullptr);
+    CHECK(g.residual_row_stride == 0);
+    g.residual = norm_weight, g.residual_row_stride = 32;
+    CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_UNSUPPORTED);  // with epilogue swiglu (set above)
+    CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4_jit_gemm: residual with a fused epilogue") == 0);
+    g.epilogue = NVFP4_GEMM_EPILOGUE_NONE;
+    CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4_jit_gemm: residual_row_stride = 32 is less than n = 64") == 0);
+    g.residual_row_stride = 0;
+    CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_OK);
+    g.residual = nullptr;
     g.b_prepacked = 1, g.b.scale_layout = nvfp4_scale_layout(9);
     g.n = 64, g.epilogue = NVFP4_GEMM_EPILOGUE_NONE;
     p.k = 256, p.n = 24, p.swiglu_interleave = 0;  // and prepack's gate / up order

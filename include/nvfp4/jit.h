@@ -220,6 +220,15 @@ typedef struct nvfp4_gemm_args {
   nvfp4_gemm_precision precision; /* NVFP4_GEMM_EXACT (default) or NVFP4_GEMM_W4A8 (sm_90a, prepacked b;
                                       grouped: contiguous or masked) */
   int64_t b_swiglu_interleave; /* SWIGLU on a weight as stored: 0 gate rows [0, n/2) then up rows (g > 0: refused so far) */
+  /* RMSNorm of A in the GEMM (sm_90a, BF16/FP16 A, exact, dense): D = (A * g / rms(A rows)) . W^T;
+     g [k] in a_dtype, or fp32 with a_rmsnorm_weight_fp32; NULL: none (see jit.hpp) */
+  const void* a_rmsnorm_weight;
+  int a_rmsnorm_weight_fp32;
+  float a_rmsnorm_eps;
+  /* D = ... + residual [m, n] in d_dtype (sm_90a, BF16/FP16 A, exact, dense, no fused epilogue);
+     NULL: none; may be d (same stride) */
+  const void* residual;
+  int64_t residual_row_stride; /* elements; 0: n */
 } nvfp4_gemm_args;
 
 /* A weight rewritten in the GEMM's own layout (sm_90a), once at load; see jit.hpp. */

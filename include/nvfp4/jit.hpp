@@ -303,6 +303,26 @@ struct GemmArgs {
   int64_t b_swiglu_interleave = 0;
   // exact, or w4a8 (see GemmPrecision): its workspace holds A as E4M3 and the row scales.
   GemmPrecision precision = GemmPrecision::exact;
+  // RMSNorm of A inside the GEMM (sm_90a, BF16/FP16 A, exact precision, dense gemm so far): with
+  // a_rmsnorm_weight set, D = (A_normed) . W^T with A_normed[m, :] = A[m, :] * g / rms(A[m, :]),
+  // rms = sqrt(mean over k of A^2 + a_rmsnorm_eps), so the un-normalized rows go in and no
+  // separate norm kernel runs. g [k]: a_dtype (4-byte aligned), or fp32 with
+  // a_rmsnorm_weight_fp32 (8-byte aligned). Numerics (not the norm-then-GEMM chain's bits): each
+  // decoded weight value times g[k] is rounded to a_dtype (an fp32 g is rounded to a_dtype
+  // first), A's rows enter as they are, and 1 / rms (fp32, correctly rounded steps as
+  // rmsnorm_quantize's) multiplies each row of D in the epilogue; the chain instead rounds
+  // A * (1 / rms) and then * g to a_dtype. Both lie within a_dtype's rounding of the exact
+  // product. Each CTA reads its rows of A once more for their rms: made for decode (few rows).
+  const void* a_rmsnorm_weight = nullptr;
+  bool a_rmsnorm_weight_fp32 = false;
+  float a_rmsnorm_eps = 1e-6f;
+  // A residual added in the epilogue (sm_90a, BF16/FP16 A, exact precision, dense gemm, no fused
+  // epilogue so far): D = RN(alpha * gw * (A . W^T) + bias + residual), the sum in fp32 and one
+  // rounding to d_dtype. residual [m, n] in d_dtype (element-aligned), residual_row_stride
+  // elements a row (0: n); it may be d itself (same stride): each element is read before it is
+  // written, by the thread that writes it.
+  const void* residual = nullptr;
+  int64_t residual_row_stride = 0;
 };
 void gemm(const GemmArgs& args, CUstream stream);
 // Bytes of workspace gemm needs for `args` (W4A8: m * k rounded up to 16, plus 4 * m, whatever
@@ -464,6 +484,10 @@ struct GemmProblem {
   GroupedLayout grouped_layout = GroupedLayout::contiguous;
   GemmEpilogue epilogue = GemmEpilogue::none;
   GemmPrecision precision = GemmPrecision::exact;  // w4a8: its kernels (a prepacked weight; dense, contiguous or masked)
+  // GemmArgs::a_rmsnorm_weight's kernels (RMSNorm of A in the GEMM), its weight in a_dtype or
+  // (a_rmsnorm_weight_fp32) fp32.
+  bool a_rmsnorm = false, a_rmsnorm_weight_fp32 = false;
+  bool residual = false;  // GemmArgs::residual's kernels (a residual added in the epilogue)
 };
 
 struct TuneOptions {

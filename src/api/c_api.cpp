@@ -93,6 +93,11 @@ nvfp4::jit::GemmArgs to_cpp(const nvfp4_gemm_args& g) {
   a.epilogue = static_cast<nvfp4::jit::GemmEpilogue>(g.epilogue);
   a.precision = static_cast<nvfp4::jit::GemmPrecision>(g.precision);
   a.b_swiglu_interleave = g.b_swiglu_interleave;
+  a.a_rmsnorm_weight = g.a_rmsnorm_weight;
+  a.a_rmsnorm_weight_fp32 = g.a_rmsnorm_weight_fp32 != 0;
+  a.a_rmsnorm_eps = g.a_rmsnorm_eps;
+  a.residual = g.residual;
+  a.residual_row_stride = g.residual_row_stride;
   return a;
 }
 
@@ -407,7 +412,8 @@ nvfp4_gemm_args to_c(const nvfp4::jit::GemmArgs& g) {
   return {g.m, g.n, g.k, g.a, to_c(g.a_dtype), g.a_row_stride, to_c(g.b), g.d, to_c(g.d_dtype), g.d_row_stride, g.bias,
           to_c(g.bias_dtype), g.alpha, to_c(g.a_fp4), g.workspace, g.workspace_bytes, g.b_prepacked, g.weights_static,
           static_cast<nvfp4_gemm_epilogue>(g.epilogue),
-          static_cast<nvfp4_gemm_precision>(g.precision), g.b_swiglu_interleave};
+          static_cast<nvfp4_gemm_precision>(g.precision), g.b_swiglu_interleave, g.a_rmsnorm_weight,
+          g.a_rmsnorm_weight_fp32 ? 1 : 0, g.a_rmsnorm_eps, g.residual, g.residual_row_stride};
 }
 
 }  // namespace

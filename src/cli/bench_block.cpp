@@ -188,11 +188,13 @@ class Block {
   // The block with routing `r` (of kBlocksPerGraph), enqueued on `stream`.
   void run(int r, CUstream stream) const {
     if (!m_.moe()) {
-      RmsNormQuantizeArgs norm;
-      norm.in = x_.get(), norm.rows = tokens_, norm.k = m_.hidden, norm.weight = norm_weight_.get();
-      norm.out = xq_.output(kInputScale);
-      if (acts_ == Activations::w4a16) norm.normed = normed_.get();
-      rmsnorm_quantize(norm, stream);
+      if (!norm_in_gate_up()) {
+        RmsNormQuantizeArgs norm;
+        norm.in = x_.get(), norm.rows = tokens_, norm.k = m_.hidden, norm.weight = norm_weight_.get();
+        norm.out = xq_.output(kInputScale);
+        if (acts_ == Activations::w4a16) norm.normed = normed_.get();
+        rmsnorm_quantize(norm, stream);
+      }
       gemm(dense_gate_up(), stream);
       if (!fused_) swiglu_quantize(swiglu(), stream);
       if (fused_ && acts_ == Activations::w4a4) quantize(h_quantize(), stream);
@@ -227,6 +229,9 @@ class Block {
   }
 
  private:
+  // The fused dense W4A16 block's gate_up normalizes its input rows itself (a_rmsnorm_weight):
+  // no rmsnorm_quantize launch.
+  bool norm_in_gate_up() const { return fused_ && !m_.moe() && acts_ == Activations::w4a16; }
   MoeRouteArgs route(int r) const {
     MoeRouteArgs rt;
     rt.topk_ids = acts_ == Activations::w4a4 ? staged_ids_.get() : (ids_.empty() ? nullptr : ids_[size_t(r)].get());
@@ -247,7 +252,9 @@ class Block {
   }
   GemmArgs gate_up_args(int64_t m) const {
     GemmArgs g = gemm_args(gate_up_, m);
-    if (acts_ == Activations::w4a16) {
+    if (norm_in_gate_up()) {
+      g.a = x_.get(), g.a_rmsnorm_weight = norm_weight_.get();  // (eps: rmsnorm_quantize's default, as the chain's)
+    } else if (acts_ == Activations::w4a16) {
       g.a = m_.moe() ? x_.get() : normed_.get();
     } else {
       g.a_dtype = DType::nvfp4, g.a_fp4 = xq_.input(kInputScale);
@@ -435,8 +442,9 @@ Json bench_block(bool quick, const BlockBenchFilter& only) {
               copy_bps / 1e9);
   std::printf("  TFLOP/s: the block's products (every routed row through gate_up and down) over the chain's time\n");
   std::printf("  fused: gate_up with the SwiGLU epilogue (no swiglu_quantize): W4A16 its BF16 rows into a W4A16 down, W4A4\n"
-              "  them quantized (quantize, a static scale: one launch) into down; +combine (MoE blocks): fused, and down with\n"
-              "  the router-weighted combine in its epilogue (no moe_combine); the graphs timed in turns with the chain's\n");
+              "  them quantized (quantize, a static scale: one launch) into down; the dense W4A16 MLP's gate_up also\n"
+              "  normalizes its input itself (a_rmsnorm_weight: no rmsnorm_quantize); +combine (MoE blocks): fused, and down\n"
+              "  with the router-weighted combine in its epilogue (no moe_combine); the graphs timed in turns with the chain's\n");
   std::printf("  %-18s %6s %-8s %-6s %9s %9s %9s %9s %8s %9s %9s %9s %9s %9s %9s %9s\n", "block", "tokens", "routing", "acts",
               "launches", "floor us", "chain us", "/ floor", "TFLOP/s", "launches", "fused us", "/ floor", "/ chain",
               "launches", "+comb us", "/ chain");

@@ -37,10 +37,13 @@ Json bench_gemm(bool quick, const GemmBenchFilter& only) {
   std::printf("  (may start while the previous call runs); W4A4: NVFP4 activations, early; W4A8: early in the W4A8\n");
   std::printf("  precision mode (FP8 tensor cores on sm_90a, its activation pass included; x early: its speedup over\n");
   std::printf("  early; no cuBLAS FP8 column: the bench loads cuBLAS, whose GemmEx takes no FP8, not cuBLASLt);\n");
-  std::printf("  W4A4>W4A8: W4A4's NVFP4 activations in the W4A8 mode (x W4A4: its speedup over W4A4)\n");
-  std::printf("  %6s %6s %6s %9s %8s %8s %8s %9s %11s %7s %12s %8s %7s %8s %8s %10s %7s %9s %8s %7s %10s %7s\n", "M", "N",
-              "K", "ours us", "TFLOP/s", "GB/s", "floor us", "of floor", "cuBLAS us", "speedup", "prepacked us", "of floor",
-              "speedup", "early us", "of floor", "W4A4 us", "speedup", "W4A8 us", "TFLOP/s", "x early", "W4A4>W4A8", "x W4A4");
+  std::printf("  W4A4>W4A8: W4A4's NVFP4 activations in the W4A8 mode (x W4A4: its speedup over W4A4); RMSNorm: early\n");
+  std::printf("  with A's RMSNorm in the GEMM (a_rmsnorm_weight, A un-normalized); x chain: its speedup over\n");
+  std::printf("  rmsnorm_quantize (its normed BF16 rows, and its NVFP4 ones) then early\n");
+  std::printf("  %6s %6s %6s %9s %8s %8s %8s %9s %11s %7s %12s %8s %7s %8s %8s %10s %7s %9s %8s %7s %10s %7s %10s %7s\n", "M",
+              "N", "K", "ours us", "TFLOP/s", "GB/s", "floor us", "of floor", "cuBLAS us", "speedup", "prepacked us",
+              "of floor", "speedup", "early us", "of floor", "W4A4 us", "speedup", "W4A8 us", "TFLOP/s", "x early",
+              "W4A4>W4A8", "x W4A4", "RMSNorm us", "x chain");
 
   struct Shape {
     int64_t m, n, k;
@@ -92,6 +95,17 @@ Json bench_gemm(bool quick, const GemmBenchFilter& only) {
     g8.workspace = workspace.get(), g8.workspace_bytes = int64_t(workspace.bytes());
     GemmArgs g48 = g4;  // W4A4's activations in the W4A8 mode
     g48.precision = GemmPrecision::w4a8;
+    // RMSNorm of A: in the GEMM, and the chain it replaces (rmsnorm_quantize's normed rows, then
+    // the GEMM on them)
+    DeviceBuffer norm_weight = to_device(random_bf16(size_t(s.k), rng)), normed(size_t(s.m * s.k * 2)),
+                 normed_fp4(size_t(s.m * s.k / 2)), normed_scales(size_t(s.m * s.k / 16));
+    GemmArgs gn = ge;
+    gn.a_rmsnorm_weight = norm_weight.get();
+    GemmArgs gc = ge;
+    gc.a = normed.get();
+    RmsNormQuantizeArgs norm;
+    norm.in = a.get(), norm.rows = s.m, norm.k = s.k, norm.weight = norm_weight.get(), norm.normed = normed.get();
+    norm.out.data = normed_fp4.get(), norm.out.scales = normed_scales.get();
     std::vector<std::function<void(int)>> contenders{
         [&](int i) {
           g.b.data = weights.packed[size_t(i % copies)].get();
@@ -117,6 +131,15 @@ Json bench_gemm(bool quick, const GemmBenchFilter& only) {
         [&](int i) {
           g48.b.data = weights.prepacked[size_t(i % copies)].get();
           gemm(g48, nullptr);
+        },
+        [&](int i) {
+          gn.b.data = weights.prepacked[size_t(i % copies)].get();
+          gemm(gn, nullptr);
+        },
+        [&](int i) {
+          gc.b.data = weights.prepacked[size_t(i % copies)].get();
+          rmsnorm_quantize(norm, nullptr);
+          gemm(gc, nullptr);
         }};
     if (cublas.ok())
       contenders.push_back([&](int i) {
@@ -124,22 +147,25 @@ Json bench_gemm(bool quick, const GemmBenchFilter& only) {
       });
     const std::vector<double> us = time_us(timer, runs, contenders);
     const double ours = us[0], pre = us[1], early = us[2], w4a4 = us[3], w4a8 = us[4], w4a4_w4a8 = us[5];
-    const double theirs = cublas.ok() ? us[6] : 0.0;
+    const double normed_us = us[6], chain_us = us[7];
+    const double theirs = cublas.ok() ? us[8] : 0.0;
     const double flops = 2.0 * s.m * s.n * s.k;
     const double bytes = w_bytes + 2.0 * s.m * s.k + 2.0 * s.m * s.n;
     const double floor_us = std::max(bytes / copy_bps, peak_flops > 0 ? flops / peak_flops : 0.0) * 1e6;
     auto speedup = [&](double us) { return theirs > 0 ? theirs / us : 0.0; };
     std::printf(
         "  %6lld %6lld %6lld %9.2f %8.1f %8.0f %8.2f %8.0f%% %11.2f %6.2fx %12.2f %7.0f%% %6.2fx %8.2f %7.0f%% %10.2f %6.2fx "
-        "%9.2f %8.1f %6.2fx %10.2f %6.2fx\n",
+        "%9.2f %8.1f %6.2fx %10.2f %6.2fx %10.2f %6.2fx\n",
         (long long)s.m, (long long)s.n, (long long)s.k, ours, flops / ours / 1e6, bytes / ours / 1e3, floor_us,
         100 * floor_us / ours, theirs, speedup(ours), pre, 100 * floor_us / pre, speedup(pre), early,
-        100 * floor_us / early, w4a4, speedup(w4a4), w4a8, flops / w4a8 / 1e6, early / w4a8, w4a4_w4a8, w4a4 / w4a4_w4a8);
+        100 * floor_us / early, w4a4, speedup(w4a4), w4a8, flops / w4a8 / 1e6, early / w4a8, w4a4_w4a8, w4a4 / w4a4_w4a8,
+        normed_us, chain_us / normed_us);
     std::fflush(stdout);
     rows.push_back({{"m", s.m}, {"n", s.n}, {"k", s.k}, {"us", rounded(ours, 3)}, {"tflops", rounded(flops / ours / 1e6, 2)},
                     {"gbps", rounded(bytes / ours / 1e3, 1)}, {"floor_us", rounded(floor_us, 3)},
                     {"cublas_bf16_us", rounded(theirs, 3)}, {"prepacked_us", rounded(pre, 3)}, {"early_us", rounded(early, 3)},
-                    {"w4a4_us", rounded(w4a4, 3)}, {"w4a8_us", rounded(w4a8, 3)}, {"w4a4_w4a8_us", rounded(w4a4_w4a8, 3)}});
+                    {"w4a4_us", rounded(w4a4, 3)}, {"w4a8_us", rounded(w4a8, 3)}, {"w4a4_w4a8_us", rounded(w4a4_w4a8, 3)},
+                    {"rmsnorm_us", rounded(normed_us, 3)}, {"rmsnorm_chain_us", rounded(chain_us, 3)}});
   }
 
   if (!quick && only.weights.empty() && only.ms.empty()) json["tiles"] = bench_tiles(timer, runs, rng);

@@ -86,6 +86,12 @@ const std::vector<Verb>& verbs() {
         {"--a-scales", "LIST", "W4A4 activation scales: linear, swizzled (default linear)"},
         {"--grouped", "LIST", "a grouped weight's layout: contiguous, masked (default contiguous)"},
         {"--precision", "LIST", "GEMM precision modes: exact, w4a8 (sm_90a, prepacked weights) (default exact)"},
+        {"--a-rmsnorm", "LIST",
+         "RMSNorm of A in the GEMM: none, input (its weight in A's dtype), fp32 (sm_90a,\n"
+         "dense W4A16) (default none)"},
+        {"--residual", "LIST",
+         "the GEMM's residual add: none, add (sm_90a, dense W4A16, no fused epilogue)\n"
+         "(default none)"},
         {"--in-dtype", "LIST", "quantizer inputs: bf16, fp16, fp32 (default quantize bf16,fp16; fused bf16)"},
         {"--a-from", "LIST",
          "the ops that write the activations: quantize, rmsnorm, swiglu, mhc, stage\n"

@@ -24,6 +24,9 @@ const Names<NormWeight> kNormWeights = {{"input", NormWeight::input}, {"fp32", N
 const Names<GemmEpilogue> kEpilogues = {
     {"none", GemmEpilogue::none}, {"swiglu", GemmEpilogue::swiglu}, {"moe-combine", GemmEpilogue::moe_combine}};
 const Names<GemmPrecision> kPrecisions = {{"exact", GemmPrecision::exact}, {"w4a8", GemmPrecision::w4a8}};
+const Names<GemmARmsNorm> kARmsNorms = {
+    {"none", GemmARmsNorm::none}, {"input", GemmARmsNorm::input}, {"fp32", GemmARmsNorm::fp32}};
+const Names<GemmResidual> kResiduals = {{"none", GemmResidual::none}, {"add", GemmResidual::add}};
 
 template <class T>
 std::string_view name_of(const Names<T>& names, T value) {
@@ -63,6 +66,8 @@ std::string_view variant_name(GroupedLayout layout) { return name_of(kGroupedLay
 std::string_view variant_name(GemmPrecision precision) { return name_of(kPrecisions, precision); }
 std::string_view bias_variant_name(uint8_t bias) { return name_of(kBiases, bias); }
 std::string_view variant_name(GemmEpilogue epilogue) { return name_of(kEpilogues, epilogue); }
+std::string_view variant_name(GemmARmsNorm rmsnorm) { return name_of(kARmsNorms, rmsnorm); }
+std::string_view variant_name(GemmResidual residual) { return name_of(kResiduals, residual); }
 
 std::string a_from_names(const std::vector<AFrom>& ops) {
   std::string out;
@@ -84,6 +89,8 @@ std::string set_prewarm_variant(PrewarmVariants& v, std::string_view key, std::s
   if (key == "norm-weight") return parse_list(key, values, kNormWeights, {"input", "fp32"}, v.norm_weights);
   if (key == "epilogue") return parse_list(key, values, kEpilogues, {"none", "swiglu", "moe-combine"}, v.epilogues);
   if (key == "precision") return parse_list(key, values, kPrecisions, {"exact", "w4a8"}, v.precisions);
+  if (key == "a-rmsnorm") return parse_list(key, values, kARmsNorms, {"none", "input", "fp32"}, v.a_rmsnorms);
+  if (key == "residual") return parse_list(key, values, kResiduals, {"none", "add"}, v.residuals);
   std::string keys;
   for (std::string_view k : kPrewarmVariantKeys) keys += fmt::format("{}{}", keys.empty() ? "" : ", ", k);
   return fmt::format("`{}` is not a variant ({})", key, keys);

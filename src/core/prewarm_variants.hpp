@@ -21,6 +21,11 @@ enum class WeightLayout : uint8_t { linear, swizzled, prepacked };
 enum class AFrom : uint8_t { quantize, rmsnorm, swiglu, mhc, moe_stage };
 // The dtype of RMSNorm's weight (RMSNorm and mHC): the input's, or fp32.
 enum class NormWeight : uint8_t { input, fp32 };
+// RMSNorm of A inside the GEMM (GemmArgs::a_rmsnorm_weight): none, its weight in A's dtype
+// (`input`), or in fp32.
+enum class GemmARmsNorm : uint8_t { none, input, fp32 };
+// A residual added in the GEMM's epilogue (GemmArgs::residual): none, or add.
+enum class GemmResidual : uint8_t { none, add };
 
 struct PrewarmVariants {
   std::vector<DType> a_dtypes{DType::bf16, DType::nvfp4};  // bf16, fp16, nvfp4 (W4A4)
@@ -51,6 +56,12 @@ struct PrewarmVariants {
   // The GEMM's precision modes: exact, and w4a8 (sm_90a, prepacked weights, dense: its kernels
   // and its activation pass) where a deployment asks for it.
   std::vector<GemmPrecision> precisions{GemmPrecision::exact};
+  // RMSNorm of A in the GEMM: none, input, fp32 (sm_90a, dense exact-mode W4A16 kernels; where
+  // these do not hold, nothing more is compiled).
+  std::vector<GemmARmsNorm> a_rmsnorms{GemmARmsNorm::none};
+  // The GEMM's residual add (GemmArgs::residual): none, add (sm_90a, dense exact-mode W4A16
+  // without a fused epilogue; elsewhere nothing more is compiled).
+  std::vector<GemmResidual> residuals{GemmResidual::none};
 
   bool writes_a(AFrom op) const;
   bool operator==(const PrewarmVariants&) const = default;
@@ -59,7 +70,7 @@ struct PrewarmVariants {
 // The variant keys, in the order `prewarm_variant_flags` prints them.
 inline constexpr std::string_view kPrewarmVariantKeys[] = {"a-dtype",  "d-dtype",  "bias",   "b-layout",   "a-scales",
                                                            "grouped",  "in-dtype", "a-from", "norm-weight",
-                                                           "epilogue", "precision"};
+                                                           "epilogue", "precision", "a-rmsnorm", "residual"};
 
 // Sets `key` (one of kPrewarmVariantKeys) to the comma-separated `values`, replacing what it held.
 // Returns why not ("" when done): an unknown key, an unknown or repeated value, an empty list.
@@ -76,6 +87,8 @@ std::string_view variant_name(GroupedLayout layout);
 std::string_view variant_name(GemmPrecision precision);
 std::string_view bias_variant_name(uint8_t bias);
 std::string_view variant_name(GemmEpilogue epilogue);
+std::string_view variant_name(GemmARmsNorm rmsnorm);
+std::string_view variant_name(GemmResidual residual);
 // "rmsnorm,quantize": the list as the `a-from` field writes it.
 std::string a_from_names(const std::vector<AFrom>& ops);
 

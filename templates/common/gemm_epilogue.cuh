@@ -19,6 +19,13 @@ __device__ __forceinline__ void store_element(void* out, long long at, float v) 
   else static_cast<unsigned short*>(out)[at] = float_to_fp16_bits(v);
 }
 
+template <int DTYPE>
+__device__ __forceinline__ float load_element(const void* in, long long at) {
+  if constexpr (DTYPE == DTYPE_FP32) return static_cast<const float*>(in)[at];
+  else if constexpr (DTYPE == DTYPE_BF16) return bf16_bits_to_float(static_cast<const unsigned short*>(in)[at]);
+  else return fp16_bits_to_float(static_cast<const unsigned short*>(in)[at]);
+}
+
 // Two values of a 16-bit D in one word, the first in the low half.
 template <int DTYPE>
 __device__ __forceinline__ unsigned pack_pair(float lo, float hi) {

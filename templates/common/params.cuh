@@ -19,6 +19,10 @@ enum GlobalScaleCode {
   GSCALE_DEVICE_PER_GROUP = 5,  // grouped GEMM: one device value per group
 };
 
+// RMSNorm of a GEMM's activations inside the GEMM (sm_90a W4A16): none, or its weight in the
+// activations' 16-bit type, or in fp32.
+enum ARmsNormCode { A_RMSNORM_NONE = 0, A_RMSNORM_16BIT = 1, A_RMSNORM_FP32 = 2 };
+
 struct DequantizeParams {
   const unsigned char* packed;  // [src_rows, K/2] with packed_stride bytes per row
   long long packed_stride;

@@ -62,6 +62,13 @@ struct GemmParams {
   long long a_stride, a_rows;
   const unsigned char* a_scales;
   MoeCombineEpilogueParams combine;  // EPILOGUE_MOE_COMBINE only
+  // RMSNorm of A (GemmConfig::RMSNORM): D's rows of (A * g / rms(A's row)) . W^T, g [K] in A's
+  // 16-bit type or fp32 (compiled in); A's rows read at a (a_stride bytes a row) for their rms.
+  const void* a_rmsnorm_weight;
+  float a_rmsnorm_eps;
+  // RESIDUAL: D = ... + residual [M, N] (D's type, residual_stride elements a row), before D's rounding
+  const void* residual;
+  long long residual_stride;
 };
 
 }  // namespace nvfp4k

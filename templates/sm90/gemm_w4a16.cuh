@@ -29,6 +29,9 @@
 // With EPILOGUE == EPILOGUE_MOE_COMBINE (contiguous groups, a down weight) D is stored as
 // always, then each token whose rows are all stored is combined into its output row
 // (sm90/moe_combine_epilogue.cuh).
+// With RMSNORM (dense) D is of A's rows RMS-normalized with the weight GemmParams::a_rmsnorm_weight
+// (sm90/a_rmsnorm.cuh: its numerics, and who computes the rows' 1 / rms). With RESIDUAL (dense,
+// no fused epilogue) GemmParams::residual is added to D's fp32 values before their rounding.
 #pragma once
 #include "common/gemm_epilogue.cuh"
 #include "common/global_scale.cuh"
@@ -40,6 +43,7 @@
 #include "common/scale_layout.cuh"
 #include "common/tile_scheduler.cuh"
 #include "sm90/fp4_activations.cuh"
+#include "sm90/a_rmsnorm.cuh"
 #include "sm90/fp8_operand.cuh"
 #include "sm90/gemm_params.cuh"
 #include "sm90/moe_combine_epilogue.cuh"
@@ -58,7 +62,7 @@ __device__ __align__(16) const unsigned kNanPiece[2][4] = {{0x7FC07FC0u, 0x7FC07
 // constant: its loops' trip counts shape the main loop's code (a run-time K is slower).
 template <int ADT_, int ODT_, int BIAS_, long long K_, int LAYOUT_, int WG_, int BM_, int BK_, int STAGES_, int KSPLIT_,
           int KSLICES_ = 1, int GROUPED_ = GROUPED_NONE, int GROUPS_ = 0, int PERSISTENT_ = 0, int EPILOGUE_ = EPILOGUE_NONE,
-          int A_SCALES_ = SCALES_LINEAR>
+          int A_SCALES_ = SCALES_LINEAR, int RMSNORM_ = A_RMSNORM_NONE, int RESIDUAL_ = 0>
 struct GemmConfig {
   // NVFP4 activations (ADT_ DTYPE_NVFP4, their scales in layout A_SCALES): decoded to BF16 by
   // the producers, the BF16 kernel's from there on.
@@ -66,6 +70,8 @@ struct GemmConfig {
   static constexpr int A_SCALES = A_SCALES_;
   static constexpr int ADT = A_FP4 ? DTYPE_BF16 : ADT_, ODT = ODT_, BIAS = BIAS_, LAYOUT = LAYOUT_;
   static constexpr int EPILOGUE = EPILOGUE_;  // GemmEpilogueCode
+  static constexpr int RMSNORM = RMSNORM_;    // ARmsNormCode: RMSNorm of A, its weight's type
+  static constexpr bool RESIDUAL = RESIDUAL_;  // D = ... + residual
   static constexpr long long K = K_;
   static constexpr int WG = WG_, BM = BM_, STAGES = STAGES_, KSPLIT = KSPLIT_;
   // Consumer warpgroups per 64 weight rows, each decoding its share of every stage's k steps
@@ -104,8 +110,14 @@ struct GemmConfig {
   static constexpr int SCALE_AT = W_AT + W_BYTES;       // offset of the scales in a stage
   static constexpr int PARTIAL_AT = STAGES * STAGE_BYTES + 2 * STAGES * 8;  // after the stages and their barriers
   static constexpr int PARTIAL_BYTES = PERSISTENT && KSLICES > 1 ? BM * 64 * WG * 4 : 0;
-  static constexpr int SMEM_BYTES = 1024 + PARTIAL_AT + PARTIAL_BYTES;
+  static constexpr int RMS_AT = PARTIAL_AT + PARTIAL_BYTES;  // RMSNORM: the tile's rows' 1 / rms (fp32)
+  static constexpr int RMS_BYTES = RMSNORM ? BM * 4 : 0;
+  static constexpr int SMEM_BYTES = 1024 + RMS_AT + RMS_BYTES;
   static constexpr bool PREPACKED = LAYOUT == SCALES_PREPACKED;
+  // RMSNORM from the stages (sm90/a_rmsnorm.cuh): producer warps 1..3 add up a tall tile's rows'
+  // squares from each stage, one more arrival each on its empty barrier
+  static constexpr bool RMS_FROM_STAGES = RMSNORM && PREPACKED && KSPLIT == 1 && BM > 64;
+  static constexpr int RMS_THREADS = 96;
   // After the consumer warpgroups, a producer warpgroup: its thread 0 issues the copies, and
   // for the ModelOpt layout every thread stages a weight row's scales. (A producer warp alone
   // saves no registers: ptxas counts warpgroups whole.)
@@ -129,12 +141,16 @@ struct GemmConfig {
   static_assert(GROUPED == GROUPED_NONE || (KSPLIT == 1 && GROUPS > 0), "grouped layouts run unsplit");
   static_assert(!FP8 || (PREPACKED && GROUPED != GROUPED_BATCHED), "W4A8: a prepacked weight, dense, contiguous or masked");
   static_assert(!A_FP4 || GROUPED != GROUPED_BATCHED, "NVFP4 activations: dense, contiguous or masked");
+  static_assert(!A_FP4 || (RMSNORM_ == A_RMSNORM_NONE && !RESIDUAL_),
+                "NVFP4 activations: no RMSNorm or residual (their producer warps decode A)");
   static_assert(!PERSISTENT || GROUPED == GROUPED_CONTIGUOUS || GROUPED == GROUPED_MASKED, "persistent: contiguous or masked groups");
   static_assert(STAGE_BYTES % 1024 == 0, "stages must keep the 1024-byte swizzle alignment");
   static_assert(EPILOGUE == EPILOGUE_NONE || (EPILOGUE == EPILOGUE_SWIGLU && PREPACKED && GROUPED != GROUPED_BATCHED) ||
                     (EPILOGUE == EPILOGUE_MOE_COMBINE && GROUPED == GROUPED_CONTIGUOUS),
                 "SwiGLU: a prepacked gate_up weight, not batched; the MoE combine: contiguous groups");
   static_assert(KSPLIT * KSLICES == 1 || BN * BM * 4 <= STAGES * STAGE_BYTES, "partial tiles reuse the stage memory");
+  static_assert(!RMSNORM || (GROUPED == GROUPED_NONE && !FP8), "RMSNorm of A: dense, 16-bit activations");
+  static_assert(!RESIDUAL || (GROUPED == GROUPED_NONE && EPILOGUE == EPILOGUE_NONE), "the residual: dense, no fused epilogue");
 };
 
 // Stages the BK/16 scale bytes of weight row `row` for k-tile `kt` at `dst` and arrives on
@@ -265,6 +281,7 @@ struct ConsumerStage {
   unsigned byte_t;
   bool a_gathered;  // A's rows came by the producers' cp.async (generic proxy), not TMA
   FoldRow fold[2];  // W4A8: the fold constants of rows row0, row0 + 8 (the tile's)
+  const void* a_rmsnorm_weight;  // RMSNORM: g [K], multiplied into the decoded weight
 };
 
 // A consumer warpgroup's k loop over k-tiles [kt_begin, kt_end), the CTA's k-tiles from `ring`
@@ -291,6 +308,10 @@ __device__ __forceinline__ void consumer_k_loop(const ConsumerStage& st, int rin
   int held = -1;  // the previous tile's stage, while its last commit may be in flight
   for (int kt = kt_begin, i = ring; kt < kt_end; ++kt, ++i) {
     const int s = i % C::STAGES;
+    unsigned norm_pairs[STEPS][2];  // RMSNORM: g's pairs for this k-tile's steps (read before the wait)
+    if constexpr (C::RMSNORM != A_RMSNORM_NONE)
+      load_a_rmsnorm_pairs<C::ADT, C::RMSNORM, C::K, STEPS>(st.a_rmsnorm_weight, (long long)kt * C::BK + 16 * j0, tid % 4,
+                                                            norm_pairs);
     mbar_wait(&full[s], (i / C::STAGES) & 1);
     if constexpr (C::GROUPED == GROUPED_CONTIGUOUS) fence_proxy_async_shared_if(st.a_gathered);  // gathered rows, to wgmma
     // Local step j's activations start (j / 4) boxes and (j % 4) * 32 bytes after the k slice's.
@@ -298,6 +319,10 @@ __device__ __forceinline__ void consumer_k_loop(const ConsumerStage& st, int rin
     // Step j's A fragment is in a[j % FRAGS]; at a commit's end, its wgmmas.
     auto issue = [&](int j) {
       if (j % COMMIT_STEPS != COMMIT_STEPS - 1) return;
+      if constexpr (C::RMSNORM != A_RMSNORM_NONE) {
+#pragma unroll
+        for (int jj = j + 1 - COMMIT_STEPS; jj <= j; ++jj) apply_a_rmsnorm<C::ADT>(a[jj % FRAGS], norm_pairs[jj]);
+      }
       wgmma_fence();
 #pragma unroll
       for (int jj = j + 1 - COMMIT_STEPS; jj <= j; ++jj)
@@ -410,12 +435,17 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledT
   // for every value, they make each value a branch (16 instructions a value in SASS). Each lane
   // loads every 32nd row's scale, and a warp's values come by shuffle (loaded per value, the
   // loads are hoisted and spill registers).
-  if (a_per_row) {
+  // RMSNORM's rows' 1 / rms (the producers', sm90/a_rmsnorm.cuh) are per-row factors too.
+  if (a_per_row || C::RMSNORM != A_RMSNORM_NONE) {
+    const float* row_inv_rms = reinterpret_cast<const float*>(smem + C::RMS_AT);
     float lane_scales[(C::BM + 31) / 32];  // rows lane + 32q
 #pragma unroll
     for (int q = 0; q < (C::BM + 31) / 32; ++q) {
-      const long long m = m0 + lane + 32 * q;  // batched: A's rows are (m, group), m-major
-      lane_scales[q] = m < m_end ? p.a_gscale_ptr[BATCHED ? m * C::GROUPS + tile.group : m] : 0.0f;
+      const int r = lane + 32 * q;
+      const long long m = m0 + r;  // batched: A's rows are (m, group), m-major
+      const bool in = m < m_end && r < C::BM;
+      const float a_scale = in && a_per_row ? p.a_gscale_ptr[BATCHED ? m * C::GROUPS + tile.group : m] : 1.0f;
+      lane_scales[q] = !in ? 0.0f : C::RMSNORM != A_RMSNORM_NONE ? a_scale * row_inv_rms[r] : a_scale;
     }
 #pragma unroll
     for (int j = 0; j < C::BM / 8; ++j)
@@ -428,6 +458,20 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledT
   } else {
 #pragma unroll
     for (int i = 0; i < C::BM / 2; ++i) acc[i] = acc[i] * scale + bias[(i / 2) % 2];
+  }
+  if constexpr (C::RESIDUAL) {
+    // read here, before this thread stores the same elements (the residual may be D itself)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const long long n = n0 + row0 + 8 * h;
+#pragma unroll
+      for (int j = 0; j < C::BM / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const long long m = m0 + 8 * j + 2 * t + e;
+          if (m < m_end && n < N) acc[4 * j + 2 * h + e] += load_element<C::ODT>(p.residual, m * p.residual_stride + n);
+        }
+    }
   }
 
   if constexpr (C::EPILOGUE == EPILOGUE_SWIGLU) {
@@ -601,7 +645,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
       // the TMA thread (+ one per scale row) (+ each producer thread, gathering A's rows; or
       // the lanes of the warp decoding them)
       mbar_init(&full[s], (C::PREPACKED ? 1 : 1 + C::BN) + (C::A_FP4 ? 32 : gathered ? 128 : 0));
-      mbar_init(&empty[s], 128 * C::CONSUMERS);
+      mbar_init(&empty[s], 128 * C::CONSUMERS + (C::RMS_FROM_STAGES ? C::RMS_THREADS : 0));
     }
     fence_barrier_init();
   }
@@ -715,6 +759,24 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
         ring += tiles;
       } while (next_tile(index, tile));
     }
+    if constexpr (C::RMSNORM != A_RMSNORM_NONE) {
+      // The tile's rows' 1 / rms, by the threads with no copies to issue (a prepacked weight's
+      // warps 1..3, beside warp 0's loads), else by all after theirs; the consumers wait for them
+      // before the epilogue. (Split K: rank 0's alone, which stores D.)
+      const int warp_in = ptid / 32, first_warp = C::PREPACKED ? 1 : 0;
+      float* row_inv_rms = reinterpret_cast<float*>(smem + C::RMS_AT);
+      if constexpr (C::RMS_FROM_STAGES) {
+        if (warp_in >= 1)
+          a_rmsnorm_rows_from_stages<C::ADT, C::K, C::BM, C::STAGES, C::STAGE_BYTES, C::A_BOXES,
+                                     (C::BM + C::RMS_THREADS - 1) / C::RMS_THREADS>(
+              p, smem, full, empty, 0, first.kt_begin, first.kt_end, first.m0, first.m_end, ptid - 32, C::RMS_THREADS,
+              row_inv_rms);
+      } else if (warp_in >= first_warp && rank == 0) {
+        griddep_wait();  // A may be the previous kernel's output
+        a_rmsnorm_rows<C::ADT, C::K, C::BM>(p, first.m0, first.m_end, warp_in - first_warp, 4 - first_warp, row_inv_rms);
+      }
+      named_barrier_arrive(kRmsBarrier, C::THREADS);
+    }
     griddep_launch_dependents();
     // The producers' work ends here: the code below is the consumers' alone, so ptxas may give
     // it the consumers' registers (code both reach would get the producers' few).
@@ -748,7 +810,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   constexpr bool CARRY = STEPS % (2 * COMMIT_STEPS) == 0;
   constexpr int FRAGS = CARRY ? 2 * COMMIT_STEPS : COMMIT_STEPS;
   unsigned a[FRAGS][4];
-  ConsumerStage st{smem, full, empty, j0, cw, tid, row0, byte_t, gathered, {}};
+  ConsumerStage st{smem, full, empty, j0, cw, tid, row0, byte_t, gathered, {}, p.a_rmsnorm_weight};
   PendingCounts<C::BM, 128 * C::WG> counts;  // EPILOGUE_MOE_COMBINE: the last stored tile's
   counts.clear();
   int ring = 0;  // k-tiles this CTA has consumed
@@ -804,6 +866,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     // the epilogue reads the global scales and bias and writes D, which the previous kernel
     // may write or read
     griddep_wait();
+    if constexpr (C::RMSNORM != A_RMSNORM_NONE) named_barrier(kRmsBarrier, C::THREADS);  // the rows' 1 / rms are in
     store_tile<C>(p, tile, acc, smem, cw, kslice, rank, counts);
   } while (next_tile(index, tile));
   if constexpr (C::EPILOGUE == EPILOGUE_MOE_COMBINE)

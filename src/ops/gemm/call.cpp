@@ -61,6 +61,57 @@ void check_workspace(const Check& check, const GemmCall& call) {
                                                     g.workspace_bytes, bytes));
 }
 
+// RMSNorm of A in the GEMM (GemmArgs::a_rmsnorm_weight): BF16/FP16 rows of a dense exact call.
+// (The arch is the backend's to check: sm_90a's kernel runs it.)
+void check_a_rmsnorm(const Check& check, const GemmArgs& g, const GemmCall& call) {
+  if (!g.a_rmsnorm_weight) {
+    if (g.a_rmsnorm_weight_fp32)
+      check.fail("a_rmsnorm_weight_fp32", "a_rmsnorm_weight_fp32 is set but a_rmsnorm_weight is null (no RMSNorm)");
+    return;
+  }
+  if (g.a_dtype == DType::nvfp4)
+    check.fail("a_rmsnorm_weight", "a_rmsnorm_weight with a_dtype = nvfp4 (W4A4): RMSNorm in the GEMM reads BF16 or FP16 "
+                                   "rows of A", Status::unsupported);
+  if (g.precision == GemmPrecision::w4a8)
+    check.fail("a_rmsnorm_weight", "a_rmsnorm_weight with precision = w4a8: RMSNorm in the GEMM runs the exact mode only so "
+                                   "far", Status::unsupported);
+  if (call.groups)
+    check.fail("gemm.a_rmsnorm_weight", "gemm.a_rmsnorm_weight: RMSNorm in the GEMM runs dense gemm calls only so far (not "
+                                        "grouped_gemm)", Status::unsupported);
+  if (!(g.a_rmsnorm_eps > 0.0f && std::isfinite(g.a_rmsnorm_eps)))
+    check.fail("a_rmsnorm_eps", fmt::format("a_rmsnorm_eps = {} must be positive and finite (a zero-filled nvfp4_gemm_args? "
+                                            "start from nvfp4_gemm_args_init())", g.a_rmsnorm_eps));
+  if (g.m > 0) check.aligned("a_rmsnorm_weight", g.a_rmsnorm_weight, g.a_rmsnorm_weight_fp32 ? 8 : 4);
+}
+
+// A residual added in the epilogue (GemmArgs::residual): dense, exact W4A16, no fused epilogue;
+// [m, n] in d_dtype. (The arch is the backend's to check.)
+void check_residual(const Check& check, const GemmArgs& g, GemmCall& call) {
+  if (!g.residual) {
+    if (g.residual_row_stride)
+      check.fail("residual_row_stride", fmt::format("residual_row_stride = {} is set but residual is null",
+                                                    g.residual_row_stride));
+    return;
+  }
+  if (call.groups)
+    check.fail("gemm.residual", "gemm.residual: the residual add runs in dense gemm calls only so far (not grouped_gemm)",
+               Status::unsupported);
+  if (g.epilogue != GemmEpilogue::none)
+    check.fail("residual", "residual with a fused epilogue (swiglu, moe_combine) is not supported: D = A . W^T + residual",
+               Status::unsupported);
+  if (g.a_dtype == DType::nvfp4)
+    check.fail("residual", "residual with a_dtype = nvfp4 (W4A4) is not supported so far (BF16 or FP16 A)", Status::unsupported);
+  if (g.precision == GemmPrecision::w4a8)
+    check.fail("residual", "residual with precision = w4a8 is not supported so far (the exact mode)", Status::unsupported);
+  check.not_negative("residual_row_stride", g.residual_row_stride);
+  call.residual_stride = g.residual_row_stride ? g.residual_row_stride : g.n;
+  if (call.residual_stride < g.n)
+    check.fail("residual_row_stride",
+               fmt::format("residual_row_stride = {} is less than n = {}", call.residual_stride, g.n));
+  check.span("residual", "m", g.m, "residual_row_stride", call.residual_stride, element_bytes(g.d_dtype));
+  if (g.m > 0) check.aligned("residual", g.residual, uintptr_t(element_bytes(g.d_dtype)));
+}
+
 // a + b, or a failure naming `arg`
 int64_t sum(const Check& check, std::string_view arg, int64_t a, int64_t b) {
   int64_t s = 0;
@@ -171,6 +222,8 @@ void check_gemm_args(const Check& check, const GemmArgs& g, GemmCall& call) {
     check.fail("precision", fmt::format("precision = {} is not a GemmPrecision (exact or w4a8)", int(g.precision)));
   if (g.precision == GemmPrecision::w4a8) check_w4a8(check, g, call);
   if (g.a_dtype == DType::nvfp4) check_fp4_activations(check, g, call);
+  check_a_rmsnorm(check, g, call);
+  check_residual(check, g, call);
   if (g.m > 0) {
     if (g.a_dtype != DType::nvfp4) {
       check.not_null("a", g.a);
@@ -436,6 +489,16 @@ GemmSpec with_groups(GemmSpec spec, int32_t groups, GroupedLayout layout) {
 
 }  // namespace
 
+GemmSpec with_residual(GemmSpec spec, bool residual) {
+  if (residual) spec.flags |= kFlagResidual;
+  return spec;
+}
+
+GemmSpec with_a_rmsnorm(GemmSpec spec, bool rmsnorm, bool weight_fp32) {
+  if (rmsnorm) spec.flags |= weight_fp32 ? kFlagARmsNormFp32 : kFlagARmsNorm;
+  return spec;
+}
+
 GemmSpec with_epilogue(GemmSpec spec, GemmEpilogue epilogue) {
   if (epilogue == GemmEpilogue::swiglu) spec.flags |= kFlagEpilogueSwiglu;
   if (epilogue == GemmEpilogue::moe_combine) spec.flags |= kFlagEpilogueMoeCombine;
@@ -449,9 +512,14 @@ int64_t moe_combine_counter_bytes(const GemmCall& call) {
 
 GemmSpec gemm_problem(Arch arch, const GemmCall& call) {
   const GemmArgs& g = call.args;
-  const GemmSpec spec = with_epilogue(with_groups(gemm_problem(arch, g.n, g.k, g.a_dtype, g.d_dtype, g.b.scale_layout, g.b_prepacked,
-                                                   g.bias ? uint8_t(g.bias_dtype) : kNoDType),
-                                      call.groups, call.layout), g.epilogue);
+  const GemmSpec spec = with_residual(
+      with_a_rmsnorm(
+          with_epilogue(with_groups(gemm_problem(arch, g.n, g.k, g.a_dtype, g.d_dtype, g.b.scale_layout, g.b_prepacked,
+                                                 g.bias ? uint8_t(g.bias_dtype) : kNoDType),
+                                    call.groups, call.layout),
+                        g.epilogue),
+          g.a_rmsnorm_weight != nullptr, g.a_rmsnorm_weight_fp32),
+      g.residual != nullptr);
   // (the W4A4 GEMM on decoded A sees a_dtype bf16 here: nvfp4 reaches only native backends)
   return gemm_with_precision(g.a_dtype == DType::nvfp4 ? gemm_fp4_problem(spec, g.a_fp4.scale_layout) : spec, g.precision);
 }
@@ -478,7 +546,9 @@ GemmSpec gemm_problem(Arch arch, const GemmProblem& p) {
   const GemmSpec spec = with_groups(gemm_problem(arch, p.n, p.k, p.a_dtype, p.d_dtype, p.scale_layout, p.b_prepacked,
                                                 p.has_bias ? uint8_t(p.bias_dtype) : kNoDType),
                                    p.groups, p.grouped_layout);
-  return gemm_with_precision(with_epilogue(spec, p.epilogue), p.precision);
+  return gemm_with_precision(
+      with_residual(with_a_rmsnorm(with_epilogue(spec, p.epilogue), p.a_rmsnorm, p.a_rmsnorm_weight_fp32), p.residual),
+      p.precision);
 }
 
 GemmSpec gemm_fp8_problem(GemmSpec problem) {

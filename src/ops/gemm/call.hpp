@@ -60,6 +60,7 @@ struct GemmCall {
   // until gemm.cpp allocates them for a call that passed none)
   MoeCombineEpilogue combine;
   int64_t a_stride = 0, b_stride = 0, d_stride = 0;
+  int64_t residual_stride = 0;  // GemmArgs::residual's row stride, its default resolved
   int b_gscale_mode = 0;  // GlobalScaleCode of b.global_scale
   int a_gscale_mode = 0;  // of a_scale
   GlobalScale a_scale;    // A's global scale, applied in the epilogue (W4A4); else 1
@@ -125,6 +126,10 @@ GemmSpec gemm_fp8_problem(GemmSpec problem);
 GemmSpec gemm_problem(Arch arch, int64_t n, int64_t k, DType a, DType d, ScaleLayout b_layout, bool b_prepacked,
                         uint8_t bias);
 GemmSpec gemm_problem(Arch arch, const GemmCall& call);
+// `spec` with the residual added in the epilogue (kFlagResidual) where `residual`.
+GemmSpec with_residual(GemmSpec spec, bool residual);
+// `spec` with RMSNorm of A (kFlagARmsNorm, or kFlagARmsNormFp32 for an fp32 weight) where `rmsnorm`.
+GemmSpec with_a_rmsnorm(GemmSpec spec, bool rmsnorm, bool weight_fp32);
 // `spec` with `epilogue` (kFlagEpilogueSwiglu, kFlagEpilogueMoeCombine).
 GemmSpec with_epilogue(GemmSpec spec, GemmEpilogue epilogue);
 // MoeCombineEpilogue::counters' bytes for a validated call (0 without the epilogue): a counter

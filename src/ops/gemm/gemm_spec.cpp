@@ -18,6 +18,7 @@ constexpr const char* kBiasNames[] = {"none", "bf16", "fp32"};
 constexpr const char* kGroupedNames[] = {"none", "contiguous", "masked", "batched"};
 constexpr uint8_t kGroupedFlags[] = {0, kFlagGroupedContiguous, kFlagGroupedMasked, kFlagGroupedBatched};
 constexpr const char* kEpilogueNames[] = {"none", "swiglu", "moe_combine"};  // by GemmEpilogueCode
+constexpr const char* kARmsNormNames[] = {"none", "a_dtype", "fp32"};        // by ARmsNormCode
 
 const char* bias_of(const GemmSpec& spec) {
   const uint8_t bias = gemm_bias_code(spec);
@@ -62,7 +63,9 @@ nlohmann::ordered_json gemm_spec_json(const GemmSpec& spec) {
                            {"grouped", kGroupedNames[gemm_problem_grouped(spec)]},
                            {"a_scale_layout", scale_layout_name(gemm_a_scale_layout(spec))},
                            {"epilogue", kEpilogueNames[gemm_epilogue_code(spec)]},
-                           {"precision", spec.flags & kFlagW4A8 ? "w4a8" : "exact"}};
+                           {"precision", spec.flags & kFlagW4A8 ? "w4a8" : "exact"},
+                           {"a_rmsnorm", kARmsNormNames[gemm_a_rmsnorm_code(spec)]},
+                           {"residual", (spec.flags & kFlagResidual) != 0}};
   j["tile"] = {{"block_m", t.block_m}, {"block_n", t.block_n}, {"block_k", t.block_k}, {"threads", t.threads},
                {"stages", t.stages},   {"split_k", t.split_k}, {"k_slices", t.k_slices}};
   return j;
@@ -82,8 +85,13 @@ std::string gemm_spec_from_json(const nlohmann::json& object, Arch arch, GemmSpe
   // (absent from tables written before the fused epilogue and the W4A8 mode: none, exact)
   const std::string epilogue = object.contains("epilogue") ? r.text("epilogue") : "none";
   const std::string precision = object.contains("precision") ? r.text("precision") : "exact";
+  const std::string a_rmsnorm = object.contains("a_rmsnorm") ? r.text("a_rmsnorm") : "none";  // (absent before it)
   if (!r.why().empty()) return r.why();
   if (precision != "exact" && precision != "w4a8") return "precision is not \"exact\" or \"w4a8\"";
+  const int a_rmsnorm_code = index_of(kARmsNormNames, a_rmsnorm);
+  if (a_rmsnorm_code < 0) return fmt::format("a_rmsnorm = \"{}\" is not none, a_dtype or fp32", a_rmsnorm);
+  if (object.contains("residual") && !object["residual"].is_boolean()) return "residual is not true or false";
+  const bool residual = object.contains("residual") && object["residual"].get<bool>();  // (absent before it)
   if (!object.contains("tile") || !object["tile"].is_object()) return "tile is missing";
   FieldReader t(object["tile"]);
   s.tile.block_m = uint16_t(t.integer("block_m", 1, kMaxTileEdge));
@@ -111,7 +119,10 @@ std::string gemm_spec_from_json(const nlohmann::json& object, Arch arch, GemmSpe
   s.scale_layout = uint8_t(layout_code);
   s.flags = uint16_t((bias_index == 1 ? kFlagBiasBf16 : bias_index == 2 ? kFlagBiasFp32 : 0) | kGroupedFlags[grouped_index] |
                      (a_layout_code == nvfp4k::SCALES_SWIZZLED128X4 ? kFlagAScalesSwizzled : 0) |
-                     (epilogue_index == 1 ? kFlagEpilogueSwiglu : epilogue_index == 2 ? kFlagEpilogueMoeCombine : 0) | (precision == "w4a8" ? kFlagW4A8 : 0));
+                     (epilogue_index == 1 ? kFlagEpilogueSwiglu : epilogue_index == 2 ? kFlagEpilogueMoeCombine : 0) | (precision == "w4a8" ? kFlagW4A8 : 0) |
+                     (a_rmsnorm_code == nvfp4k::A_RMSNORM_16BIT ? kFlagARmsNorm
+                      : a_rmsnorm_code == nvfp4k::A_RMSNORM_FP32 ? kFlagARmsNormFp32 : 0) |
+                     (residual ? kFlagResidual : 0));
   *spec = s;
   return {};
 }

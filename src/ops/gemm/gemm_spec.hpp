@@ -34,6 +34,9 @@ enum GemmFlags : uint16_t {
   kFlagEpilogueSwiglu = 128,  // D = silu(gate) * up of a gate_up weight (GemmEpilogue::swiglu): sm_90a's prepacked, else as stored
   kFlagW4A8 = 256,            // GemmPrecision::w4a8: E4M3 activations and folded weights, FP8 MMA
   kFlagEpilogueMoeCombine = 512,  // D, then its rows combined into the tokens' rows (GemmEpilogue::moe_combine)
+  kFlagARmsNorm = 1024,           // RMSNorm of A in the GEMM (GemmArgs::a_rmsnorm_weight), its weight in a_dtype
+  kFlagARmsNormFp32 = 2048,       // the same, its weight in fp32
+  kFlagResidual = 4096,           // a residual [m, n] added in the epilogue (GemmArgs::residual)
 };
 
 struct GemmSpec {

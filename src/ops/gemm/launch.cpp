@@ -17,6 +17,10 @@ std::string gemm_prewarm_hint(const GemmCall& call, const DeviceInfo& device) {
         : args.b.scale_layout == ScaleLayout::swizzled128x4 ? WeightLayout::swizzled : WeightLayout::linear;
   v.a_scales = args.a_fp4.scale_layout, v.grouped = call.layout, v.epilogue = args.epilogue;
   v.precision = args.precision;
+  v.a_rmsnorm = !args.a_rmsnorm_weight        ? GemmARmsNorm::none
+                : args.a_rmsnorm_weight_fp32 ? GemmARmsNorm::fp32
+                                             : GemmARmsNorm::input;
+  v.residual = args.residual ? GemmResidual::add : GemmResidual::none;
   const bool grouped = call.groups > 0;
   return fmt::format("nvfp4-jit prewarm --shape {},{}{} --arch {} --sms {}{}", args.n, args.k,
                      grouped ? fmt::format(",{}", call.groups) : "", to_string(device.arch), device.sm_count,

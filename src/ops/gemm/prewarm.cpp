@@ -28,7 +28,9 @@ GemmSpec variant_problem(Arch arch, const GemmBackend& backend, const WeightShap
   }
   if (v.a == DType::nvfp4 && (backend.native_fp4_activations() || backend.decodes_fp4_activations()))
     problem = gemm_fp4_problem(problem, v.a_scales);
-  return gemm_with_precision(with_epilogue(problem, v.epilogue), v.precision);
+  const GemmSpec fused = with_a_rmsnorm(with_epilogue(problem, v.epilogue), v.a_rmsnorm != GemmARmsNorm::none,
+                                        v.a_rmsnorm == GemmARmsNorm::fp32);
+  return gemm_with_precision(with_residual(fused, v.residual == GemmResidual::add), v.precision);
 }
 
 std::vector<KernelSpec> gemm_prewarm_specs(Arch arch, const WeightShape& shape, int sm_count) {
@@ -47,15 +49,20 @@ std::vector<KernelSpec> gemm_prewarm_specs(Arch arch, const WeightShape& shape, 
             for (ScaleLayout a_scales : variants.a_scales) {
               for (GemmEpilogue e : variants.epilogues) {
                 if (e == GemmEpilogue::swiglu && shape.n % 16) continue;  // no gate_up weight
-                for (GemmPrecision precision : variants.precisions) {
-                  const GemmSpec problem =
-                      variant_problem(arch, *backend, shape, {a, d, bias, b, a_scales, g, e, precision});
-                  // (W4A8's GEMM is the same on any A: its problem is the BF16 call's)
-                  if (!backend->unsupported(gemm_problem_w4a8(problem) ? gemm_fp8_problem(problem) : problem).empty()) continue;
-                  problems.push_back(problem);
-                  // the W4A8 activation pass of its K and A (NVFP4 A's: per scale layout)
-                  if (precision == GemmPrecision::w4a8) specs.push_back(fp8_activations_spec(arch, shape.k, a, a_scales));
-                }
+                for (GemmPrecision precision : variants.precisions)
+                  for (GemmARmsNorm rmsnorm : variants.a_rmsnorms)
+                    for (GemmResidual residual : variants.residuals) {
+                      // (W4A4 takes neither in the GEMM so far: its A is NVFP4)
+                      if ((rmsnorm != GemmARmsNorm::none || residual != GemmResidual::none) && a == DType::nvfp4) continue;
+                      const GemmSpec problem = variant_problem(arch, *backend, shape,
+                                                               {a, d, bias, b, a_scales, g, e, precision, rmsnorm, residual});
+                      // (W4A8's GEMM is the same on any A: its problem is the BF16 call's)
+                      if (!backend->unsupported(gemm_problem_w4a8(problem) ? gemm_fp8_problem(problem) : problem).empty())
+                        continue;
+                      problems.push_back(problem);
+                      // the W4A8 activation pass of its K and A (NVFP4 A's: per scale layout)
+                      if (precision == GemmPrecision::w4a8) specs.push_back(fp8_activations_spec(arch, shape.k, a, a_scales));
+                    }
               }
               if (a != DType::nvfp4) break;  // A's scale layout is W4A4's only
             }

@@ -11,6 +11,8 @@ std::string prewarm_variant_flags(const GemmVariant& v, bool grouped) {
   if (grouped) flags += fmt::format(" --grouped {}", variant_name(v.grouped));
   if (v.epilogue != GemmEpilogue::none) flags += fmt::format(" --epilogue {}", variant_name(v.epilogue));
   if (v.precision != GemmPrecision::exact) flags += fmt::format(" --precision {}", variant_name(v.precision));
+  if (v.a_rmsnorm != GemmARmsNorm::none) flags += fmt::format(" --a-rmsnorm {}", variant_name(v.a_rmsnorm));
+  if (v.residual != GemmResidual::none) flags += fmt::format(" --residual {}", variant_name(v.residual));
   return flags;
 }
 

@@ -17,11 +17,13 @@ struct GemmVariant {
   GroupedLayout grouped = GroupedLayout::contiguous;
   GemmEpilogue epilogue = GemmEpilogue::none;
   GemmPrecision precision = GemmPrecision::exact;
+  GemmARmsNorm a_rmsnorm = GemmARmsNorm::none;
+  GemmResidual residual = GemmResidual::none;
 };
 
 // " --a-dtype fp16 --d-dtype fp32 --bias none --b-layout linear", with --a-scales for W4A4,
-// --grouped for a grouped weight, --epilogue for a fused one and --precision w4a8 for the W4A8
-// mode.
+// --grouped for a grouped weight, --epilogue for a fused one, --precision w4a8 for the W4A8
+// mode, --a-rmsnorm for RMSNorm of A in the GEMM and --residual for the residual add.
 std::string prewarm_variant_flags(const GemmVariant& v, bool grouped);
 
 }  // namespace nvfp4::jit::detail

@@ -26,6 +26,20 @@ const char* epilogue_name(const GemmSpec& spec) {
   }
 }
 
+int gemm_a_rmsnorm_code(const GemmSpec& spec) {
+  return spec.flags & kFlagARmsNormFp32 ? nvfp4k::A_RMSNORM_FP32
+         : spec.flags & kFlagARmsNorm   ? nvfp4k::A_RMSNORM_16BIT
+                                        : nvfp4k::A_RMSNORM_NONE;
+}
+
+const char* a_rmsnorm_name(const GemmSpec& spec) {
+  switch (gemm_a_rmsnorm_code(spec)) {
+    case nvfp4k::A_RMSNORM_16BIT: return "_rmsnorm";
+    case nvfp4k::A_RMSNORM_FP32: return "_rmsnormf32";
+    default: return "";
+  }
+}
+
 int gemm_a_scale_layout(const GemmSpec& spec) {
   return spec.flags & kFlagAScalesSwizzled ? nvfp4k::SCALES_SWIZZLED128X4 : nvfp4k::SCALES_LINEAR;
 }

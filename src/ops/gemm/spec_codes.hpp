@@ -17,6 +17,12 @@ uint8_t gemm_bias_code(const GemmSpec& spec);
 uint8_t gemm_epilogue_code(const GemmSpec& spec);
 // The epilogue's part of a kernel name: "", "_swiglu" or "_combine".
 const char* epilogue_name(const GemmSpec& spec);
+// nvfp4k::ARmsNormCode of the spec's RMSNorm of A, and its part of a kernel name: "",
+// "_rmsnorm" or "_rmsnormf32".
+int gemm_a_rmsnorm_code(const GemmSpec& spec);
+const char* a_rmsnorm_name(const GemmSpec& spec);
+// Whether the spec adds a residual in the epilogue.
+inline bool gemm_residual(const GemmSpec& spec) { return spec.flags & kFlagResidual; }
 // nvfp4k::ScaleLayoutCode of A's scales (W4A4 problems).
 int gemm_a_scale_layout(const GemmSpec& spec);
 // "linear", "sw128x4" or "prepacked" for a ScaleLayoutCode.

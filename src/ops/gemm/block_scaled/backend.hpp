@@ -15,6 +15,8 @@
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "ops/gemm/backend.hpp"
 #include "ops/gemm/spec_codes.hpp"
 
@@ -79,6 +81,12 @@ class Backend : public GemmBackend {
     if (gemm_problem_w4a8(problem))
       return "precision = w4a8 is Hopper's (sm_90a) mode, refused here: this arch's exact mode already runs NVFP4 on its "
              "native FP4 tensor cores, faster and exact (use precision = exact)";
+    if (gemm_a_rmsnorm_code(problem) != nvfp4k::A_RMSNORM_NONE)
+      return fmt::format("RMSNorm of A in the GEMM (a_rmsnorm_weight) runs on sm_90a only so far, not on {} (run "
+                         "rmsnorm_quantize's normed output, then gemm)", to_string(problem.arch));
+    if (gemm_residual(problem))
+      return fmt::format("the residual add in the GEMM's epilogue (residual) runs on sm_90a only so far, not on {}",
+                         to_string(problem.arch));
     std::string why = family_problem(Family::pair, problem);
     if constexpr (requires { Family::k_problem(problem); })
       if (why.empty()) why = Family::k_problem(problem);

@@ -32,6 +32,7 @@ Tile tile_of(const GemmSpec& spec) {
   Tile t = from_config(spec.tile);
   t.fp8 = gemm_problem_w4a8(spec);
   t.persistent = grouped_persistent_ctas(gemm_problem_grouped(spec), t, gemm_problem_prepacked(spec), spec.k);
+  t.a_rmsnorm = gemm_a_rmsnorm_code(spec) != nvfp4k::A_RMSNORM_NONE;
   return t;
 }
 
@@ -41,6 +42,13 @@ Tile as_grouped(const GemmSpec& problem, Tile t) {
   if (int ctas = grouped_persistent_ctas(gemm_problem_grouped(problem), t, gemm_problem_prepacked(problem), problem.k))
     t = persistent_tile(t, ctas);
   return t;
+}
+
+// `t` as `problem` runs it: grouped (as_grouped), and with the stages that fit beside RMSNorm's
+// row factors.
+Tile as_problem_runs(const GemmSpec& problem, Tile t) {
+  t = as_grouped(problem, t);
+  return gemm_a_rmsnorm_code(problem) != nvfp4k::A_RMSNORM_NONE ? with_a_rmsnorm(t) : t;
 }
 
 // What bind takes of the spec, worked out by plan (GemmPlan::binding).
@@ -64,8 +72,8 @@ GemmTile heuristic(const GemmSpec& problem, int64_t m, int sm_count, int64_t gro
   const int64_t reached = gemm_problem_grouped(problem) != nvfp4k::GROUPED_CONTIGUOUS ? 0
                           : groups_reached > 0 ? std::min<int64_t>(groups_reached, groups)
                                                : groups;
-  return to_config(as_grouped(problem, heuristic_tile(problem.n, problem.k, m, sm_count, gemm_problem_prepacked(problem),
-                                                      groups, reached, gemm_problem_w4a8(problem))));
+  return to_config(as_problem_runs(problem, heuristic_tile(problem.n, problem.k, m, sm_count, gemm_problem_prepacked(problem),
+                                                           groups, reached, gemm_problem_w4a8(problem))));
 }
 
 namespace {
@@ -84,6 +92,12 @@ class Sm90Backend final : public GemmBackend {
     if (gemm_epilogue_code(problem) == nvfp4k::EPILOGUE_MOE_COMBINE &&
         gemm_problem_grouped(problem) != nvfp4k::GROUPED_CONTIGUOUS)
       return "epilogue moe_combine runs on contiguous groups (moe_route's rows) only";
+    if (gemm_a_rmsnorm_code(problem) != nvfp4k::A_RMSNORM_NONE &&
+        (gemm_problem_w4a8(problem) || gemm_problem_grouped(problem) != nvfp4k::GROUPED_NONE))
+      return "RMSNorm of A (a_rmsnorm_weight) runs in dense exact-mode GEMMs only so far";
+    if (gemm_residual(problem) && (gemm_problem_w4a8(problem) || gemm_problem_grouped(problem) != nvfp4k::GROUPED_NONE ||
+                                   gemm_epilogue_code(problem) != nvfp4k::EPILOGUE_NONE))
+      return "the residual add runs in dense exact-mode GEMMs without a fused epilogue only so far";
     if (!gemm_problem_w4a8(problem)) return {};
     if (gemm_epilogue_code(problem) != nvfp4k::EPILOGUE_NONE) return "precision = w4a8 runs without a fused epilogue so far";
     if (!gemm_problem_prepacked(problem)) return "precision = w4a8 needs a prepacked weight (its rows' fold exponents)";
@@ -122,7 +136,7 @@ class Sm90Backend final : public GemmBackend {
     std::vector<GemmTile> configs{heuristic(problem, gemm_bucket_m(bucket), sm_count)};
     for (const Tile& t : candidate_tiles(problem.n, problem.k, bucket, sm_count, gemm_problem_prepacked(problem),
                                          gemm_problem_groups(problem), gemm_problem_w4a8(problem))) {
-      const GemmTile c = to_config(as_grouped(problem, t));
+      const GemmTile c = to_config(as_problem_runs(problem, t));
       if (std::find(configs.begin(), configs.end(), c) == configs.end()) configs.push_back(c);
     }
     return configs;
@@ -154,27 +168,32 @@ class Sm90Backend final : public GemmBackend {
     const std::string a_name = t.fp8 ? "e4m3"
                                : a_fp4 ? fmt::format("nvfp4{}", gemm_a_scale_layout(spec) == nvfp4k::SCALES_SWIZZLED128X4 ? "sw" : "")
                                        : std::string(dtype_name(spec.a_dtype));
-    return fmt::format("nvfp4_gemm_{}_{}k{}_{}_{}_{}{}{}_bm{}_bk{}_wg{}{}_s{}_ks{}{}", t.fp8 ? "w4a8" : a_fp4 ? "w4a4" : "w4a16",
+    return fmt::format("nvfp4_gemm_{}_{}k{}_{}_{}_{}{}{}{}{}_bm{}_bk{}_wg{}{}_s{}_ks{}{}", t.fp8 ? "w4a8" : a_fp4 ? "w4a4" : "w4a16",
                        grouped_name(spec), spec.k, a_name, dtype_name(spec.out_dtype),
-                       scale_layout_name(spec.scale_layout), bias_name(spec), epilogue_name(spec), t.block_m,
+                       scale_layout_name(spec.scale_layout), bias_name(spec), epilogue_name(spec), a_rmsnorm_name(spec),
+                       gemm_residual(spec) ? "_residual" : "", t.block_m,
                        t.block_k, t.consumers, t.k_slices > 1 ? fmt::format("x{}", t.k_slices) : "", t.stages, t.split_k,
                        t.persistent > 0 ? "_persistent" : "");
   }
 
   GeneratedKernel generate(const GemmSpec& spec) const override {
     const Tile t = tile_of(spec);
-    const int grouped = gemm_problem_grouped(spec), epilogue = gemm_epilogue_code(spec);
-    // (NVFP4 activations: ADT DTYPE_NVFP4 and their scale layout, the last parameter)
+    const int grouped = gemm_problem_grouped(spec), epilogue = gemm_epilogue_code(spec), rmsnorm = gemm_a_rmsnorm_code(spec);
+    const bool residual = gemm_residual(spec);
+    // NVFP4 activations: ADT DTYPE_NVFP4 and their scale layout; the template's trailing parameters
+    // are written out as far as the last one not at its default
     const bool a_fp4 = spec.a_dtype == uint8_t(DType::nvfp4);
+    const int trailing = residual ? 5 : rmsnorm ? 4 : a_fp4 ? 3 : epilogue ? 2 : grouped ? 1 : 0;
     return entry_point(gemm_key(spec), spec.tile.threads, kernel_name(spec), "sm90/gemm_w4a16.cuh", "GemmParams",
                        fmt::format("nvfp4k::sm90::gemm_w4a16<nvfp4k::sm90::GemmConfig<{}, {}, {}, {}LL, {}, {}, {}, "
-                                   "{}, {}, {}, {}{}{}{}>>(p)",
+                                   "{}, {}, {}, {}{}{}{}{}{}>>(p)",
                                    t.fp8 ? int(nvfp4k::DTYPE_E4M3) : int(spec.a_dtype), spec.out_dtype,
                                    gemm_bias_code(spec), spec.k, spec.scale_layout,
                                    t.consumers, t.block_m, t.block_k, t.stages, t.split_k, t.k_slices,
-                                   grouped || epilogue || a_fp4 ? fmt::format(", {}, {}, {}", grouped, spec.groups, t.persistent > 0 ? 1 : 0) : "",
-                                   epilogue || a_fp4 ? fmt::format(", {}", epilogue) : "",
-                                   a_fp4 ? fmt::format(", {}", gemm_a_scale_layout(spec)) : ""),
+                                   trailing >= 1 ? fmt::format(", {}, {}, {}", grouped, spec.groups, t.persistent > 0 ? 1 : 0) : "",
+                                   trailing >= 2 ? fmt::format(", {}", epilogue) : "",
+                                   trailing >= 3 ? fmt::format(", {}", a_fp4 ? gemm_a_scale_layout(spec) : int(nvfp4k::SCALES_LINEAR)) : "",
+                                   trailing >= 4 ? fmt::format(", {}", rmsnorm) : "", trailing >= 5 ? ", 1" : ""),
                        ctas_per_sm(t) > 1 ? ctas_per_sm(t) : 0);
   }
 
@@ -260,6 +279,10 @@ class Sm90Backend final : public GemmBackend {
       p.w_scales = static_cast<const unsigned char*>(args.b.scales);
     }
     bind_epilogue(p, call);
+    p.a_rmsnorm_weight = args.a_rmsnorm_weight;
+    p.a_rmsnorm_eps = args.a_rmsnorm_eps;
+    p.residual = args.residual;
+    p.residual_stride = call.residual_stride;
     const MoeCombineEpilogue& c = call.combine;
     p.combine = {c.positions, c.row_token,        c.weights,       c.out,         static_cast<int*>(c.counters),
                  c.out_row_stride, c.tokens, c.topk, call.rows, int(c.weights_dtype), int(c.out_dtype)};

@@ -22,6 +22,9 @@ struct Tile {
   // The W4A8 mode's kernel (E4M3 activations: 128 columns a 128-byte box, half the bytes a
   // stage). Not a GemmTile field: the spec's precision.
   bool fp8 = false;
+  // RMSNorm of A in the kernel (its rows' 1 / rms in shared memory after the stages). Not a
+  // GemmTile field: the spec's flag.
+  bool a_rmsnorm = false;
   bool operator==(const Tile&) const = default;
 };
 
@@ -33,6 +36,8 @@ Tile from_config(const GemmTile& config);
 int threads(const Tile& tile);
 // Dynamic shared memory the kernel of `tile` needs (the template's SMEM_BYTES).
 unsigned shared_bytes(const Tile& tile);
+// `tile` with RMSNorm of A: its stages cut to those that fit beside the rows' 1 / rms.
+Tile with_a_rmsnorm(Tile tile);
 // Whether the kernel of `tile` can store D (elements of d_bytes) from shared memory (TMA, or a
 // grouped tile's rows copied out): its tile fits in the stages (the template's condition).
 bool stores_through_smem(const Tile& tile, int d_bytes);
