@@ -34,15 +34,23 @@ DeviceBuffer::~DeviceBuffer() {
   if (ptr_) driver().cuMemFree(ptr_);
 }
 
+// upload and fill return only once the device holds the bytes. cuMemcpyHtoD from pageable memory
+// and cuMemsetD8 run on the legacy stream and may still be in flight when they return, and a
+// non-blocking stream (every test's and bench's) does not wait for the legacy stream: a kernel
+// launched there next could read old bytes, or have its output overwritten by the fill.
 void DeviceBuffer::upload(const void* src, size_t bytes, size_t offset) {
   check_cu(driver().cuMemcpyHtoD(ptr_ + offset, src, bytes), "cuMemcpyHtoD");
+  check_cu(driver().cuCtxSynchronize(), "cuCtxSynchronize after cuMemcpyHtoD");
 }
 
 void DeviceBuffer::download(void* dst, size_t bytes, size_t offset) const {
   check_cu(driver().cuMemcpyDtoH(dst, ptr_ + offset, bytes), "cuMemcpyDtoH");
 }
 
-void DeviceBuffer::fill(unsigned char byte) { check_cu(driver().cuMemsetD8(ptr_, byte, bytes_), "cuMemsetD8"); }
+void DeviceBuffer::fill(unsigned char byte) {
+  check_cu(driver().cuMemsetD8(ptr_, byte, bytes_), "cuMemsetD8");
+  check_cu(driver().cuCtxSynchronize(), "cuCtxSynchronize after cuMemsetD8");
+}
 
 // Enough memset to outlast a warm launch's host time, so the launches queue behind it.
 constexpr size_t kBusyBytes = size_t(128) << 20;

@@ -25,6 +25,7 @@ class DeviceBuffer {
   template <class T>
   T* as() const { return reinterpret_cast<T*>(ptr_); }
   size_t bytes() const { return bytes_; }
+  // upload and fill are complete when they return: work on any stream then sees the bytes.
   void upload(const void* src, size_t bytes, size_t offset = 0);
   void download(void* dst, size_t bytes, size_t offset = 0) const;
   void fill(unsigned char byte);

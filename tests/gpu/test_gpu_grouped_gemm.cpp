@@ -494,33 +494,38 @@ TEST_SUITE("gpu_grouped_gemm") {
 
   TEST_CASE("tall tiles narrow their MMA to a group's rows: every width of the tile, against float64") {
     std::mt19937 rng(std::random_device{}());
-    GroupedCase c{GroupedLayout::contiguous, 8, 1500, 200, 256};  // groups of 0, 1 and up to 281 rows
-    c.expected_m = 256;
-    run_grouped(c, rng);
-    c.prepacked = true, c.d = DType::bf16;
-    run_grouped(c, rng);
-    GroupedCase masked{GroupedLayout::masked, 8, 150, 136, 512, ScaleLayout::swizzled128x4};  // 160-row tiles
-    masked.expected_m = 150;
-    run_grouped(masked, rng);
+    SUBCASE("contiguous and masked groups of 0, 1 and up to 281 rows") {
+      GroupedCase c{GroupedLayout::contiguous, 8, 1500, 200, 256};
+      c.expected_m = 256;
+      run_grouped(c, rng);
+      c.prepacked = true, c.d = DType::bf16;
+      run_grouped(c, rng);
+      GroupedCase masked{GroupedLayout::masked, 8, 150, 136, 512, ScaleLayout::swizzled128x4};  // 160-row tiles
+      masked.expected_m = 150;
+      run_grouped(masked, rng);
+    }
     // groups of 8, 16, ... rows: every width of 160- and 192-row tiles (eighths above the half),
     // each at its narrowest and widest rows; N wide enough that the groups' tiles fill the grid
-    for (int64_t tile : {160, 192})
+    SUBCASE("a ramp of group sizes") {
+      for (int64_t tile : {160, 192})
+        for (bool prepacked : {false, true}) {
+          CAPTURE(tile);
+          CAPTURE(prepacked);
+          GroupedCase ramp{GroupedLayout::masked, int(tile / 8), tile, 2600, 256, ScaleLayout::linear, DType::bf16, DType::bf16, prepacked};
+          ramp.sizes = GroupedCase::ramp, ramp.expected_m = tile;
+          run_grouped(ramp, rng);
+          ramp.layout = GroupedLayout::contiguous, ramp.m = 4 * (tile / 8) * (tile / 8 + 1);
+          run_grouped(ramp, rng);
+        }
+    }
+    SUBCASE("groups one row past a tile (a full tile, then a one-row tile) between one-row groups") {
       for (bool prepacked : {false, true}) {
-        CAPTURE(tile);
         CAPTURE(prepacked);
-        GroupedCase ramp{GroupedLayout::masked, int(tile / 8), tile, 2600, 256, ScaleLayout::linear, DType::bf16, DType::bf16, prepacked};
-        ramp.sizes = GroupedCase::ramp, ramp.expected_m = tile;
-        run_grouped(ramp, rng);
-        ramp.layout = GroupedLayout::contiguous, ramp.m = 4 * (tile / 8) * (tile / 8 + 1);
-        run_grouped(ramp, rng);
+        GroupedCase uneven{GroupedLayout::contiguous, 24, 12 * 162, 2600, 512, ScaleLayout::swizzled128x4, DType::bf16, DType::bf16, prepacked};
+        uneven.sizes = GroupedCase::uneven, uneven.expected_m = 160;
+        run_grouped(uneven, rng);
+        run_grouped(uneven, rng, 1);  // and replayed in a graph
       }
-    // groups one row past a tile (a full tile, then a one-row tile) between one-row groups
-    for (bool prepacked : {false, true}) {
-      CAPTURE(prepacked);
-      GroupedCase uneven{GroupedLayout::contiguous, 24, 12 * 162, 2600, 512, ScaleLayout::swizzled128x4, DType::bf16, DType::bf16, prepacked};
-      uneven.sizes = GroupedCase::uneven, uneven.expected_m = 160;
-      run_grouped(uneven, rng);
-      run_grouped(uneven, rng, 1);  // and replayed in a graph
     }
   }
 
