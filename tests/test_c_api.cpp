@@ -122,8 +122,8 @@ TEST_SUITE("c_api") {
     CHECK(std::string(nvfp4_jit_last_error()).find("groups = 0 must be positive") != std::string::npos);
     e.groups = 8;
     CHECK(nvfp4_jit_grouped_gemm(&e, nullptr) == NVFP4_OK);  // m = 0: validated, no work
-    e.gemm.a_dtype = NVFP4_DTYPE_NVFP4, e.gemm.m = 16, e.gemm.a = nullptr;
-    CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == 0);  // 16 rows a group: W4A4 in one launch
+    e.gemm.a_dtype = NVFP4_DTYPE_NVFP4, e.gemm.m = 4, e.gemm.a = nullptr;
+    CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == 0);  // 4 rows a group: W4A4 in one launch
     e.gemm.m = 100;
     CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == 8 * 100 * 256 * 2);  // A decoded first
     e.gemm.m = 16;
@@ -147,7 +147,7 @@ TEST_SUITE("c_api") {
     CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == 8 * 16 * 256 + 4 * 8 * 16);
     e.expected_m = 32;
     CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == 8 * 16 * 256 * 2);
-    e.expected_m = 16;  // W4A4 in one launch: none
+    e.expected_m = 4;  // W4A4 in one launch: none
     CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == 0);
     e.expected_m = 512, e.gemm.a_dtype = NVFP4_DTYPE_BF16, e.gemm.a = g.a;
     e.gemm.a_fp4.data = e.gemm.a_fp4.scales = nullptr;
@@ -323,7 +323,7 @@ TEST_SUITE("c_api") {
     CHECK_THROWS_AS(nvfp4::jit::gemm_workspace_bytes(cg), nvfp4::jit::Error);
     g.m = 100;
     CHECK(nvfp4_jit_gemm_workspace_bytes(&g) == 100 * 256 * 2);
-    g.m = 16;
+    g.m = 4;
     CHECK(nvfp4_jit_gemm_workspace_bytes(&g) == 0);  // W4A4 in one launch
     nvfp4_grouped_gemm_args e;
     nvfp4_grouped_gemm_args_init(&e);

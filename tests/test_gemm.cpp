@@ -208,6 +208,7 @@ TEST_SUITE("gemm") {
     check_error(g, "per_row is not supported");
     // W4A4: A in a_fp4
     GemmArgs w4a4 = valid();
+    w4a4.m = kW4A4OneLaunchRows;  // W4A4 in one launch on sm_90a
     w4a4.a = nullptr, w4a4.a_dtype = DType::nvfp4;
     w4a4.a_fp4.data = buffer, w4a4.a_fp4.scales = buffer;
     g = w4a4, g.a = buffer;
@@ -222,7 +223,7 @@ TEST_SUITE("gemm") {
     check_error(g, "a_fp4.row_stride_bytes = 130 must be at least k/2 = 128 and a multiple of 4");
     g = w4a4, g.a_fp4.global_scale.per_row = true;
     check_error(g, "a_fp4.global_scale.per_row is set but a_fp4.global_scale.device_ptr is null");
-    // (past 16 rows: A decoded into the workspace; up to there one launch reads none)
+    // (past kW4A4OneLaunchRows rows: A decoded into the workspace; up to there one launch reads none)
     g = w4a4, g.m = 40, g.workspace = buffer, g.workspace_bytes = 100;
     check_error(g, "workspace_bytes = 100 is less than the");
     g = w4a4, g.m = 40, g.workspace = buffer + 8, g.workspace_bytes = 1 << 20;
@@ -402,7 +403,7 @@ TEST_SUITE("gemm") {
         for (bool prepacked : {false, true})
           for (ScaleLayout layout : {ScaleLayout::linear, ScaleLayout::swizzled128x4}) {
             if (prepacked && layout != ScaleLayout::linear) continue;
-            if (a == DType::nvfp4 && !w4a4_runs_one_launch(false, gemm_bucket_m(bucket))) continue;
+            if (a == DType::nvfp4 && !w4a4_runs_one_launch(false, gemm_bucket_rows(bucket).first, 4096)) continue;
             GemmSpec problem = sm90_problem(4096, 4096, prepacked, DType::bf16, DType::bf16, layout);
             if (a == DType::nvfp4) problem = gemm_fp4_problem(problem, ScaleLayout::linear);
             for (const GemmTile& t : gemm_bucket_tiles(sm90_backend(), problem, bucket, 132))
@@ -426,7 +427,7 @@ TEST_SUITE("gemm") {
             want.push_back(s);
       const GemmSpec fp4 = gemm_fp4_problem(problem, ScaleLayout::linear);  // W4A4 in one launch
       for (int bucket : kGemmMBuckets)
-        if (w4a4_runs_one_launch(false, gemm_bucket_m(bucket)))
+        if (w4a4_runs_one_launch(false, gemm_bucket_rows(bucket).first, problem.k))
           for (const GemmTile& t : gemm_bucket_tiles(sm90_backend(), fp4, bucket, 132))
             if (const GemmSpec s = gemm_kernel_spec(sm90_backend(), fp4, t); std::find(want.begin(), want.end(), s) == want.end())
               want.push_back(s);
@@ -581,10 +582,12 @@ TEST_SUITE("gemm") {
     check_grouped(h, "row_index is for the contiguous layout");
     h = grouped(), h.row_index = ends, h.a_rows = 3;  // W4A16 gathers too
     CHECK(error_of_grouped(h) == "");
-    // W4A4's workspace counts every group's rows (none at 16 rows an expert or fewer: one launch)
+    // W4A4's workspace counts every group's rows (none at kW4A4OneLaunchRows rows an expert or
+    // fewer: one launch)
     g = grouped(), g.layout = GroupedLayout::masked, g.masked_m = ends, g.gemm.a = nullptr, g.gemm.a_dtype = DType::nvfp4;
+    g.gemm.m = kW4A4OneLaunchRows;
     CHECK(grouped_gemm_workspace_bytes(g) == 0);
-    g.expected_m = 17;
+    g.expected_m = kW4A4OneLaunchRows + 1;
     CHECK(grouped_gemm_workspace_bytes(g) == 4 * g.gemm.m * g.gemm.k * 2);
     // batched: every row to every group, strides in elements, no group sizes on the device
     auto batched = [] {

@@ -189,7 +189,8 @@ TEST_SUITE("prewarm") {
     }
   }
 
-  TEST_CASE("W4A4 on sm_90a: one launch up to 16 rows a tile (NVFP4 A in the kernel's spec), A decoded first past them; "
+  TEST_CASE("W4A4 on sm_90a: one launch up to 4 rows a tile and K = 8192 (NVFP4 A in the kernel's spec), A decoded first past "
+            "them; "
             "prewarm holds both") {
     alignas(256) static unsigned char buffer[256];
     void* p = buffer;
@@ -199,15 +200,20 @@ TEST_SUITE("prewarm") {
     v.b_layouts = {WeightLayout::linear, WeightLayout::prepacked};
     v.grouped = {GroupedLayout::contiguous, GroupedLayout::masked};
     const std::vector<KernelSpec> listed =
-        prewarm_specs({parse_shape("4096,2048", v), parse_shape("4096,2048,16", v)}, {Arch::sm_90a}, 132);
+        prewarm_specs({parse_shape("4096,2048", v), parse_shape("4096,2048,16", v), parse_shape("1024,14336", v),
+                       parse_shape("1024,14336,16", v)},
+                      {Arch::sm_90a}, 132);
     const std::unordered_set<KernelSpec, KernelSpecHash> prewarmed(listed.begin(), listed.end());
     GemmArgs g;
-    g.n = 4096, g.k = 2048, g.a_dtype = DType::nvfp4, g.b.data = g.b.scales = g.d = p;
+    g.a_dtype = DType::nvfp4, g.b.data = g.b.scales = g.d = p;
     g.a_fp4 = {p, 0, p, ScaleLayout::swizzled128x4, GlobalScale{}};
     // (tile rows: M, a grouped call's expected_m)
-    for (const int64_t rows : {1, 16, 17, 64, 1000}) {
-      const bool one_launch = rows <= kW4A4OneLaunchRows;
+    for (const auto& [n, k, rows] : std::vector<std::array<int64_t, 3>>{
+             {4096, 2048, 1}, {4096, 2048, 4}, {4096, 2048, 5}, {4096, 2048, 64}, {4096, 2048, 1000}, {1024, 14336, 1}}) {
+      const bool one_launch = rows <= kW4A4OneLaunchRows && k <= kW4A4OneLaunchK;
+      CAPTURE(k);
       CAPTURE(rows);
+      g.n = n, g.k = k;
       for (bool prepacked : {false, true}) {
         g.b_prepacked = prepacked;
         auto check_loads = [&](const char* call, auto&& run) {
@@ -237,8 +243,8 @@ TEST_SUITE("prewarm") {
         ga.layout = GroupedLayout::masked, ga.group_ends = nullptr, ga.masked_m = static_cast<const int32_t*>(p), ga.gemm.m = rows;
         check_loads("grouped_gemm (masked)", [&] { grouped_gemm(ga, nullptr); });
         // the workspace: none for a one-launch call
-        CHECK(gemm_workspace_bytes(g) == (one_launch ? 0 : rows * 2048 * 2));
-        CHECK(grouped_gemm_workspace_bytes(ga) == (one_launch ? 0 : experts * rows * 2048 * 2));
+        CHECK(gemm_workspace_bytes(g) == (one_launch ? 0 : rows * k * 2));
+        CHECK(grouped_gemm_workspace_bytes(ga) == (one_launch ? 0 : experts * rows * k * 2));
       }
     }
     // a batched call decodes A first, whatever its rows
@@ -249,7 +255,7 @@ TEST_SUITE("prewarm") {
     size_t decodes = 0;
     for (const KernelSpec& spec : scope.specs()) decodes += spec.op == Op::dequantize;
     CHECK(decodes > 0);
-    CHECK(grouped_gemm_workspace_bytes(batched) == 4 * 2048 * 2);
+    CHECK(grouped_gemm_workspace_bytes(batched) == 4 * g.k * 2);
   }
 
   TEST_CASE("a prewarm runs 1 to 256 threads, never more than its kernels") {

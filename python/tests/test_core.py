@@ -145,7 +145,8 @@ def test_w4a8_takes_nvfp4_activations():
            "b_prepacked": True, "precision": GEMM_PRECISIONS["w4a8"]}
     assert _C.gemm_workspace_bytes(*size(_gemm_fields(m=1024, **fp4))) == 1024 * 128 + 4 * 1024
     assert _C.gemm_workspace_bytes(*size(_gemm_fields(m=32, **fp4))) == 32 * 128 * 2
-    assert _C.gemm_workspace_bytes(*size(_gemm_fields(m=16, **fp4))) == 0  # W4A4 in one launch
+    assert _C.gemm_workspace_bytes(*size(_gemm_fields(m=16, **fp4))) == 16 * 128 * 2
+    assert _C.gemm_workspace_bytes(*size(_gemm_fields(m=4, **fp4))) == 0  # W4A4 in one launch
 
 
 def test_binding_rejects_wrong_argument_counts_and_types():

@@ -85,9 +85,11 @@ QA, QS = Tensor((16, 128), U8), Tensor((16, 16), E4M3)
     ("fp32 out, bias", lambda: gemm(A, W, S, out_dtype=FP32, bias=Tensor((64,), FP32)), [((16, 64), "fp32")]),
     ("fp4 weight, swizzled scales", lambda: gemm(A, Tensor((64, 128), FP4), Tensor((128, 16), E4M3),
                                                             b_scale_layout="swizzled128x4", out=Y), []),
-    # (16 rows: W4A4 in one launch on sm_90a, no workspace)
-    ("w4a4, per-row scale, one launch", lambda: gemm(QA, W, S, a_scales=QS, a_global_scale=Tensor((16,), FP32), out=Y),
-     []),
+    # (4 rows: W4A4 in one launch on sm_90a, no workspace; 16: A decoded into one first)
+    ("w4a4, per-row scale, one launch", lambda: gemm(Tensor((4, 128), U8), W, S, a_scales=Tensor((4, 16), E4M3),
+                                                     a_global_scale=Tensor((4,), FP32), out=Tensor((4, 64), BF16)), []),
+    ("w4a4, A decoded first", lambda: gemm(QA, W, S, a_scales=QS, a_global_scale=Tensor((16,), FP32), out=Y),
+     [((16 * 256 * 2,), "u8")]),
     ("swiglu: out [m, n/2]", lambda: gemm(A, Tensor((prepacked_bytes(64, 256),), U8), b_prepacked=True, n=64,
                                           epilogue="swiglu"), [((16, 32), "bf16")]),
     ("w4a8, workspace asked for", lambda: gemm(A, Tensor((prepacked_bytes(64, 256),), U8), b_prepacked=True, n=64,

@@ -148,17 +148,18 @@ struct Nvfp4Rows {
 
 constexpr float kInputScale = 5.0f / 2688.0f;  // a calibrated static activation scale: tokens ~ N(0, 1)
 
-// One block's buffers at one token count, and its chain of public ops; `fused_combine`: `fused`
-// and an MoE block's down with the combine in its epilogue (no moe_combine); `fused`: gate_up with the
+// One block's buffers at one token count, and its chain of public ops; `fused_more`: `fused` and
+// one fold more, an MoE block's down with the combine in its epilogue (no moe_combine) or the dense
+// W4A16 MLP's gate_up normalizing its input itself (a_rmsnorm_weight: no rmsnorm_quantize); `fused`: gate_up with the
 // SwiGLU epilogue instead of gate_up + swiglu_quantize, its BF16 rows into down (W4A16) or
 // quantized first (W4A4) with a calibrated static scale (ModelOpt's down_proj input_scale): one
 // launch, where a scale computed per row takes two (row amax, then quantize).
 class Block {
  public:
   Block(const BlockModel& model, const PrepackedWeights& gate_up, const PrepackedWeights& down, int64_t tokens,
-        Activations acts, RoutingDraw routing, std::mt19937& rng, bool fused = false, bool fused_combine = false)
-      : m_(model), gate_up_(gate_up), down_(down), tokens_(tokens), acts_(acts), fused_(fused || fused_combine),
-        fused_combine_(fused_combine),
+        Activations acts, RoutingDraw routing, std::mt19937& rng, bool fused = false, bool fused_more = false)
+      : m_(model), gate_up_(gate_up), down_(down), tokens_(tokens), acts_(acts), fused_(fused || fused_more),
+        fused_combine_(fused_more && model.moe()), norm_in_gate_up_(fused_more && !model.moe() && acts == Activations::w4a16),
         rows_(model.moe() ? tokens * model.choices() : tokens),
         x_(to_device(normal_bf16(size_t(tokens * model.hidden), rng))), xq_(tokens, model.hidden),
         h_(size_t(rows_ * 2 * model.inter * 2)), hq_(rows_, model.inter), y_(size_t(rows_ * model.hidden * 2)),
@@ -188,7 +189,7 @@ class Block {
   // The block with routing `r` (of kBlocksPerGraph), enqueued on `stream`.
   void run(int r, CUstream stream) const {
     if (!m_.moe()) {
-      if (!norm_in_gate_up()) {
+      if (!norm_in_gate_up_) {
         RmsNormQuantizeArgs norm;
         norm.in = x_.get(), norm.rows = tokens_, norm.k = m_.hidden, norm.weight = norm_weight_.get();
         norm.out = xq_.output(kInputScale);
@@ -229,9 +230,6 @@ class Block {
   }
 
  private:
-  // The fused dense W4A16 block's gate_up normalizes its input rows itself (a_rmsnorm_weight):
-  // no rmsnorm_quantize launch.
-  bool norm_in_gate_up() const { return fused_ && !m_.moe() && acts_ == Activations::w4a16; }
   MoeRouteArgs route(int r) const {
     MoeRouteArgs rt;
     rt.topk_ids = acts_ == Activations::w4a4 ? staged_ids_.get() : (ids_.empty() ? nullptr : ids_[size_t(r)].get());
@@ -252,7 +250,7 @@ class Block {
   }
   GemmArgs gate_up_args(int64_t m) const {
     GemmArgs g = gemm_args(gate_up_, m);
-    if (norm_in_gate_up()) {
+    if (norm_in_gate_up_) {
       g.a = x_.get(), g.a_rmsnorm_weight = norm_weight_.get();  // (eps: rmsnorm_quantize's default, as the chain's)
     } else if (acts_ == Activations::w4a16) {
       g.a = m_.moe() ? x_.get() : normed_.get();
@@ -318,7 +316,7 @@ class Block {
   const PrepackedWeights &gate_up_, &down_;
   int64_t tokens_;
   Activations acts_;
-  bool fused_, fused_combine_;
+  bool fused_, fused_combine_, norm_in_gate_up_;
   int64_t rows_;  // rows of the GEMMs: tokens, or tokens x choices routed
   DeviceBuffer x_;
   Nvfp4Rows xq_;
@@ -442,12 +440,12 @@ Json bench_block(bool quick, const BlockBenchFilter& only) {
               copy_bps / 1e9);
   std::printf("  TFLOP/s: the block's products (every routed row through gate_up and down) over the chain's time\n");
   std::printf("  fused: gate_up with the SwiGLU epilogue (no swiglu_quantize): W4A16 its BF16 rows into a W4A16 down, W4A4\n"
-              "  them quantized (quantize, a static scale: one launch) into down; the dense W4A16 MLP's gate_up also\n"
-              "  normalizes its input itself (a_rmsnorm_weight: no rmsnorm_quantize); +combine (MoE blocks): fused, and down\n"
-              "  with the router-weighted combine in its epilogue (no moe_combine); the graphs timed in turns with the chain's\n");
+              "  them quantized (quantize, a static scale: one launch) into down; +fold: fused and one fold more, an MoE\n"
+              "  block's down with the router-weighted combine in its epilogue (no moe_combine), the dense W4A16 MLP's\n"
+              "  gate_up normalizing its input itself (a_rmsnorm_weight: no rmsnorm_quantize); the graphs timed in turns\n");
   std::printf("  %-18s %6s %-8s %-6s %9s %9s %9s %9s %8s %9s %9s %9s %9s %9s %9s %9s\n", "block", "tokens", "routing", "acts",
               "launches", "floor us", "chain us", "/ floor", "TFLOP/s", "launches", "fused us", "/ floor", "/ chain",
-              "launches", "+comb us", "/ chain");
+              "launches", "+fold us", "/ chain");
   Json rows = Json::array();
   for (const BlockModel& m : kBlocks) {
     if (!only.blocks.empty() && std::find(only.blocks.begin(), only.blocks.end(), m.name) == only.blocks.end()) continue;
@@ -461,14 +459,15 @@ Json bench_block(bool quick, const BlockBenchFilter& only) {
         for (Activations acts : {Activations::w4a16, Activations::w4a4}) {
           const Block block(m, gate_up, down, tokens, acts, routing, rng), fused_block(m, gate_up, down, tokens, acts, routing, rng, true);
           const BlockGraph graph(block, s.stream), fused_graph(fused_block, s.stream);
-          std::unique_ptr<Block> combined_block;
-          std::unique_ptr<BlockGraph> combined_graph;
-          if (m.moe()) {
-            combined_block = std::make_unique<Block>(m, gate_up, down, tokens, acts, routing, rng, true, true);
-            combined_graph = std::make_unique<BlockGraph>(*combined_block, s.stream);
+          // +fold: the combine in an MoE block's down, the RMSNorm in the dense W4A16 MLP's gate_up
+          std::unique_ptr<Block> more_block;
+          std::unique_ptr<BlockGraph> more_graph;
+          if (m.moe() || acts == Activations::w4a16) {
+            more_block = std::make_unique<Block>(m, gate_up, down, tokens, acts, routing, rng, true, true);
+            more_graph = std::make_unique<BlockGraph>(*more_block, s.stream);
           }
           std::vector<const BlockGraph*> graphs{&graph, &fused_graph};
-          if (combined_graph) graphs.push_back(combined_graph.get());
+          if (more_graph) graphs.push_back(more_graph.get());
           std::vector<std::vector<double>> times(graphs.size());
           for (int r = 0; r < runs + 1; ++r)  // in turns
             for (size_t i = 0; i < graphs.size(); ++i) {
@@ -478,24 +477,26 @@ Json bench_block(bool quick, const BlockBenchFilter& only) {
               if (r > 0) times[i].push_back(t);  // the first replay uploads the graph
             }
           const double chain_us = median(times[0]), fused = median(times[1]);
-          const double combined = combined_graph ? median(times[2]) : 0.0;
+          const double more = more_graph ? median(times[2]) : 0.0;
           const double floor_us = floor_bytes(m, block, gate_up, down, tokens) / copy_bps * 1e6;
           const char* routing_name = !m.moe() ? "-" : routing == RoutingDraw::zipf ? "zipf" : "uniform";
           const char* acts_name = acts == Activations::w4a4 ? "W4A4" : "W4A16";
           const double tflops = block_flops(m, tokens) / chain_us / 1e6;
-          const std::string combined_cols =
-              combined_graph ? fmt::format(" {:9.1f} {:9.1f} {:9.2f}", combined_graph->launches(), combined, combined / chain_us)
-                             : fmt::format(" {:>9} {:>9} {:>9}", "-", "-", "-");
+          const std::string more_cols = more_graph
+                                            ? fmt::format(" {:9.1f} {:9.1f} {:9.2f}", more_graph->launches(), more, more / chain_us)
+                                            : fmt::format(" {:>9} {:>9} {:>9}", "-", "-", "-");
           std::printf("  %-18s %6lld %-8s %-6s %9.1f %9.1f %9.1f %9.2f %8.1f %9.1f %9.1f %9.2f %9.2f%s\n", m.name,
                       (long long)tokens, routing_name, acts_name, graph.launches(), floor_us, chain_us, chain_us / floor_us,
-                      tflops, fused_graph.launches(), fused, fused / floor_us, fused / chain_us, combined_cols.c_str());
+                      tflops, fused_graph.launches(), fused, fused / floor_us, fused / chain_us, more_cols.c_str());
           std::fflush(stdout);
           Json row = {{"block", m.name}, {"tokens", tokens}, {"routing", routing_name}, {"activations", acts_name},
                       {"launches", graph.launches()}, {"floor_us", rounded(floor_us, 3)}, {"chain_us", rounded(chain_us, 3)},
                       {"tflops", rounded(tflops, 2)}, {"fused_launches", fused_graph.launches()},
                       {"fused_us", rounded(fused, 3)}};
-          if (combined_graph)
-            row["fused_combine_launches"] = combined_graph->launches(), row["fused_combine_us"] = rounded(combined, 3);
+          if (more_graph) {
+            const std::string fold = m.moe() ? "fused_combine" : "fused_norm";
+            row[fold + "_launches"] = more_graph->launches(), row[fold + "_us"] = rounded(more, 3);
+          }
           rows.push_back(row);
         }
       }

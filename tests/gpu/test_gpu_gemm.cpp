@@ -341,7 +341,7 @@ TEST_SUITE("gpu_gemm") {
 }
 
 TEST_SUITE("gpu_gemm") {
-  TEST_CASE("a given tile with NVFP4 activations: refused where W4A4 decodes A first (past 16 rows a tile), naming a_dtype and the arch") {
+  TEST_CASE("a given tile with NVFP4 activations: refused where W4A4 decodes A first (past kW4A4OneLaunchRows rows a tile), naming a_dtype and the arch") {
     const Arch arch = current_device().arch;
     if (gemm_backend(arch, "test").native_fp4_activations()) return;  // there the tile is the FP4 kernel's
     alignas(16) static unsigned char buffer[1 << 16];

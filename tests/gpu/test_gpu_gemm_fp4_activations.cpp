@@ -1,9 +1,10 @@
 // W4A4 in one launch on sm_90a (the GEMM's producers decode A's NVFP4 rows to BF16,
 // templates/sm90/fp4_activations.cuh) against the two-launch math run explicitly: A dequantized
 // to BF16 without its global scale, then the BF16 GEMM of the same tile with A's global scale in
-// its epilogue. Bit for bit, both D poisoned first: dense M = 1, 7, 13, 16; contiguous groups
-// sorted and gathered through row_index (indices outside A, rows of no group); masked groups with
-// empty ones; both scale layouts of A, padded rows of A, K tails; A's global scale on the host,
+// its epilogue. Bit for bit, both D poisoned first: dense M = 1-4 (kW4A4OneLaunchRows);
+// contiguous groups sorted and gathered through row_index (indices outside A, rows of no group) and
+// masked groups with empty ones, the tile chosen for 4 rows a group and groups of up to 16 rows
+// spanning several; both scale layouts of A, padded rows of A, K tails; A's global scale on the host,
 // on the device, per row and per group; ModelOpt and prepacked weights.
 #include <doctest/doctest.h>
 
@@ -117,6 +118,7 @@ void run_one_launch_case(const OneLaunchCase& c, std::mt19937& rng) {
   (masked ? ga.masked_m : ga.group_ends) = d_sizes.as<int32_t>();
   if (c.gather) ga.row_index = d_row_index.as<int32_t>(), ga.a_rows = a_rows;
   ga.a_global_scale_per_group = c.a_scale == OneLaunchCase::per_group;
+  ga.expected_m = kW4A4OneLaunchRows;
 
   // one launch: the kernel on NVFP4 A, no decode first
   const DeviceInfo& device = current_device();
@@ -175,13 +177,13 @@ constexpr ScaleLayout kLinear = ScaleLayout::linear, kSwizzled = ScaleLayout::sw
 }  // namespace
 
 TEST_SUITE("gpu_gemm_fp4_activations") {
-  TEST_CASE("W4A4 in one launch on sm_90a, dense M = 1, 7, 13, 16: bit for bit the two-launch chain's D") {
+  TEST_CASE("W4A4 in one launch on sm_90a, dense M = 1-4: bit for bit the two-launch chain's D") {
     run_one_launch_cases({
         {0, kContiguous, 1, 4096, 7168, kLinear, C::host},
-        {0, kContiguous, 7, 2880, 2880, kSwizzled, C::device, true, false, DType::fp32},
-        {0, kContiguous, 16, 7168, 2080, kLinear, C::per_row, false, false, DType::bf16, 4},  // K tail, padded rows
-        {0, kContiguous, 13, 1536, 4096, kSwizzled, C::per_row, true, false, DType::fp16},
-        {0, kContiguous, 16, 4096, 4096, kLinear, C::host, false, false, DType::fp32},
+        {0, kContiguous, 3, 2880, 2880, kSwizzled, C::device, true, false, DType::fp32},
+        {0, kContiguous, 4, 7168, 2080, kLinear, C::per_row, false, false, DType::bf16, 4},  // K tail, padded rows
+        {0, kContiguous, 2, 1536, 8192, kSwizzled, C::per_row, true, false, DType::fp16},
+        {0, kContiguous, 4, 4096, 4096, kLinear, C::host, false, false, DType::fp32},
     });
   }
 
@@ -203,7 +205,7 @@ TEST_SUITE("gpu_gemm_fp4_activations") {
     });
   }
 
-  TEST_CASE("W4A4 past 16 rows a tile (kW4A4OneLaunchRows), and a batched call, decode A first on sm_90a") {
+  TEST_CASE("W4A4 past 4 rows a tile (kW4A4OneLaunchRows) or K = 8192, and a batched call, decode A first on sm_90a") {
     if (current_device().arch != Arch::sm_90a) return;
     alignas(256) static unsigned char buffer[256];
     GemmArgs g;
@@ -215,6 +217,9 @@ TEST_SUITE("gpu_gemm_fp4_activations") {
       CAPTURE(m);
       CHECK(gemm_dispatch(current_device(), gemm_call(g, "test", false), nullptr).decodes_a == (m > kW4A4OneLaunchRows));
     }
+    g.m = 1, g.k = kW4A4OneLaunchK + 64;
+    CHECK(gemm_dispatch(current_device(), gemm_call(g, "test", false), nullptr).decodes_a);
+    g.k = 64;
     GroupedGemmArgs ga;
     ga.gemm = g, ga.gemm.m = 1, ga.groups = 2, ga.layout = GroupedLayout::batched;
     CHECK(gemm_dispatch(current_device(), grouped_gemm_call(ga, "test", false), nullptr).decodes_a);

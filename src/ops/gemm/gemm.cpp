@@ -107,8 +107,8 @@ void run_gemm_with_tile(const GemmCall& call, const GemmTile& tile, const char* 
   if (call.args.a_dtype == DType::nvfp4 && !w4a8 && !backend.runs_fp4_activations(call))  // the BF16 kernel on decoded A
     Check(who).fail("a_dtype",
                     fmt::format("a_dtype = nvfp4: a given tile runs BF16 or FP16 activations only on {} (W4A4 past {} rows "
-                                "a tile decodes A first and runs gemm's own tile)",
-                                to_string(device.arch), kW4A4OneLaunchRows),
+                                "a tile or K = {} decodes A first and runs gemm's own tile)",
+                                to_string(device.arch), kW4A4OneLaunchRows, kW4A4OneLaunchK),
                     Status::unsupported);
   const GemmSpec problem = gemm_problem_on(device.arch, call);
   const GemmSpec spec = gemm_spec(w4a8 ? gemm_fp8_problem(problem) : problem, tile);

@@ -80,13 +80,20 @@ std::vector<KernelSpec> gemm_prewarm_specs(Arch arch, const WeightShape& shape, 
         if (!sorted_exact || !gathered_exact) runs.push_back(variant);
       }
       // W4A8's GEMM reads E4M3 whatever A was; W4A4 past the one-launch rows (contiguous and
-      // masked: rows per group) runs the BF16 kernel on A decoded first
-      for (GemmSpec& run : runs) {
-        if (gemm_problem_w4a8(run))
+      // masked: rows per group) runs the BF16 kernel on A decoded first, and a bucket whose rows
+      // straddle that bound runs both
+      for (size_t i = 0, n = runs.size(); i < n; ++i) {
+        GemmSpec& run = runs[i];
+        if (gemm_problem_w4a8(run)) {
           run = gemm_fp8_problem(run);
-        else if (run.a_dtype == uint8_t(DType::nvfp4) && !backend->native_fp4_activations() &&
-                 !w4a4_runs_one_launch(false, gemm_bucket_m(bucket)))
-          run = gemm_decoded_a_problem(run);
+        } else if (run.a_dtype == uint8_t(DType::nvfp4) && !backend->native_fp4_activations()) {
+          const auto [first, last] = gemm_bucket_rows(bucket);
+          if (w4a4_runs_one_launch(false, last, run.k)) continue;
+          const bool some_in_one_launch = w4a4_runs_one_launch(false, first, run.k);
+          const GemmSpec decoded = gemm_decoded_a_problem(run);
+          if (some_in_one_launch) runs.push_back(decoded);
+          else run = decoded;
+        }
       }
       for (const GemmSpec& problem : runs)
         for (const GemmTile& tile : gemm_bucket_tiles(*backend, problem, bucket, sm_count))
