@@ -12,10 +12,8 @@ Nvfp4Linear from_modelopt(const ModelOptLinear& layer, ScaleLayout layout, void*
   check.positive("n", layer.n);
   check.positive_multiple("k", layer.k, 32, "the GEMM reads two NVFP4 blocks at a time");
   check.scale_layout("layout", layout);
-  check.not_null("weight", layer.weight);
-  check.aligned("weight", layer.weight, 16);
-  check.not_null("weight_scale", layer.weight_scale);
-  check.aligned("weight_scale", layer.weight_scale, 16);
+  check.buffer("weight", layer.weight, 16);
+  check.buffer("weight_scale", layer.weight_scale, 16);
   for (auto [name, scale] : {std::pair{"weight_scale_2", layer.weight_scale_2}, {"input_scale", layer.input_scale}}) {
     check.global_scale(name, scale);
     if (scale.per_row) check.fail(name, fmt::format("{}.per_row is set: ModelOpt stores one scalar", name));
@@ -27,8 +25,7 @@ Nvfp4Linear from_modelopt(const ModelOptLinear& layer, ScaleLayout layout, void*
   out.weight = {layer.weight, layer.k / 2, layer.weight_scale, ScaleLayout::linear, layer.weight_scale_2};
   out.input_scale = layer.input_scale;
   if (layout == ScaleLayout::swizzled128x4) {
-    check.not_null("swizzled_scales", swizzled_scales);
-    check.aligned("swizzled_scales", swizzled_scales, 16);
+    check.buffer("swizzled_scales", swizzled_scales, 16);
     convert_scales({layer.weight_scale, ScaleLayout::linear, swizzled_scales, ScaleLayout::swizzled128x4, layer.n, layer.k},
                    stream);
     out.weight.scales = swizzled_scales;

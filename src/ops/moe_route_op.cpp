@@ -50,14 +50,11 @@ void validate(const MoeRouteArgs& a) {
   check.not_negative("first_expert", a.first_expert);
   if (a.tokens > INT32_MAX / a.topk)
     check.fail("tokens", fmt::format("tokens * topk = {} * {} is more than {} rows", a.tokens, a.topk, INT32_MAX));
-  check.not_null("group_ends", a.group_ends);  // written even for zero tokens: every group empty
-  check.aligned("group_ends", a.group_ends, 4);
+  check.buffer("group_ends", a.group_ends, 4);  // written even for zero tokens: every group empty
   check.aligned("counts", a.counts, 4);
   if (a.tokens > 0) {
-    check.not_null("topk_ids", a.topk_ids);
-    check.aligned("topk_ids", a.topk_ids, a.topk_ids_type == IndexType::int64 ? 8 : 4);
-    check.not_null("row_index", a.row_index);
-    check.aligned("row_index", a.row_index, 4);
+    check.buffer("topk_ids", a.topk_ids, a.topk_ids_type == IndexType::int64 ? 8 : 4);
+    check.buffer("row_index", a.row_index, 4);
     check.aligned("positions", a.positions, 4);
   }
   if (a.workspace) {
@@ -94,15 +91,11 @@ CombineShape validate(const MoeCombineArgs& a) {
   if (s.out_stride < a.n)
     check.fail("out_row_stride", fmt::format("out_row_stride = {} is less than n = {}", s.out_stride, a.n));
   if (a.tokens > 0) {
-    check.not_null("positions", a.positions);
-    check.aligned("positions", a.positions, 4);
-    check.not_null("weights", a.weights);
-    check.aligned("weights", a.weights, uintptr_t(element_bytes(a.weights_dtype)));
-    check.not_null("out", a.out);
-    check.aligned("out", a.out, uintptr_t(element_bytes(a.out_dtype)));
+    check.buffer("positions", a.positions, 4);
+    check.buffer("weights", a.weights, uintptr_t(element_bytes(a.weights_dtype)));
+    check.buffer("out", a.out, uintptr_t(element_bytes(a.out_dtype)));
     if (a.d_rows > 0) {
-      check.not_null("d", a.d);
-      check.aligned("d", a.d, uintptr_t(element_bytes(a.d_dtype)));
+      check.buffer("d", a.d, uintptr_t(element_bytes(a.d_dtype)));
     }
   }
   const bool vectors = a.n % 8 == 0 && s.d_stride % 8 == 0 && s.out_stride % 8 == 0 && aligned(a.d, 16) && aligned(a.out, 16);

@@ -37,8 +37,7 @@ int64_t validate(const PrepackArgs& a) {
                                                 "and up rows)", a.swiglu_interleave, a.n / 2));
   check.not_null("weight.data", a.weight.data);
   check.not_null("weight.scales", a.weight.scales);
-  check.not_null("out", a.out);
-  check.aligned("out", a.out, 16);
+  check.buffer("out", a.out, 16);
   return stride;
 }
 

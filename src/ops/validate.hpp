@@ -33,6 +33,11 @@ class Check {
     if (pointers_ && !detail::aligned(p, bytes))
       fail(arg, fmt::format("{} = {} is not {}-byte aligned", arg, p, bytes));
   }
+  // A buffer the call reads or writes: not null, and aligned to `bytes`.
+  void buffer(std::string_view arg, const void* p, uintptr_t bytes) const {
+    not_null(arg, p);
+    aligned(arg, p, bytes);
+  }
   void not_negative(std::string_view arg, int64_t v) const {
     if (v < 0) fail(arg, fmt::format("{} = {} is negative", arg, v));
   }

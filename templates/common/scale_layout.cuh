@@ -12,10 +12,19 @@ enum ScaleLayoutCode { SCALES_LINEAR = 0, SCALES_SWIZZLED128X4 = 1, SCALES_PREPA
 NVFP4_HD long long scale_offset_linear(long long r, long long kb, long long kblocks) { return r * kblocks + kb; }
 
 // swizzled128x4 (cuBLASLt / CUTLASS / TRT-LLM): 128-row x 4-block tiles of 512 bytes, rows
-// padded to 128 and k-blocks to 4. Inside a tile, row r sits at (r%32)*16 + (r%128/32)*4.
+// padded to 128 and k-blocks to 4. Inside a tile, row r sits at (r%32)*16 + (r%128/32)*4. The
+// offset is a row's part plus a k-block's part, so a loop over rows at one k-block can hoist the
+// latter (and `I` may be unsigned, whose divisions are shifts).
+template <class I>
+NVFP4_HD I swizzled128x4_row_offset(I r, I kblocks) {
+  return r / 128 * ((kblocks + 3) / 4 * 512) + r % 32 * 16 + r % 128 / 32 * 4;
+}
+template <class I>
+NVFP4_HD I swizzled128x4_kblock_offset(I kb) {
+  return kb / 4 * 512 + kb % 4;
+}
 NVFP4_HD long long scale_offset_swizzled128x4(long long r, long long kb, long long kblocks) {
-  const long long tiles_k = (kblocks + 3) / 4;
-  return ((r / 128) * tiles_k + kb / 4) * 512 + (r % 32) * 16 + ((r % 128) / 32) * 4 + kb % 4;
+  return swizzled128x4_row_offset(r, kblocks) + swizzled128x4_kblock_offset(kb);
 }
 
 template <int LAYOUT>

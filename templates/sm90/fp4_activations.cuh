@@ -33,13 +33,11 @@ __device__ __forceinline__ void decode_fp4_activations(const GemmParams& p, cons
   const long long col = (long long)kt * C::BK + 8 * piece;  // the piece's first column
   const bool in_k = col < C::K;
   const int box = piece / 8, chunk = piece % 8;
-  // A scale's offset, split into the lane's column part (fixed) and a row's part
-  const unsigned long long kb = (unsigned long long)col / 16;
-  const unsigned long long scale_col = C::A_SCALES == SCALES_SWIZZLED128X4 ? kb / 4 * 512 + kb % 4 : kb;
-  auto scale_row = [](unsigned long long r) {
-    return C::A_SCALES == SCALES_SWIZZLED128X4 ? r / 128 * (C::KB_PADDED / 4 * 512) + r % 32 * 16 + r % 128 / 32 * 4
-                                               : r * C::KB;
-  };
+  // A scale's offset, split into the lane's k-block part (fixed) and a row's part
+  using U = unsigned long long;
+  const U kb = U(col) / 16;
+  const U scale_col = C::A_SCALES == SCALES_SWIZZLED128X4 ? swizzled128x4_kblock_offset(kb) : kb;
+  auto scale_row = [](U r) { return C::A_SCALES == SCALES_SWIZZLED128X4 ? swizzled128x4_row_offset(r, U(C::KB)) : r * C::KB; };
 #pragma unroll 1
   for (int pass0 = 0; pass0 < PASSES && tile.m0 + pass0 * ROWS < tile.m_end; pass0 += BATCH) {
     unsigned word[BATCH], scale[BATCH];

@@ -28,8 +28,7 @@ void check_fp4_activations(const Check& check, const GemmArgs& g, GemmCall& call
   call.a_stride = g.k;  // of the decoded A
   check.bytes("workspace (rows * k * 2)", {rows, g.k, 2});  // its size fits in 64 bits (check_workspace holds a given one to it)
   if (g.m == 0) return;
-  check.not_null("a_fp4.data", g.a_fp4.data);
-  check.aligned("a_fp4.data", g.a_fp4.data, 4);
+  check.buffer("a_fp4.data", g.a_fp4.data, 4);
   check.not_null("a_fp4.scales", g.a_fp4.scales);
   check.aligned("a_fp4.global_scale.device_ptr", g.a_fp4.global_scale.device_ptr, 4);
 }
@@ -226,17 +225,13 @@ void check_gemm_args(const Check& check, const GemmArgs& g, GemmCall& call) {
   check_residual(check, g, call);
   if (g.m > 0) {
     if (g.a_dtype != DType::nvfp4) {
-      check.not_null("a", g.a);
-      check.aligned("a", g.a, 16);
+      check.buffer("a", g.a, 16);
     }
-    check.not_null("b.data", g.b.data);
-    check.aligned("b.data", g.b.data, 16);
+    check.buffer("b.data", g.b.data, 16);
     if (!g.b_prepacked) {
-      check.not_null("b.scales", g.b.scales);
-      check.aligned("b.scales", g.b.scales, 16);
+      check.buffer("b.scales", g.b.scales, 16);
     }
-    check.not_null("d", g.d);
-    check.aligned("d", g.d, g.d_dtype == DType::fp32 ? 4 : 2);
+    check.buffer("d", g.d, g.d_dtype == DType::fp32 ? 4 : 2);
     if (g.bias) check.aligned("bias", g.bias, g.bias_dtype == DType::fp32 ? 4 : 2);
     check.aligned("b.global_scale.device_ptr", g.b.global_scale.device_ptr, 4);
   }
@@ -267,14 +262,10 @@ void check_moe_combine(const Check& check, const GroupedGemmArgs& ga, GemmCall& 
              element_bytes(c.out_dtype));
   const int64_t counters = check.bytes("combine.counters (tokens * ceil(n / 64) * 4)", {c.tokens, (g.n + 63) / 64, 4});
   if (g.m == 0 || c.tokens == 0) return;
-  check.not_null("combine.positions", c.positions);
-  check.aligned("combine.positions", c.positions, 4);
-  check.not_null("combine.row_token", c.row_token);
-  check.aligned("combine.row_token", c.row_token, 4);
-  check.not_null("combine.weights", c.weights);
-  check.aligned("combine.weights", c.weights, uintptr_t(element_bytes(c.weights_dtype)));
-  check.not_null("combine.out", c.out);
-  check.aligned("combine.out", c.out, uintptr_t(element_bytes(c.out_dtype)));
+  check.buffer("combine.positions", c.positions, 4);
+  check.buffer("combine.row_token", c.row_token, 4);
+  check.buffer("combine.weights", c.weights, uintptr_t(element_bytes(c.weights_dtype)));
+  check.buffer("combine.out", c.out, uintptr_t(element_bytes(c.out_dtype)));
   if (c.counters && check.checks_buffers()) {
     check.aligned("combine.counters", c.counters, 4);
     if (c.counters_bytes < counters)
@@ -401,8 +392,7 @@ GemmCall grouped_gemm_call(const GroupedGemmArgs& ga, const char* who, bool poin
     if (!batched) {  // a batched layout's sizes are m
       const int32_t* sizes = masked ? ga.masked_m : ga.group_ends;
       const char* name = masked ? "masked_m" : "group_ends";
-      check.not_null(name, sizes);
-      check.aligned(name, sizes, 4);
+      check.buffer(name, sizes, 4);
     }
     if (g.b.global_scale.per_row) check.not_null("gemm.b.global_scale.device_ptr", g.b.global_scale.device_ptr);
   }
