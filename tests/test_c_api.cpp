@@ -123,7 +123,7 @@ TEST_SUITE("c_api") {
     e.groups = 8;
     CHECK(nvfp4_jit_grouped_gemm(&e, nullptr) == NVFP4_OK);  // m = 0: validated, no work
     e.gemm.a_dtype = NVFP4_DTYPE_NVFP4, e.gemm.m = 4, e.gemm.a = nullptr;
-    CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == 0);  // 4 rows a group: W4A4 in one launch
+    CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == 8 * 4 * 256 * 2);  // grouped W4A4: A decoded first
     e.gemm.m = 100;
     CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == 8 * 100 * 256 * 2);  // A decoded first
     e.gemm.m = 16;
@@ -147,8 +147,6 @@ TEST_SUITE("c_api") {
     CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == 8 * 16 * 256 + 4 * 8 * 16);
     e.expected_m = 32;
     CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == 8 * 16 * 256 * 2);
-    e.expected_m = 4;  // W4A4 in one launch: none
-    CHECK(nvfp4_jit_grouped_gemm_workspace_bytes(&e) == 0);
     e.expected_m = 512, e.gemm.a_dtype = NVFP4_DTYPE_BF16, e.gemm.a = g.a;
     e.gemm.a_fp4.data = e.gemm.a_fp4.scales = nullptr;
     e.layout = NVFP4_GROUPED_BATCHED;

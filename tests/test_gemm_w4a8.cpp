@@ -141,8 +141,6 @@ TEST_SUITE("gemm_w4a8") {
     CHECK(grouped_gemm_workspace_bytes(ga) == 300 * 256 + 4 * 300);
     ga.expected_m = kW4A8GatheredExactRows;  // gathered at decode sizes: the exact mode, W4A4's decoded A
     CHECK(grouped_gemm_workspace_bytes(ga) == 300 * 256 * 2);
-    ga.expected_m = kW4A4OneLaunchRows;  // and W4A4 in one launch: no workspace
-    CHECK(grouped_gemm_workspace_bytes(ga) == 0);
     ga.row_index = nullptr, ga.a_rows = 0, ga.expected_m = kW4A8GroupedExactRows;  // sorted: W4A4's decoded A
     CHECK(grouped_gemm_workspace_bytes(ga) == 300 * 256 * 2);
     ga.row_index = sizes, ga.a_rows = 1000;

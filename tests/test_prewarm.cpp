@@ -189,9 +189,8 @@ TEST_SUITE("prewarm") {
     }
   }
 
-  TEST_CASE("W4A4 on sm_90a: one launch up to 4 rows a tile and K = 8192 (NVFP4 A in the kernel's spec), A decoded first past "
-            "them; "
-            "prewarm holds both") {
+  TEST_CASE("W4A4 on sm_90a: a dense call in one launch up to 4 rows and K = 8192 (NVFP4 A in the kernel's spec), A "
+            "decoded first past them and in grouped calls; prewarm holds both") {
     alignas(256) static unsigned char buffer[256];
     void* p = buffer;
     const int32_t experts = 16;
@@ -207,7 +206,7 @@ TEST_SUITE("prewarm") {
     GemmArgs g;
     g.a_dtype = DType::nvfp4, g.b.data = g.b.scales = g.d = p;
     g.a_fp4 = {p, 0, p, ScaleLayout::swizzled128x4, GlobalScale{}};
-    // (tile rows: M, a grouped call's expected_m)
+    // (rows: M, a grouped call's expected_m)
     for (const auto& [n, k, rows] : std::vector<std::array<int64_t, 3>>{
              {4096, 2048, 1}, {4096, 2048, 4}, {4096, 2048, 5}, {4096, 2048, 64}, {4096, 2048, 1000}, {1024, 14336, 1}}) {
       const bool one_launch = rows <= kW4A4OneLaunchRows && k <= kW4A4OneLaunchK;
@@ -216,7 +215,7 @@ TEST_SUITE("prewarm") {
       g.n = n, g.k = k;
       for (bool prepacked : {false, true}) {
         g.b_prepacked = prepacked;
-        auto check_loads = [&](const char* call, auto&& run) {
+        auto check_loads = [&](const char* call, bool in_one_launch, auto&& run) {
           const SpecRecordScope scope(Arch::sm_90a, 132);
           run();
           size_t gemms = 0, decodes = 0;
@@ -226,25 +225,25 @@ TEST_SUITE("prewarm") {
             decodes += spec.op == Op::dequantize;
             if (spec.op != Op::gemm) continue;
             ++gemms;
-            CHECK(gemm_spec_of(spec).a_dtype == uint8_t(one_launch ? DType::nvfp4 : DType::bf16));
+            CHECK(gemm_spec_of(spec).a_dtype == uint8_t(in_one_launch ? DType::nvfp4 : DType::bf16));
           }
           CHECK(gemms == 1);
-          CHECK((decodes > 0) == !one_launch);  // (the dispatch loads the decode, then the decode itself)
+          CHECK((decodes > 0) == !in_one_launch);  // (the dispatch loads the decode, then the decode itself)
         };
         g.m = rows;
-        check_loads("gemm", [&] { gemm(g, nullptr); });
+        check_loads("gemm", one_launch, [&] { gemm(g, nullptr); });
         GroupedGemmArgs ga;
         ga.gemm = g, ga.gemm.m = rows * 2, ga.groups = experts, ga.group_ends = static_cast<const int32_t*>(p);
         ga.expected_m = rows;
-        check_loads("grouped_gemm (contiguous)", [&] { grouped_gemm(ga, nullptr); });
+        check_loads("grouped_gemm (contiguous)", false, [&] { grouped_gemm(ga, nullptr); });
         ga.row_index = static_cast<const int32_t*>(p), ga.a_rows = rows;
-        check_loads("grouped_gemm (gathered)", [&] { grouped_gemm(ga, nullptr); });
+        check_loads("grouped_gemm (gathered)", false, [&] { grouped_gemm(ga, nullptr); });
         ga.row_index = nullptr, ga.a_rows = 0;
         ga.layout = GroupedLayout::masked, ga.group_ends = nullptr, ga.masked_m = static_cast<const int32_t*>(p), ga.gemm.m = rows;
-        check_loads("grouped_gemm (masked)", [&] { grouped_gemm(ga, nullptr); });
+        check_loads("grouped_gemm (masked)", false, [&] { grouped_gemm(ga, nullptr); });
         // the workspace: none for a one-launch call
         CHECK(gemm_workspace_bytes(g) == (one_launch ? 0 : rows * k * 2));
-        CHECK(grouped_gemm_workspace_bytes(ga) == (one_launch ? 0 : experts * rows * k * 2));
+        CHECK(grouped_gemm_workspace_bytes(ga) == experts * rows * k * 2);
       }
     }
     // a batched call decodes A first, whatever its rows

@@ -5,7 +5,9 @@
 // its block scale), e2m1 x e4m3 x 2^-SHIFT, exact: dequantize's BF16 times a power of two, which
 // the epilogue undoes with the weights' (GemmConfig::SHIFT). Every product and fp32 sum is the
 // two-launch path's times that power, so D's bits are its bits. A's global scale stays the
-// epilogue's, as on A decoded by a kernel of its own.
+// epilogue's, as on A decoded by a kernel of its own. The front runs it for dense calls of a few
+// rows only (w4a4_runs_one_launch, measured); its grouped and gathered paths, tested on the H200
+// when grouped calls ran it, are unreachable since and go when nothing measured wants them back.
 #pragma once
 #include "common/mma_operand.cuh"
 #include "common/scale_layout.cuh"

@@ -31,21 +31,19 @@ inline bool w4a8_runs_exact(bool grouped, bool gathered, int64_t tile_rows) {
   return tile_rows <= (!grouped ? kW4A8ExactRows : gathered ? kW4A8GatheredExactRows : kW4A8GroupedExactRows);
 }
 
-// W4A4 calls of at most kW4A4OneLaunchRows rows a tile (M, or a grouped call's expected_m:
-// whole M buckets) and K of at most kW4A4OneLaunchK run in one launch on a backend whose GEMM
-// decodes NVFP4 activations as it loads them (GemmBackend::decodes_fp4_activations): its
-// producers decode the few rows of each stage, and the separate decode's launch and A's round
-// trip through the workspace are gone. Every CTA along N decodes its rows of A again, on the
-// producers' path to each stage, so the decode's cost grows with the rows and with K while the
-// launch it saves is fixed: past these bounds two launches are faster (docs/perf-log.md, "W4A4
-// in one launch: where it pays"). Larger calls decode A first and run the BF16 GEMM on it (its
-// stages fed by TMA); a batched call always does.
+// Dense W4A4 calls of at most kW4A4OneLaunchRows rows and K of at most kW4A4OneLaunchK run in one
+// launch on a backend whose GEMM decodes NVFP4 activations as it loads them
+// (GemmBackend::decodes_fp4_activations): its producers decode the few rows of each stage, and the
+// separate decode's launch and A's round trip through the workspace are gone. Every CTA along N
+// decodes its rows of A again, on the producers' path to each stage, so the decode's cost grows
+// with the rows and with K while the launch it saves is fixed: past these bounds, and in grouped
+// calls (whose experts' tiles each decode their rows), two launches are faster (docs/perf-log.md,
+// "W4A4 in one launch: where it pays"). The others decode A first and run the BF16 GEMM on it.
 constexpr int64_t kW4A4OneLaunchRows = 4;
 constexpr int64_t kW4A4OneLaunchK = 8192;
-// Whether a W4A4 call whose tile is chosen for `tile_rows` (gemm_tile_rows) runs in one launch
-// on such a backend.
-inline bool w4a4_runs_one_launch(bool batched, int64_t tile_rows, int64_t k) {
-  return !batched && tile_rows <= kW4A4OneLaunchRows && k <= kW4A4OneLaunchK;
+// Whether a W4A4 call (`grouped`, or dense of `m` rows) runs in one launch on such a backend.
+inline bool w4a4_runs_one_launch(bool grouped, int64_t m, int64_t k) {
+  return !grouped && m <= kW4A4OneLaunchRows && k <= kW4A4OneLaunchK;
 }
 
 struct GemmCall {
@@ -106,7 +104,7 @@ inline int64_t gemm_tile_rows(const GemmCall& call) { return call.groups ? call.
 int64_t gemm_call_workspace_bytes(const GemmCall& call);
 // w4a4_runs_one_launch for a validated call (W4A4 or not).
 inline bool w4a4_runs_one_launch(const GemmCall& call) {
-  return w4a4_runs_one_launch(call.groups && call.layout == GroupedLayout::batched, gemm_tile_rows(call), call.args.k);
+  return w4a4_runs_one_launch(call.groups > 0, call.args.m, call.args.k);
 }
 // How many groups a contiguous grouped call's rows can reach (at most one a row: a token's few
 // experts), which sizes a decode tile; 0 (all) for other calls.

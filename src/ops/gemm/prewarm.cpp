@@ -2,7 +2,7 @@
 // of every tile any M of every bucket runs, for every variant of the
 // shape (activation and output dtypes, bias, weight layout, W4A4 A's scale layout, grouped
 // layout, epilogue, precision) the arch's backend serves. A backend with an FP4 MMA takes W4A4's
-// NVFP4 A as it is; one whose GEMM decodes it as it loads it runs the buckets of few rows a tile
+// NVFP4 A as it is; one whose GEMM decodes it as it loads it runs dense buckets of few rows
 // so (w4a4_runs_one_launch) and the others' BF16 kernel on A decoded first (the decode is
 // dequantize's, prewarmed there), as does a backend with neither.
 #include "core/op_registry.hpp"
@@ -56,9 +56,13 @@ std::vector<KernelSpec> gemm_prewarm_specs(Arch arch, const WeightShape& shape, 
                       if ((rmsnorm != GemmARmsNorm::none || residual != GemmResidual::none) && a == DType::nvfp4) continue;
                       const GemmSpec problem = variant_problem(arch, *backend, shape,
                                                                {a, d, bias, b, a_scales, g, e, precision, rmsnorm, residual});
-                      // (W4A8's GEMM is the same on any A: its problem is the BF16 call's)
-                      if (!backend->unsupported(gemm_problem_w4a8(problem) ? gemm_fp8_problem(problem) : problem).empty())
-                        continue;
+                      // (W4A8's GEMM is the same on any A: its problem is the BF16 call's; W4A4
+                      // that a backend runs only on A decoded first, the BF16 call's too)
+                      const GemmSpec runs_as = gemm_problem_w4a8(problem) ? gemm_fp8_problem(problem)
+                                               : a == DType::nvfp4 && !backend->native_fp4_activations()
+                                                   ? gemm_decoded_a_problem(problem)
+                                                   : problem;
+                      if (!backend->unsupported(runs_as).empty()) continue;
                       problems.push_back(problem);
                       // the W4A8 activation pass of its K and A (NVFP4 A's: per scale layout)
                       if (precision == GemmPrecision::w4a8) specs.push_back(fp8_activations_spec(arch, shape.k, a, a_scales));
@@ -79,17 +83,17 @@ std::vector<KernelSpec> gemm_prewarm_specs(Arch arch, const WeightShape& shape, 
         if (sorted_exact || gathered_exact) runs.push_back(gemm_with_precision(variant, GemmPrecision::exact));
         if (!sorted_exact || !gathered_exact) runs.push_back(variant);
       }
-      // W4A8's GEMM reads E4M3 whatever A was; W4A4 past the one-launch rows (contiguous and
-      // masked: rows per group) runs the BF16 kernel on A decoded first, and a bucket whose rows
-      // straddle that bound runs both
+      // W4A8's GEMM reads E4M3 whatever A was; W4A4 past the one-launch rows (and grouped) runs
+      // the BF16 kernel on A decoded first, and a bucket whose rows straddle that bound runs both
       for (size_t i = 0, n = runs.size(); i < n; ++i) {
         GemmSpec& run = runs[i];
         if (gemm_problem_w4a8(run)) {
           run = gemm_fp8_problem(run);
         } else if (run.a_dtype == uint8_t(DType::nvfp4) && !backend->native_fp4_activations()) {
+          const bool grouped = gemm_problem_groups(run) > 0;
           const auto [first, last] = gemm_bucket_rows(bucket);
-          if (w4a4_runs_one_launch(false, last, run.k)) continue;
-          const bool some_in_one_launch = w4a4_runs_one_launch(false, first, run.k);
+          if (w4a4_runs_one_launch(grouped, last, run.k)) continue;
+          const bool some_in_one_launch = w4a4_runs_one_launch(grouped, first, run.k);
           const GemmSpec decoded = gemm_decoded_a_problem(run);
           if (some_in_one_launch) runs.push_back(decoded);
           else run = decoded;

@@ -84,8 +84,8 @@ class Sm90Backend final : public GemmBackend {
   bool serves(Arch arch) const override { return arch == Arch::sm_90a; }
   bool decodes_fp4_activations() const override { return true; }
   std::string unsupported(const GemmSpec& problem) const override {
-    if (problem.a_dtype == uint8_t(DType::nvfp4) && gemm_problem_grouped(problem) == nvfp4k::GROUPED_BATCHED)
-      return "NVFP4 activations in the GEMM's own launch: dense, contiguous or masked groups (a batched call decodes A first)";
+    if (problem.a_dtype == uint8_t(DType::nvfp4) && gemm_problem_grouped(problem) != nvfp4k::GROUPED_NONE)
+      return "NVFP4 activations in the GEMM's own launch: dense only (a grouped call decodes A first)";
     if (gemm_epilogue_code(problem) == nvfp4k::EPILOGUE_SWIGLU &&
         (!gemm_problem_prepacked(problem) || gemm_problem_grouped(problem) == nvfp4k::GROUPED_BATCHED))
       return "epilogue swiglu runs on a prepacked gate_up weight, dense or contiguous / masked groups";
