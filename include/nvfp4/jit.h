@@ -261,7 +261,7 @@ nvfp4_status nvfp4_jit_moe_stage(const nvfp4_moe_stage_args* args, CUstream stre
 nvfp4_status nvfp4_jit_gemm(const nvfp4_gemm_args* args, CUstream stream);
 /* Workspace bytes nvfp4_jit_gemm needs for `args` (W4A8: m * k rounded up to 16, plus 4 * m,
    whatever A's dtype; W4A4 in the exact mode, a W4A8 call of NVFP4 A small enough for it too:
-   m * k * 2, or 0 at m <= 16: one launch on every arch; else 0). -1, with
+   m * k * 2, or 0 at m <= 4 and k <= 8192: one launch on every arch; else 0). -1, with
    nvfp4_jit_last_error() naming the argument, for any argument nvfp4_jit_gemm would refuse
    (the buffers aside: they need not exist yet). */
 int64_t nvfp4_jit_gemm_workspace_bytes(const nvfp4_gemm_args* args);
@@ -302,8 +302,8 @@ typedef struct nvfp4_grouped_gemm_args {
 } nvfp4_grouped_gemm_args;
 nvfp4_status nvfp4_jit_grouped_gemm(const nvfp4_grouped_gemm_args* args, CUstream stream);
 /* Workspace bytes nvfp4_jit_grouped_gemm needs for `args` (W4A4, and W4A8 through
-   gemm.precision: every group's rows; W4A4 0 where expected_m, or its default, is at most 16
-   and the layout not batched: one launch; else 0); -1 as nvfp4_jit_gemm_workspace_bytes. */
+   gemm.precision: every group's rows, whatever their number; else 0); -1 as
+   nvfp4_jit_gemm_workspace_bytes. */
 int64_t nvfp4_jit_grouped_gemm_workspace_bytes(const nvfp4_grouped_gemm_args* args);
 /* Bytes of combine.counters nvfp4_jit_grouped_gemm needs for `args` (epilogue MOE_COMBINE: tokens *
    ceil(n / 64) * 4, else 0); -1 as nvfp4_jit_gemm_workspace_bytes. */

@@ -327,7 +327,7 @@ struct GemmArgs {
 void gemm(const GemmArgs& args, CUstream stream);
 // Bytes of workspace gemm needs for `args` (W4A8: m * k rounded up to 16, plus 4 * m, whatever
 // A's dtype; W4A4 in the exact mode, a W4A8 call of NVFP4 A small enough for it too: m * k * 2,
-// or 0 at m <= 16, which runs in one launch on every arch; otherwise 0). Checks every
+// or 0 at m <= 4 and k <= 8192, which runs in one launch on every arch; otherwise 0). Checks every
 // argument gemm checks but the buffers (which need not exist yet): throws Error naming the one
 // gemm would refuse.
 int64_t gemm_workspace_bytes(const GemmArgs& args);
@@ -403,9 +403,9 @@ struct GroupedGemmArgs {
   MoeCombineEpilogue combine{};
 };
 void grouped_gemm(const GroupedGemmArgs& args, CUstream stream);
-// Bytes of workspace grouped_gemm needs for `args` (W4A4: all groups' rows * k * 2, or 0 where
-// expected_m (or its default) is at most 16 and the layout not batched: one launch on every
-// arch; W4A8: all groups' rows * k rounded up to 16, plus 4 per row; otherwise 0).
+// Bytes of workspace grouped_gemm needs for `args` (W4A4: all groups' rows * k * 2, whatever
+// their number (sm_90a decodes A first; sm_100a / sm_120a read NVFP4 A and leave it unused);
+// W4A8: all groups' rows * k rounded up to 16, plus 4 per row; otherwise 0).
 // Checks its arguments as gemm_workspace_bytes does.
 int64_t grouped_gemm_workspace_bytes(const GroupedGemmArgs& args);
 // Bytes of MoeCombineEpilogue::counters grouped_gemm needs for `args` (gemm.epilogue
