@@ -542,11 +542,7 @@ GemmSpec gemm_problem(Arch arch, const GemmProblem& p) {
 }
 
 GemmSpec gemm_fp8_problem(GemmSpec problem) {
-  if (problem.a_dtype == uint8_t(DType::nvfp4)) {
-    problem.a_dtype = uint8_t(DType::bf16);
-    problem.flags = uint16_t(problem.flags & ~kFlagAScalesSwizzled);
-  }
-  return problem;
+  return problem.a_dtype == uint8_t(DType::nvfp4) ? gemm_decoded_a_problem(problem) : problem;
 }
 
 GemmSpec gemm_with_precision(GemmSpec problem, GemmPrecision precision) {

@@ -19,10 +19,10 @@ constexpr const char* kWho = "nvfp4::jit::gemm";
 constexpr const char* kGroupedWho = "nvfp4::jit::grouped_gemm";
 
 // W4A4 in two launches (a backend whose GEMM neither takes nor decodes NVFP4 activations, or a
-// call of more rows than w4a4_runs_one_launch's): A decoded exactly to BF16 without its global
-// scale (e2m1 x e4m3 has at most 6 significant bits and lies in [2^-10, 2688]), then `kernel`,
-// the BF16 GEMM, with A's global scale in the epilogue. (gemm_dispatch loaded both kernels before anything is enqueued, so a
-// capture error leaves the stream untouched.)
+// call w4a4_runs_one_launch leaves to two): A decoded exactly to BF16 without its global scale
+// (e2m1 x e4m3 has at most 6 significant bits and lies in [2^-10, 2688]), then `kernel`, the
+// BF16 GEMM, with A's global scale in the epilogue. (gemm_dispatch loaded both kernels before
+// anything is enqueued, so a capture error leaves the stream untouched.)
 void gemm_w4a4(const GemmCall& call, const GemmKernel& kernel, CUstream stream) {
   const GemmArgs& args = call.args;
   const int64_t rows = call.rows;

@@ -1,7 +1,8 @@
 // The sm_90a GEMM backend: BF16/FP16 activations x an NVFP4 weight decoded to BF16 in registers,
 // wgmma with fp32 accumulators (templates/sm90/gemm_w4a16.cuh); NVFP4 activations decoded to
-// BF16 by its producers (few rows a tile: w4a4_runs_one_launch) or by the front first; in the
-// W4A8 mode E4M3 activations (the front's pass) x the prepacked weight folded to E4M3, FP8 wgmma.
+// BF16 by its producers (dense calls of few rows: w4a4_runs_one_launch) or by the front first;
+// in the W4A8 mode E4M3 activations (the front's pass) x the prepacked weight folded to E4M3,
+// FP8 wgmma.
 #include <algorithm>
 #include <cstring>
 #include <vector>
