@@ -1,6 +1,7 @@
 // The W4A8 precision mode on the CPU: its validation messages, its kernels' keys, the fold of
 // the kernel's FP16 path (sm90/fp8_operand.cuh) against fp8_fold.cuh's for every row exponent,
-// scale and nibble, and the activation column order against the weight fragment's.
+// scale and nibble, the activation column order against the weight fragment's, and the SASS of
+// its kernels.
 #include <doctest/doctest.h>
 
 #include <string>
@@ -15,11 +16,13 @@
 #include "ops/gemm/backend.hpp"
 #include "ops/gemm/call.hpp"
 #include "ops/gemm/fp8_activations_op.hpp"
+#include "sass_util.hpp"
 #include "sm90/fp8_operand.cuh"
 #include "sm90/prepacked_weight.cuh"
 
 using namespace nvfp4::jit;
 using namespace nvfp4::jit::detail;
+using namespace nvfp4::jit::detail::test;
 
 namespace {
 
@@ -347,5 +350,31 @@ TEST_SUITE("gemm_w4a8") {
     bool seen[16] = {};
     for (int p = 0; p < 16; ++p) seen[nvfp4k::fp8_activation_column(p)] = true;
     for (bool b : seen) CHECK(b);
+  }
+
+  TEST_CASE("SASS of the W4A8 kernels: FP8 wgmmas on the folded weight, no local memory") {
+    // the heuristic's prefill tiles, dense (M = 4096) and contiguous groups (512 rows an expert)
+    const GemmBackend& backend = *find_gemm_backend(Arch::sm_90a);
+    GemmArgs g = w4a8_args();
+    g.n = 8192, g.k = 8192;
+    const GemmSpec dense = gemm_problem_on(Arch::sm_90a, gemm_call(g, "test", false));
+    GroupedGemmArgs ga;
+    ga.gemm = w4a8_args(), ga.groups = 8, ga.group_ends = reinterpret_cast<const int32_t*>(buffer), ga.expected_m = 512;
+    ga.gemm.n = 2048, ga.gemm.k = 7168;  // DeepSeek-V3's experts' gate_up
+    const GemmSpec grouped = gemm_problem_on(Arch::sm_90a, grouped_gemm_call(ga, "test", false));
+    const std::vector<GemmSpec> specs{gemm_spec(dense, backend.heuristic(dense, 4096, 132)),
+                                      gemm_spec(grouped, backend.heuristic(grouped, 512 * ga.groups, 132))};
+    for_each_disassembled(specs, [](const GemmSpec& spec, const std::string& name, const std::string& text) {
+      CAPTURE(gemm_key(spec).describe());
+      const Sass mma = parse_sass(text, name, "QGMMA");
+      CHECK(mma.matches > 0);
+      CHECK(parse_sass(text, name, ".E4M3.E4M3").matches == mma.matches);
+      CHECK(mma.local_accesses == 0);
+      // the fold: two E4M3 conversions (F2FP) a k32 register, four registers a wgmma and warpgroup
+      const int fold = parse_sass(text, name, "F2FP.SATFINITE.E4M3").matches;
+      MESSAGE(name << ": QGMMA " << mma.matches << ", F2FP E4M3 " << fold << ", HMUL2 " << parse_sass(text, name, "HMUL2").matches
+                   << ", registers " << mma.registers);
+      CHECK(fold == 8 * mma.matches);
+    });
   }
 }

@@ -148,18 +148,22 @@ struct Nvfp4Rows {
 
 constexpr float kInputScale = 5.0f / 2688.0f;  // a calibrated static activation scale: tokens ~ N(0, 1)
 
-// One block's buffers at one token count, and its chain of public ops; `fused_more`: `fused` and
-// one fold more, an MoE block's down with the combine in its epilogue (no moe_combine) or the dense
-// W4A16 MLP's gate_up normalizing its input itself (a_rmsnorm_weight: no rmsnorm_quantize); `fused`: gate_up with the
-// SwiGLU epilogue instead of gate_up + swiglu_quantize, its BF16 rows into down (W4A16) or
-// quantized first (W4A4) with a calibrated static scale (ModelOpt's down_proj input_scale): one
-// launch, where a scale computed per row takes two (row amax, then quantize).
+// How much of a block runs fused. `fused`: gate_up with the SwiGLU epilogue instead of gate_up +
+// swiglu_quantize, its BF16 rows into down (W4A16) or quantized first (W4A4) with a calibrated
+// static scale (ModelOpt's down_proj input_scale): one launch, where a scale computed per row
+// takes two (row amax, then quantize). `fold`: `fused` and one fold more, an MoE block's down
+// with the combine in its epilogue (no moe_combine) or the dense W4A16 MLP's gate_up normalizing
+// its input itself (a_rmsnorm_weight: no rmsnorm_quantize).
+enum class Fusion { chain, fused, fold };
+
+// One block's buffers at one token count, and its ops as `fusion` says.
 class Block {
  public:
   Block(const BlockModel& model, const PrepackedWeights& gate_up, const PrepackedWeights& down, int64_t tokens,
-        Activations acts, RoutingDraw routing, std::mt19937& rng, bool fused = false, bool fused_more = false)
-      : m_(model), gate_up_(gate_up), down_(down), tokens_(tokens), acts_(acts), fused_(fused || fused_more),
-        fused_combine_(fused_more && model.moe()), norm_in_gate_up_(fused_more && !model.moe() && acts == Activations::w4a16),
+        Activations acts, RoutingDraw routing, std::mt19937& rng, Fusion fusion)
+      : m_(model), gate_up_(gate_up), down_(down), tokens_(tokens), acts_(acts), fused_(fusion != Fusion::chain),
+        fused_combine_(fusion == Fusion::fold && model.moe()),
+        norm_in_gate_up_(fusion == Fusion::fold && !model.moe() && acts == Activations::w4a16),
         rows_(model.moe() ? tokens * model.choices() : tokens),
         x_(to_device(normal_bf16(size_t(tokens * model.hidden), rng))), xq_(tokens, model.hidden),
         h_(size_t(rows_ * 2 * model.inter * 2)), hq_(rows_, model.inter), y_(size_t(rows_ * model.hidden * 2)),
@@ -457,13 +461,14 @@ Json bench_block(bool quick, const BlockBenchFilter& only) {
       for (RoutingDraw routing : {RoutingDraw::uniform, RoutingDraw::zipf}) {
         if (!m.moe() && routing == RoutingDraw::zipf) continue;
         for (Activations acts : {Activations::w4a16, Activations::w4a4}) {
-          const Block block(m, gate_up, down, tokens, acts, routing, rng), fused_block(m, gate_up, down, tokens, acts, routing, rng, true);
+          const Block block(m, gate_up, down, tokens, acts, routing, rng, Fusion::chain),
+              fused_block(m, gate_up, down, tokens, acts, routing, rng, Fusion::fused);
           const BlockGraph graph(block, s.stream), fused_graph(fused_block, s.stream);
           // +fold: the combine in an MoE block's down, the RMSNorm in the dense W4A16 MLP's gate_up
           std::unique_ptr<Block> more_block;
           std::unique_ptr<BlockGraph> more_graph;
           if (m.moe() || acts == Activations::w4a16) {
-            more_block = std::make_unique<Block>(m, gate_up, down, tokens, acts, routing, rng, true, true);
+            more_block = std::make_unique<Block>(m, gate_up, down, tokens, acts, routing, rng, Fusion::fold);
             more_graph = std::make_unique<BlockGraph>(*more_block, s.stream);
           }
           std::vector<const BlockGraph*> graphs{&graph, &fused_graph};

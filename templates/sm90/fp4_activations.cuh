@@ -5,9 +5,8 @@
 // its block scale), e2m1 x e4m3 x 2^-SHIFT, exact: dequantize's BF16 times a power of two, which
 // the epilogue undoes with the weights' (GemmConfig::SHIFT). Every product and fp32 sum is the
 // two-launch path's times that power, so D's bits are its bits. A's global scale stays the
-// epilogue's, as on A decoded by a kernel of its own. The front runs it for dense calls of a few
-// rows only (w4a4_runs_one_launch, measured); its grouped and gathered paths, tested on the H200
-// when grouped calls ran it, are unreachable since and go when nothing measured wants them back.
+// epilogue's, as on A decoded by a kernel of its own. Dense calls of a few rows only
+// (w4a4_runs_one_launch, measured; GemmConfig refuses the others): a grouped call decodes A first.
 #pragma once
 #include "common/mma_operand.cuh"
 #include "common/scale_layout.cuh"
@@ -17,15 +16,15 @@
 namespace nvfp4k::sm90 {
 
 // One warp's decode of k-tile `kt` of `tile`'s rows into the activation boxes at `boxes`.
-// Columns past K are zeros; a gathered row whose index lies outside A is NaN (as dequantize
-// writes it). Rows past the tile's are left as they are: their products reach only D's rows
+// Columns past K are zeros; a row whose block scale is NaN is NaN (as dequantize writes it).
+// Rows past the tile's are left as they are: their products reach only D's rows
 // past the tile's, which are not stored (so a decode tile of M = 1 decodes one row). Lane l takes 16-byte piece l % (BK/8) of a row (4 packed
 // bytes and their block's scale), so a warp's loads of a row are one contiguous span; loads go
 // out BATCH rows at a time before any is used. The caller orders the stores for wgmma (fence
 // proxy.async) and arrives.
 template <class C>
 __device__ __forceinline__ void decode_fp4_activations(const GemmParams& p, const ScheduledTile& tile, int kt,
-                                                       bool gathered, unsigned char* boxes, int lane) {
+                                                       unsigned char* boxes, int lane) {
   constexpr int PIECES = C::BK / 8;               // 16-byte pieces of a row's BF16 values in a stage
   constexpr int ROWS = 32 / PIECES;               // rows a warp covers per pass (1 or 2)
   constexpr int PASSES = C::BM / ROWS;
@@ -43,15 +42,11 @@ __device__ __forceinline__ void decode_fp4_activations(const GemmParams& p, cons
 #pragma unroll 1
   for (int pass0 = 0; pass0 < PASSES && tile.m0 + pass0 * ROWS < tile.m_end; pass0 += BATCH) {
     unsigned word[BATCH], scale[BATCH];
-    bool nan_row[BATCH];
 #pragma unroll
     for (int j = 0; j < BATCH; ++j) {
       const long long m = tile.m0 + (pass0 + j) * ROWS + lane / PIECES;
-      const bool in_rows = m < tile.m_end;
-      const long long src = !in_rows ? -1 : gathered ? (long long)p.row_index[m] : m;
-      nan_row[j] = in_rows && in_k && (src < 0 || src >= p.a_rows);
-      const bool in = in_rows && in_k && !nan_row[j];
-      const unsigned long long row = in ? (unsigned long long)src : 0ull;
+      const bool in = m < tile.m_end && in_k;
+      const U row = in ? U(m) : 0ull;
       word[j] = in ? __ldg(reinterpret_cast<const unsigned*>(p.a + row * p.a_stride + col / 2)) : 0u;
       scale[j] = in ? __ldg(p.a_scales + scale_row(row) + scale_col) : 0u;
     }
@@ -61,7 +56,7 @@ __device__ __forceinline__ void decode_fp4_activations(const GemmParams& p, cons
       if (tile.m0 + r >= tile.m_end) continue;
       using Op = Fp4Operand<DTYPE_BF16>;
       const unsigned scales = Op::scale_pairs(scale[j], false);  // lane 0: the block scale x 2^(BIAS - SHIFT)
-      const bool nan = nan_row[j] || (scale[j] & 0x7Fu) == 0x7Fu;  // an index outside A, or the NaN scale
+      const bool nan = (scale[j] & 0x7Fu) == 0x7Fu;  // the NaN scale
       unsigned pairs[4];
 #pragma unroll
       for (int e = 0; e < 4; ++e)

@@ -56,7 +56,7 @@ struct GemmParams {
   // Contiguous groups read through row_index (moe_route's): sorted row r is row row_index[r] of
   // A [a_rows, K] at a (a_stride bytes per row), gathered by the producers instead of tma_a.
   // NVFP4 activations (W4A4 in one launch): a holds A's packed rows, a_scales their E4M3 block
-  // scales (layout compiled in), decoded by the producers; a_rows bounds the rows read.
+  // scales (layout compiled in), decoded by the producers (dense: M rows).
   const int* row_index;           // or null
   const unsigned char* a;
   long long a_stride, a_rows;

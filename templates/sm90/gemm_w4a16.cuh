@@ -140,7 +140,7 @@ struct GemmConfig {
   static_assert(KSLICES == 1 || (KSLICES == 2 && BM <= 64), "k slices: register budget of the larger CTA");
   static_assert(GROUPED == GROUPED_NONE || (KSPLIT == 1 && GROUPS > 0), "grouped layouts run unsplit");
   static_assert(!FP8 || (PREPACKED && GROUPED != GROUPED_BATCHED), "W4A8: a prepacked weight, dense, contiguous or masked");
-  static_assert(!A_FP4 || GROUPED != GROUPED_BATCHED, "NVFP4 activations: dense, contiguous or masked");
+  static_assert(!A_FP4 || GROUPED == GROUPED_NONE, "NVFP4 activations: dense only (a grouped call decodes A first)");
   static_assert(!A_FP4 || (RMSNORM_ == A_RMSNORM_NONE && !RESIDUAL_),
                 "NVFP4 activations: no RMSNorm or residual (their producer warps decode A)");
   static_assert(!PERSISTENT || GROUPED == GROUPED_CONTIGUOUS || GROUPED == GROUPED_MASKED, "persistent: contiguous or masked groups");
@@ -711,7 +711,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     // each warp waits on its own loads while the other three go on to the next stages.
     auto decode_activations = [&](const ScheduledTile& tile, int kt, int s, int ring_index) {
       if (ring_index % 4 != ptid / 32) return;
-      decode_fp4_activations<C>(p, tile, kt, gathered, stage(s), ptid % 32);
+      decode_fp4_activations<C>(p, tile, kt, stage(s), ptid % 32);
       fence_proxy_async_shared();  // the stores, to wgmma
       mbar_arrive(&full[s]);
     };
