@@ -668,7 +668,7 @@ TEST_SUITE("gemm") {
     const std::string name = sm90_backend().kernel_name(kernel);
     CHECK(name.find("_swiglu_") != std::string::npos);
     CHECK(name != sm90_backend().kernel_name(gemm_kernel_spec(sm90_backend(), plain, tile)));
-    CHECK(generate(kernel).source.find(", 1>>(p)") != std::string::npos);  // GemmConfig's EPILOGUE
+    CHECK(generate(kernel).source.find("EPILOGUE = 1;") != std::string::npos);  // EPILOGUE_SWIGLU
     const nlohmann::ordered_json json = gemm_spec_json(gemm_spec(swiglu, tile));
     CHECK(json["epilogue"] == "swiglu");
     CHECK(gemm_spec_json(gemm_spec(plain, tile))["epilogue"] == "none");
@@ -840,7 +840,7 @@ TEST_SUITE("gemm") {
     const std::string name = sm90_backend().kernel_name(kernel);
     CHECK(name.find("_combine_") != std::string::npos);
     CHECK(name != sm90_backend().kernel_name(gemm_kernel_spec(sm90_backend(), plain, tile)));
-    CHECK(generate(kernel).source.find(", 2>>(p)") != std::string::npos);  // GemmConfig's EPILOGUE
+    CHECK(generate(kernel).source.find("EPILOGUE = 2;") != std::string::npos);  // EPILOGUE_MOE_COMBINE
     const nlohmann::ordered_json json = gemm_spec_json(gemm_spec(combined, tile));
     CHECK(json["epilogue"] == "moe_combine");
     GemmSpec back;

@@ -158,13 +158,17 @@ TEST_SUITE("gemm_rmsnorm_residual") {
       CHECK(backend.kernel_name(gemm_kernel_spec(backend, norm32, tile)).find("_swiglu_rmsnormf32_bm") != std::string::npos);
       CHECK_FALSE(gemm_key(gemm_spec(norm16, tile)) == gemm_key(gemm_spec(plain, tile)));
       CHECK_FALSE(gemm_key(gemm_spec(norm16, tile)) == gemm_key(gemm_spec(norm32, tile)));
-      CHECK(generate(gemm_kernel_spec(backend, norm16, tile)).source.find(", 1, 0, 1>>(p)") != std::string::npos);  // SWIGLU, linear A scales, 16-bit
-      CHECK(generate(gemm_kernel_spec(backend, norm32, tile)).source.find(", 1, 0, 2>>(p)") != std::string::npos);
+      const std::string source16 = generate(gemm_kernel_spec(backend, norm16, tile)).source;
+      CHECK(source16.find("EPILOGUE = 1;") != std::string::npos);  // SWIGLU
+      CHECK(source16.find("RMSNORM = 1, RESIDUAL = 0;") != std::string::npos);  // a 16-bit norm weight
+      CHECK(generate(gemm_kernel_spec(backend, norm32, tile)).source.find("RMSNORM = 2, RESIDUAL = 0;") != std::string::npos);
     }
-    // without an epilogue: EPILOGUE_NONE and A_SCALES written out before RMSNORM
+    // without an epilogue
     const GemmSpec dense = with_a_rmsnorm(sm90_problem(4096, 4096, false), true, false);
     const GemmTile tile = backend.heuristic(dense, 16, 132);
-    CHECK(generate(gemm_kernel_spec(backend, dense, tile)).source.find(", 0, 0, 0, 0, 0, 1>>(p)") != std::string::npos);
+    const std::string source = generate(gemm_kernel_spec(backend, dense, tile)).source;
+    CHECK(source.find("EPILOGUE = 0;") != std::string::npos);
+    CHECK(source.find("RMSNORM = 1, RESIDUAL = 0;") != std::string::npos);
 
     const nlohmann::ordered_json json = gemm_spec_json(gemm_spec(norm32, tile));
     CHECK(json["a_rmsnorm"] == "fp32");
@@ -269,8 +273,8 @@ TEST_SUITE("gemm_rmsnorm_residual") {
     const GemmSpec kernel = gemm_kernel_spec(backend, added, tile);
     CHECK(backend.kernel_name(kernel).find("_prepacked_residual_bm") != std::string::npos);
     CHECK_FALSE(gemm_key(kernel) == gemm_key(gemm_kernel_spec(backend, plain, tile)));
-    CHECK(generate(kernel).source.find(", 0, 0, 0, 0, 0, 0, 1>>(p)") != std::string::npos);  // GemmConfig's RESIDUAL
-    CHECK(generate(gemm_kernel_spec(backend, with_a_rmsnorm(added, true, false), tile)).source.find(", 0, 0, 0, 0, 0, 1, 1>>(p)") !=
+    CHECK(generate(kernel).source.find("RMSNORM = 0, RESIDUAL = 1;") != std::string::npos);
+    CHECK(generate(gemm_kernel_spec(backend, with_a_rmsnorm(added, true, false), tile)).source.find("RMSNORM = 1, RESIDUAL = 1;") !=
           std::string::npos);
     const nlohmann::ordered_json json = gemm_spec_json(gemm_spec(added, tile));
     CHECK(json["residual"] == true);

@@ -329,7 +329,8 @@ TEST_SUITE("gemm_sm90") {
     CHECK(backend.tile_problem(spec).empty());
     CHECK(backend.shared_bytes(spec) <= 228u * 1024 / 3 - 1024);
     CHECK(backend.kernel_name(spec).find("_persistent") != std::string::npos);
-    CHECK(generate(spec).source.find(", 1, 1, 256, 1>>(p)") != std::string::npos);  // k slices, layout, groups, persistent
+    CHECK(generate(spec).source.find("KSLICES = 1;") != std::string::npos);
+    CHECK(generate(spec).source.find("GROUPED = 1, GROUPS = 256, PERSISTENT = 1,") != std::string::npos);
     CHECK(generate(spec).source.find("__launch_bounds__(256, 3)") != std::string::npos);
     // 8 rows in 8 experts: 9 row tiles x 112 n tiles, run by three CTAs an SM; up to two tiles a
     // CTA, a CTA a tile
@@ -422,14 +423,18 @@ TEST_SUITE("gemm_sm90") {
     }
   }
 
-  TEST_CASE("generated source: the config's template arguments, no instruction; named after the tile; sm_90a only; N an argument") {
+  TEST_CASE("generated source: the config's choices by name, no instruction; named after the tile; sm_90a only; N an argument") {
     const sm90::Tile t = sm90::bucket_tile(2880, 2880, 16, 132);
     const GemmSpec spec =
         sm90_spec(sm90_problem(2880, 2880, false, DType::bf16, DType::fp32, ScaleLayout::swizzled128x4, uint8_t(DType::bf16)), t);
     const GeneratedKernel g = generate(spec);
     // A bf16, D fp32, bias bf16, K, swizzled scales, the tile from its consumers on (the bucket's 16 rows)
-    CHECK(g.source.find(fmt::format("GemmConfig<0, 2, 1, 2880LL, 1, {}, 16, {}, {}, ", t.consumers, t.block_k, t.stages)) !=
-          std::string::npos);
+    CHECK(g.source.find("ADT = 0, ODT = 2, BIAS = 1, LAYOUT = 1;") != std::string::npos);
+    CHECK(g.source.find("K = 2880;") != std::string::npos);
+    CHECK(g.source.find(fmt::format("WG = {}, BM = 16, BK = {}, STAGES = {}, KSPLIT = {}, KSLICES = {};", t.consumers, t.block_k,
+                                    t.stages, t.split_k, t.k_slices)) != std::string::npos);
+    CHECK(g.source.find("GROUPED = 0, GROUPS = 0, PERSISTENT = 0, EPILOGUE = 0;") != std::string::npos);
+    CHECK(g.source.find("nvfp4k::sm90::gemm_w4a16<nvfp4k::sm90::GemmConfig<Choices>>(p)") != std::string::npos);
     CHECK(g.source.find("asm") == std::string::npos);  // the wgmma is sm90/wgmma.cuh's
     CHECK(g.source.find("#include \"sm90/gemm_w4a16.cuh\"") != std::string::npos);
     CHECK(g.name.find("nvfp4_gemm_w4a16_k2880_bf16_fp32_sw128x4_biasbf16_bm16") == 0);
@@ -443,11 +448,11 @@ TEST_SUITE("gemm_sm90") {
     other_k.k = 4096;
     CHECK(sm90_backend().kernel_spec(other_n) == kernel);
     CHECK(!(sm90_backend().kernel_spec(other_k) == kernel));
-    CHECK(generate(kernel).source.find("2880LL") != std::string::npos);  // K compiled in
+    CHECK(generate(kernel).source.find("K = 2880;") != std::string::npos);  // K compiled in
     GemmSpec other_tile = spec;
     other_tile.tile.stages = uint8_t(spec.tile.stages + 1);
     CHECK(!(sm90_backend().kernel_spec(other_tile) == kernel));
-    CHECK(generate(sm90_spec(sm90_problem(2880, 2880, false, DType::fp16, DType::fp32), t)).source.find("GemmConfig<1, 2, ") !=
+    CHECK(generate(sm90_spec(sm90_problem(2880, 2880, false, DType::fp16, DType::fp32), t)).source.find("ADT = 1, ODT = 2, ") !=
           std::string::npos);
     GemmSpec other_arch = spec;
     other_arch.arch = Arch::sm_100a;  // a W4A16 problem and a tile sm_100a's backend does not build
@@ -465,7 +470,7 @@ TEST_SUITE("gemm_sm90") {
     CHECK(sm90::describe(sliced).find(" wg1x2 ") != std::string::npos);
   }
 
-  TEST_CASE("W4A4 in one launch: NVFP4 A in the spec and the kernel's name, its scale layout the last template argument") {
+  TEST_CASE("W4A4 in one launch: NVFP4 A in the spec, the kernel's name and its choices, with its scale layout") {
     const sm90::Tile t = sm90::bucket_tile(2880, 2880, 16, 132);
     const GemmSpec bf16 = sm90_spec(sm90_problem(2880, 2880), t);
     const GemmSpec linear = sm90_spec(gemm_fp4_problem(sm90_problem(2880, 2880), ScaleLayout::linear), t);
@@ -481,10 +486,10 @@ TEST_SUITE("gemm_sm90") {
     const GeneratedKernel g = generate(swizzled);
     CHECK(g.name.find("nvfp4_gemm_w4a4_k2880_nvfp4sw_bf16_linear_bm16") == 0);
     CHECK(generate(linear).name.find("nvfp4_gemm_w4a4_k2880_nvfp4_bf16_linear_bm16") == 0);
-    // ADT DTYPE_NVFP4, the dense layout's defaults written out, then the A scales' layout
-    CHECK(g.source.find(fmt::format("GemmConfig<3, 0, 0, 2880LL, 0, {}, 16, {}, {}, {}, {}, 0, 0, 0, 0, 1>>(p)", t.consumers,
-                                    t.block_k, t.stages, t.split_k, t.k_slices)) != std::string::npos);
-    CHECK(generate(linear).source.find(", 0, 0, 0, 0, 0>>(p)") != std::string::npos);
+    // ADT DTYPE_NVFP4 and the A scales' layout
+    CHECK(g.source.find("ADT = 3, ODT = 0, BIAS = 0, LAYOUT = 0;") != std::string::npos);
+    CHECK(g.source.find("A_SCALES = 1, RMSNORM = 0, RESIDUAL = 0;") != std::string::npos);
+    CHECK(generate(linear).source.find("A_SCALES = 0, RMSNORM = 0, RESIDUAL = 0;") != std::string::npos);
     // a grouped call decodes A first: its problem on NVFP4 A is none this backend runs
     for (uint16_t layout : {uint16_t(kFlagGroupedContiguous), uint16_t(kFlagGroupedMasked), uint16_t(kFlagGroupedBatched)}) {
       GemmSpec grouped = gemm_fp4_problem(sm90_problem(2880, 2880), ScaleLayout::linear);

@@ -15,11 +15,13 @@ struct GeneratedKernel {
 
 GeneratedKernel generate(const KernelSpec& spec);
 
-// The one shape every generated source has: a comment naming the spec, the template's header
-// and an extern "C" entry point `name(const __grid_constant__ nvfp4k::<params_type> p)` whose
-// body is `call` (a template instantiation applied to p). Its launch bounds: `threads` a CTA, and
-// with `min_blocks` > 0 the CTAs an SM must hold at once (ptxas fits the registers to them).
+// The one shape every generated source has: a comment naming the spec, the template's header,
+// `declarations` (what the call names, if anything) and an extern "C" entry point
+// `name(const __grid_constant__ nvfp4k::<params_type> p)` whose body is `call` (a template
+// instantiation applied to p). Its launch bounds: `threads` a CTA, and with `min_blocks` > 0 the
+// CTAs an SM must hold at once (ptxas fits the registers to them).
 GeneratedKernel entry_point(const KernelSpec& spec, int threads, std::string name, std::string_view header,
-                            std::string_view params_type, std::string_view call, int min_blocks = 0);
+                            std::string_view params_type, std::string_view call, int min_blocks = 0,
+                            std::string_view declarations = {});
 
 }  // namespace nvfp4::jit::detail

@@ -60,30 +60,35 @@ __device__ __align__(16) const unsigned kNanPiece[2][4] = {{0x7FC07FC0u, 0x7FC07
 
 // N is a run-time value (GemmParams::n): one kernel serves every N of a K and tile. K stays a
 // constant: its loops' trip counts shape the main loop's code (a run-time K is slower).
-template <int ADT_, int ODT_, int BIAS_, long long K_, int LAYOUT_, int WG_, int BM_, int BK_, int STAGES_, int KSPLIT_,
-          int KSLICES_ = 1, int GROUPED_ = GROUPED_NONE, int GROUPS_ = 0, int PERSISTENT_ = 0, int EPILOGUE_ = EPILOGUE_NONE,
-          int A_SCALES_ = SCALES_LINEAR, int RMSNORM_ = A_RMSNORM_NONE, int RESIDUAL_ = 0>
+// `Choices` names the kernel's compile-time choices, every one a static constexpr member (the
+// generated source declares them by name: sm90/backend.cpp), of which GemmConfig derives the rest:
+//   ADT, ODT: A's and D's dtypes (ADT DTYPE_NVFP4: W4A4 in one launch; DTYPE_E4M3: W4A8);
+//   BIAS (BiasCode), K (long long), LAYOUT (the weight's scale layout);
+//   WG, BM, BK, STAGES, KSPLIT, KSLICES: the tile;
+//   GROUPED (GroupedLayoutCode), GROUPS, PERSISTENT; EPILOGUE (GemmEpilogueCode);
+//   A_SCALES (NVFP4 A's scale layout), RMSNORM (ARmsNormCode), RESIDUAL.
+template <class Choices>
 struct GemmConfig {
-  // NVFP4 activations (ADT_ DTYPE_NVFP4, their scales in layout A_SCALES): decoded to BF16 by
+  // NVFP4 activations (ADT DTYPE_NVFP4, their scales in layout A_SCALES): decoded to BF16 by
   // the producers, the BF16 kernel's from there on.
-  static constexpr bool A_FP4 = ADT_ == DTYPE_NVFP4;
-  static constexpr int A_SCALES = A_SCALES_;
-  static constexpr int ADT = A_FP4 ? DTYPE_BF16 : ADT_, ODT = ODT_, BIAS = BIAS_, LAYOUT = LAYOUT_;
-  static constexpr int EPILOGUE = EPILOGUE_;  // GemmEpilogueCode
-  static constexpr int RMSNORM = RMSNORM_;    // ARmsNormCode: RMSNorm of A, its weight's type
-  static constexpr bool RESIDUAL = RESIDUAL_;  // D = ... + residual
-  static constexpr long long K = K_;
-  static constexpr int WG = WG_, BM = BM_, STAGES = STAGES_, KSPLIT = KSPLIT_;
+  static constexpr bool A_FP4 = Choices::ADT == DTYPE_NVFP4;
+  static constexpr int A_SCALES = Choices::A_SCALES;
+  static constexpr int ADT = A_FP4 ? DTYPE_BF16 : Choices::ADT, ODT = Choices::ODT, BIAS = Choices::BIAS, LAYOUT = Choices::LAYOUT;
+  static constexpr int EPILOGUE = Choices::EPILOGUE;  // GemmEpilogueCode
+  static constexpr int RMSNORM = Choices::RMSNORM;    // ARmsNormCode: RMSNorm of A, its weight's type
+  static constexpr bool RESIDUAL = Choices::RESIDUAL;  // D = ... + residual
+  static constexpr long long K = Choices::K;
+  static constexpr int WG = Choices::WG, BM = Choices::BM, STAGES = Choices::STAGES, KSPLIT = Choices::KSPLIT;
   // Consumer warpgroups per 64 weight rows, each decoding its share of every stage's k steps
   // (more warps per SM to hide latency at small M, without more CTAs to fill and reduce).
-  static constexpr int KSLICES = KSLICES_;
+  static constexpr int KSLICES = Choices::KSLICES;
   static constexpr int CONSUMERS = WG * KSLICES;  // consumer warpgroups
   // A grouped layout (GroupedLayoutCode) of GROUPS groups, each with its own weight.
-  static constexpr int GROUPED = GROUPED_, GROUPS = GROUPS_;
+  static constexpr int GROUPED = Choices::GROUPED, GROUPS = Choices::GROUPS;
   // A persistent grid (contiguous and masked groups): a CTA takes every gridDim.x-th tile, its
   // producers running into the next tile's stages while the consumers finish one. D is stored by
   // element and k slices add up in a region of their own: the stages are never idle.
-  static constexpr bool PERSISTENT = PERSISTENT_;
+  static constexpr bool PERSISTENT = Choices::PERSISTENT;
   // Contiguous and masked groups end inside a tile: from 64 rows on, the MMA narrows to their
   // rows, in the widths narrow_mma_width gives (sm90/gemm_params.cuh).
   static constexpr bool NARROW_MMA = (GROUPED == GROUPED_CONTIGUOUS || GROUPED == GROUPED_MASKED) && narrow_mma_width_count(BM) > 1;
@@ -93,7 +98,7 @@ struct GemmConfig {
   using Operand = Fp4Operand<FP8 ? DTYPE_FP16 : ADT>;  // the 16-bit path's placed pairs
   // the operands' 2^-SHIFT (NVFP4 activations: both operands'), undone in the epilogue
   static constexpr int SHIFT = FP8 ? 0 : A_FP4 ? 2 * Operand::SHIFT : Operand::SHIFT;
-  static constexpr int BK = BK_;          // K per stage: 128 or 256
+  static constexpr int BK = Choices::BK;  // K per stage: 128 or 256
   static constexpr int KSTEPS = BK / (FP8 ? 32 : 16);  // wgmma k16 (k32) steps per stage
   static constexpr int A_BOX_COLS = FP8 ? 128 : 64;    // 128 bytes of a row: the swizzle span
   static constexpr int A_BOXES = BK / A_BOX_COLS;      // activation boxes per stage
@@ -133,7 +138,7 @@ struct GemmConfig {
   static constexpr int CHUNKS = BK / prepacked::CHUNK_K;                  // prepacked chunks per warpgroup and stage
   static constexpr int CHUNK_RUN = CHUNKS * prepacked::CHUNK_BYTES;       // their bytes, contiguous in global memory
   static_assert(!PREPACKED || WG * CHUNK_RUN <= W_BYTES + SCALE_BYTES, "prepacked chunks fit where the stage's weights go");
-  static_assert(K % 32 == 0 && BM % 8 == 0 && BM <= 256 && (BK == 128 || BK == 256));
+  static_assert(K > 0 && K % 32 == 0 && BM > 0 && BM % 8 == 0 && BM <= 256 && (BK == 128 || BK == 256) && STAGES > 0);
   // three consumers only on a prepacked weight: the ModelOpt layout's scale staging has one
   // producer thread per weight row, 128 of them
   static_assert(WG == 1 || WG == 2 || (WG == 3 && PREPACKED), "1 or 2 consumer warpgroups (3 on a prepacked weight)");
@@ -141,7 +146,7 @@ struct GemmConfig {
   static_assert(GROUPED == GROUPED_NONE || (KSPLIT == 1 && GROUPS > 0), "grouped layouts run unsplit");
   static_assert(!FP8 || (PREPACKED && GROUPED != GROUPED_BATCHED), "W4A8: a prepacked weight, dense, contiguous or masked");
   static_assert(!A_FP4 || GROUPED == GROUPED_NONE, "NVFP4 activations: dense only (a grouped call decodes A first)");
-  static_assert(!A_FP4 || (RMSNORM_ == A_RMSNORM_NONE && !RESIDUAL_),
+  static_assert(!A_FP4 || (RMSNORM == A_RMSNORM_NONE && !RESIDUAL),
                 "NVFP4 activations: no RMSNorm or residual (their producer warps decode A)");
   static_assert(!PERSISTENT || GROUPED == GROUPED_CONTIGUOUS || GROUPED == GROUPED_MASKED, "persistent: contiguous or masked groups");
   static_assert(STAGE_BYTES % 1024 == 0, "stages must keep the 1024-byte swizzle alignment");

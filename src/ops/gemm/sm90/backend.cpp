@@ -179,23 +179,26 @@ class Sm90Backend final : public GemmBackend {
 
   GeneratedKernel generate(const GemmSpec& spec) const override {
     const Tile t = tile_of(spec);
-    const int grouped = gemm_problem_grouped(spec), epilogue = gemm_epilogue_code(spec), rmsnorm = gemm_a_rmsnorm_code(spec);
-    const bool residual = gemm_residual(spec);
-    // NVFP4 activations: ADT DTYPE_NVFP4 and their scale layout; the template's trailing parameters
-    // are written out as far as the last one not at its default
-    const bool a_fp4 = spec.a_dtype == uint8_t(DType::nvfp4);
-    const int trailing = residual ? 5 : rmsnorm ? 4 : a_fp4 ? 3 : epilogue ? 2 : grouped ? 1 : 0;
+    // GemmConfig's choices by name (sm90/gemm_w4a16.cuh), every one written out
+    const std::string choices = fmt::format(
+        "struct Choices {{\n"
+        "  static constexpr int ADT = {adt}, ODT = {odt}, BIAS = {bias}, LAYOUT = {layout};\n"
+        "  static constexpr long long K = {k};\n"
+        "  static constexpr int WG = {wg}, BM = {bm}, BK = {bk}, STAGES = {stages}, KSPLIT = {ksplit}, KSLICES = {kslices};\n"
+        "  static constexpr int GROUPED = {grouped}, GROUPS = {groups}, PERSISTENT = {persistent}, EPILOGUE = {epilogue};\n"
+        "  static constexpr int A_SCALES = {a_scales}, RMSNORM = {rmsnorm}, RESIDUAL = {residual};\n"
+        "}};\n",
+        fmt::arg("adt", t.fp8 ? int(nvfp4k::DTYPE_E4M3) : int(spec.a_dtype)), fmt::arg("odt", spec.out_dtype),
+        fmt::arg("bias", gemm_bias_code(spec)), fmt::arg("layout", spec.scale_layout), fmt::arg("k", spec.k),
+        fmt::arg("wg", t.consumers), fmt::arg("bm", t.block_m), fmt::arg("bk", t.block_k), fmt::arg("stages", t.stages),
+        fmt::arg("ksplit", t.split_k), fmt::arg("kslices", t.k_slices), fmt::arg("grouped", gemm_problem_grouped(spec)),
+        fmt::arg("groups", spec.groups), fmt::arg("persistent", t.persistent > 0 ? 1 : 0),
+        fmt::arg("epilogue", gemm_epilogue_code(spec)),
+        fmt::arg("a_scales", spec.a_dtype == uint8_t(DType::nvfp4) ? gemm_a_scale_layout(spec) : int(nvfp4k::SCALES_LINEAR)),
+        fmt::arg("rmsnorm", gemm_a_rmsnorm_code(spec)), fmt::arg("residual", gemm_residual(spec) ? 1 : 0));
     return entry_point(gemm_key(spec), spec.tile.threads, kernel_name(spec), "sm90/gemm_w4a16.cuh", "GemmParams",
-                       fmt::format("nvfp4k::sm90::gemm_w4a16<nvfp4k::sm90::GemmConfig<{}, {}, {}, {}LL, {}, {}, {}, "
-                                   "{}, {}, {}, {}{}{}{}{}{}>>(p)",
-                                   t.fp8 ? int(nvfp4k::DTYPE_E4M3) : int(spec.a_dtype), spec.out_dtype,
-                                   gemm_bias_code(spec), spec.k, spec.scale_layout,
-                                   t.consumers, t.block_m, t.block_k, t.stages, t.split_k, t.k_slices,
-                                   trailing >= 1 ? fmt::format(", {}, {}, {}", grouped, spec.groups, t.persistent > 0 ? 1 : 0) : "",
-                                   trailing >= 2 ? fmt::format(", {}", epilogue) : "",
-                                   trailing >= 3 ? fmt::format(", {}", a_fp4 ? gemm_a_scale_layout(spec) : int(nvfp4k::SCALES_LINEAR)) : "",
-                                   trailing >= 4 ? fmt::format(", {}", rmsnorm) : "", trailing >= 5 ? ", 1" : ""),
-                       ctas_per_sm(t) > 1 ? ctas_per_sm(t) : 0);
+                       "nvfp4k::sm90::gemm_w4a16<nvfp4k::sm90::GemmConfig<Choices>>(p)", ctas_per_sm(t) > 1 ? ctas_per_sm(t) : 0,
+                       choices);
   }
 
   unsigned shared_bytes(const GemmSpec& spec) const override { return sm90::shared_bytes(tile_of(spec)); }
