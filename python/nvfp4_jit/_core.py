@@ -11,7 +11,7 @@ DTYPES = {"bf16": 0, "fp16": 1, "fp32": 2, "nvfp4": 3}
 SCALE_LAYOUTS = {"linear": 0, "swizzled128x4": 1}
 SCALE_MODES = {"given": 0, "per_tensor": 1, "per_row": 2}
 GROUPED_LAYOUTS = {"contiguous": 1, "masked": 2}
-GEMM_EPILOGUES = {"none": 0, "swiglu": 1}
+GEMM_EPILOGUES = {"none": 0, "swiglu": 1, "moe_combine": 2}
 GEMM_PRECISIONS = {"exact": 0, "w4a8": 1}
 
 

@@ -8,7 +8,7 @@ from . import _C, ops
 from ._core import DTYPES, GEMM_PRECISIONS, SCALE_LAYOUTS, SCALE_MODES, bad, fields
 from .ops._launch import _launch
 from .ops._tensors import _ACT, _E4M3, _FP4, _gs_values, _gscale, _ptr, _scale_shape, _tensor
-from .ops.matmul import _GEMM, _GEMM_WORKSPACE_BYTES
+from .ops.matmul import _GEMM, _GEMM_WORKSPACE_BYTES, _fusion_fields
 from .ops.quant import _QUANTIZE
 from .ops.tuning import _prewarm_variants
 
@@ -156,7 +156,8 @@ class Nvfp4Linear(torch.nn.Module):
                   "b.global_scale.value": 1.0, "b.global_scale.device_ptr": self.weight_scale_2.data_ptr(),
                   "b.global_scale.per_row": False, "bias": _ptr(bias),
                   "bias_dtype": _ACT[bias.dtype] if bias is not None else 0, "alpha": 1.0, "b_prepacked": True,
-                  "weights_static": self.weights_static, "epilogue": 0, "precision": GEMM_PRECISIONS[self._precision()]}
+                  "weights_static": self.weights_static, "epilogue": 0, "precision": GEMM_PRECISIONS[self._precision()],
+                  **_fusion_fields()}
         return packed.data_ptr(), packed.get_device(), weight
 
     def _precision(self):

@@ -39,6 +39,17 @@ bool enum_of(PyObject* o, const char* const (&names)[N], E& value) {
   return false;
 }
 
+// A Python float (or what converts to one) as a float; false, the error cleared, for anything else.
+bool number(PyObject* o, float& value) {
+  const double v = PyFloat_AsDouble(o);
+  if (v == -1.0 && PyErr_Occurred()) {
+    PyErr_Clear();
+    return false;
+  }
+  value = static_cast<float>(v);
+  return true;
+}
+
 // "linear" / "swizzled128x4" -> the layout; false for anything else.
 bool layout_of(PyObject* o, ScaleLayout& layout) { return enum_of(o, {"linear", "swizzled128x4"}, layout); }
 
@@ -128,14 +139,16 @@ PyObject* result(PyObject* out, PyObject* given, Owned& owned) {
 
 // gemm_checked(a, b, b_scales, b_global_scale, b_scale_layout, b_prepacked, n, a_scales,
 //              a_global_scale, a_scale_layout, bias, alpha, out_dtype, out, workspace,
-//              weights_static, epilogue, precision) -> out (allocated when None) or NotImplemented.
+//              weights_static, epilogue, precision, a_rmsnorm_weight, a_rmsnorm_eps, residual)
+// -> out (allocated when None) or NotImplemented.
 PyObject* gemm_checked(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 18 || !tt::g_torch.bound()) return not_here();
+  if (nargs != 21 || !tt::g_torch.bound()) return not_here();
   PyObject *o_a = args[0], *o_b = args[1], *o_bs = args[2], *o_bg = args[3], *o_n = args[6], *o_as = args[7],
-           *o_ag = args[8], *o_bias = args[10], *o_out_dtype = args[12], *o_out = args[13], *o_ws = args[14];
+           *o_ag = args[8], *o_bias = args[10], *o_out_dtype = args[12], *o_out = args[13], *o_ws = args[14],
+           *o_norm = args[18], *o_residual = args[20];
   GemmArgs g;
   ScaleLayout a_layout, b_layout;
-  Tensor a, b, bs, as, bias, out, ws;
+  Tensor a, b, bs, as, bias, out, ws, norm, residual;
   bool prepacked = false;
   if (!arg(o_a, a, tt::kHalf | tt::kFp4, 2, -1) || !layout_of(args[9], a_layout) || !layout_of(args[4], b_layout) ||
       !flag(args[5], prepacked) || !flag(args[15], g.weights_static) ||
@@ -189,10 +202,11 @@ PyObject* gemm_checked(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     g.bias = reinterpret_cast<const void*>(bias.ptr);
     g.bias_dtype = static_cast<DType>(bias.dt);
   }
-  g.alpha = static_cast<float>(PyFloat_AsDouble(args[11]));
-  if (PyErr_Occurred()) {
-    PyErr_Clear();
-    return not_here();
+  if (!number(args[11], g.alpha) || !number(args[19], g.a_rmsnorm_eps)) return not_here();
+  if (o_norm != Py_None) {  // _prologue: [k] in A's 16-bit dtype or fp32
+    if (w4a4 || !arg(o_norm, norm, tt::bit(a.dt) | tt::bit(tt::kFp32), 1, dev) || !norm.has_shape({g.k})) return not_here();
+    g.a_rmsnorm_weight = reinterpret_cast<const void*>(norm.ptr);
+    g.a_rmsnorm_weight_fp32 = norm.dt == tt::kFp32;
   }
   int out_dt = (tt::kHalf & tt::bit(a.dt)) ? a.dt : tt::kBf16;
   const int64_t cols = g.epilogue == GemmEpilogue::swiglu ? g.n / 2 : g.n;  // _out_cols
@@ -201,6 +215,11 @@ PyObject* gemm_checked(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     out_dt = out.dt;
   } else if (o_out_dtype != Py_None) {
     if ((out_dt = act_dtype(o_out_dtype)) < 0) return not_here();
+  }
+  if (o_residual != Py_None) {  // _residual: [m, cols] in out's dtype
+    if (!arg(o_residual, residual, tt::bit(out_dt), 2, dev) || !residual.has_shape({g.m, cols})) return not_here();
+    g.residual = reinterpret_cast<const void*>(residual.ptr);
+    g.residual_row_stride = residual.stride[0];
   }
   if (o_ws != Py_None) {
     if (!arg(o_ws, ws, tt::bit(tt::kU8), 1, dev)) return not_here();

@@ -11,7 +11,8 @@ namespace nvfp4_py::checked {
 
 // gemm_checked(a, b, b_scales, b_global_scale, b_scale_layout, b_prepacked, n, a_scales,
 //              a_global_scale, a_scale_layout, bias, alpha, out_dtype, out, workspace,
-//              weights_static) -> out (allocated when None) or NotImplemented.
+//              weights_static, epilogue, precision, a_rmsnorm_weight, a_rmsnorm_eps, residual)
+// -> out (allocated when None) or NotImplemented.
 PyObject* gemm_checked(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 PyObject* quantize_checked(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 PyObject* dequantize_checked(PyObject*, PyObject* const* args, Py_ssize_t nargs);

@@ -210,6 +210,24 @@ void read(Reader& r, GemmArgs& a) {
   FIELD(r, a, weights_static);
   FIELD(r, a, epilogue);
   FIELD(r, a, precision);
+  FIELD(r, a, a_rmsnorm_weight);
+  FIELD(r, a, a_rmsnorm_weight_fp32);
+  FIELD(r, a, a_rmsnorm_eps);
+  FIELD(r, a, residual);
+  FIELD(r, a, residual_row_stride);
+}
+void read(Reader& r, MoeCombineEpilogue& c) {
+  FIELD(r, c, positions);
+  FIELD(r, c, row_token);
+  FIELD(r, c, weights);
+  FIELD(r, c, weights_dtype);
+  FIELD(r, c, tokens);
+  FIELD(r, c, topk);
+  FIELD(r, c, out);
+  FIELD(r, c, out_dtype);
+  FIELD(r, c, out_row_stride);
+  FIELD(r, c, counters);
+  FIELD(r, c, counters_bytes);
 }
 void read(Reader& r, GroupedGemmArgs& a) {
   // The dense GEMM's fields under their own names (GroupedGemmArgs' own repeat none of them):
@@ -223,6 +241,7 @@ void read(Reader& r, GroupedGemmArgs& a) {
   FIELD(r, a, a_global_scale_per_group);
   FIELD(r, a, row_index);
   FIELD(r, a, a_rows);
+  NESTED(r, a, combine);
 }
 void read(Reader& r, GemmProblem& p) {
   FIELD(r, p, n);
@@ -238,6 +257,9 @@ void read(Reader& r, GemmProblem& p) {
   FIELD(r, p, grouped_layout);
   FIELD(r, p, epilogue);
   FIELD(r, p, precision);
+  FIELD(r, p, a_rmsnorm);
+  FIELD(r, p, a_rmsnorm_weight_fp32);
+  FIELD(r, p, residual);
 }
 void read(Reader& r, TuneOptions& o) {
   FIELD(r, o, m);

@@ -16,9 +16,11 @@ N, K = 192, 512
 
 def gemm_fast(a, b, b_scales=None, b_global_scale=1.0, *, b_scale_layout="linear", b_prepacked=False, n=None,
               a_scales=None, a_global_scale=None, a_scale_layout="linear", bias=None, alpha=1.0, out_dtype=None,
-              out=None, workspace=None, weights_static=False, epilogue="none", precision="exact"):
+              out=None, workspace=None, weights_static=False, epilogue="none", precision="exact", a_rmsnorm_weight=None,
+              a_rmsnorm_eps=1e-6, residual=None):
     return _C.gemm_checked(a, b, b_scales, b_global_scale, b_scale_layout, b_prepacked, n, a_scales, a_global_scale,
-                           a_scale_layout, bias, alpha, out_dtype, out, workspace, weights_static, epilogue, precision)
+                           a_scale_layout, bias, alpha, out_dtype, out, workspace, weights_static, epilogue, precision,
+                           a_rmsnorm_weight, a_rmsnorm_eps, residual)
 
 
 def gemm_cases():
@@ -146,13 +148,18 @@ def test_torch_ops_equal_their_python_kernels(monkeypatch):
     top = torch.ops.nvfp4_jit
     bias = torch.randn(N, device=DEV).to(torch.bfloat16)
     sw, x300 = nvfp4_jit.prepack(w, s, swiglu_interleave=0), activations(300, K) / 8
-    gemm_args = [("w4a16", (x, None, None, 1.0, 0, w, s, None, 0.004, 0, False, N, K, bias, 0.5, torch.float32, False, 0, 0)),
+    unfused = (None, 1e-6, None)  # a_rmsnorm_weight, a_rmsnorm_eps, residual
+    norm, residual = torch.rand(K, device=DEV) + 0.5, torch.randn(7, N, device=DEV).to(torch.bfloat16)
+    gemm_args = [("w4a16", (x, None, None, 1.0, 0, w, s, None, 0.004, 0, False, N, K, bias, 0.5, torch.float32, False, 0, 0,
+                            *unfused)),
                  ("w4a4 per-row", (q4, s4, g4, 1.0, 0, w, s, None, 0.004, 0, False, N, K, None, 1.0, torch.bfloat16, False,
-                                   0, 0)),
+                                   0, 0, *unfused)),
                  ("swiglu", (x, None, None, 1.0, 0, sw, None, None, 0.004, 0, True, N, K, bias, 1.0, torch.bfloat16, False,
-                             1, 0)),
+                             1, 0, *unfused)),
                  ("w4a8", (x300, None, None, 1.0, 0, nvfp4_jit.prepack(w, s), None, None, 0.004, 0, True, N, K, None, 1.0,
-                           torch.bfloat16, False, 0, 1))]
+                           torch.bfloat16, False, 0, 1, *unfused)),
+                 ("rmsnorm, residual", (x, None, None, 1.0, 0, w, s, None, 0.004, 0, False, N, K, None, 1.0, torch.bfloat16,
+                                        False, 0, 0, norm, 1e-5, residual))]
     quantize_args = [("per_row swizzled", (x, None, 1.0, 1, 2)), ("per_tensor", (x, None, 1.0, 0, 1)),
                      ("given", (x, torch.tensor([0.02], device=DEV), 1.0, 0, 0))]
     dequantize_args = [("gathered", (w, s, None, 0.004, K, 0, torch.float16,

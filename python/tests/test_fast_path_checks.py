@@ -55,7 +55,8 @@ class Tensor:
 _C.bind_torch(Tensor, (BF16, FP16, FP32, U8, I32, I64, E4M3, FP4), lambda: 0, lambda index: 0)
 DEFAULTS = dict(b_scales=None, b_global_scale=1.0, b_scale_layout="linear", b_prepacked=False, n=None, a_scales=None,
                 a_global_scale=None, a_scale_layout="linear", bias=None, alpha=1.0, out_dtype=None, out=None,
-                workspace=None, weights_static=False, epilogue="none", precision="exact")
+                workspace=None, weights_static=False, epilogue="none", precision="exact", a_rmsnorm_weight=None,
+                a_rmsnorm_eps=1e-6, residual=None)
 
 
 def gemm(a, b, *args, **kw):
@@ -97,6 +98,9 @@ QA, QS = Tensor((16, 128), U8), Tensor((16, 16), E4M3)
     ("w4a8 prefill, workspace allocated", lambda: gemm(Tensor((512, 256), BF16), Tensor((prepacked_bytes(64, 256),), U8),
                                                        b_prepacked=True, n=64, precision="w4a8",
                                                        out=Tensor((512, 64), BF16)), [((512 * 256 + 4 * 512,), "u8")]),
+    ("a_rmsnorm_weight in A's dtype, residual", lambda: gemm(A, W, S, a_rmsnorm_weight=Tensor((256,), BF16),
+                                                             a_rmsnorm_eps=1e-5, residual=Y, out=Y), []),
+    ("a_rmsnorm_weight fp32", lambda: gemm(A, W, S, a_rmsnorm_weight=Tensor((256,), FP32)), [((16, 64), "bf16")]),
     ("quantize per_row swizzled", lambda: _C.quantize_checked(A, None, "per_row", "swizzled128x4", None, None, None),
      [((16, 128), "u8"), ((128, 16), "e4m3"), ((16,), "fp32")]),
     ("quantize given, out=", lambda: _C.quantize_checked(A, 0.5, "per_tensor", "linear", QA, QS, None), []),
@@ -137,6 +141,13 @@ def test_accepted_calls_reach_the_library(name, call, allocates):
     ("bias fp16", lambda: gemm(A, W, S, bias=Tensor((64,), FP16))),
     ("out of another shape", lambda: gemm(A, W, S, out=Tensor((16, 63), BF16))),
     ("out int32", lambda: gemm(A, W, S, out=Tensor((16, 64), I32))),
+    ("a_rmsnorm_weight of another k", lambda: gemm(A, W, S, a_rmsnorm_weight=Tensor((128,), BF16))),
+    ("a_rmsnorm_weight fp16 on bf16 A", lambda: gemm(A, W, S, a_rmsnorm_weight=Tensor((256,), FP16))),
+    ("a_rmsnorm_weight with W4A4", lambda: gemm(QA, W, S, a_scales=QS, a_global_scale=1.0,
+                                                a_rmsnorm_weight=Tensor((256,), FP32))),
+    ("a_rmsnorm_eps not a number", lambda: gemm(A, W, S, a_rmsnorm_weight=Tensor((256,), BF16), a_rmsnorm_eps="x")),
+    ("residual of another shape", lambda: gemm(A, W, S, residual=Tensor((16, 63), BF16))),
+    ("residual fp32 with bf16 out", lambda: gemm(A, W, S, residual=Tensor((16, 64), FP32))),
     ("out_dtype uint8", lambda: gemm(A, W, S, out_dtype=U8)),
     ("unknown epilogue", lambda: gemm(A, W, S, epilogue="gelu")),
     ("unknown precision", lambda: gemm(A, W, S, precision="fp8")),

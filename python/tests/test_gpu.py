@@ -201,6 +201,62 @@ def test_gemm_w4a16_against_float64(m, out_dtype, bias):
                      host(y), "swizzled scales")
 
 
+@pytest.mark.parametrize("m", [1, 16])
+@pytest.mark.parametrize("fp32_weight", [False, True])
+def test_gemm_a_rmsnorm_weight_against_float64(m, fp32_weight):
+    """RMSNorm of A in the GEMM (un-normalized rows in) against float64 of norm-then-GEMM, within
+    BF16's rounding of the normalized operand; the native and Python paths the same bits."""
+    n, k = 256, 1024
+    a = activations(m, k)
+    w, s = nvfp4_weight(n, k)
+    g = torch.rand(k, device=DEV) + 0.5
+    g = g if fp32_weight else g.to(torch.bfloat16)
+    y = nvfp4_jit.gemm(a, w, s, 0.003, a_rmsnorm_weight=g, a_rmsnorm_eps=1e-5, out_dtype=torch.float32)
+    a64, g64 = host(a.float()).astype(np.float64), host(g.float()).astype(np.float64)
+    normed = a64 / np.sqrt((a64 * a64).mean(axis=1, keepdims=True) + 1e-5) * g64
+    ref = np.float64(np.float32(0.003)) * (normed @ decoded64(w, s, k).T)
+    assert rel_err(y, ref) < 8e-3
+    out = poisoned_like(y)
+    nvfp4_jit.gemm(a, w, s, 0.003, a_rmsnorm_weight=g, a_rmsnorm_eps=1e-5, out=out)
+    assert_same_bits(out, host(y), "out=")
+    p = nvfp4_jit.prepack(w, s)
+    assert_same_bits(nvfp4_jit.gemm(a, p, None, 0.003, b_prepacked=True, n=n, a_rmsnorm_weight=g, a_rmsnorm_eps=1e-5,
+                                    out_dtype=torch.float32), host(y), "prepacked")
+
+
+@pytest.mark.parametrize("m", [1, 130])
+def test_gemm_residual_is_one_rounding_of_the_fp32_sum(m):
+    """residual: out = RN(gemm's fp32 result + residual), into a new tensor or in place."""
+    n, k = 192, 512
+    a = activations(m, k) / 8
+    w, s = nvfp4_weight(n, k)
+    r = torch.randn(m, n, device=DEV).to(torch.bfloat16)
+    plain = nvfp4_jit.gemm(a, w, s, 0.004, out_dtype=torch.float32)
+    want = (plain + r.float()).to(torch.bfloat16)
+    y = nvfp4_jit.gemm(a, w, s, 0.004, residual=r)
+    assert_same_bits(y, host(want), "residual")
+    inplace = r.clone()
+    nvfp4_jit.gemm(a, w, s, 0.004, residual=inplace, out=inplace)
+    assert_same_bits(inplace, host(want), "residual, out= the residual itself")
+
+
+def test_gemm_fused_options_refuse_bad_arguments():
+    n, k = 128, 256
+    a = activations(4, k)
+    w, s = nvfp4_weight(n, k)
+    with pytest.raises(nvfp4_jit.InvalidArgument, match="a_rmsnorm_weight"):
+        nvfp4_jit.gemm(a, w, s, 1.0, a_rmsnorm_weight=torch.ones(k - 16, device=DEV, dtype=torch.bfloat16))
+    with pytest.raises(nvfp4_jit.InvalidArgument, match="a_rmsnorm_weight"):
+        nvfp4_jit.gemm(a, w, s, 1.0, a_rmsnorm_weight=torch.ones(k, device=DEV, dtype=torch.float16))
+    q, qs, qg = nvfp4_jit.quantize(a, scale_mode="per_row")
+    with pytest.raises(nvfp4_jit.InvalidArgument, match="a_rmsnorm_weight"):
+        nvfp4_jit.gemm(q, w, s, 1.0, a_scales=qs, a_global_scale=qg, a_rmsnorm_weight=torch.ones(k, device=DEV))
+    with pytest.raises(nvfp4_jit.InvalidArgument, match="residual"):
+        nvfp4_jit.gemm(a, w, s, 1.0, residual=torch.zeros(4, n, device=DEV))  # fp32 residual, bf16 out
+    with pytest.raises(nvfp4_jit.InvalidArgument, match="residual"):
+        nvfp4_jit.gemm(a, w, s, 1.0, residual=torch.zeros(4, n + 8, device=DEV, dtype=torch.bfloat16))
+
+
 @pytest.mark.parametrize("m", [3, 64])
 @pytest.mark.parametrize("per_row", [False, True])
 def test_gemm_w4a4_against_float64(m, per_row):

@@ -154,6 +154,40 @@ def test_grouped_gemm_w4a16_gathers_rows_through_row_index(dtype):
     assert torch.isnan(out[routed:]).all(), "rows past the routed ones were written"
 
 
+@pytest.mark.parametrize("w_dtype", [torch.float32, torch.bfloat16])
+def test_grouped_gemm_moe_combine_epilogue_equals_moe_combine(w_dtype):
+    """The down projection with the combine in its epilogue: D as without it, and each token's
+    output row bit for bit moe_combine's of that D; a token with no entry held (padding ids,
+    other ranks' experts) keeps its row."""
+    tokens, topk, groups, n, k = 37, 4, 8, 192, 512
+    ids = router_ids(tokens, topk, groups, torch.int32)
+    ids[0] = -1  # a token none of whose entries is held here
+    ends, row_index, positions, counts = nvfp4_jit.moe_route(ids, groups)
+    h = activations(tokens * topk, k)
+    w = torch.randint(0, 256, (groups, n, k // 2), dtype=torch.uint8, device=DEV)
+    s = torch.randint(0x20, 0x48, (groups, n, k // 16), dtype=torch.uint8, device=DEV).view(torch.float8_e4m3fn)
+    g_b = torch.rand(groups, device=DEV) * 0.01 + 0.001
+    wts = torch.rand(tokens, topk, device=DEV).to(w_dtype)
+    d = torch.full((tokens * topk, n), float("nan"), dtype=torch.bfloat16, device=DEV)
+    combined = torch.full((tokens, n), 7.0, dtype=torch.bfloat16, device=DEV)
+    y = nvfp4_jit.grouped_gemm(h, w, s, g_b, group_ends=ends, out=d, epilogue="moe_combine", combine_positions=positions,
+                               combine_row_token=row_index, combine_weights=wts, combine_out=combined)
+    assert y is combined
+    routed = int(host(ends)[-1])
+    plain = nvfp4_jit.grouped_gemm(h, w, s, g_b, group_ends=ends)
+    assert_same_bits(d[:routed], host(plain[:routed]), "D with the combine epilogue")
+    held = (positions >= 0).any(dim=1)
+    want = nvfp4_jit.moe_combine(d, positions, wts, out_dtype=torch.bfloat16)
+    assert_same_bits(combined[held], host(want[held]), "combined rows")
+    assert (combined[~held] == 7.0).all(), "a token with no entry held was written"
+    with pytest.raises(nvfp4_jit.InvalidArgument, match="combine_out"):
+        nvfp4_jit.grouped_gemm(h, w, s, g_b, group_ends=ends, epilogue="moe_combine", combine_positions=positions,
+                               combine_row_token=row_index, combine_weights=wts)
+    with pytest.raises(nvfp4_jit.InvalidArgument, match="combine_weights"):
+        nvfp4_jit.grouped_gemm(h, w, s, g_b, group_ends=ends, epilogue="moe_combine", combine_positions=positions,
+                               combine_row_token=row_index, combine_weights=wts[:, :2], combine_out=combined)
+
+
 def test_new_ops_trace_with_fake_tensors_under_compile():
     tokens, topk, groups, n, k = 8, 2, 4, 128, 256
 

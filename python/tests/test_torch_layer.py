@@ -179,8 +179,9 @@ def test_every_launch_fills_exactly_the_binding_fields(monkeypatch):
     layouts._convert_scales(s, 4, 64, 0, 1)
     layouts._prepack(q, s, 0, 4)
     b = torch.zeros(96, 32, dtype=u8)
+    norm_w, residual = torch.zeros(64), torch.zeros(4, 48, dtype=bf16)
     y = matmul._gemm(q, s, ws, 1.0, 0, b, torch.zeros(96, 4, dtype=e4m3), None, 0.25, 0, False, 96, 64, None, 0.5, bf16,
-                     True, 1, 0)
+                     True, 1, 0, norm_w, 1e-5, residual)
     matmul._grouped_gemm(x, None, None, 1.0, 0, torch.zeros(2, 96, 32, dtype=u8), torch.zeros(2, 96, 4, dtype=e4m3), None,
                          1.0, 0, False, 96, 64, None, 1.0, bf16, False, 2, 1, torch.zeros(2, dtype=i32), None, 0, False,
                          None, 0, 1)
@@ -194,6 +195,9 @@ def test_every_launch_fills_exactly_the_binding_fields(monkeypatch):
         0, q.data_ptr(), s.data_ptr(), ws.data_ptr())
     assert g["a_fp4.global_scale.per_row"] and g["weights_static"] and g["workspace_bytes"] == 64
     assert g["epilogue"] == 1 and y.shape == (4, 48) and g["d_row_stride"] == 48  # SwiGLU: I = n/2 columns
+    assert (g["a_rmsnorm_weight"], g["a_rmsnorm_weight_fp32"], g["a_rmsnorm_eps"]) == (norm_w.data_ptr(), True, 1e-5)
+    assert (g["residual"], g["residual_row_stride"]) == (residual.data_ptr(), 48)
+    assert calls["grouped_gemm"]["combine.positions"] == 0 and calls["grouped_gemm"]["combine.out"] == 0
     assert calls["grouped_gemm"]["precision"] == 1 and calls["prepack"]["swiglu_interleave"] == 4
     assert calls["quantize"]["in"] == x.data_ptr() and calls["quantize"]["global_scale.value"] == 0.5
     assert calls["dequantize"]["rows"] == 3 and calls["dequantize"]["src.global_scale.per_row"]

@@ -1,6 +1,7 @@
 """gemm and grouped_gemm: out = alpha * A . dequant(B)^T (+ bias), B an NVFP4 weight (per group),
 A bf16 / fp16 (W4A16) or NVFP4 (W4A4); optionally SwiGLU fused in (epilogue="swiglu") or run on
-FP8 tensor cores (precision="w4a8")."""
+FP8 tensor cores (precision="w4a8"); gemm also with A's RMSNorm (a_rmsnorm_weight) and a
+residual add (residual) in the kernel."""
 from typing import Optional
 
 import torch
@@ -22,7 +23,8 @@ _GROUPED_GEMM_WORKSPACE_BYTES = fields("grouped_gemm_workspace_bytes")
 
 
 def _gemm_fields(m, n, k, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout,
-                 b_prepacked, bias, alpha, out, weights_static, ws, epilogue, precision):
+                 b_prepacked, bias, alpha, out, weights_static, ws, epilogue, precision, a_rmsnorm_weight=None,
+                 a_rmsnorm_eps=1e-6, residual=None):
     """GemmArgs' fields by name. a: activations, or packed NVFP4 when a_scales is set."""
     w4a4 = a_scales is not None
     b_value, b_ptr, b_per_row = _gs_values(b_gs, b_gs_value)
@@ -38,7 +40,16 @@ def _gemm_fields(m, n, k, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, 
             "a_fp4.scale_layout": a_layout, "a_fp4.global_scale.value": a_value,
             "a_fp4.global_scale.device_ptr": a_ptr, "a_fp4.global_scale.per_row": a_per_row,
             "workspace": _ptr(ws), "workspace_bytes": ws.numel() if ws is not None else 0,
-            "b_prepacked": b_prepacked, "weights_static": weights_static, "epilogue": epilogue, "precision": precision}
+            "b_prepacked": b_prepacked, "weights_static": weights_static, "epilogue": epilogue, "precision": precision,
+            **_fusion_fields(a_rmsnorm_weight, a_rmsnorm_eps, residual)}
+
+
+def _fusion_fields(a_rmsnorm_weight=None, a_rmsnorm_eps=1e-6, residual=None):
+    """GemmArgs' RMSNorm-of-A and residual fields by name (None: neither)."""
+    return {"a_rmsnorm_weight": _ptr(a_rmsnorm_weight),
+            "a_rmsnorm_weight_fp32": a_rmsnorm_weight is not None and a_rmsnorm_weight.dtype == torch.float32,
+            "a_rmsnorm_eps": a_rmsnorm_eps, "residual": _ptr(residual),
+            "residual_row_stride": residual.stride(-2) if residual is not None else 0}
 
 
 def _out_cols(n, epilogue):
@@ -61,9 +72,11 @@ def _with_workspace(fields, a, nbytes):
 def _gemm_launch(out: Tensor, workspace: Optional[Tensor], a: Tensor, a_scales: Optional[Tensor], a_gs: Optional[Tensor],
                  a_gs_value: float, a_layout: int, b: Tensor, b_scales: Optional[Tensor], b_gs: Optional[Tensor],
                  b_gs_value: float, b_layout: int, b_prepacked: bool, n: int, k: int, bias: Optional[Tensor],
-                 alpha: float, weights_static: bool, epilogue: int, precision: int) -> None:
+                 alpha: float, weights_static: bool, epilogue: int, precision: int, a_rmsnorm_weight: Optional[Tensor],
+                 a_rmsnorm_eps: float, residual: Optional[Tensor]) -> None:
     fields = _gemm_fields(out.shape[0], n, k, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value,
-                          b_layout, b_prepacked, bias, alpha, out, weights_static, workspace, epilogue, precision)
+                          b_layout, b_prepacked, bias, alpha, out, weights_static, workspace, epilogue, precision,
+                          a_rmsnorm_weight, a_rmsnorm_eps, residual)
     if (a_scales is not None or precision) and workspace is None:
         _with_workspace(fields, a, _C.gemm_workspace_bytes(*_GEMM_WORKSPACE_BYTES(fields)))
     _launch(_C.gemm, a.get_device(), _GEMM(fields))
@@ -72,16 +85,16 @@ def _gemm_launch(out: Tensor, workspace: Optional[Tensor], a: Tensor, a_scales: 
 def _gemm(a: Tensor, a_scales: Optional[Tensor], a_gs: Optional[Tensor], a_gs_value: float, a_layout: int, b: Tensor,
           b_scales: Optional[Tensor], b_gs: Optional[Tensor], b_gs_value: float, b_layout: int, b_prepacked: bool, n: int,
           k: int, bias: Optional[Tensor], alpha: float, out_dtype: torch.dtype, weights_static: bool, epilogue: int,
-          precision: int) -> Tensor:
+          precision: int, a_rmsnorm_weight: Optional[Tensor], a_rmsnorm_eps: float, residual: Optional[Tensor]) -> Tensor:
     a_global = None if a_scales is None else (a_gs_value if a_gs is None else a_gs)
     y = _C.gemm_checked(a, b, b_scales, b_gs_value if b_gs is None else b_gs, _LAYOUT_NAMES[b_layout], b_prepacked, n,
                         a_scales, a_global, _LAYOUT_NAMES[a_layout], bias, alpha, out_dtype, None, None, weights_static,
-                        _EPILOGUE_NAMES[epilogue], _PRECISION_NAMES[precision])
+                        _EPILOGUE_NAMES[epilogue], _PRECISION_NAMES[precision], a_rmsnorm_weight, a_rmsnorm_eps, residual)
     if y is not NotImplemented:
         return y
     out = a.new_empty([a.shape[0], _out_cols(n, epilogue)], dtype=out_dtype)
     _gemm_launch(out, None, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout, b_prepacked,
-                 n, k, bias, alpha, weights_static, epilogue, precision)
+                 n, k, bias, alpha, weights_static, epilogue, precision, a_rmsnorm_weight, a_rmsnorm_eps, residual)
     return out
 
 
@@ -132,6 +145,27 @@ def _weight(op, b, b_scales, b_global_scale, b_scale_layout, b_prepacked, n, k, 
     return n, b_gs, b_gs_value, b_layout
 
 
+def _prologue(op, a_rmsnorm_weight, a, k):
+    """a_rmsnorm_weight: [k] in A's 16-bit dtype or fp32, A BF16 / FP16."""
+    if a_rmsnorm_weight is None:
+        return
+    if a.dtype not in (torch.bfloat16, torch.float16):
+        bad(op, "a_rmsnorm_weight (RMSNorm of A in the GEMM) needs bf16 / fp16 activations (W4A16), "
+                f"got a of {str(a.dtype).replace('torch.', '')}")
+    _tensor(a_rmsnorm_weight, op, "a_rmsnorm_weight", (a.dtype, torch.float32), 1, a.get_device())
+    _shape(a_rmsnorm_weight, op, "a_rmsnorm_weight", [k])
+
+
+def _residual(op, residual, m, cols, out_dtype, device):
+    """residual: [m, cols] in out's dtype, unit column stride."""
+    if residual is None:
+        return
+    _tensor(residual, op, "residual", (out_dtype,), 2, device)
+    _shape(residual, op, "residual", [m, cols])
+    if residual.stride(-1) != 1:
+        bad(op, f"residual's columns must be contiguous (stride(-1) = 1), got strides {list(residual.stride())}")
+
+
 def _epilogue(op, bias, out_dtype, a, n):
     if bias is not None:
         _tensor(bias, op, "bias", (torch.bfloat16, torch.float32), 1, a.get_device())
@@ -145,8 +179,9 @@ def _epilogue(op, bias, out_dtype, a, n):
 
 def gemm(a, b, b_scales=None, b_global_scale=1.0, *, b_scale_layout="linear", b_prepacked=False, n=None, a_scales=None,
          a_global_scale=None, a_scale_layout="linear", bias=None, alpha=1.0, out_dtype=None, out=None, workspace=None,
-         weights_static=False, epilogue="none", precision="exact"):
-    """out[m, n] = alpha * A . dequant(B)^T (+ bias), fp32 accumulation.
+         weights_static=False, epilogue="none", precision="exact", a_rmsnorm_weight=None, a_rmsnorm_eps=1e-6,
+         residual=None):
+    """out[m, n] = alpha * A . dequant(B)^T (+ bias) (+ residual), fp32 accumulation.
 
     a: [m, k] bf16/fp16 (W4A16), or packed NVFP4 [m, k/2] (uint8 / float4_e2m1fn_x2) with
     a_scales and a_global_scale (W4A4). b: the ModelOpt weight [n, k/2] with b_scales
@@ -161,10 +196,16 @@ def gemm(a, b, b_scales=None, b_global_scale=1.0, *, b_scale_layout="linear", b_
     E4M3 per row (NVFP4 A decoded exactly first) and the weight folded to E4M3, about 2.5% relative
     error (docs/formats.md, "W4A8");
     calls of at most 256 rows run the exact mode. See the C++ GemmEpilogue and GemmPrecision.
+    a_rmsnorm_weight (sm_90a, bf16/fp16 a, exact, no grouping): a [k] weight in a's dtype or fp32;
+    a's rows go in un-normalized and the kernel applies RMSNorm (eps a_rmsnorm_eps) itself, so
+    no rmsnorm kernel runs before it. residual (sm_90a, bf16/fp16 a, exact, no fused epilogue):
+    [m, n] in out's dtype, added in fp32 before the one rounding (may be out itself). Numerics:
+    the C++ GemmArgs::a_rmsnorm_weight and GemmArgs::residual.
     """
     if not _compiling():
         y = _C.gemm_checked(a, b, b_scales, b_global_scale, b_scale_layout, b_prepacked, n, a_scales, a_global_scale,
-                            a_scale_layout, bias, alpha, out_dtype, out, workspace, weights_static, epilogue, precision)
+                            a_scale_layout, bias, alpha, out_dtype, out, workspace, weights_static, epilogue, precision,
+                            a_rmsnorm_weight, a_rmsnorm_eps, residual)
         if y is not NotImplemented:
             return y
     op = "gemm"
@@ -173,25 +214,37 @@ def gemm(a, b, b_scales=None, b_global_scale=1.0, *, b_scale_layout="linear", b_
     k, a_gs, a_gs_value, a_layout = _activations(op, a, a_scales, a_global_scale, a_scale_layout, m, 2)
     n, b_gs, b_gs_value, b_layout = _weight(op, b, b_scales, b_global_scale, b_scale_layout, b_prepacked, n, k, a.get_device())
     out_dtype = _epilogue(op, bias, out.dtype if out is not None else out_dtype, a, n)
+    _prologue(op, a_rmsnorm_weight, a, k)
+    _residual(op, residual, m, _out_cols(n, modes[0]), out_dtype, a.get_device())
     args = (a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout, bool(b_prepacked), int(n), k,
             bias, float(alpha))
+    fused = (a_rmsnorm_weight, float(a_rmsnorm_eps), residual)
     if out is None:
-        return _pick(op, _gemm, a)(*args, out_dtype, bool(weights_static), *modes)
+        return _pick(op, _gemm, a)(*args, out_dtype, bool(weights_static), *modes, *fused)
     _tensor(out, op, "out", tuple(_ACT), 2, a.get_device())
     _shape(out, op, "out", [m, _out_cols(n, modes[0])])
     if workspace is not None:
         _tensor(workspace, op, "workspace", (torch.uint8,), 1, a.get_device())
-    _pick(op + "_out", _gemm_launch, a)(out, workspace, *args, bool(weights_static), *modes)
+    _pick(op + "_out", _gemm_launch, a)(out, workspace, *args, bool(weights_static), *modes, *fused)
     return out
 
 
-def _grouped_fields(g, layout, group_ends, masked_m, expected_m, per_group, row_index, a_rows, gemm_fields):
-    """GroupedGemmArgs' fields by name: gemm_fields (GemmArgs', updated in place) and its own."""
+def _grouped_fields(g, layout, group_ends, masked_m, expected_m, per_group, row_index, a_rows, gemm_fields,
+                    combine=(None, None, None, None)):
+    """GroupedGemmArgs' fields by name: gemm_fields (GemmArgs', updated in place) and its own;
+    combine: the moe_combine epilogue's (positions, row_token, weights, out) or Nones."""
     if per_group:  # the device scales are per group, not per row (GroupedGemmArgs)
         gemm_fields["a_fp4.global_scale.per_row"] = False
+    positions, row_token, weights, out = combine
     gemm_fields.update({"groups": g, "layout": layout, "group_ends": _ptr(group_ends), "masked_m": _ptr(masked_m),
                         "expected_m": expected_m, "a_global_scale_per_group": per_group, "row_index": _ptr(row_index),
-                        "a_rows": a_rows})
+                        "a_rows": a_rows, "combine.positions": _ptr(positions), "combine.row_token": _ptr(row_token),
+                        "combine.weights": _ptr(weights), "combine.weights_dtype": _ACT[weights.dtype] if weights is not None else 2,
+                        "combine.tokens": positions.shape[0] if positions is not None else 0,
+                        "combine.topk": positions.shape[1] if positions is not None else 0, "combine.out": _ptr(out),
+                        "combine.out_dtype": _ACT[out.dtype] if out is not None else 0,
+                        "combine.out_row_stride": out.stride(0) if out is not None else 0, "combine.counters": 0,
+                        "combine.counters_bytes": 0})
     return gemm_fields
 
 
@@ -200,13 +253,16 @@ def _grouped_gemm_launch(out: Tensor, workspace: Optional[Tensor], a: Tensor, a_
                          b_gs: Optional[Tensor], b_gs_value: float, b_layout: int, b_prepacked: bool, n: int, k: int,
                          bias: Optional[Tensor], alpha: float, weights_static: bool, groups: int, layout: int,
                          group_ends: Optional[Tensor], masked_m: Optional[Tensor], expected_m: int,
-                         a_gs_per_group: bool, row_index: Optional[Tensor], epilogue: int, precision: int) -> None:
+                         a_gs_per_group: bool, row_index: Optional[Tensor], epilogue: int, precision: int,
+                         combine_positions: Optional[Tensor], combine_row_token: Optional[Tensor],
+                         combine_weights: Optional[Tensor], combine_out: Optional[Tensor]) -> None:
     m = out.shape[-2]
     fields = (m, n, k, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout, b_prepacked,
               bias, alpha, out, weights_static)
     fields = _grouped_fields(groups, layout, group_ends, masked_m, expected_m, a_gs_per_group, row_index,
                              a.shape[0] if row_index is not None else 0,
-                             _gemm_fields(*fields, workspace, epilogue, precision))
+                             _gemm_fields(*fields, workspace, epilogue, precision),
+                             (combine_positions, combine_row_token, combine_weights, combine_out))
     if (a_scales is not None or precision) and workspace is None:
         _with_workspace(fields, a, _C.grouped_gemm_workspace_bytes(*_GROUPED_GEMM_WORKSPACE_BYTES(fields)))
     _launch(_C.grouped_gemm, a.get_device(), _GROUPED_GEMM(fields))
@@ -226,20 +282,21 @@ def _grouped_gemm(a: Tensor, a_scales: Optional[Tensor], a_gs: Optional[Tensor],
     out = a.new_empty(_grouped_out_shape(a, n, row_index, epilogue), dtype=out_dtype)
     _grouped_gemm_launch(out, None, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout,
                          b_prepacked, n, k, bias, alpha, weights_static, groups, layout, group_ends, masked_m, expected_m,
-                         a_gs_per_group, row_index, epilogue, precision)
+                         a_gs_per_group, row_index, epilogue, precision, None, None, None, None)
     return out
 
 
 _register("grouped_gemm", _grouped_gemm,
           _named(_grouped_gemm, lambda a, n, row_index, out_dtype, epilogue, **_: a.new_empty(
               _grouped_out_shape(a, n, row_index, epilogue), dtype=out_dtype)))
-_register("grouped_gemm_out", _grouped_gemm_launch, _none, ("out", "workspace"))
+_register("grouped_gemm_out", _grouped_gemm_launch, _none, ("out", "workspace", "combine_out"))
 
 
 def grouped_gemm(a, b, b_scales=None, b_global_scale=1.0, *, group_ends=None, masked_m=None, expected_m=0,
                  b_scale_layout="linear", b_prepacked=False, n=None, a_scales=None, a_global_scale=None,
                  a_scale_layout="linear", a_global_scale_per_group=False, row_index=None, bias=None, alpha=1.0,
-                 out_dtype=None, out=None, workspace=None, weights_static=False, epilogue="none", precision="exact"):
+                 out_dtype=None, out=None, workspace=None, weights_static=False, epilogue="none", precision="exact",
+                 combine_positions=None, combine_row_token=None, combine_weights=None, combine_out=None):
     """A grouped GEMM (mixture of experts), one kernel for all groups.
 
     Contiguous layout (group_ends: int32 [G] cumulative row ends, on the device): a [m, k] sorted
@@ -251,6 +308,12 @@ def grouped_gemm(a, b, b_scales=None, b_global_scale=1.0, *, group_ends=None, ma
     sorted row r is row row_index[r] of a [tokens, k] (W4A4: [tokens, k/2], a_scales the tokens'
     too), so the tokens need no sorted copy; out [m, n]. Rows past the last group end are left
     alone. epilogue and precision: as in gemm (out's last dimension is I = n/2 with "swiglu").
+    epilogue="moe_combine" (sm_90a, contiguous layout; an MoE down projection on moe_route's
+    rows): out is D as always, and combine_out [tokens, n] (bf16, fp16 or fp32) gets each token's
+    router-weighted sum of its rows, exactly moe_combine's, deterministic; combine_positions and
+    combine_row_token are moe_route's positions [tokens, topk] and row_index [m], combine_weights
+    the router weights [tokens, topk] (fp32 or bf16). A token none of whose entries this call
+    holds (padding ids, other ranks' experts) keeps its combine_out row. Returns combine_out.
     """
     op = "grouped_gemm"
     modes = _modes(op, epilogue, precision)
@@ -289,9 +352,38 @@ def grouped_gemm(a, b, b_scales=None, b_global_scale=1.0, *, group_ends=None, ma
     args = (a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout, bool(b_prepacked), int(n), k,
             bias, float(alpha))
     grouped = (groups, layout, group_ends, masked_m, int(expected_m), bool(a_global_scale_per_group), row_index)
+    combine = _combine(op, modes[0], combine_positions, combine_row_token, combine_weights, combine_out, n, dev)
+    if modes[0] == GEMM_EPILOGUES["moe_combine"]:
+        if out is None:
+            out = a.new_empty(_grouped_out_shape(a, n, row_index, modes[0]), dtype=out_dtype)
+        _tensor(out, op, "out", tuple(_ACT), dim, a.get_device())
+        _shape(out, op, "out", _grouped_out_shape(a, n, row_index, modes[0]))
+        _pick(op + "_out", _grouped_gemm_launch, a)(out, workspace, *args, bool(weights_static), *grouped, *modes, *combine)
+        return combine_out
     if out is None:
         return _pick(op, _grouped_gemm, a)(*args, out_dtype, bool(weights_static), *grouped, *modes)
     _tensor(out, op, "out", tuple(_ACT), dim, a.get_device())
     _shape(out, op, "out", _grouped_out_shape(a, n, row_index, modes[0]))
-    _pick(op + "_out", _grouped_gemm_launch, a)(out, workspace, *args, bool(weights_static), *grouped, *modes)
+    _pick(op + "_out", _grouped_gemm_launch, a)(out, workspace, *args, bool(weights_static), *grouped, *modes, *combine)
     return out
+
+
+def _combine(op, epilogue, positions, row_token, weights, out, n, device):
+    """The moe_combine epilogue's tensors (all four with it, none without) -> a tuple of them."""
+    given = [x is not None for x in (positions, row_token, weights, out)]
+    if epilogue != GEMM_EPILOGUES["moe_combine"]:
+        if any(given):
+            bad(op, 'combine_positions, combine_row_token, combine_weights and combine_out go with epilogue="moe_combine"')
+        return (None, None, None, None)
+    if not all(given):
+        bad(op, 'epilogue="moe_combine" needs combine_positions, combine_row_token, combine_weights and combine_out')
+    _tensor(positions, op, "combine_positions", (torch.int32,), 2, device)
+    tokens, topk = positions.shape
+    _tensor(row_token, op, "combine_row_token", (torch.int32,), 1, device)
+    _tensor(weights, op, "combine_weights", (torch.float32, torch.bfloat16), 2, device)
+    _shape(weights, op, "combine_weights", [tokens, topk])
+    _tensor(out, op, "combine_out", tuple(_ACT), 2, device)
+    _shape(out, op, "combine_out", [tokens, n])
+    if not positions.is_contiguous() or not weights.is_contiguous() or not row_token.is_contiguous():
+        bad(op, "combine_positions, combine_row_token and combine_weights must be contiguous")
+    return (positions, row_token, weights, out)
