@@ -251,6 +251,8 @@ def test_gemm_fused_options_refuse_bad_arguments():
     q, qs, qg = nvfp4_jit.quantize(a, scale_mode="per_row")
     with pytest.raises(nvfp4_jit.InvalidArgument, match="a_rmsnorm_weight"):
         nvfp4_jit.gemm(q, w, s, 1.0, a_scales=qs, a_global_scale=qg, a_rmsnorm_weight=torch.ones(k, device=DEV))
+    with pytest.raises(nvfp4_jit.InvalidArgument, match="a_rmsnorm_eps"):
+        nvfp4_jit.gemm(a, w, s, 1.0, a_rmsnorm_weight=torch.ones(k, device=DEV), a_rmsnorm_eps="1e-6")
     with pytest.raises(nvfp4_jit.InvalidArgument, match="residual"):
         nvfp4_jit.gemm(a, w, s, 1.0, residual=torch.zeros(4, n, device=DEV))  # fp32 residual, bf16 out
     with pytest.raises(nvfp4_jit.InvalidArgument, match="residual"):

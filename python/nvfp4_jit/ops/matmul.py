@@ -145,8 +145,11 @@ def _weight(op, b, b_scales, b_global_scale, b_scale_layout, b_prepacked, n, k, 
     return n, b_gs, b_gs_value, b_layout
 
 
-def _prologue(op, a_rmsnorm_weight, a, k):
-    """a_rmsnorm_weight: [k] in A's 16-bit dtype or fp32, A BF16 / FP16."""
+def _prologue(op, a_rmsnorm_weight, a_rmsnorm_eps, a, k):
+    """a_rmsnorm_weight: [k] in A's 16-bit dtype or fp32, A BF16 / FP16; its eps a number (the
+    library checks its range)."""
+    if not isinstance(a_rmsnorm_eps, (int, float)) or isinstance(a_rmsnorm_eps, bool):
+        bad(op, f"a_rmsnorm_eps must be a number, got {a_rmsnorm_eps!r}")
     if a_rmsnorm_weight is None:
         return
     if a.dtype not in (torch.bfloat16, torch.float16):
@@ -214,7 +217,7 @@ def gemm(a, b, b_scales=None, b_global_scale=1.0, *, b_scale_layout="linear", b_
     k, a_gs, a_gs_value, a_layout = _activations(op, a, a_scales, a_global_scale, a_scale_layout, m, 2)
     n, b_gs, b_gs_value, b_layout = _weight(op, b, b_scales, b_global_scale, b_scale_layout, b_prepacked, n, k, a.get_device())
     out_dtype = _epilogue(op, bias, out.dtype if out is not None else out_dtype, a, n)
-    _prologue(op, a_rmsnorm_weight, a, k)
+    _prologue(op, a_rmsnorm_weight, a_rmsnorm_eps, a, k)
     _residual(op, residual, m, _out_cols(n, modes[0]), out_dtype, a.get_device())
     args = (a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout, bool(b_prepacked), int(n), k,
             bias, float(alpha))
