@@ -133,6 +133,7 @@ TEST_SUITE("gemm_w4a8") {
     const int32_t* sizes = reinterpret_cast<const int32_t*>(buffer);
     GroupedGemmArgs ga;
     ga.gemm = fp4_w4a8_args(), ga.groups = 4, ga.group_ends = sizes, ga.expected_m = 512;
+    ga.gemm.n = kW4A8GroupedLeastN;  // experts of fewer rows run the exact mode
     ga.gemm.a_fp4.global_scale = GlobalScale{0.0f, reinterpret_cast<const float*>(buffer), false};
     ga.a_global_scale_per_group = true;
     CHECK(grouped_gemm_workspace_bytes(ga) == 300 * 256 + 4 * 300);
@@ -160,6 +161,7 @@ TEST_SUITE("gemm_w4a8") {
     const int32_t* sizes = reinterpret_cast<const int32_t*>(buffer);
     GroupedGemmArgs ga;
     ga.gemm = w4a8_args(), ga.groups = 4, ga.group_ends = sizes, ga.expected_m = 512;
+    ga.gemm.n = kW4A8GroupedLeastN;  // experts of fewer rows run the exact mode
     // contiguous: m rows
     CHECK(grouped_gemm_workspace_bytes(ga) == 300 * 256 + 4 * 300);
     GemmCall call = grouped_gemm_call(ga, "test", false);
@@ -192,8 +194,13 @@ TEST_SUITE("gemm_w4a8") {
     CHECK_FALSE(gemm_problem_w4a8(grouped_gemm_call(gathered, "test", false).problem));
     gathered.row_index = sizes, gathered.a_rows = 50, gathered.expected_m = kW4A8GatheredExactRows;
     CHECK_FALSE(gemm_problem_w4a8(grouped_gemm_call(gathered, "test", false).problem));
-    CHECK(w4a8_runs_exact(false, false, kW4A8ExactRows));
-    CHECK_FALSE(w4a8_runs_exact(false, true, kW4A8ExactRows + 1));
+    CHECK(w4a8_runs_exact(false, false, kW4A8ExactRows, 64));
+    CHECK_FALSE(w4a8_runs_exact(false, true, kW4A8ExactRows + 1, 64));
+    // sorted grouped rows on experts of fewer than kW4A8GroupedLeastN weight rows: the exact mode
+    // at any rows per expert; gathered rows and dense calls do not look at n
+    CHECK(w4a8_runs_exact(true, false, 4096, kW4A8GroupedLeastN - 1));
+    CHECK_FALSE(w4a8_runs_exact(true, false, kW4A8GroupedExactRows + 1, kW4A8GroupedLeastN));
+    CHECK_FALSE(w4a8_runs_exact(true, true, kW4A8GatheredExactRows + 1, 64));
     ga.layout = GroupedLayout::batched, ga.masked_m = nullptr;
     try {
       grouped_gemm_workspace_bytes(ga);
@@ -221,6 +228,7 @@ TEST_SUITE("gemm_w4a8") {
     const GemmBackend& backend = *find_gemm_backend(Arch::sm_90a);
     GroupedGemmArgs ga;
     ga.gemm = w4a8_args(), ga.groups = 8, ga.group_ends = reinterpret_cast<const int32_t*>(buffer), ga.expected_m = 512;
+    ga.gemm.n = kW4A8GroupedLeastN;  // experts of fewer rows run the exact mode
     const GemmSpec contiguous = gemm_problem_on(Arch::sm_90a, grouped_gemm_call(ga, "test", false));
     CHECK(backend.unsupported(contiguous) == "");
     ga.layout = GroupedLayout::masked, ga.masked_m = ga.group_ends, ga.group_ends = nullptr;
@@ -360,7 +368,7 @@ TEST_SUITE("gemm_w4a8") {
     const GemmSpec dense = gemm_problem_on(Arch::sm_90a, gemm_call(g, "test", false));
     GroupedGemmArgs ga;
     ga.gemm = w4a8_args(), ga.groups = 8, ga.group_ends = reinterpret_cast<const int32_t*>(buffer), ga.expected_m = 512;
-    ga.gemm.n = 2048, ga.gemm.k = 7168;  // DeepSeek-V3's experts' gate_up
+    ga.gemm.n = 4096, ga.gemm.k = 7168;  // DeepSeek-V3's experts' gate_up
     const GemmSpec grouped = gemm_problem_on(Arch::sm_90a, grouped_gemm_call(ga, "test", false));
     const std::vector<GemmSpec> specs{gemm_spec(dense, backend.heuristic(dense, 4096, 132)),
                                       gemm_spec(grouped, backend.heuristic(grouped, 512 * ga.groups, 132))};

@@ -262,8 +262,9 @@ enum class GemmEpilogue : uint8_t {
 // at most 256 rows (decode, small batches) run the exact mode: there the GEMM is bound by the
 // weight and its decode, and FP8 gains nothing.
 // grouped_gemm takes it in gemm.precision (contiguous, row_index too, and masked layouts; not
-// batched); calls of at most 128 rows an expert (expected_m; 16 with row_index) run the exact
-// mode. Its workspace then holds every group's rows (masked: groups * m).
+// batched); calls of at most 128 rows an expert (expected_m; 16 with row_index), and calls of
+// sorted rows on experts of fewer than 4096 weight rows (n), run the exact mode. Its workspace
+// then holds every group's rows (masked: groups * m).
 enum class GemmPrecision : uint8_t { exact = 0, w4a8 = 1 };
 
 struct GemmArgs {

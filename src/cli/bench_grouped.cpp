@@ -270,7 +270,7 @@ Json bench_grouped(bool quick, const GroupedBenchFilter& only) {
                   gathered_us / us[0]);
       const double w4a8_us = us[w4a8_at], w4a8_gathered_us = us[w4a8_at + 1];
       const int64_t expected_m = grouped_default_expected_m(rows, s.experts);
-      auto mode = [&](bool row_index) { return w4a8_runs_exact(true, row_index, expected_m) ? "exact mode" : "FP8"; };
+      auto mode = [&](bool row_index) { return w4a8_runs_exact(true, row_index, expected_m, s.n) ? "exact mode" : "FP8"; };
       std::printf("      W4A8 (expected_m %lld: sorted %s, gathered %s): %.2f us (%.2fx the exact mode's speed, %.1f TFLOP/s), "
                   "gathered %.2f us (%.2fx the exact gathered)\n",
                   (long long)expected_m, mode(false), mode(true), w4a8_us, us[0] / w4a8_us,

@@ -144,7 +144,7 @@ void run_w4a8_grouped_case(const W4a8GroupedCase& c, std::mt19937& rng) {
   label << "W4A8 grouped " << (masked ? "masked" : c.tokens > 0 ? "contiguous gathered" : "contiguous") << " " << groups
         << " experts rows=" << routed << " n=" << c.n << " k=" << c.k << " expected_m=" << c.expected_m
         << (c.adversarial ? " adversarial" : " realistic")
-        << (w4a8_runs_exact(true, c.tokens > 0, c.expected_m) ? " (the exact mode runs)" : "");
+        << (w4a8_runs_exact(true, c.tokens > 0, c.expected_m, c.n) ? " (the exact mode runs)" : "");
   check_w4a8_output(label.str(), refs, act, weights, c.n, c.k, ep, got);
 }
 
@@ -178,9 +178,11 @@ TEST_SUITE("gpu_gemm_w4a8") {
     std::mt19937 rng(std::random_device{}());
     using L = GroupedLayout;
     const W4a8GroupedCase cases[] = {
-        // ragged experts, empty ones (first, middle, last), padding rows past the groups
-        {L::contiguous, 256, 2048, {0, 300, 17, 0, 129, 1, 64, 0}, 512, 40},
-        {L::contiguous, 1000, 2880, {200, 0, 333, 65}, 512, 0, 0, 0, true, DType::fp32},
+        // ragged experts, empty ones (first, middle, last), padding rows past the groups (sorted
+        // rows: experts of kW4A8GroupedLeastN rows, as fewer run the exact mode)
+        {L::contiguous, 4096, 512, {0, 300, 17, 0, 129, 1, 64, 0}, 512, 40},
+        {L::contiguous, 4096, 576, {200, 0, 333, 65}, 512, 0, 0, 0, true, DType::fp32},
+        {L::contiguous, 1000, 2880, {200, 0, 333, 65}, 512},  // experts of fewer rows: the exact mode
         // the tile chosen for fewer rows than the groups hold (more row tiles an expert)
         {L::contiguous, 640, 1024, {257, 3, 190}, 64, 8},
         // gathered: tokens' rows through a row index, one index outside A (a NaN row), padding
@@ -188,8 +190,8 @@ TEST_SUITE("gpu_gemm_w4a8") {
         {L::contiguous, 200, 96, {7, 90, 0, 150}, 512, 0, 0, 64, true},
         {L::contiguous, 512, 2880, {40, 17, 0, 33, 1}, 32, 16, 0, 80},  // gathered rows run W4A8 from 17 an expert
         // masked: counts up to max_m, empty groups, rows past the counts poisoned
-        {L::masked, 256, 2048, {300, 0, 17, 129, 300, 1}, 512, 0, 300},
-        {L::masked, 1000, 2880, {0, 64, 200}, 256, 0, 200, 0, true, DType::fp32},
+        {L::masked, 4096, 512, {300, 0, 17, 129, 300, 1}, 512, 0, 300},
+        {L::masked, 4096, 576, {0, 64, 200}, 256, 0, 200, 0, true, DType::fp32},
         {L::masked, 128, 512, {40, 0, 5}, 16, 0, 48},
     };
     for (const W4a8GroupedCase& c : cases) run_w4a8_grouped_case(c, rng);

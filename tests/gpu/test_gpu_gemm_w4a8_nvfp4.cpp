@@ -304,19 +304,20 @@ TEST_SUITE("gpu_gemm_w4a8_nvfp4") {
     };
     std::vector<Fp4Case> cases;
     // contiguous, sorted: ragged and empty experts (first, middle, last), padding rows past the groups
-    cases.push_back(grouped(L::contiguous, 256, 4096, {0, 300, 17, 0, 129, 1, 64, 0}, 512, S::linear, Gscale::host, bf16));
+    // (experts of kW4A8GroupedLeastN rows: fewer run the exact mode)
+    cases.push_back(grouped(L::contiguous, 4096, 512, {0, 300, 17, 0, 129, 1, 64, 0}, 512, S::linear, Gscale::host, bf16));
     cases.back().padding = 40;
-    cases.push_back(grouped(L::contiguous, 512, 7168, {200, 0, 333, 65}, 512, S::swizzled128x4, Gscale::per_group, fp32));
-    cases.push_back(grouped(L::contiguous, 384, 4096, {150, 150, 150}, 512, S::linear, Gscale::per_row, bf16));
+    cases.push_back(grouped(L::contiguous, 4096, 768, {200, 0, 333, 65}, 512, S::swizzled128x4, Gscale::per_group, fp32));
+    cases.push_back(grouped(L::contiguous, 4096, 512, {150, 150, 150}, 512, S::linear, Gscale::per_row, bf16));
     // gathered through row_index: ids -1 past the routed rows, one outside A (a NaN row)
     cases.push_back(grouped(L::contiguous, 384, 4096, {120, 0, 260, 31}, 512, S::linear, Gscale::device, bf16));
     cases.back().padding = 24, cases.back().tokens = 300, cases.back().bad_row_expert = 2;
     cases.push_back(grouped(L::contiguous, 256, 7168, {40, 17, 0, 33, 1}, 32, S::swizzled128x4, Gscale::per_group, fp32));
     cases.back().padding = 16, cases.back().tokens = 80, cases.back().bad_row_expert = 1;
     // masked: counts up to max_m, empty groups, rows past the counts poisoned
-    cases.push_back(grouped(L::masked, 256, 4096, {300, 0, 17, 129, 300, 1}, 512, S::linear, Gscale::per_row, bf16));
+    cases.push_back(grouped(L::masked, 4096, 512, {300, 0, 17, 129, 300, 1}, 512, S::linear, Gscale::per_row, bf16));
     cases.back().max_m = 300;
-    cases.push_back(grouped(L::masked, 512, 7168, {0, 64, 200}, 256, S::swizzled128x4, Gscale::per_group, fp32));
+    cases.push_back(grouped(L::masked, 4096, 768, {0, 64, 200}, 256, S::swizzled128x4, Gscale::per_group, fp32));
     cases.back().max_m = 200;
     // rows an expert few enough for the exact mode (W4A4's decode, gathered and per group)
     cases.push_back(grouped(L::masked, 128, 4096, {40, 0, 5}, 16, S::linear, Gscale::per_group, bf16));

@@ -350,7 +350,7 @@ GemmCall gemm_call(const GemmArgs& g, const char* who, bool pointers) {
   const Check check(who, pointers);
   check_gemm_args(check, g, call);
   check_spans(check, g, call);
-  if (g.precision == GemmPrecision::w4a8 && w4a8_runs_exact(false, false, g.m)) call.args.precision = GemmPrecision::exact;
+  if (g.precision == GemmPrecision::w4a8 && w4a8_runs_exact(false, false, g.m, g.n)) call.args.precision = GemmPrecision::exact;
   check_workspace(check, call);
   call.problem = gemm_problem(GemmSpec{}.arch, call);
   return call;
@@ -407,7 +407,7 @@ GemmCall grouped_gemm_call(const GroupedGemmArgs& ga, const char* who, bool poin
   if (ga.row_index) check_row_gather(check, ga, call);
   if (g.epilogue == GemmEpilogue::moe_combine) check_moe_combine(check, ga, call);
   check_spans(check, call.args, call);
-  if (g.precision == GemmPrecision::w4a8 && w4a8_runs_exact(true, ga.row_index != nullptr, call.expected_m))
+  if (g.precision == GemmPrecision::w4a8 && w4a8_runs_exact(true, ga.row_index != nullptr, call.expected_m, g.n))
     call.args.precision = GemmPrecision::exact;
   check_workspace(check, call);
   call.problem = gemm_problem(GemmSpec{}.arch, call);

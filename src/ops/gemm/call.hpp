@@ -20,15 +20,23 @@ constexpr int64_t kW4A8ExactRows = 256;
 // experts, expected_m 16-64; at 4096 tokens 0.99-1.08x at expected_m 157, 0.89x on Qwen3's small
 // experts at 296).
 constexpr int64_t kW4A8GroupedExactRows = 128;
+// A sorted grouped call on experts of fewer weight rows (n) runs the exact mode at any rows per
+// expert: on Qwen3-30B-A3B's gate_up experts (1536 x 2048) W4A8 ran at 0.87-0.91x from 296 to
+// 1104 rows an expert, where experts of 4096 to 7168 rows (DeepSeek-V3's gate_up and down,
+// gpt-oss-120b's) gained 1.01-1.19x from 296 on (H200, bench grouped, 4096-16384 tokens; gathered
+// rows keep W4A8's 2.3-2.5x on every shape). 4096: the least n measured to gain.
+constexpr int64_t kW4A8GroupedLeastN = 4096;
 // A contiguous grouped call gathering A through row_index: the exact mode's producers gather
 // the rows as they load them (1.4-1.6x the sorted rows' time at 512 tokens, 2.5-3x at 4096),
 // W4A8's activation pass as it reads them, at no cost to its GEMM: W4A8 is 1.13-1.31x the exact
 // gathered call from 512 tokens (expected_m 32-64) and 0.82-0.87x at 128 tokens (16 and below).
 constexpr int64_t kW4A8GatheredExactRows = 16;
-// Whether a W4A8 call whose tile is chosen for `tile_rows` (M, or a grouped call's expected_m;
-// `gathered`: through row_index) runs the exact mode.
-inline bool w4a8_runs_exact(bool grouped, bool gathered, int64_t tile_rows) {
-  return tile_rows <= (!grouped ? kW4A8ExactRows : gathered ? kW4A8GatheredExactRows : kW4A8GroupedExactRows);
+// Whether a W4A8 call of n weight rows (per expert) whose tile is chosen for `tile_rows` (M, or a
+// grouped call's expected_m; `gathered`: through row_index) runs the exact mode.
+inline bool w4a8_runs_exact(bool grouped, bool gathered, int64_t tile_rows, int64_t n) {
+  if (!grouped) return tile_rows <= kW4A8ExactRows;
+  if (gathered) return tile_rows <= kW4A8GatheredExactRows;
+  return tile_rows <= kW4A8GroupedExactRows || n < kW4A8GroupedLeastN;
 }
 
 // Dense W4A4 calls of at most kW4A4OneLaunchRows rows and K of at most kW4A4OneLaunchK run in one

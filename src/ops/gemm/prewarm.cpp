@@ -96,7 +96,8 @@ std::vector<KernelSpec> gemm_prewarm_specs(Arch arch, const WeightShape& shape, 
       if (gemm_problem_w4a8(variant)) {
         const bool grouped = gemm_problem_groups(variant) > 0;
         const int64_t rows = gemm_bucket_m(bucket);
-        const bool sorted_exact = w4a8_runs_exact(grouped, false, rows), gathered_exact = w4a8_runs_exact(grouped, true, rows);
+        const bool sorted_exact = w4a8_runs_exact(grouped, false, rows, variant.n),
+                   gathered_exact = w4a8_runs_exact(grouped, true, rows, variant.n);
         runs.clear();
         if (sorted_exact || gathered_exact) runs.push_back(gemm_with_precision(variant, GemmPrecision::exact));
         if (!sorted_exact || !gathered_exact) runs.push_back(variant);
