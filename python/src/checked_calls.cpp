@@ -39,13 +39,18 @@ bool enum_of(PyObject* o, const char* const (&names)[N], E& value) {
   return false;
 }
 
-// A Python float (or what converts to one) as a float; false, the error cleared, for anything else.
-bool number(PyObject* o, float& value) {
-  const double v = PyFloat_AsDouble(o);
-  if (v == -1.0 && PyErr_Occurred()) {
+// A Python float (or what converts to one); false, the error cleared, for anything else.
+bool number(PyObject* o, double& value) {
+  value = PyFloat_AsDouble(o);
+  if (value == -1.0 && PyErr_Occurred()) {
     PyErr_Clear();
     return false;
   }
+  return true;
+}
+bool number(PyObject* o, float& value) {
+  double v = 0;
+  if (!number(o, v)) return false;
   value = static_cast<float>(v);
   return true;
 }
@@ -69,11 +74,8 @@ bool global_scale(PyObject* o, long device, int64_t rows, GlobalScale& g) {
   g = GlobalScale{};
   if (o == Py_None) return true;
   if (PyFloat_Check(o) || (PyLong_Check(o) && !PyBool_Check(o))) {
-    const double v = PyFloat_AsDouble(o);
-    if (v == -1.0 && PyErr_Occurred()) {
-      PyErr_Clear();
-      return false;
-    }
+    double v = 0;
+    if (!number(o, v)) return false;
     g.value = static_cast<float>(v);
     return v > 0 && v != HUGE_VAL;
   }

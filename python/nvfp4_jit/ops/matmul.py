@@ -356,19 +356,15 @@ def grouped_gemm(a, b, b_scales=None, b_global_scale=1.0, *, group_ends=None, ma
             bias, float(alpha))
     grouped = (groups, layout, group_ends, masked_m, int(expected_m), bool(a_global_scale_per_group), row_index)
     combine = _combine(op, modes[0], combine_positions, combine_row_token, combine_weights, combine_out, n, dev)
-    if modes[0] == GEMM_EPILOGUES["moe_combine"]:
-        if out is None:
-            out = a.new_empty(_grouped_out_shape(a, n, row_index, modes[0]), dtype=out_dtype)
-        _tensor(out, op, "out", tuple(_ACT), dim, a.get_device())
-        _shape(out, op, "out", _grouped_out_shape(a, n, row_index, modes[0]))
-        _pick(op + "_out", _grouped_gemm_launch, a)(out, workspace, *args, bool(weights_static), *grouped, *modes, *combine)
-        return combine_out
-    if out is None:
+    fused_combine = modes[0] == GEMM_EPILOGUES["moe_combine"]
+    if out is None and not fused_combine:
         return _pick(op, _grouped_gemm, a)(*args, out_dtype, bool(weights_static), *grouped, *modes)
+    if out is None:  # the combine's D, written as always; the caller asked for the combined rows
+        out = a.new_empty(_grouped_out_shape(a, n, row_index, modes[0]), dtype=out_dtype)
     _tensor(out, op, "out", tuple(_ACT), dim, a.get_device())
     _shape(out, op, "out", _grouped_out_shape(a, n, row_index, modes[0]))
     _pick(op + "_out", _grouped_gemm_launch, a)(out, workspace, *args, bool(weights_static), *grouped, *modes, *combine)
-    return out
+    return combine_out if fused_combine else out
 
 
 def _combine(op, epilogue, positions, row_token, weights, out, n, device):
