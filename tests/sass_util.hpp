@@ -119,6 +119,7 @@ void for_each_disassembled(const std::vector<KernelSpec>& specs, Check check) {
     CAPTURE(name);
     const std::string text = disassemble(nvdisasm, std::string(compiled->cubin.data(), compiled->cubin.size()), cubin);
     REQUIRE(!text.empty());
+    if (const char* dir = std::getenv("NVFP4_JIT_SASS_DUMP")) std::ofstream(fmt::format("{}/{}.sass", dir, name)) << text;
     check(spec, name, text);
   }
   std::remove(cubin.c_str());

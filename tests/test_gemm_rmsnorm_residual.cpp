@@ -342,7 +342,7 @@ TEST_SUITE("gemm_rmsnorm_residual") {
     for_each_disassembled(specs, [](const GemmSpec& spec, const std::string& name, const std::string& text) {
       CAPTURE(gemm_key(spec).describe());
       CHECK((name.find("_rmsnorm") != std::string::npos || name.find("_residual") != std::string::npos));
-      const Sass s = parse_sass(text, name, "HGMMA");
+      const Sass s = parse_sass(text, name, sm90_mma_mnemonic(spec));
       CHECK(s.matches > 0);
       CHECK(s.loop_local_accesses == 0);
       // down's 256-row tile with the residual (128 accumulators a thread) keeps its residual

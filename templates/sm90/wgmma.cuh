@@ -150,4 +150,23 @@ __device__ __forceinline__ void wgmma(float (&d)[N], const unsigned (&a)[4], uns
   Wgmma<W>::template mma<ADT>(d, a, desc);
 }
 
+// The warp-level product of the decode tiles (GemmConfig::WARP_MMA): d += A . B over k16 with A
+// (16 weight rows) in the wgmma fragment's registers, which are mma.m16n8k16's A fragment, and
+// B (8 activation rows) in two registers from ldmatrix; d's four accumulators are those wgmma
+// m64n8 gives the warp's rows (m64n16's first or last four).
+template <int ADT>
+__device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  static_assert(ADT == DTYPE_BF16 || ADT == DTYPE_FP16, "mma.m16n8k16's inputs here: bf16 or fp16");
+  if constexpr (ADT == DTYPE_BF16)
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  else
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
 }  // namespace nvfp4k::sm90

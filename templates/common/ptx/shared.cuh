@@ -18,4 +18,13 @@ __device__ __forceinline__ void stmatrix_x4_trans(unsigned addr, unsigned r0, un
                : "memory");
 }
 
+// Four 8x8 16-bit matrices loaded as mma fragments: row r of matrix q is the 16 bytes at the
+// address lane 8q + r gives; lane l receives row l / 4, columns 2 (l % 4) and + 1 of each.
+__device__ __forceinline__ void ldmatrix_x4(unsigned addr, unsigned (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr)
+               : "memory");
+}
+
 }  // namespace nvfp4k
