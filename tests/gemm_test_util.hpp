@@ -40,10 +40,10 @@ inline std::vector<sm90::Tile> sm90_bucket_tiles(int64_t n, int64_t k, int bucke
   return to_tiles(gemm_bucket_tiles(sm90_backend(), sm90_problem(n, k, prepacked), bucket, 132));
 }
 
-// The SASS mnemonic of an sm_90a GEMM kernel's products: the decode tiles (8 and 16 rows, 16-bit
-// activations) multiply by warp (HMMA.16816), the others by warpgroup (HGMMA); W4A8's by QGMMA.
+// The SASS mnemonic of an sm_90a GEMM kernel's products: the 8-row decode tile (16-bit
+// activations) multiplies by warp (HMMA.16816), the others by warpgroup (HGMMA).
 inline const char* sm90_mma_mnemonic(const GemmSpec& spec) {
-  return spec.tile.block_m <= 16 && !(spec.flags & kFlagW4A8) ? "HMMA.16816" : "HGMMA";
+  return spec.tile.block_m == 8 && !(spec.flags & kFlagW4A8) ? "HMMA.16816" : "HGMMA";
 }
 
 // A spec as the kernel key, GEMM or not (lists of a prewarm's specs hold every op's).

@@ -5,7 +5,8 @@
 // registers: each consumer thread turns the staged packed bytes it owns into exact BF16/FP16
 // pairs (value * block scale, see common/mma_operand.cuh) and decoded weights never touch
 // shared memory. The activations are wgmma's B operand (TMA, 128-byte swizzle) and M is
-// wgmma's N, so a decode call with M = 1 runs m64n8k16.
+// wgmma's N; the 8-row decode tile issues the same fragments to mma.m16n8k16 per warp instead
+// (GemmConfig::WARP_MMA).
 //
 // Warpgroups 0..WG-1 consume, 64 weight rows each; the threads after them produce: one issues
 // the TMA loads of a STAGES-deep ring guarded by mbarriers, and for the ModelOpt layout a
@@ -95,10 +96,10 @@ struct GemmConfig {
   // The W4A8 mode (ADT DTYPE_E4M3, sm90/fp8_operand.cuh): E4M3 activations and weights folded to
   // E4M3 from a prepacked weight, k32 steps; D gets each weight row's 2^e in the end.
   static constexpr bool FP8 = ADT == DTYPE_E4M3;
-  // The decode tiles (8 and 16 rows) multiply by warp (mma.m16n8k16, B by ldmatrix) instead of
-  // wgmma: each warp runs free of its warpgroup, with no descriptors, fences or commit waits, and
-  // its stage is released as soon as it is decoded (docs/perf-log.md).
-  static constexpr bool WARP_MMA = (BM == 8 || BM == 16) && !FP8;
+  // The 8-row decode tile multiplies by warp (mma.m16n8k16, B by ldmatrix) instead of wgmma:
+  // each warp runs free of its warpgroup, with no descriptors, fences or commit waits, and its
+  // stage is released as soon as it is decoded (docs/perf-log.md; 16 rows measured no faster).
+  static constexpr bool WARP_MMA = BM == 8 && !FP8;
   using Operand = Fp4Operand<FP8 ? DTYPE_FP16 : ADT>;  // the 16-bit path's placed pairs
   // the operands' 2^-SHIFT (NVFP4 activations: both operands'), undone in the epilogue
   static constexpr int SHIFT = FP8 ? 0 : A_FP4 ? 2 * Operand::SHIFT : Operand::SHIFT;
@@ -325,14 +326,11 @@ __device__ __forceinline__ void consumer_k_loop(const ConsumerStage& st, int rin
     if constexpr (C::GROUPED == GROUPED_CONTIGUOUS) fence_proxy_async_shared_if(st.a_gathered);  // gathered rows, to wgmma
     // Local step j's activations start (j / 4) boxes and (j % 4) * 32 bytes after the k slice's.
     const unsigned desc_lo = sw128_desc_lo(stage(s) + j0 / 4 * C::A_BOX_BYTES);
-    // WARP_MMA: an ldmatrix.x4 brings four 8 x 8 matrices of activations (8 rows, 8 k): with 8 rows
-    // the k halves of steps j and j + 1 (j even), with 16 those of step j for rows 0-7 and 8-15.
-    // Lane l gives row l % 8 of matrix l / 8: its activation row, and its 16-byte chunk of the
-    // step's 32 bytes, under the 128-byte swizzle (chunk ^ row % 8).
-    constexpr bool TWO_STEPS = C::BM == 8;
-    const int q = tid % 32 / 8, r = tid % 8;
-    const unsigned b_row = smem_u32(stage(s) + j0 / 4 * C::A_BOX_BYTES) + unsigned(TWO_STEPS ? r : 8 * (q / 2) + r) * 128;
-    const unsigned b_chunk = unsigned((TWO_STEPS ? q : q % 2) ^ r) << 4;
+    // WARP_MMA: an ldmatrix.x4 brings the four 8 x 8 matrices of activations (8 rows, 8 k) of
+    // steps j and j + 1 (j even). Lane l gives row l % 8 of matrix l / 8: activation row l % 8,
+    // 16-byte chunk 2 (j % 4) + l / 8 of the box, under the 128-byte swizzle (chunk ^ row).
+    const unsigned b_row = smem_u32(stage(s) + j0 / 4 * C::A_BOX_BYTES) + (tid % 8) * 128;
+    const unsigned b_chunk = ((tid % 32 / 8) ^ (tid % 8)) << 4;
     // Step j's A fragment is in a[j % FRAGS]; at a commit's end, its wgmmas.
     auto issue = [&](int j) {
       if (j % COMMIT_STEPS != COMMIT_STEPS - 1) return;
@@ -341,15 +339,13 @@ __device__ __forceinline__ void consumer_k_loop(const ConsumerStage& st, int rin
         for (int jj = j + 1 - COMMIT_STEPS; jj <= j; ++jj) apply_a_rmsnorm<C::ADT>(a[jj % FRAGS], norm_pairs[jj]);
       }
       if constexpr (C::WARP_MMA) {
-        static_assert(COMMIT_STEPS % 2 == 0, "two steps an ldmatrix (8 rows)");
-        float(&d0)[4] = *reinterpret_cast<float(*)[4]>(acc);
-        float(&d1)[4] = *reinterpret_cast<float(*)[4]>(acc + (TWO_STEPS ? 0 : 4));  // rows 8-15
+        static_assert(COMMIT_STEPS % 2 == 0, "two steps an ldmatrix");
 #pragma unroll
-        for (int jj = j + 1 - COMMIT_STEPS; jj <= j; jj += TWO_STEPS ? 2 : 1) {
+        for (int jj = j + 1 - COMMIT_STEPS; jj <= j; jj += 2) {
           unsigned b[4];
           ldmatrix_x4(b_row + unsigned((jj / 4) * C::A_BOX_BYTES) + (b_chunk ^ unsigned((jj % 4) * 32)), b);
-          mma_m16n8k16<C::ADT>(d0, a[jj % FRAGS], b[0], b[1]);
-          mma_m16n8k16<C::ADT>(d1, a[(TWO_STEPS ? jj + 1 : jj) % FRAGS], b[2], b[3]);
+          mma_m16n8k16<C::ADT>(acc, a[jj % FRAGS], b[0], b[1]);
+          mma_m16n8k16<C::ADT>(acc, a[(jj + 1) % FRAGS], b[2], b[3]);
         }
         return;
       }

@@ -150,10 +150,10 @@ __device__ __forceinline__ void wgmma(float (&d)[N], const unsigned (&a)[4], uns
   Wgmma<W>::template mma<ADT>(d, a, desc);
 }
 
-// The warp-level product of the decode tiles (GemmConfig::WARP_MMA): d += A . B over k16 with A
-// (16 weight rows) in the wgmma fragment's registers, which are mma.m16n8k16's A fragment, and
-// B (8 activation rows) in two registers from ldmatrix; d's four accumulators are those wgmma
-// m64n8 gives the warp's rows (m64n16's first or last four).
+// The warp-level product of the 8-row decode tile (GemmConfig::WARP_MMA): d += A . B over k16
+// with A (16 weight rows) in the wgmma fragment's registers, which are mma.m16n8k16's A
+// fragment, and B (8 activation rows) in two registers from ldmatrix; d's four accumulators are
+// those wgmma m64n8 gives the warp's rows.
 template <int ADT>
 __device__ __forceinline__ void mma_m16n8k16(float (&d)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
   static_assert(ADT == DTYPE_BF16 || ADT == DTYPE_FP16, "mma.m16n8k16's inputs here: bf16 or fp16");
