@@ -594,8 +594,22 @@ TEST_SUITE("gemm_sm90") {
     small.groups = 128, small.flags |= kFlagGroupedContiguous;
     CHECK(consumers(sm90::heuristic(small, 1, 132, 128)) == 1);
     GemmSpec long_k = sm90_problem(4096, 7168, true);
-    long_k.groups = 256, long_k.flags |= kFlagGroupedContiguous;
+    long_k.groups = 257, long_k.flags |= kFlagGroupedContiguous;
     CHECK(sm90::heuristic(long_k, 1, 132, 256) == sm90::heuristic(long_k, 1, 132, 8));
+    CHECK(consumers(sm90::heuristic(long_k, 1, 132, 8)) == 2);
+    // ... but past it, one token's 9 experts (DeepSeek-V3's 8 and the shared one): 9 x 32 tiles of
+    // 128 rows take a second round of the 264 CTAs, 9 x 22 of 192 rows one: three consumers; 18
+    // experts take three rounds of two consumers' tiles, and stay with two
+    const GemmTile nine = sm90::heuristic(long_k, 1, 132, 9);
+    CHECK(consumers(nine) == 3);
+    CHECK(generate(gemm_spec(long_k, nine)).source.find("__launch_bounds__(512, 2)") != std::string::npos);
+    CHECK(consumers(sm90::heuristic(long_k, 1, 132, 18)) == 2);
+    // prewarm compiles the tile of every reach, not only the two ends'
+    const std::vector<GemmTile> reach_tiles = backend.heuristic_tiles(long_k, 1, 132);
+    CHECK(reach_tiles.size() == 2);
+    CHECK(std::count(reach_tiles.begin(), reach_tiles.end(), nine) == 1);
+    const std::vector<GemmTile> long_k_bucket = gemm_bucket_tiles(backend, long_k, 8, 132);
+    CHECK(std::count(long_k_bucket.begin(), long_k_bucket.end(), sm90::heuristic(long_k, 1, 132, 9)) == 1);
   }
 
   TEST_CASE("grouped heuristic: one token's tile unsliced; past 16 rows per group the widest tiles, at most 192 high") {

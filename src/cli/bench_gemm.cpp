@@ -106,40 +106,24 @@ Json bench_gemm(bool quick, const GemmBenchFilter& only) {
     RmsNormQuantizeArgs norm;
     norm.in = a.get(), norm.rows = s.m, norm.k = s.k, norm.weight = norm_weight.get(), norm.normed = normed.get();
     norm.out.data = normed_fp4.get(), norm.out.scales = normed_scales.get();
+    // a call on the prepacked weight of run i (the copies rotate past L2)
+    auto on_prepacked = [&](GemmArgs& args) {
+      return [&args, &weights, copies](int i) {
+        args.b.data = weights.prepacked[size_t(i % copies)].get();
+        gemm(args, nullptr);
+      };
+    };
+    const auto gemm_on_normed = on_prepacked(gc);
     std::vector<std::function<void(int)>> contenders{
         [&](int i) {
           g.b.data = weights.packed[size_t(i % copies)].get();
           g.b.scales = weights.scales[size_t(i % copies)].get();
           gemm(g, nullptr);
         },
+        on_prepacked(gp), on_prepacked(ge), on_prepacked(g4), on_prepacked(g8), on_prepacked(g48), on_prepacked(gn),
         [&](int i) {
-          gp.b.data = weights.prepacked[size_t(i % copies)].get();
-          gemm(gp, nullptr);
-        },
-        [&](int i) {
-          ge.b.data = weights.prepacked[size_t(i % copies)].get();
-          gemm(ge, nullptr);
-        },
-        [&](int i) {
-          g4.b.data = weights.prepacked[size_t(i % copies)].get();
-          gemm(g4, nullptr);
-        },
-        [&](int i) {
-          g8.b.data = weights.prepacked[size_t(i % copies)].get();
-          gemm(g8, nullptr);
-        },
-        [&](int i) {
-          g48.b.data = weights.prepacked[size_t(i % copies)].get();
-          gemm(g48, nullptr);
-        },
-        [&](int i) {
-          gn.b.data = weights.prepacked[size_t(i % copies)].get();
-          gemm(gn, nullptr);
-        },
-        [&](int i) {
-          gc.b.data = weights.prepacked[size_t(i % copies)].get();
           rmsnorm_quantize(norm, nullptr);
-          gemm(gc, nullptr);
+          gemm_on_normed(i);
         }};
     if (cublas.ok())
       contenders.push_back([&](int i) {

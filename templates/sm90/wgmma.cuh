@@ -3,7 +3,8 @@
 // through a descriptor. wgmma's N is part of the instruction and each accumulator an operand of
 // its own, so every width is written out: one Wgmma specialization per width wgmma has (8 to
 // 256 in steps of 8), each for bf16 and fp16 inputs. The kernel's config (its activation dtype
-// and its tile's widths, GemmConfig::NARROW_MMA) picks the instruction.
+// and its tile's widths, GemmConfig::NARROW_MMA) picks the instruction. The 8-row decode tile's
+// warp-level mma.m16n8k16 on the same fragments is at the end.
 #pragma once
 
 #include "common/params.cuh"

@@ -551,6 +551,18 @@ TEST_SUITE("gpu_grouped_gemm") {
       run_grouped({GroupedLayout::contiguous, 128, 512, 2880, 512, ScaleLayout::linear, DType::bf16, DType::bf16, true}, rng);
       run_grouped({GroupedLayout::contiguous, 128, 512, 2880, 512, ScaleLayout::linear, DType::fp16, DType::fp32, true}, rng, 1);
     }
+    // one token's 9 rows reaching 9 of 16 experts of K past 4096 (DeepSeek-V3's gate_up with the
+    // shared one): two consumers' 9 x 32 tiles of 128 rows would take a second round of two CTAs
+    // an SM, three consumers' 9 x 22 of 192 rows take one
+    {
+      GemmSpec problem = gemm_problem(Arch::sm_90a, 4096, 4608, DType::bf16, DType::bf16, ScaleLayout::linear, true, kNoDType);
+      problem.groups = 16, problem.flags |= kFlagGroupedContiguous;
+      const int sms = current_device().sm_count;
+      const GemmTile tile = sm90::heuristic(problem, 1, sms, 9);
+      MESSAGE("16 groups of 4096 x 4608, 9 rows on " << sms << " SMs: " << sm90::describe(sm90::from_config(tile)));
+      if (16 * 22 >= 2 * sms && 9 * 32 > 2 * sms && 9 * 22 <= 2 * sms) CHECK(sm90::from_config(tile).consumers == 3);
+      run_grouped({GroupedLayout::contiguous, 16, 9, 4096, 4608, ScaleLayout::linear, DType::bf16, DType::bf16, true}, rng);
+    }
     // more groups than a cursor's first walk loads at once (256): it walks them chunk by chunk
     run_grouped({GroupedLayout::contiguous, 1100, 700, 128, 256, ScaleLayout::linear, DType::bf16, DType::bf16, true}, rng);
     run_grouped({GroupedLayout::masked, 1030, 4, 128, 256, ScaleLayout::linear, DType::bf16, DType::bf16}, rng);

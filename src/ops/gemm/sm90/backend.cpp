@@ -117,12 +117,14 @@ class Sm90Backend final : public GemmBackend {
     return sm90::heuristic(problem, m, sm_count, gemm_groups_reached(call));
   }
 
-  // a grouped problem's calls reach one group to all: the heuristic's two ends
+  // a grouped problem's calls reach one group to all: the heuristic's tile for each reach (all
+  // groups first, then from one up), which sizes the decode tiles only
   std::vector<GemmTile> heuristic_tiles(const GemmSpec& problem, int64_t m, int sm_count) const override {
     std::vector<GemmTile> tiles{heuristic(problem, m, sm_count)};
-    if (gemm_problem_groups(problem)) {
-      const GemmTile one_group = sm90::heuristic(problem, m, sm_count, 1);
-      if (one_group != tiles.front()) tiles.push_back(one_group);
+    const int64_t reaches = gemm_m_bucket(m) <= kGroupedDecodeMostRows ? gemm_problem_groups(problem) : 0;
+    for (int64_t reached = 1; reached < reaches; ++reached) {
+      const GemmTile t = sm90::heuristic(problem, m, sm_count, reached);
+      if (std::find(tiles.begin(), tiles.end(), t) == tiles.end()) tiles.push_back(t);
     }
     return tiles;
   }

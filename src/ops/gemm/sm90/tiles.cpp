@@ -217,17 +217,27 @@ bool groups_fill_grid_six_times(int64_t n, int64_t groups, int sm_count) {
 // token's), the three-CTA tile takes three consumers at two CTAs: twice the decoding warps an
 // SM, 4-10% nearer the byte floor there, while one token's few tiles would leave SMs idle. From
 // the tuner's candidates on the four expert shapes, both weight layouts (docs/perf-log.md).
+// Past that K, two consumers at two CTAs, or three where their tiles fill the grid in one round
+// where two consumers' take a second (one token's 9 DeepSeek-V3 gate_up experts with the
+// shared one: 288 tiles of 128 rows on 264 CTAs, 198 of 192 rows; 6% faster). Over more rounds
+// three measured no faster.
 Tile grouped_decode_tile(int64_t n, int64_t k, int rows, bool prepacked, int64_t groups_reached, int sm_count) {
   Tile t;
   t.block_m = rows;
   t.consumers = 1;
   t.block_k = 256;
   auto ctas = [&] { return grouped_persistent_ctas(nvfp4k::GROUPED_CONTIGUOUS, t, prepacked, k); };
+  // the rounds of a two-CTA persistent grid over the groups' tiles of `consumers` x 64 rows
+  auto rounds = [&](int consumers) {
+    const int64_t tiles = groups_reached * ((n + 64 * consumers - 1) / (64 * consumers));
+    return (tiles + 2 * sm_count - 1) / (2 * sm_count);
+  };
   if (ctas() == 3) {
     if (groups_fill_grid_six_times(n, groups_reached, sm_count)) t.consumers = 3;  // (at two CTAs an SM)
   } else {
     t.consumers = 2;
     if (ctas() < 2) t.k_slices = 2;
+    else if (prepacked && rounds(3) < rounds(2) && rounds(2) <= 2) t.consumers = 3;
   }
   t.stages = int(max_stages(t));  // (a persistent grid's ring: as_grouped)
   return t;
@@ -249,7 +259,7 @@ Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, bool prepacke
   const int bucket = gemm_m_bucket(m);
   if (m > kGemmLargestTrimmedM) m = gemm_bucket_m(bucket);
   if (groups > 0 && groups_fill_grid(n, groups, sm_count))
-    return bucket > 16 ? grouped_tile(bucket, gemm_trimmed_height(std::min(bucket, kGroupedTallest), m), prepacked)
+    return bucket > kGroupedDecodeMostRows ? grouped_tile(bucket, gemm_trimmed_height(std::min(bucket, kGroupedTallest), m), prepacked)
                        : grouped_decode_tile(n, k, gemm_trimmed_height(bucket, m), prepacked, groups_reached, sm_count);
   if (bucket > 128) return modelled_tile(modelled_candidates(k, prepacked), n, k, m, sm_count, groups);
   // Up to 128 rows one row tile: the bucket's, as high as m's rows.

@@ -56,6 +56,9 @@ std::string tile_problem(const Tile& tile, int64_t k);
 // the exact mode's tile takes as many as fit).
 Tile heuristic_tile(int64_t n, int64_t k, int64_t m, int sm_count, bool prepacked, int groups = 0, int64_t groups_reached = 0,
                     bool fp8 = false);
+// The most rows an expert of a grouped decode tile's buckets: past them no tile depends on
+// `groups_reached`.
+constexpr int kGroupedDecodeMostRows = 16;
 
 // The heuristic's tile for a bucket: heuristic_tile at the bucket's largest M.
 Tile bucket_tile(int64_t n, int64_t k, int bucket, int sm_count, bool prepacked = false, int groups = 0, bool fp8 = false);
