@@ -3,7 +3,8 @@
 Without torch the binding's torch-free part is here (version, sizes, cache and NVRTC info, errors,
 and prewarm from a checkpoint: model_shapes, prewarm_model) and
 `nvfp4_jit.cpu` holds the CPU references on numpy arrays. With torch: the ops (also as
-torch.ops.nvfp4_jit.*, with fake implementations for torch.compile) and Nvfp4Linear.
+torch.ops.nvfp4_jit.*, with fake implementations for torch.compile), Nvfp4Linear, and
+mlp_block / moe_block (a decoder block composed of those ops).
 """
 try:  # first: torch's own CUDA libraries (its NVRTC among them) then serve the library's needs
     import torch  # noqa: F401
@@ -20,6 +21,7 @@ from .deploy import model_shapes, prewarm_model  # noqa: E402,F401
 __version__ = version()
 
 if HAS_TORCH:
+    from .blocks import mlp_block, moe_block  # noqa: F401
     from .linear import Nvfp4Linear, from_modelopt, quantize_modelopt  # noqa: F401
     from .ops import (convert_scales, dequantize, gemm, grouped_gemm, mhc_rmsnorm_quantize, moe_combine, moe_route,  # noqa: F401
                       moe_stage, prepack, prewarm,

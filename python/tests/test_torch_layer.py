@@ -76,6 +76,29 @@ def test_fake_shapes_of_the_gemms():
         assert nvfp4_jit.dequantize(b, s, g, dtype=torch.float16).shape == (96, 256)
 
 
+def test_fake_shapes_of_the_blocks_and_their_checks():
+    hidden, inter, count = 256, 128, 3
+    gu_bytes, down_bytes = nvfp4_jit.prepacked_bytes(2 * inter, hidden), nvfp4_jit.prepacked_bytes(hidden, inter)
+    with fake():
+        x = torch.empty(5, hidden, dtype=torch.bfloat16, device="cuda")
+        ids = torch.empty(5, 2, dtype=torch.int32, device="cuda")
+        wts = torch.empty(5, 2, dtype=torch.float32, device="cuda")
+        gu = torch.empty(count * gu_bytes, dtype=torch.uint8, device="cuda")
+        down = torch.empty(count * down_bytes, dtype=torch.uint8, device="cuda")
+        y = nvfp4_jit.moe_block(x, ids, wts, gu, down, intermediate=inter)
+        assert y.shape == (5, hidden) and y.dtype == torch.bfloat16
+        y = nvfp4_jit.mlp_block(x, gu[:gu_bytes], down[:down_bytes], intermediate=inter, residual=x, out=x)
+        assert y is x
+        with pytest.raises(nvfp4_jit.InvalidArgument, match=r"nvfp4_jit.moe_block: down holds 2 experts of 256 x 128"):
+            nvfp4_jit.moe_block(x, ids, wts, gu, down[:2 * down_bytes], intermediate=inter)
+        with pytest.raises(nvfp4_jit.InvalidArgument, match="gate_up holds .* not a whole number of 256 x 256 experts"):
+            nvfp4_jit.moe_block(x, ids, wts, gu[:-1], down, intermediate=inter)
+        with pytest.raises(nvfp4_jit.InvalidArgument, match="gate_up and down must each hold one prepacked weight"):
+            nvfp4_jit.mlp_block(x, gu, down, intermediate=inter)
+        with pytest.raises(nvfp4_jit.InvalidArgument, match="gate_up must be a 1-D uint8 tensor"):
+            nvfp4_jit.mlp_block(x, gu.view(count, -1), down, intermediate=inter)
+
+
 def test_gemm_checks_shapes_against_each_other():
     with fake():
         a = torch.empty(7, 256, dtype=torch.bfloat16, device="cuda")

@@ -331,7 +331,7 @@ __device__ __forceinline__ void consumer_k_loop(const ConsumerStage& st, int rin
     // 16-byte chunk 2 (j % 4) + l / 8 of the box, under the 128-byte swizzle (chunk ^ row).
     const unsigned b_row = smem_u32(stage(s) + j0 / 4 * C::A_BOX_BYTES) + (tid % 8) * 128;
     const unsigned b_chunk = ((tid % 32 / 8) ^ (tid % 8)) << 4;
-    // Step j's A fragment is in a[j % FRAGS]; at a commit's end, its wgmmas.
+    // Step j's A fragment is in a[j % FRAGS]; at a commit's end, its MMAs.
     auto issue = [&](int j) {
       if (j % COMMIT_STEPS != COMMIT_STEPS - 1) return;
       if constexpr (C::RMSNORM != A_RMSNORM_NONE) {
