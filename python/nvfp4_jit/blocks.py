@@ -3,6 +3,8 @@ measured fastest (docs/perf.md, "Whole blocks": bench block's "fused" column). T
 each block is a few calls of gemm / grouped_gemm / moe_route / moe_combine on prepacked NVFP4
 weights (W4A16), so torch.compile and CUDA graphs see those ops, and every argument the ops take
 is theirs to check. Routing stays on the device: a captured block replays with new top-k ids.
+The W4A16 GEMMs on prepacked weights and their SwiGLU epilogue run on sm_90a; on the other
+archs the ops refuse them with the reason (Unsupported).
 """
 from torch import Tensor
 
