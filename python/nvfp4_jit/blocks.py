@@ -68,10 +68,9 @@ def moe_block(x, topk_ids, topk_weights, gate_up, down, *, intermediate, gate_up
     chooses at weight 1 (bench block's DeepSeek-V3), or a separate mlp_block."""
     op = "moe_block"
     hidden, inter = _dims(op, x, intermediate)
-    experts = _experts(op, "gate_up", gate_up, 2 * inter, hidden)
-    if _experts(op, "down", down, hidden, inter) != experts:
-        bad(op, f"down holds {_experts(op, 'down', down, hidden, inter)} experts of {hidden} x {inter}, "
-                f"gate_up {experts} of {2 * inter} x {hidden}")
+    experts, down_experts = _experts(op, "gate_up", gate_up, 2 * inter, hidden), _experts(op, "down", down, hidden, inter)
+    if down_experts != experts:
+        bad(op, f"down holds {down_experts} experts of {hidden} x {inter}, gate_up {experts} of {2 * inter} x {hidden}")
     ends, row_index, positions, _ = moe_route(topk_ids, experts, first_expert=first_expert)
     h = grouped_gemm(x, gate_up, None, gate_up_global_scale, group_ends=ends, row_index=row_index, b_prepacked=True,
                      n=2 * inter, epilogue="swiglu", weights_static=weights_static)
