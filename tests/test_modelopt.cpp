@@ -1,5 +1,5 @@
-// from_modelopt: a ModelOpt layer's tensors described for gemm, and its checks (no GPU
-// needed; tests/gpu/ runs the swizzled path and the GEMMs).
+// from_modelopt and load_modelopt: a ModelOpt layer's tensors described for gemm, and their
+// checks (no GPU needed; tests/gpu/ runs the swizzled and prepacked paths and the GEMMs).
 #include <doctest/doctest.h>
 
 #include <string>
@@ -66,5 +66,18 @@ TEST_SUITE("modelopt") {
     l = layer(), l.input_scale.device_ptr = reinterpret_cast<const float*>(buffer + 2);
     check_error(l, "input_scale.device_ptr = ");
     check_error(layer(), "swizzled_scales is null", ScaleLayout::swizzled128x4);
+  }
+
+  TEST_CASE("load_modelopt checks the layer first, by its own name") {
+    ModelOptLinear l = layer();
+    l.k = 48;
+    try {
+      load_modelopt(l, buffer, nullptr);
+      FAIL("accepted k = 48");
+    } catch (const Error& e) {
+      CAPTURE(e.what());
+      CHECK(e.status() == Status::invalid_argument);
+      CHECK(std::string(e.what()).find("nvfp4::jit::load_modelopt: k = 48 must be a positive multiple of 32") == 0);
+    }
   }
 }

@@ -534,6 +534,7 @@ struct ModelOptLinear {
 struct Nvfp4Linear {
   Nvfp4Tensor weight;       // GemmArgs::b
   GlobalScale input_scale;  // W4A4: the given global scale for quantize / rmsnorm_quantize / ...
+  bool prepacked = false;   // GemmArgs::b_prepacked: weight.data holds prepack()'s output
 };
 
 // Checks a ModelOpt layer and describes it for gemm. ModelOpt's tensors are the library's
@@ -543,6 +544,16 @@ struct Nvfp4Linear {
 // one-time step at load.
 Nvfp4Linear from_modelopt(const ModelOptLinear& layer, ScaleLayout layout = ScaleLayout::linear,
                           void* swizzled_scales = nullptr, CUstream stream = nullptr);
+
+// The loader's default: from_modelopt's checks, then the layout gemm reads fastest on the
+// device `stream` runs on. On sm_90a the weight is prepacked (prepack(), below) into
+// `prepacked`, prepacked_bytes(n, k) bytes, 16-byte aligned, on `stream` (the layout as
+// stored costs 1.3-1.5x at decode there): the result's weight is that buffer and `prepacked`
+// is set (GemmArgs::b_prepacked). `swiglu_interleave` is PrepackArgs' (a gate_up weight for the
+// fused SwiGLU epilogue). On sm_100a / 103a / 120a / 121a the block-scaled MMAs read the
+// weight as stored: it is described as from_modelopt does and `prepacked` is neither needed
+// nor written (a gate_up weight's order is then GemmArgs::b_swiglu_interleave).
+Nvfp4Linear load_modelopt(const ModelOptLinear& layer, void* prepacked, CUstream stream, int64_t swiglu_interleave = -1);
 
 // gemm's own weight layout (sm_90a): values and block scales rearranged in 64-row x 64-k
 // chunks so each kernel thread reads its operands with one 16-byte load and places a BF16

@@ -1,17 +1,19 @@
 // ModelOpt NVFP4 checkpoints -> the library's GEMM inputs. The formats match (docs/formats.md)
-// so this is checks plus an optional scale-layout rewrite.
+// so this is checks plus an optional scale-layout rewrite, or the device's fastest layout.
 #include <cmath>
 
 #include "nvfp4/jit.hpp"
+#include "core/launcher.hpp"
 #include "ops/validate.hpp"
 
 namespace nvfp4::jit {
 
-Nvfp4Linear from_modelopt(const ModelOptLinear& layer, ScaleLayout layout, void* swizzled_scales, CUstream stream) {
-  const detail::Check check("nvfp4::jit::from_modelopt");
+namespace {
+
+// The layer checked (by `check`'s name) and described as stored.
+Nvfp4Linear described(const ModelOptLinear& layer, const detail::Check& check) {
   check.positive("n", layer.n);
   check.positive_multiple("k", layer.k, 32, "the GEMM reads two NVFP4 blocks at a time");
-  check.scale_layout("layout", layout);
   check.buffer("weight", layer.weight, 16);
   check.buffer("weight_scale", layer.weight_scale, 16);
   for (auto [name, scale] : {std::pair{"weight_scale_2", layer.weight_scale_2}, {"input_scale", layer.input_scale}}) {
@@ -24,6 +26,15 @@ Nvfp4Linear from_modelopt(const ModelOptLinear& layer, ScaleLayout layout, void*
   Nvfp4Linear out;
   out.weight = {layer.weight, layer.k / 2, layer.weight_scale, ScaleLayout::linear, layer.weight_scale_2};
   out.input_scale = layer.input_scale;
+  return out;
+}
+
+}  // namespace
+
+Nvfp4Linear from_modelopt(const ModelOptLinear& layer, ScaleLayout layout, void* swizzled_scales, CUstream stream) {
+  const detail::Check check("nvfp4::jit::from_modelopt");
+  check.scale_layout("layout", layout);
+  Nvfp4Linear out = described(layer, check);
   if (layout == ScaleLayout::swizzled128x4) {
     check.buffer("swizzled_scales", swizzled_scales, 16);
     convert_scales({layer.weight_scale, ScaleLayout::linear, swizzled_scales, ScaleLayout::swizzled128x4, layer.n, layer.k},
@@ -31,6 +42,20 @@ Nvfp4Linear from_modelopt(const ModelOptLinear& layer, ScaleLayout layout, void*
     out.weight.scales = swizzled_scales;
     out.weight.scale_layout = ScaleLayout::swizzled128x4;
   }
+  return out;
+}
+
+Nvfp4Linear load_modelopt(const ModelOptLinear& layer, void* prepacked, CUstream stream, int64_t swiglu_interleave) {
+  const detail::Check check("nvfp4::jit::load_modelopt");
+  Nvfp4Linear out = described(layer, check);
+  const detail::Arch arch = detail::CallDevice(stream, prepacked ? prepacked : layer.weight, "nvfp4::jit::load_modelopt").info.arch;
+  if (arch != detail::Arch::sm_90a) return out;  // the block-scaled MMAs read the layout as stored
+  check.buffer("prepacked", prepacked, 16);
+  PrepackArgs p;
+  p.weight = out.weight, p.n = layer.n, p.k = layer.k, p.out = prepacked, p.swiglu_interleave = swiglu_interleave;
+  prepack(p, stream);
+  out.weight = {prepacked, 0, nullptr, ScaleLayout::linear, layer.weight_scale_2};
+  out.prepacked = true;
   return out;
 }
 

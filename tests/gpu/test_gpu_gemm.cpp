@@ -277,6 +277,66 @@ TEST_SUITE("gpu_gemm") {
     MESSAGE("W4A4 vs W4A16 on the same layer: relative Frobenius difference " << rel);
     CHECK(rel < 0.2);
   }
+
+  // The loader's default on sm_90a: the weight prepacked at load (prepack's bytes, the CPU
+  // reference's), the GEMM on it the same products as on the weight as stored (fp32 sums in
+  // another order: a relative difference of fp32 rounding); elsewhere the weight as stored.
+  TEST_CASE("load_modelopt: prepacked at load on sm_90a, the GEMM as on the weight as stored; a null buffer refused") {
+    std::mt19937 rng(std::random_device{}());
+    const int64_t n = 1000, k = 2880;
+    testutil::HostNvfp4 w(n, k, ScaleLayout::linear, rng);
+    DeviceBuffer d_w = to_device(w.packed), d_ws = to_device(w.scales), d_pp(size_t(prepacked_bytes(n, k)));
+    d_pp.fill(0xFF);
+    ModelOptLinear layer;
+    layer.n = n, layer.k = k, layer.weight = d_w.get(), layer.weight_scale = d_ws.get();
+    layer.weight_scale_2.value = 1.0f / 256;
+    const bool hopper = current_device().arch == Arch::sm_90a;
+    const Nvfp4Linear stored = from_modelopt(layer), loaded = load_modelopt(layer, d_pp.get(), nullptr);
+    check_cu(driver().cuCtxSynchronize(), "load_modelopt");
+    CHECK(loaded.prepacked == hopper);
+    CHECK(loaded.weight.data == (hopper ? d_pp.get() : d_w.get()));
+    CHECK(loaded.weight.global_scale.value == layer.weight_scale_2.value);
+    if (hopper) {
+      std::vector<uint8_t> got(size_t(prepacked_bytes(n, k))), want(got.size());
+      d_pp.download(got.data(), got.size());
+      PrepackArgs pa;
+      pa.weight = stored.weight, pa.weight.data = w.packed.data(), pa.weight.scales = w.scales.data();
+      pa.n = n, pa.k = k, pa.out = want.data();
+      cpu::prepack(pa);
+      CHECK(got == want);
+      try {
+        load_modelopt(layer, nullptr, nullptr);
+        FAIL("accepted a null prepacked buffer");
+      } catch (const Error& e) {
+        CHECK(std::string(e.what()).find("nvfp4::jit::load_modelopt: prepacked is null") == 0);
+      }
+    }
+    for (int64_t m : {1, 40}) {
+      CAPTURE(m);
+      std::vector<uint16_t> x(size_t(m * k));
+      std::normal_distribution<float> normal(0.0f, 1.0f);
+      for (auto& h : x) h = nvfp4k::float_to_bf16_bits(normal(rng));
+      DeviceBuffer d_x = to_device(x), d_stored(size_t(m * n * 4)), d_loaded(size_t(m * n * 4));
+      d_loaded.fill(0xFF);
+      GemmArgs g;
+      g.m = m, g.n = n, g.k = k, g.a = d_x.get(), g.d_dtype = DType::fp32;
+      g.b = stored.weight, g.d = d_stored.get();
+      gemm(g, nullptr);
+      g.b = loaded.weight, g.b_prepacked = loaded.prepacked, g.d = d_loaded.get();
+      gemm(g, nullptr);
+      check_cu(driver().cuCtxSynchronize(), "load_modelopt gemm");
+      std::vector<float> a(size_t(m * n)), b(a.size());
+      d_stored.download(a.data(), a.size() * 4);
+      d_loaded.download(b.data(), b.size() * 4);
+      double diff2 = 0, ref2 = 0;
+      for (size_t i = 0; i < a.size(); ++i) {
+        REQUIRE_MESSAGE(std::isfinite(b[i]), "m=" << m << " n=1000 k=2880: element " << i << " = " << b[i]);
+        diff2 += double(a[i] - b[i]) * (a[i] - b[i]);
+        ref2 += double(a[i]) * a[i];
+      }
+      CHECK(std::sqrt(diff2 / ref2) < 1e-5);
+    }
+  }
 }
 
 TEST_SUITE("gpu_gemm") {
