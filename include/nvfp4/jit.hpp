@@ -552,7 +552,8 @@ Nvfp4Linear from_modelopt(const ModelOptLinear& layer, ScaleLayout layout = Scal
 // is set (GemmArgs::b_prepacked). `swiglu_interleave` is PrepackArgs' (a gate_up weight for the
 // fused SwiGLU epilogue). On sm_100a / 103a / 120a / 121a the block-scaled MMAs read the
 // weight as stored: it is described as from_modelopt does and `prepacked` is neither needed
-// nor written (a gate_up weight's order is then GemmArgs::b_swiglu_interleave).
+// nor written (a gate_up weight's order is then GemmArgs::b_swiglu_interleave). (The GEMM's
+// emulation of those archs on sm_90a, a test facility, takes the weight as stored too.)
 Nvfp4Linear load_modelopt(const ModelOptLinear& layer, void* prepacked, CUstream stream, int64_t swiglu_interleave = -1);
 
 // gemm's own weight layout (sm_90a): values and block scales rearranged in 64-row x 64-k

@@ -4,6 +4,8 @@
 
 #include "nvfp4/jit.hpp"
 #include "core/launcher.hpp"
+#include "ops/gemm/backend.hpp"
+#include "ops/gemm/call.hpp"
 #include "ops/validate.hpp"
 
 namespace nvfp4::jit {
@@ -29,6 +31,14 @@ Nvfp4Linear described(const ModelOptLinear& layer, const detail::Check& check) {
   return out;
 }
 
+// Whether the GEMM on a device of `arch` (or the backend emulating another there) runs a
+// prepacked weight [n, k].
+bool runs_prepacked(detail::Arch arch, int64_t n, int64_t k) {
+  const detail::GemmBackend* backend = detail::find_gemm_backend(arch);
+  return backend &&
+         backend->unsupported(detail::gemm_problem(arch, n, k, DType::bf16, DType::bf16, ScaleLayout::linear, true, 0)).empty();
+}
+
 }  // namespace
 
 Nvfp4Linear from_modelopt(const ModelOptLinear& layer, ScaleLayout layout, void* swizzled_scales, CUstream stream) {
@@ -49,7 +59,7 @@ Nvfp4Linear load_modelopt(const ModelOptLinear& layer, void* prepacked, CUstream
   const detail::Check check("nvfp4::jit::load_modelopt");
   Nvfp4Linear out = described(layer, check);
   const detail::Arch arch = detail::CallDevice(stream, prepacked ? prepacked : layer.weight, "nvfp4::jit::load_modelopt").info.arch;
-  if (arch != detail::Arch::sm_90a) return out;  // the block-scaled MMAs read the layout as stored
+  if (!runs_prepacked(arch, layer.n, layer.k)) return out;  // (the block-scaled MMAs read the layout as stored)
   check.buffer("prepacked", prepacked, 16);
   PrepackArgs p;
   p.weight = out.weight, p.n = layer.n, p.k = layer.k, p.out = prepacked, p.swiglu_interleave = swiglu_interleave;

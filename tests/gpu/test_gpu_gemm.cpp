@@ -2,7 +2,11 @@
 // run, poisoned outputs (NaN bytes) so every element must be written, padded strides left
 // untouched, every M bucket, ragged M and N, both scale layouts, host and device global
 // scales, bias, alpha.
+#include <algorithm>
+#include <optional>
+
 #include "gemm_case.hpp"
+#include "on_blackwell_backend.hpp"
 #include "ops/gemm/dispatch.hpp"
 
 TEST_SUITE("gpu_gemm") {
@@ -335,6 +339,22 @@ TEST_SUITE("gpu_gemm") {
         ref2 += double(a[i]) * a[i];
       }
       CHECK(std::sqrt(diff2 / ref2) < 1e-5);
+    }
+    // the Blackwell backends (on sm_90a in emulation) read the weight as stored: the buffer untouched
+    for (const bool sm100 : {true, false}) {
+      std::optional<detail::test::OnSm100Backend> on100;
+      std::optional<detail::test::OnSm120Backend> on120;
+      if (sm100) on100.emplace();
+      else on120.emplace();
+      if (!(sm100 ? on100->ready() : on120->ready())) continue;
+      d_pp.fill(0xA5);
+      const Nvfp4Linear blackwell = load_modelopt(layer, d_pp.get(), nullptr);
+      CHECK(!blackwell.prepacked);
+      CHECK(blackwell.weight.data == d_w.get());
+      CHECK(blackwell.weight.scales == d_ws.get());
+      std::vector<uint8_t> untouched(size_t(prepacked_bytes(n, k)));
+      d_pp.download(untouched.data(), untouched.size());
+      CHECK(std::all_of(untouched.begin(), untouched.end(), [](uint8_t b) { return b == 0xA5; }));
     }
   }
 }
