@@ -3,7 +3,6 @@
 // untouched, every M bucket, ragged M and N, both scale layouts, host and device global
 // scales, bias, alpha.
 #include <algorithm>
-#include <optional>
 
 #include "gemm_case.hpp"
 #include "on_blackwell_backend.hpp"
@@ -341,12 +340,8 @@ TEST_SUITE("gpu_gemm") {
       CHECK(std::sqrt(diff2 / ref2) < 1e-5);
     }
     // the Blackwell backends (on sm_90a in emulation) read the weight as stored: the buffer untouched
-    for (const bool sm100 : {true, false}) {
-      std::optional<detail::test::OnSm100Backend> on100;
-      std::optional<detail::test::OnSm120Backend> on120;
-      if (sm100) on100.emplace();
-      else on120.emplace();
-      if (!(sm100 ? on100->ready() : on120->ready())) continue;
+    auto as_stored_on = [&](const detail::test::OnBlackwellBackend& on) {
+      if (!on.ready()) return;
       d_pp.fill(0xA5);
       const Nvfp4Linear blackwell = load_modelopt(layer, d_pp.get(), nullptr);
       CHECK(!blackwell.prepacked);
@@ -355,7 +350,9 @@ TEST_SUITE("gpu_gemm") {
       std::vector<uint8_t> untouched(size_t(prepacked_bytes(n, k)));
       d_pp.download(untouched.data(), untouched.size());
       CHECK(std::all_of(untouched.begin(), untouched.end(), [](uint8_t b) { return b == 0xA5; }));
-    }
+    };
+    as_stored_on(detail::test::OnSm100Backend{});
+    as_stored_on(detail::test::OnSm120Backend{});
   }
 }
 
