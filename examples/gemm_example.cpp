@@ -1,5 +1,6 @@
 // Quantize a random BF16 weight [N, K] to NVFP4 on the CPU (as an offline checkpoint step
-// would), multiply BF16 activations [M, K] by it on the GPU with nvfp4::jit::gemm, and check
+// would), load it as a ModelOpt layer (load_modelopt: prepacked on sm_90a, as stored on
+// Blackwell), multiply BF16 activations [M, K] by it on the GPU with nvfp4::jit::gemm, and check
 // the result against a float64 product of the dequantized weight. Public API + CUDA runtime.
 //
 //   gemm_example [M N K]      exit 0: within the BF16 output bound; 1: too far; 2: no GPU / error
@@ -37,20 +38,27 @@ int main(int argc, char** argv) {
   q.global_scale_out = &global_scale;
   nvfp4::jit::cpu::quantize(q);
 
-  void *d_a = example::upload(a), *d_packed = example::upload(packed), *d_scales = example::upload(scales), *d_out;
+  void *d_a = example::upload(a), *d_packed = example::upload(packed), *d_scales = example::upload(scales), *d_out,
+       *d_prepacked;
   if (!d_a || !d_packed || !d_scales) return 2;
   CUDA_OK(cudaMalloc(&d_out, m * n * 2));
+  CUDA_OK(cudaMalloc(&d_prepacked, nvfp4::jit::prepacked_bytes(n, k)));
   cudaStream_t stream;
   CUDA_OK(cudaStreamCreate(&stream));
 
+  nvfp4::jit::ModelOptLinear layer;  // the checkpoint's tensors, on the device
+  layer.n = n, layer.k = k;
+  layer.weight = d_packed;
+  layer.weight_scale = d_scales;
+  layer.weight_scale_2.value = global_scale;
   nvfp4::jit::GemmArgs g;
   g.m = m, g.n = n, g.k = k;
   g.a = d_a;
-  g.b.data = d_packed;
-  g.b.scales = d_scales;
-  g.b.global_scale.value = global_scale;
   g.d = d_out;
   try {
+    const nvfp4::jit::Nvfp4Linear lin = nvfp4::jit::load_modelopt(layer, d_prepacked, stream);  // once, at load
+    g.b = lin.weight;
+    g.b_prepacked = lin.prepacked;
     nvfp4::jit::gemm(g, stream);  // first call: compile or load from the disk cache
   } catch (const nvfp4::jit::Error& e) {
     std::fprintf(stderr, "gemm failed: %s\n", e.what());
@@ -73,11 +81,12 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < a.size(); ++i) af[i] = from_bf16(a[i]);
   const double rel = example::relative_error(af, wq, got, m, n, k);
   const bool ok = rel <= example::kBf16OutputBound;
-  std::printf("gemm M=%ld N=%ld K=%ld (BF16 x NVFP4 -> BF16): relative Frobenius error %.2e against float64 %s\n", m,
-              n, k, rel, ok ? "(ok)" : "(TOO LARGE)");
+  std::printf("gemm M=%ld N=%ld K=%ld (BF16 x NVFP4 -> BF16, weight %s): relative Frobenius error %.2e against float64 %s\n",
+              m, n, k, g.b_prepacked ? "prepacked" : "as stored", rel, ok ? "(ok)" : "(TOO LARGE)");
   cudaFree(d_a);
   cudaFree(d_packed);
   cudaFree(d_scales);
+  cudaFree(d_prepacked);
   cudaFree(d_out);
   cudaStreamDestroy(stream);
   return ok ? 0 : 1;
