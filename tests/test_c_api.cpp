@@ -269,7 +269,28 @@ TEST_SUITE("c_api") {
     nvfp4_prepack_args_init(&p);
     CHECK(p.weight.global_scale.value == 1.0f);
     CHECK(p.swiglu_interleave == -1);
+    nvfp4_modelopt_linear l;
+    std::memset(&l, 0x5A, sizeof l);
+    nvfp4_modelopt_linear_init(&l);
+    CHECK(l.n == 0);
+    CHECK(l.weight == nullptr);
+    CHECK(l.weight_scale_2.value == 1.0f);
+    CHECK(l.input_scale.device_ptr == nullptr);
     nvfp4_dequantize_args_init(nullptr);  // a null pointer is left alone
+  }
+
+  TEST_CASE("load_modelopt: a null layer or output, and a bad layer, refused by the C function's name") {
+    alignas(64) static unsigned char buffer[256];
+    nvfp4_modelopt_linear l;
+    nvfp4_modelopt_linear_init(&l);
+    l.n = 64, l.k = 48, l.weight = buffer, l.weight_scale = buffer + 64;
+    nvfp4_linear out;
+    CHECK(nvfp4_jit_load_modelopt(nullptr, buffer, nullptr, -1, &out) == NVFP4_INVALID_ARGUMENT);
+    CHECK(starts_with(last_error(), "nvfp4_jit_load_modelopt: layer is null"));
+    CHECK(nvfp4_jit_load_modelopt(&l, buffer, nullptr, -1, nullptr) == NVFP4_INVALID_ARGUMENT);
+    CHECK(starts_with(last_error(), "nvfp4_jit_load_modelopt: out is null"));
+    CHECK(nvfp4_jit_load_modelopt(&l, buffer, nullptr, -1, &out) == NVFP4_INVALID_ARGUMENT);
+    CHECK(starts_with(last_error(), "nvfp4_jit_load_modelopt: k = 48 must be a positive multiple of 32"));
   }
 
   TEST_CASE("a zero-filled struct does not compute: a global scale or alpha of 0 names the init function") {

@@ -348,6 +348,27 @@ nvfp4_status nvfp4_jit_moe_combine(const nvfp4_moe_combine_args* args, CUstream 
 nvfp4_status nvfp4_jit_prepack(const nvfp4_prepack_args* args, CUstream stream);
 /* Bytes of a prepacked weight [n, k] (-1: bad input). */
 int64_t nvfp4_jit_prepacked_bytes(int64_t n, int64_t k);
+
+/* A ModelOpt NVFP4 linear layer as its checkpoint stores it, and what gemm takes for it
+ * (jit.hpp: ModelOptLinear, Nvfp4Linear). */
+typedef struct nvfp4_modelopt_linear {
+  int64_t n, k;                      /* out_features, in_features (k: a multiple of 32) */
+  const void* weight;                /* uint8 [n, k/2], 16-byte aligned */
+  const void* weight_scale;          /* float8_e4m3fn [n, k/16], 16-byte aligned */
+  nvfp4_global_scale weight_scale_2; /* the weight's global scale (ModelOpt: one scalar) */
+  nvfp4_global_scale input_scale;    /* the activations' static global scale (W4A4) */
+} nvfp4_modelopt_linear;
+typedef struct nvfp4_linear {
+  nvfp4_tensor weight;             /* nvfp4_gemm_args.b */
+  nvfp4_global_scale input_scale;  /* W4A4: the quantizers' given global scale */
+  int prepacked;                   /* nvfp4_gemm_args.b_prepacked */
+} nvfp4_linear;
+/* The loader's default (jit.hpp: load_modelopt): the layer checked, then on sm_90a prepacked into
+ * `prepacked` (nvfp4_jit_prepacked_bytes(n, k) bytes, 16-byte aligned) on `stream`, elsewhere
+ * described as stored (`prepacked` untouched). swiglu_interleave: nvfp4_prepack_args' (-1: none).
+ * Writes *out. */
+nvfp4_status nvfp4_jit_load_modelopt(const nvfp4_modelopt_linear* layer, void* prepacked, CUstream stream,
+                                     int64_t swiglu_interleave, nvfp4_linear* out);
 /* Bytes of an E4M3 scale tensor for [rows, k] in `layout`, padding included (-1: bad input). */
 int64_t nvfp4_jit_scale_bytes(nvfp4_scale_layout layout, int64_t rows, int64_t k);
 
@@ -365,6 +386,7 @@ void nvfp4_convert_scales_args_init(nvfp4_convert_scales_args* args);
 void nvfp4_gemm_args_init(nvfp4_gemm_args* args);
 void nvfp4_grouped_gemm_args_init(nvfp4_grouped_gemm_args* args);
 void nvfp4_prepack_args_init(nvfp4_prepack_args* args);
+void nvfp4_modelopt_linear_init(nvfp4_modelopt_linear* layer);
 void nvfp4_moe_route_args_init(nvfp4_moe_route_args* args);
 void nvfp4_moe_combine_args_init(nvfp4_moe_combine_args* args);
 

@@ -264,6 +264,10 @@ nvfp4::jit::PrepackArgs to_cpp(const nvfp4_prepack_args& c) {
   return {to_cpp(c.weight), c.n, c.k, c.out, c.swiglu_interleave};
 }
 
+nvfp4::jit::ModelOptLinear to_cpp(const nvfp4_modelopt_linear& c) {
+  return {c.n, c.k, c.weight, c.weight_scale, to_cpp(c.weight_scale_2), to_cpp(c.input_scale)};
+}
+
 void require(const void* args) {
   if (!args) throw nvfp4::jit::Error(nvfp4::jit::Status::invalid_argument, "args is null");
 }
@@ -504,6 +508,23 @@ void nvfp4_prepack_args_init(nvfp4_prepack_args* args) {
   if (!args) return;
   const nvfp4::jit::PrepackArgs d;
   *args = {to_c(d.weight), d.n, d.k, d.out, d.swiglu_interleave};
+}
+
+void nvfp4_modelopt_linear_init(nvfp4_modelopt_linear* layer) {
+  if (!layer) return;
+  const nvfp4::jit::ModelOptLinear d;
+  *layer = {d.n, d.k, d.weight, d.weight_scale, to_c(d.weight_scale_2), to_c(d.input_scale)};
+}
+
+nvfp4_status nvfp4_jit_load_modelopt(const nvfp4_modelopt_linear* layer, void* prepacked, CUstream stream,
+                                     int64_t swiglu_interleave, nvfp4_linear* out) {
+  return guarded("nvfp4_jit_load_modelopt", [&] {
+    using nvfp4::jit::Error, nvfp4::jit::Status;
+    if (!layer) throw Error(Status::invalid_argument, "layer is null");
+    if (!out) throw Error(Status::invalid_argument, "out is null");
+    const nvfp4::jit::Nvfp4Linear linear = nvfp4::jit::load_modelopt(to_cpp(*layer), prepacked, stream, swiglu_interleave);
+    *out = {to_c(linear.weight), to_c(linear.input_scale), linear.prepacked ? 1 : 0};
+  });
 }
 
 }  // extern "C"
