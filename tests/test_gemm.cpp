@@ -615,6 +615,75 @@ TEST_SUITE("gemm") {
     CHECK(grouped_gemm_workspace_bytes(g) == 4 * g.gemm.m * g.gemm.k * 2);
   }
 
+  TEST_CASE("the SwiGLU epilogue's NVFP4 D: d_fp4 checked naming the argument; kernels of their own; sm_90a only") {
+    GemmArgs fused = valid();
+    fused.n = 128, fused.b_prepacked = true, fused.b.scales = nullptr, fused.epilogue = GemmEpilogue::swiglu;
+    fused.d = nullptr, fused.d_dtype = DType::nvfp4, fused.d_fp4.data = buffer, fused.d_fp4.scales = buffer;
+    CHECK(error_of(fused) == "");
+    GemmArgs g = fused;
+    g.epilogue = GemmEpilogue::none;
+    check_error(g, "d_dtype = nvfp4 is the SwiGLU epilogue's output (epilogue swiglu) only so far");
+    g = fused, g.d = buffer;
+    check_error(g, "d is set but d_dtype = nvfp4: pass NVFP4 D in d_fp4");
+    g = fused, g.d_row_stride = 64;
+    check_error(g, "d_row_stride = 64 is for BF16, FP16 or FP32 D: NVFP4 D's is d_fp4.row_stride_bytes");
+    g = fused, g.n = 48;
+    check_error(g, "n = 48 with d_dtype nvfp4: D's n/2 = 24 columns must be a multiple of 16 (whole NVFP4 blocks)");
+    g = fused, g.n = 96, g.d_fp4.scale_layout = ScaleLayout::swizzled128x4;
+    check_error(g, "n = 96 with d_dtype nvfp4: D's n/2 = 48 columns must be a multiple of 64");
+    g.n = 128;
+    CHECK(error_of(g) == "");
+    g = fused, g.d_fp4.scale_mode = GlobalScaleMode::compute_per_row;
+    check_error(g, "d_fp4.scale_mode must be given");
+    g = fused, g.d_fp4.global_scale_out = reinterpret_cast<float*>(buffer);
+    check_error(g, "d_fp4.global_scale_out is for a computed global scale");
+    g = fused, g.d_fp4.row_stride_bytes = 30;
+    check_error(g, "d_fp4.row_stride_bytes = 30 must be at least n/4 = 32 and a multiple of 4");
+    g.d_fp4.row_stride_bytes = 34;
+    check_error(g, "d_fp4.row_stride_bytes = 34 must be at least n/4 = 32 and a multiple of 4");
+    g.d_fp4.row_stride_bytes = 36;
+    CHECK(error_of(g) == "");
+    g = fused, g.d_fp4.data = nullptr;
+    check_error(g, "d_fp4.data is null");
+    g = fused, g.d_fp4.data = buffer + 2;
+    check_error(g, "d_fp4.data = ");
+    g = fused, g.d_fp4.scales = nullptr;
+    check_error(g, "d_fp4.scales is null");
+    g = fused, g.d_fp4.global_scale.per_row = true;
+    check_error(g, "d_fp4.global_scale");
+    g = fused, g.d_fp4.scale_layout = ScaleLayout(9);
+    check_error(g, "d_fp4.scale_layout");
+    g = fused, g.m = 0, g.d_fp4.data = nullptr, g.d_fp4.scales = nullptr;  // no rows: no buffers
+    CHECK(error_of(g) == "");
+
+    // its kernels: another key and name than BF16 D's, the exchange's shared memory; sm_90a only
+    const GemmSpec bf16 = with_epilogue(sm90_problem(2 * 2048, 7168, true), GemmEpilogue::swiglu);
+    GemmSpec fp4 = bf16;
+    fp4.out_dtype = uint8_t(DType::nvfp4);
+    CHECK(gemm_problem(Arch::sm_90a, gemm_call(fused, "test")).out_dtype == uint8_t(DType::nvfp4));
+    CHECK_FALSE(gemm_key(fp4) == gemm_key(bf16));
+    CHECK(sm90_backend().unsupported(fp4) == "");
+    GemmSpec plain = sm90_problem(4096, 7168, true);
+    plain.out_dtype = uint8_t(DType::nvfp4);
+    CHECK(sm90_backend().unsupported(plain).find("the SwiGLU epilogue's output") != std::string::npos);
+    for (Arch arch : {Arch::sm_100a, Arch::sm_120a}) {
+      GemmSpec blackwell = gemm_fp4_problem(with_epilogue(sm90_problem(2 * 2048, 7168, false), GemmEpilogue::swiglu),
+                                            ScaleLayout::linear);
+      blackwell.arch = arch, blackwell.out_dtype = uint8_t(DType::nvfp4);
+      CAPTURE(to_string(arch));
+      CHECK(gemm_backend(arch, "test").unsupported(blackwell).find("NVFP4 D (d_dtype nvfp4, the SwiGLU epilogue's) is not "
+                                                                  "implemented") == 0);
+    }
+    for (int bucket : {gemm_m_bucket(1), gemm_m_bucket(4096)}) {
+      const GemmTile tile = gemm_bucket_tiles(sm90_backend(), fp4, bucket, 132).front();
+      const GemmSpec kernel = gemm_kernel_spec(sm90_backend(), fp4, tile);
+      CAPTURE(sm90_backend().kernel_name(kernel));
+      CHECK(sm90_backend().kernel_name(kernel).find("_nvfp4_") != std::string::npos);
+      CHECK(sm90_backend().arch_tile_problem(kernel) == "");  // its stages fit beside the exchange
+      CHECK(generate(kernel).source.find("ODT = 3,") != std::string::npos);  // DTYPE_NVFP4
+    }
+  }
+
   TEST_CASE("the SwiGLU epilogue: bad combinations fail naming the argument; its kernels are keys and names of their own") {
     GemmArgs fused = valid();
     fused.n = 128, fused.b_prepacked = true, fused.b.scales = nullptr, fused.epilogue = GemmEpilogue::swiglu;

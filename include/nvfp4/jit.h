@@ -206,7 +206,7 @@ typedef struct nvfp4_gemm_args {
   int64_t a_row_stride;   /* elements; 0: k */
   nvfp4_tensor b;         /* weight [n, k] */
   void* d;
-  nvfp4_dtype d_dtype;
+  nvfp4_dtype d_dtype;    /* BF16, FP16, FP32; NVFP4: D in d_fp4 */
   int64_t d_row_stride;   /* elements; 0: n */
   const void* bias;       /* [n] or NULL */
   nvfp4_dtype bias_dtype; /* BF16 or FP32 */
@@ -229,6 +229,9 @@ typedef struct nvfp4_gemm_args {
      NULL: none; may be d (same stride) */
   const void* residual;
   int64_t residual_row_stride; /* elements; 0: n */
+  /* NVFP4 D (d_dtype NVFP4, d NULL; sm_90a, epilogue SWIGLU): D [m, n/2] quantized from the fp32
+     values, scales linear (n/2 a multiple of 16) or swizzled (64), global scale given (see jit.hpp) */
+  nvfp4_quantized_output d_fp4;
 } nvfp4_gemm_args;
 
 /* A weight rewritten in the GEMM's own layout (sm_90a), once at load; see jit.hpp. */

@@ -274,7 +274,7 @@ struct GemmArgs {
   int64_t a_row_stride = 0;          // elements, a multiple of 8; 0: k
   Nvfp4Tensor b{};                   // weight [n, k]; data 16-byte aligned, scales 16-byte aligned
   void* d = nullptr;                 // [m, n]
-  DType d_dtype = DType::bf16;       // BF16, FP16 or FP32
+  DType d_dtype = DType::bf16;       // BF16, FP16 or FP32; NVFP4 (sm_90a, epilogue swiglu): D in d_fp4
   int64_t d_row_stride = 0;          // elements; 0: n
   const void* bias = nullptr;        // [n] or null
   DType bias_dtype = DType::bf16;    // BF16 or FP32
@@ -324,6 +324,14 @@ struct GemmArgs {
   // written, by the thread that writes it.
   const void* residual = nullptr;
   int64_t residual_row_stride = 0;
+  // NVFP4 D (d_dtype nvfp4, with d null): epilogue swiglu's D [m, n/2] quantized as quantize()
+  // quantizes a tensor holding silu(gate) * up's fp32 values (not rounded to BF16 first), the
+  // input of a W4A4 down projection in one pass: packed E2M1 (data 4-byte aligned, row stride a
+  // multiple of 4 bytes; 0: n/4) and E4M3 scales in either layout (n/2 a multiple of 16; 64 for
+  // swizzled128x4, whose padding rows past m are not written). The global scale is given: one
+  // (host or device), or one per row of D on the device (scale_mode given, no
+  // global_scale_out; a computed one needs a whole row before its first block). sm_90a so far.
+  QuantizedOutput d_fp4{};
 };
 void gemm(const GemmArgs& args, CUstream stream);
 // Bytes of workspace gemm needs for `args` (W4A8: m * k rounded up to 16, plus 4 * m, whatever

@@ -98,6 +98,7 @@ nvfp4::jit::GemmArgs to_cpp(const nvfp4_gemm_args& g) {
   a.a_rmsnorm_eps = g.a_rmsnorm_eps;
   a.residual = g.residual;
   a.residual_row_stride = g.residual_row_stride;
+  a.d_fp4 = to_cpp(g.d_fp4);
   return a;
 }
 
@@ -417,7 +418,7 @@ nvfp4_gemm_args to_c(const nvfp4::jit::GemmArgs& g) {
           to_c(g.bias_dtype), g.alpha, to_c(g.a_fp4), g.workspace, g.workspace_bytes, g.b_prepacked, g.weights_static,
           static_cast<nvfp4_gemm_epilogue>(g.epilogue),
           static_cast<nvfp4_gemm_precision>(g.precision), g.b_swiglu_interleave, g.a_rmsnorm_weight,
-          g.a_rmsnorm_weight_fp32 ? 1 : 0, g.a_rmsnorm_eps, g.residual, g.residual_row_stride};
+          g.a_rmsnorm_weight_fp32 ? 1 : 0, g.a_rmsnorm_eps, g.residual, g.residual_row_stride, to_c(g.d_fp4)};
 }
 
 }  // namespace

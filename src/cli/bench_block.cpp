@@ -149,9 +149,9 @@ struct Nvfp4Rows {
 constexpr float kInputScale = 5.0f / 2688.0f;  // a calibrated static activation scale: tokens ~ N(0, 1)
 
 // How much of a block runs fused. `fused`: gate_up with the SwiGLU epilogue instead of gate_up +
-// swiglu_quantize, its BF16 rows into down (W4A16) or quantized first (W4A4) with a calibrated
-// static scale (ModelOpt's down_proj input_scale): one launch, where a scale computed per row
-// takes two (row amax, then quantize). `fold`: `fused` and one fold more, an MoE block's down
+// swiglu_quantize, its BF16 rows into down (W4A16), or its rows as NVFP4 (W4A4) with a calibrated
+// static scale (ModelOpt's down_proj input_scale; a scale computed per row would need a second
+// pass). `fold`: `fused` and one fold more, an MoE block's down
 // with the combine in its epilogue (no moe_combine) or the dense W4A16 MLP's gate_up normalizing
 // its input itself (a_rmsnorm_weight: no rmsnorm_quantize).
 enum class Fusion { chain, fused, fold };
@@ -202,7 +202,6 @@ class Block {
       }
       gemm(dense_gate_up(), stream);
       if (!fused_) swiglu_quantize(swiglu(), stream);
-      if (fused_ && acts_ == Activations::w4a4) quantize(h_quantize(), stream);
       gemm(dense_down(), stream);
       return;
     }
@@ -217,7 +216,6 @@ class Block {
     moe_route(route(r), stream);
     grouped_gemm(grouped_gate_up(), stream);
     if (!fused_) swiglu_quantize(swiglu(), stream);
-    if (fused_ && acts_ == Activations::w4a4) quantize(h_quantize(), stream);
     if (fused_combine_) return grouped_gemm(combined_down(r), stream);  // the combine in down's epilogue
     grouped_gemm(grouped_down(), stream);
     MoeCombineArgs cb;
@@ -262,7 +260,9 @@ class Block {
       g.a_dtype = DType::nvfp4, g.a_fp4 = xq_.input(kInputScale);
     }
     g.d = h_.get();
-    if (fused_) g.epilogue = GemmEpilogue::swiglu;  // h_: [m, inter] BF16
+    if (!fused_) return g;
+    g.epilogue = GemmEpilogue::swiglu;  // h_: [m, inter] BF16; W4A4: hq_, NVFP4
+    if (acts_ == Activations::w4a4) g.d = nullptr, g.d_dtype = DType::nvfp4, g.d_fp4 = hq_.output(kInputScale);
     return g;
   }
   GemmArgs down_args(int64_t m) const {
@@ -299,15 +299,6 @@ class Block {
     g.combine.tokens = tokens_, g.combine.topk = m_.choices(), g.combine.out = out_.get();
     g.combine.counters = counters_.get(), g.combine.counters_bytes = int64_t(counters_.bytes());
     return g;
-  }
-  // the fused W4A4 block's SwiGLU rows quantized for down
-  QuantizeArgs h_quantize() const {
-    const QuantizedOutput o = hq_.output(kInputScale);
-    QuantizeArgs q;
-    q.in = h_.get(), q.rows = rows_, q.k = m_.inter;
-    q.out = o.data, q.scales = o.scales, q.scale_layout = o.scale_layout;
-    q.scale_mode = o.scale_mode, q.global_scale = o.global_scale, q.global_scale_out = o.global_scale_out;
-    return q;
   }
   SwigluQuantizeArgs swiglu() const {
     SwigluQuantizeArgs sw;
@@ -396,7 +387,7 @@ void prewarm_block(const BlockModel& m) {
   options.load = true;
   PrewarmResult result = prewarm(options);
   options.shapes = {{2 * m.inter, m.hidden, groups}};  // the fused gate_up
-  options.variants = "b-layout=prepacked epilogue=swiglu";
+  options.variants = "b-layout=prepacked epilogue=swiglu d-dtype=bf16,nvfp4";
   for (int i = 0; i < (m.moe() ? 2 : 1); ++i) {
     if (i == 1) {  // the MoE block's down with the combine
       options.shapes = {{m.hidden, m.inter, groups}};
@@ -444,7 +435,7 @@ Json bench_block(bool quick, const BlockBenchFilter& only) {
               copy_bps / 1e9);
   std::printf("  TFLOP/s: the block's products (every routed row through gate_up and down) over the chain's time\n");
   std::printf("  fused: gate_up with the SwiGLU epilogue (no swiglu_quantize): W4A16 its BF16 rows into a W4A16 down, W4A4\n"
-              "  them quantized (quantize, a static scale: one launch) into down; +fold: fused and one fold more, an MoE\n"
+              "  its rows as NVFP4 (a static scale) into down; +fold: fused and one fold more, an MoE\n"
               "  block's down with the router-weighted combine in its epilogue (no moe_combine), the dense W4A16 MLP's\n"
               "  gate_up normalizing its input itself (a_rmsnorm_weight: no rmsnorm_quantize); the graphs timed in turns\n");
   std::printf("  %-18s %6s %-8s %-6s %9s %9s %9s %9s %8s %9s %9s %9s %9s %9s %9s %9s\n", "block", "tokens", "routing", "acts",

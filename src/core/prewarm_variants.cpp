@@ -79,7 +79,7 @@ bool PrewarmVariants::writes_a(AFrom op) const { return std::find(a_from.begin()
 
 std::string set_prewarm_variant(PrewarmVariants& v, std::string_view key, std::string_view values) {
   if (key == "a-dtype") return parse_list(key, values, kDTypes, {"bf16", "fp16", "nvfp4"}, v.a_dtypes);
-  if (key == "d-dtype") return parse_list(key, values, kDTypes, {"bf16", "fp16", "fp32"}, v.d_dtypes);
+  if (key == "d-dtype") return parse_list(key, values, kDTypes, {"bf16", "fp16", "fp32", "nvfp4"}, v.d_dtypes);
   if (key == "bias") return parse_list(key, values, kBiases, {"none", "bf16", "fp32"}, v.biases);
   if (key == "b-layout") return parse_list(key, values, kWeightLayouts, {"linear", "swizzled", "prepacked"}, v.b_layouts);
   if (key == "a-scales") return parse_list(key, values, kScaleLayouts, {"linear", "swizzled"}, v.a_scales);

@@ -275,17 +275,18 @@ struct GlobalScale {
   // [2^-79, 2^99], and the scale's quotients are exact from amax = 2^-90 up; below, both paths
   // give a quotient far under 2^-10, the scale 0 (tests/test_quantize.cpp). Not where the
   // conversion instruction makes the codes: a block's d there must also exceed amax / 2^126.
-  NVFP4_HD bool reciprocal_suffices() const { return !NVFP4_E2M1_BY_PAIRS && value >= 0x1p-70f && value <= 0x1p90f; }
+  NVFP4_HD bool reciprocal_suffices() const { return suffices(value); }
+  NVFP4_HD static bool suffices(float g) { return !NVFP4_E2M1_BY_PAIRS && g >= 0x1p-70f && g <= 0x1p90f; }
 };
 
 // A block's scale and nibbles from its magnitudes a (16 of them, or the 8 of half a block: PACKED
 // words of 8 nibbles), the block's largest (finite) `amax` and the values' signs; NARROW as for
 // divide_rn_nonneg.
-template <bool NARROW, int PACKED, int DIVISION>
-NVFP4_HD unsigned char quantize_magnitudes(const float (&a)[8 * PACKED], float amax, const unsigned (&signs)[PACKED],
-                                           GlobalScale g, unsigned (&packed)[PACKED]) {
+// A block's E4M3 scale from its largest (finite) magnitude `amax`, and in `d` the divisor its
+// values are divided by, decode(scale) * gscale (0: the block's nibbles are all zero).
+template <bool NARROW, int DIVISION>
+NVFP4_HD unsigned char block_scale(float amax, GlobalScale g, float& d) {
   const float gscale = g.value;
-  for (int w = 0; w < PACKED; ++w) packed[w] = 0u;
   // (amax / 6) / gscale, both divisions correctly rounded: by reciprocals and FMA corrections
   // unless amax or gscale is extreme (the scale needs exact quotients from 2^-10 up, where
   // the corrections' remainders stay exact), else IEEE division. Quotients past 2^100 (an
@@ -296,17 +297,44 @@ NVFP4_HD unsigned char quantize_magnitudes(const float (&a)[8 * PACKED], float a
                       : div_rn(div_rn(amax, 6.0f), gscale);
   float decoded;
   const unsigned char scale = e4m3_round_satfinite(q < 0x1p100f ? q : 0x1p100f, decoded);
-  const float d = mul_rn(decoded, gscale);
-  if (d == 0.0f) return scale;
-  // The reciprocal path unless d is extreme (or, for the conversion instruction's codes, a
-  // quotient could overflow): one uniform branch per block, not one per value. The range is
-  // written out for the least-of-three codes: through the function ptxas lays the branch out
-  // the other way round, which was not measured.
+  d = mul_rn(decoded, gscale);
+  return scale;
+}
+
+// Whether a block of largest magnitude amax and divisor d > 0 divides by reciprocals: unless d is
+// extreme (or, for the conversion instruction's codes, a quotient could overflow). The range is
+// written out for the least-of-three codes: through the function ptxas lays the branch out the
+// other way round, which was not measured.
+NVFP4_HD bool block_divides_by_reciprocal(float amax, float d) {
 #if NVFP4_E2M1_BY_PAIRS
-  const bool reciprocal = reciprocal_divides(amax, d);
+  return reciprocal_divides(amax, d);
 #else
-  const bool reciprocal = d >= 0x1p-100f && d <= 0x1p100f;
+  (void)amax;
+  return d >= 0x1p-100f && d <= 0x1p100f;
 #endif
+}
+
+// One value's nibble (its E2M1 code, the sign in bit 3) in a block of largest magnitude amax and
+// divisor d > 0 (block_scale), rd = RN(1 / d): the nibble quantize_magnitudes makes of it, for
+// a quantizer whose threads hold one value of a block each (a GEMM epilogue's accumulators).
+// Both paths' quotients are the correctly rounded one, and the E2M1 code is its rounding to
+// nearest even, saturated, as the conversion instruction's too.
+template <int DIVISION>
+NVFP4_HD unsigned quantize_value(float x, float amax, float d, float rd) {
+  const float a = bits_to_float(float_to_bits(x) & 0x7FFFFFFFu);
+  const float q = DIVISION == DIVIDE_RECIPROCAL || block_divides_by_reciprocal(amax, d) ? divide_rn_nonneg(a, d, rd) : div_rn(a, d);
+  return (e2m1_code_plus_2p23(q) - 0x4B000000u) | ((float_to_bits(x) >> 28) & 8u);
+}
+
+template <bool NARROW, int PACKED, int DIVISION>
+NVFP4_HD unsigned char quantize_magnitudes(const float (&a)[8 * PACKED], float amax, const unsigned (&signs)[PACKED],
+                                           GlobalScale g, unsigned (&packed)[PACKED]) {
+  for (int w = 0; w < PACKED; ++w) packed[w] = 0u;
+  float d;
+  const unsigned char scale = block_scale<NARROW, DIVISION>(amax, g, d);
+  if (d == 0.0f) return scale;
+  // one uniform branch per block, not one per value
+  const bool reciprocal = block_divides_by_reciprocal(amax, d);
   if (DIVISION == DIVIDE_RECIPROCAL || reciprocal) pack_magnitudes<true, NARROW, PACKED>(a, signs, d, rcp_rn(d), packed);
   else pack_magnitudes<false, NARROW, PACKED>(a, signs, d, 0.0f, packed);
   return scale;

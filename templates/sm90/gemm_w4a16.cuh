@@ -27,6 +27,7 @@
 // With EPILOGUE == EPILOGUE_SWIGLU the weight is a gate_up weight prepacked in the 8-row
 // interleave (gate rows i..i+7, then up rows i..i+7): a thread's rows r and r + 8 are gate
 // and up of one intermediate column, and D [M, N/2] = silu(gate) * up from the fp32 sums.
+// With ODT DTYPE_NVFP4 D is that quantized to NVFP4 (sm90/swiglu_fp4_epilogue.cuh).
 // With EPILOGUE == EPILOGUE_MOE_COMBINE (contiguous groups, a down weight) D is stored as
 // always, then each token whose rows are all stored is combined into its output row
 // (sm90/moe_combine_epilogue.cuh).
@@ -50,6 +51,7 @@
 #include "sm90/moe_combine_epilogue.cuh"
 #include "sm90/prepacked_weight.cuh"
 #include "sm90/ptx.cuh"
+#include "sm90/swiglu_fp4_epilogue.cuh"
 #include "sm90/wgmma.cuh"
 
 namespace nvfp4k::sm90 {
@@ -122,7 +124,13 @@ struct GemmConfig {
   static constexpr int PARTIAL_BYTES = PERSISTENT && KSLICES > 1 ? BM * 64 * WG * 4 : 0;
   static constexpr int RMS_AT = PARTIAL_AT + PARTIAL_BYTES;  // RMSNORM: the tile's rows' 1 / rms (fp32)
   static constexpr int RMS_BYTES = RMSNORM ? BM * 4 : 0;
-  static constexpr int SMEM_BYTES = 1024 + RMS_AT + RMS_BYTES;
+  // NVFP4 D: each consumer warp's rows' block maximums, BM words (sm90/swiglu_fp4_epilogue.cuh);
+  // a persistent CTA's tiles alternate between two sets
+  static constexpr bool D_FP4 = ODT == DTYPE_NVFP4;
+  static constexpr int EXCHANGE_AT = RMS_AT + RMS_BYTES;
+  static constexpr int EXCHANGE_WORDS = 4 * WG * BM;  // one set
+  static constexpr int EXCHANGE_BYTES = D_FP4 ? (PERSISTENT ? 2 : 1) * 4 * EXCHANGE_WORDS : 0;
+  static constexpr int SMEM_BYTES = 1024 + EXCHANGE_AT + EXCHANGE_BYTES;
   static constexpr bool PREPACKED = LAYOUT == SCALES_PREPACKED;
   // RMSNORM from the stages (sm90/a_rmsnorm.cuh): producer warps 1..3 add up a tall tile's rows'
   // squares from each stage, one more arrival each on its empty barrier
@@ -161,6 +169,7 @@ struct GemmConfig {
   static_assert(KSPLIT * KSLICES == 1 || BN * BM * 4 <= STAGES * STAGE_BYTES, "partial tiles reuse the stage memory");
   static_assert(!RMSNORM || (GROUPED == GROUPED_NONE && !FP8), "RMSNorm of A: dense, 16-bit activations");
   static_assert(!RESIDUAL || (GROUPED == GROUPED_NONE && EPILOGUE == EPILOGUE_NONE), "the residual: dense, no fused epilogue");
+  static_assert(!D_FP4 || EPILOGUE == EPILOGUE_SWIGLU, "NVFP4 D: the SwiGLU epilogue's");
 };
 
 // Stages the BK/16 scale bytes of weight row `row` for k-tile `kt` at `dst` and arrives on
@@ -397,7 +406,7 @@ __device__ __forceinline__ void narrowed_k_loop(long long rows, const ConsumerSt
 template <class C>
 __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledTile& tile, float (&acc)[C::BM / 2],
                                            unsigned char* smem, int cw, int kslice, unsigned rank,
-                                           PendingCounts<C::BM, 128 * C::WG>& counts) {
+                                           PendingCounts<C::BM, 128 * C::WG>& counts, int parity) {
   // Partial tiles go to this CTA's (now idle) stage memory (a persistent CTA's to a region of
   // their own: its stages hold the next tile), 4 bytes per consumer thread of k group 0 and
   // accumulator, which (in order) adds those of k slice 1 and then, on rank 0, those of the
@@ -505,11 +514,16 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledT
     // D's column (n0 + row0) / 16 * 8 + (n0 + row0) % 8. Element stores: the smem path's slabs
     // are whole 64-column tiles.
     const long long n = n0 + row0;
-    if (n >= N) return;
+    if (n >= N && !C::D_FP4) return;  // (NVFP4 D: every thread of the warpgroup takes part)
 #pragma unroll
     for (int j = 0; j < C::BM / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) acc[4 * j + e] = silu_mul_fp32(acc[4 * j + e], acc[4 * j + 2 + e]);
+    if constexpr (C::D_FP4) {
+      unsigned* exchange = reinterpret_cast<unsigned*>(smem + C::EXCHANGE_AT) + parity * C::EXCHANGE_WORDS + cw * 4 * C::BM;
+      store_swiglu_fp4<C::BM>(p, m0, m_end, n, acc, exchange, cw);
+      return;
+    }
     const long long column = n / 16 * 8 + n % 8;
 #pragma unroll
     for (int j = 0; j < C::BM / 8; ++j)
@@ -839,7 +853,8 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   ConsumerStage st{smem, full, empty, j0, cw, tid, row0, byte_t, gathered, {}, p.a_rmsnorm_weight};
   PendingCounts<C::BM, 128 * C::WG> counts;  // EPILOGUE_MOE_COMBINE: the last stored tile's
   counts.clear();
-  int ring = 0;  // k-tiles this CTA has consumed
+  int ring = 0;    // k-tiles this CTA has consumed
+  int parity = 0;  // NVFP4 D: the exchange a persistent CTA's tile uses
   ScheduledTile tile = first;
   int index = int(blockIdx.x);
   do {
@@ -893,7 +908,8 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     // may write or read
     griddep_wait();
     if constexpr (C::RMSNORM != A_RMSNORM_NONE) named_barrier(kRmsBarrier, C::THREADS);  // the rows' 1 / rms are in
-    store_tile<C>(p, tile, acc, smem, cw, kslice, rank, counts);
+    store_tile<C>(p, tile, acc, smem, cw, kslice, rank, counts, parity);
+    parity ^= C::PERSISTENT ? 1 : 0;
   } while (next_tile(index, tile));
   if constexpr (C::EPILOGUE == EPILOGUE_MOE_COMBINE)
     if (kslice == 0) finish_counts<C::ODT, C::BN>(p, counts, threadIdx.x % (128 * C::WG));

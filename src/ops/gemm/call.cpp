@@ -111,6 +111,41 @@ void check_residual(const Check& check, const GemmArgs& g, GemmCall& call) {
   if (g.m > 0) check.aligned("residual", g.residual, uintptr_t(element_bytes(g.d_dtype)));
 }
 
+// NVFP4 D (d_dtype nvfp4): the SwiGLU epilogue's output of `columns` (I) columns, described in
+// d_fp4 as a fused quantizer's output, its global scale given. Sets its row stride (bytes) and
+// global scale mode in `call`. (The arch is the backend's to check.)
+void check_d_fp4(const Check& check, const GemmArgs& g, GemmCall& call, int64_t columns) {
+  if (g.epilogue != GemmEpilogue::swiglu)
+    check.fail("d_dtype", "d_dtype = nvfp4 is the SwiGLU epilogue's output (epilogue swiglu) only so far",
+               Status::unsupported);
+  if (g.d) check.fail("d", "d is set but d_dtype = nvfp4: pass NVFP4 D in d_fp4 (data, scales, global scale)");
+  if (g.d_row_stride)
+    check.fail("d_row_stride", fmt::format("d_row_stride = {} is for BF16, FP16 or FP32 D: NVFP4 D's is "
+                                           "d_fp4.row_stride_bytes", g.d_row_stride));
+  const QuantizedOutput& o = g.d_fp4;
+  check.scale_layout("d_fp4.scale_layout", o.scale_layout);
+  // (swizzled: whole 4-block columns, so no padding column is left for the epilogue to zero)
+  const int64_t granule = o.scale_layout == ScaleLayout::swizzled128x4 ? 64 : 16;
+  if (columns % granule)
+    check.fail("n", fmt::format("n = {} with d_dtype nvfp4: D's n/2 = {} columns must be a multiple of {} ({})", g.n, columns,
+                                granule, granule == 16 ? "whole NVFP4 blocks" : "whole 4-block columns of swizzled128x4 scales"));
+  if (o.scale_mode != GlobalScaleMode::given)
+    check.fail("d_fp4.scale_mode", "d_fp4.scale_mode must be given: a computed global scale needs a whole row's (or the "
+                                   "tensor's) largest value before its first block, which no tile of the GEMM has; give one "
+                                   "(e.g. the down projection's input_scale)", Status::unsupported);
+  if (o.global_scale_out)
+    check.fail("d_fp4.global_scale_out", "d_fp4.global_scale_out is for a computed global scale: leave it null");
+  call.d_gscale_mode = check.global_scale("d_fp4.global_scale", o.global_scale);
+  call.d_stride = o.row_stride_bytes ? o.row_stride_bytes : columns / 2;
+  if (call.d_stride < columns / 2 || call.d_stride % 4)
+    check.fail("d_fp4.row_stride_bytes", fmt::format("d_fp4.row_stride_bytes = {} must be at least n/4 = {} and a multiple of 4",
+                                                     call.d_stride, columns / 2));
+  if (g.m == 0) return;
+  check.buffer("d_fp4.data", o.data, 4);
+  check.not_null("d_fp4.scales", o.scales);
+  check.aligned("d_fp4.global_scale.device_ptr", o.global_scale.device_ptr, 4);
+}
+
 // a + b, or a failure naming `arg`
 int64_t sum(const Check& check, std::string_view arg, int64_t a, int64_t b) {
   int64_t s = 0;
@@ -142,6 +177,11 @@ void check_spans(const Check& check, const GemmArgs& g, const GemmCall& call) {
   if (!g.b_prepacked) {  // (a prepacked weight's size is prepacked_bytes', checked there)
     check.span("b.data", n_arg, weights * g.n, "b.row_stride_bytes", call.b_stride, 1);
     check.scale_span("b.scales", n_arg, weights * g.n, g.k);
+  }
+  if (g.d_dtype == DType::nvfp4) {  // (not batched: the SwiGLU epilogue's)
+    check.span("d_fp4.data", rows_arg, rows, "d_fp4.row_stride_bytes", call.d_stride, 1);
+    check.scale_span("d_fp4.scales", rows_arg, rows, g.n / 2);
+    return;
   }
   const int64_t d = check.span("d", rows_arg, rows, "d_row_stride", call.d_stride, element_bytes(g.d_dtype));
   if (batched)
@@ -190,7 +230,7 @@ void check_gemm_args(const Check& check, const GemmArgs& g, GemmCall& call) {
   check.positive("n", g.n);
   check.positive_multiple("k", g.k, 32, "two NVFP4 blocks, the packed row granule the kernels load");
   check.dtype_in("a_dtype", g.a_dtype, {DType::bf16, DType::fp16, DType::nvfp4});
-  check.dtype_in("d_dtype", g.d_dtype, {DType::bf16, DType::fp16, DType::fp32});
+  check.dtype_in("d_dtype", g.d_dtype, {DType::bf16, DType::fp16, DType::fp32, DType::nvfp4});
   if (g.bias) check.dtype_in("bias_dtype", g.bias_dtype, {DType::bf16, DType::fp32});
   // 0 is what a zero-filled C struct holds: it would write zeros (or the bias) without a word.
   if (!(g.alpha != 0.0f && std::isfinite(g.alpha)))
@@ -211,7 +251,8 @@ void check_gemm_args(const Check& check, const GemmArgs& g, GemmCall& call) {
     check.fail("b.row_stride_bytes", fmt::format("b.row_stride_bytes = {} is less than k/2 = {}", call.b_stride, g.k / 2));
   if (call.b_stride % 16 && !g.b_prepacked)
     check.fail("b.row_stride_bytes", fmt::format("b.row_stride_bytes = {} must be a multiple of 16 (for TMA)", call.b_stride));
-  if (call.d_stride < d_columns)
+  if (g.d_dtype == DType::nvfp4) check_d_fp4(check, g, call, d_columns);
+  else if (call.d_stride < d_columns)
     check.fail("d_row_stride", fmt::format("d_row_stride = {} is less than {} = {}", call.d_stride,
                                            d_columns == g.n ? "n" : "n/2 (D of epilogue swiglu)", d_columns));
   call.b_gscale_mode = check.global_scale("b.global_scale", g.b.global_scale);
@@ -231,7 +272,7 @@ void check_gemm_args(const Check& check, const GemmArgs& g, GemmCall& call) {
     if (!g.b_prepacked) {
       check.buffer("b.scales", g.b.scales, 16);
     }
-    check.buffer("d", g.d, g.d_dtype == DType::fp32 ? 4 : 2);
+    if (g.d_dtype != DType::nvfp4) check.buffer("d", g.d, g.d_dtype == DType::fp32 ? 4 : 2);
     if (g.bias) check.aligned("bias", g.bias, g.bias_dtype == DType::fp32 ? 4 : 2);
     check.aligned("b.global_scale.device_ptr", g.b.global_scale.device_ptr, 4);
   }

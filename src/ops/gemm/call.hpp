@@ -69,7 +69,8 @@ struct GemmCall {
   // GemmEpilogue::moe_combine: its arguments, out_row_stride and counters resolved (counters null
   // until gemm.cpp allocates them for a call that passed none)
   MoeCombineEpilogue combine;
-  int64_t a_stride = 0, b_stride = 0, d_stride = 0;
+  int64_t a_stride = 0, b_stride = 0, d_stride = 0;  // d_stride: elements (NVFP4 D: bytes)
+  int d_gscale_mode = 0;  // NVFP4 D's: GlobalScaleCode of d_fp4.global_scale
   int64_t residual_stride = 0;  // GemmArgs::residual's row stride, its default resolved
   int b_gscale_mode = 0;  // GlobalScaleCode of b.global_scale
   int a_gscale_mode = 0;  // of a_scale

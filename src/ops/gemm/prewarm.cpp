@@ -38,7 +38,8 @@ GemmSpec variant_problem(Arch arch, const GemmBackend& backend, const WeightShap
 
 // Every combination of the shape's variant lists, in the order of the lists (the first field
 // slowest): A's scale layout only for W4A4 (the others take the list's first), SwiGLU only on a
-// gate_up weight (n a multiple of 16), RMSNorm and the residual not for W4A4 (its A is NVFP4).
+// gate_up weight (n a multiple of 16), NVFP4 D only as SwiGLU's (whole blocks: n a multiple of
+// 32), RMSNorm and the residual not for W4A4 (its A is NVFP4).
 std::vector<GemmVariant> gemm_variants(const WeightShape& shape) {
   const PrewarmVariants& lists = shape.variants;
   std::vector<GemmVariant> variants{GemmVariant{}};
@@ -66,6 +67,7 @@ std::vector<GemmVariant> gemm_variants(const WeightShape& shape) {
     const bool w4a4 = v.a == DType::nvfp4;
     return (!w4a4 && !lists.a_scales.empty() && v.a_scales != lists.a_scales.front()) ||
            (v.epilogue == GemmEpilogue::swiglu && shape.n % 16) ||
+           (v.d == DType::nvfp4 && (v.epilogue != GemmEpilogue::swiglu || shape.n % 32)) ||
            (w4a4 && (v.a_rmsnorm != GemmARmsNorm::none || v.residual != GemmResidual::none));
   });
   return variants;

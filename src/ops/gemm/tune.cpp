@@ -58,6 +58,7 @@ struct Scratch {
     int32_t experts = 0;  // holding rows
   };
   DeviceBuffer a, a_scales, d, bias;
+  int64_t d_scales_at = 0;  // NVFP4 D: its scales' offset in d, after its packed rows
   DeviceBuffer fp8_a;  // W4A8: A as E4M3 and its row scales (the kernel's input; the activation pass is the same for every tile)
   std::vector<DeviceBuffer> weights, scales;
   std::vector<Routing> routings;  // a dense problem's: one, of m rows
@@ -131,7 +132,8 @@ struct Scratch {
       values.resize(size_t(fp8_activation_bytes(rows, p.k) + 7) / 8, 0x3B1249253B124925ull);
       fp8_a = to_device(values);
     }
-    d = DeviceBuffer(size_t(rows * p.n * 4));
+    d_scales_at = rows * p.n;
+    d = DeviceBuffer(size_t(rows * p.n * 4 + (rows + 127) * (p.n / 32 + 4)));
     bias = DeviceBuffer(size_t(p.n * 4));
     bias.fill(0);
     check_cu(driver().cuStreamSynchronize(stream), "cuStreamSynchronize");
@@ -156,7 +158,11 @@ struct Scratch {
     g.b.scales = scales.empty() ? nullptr : scales[size_t(copy)].get();  // (a grouped prepacked weight holds its own)
     g.b.scale_layout = g.b_prepacked ? ScaleLayout::linear : ScaleLayout(p.scale_layout);
     g.b.global_scale.value = 1.0f / 256;
-    g.d = d.get(), g.d_dtype = DType(p.out_dtype);
+    g.d_dtype = DType(p.out_dtype);
+    if (g.d_dtype == DType::nvfp4)
+      g.d_fp4.data = d.get(), g.d_fp4.scales = static_cast<unsigned char*>(d.get()) + d_scales_at;
+    else
+      g.d = d.get();
     g.epilogue = p.flags & kFlagEpilogueSwiglu ? GemmEpilogue::swiglu : GemmEpilogue::none;
     if (p.flags & (kFlagBiasBf16 | kFlagBiasFp32))
       g.bias = bias.get(), g.bias_dtype = p.flags & kFlagBiasBf16 ? DType::bf16 : DType::fp32;

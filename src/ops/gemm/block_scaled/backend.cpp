@@ -13,6 +13,10 @@ std::string family_problem(const ArchPair& pair, const GemmSpec& problem) {
     return fmt::format("epilogue moe_combine (GemmEpilogue::moe_combine) is not implemented on {} yet (sm_90a has it): run "
                        "the grouped GEMM, then moe_combine",
                        label);
+  if (problem.out_dtype == uint8_t(DType::nvfp4))
+    return fmt::format("NVFP4 D (d_dtype nvfp4, the SwiGLU epilogue's) is not implemented on {} yet (sm_90a has it): write "
+                       "BF16 D, then quantize it",
+                       label);
   if (problem.a_dtype != uint8_t(DType::nvfp4))
     return fmt::format("the {0} GEMM takes NVFP4 activations (a_dtype = nvfp4, W4A4) only: a_dtype = {1} "
                        "(W4A16) is not implemented on {0} yet; quantize the activations first",

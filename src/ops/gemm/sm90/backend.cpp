@@ -34,6 +34,7 @@ Tile tile_of(const GemmSpec& spec) {
   t.fp8 = gemm_problem_w4a8(spec);
   t.persistent = grouped_persistent_ctas(gemm_problem_grouped(spec), t, gemm_problem_prepacked(spec), spec.k);
   t.a_rmsnorm = gemm_a_rmsnorm_code(spec) != nvfp4k::A_RMSNORM_NONE;
+  t.d_fp4 = spec.out_dtype == uint8_t(DType::nvfp4);
   return t;
 }
 
@@ -46,10 +47,11 @@ Tile as_grouped(const GemmSpec& problem, Tile t) {
 }
 
 // `t` as `problem` runs it: grouped (as_grouped), and with the stages that fit beside RMSNorm's
-// row factors.
+// row factors and NVFP4 D's exchange.
 Tile as_problem_runs(const GemmSpec& problem, Tile t) {
   t = as_grouped(problem, t);
-  return gemm_a_rmsnorm_code(problem) != nvfp4k::A_RMSNORM_NONE ? with_a_rmsnorm(t) : t;
+  if (gemm_a_rmsnorm_code(problem) != nvfp4k::A_RMSNORM_NONE) t = with_a_rmsnorm(t);
+  return problem.out_dtype == uint8_t(DType::nvfp4) ? with_d_fp4(t) : t;
 }
 
 // What bind takes of the spec, worked out by plan (GemmPlan::binding).
@@ -96,6 +98,8 @@ class Sm90Backend final : public GemmBackend {
     if (gemm_a_rmsnorm_code(problem) != nvfp4k::A_RMSNORM_NONE &&
         (gemm_problem_w4a8(problem) || gemm_problem_grouped(problem) != nvfp4k::GROUPED_NONE))
       return "RMSNorm of A (a_rmsnorm_weight) runs in dense exact-mode GEMMs only so far";
+    if (problem.out_dtype == uint8_t(DType::nvfp4) && gemm_epilogue_code(problem) != nvfp4k::EPILOGUE_SWIGLU)
+      return "NVFP4 D (d_dtype nvfp4) is the SwiGLU epilogue's output (epilogue swiglu) only so far";
     if (gemm_residual(problem) && (gemm_problem_w4a8(problem) || gemm_problem_grouped(problem) != nvfp4k::GROUPED_NONE ||
                                    gemm_epilogue_code(problem) != nvfp4k::EPILOGUE_NONE))
       return "the residual add runs in dense exact-mode GEMMs without a fused epilogue only so far";
@@ -285,6 +289,15 @@ class Sm90Backend final : public GemmBackend {
       p.w_scales = static_cast<const unsigned char*>(args.b.scales);
     }
     bind_epilogue(p, call);
+    const QuantizedOutput& d_fp4 = args.d_fp4;
+    if (args.d_dtype == DType::nvfp4) {
+      p.d = d_fp4.data;
+      p.d_scales = static_cast<unsigned char*>(d_fp4.scales);
+      p.d_scale_layout = int(d_fp4.scale_layout);
+      p.d_gscale_ptr = d_fp4.global_scale.device_ptr;
+      p.d_gscale_value = d_fp4.global_scale.value;
+      p.d_gscale_mode = call.d_gscale_mode;
+    }
     p.a_rmsnorm_weight = args.a_rmsnorm_weight;
     p.a_rmsnorm_eps = args.a_rmsnorm_eps;
     p.residual = args.residual;

@@ -26,11 +26,15 @@ unsigned stage_bytes(const Tile& t) {
 unsigned partial_bytes(const Tile& t) { return t.persistent > 0 && t.k_slices > 1 ? unsigned(t.block_m * 64 * t.consumers * 4) : 0u; }
 // RMSNorm of A: each row's 1 / rms, after them (GemmConfig::RMS_BYTES)
 unsigned a_rmsnorm_bytes(const Tile& t) { return t.a_rmsnorm ? unsigned(t.block_m * 4) : 0u; }
+// NVFP4 D: each consumer warp's block maximums, after them, two sets in a persistent CTA
+// (GemmConfig::EXCHANGE_BYTES)
+unsigned d_fp4_bytes(const Tile& t) { return t.d_fp4 ? unsigned((t.persistent > 0 ? 2 : 1) * 16 * t.consumers * t.block_m) : 0u; }
 unsigned shared_budget(const Tile& t) {
   return ctas_per_sm(t) == 1 ? kSm90SharedBytes : kSm90SharedBytesPerSm / unsigned(ctas_per_sm(t)) - 1024;
 }
 unsigned max_stages(const Tile& t) {
-  return std::min(8u, (shared_budget(t) - 1024 - 128 - partial_bytes(t) - a_rmsnorm_bytes(t)) / stage_bytes(t));
+  return std::min(8u, (shared_budget(t) - 1024 - 128 - partial_bytes(t) - a_rmsnorm_bytes(t) - d_fp4_bytes(t)) /
+                           stage_bytes(t));
 }
 // Three consumers: on a prepacked weight only (the ModelOpt layout stages scales with 128
 // producer threads), at most 192 rows (ptxas fits each wgmma in the 128 registers a thread of
@@ -43,11 +47,17 @@ int threads(const Tile& tile) { return 128 * (tile.consumers * tile.k_slices + 1
 
 unsigned shared_bytes(const Tile& tile) {
   return 1024 + unsigned(tile.stages) * stage_bytes(tile) + 16u * unsigned(tile.stages) + partial_bytes(tile) +
-         a_rmsnorm_bytes(tile);
+         a_rmsnorm_bytes(tile) + d_fp4_bytes(tile);
 }
 
 Tile with_a_rmsnorm(Tile tile) {
   tile.a_rmsnorm = true;
+  tile.stages = std::min(tile.stages, int(max_stages(tile)));
+  return tile;
+}
+
+Tile with_d_fp4(Tile tile) {
+  tile.d_fp4 = true;
   tile.stages = std::min(tile.stages, int(max_stages(tile)));
   return tile;
 }
