@@ -370,6 +370,22 @@ TEST_SUITE("c_api") {
     CHECK(nvfp4_jit_gemm_workspace_bytes(&g) == -1);
     CHECK(starts_with(last_error(), "nvfp4_jit_gemm_workspace_bytes: d_row_stride = 32 is less than n = 64"));
     g.d_row_stride = 0;
+    {  // NVFP4 D: d_fp4 reaches the C++ checks field by field
+      nvfp4_gemm_args f = g;
+      f.d_dtype = NVFP4_DTYPE_NVFP4, f.epilogue = NVFP4_GEMM_EPILOGUE_SWIGLU, f.b_prepacked = 1;
+      f.d_fp4.scale_layout = NVFP4_SCALES_SWIZZLED128X4;
+      CHECK(nvfp4_jit_gemm_workspace_bytes(&f) == -1);  // n/2 = 32 columns: swizzled scales need 64
+      CHECK(starts_with(last_error(), "nvfp4_jit_gemm_workspace_bytes: n = 64 with d_dtype nvfp4: D's n/2 = 32 columns must be "
+                                      "a multiple of 64"));
+      f.d_fp4.scale_layout = NVFP4_SCALES_LINEAR, f.d_fp4.row_stride_bytes = 18;
+      CHECK(nvfp4_jit_gemm_workspace_bytes(&f) == -1);
+      CHECK(starts_with(last_error(), "nvfp4_jit_gemm_workspace_bytes: d_fp4.row_stride_bytes = 18 must be at least n/4 = 16"));
+      f.d_fp4.row_stride_bytes = 0, f.d_fp4.scale_mode = NVFP4_GSCALE_COMPUTE_PER_ROW;
+      CHECK(nvfp4_jit_gemm_workspace_bytes(&f) == -1);
+      CHECK(starts_with(last_error(), "nvfp4_jit_gemm_workspace_bytes: d_fp4.scale_mode must be given"));
+      f.d_fp4.scale_mode = NVFP4_GSCALE_GIVEN;
+      CHECK(nvfp4_jit_gemm_workspace_bytes(&f) == 0);
+    }
     nvfp4_grouped_gemm_args e;
     nvfp4_grouped_gemm_args_init(&e);
     e.gemm = g, e.gemm.a_dtype = NVFP4_DTYPE_NVFP4, e.groups = 8, e.layout = nvfp4_grouped_layout(0);

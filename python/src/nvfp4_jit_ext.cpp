@@ -215,6 +215,7 @@ void read(Reader& r, GemmArgs& a) {
   FIELD(r, a, a_rmsnorm_eps);
   FIELD(r, a, residual);
   FIELD(r, a, residual_row_stride);
+  NESTED(r, a, d_fp4);
 }
 void read(Reader& r, MoeCombineEpilogue& c) {
   FIELD(r, c, positions);

@@ -335,6 +335,36 @@ def test_gemm_swiglu_epilogue_against_the_fp32_sums(m):
     assert rel_err(yg, swiglu) < 1e-5  # its own tile: another summation order
 
 
+@pytest.mark.parametrize("layout,per_row", [("linear", False), ("swizzled128x4", True)])
+def test_gemm_swiglu_nvfp4_out_is_quantize_of_the_fp32_values(layout, per_row):
+    # out_fp4: the SwiGLU epilogue's D as NVFP4 (a W4A4 down projection's input), exactly what
+    # quantize() makes of the same call's fp32 D, also replayed in a CUDA graph
+    m, inter, k = 37, 128, 256
+    a = activations(m, k) / 8
+    w, s = nvfp4_weight(2 * inter, k)
+    p = nvfp4_jit.prepack(w, s, swiglu_interleave=0)
+    y = nvfp4_jit.gemm(a, p, None, 0.01, b_prepacked=True, n=2 * inter, out_dtype=torch.float32, epilogue="swiglu")
+    g = (y.abs().amax(dim=1) / 2688).clamp_min(1e-30) if per_row else float(y.abs().max()) / 2688
+    want_q, want_s, _ = nvfp4_jit.quantize(y, g, scale_layout=layout)
+    q = torch.full_like(want_q, 0x77)
+    sc = torch.zeros_like(want_s.view(torch.uint8)).view(want_s.dtype)  # (quantize writes the padding's zeros)
+    got = nvfp4_jit.gemm(a, p, None, 0.01, b_prepacked=True, n=2 * inter, epilogue="swiglu", out_fp4=(q, sc),
+                         out_global_scale=g, out_scale_layout=layout)
+    assert got[0] is q and got[1] is sc
+    assert_same_bits(q, host(want_q), f"out_fp4 values ({layout})")
+    assert_same_bits(sc, host(want_s), f"out_fp4 scales ({layout})")
+    q.fill_(0x77)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        nvfp4_jit.gemm(a, p, None, 0.01, b_prepacked=True, n=2 * inter, epilogue="swiglu", out_fp4=(q, sc),
+                       out_global_scale=g, out_scale_layout=layout)
+    graph.replay()
+    torch.cuda.synchronize()
+    assert_same_bits(q, host(want_q), "out_fp4 values, graph replay")
+    with pytest.raises(nvfp4_jit.InvalidArgument, match="out_fp4 .NVFP4 D. is the SwiGLU epilogue's output"):
+        nvfp4_jit.gemm(a, w, s, 0.01, out_fp4=(q, sc))
+
+
 def test_gemm_w4a8_against_the_exact_mode():
     n, k = 256, 1024
     w, s = nvfp4_weight(n, k)

@@ -1,15 +1,16 @@
 """gemm and grouped_gemm: out = alpha * A . dequant(B)^T (+ bias), B an NVFP4 weight (per group),
-A bf16 / fp16 (W4A16) or NVFP4 (W4A4); optionally SwiGLU fused in (epilogue="swiglu") or run on
-FP8 tensor cores (precision="w4a8"); gemm also with A's RMSNorm (a_rmsnorm_weight) and a
-residual add (residual) in the kernel."""
+A bf16 / fp16 (W4A16) or NVFP4 (W4A4); optionally SwiGLU fused in (epilogue="swiglu", its output
+also as NVFP4: out_fp4) or run on FP8 tensor cores (precision="w4a8"); gemm also with A's RMSNorm
+(a_rmsnorm_weight) and a residual add (residual) in the kernel."""
 from typing import Optional
 
 import torch
 from torch import Tensor
 
 from .. import _C
-from .._core import GEMM_EPILOGUES, GEMM_PRECISIONS, GROUPED_LAYOUTS, SCALE_LAYOUTS, bad, enum_value, fields
+from .._core import GEMM_EPILOGUES, GEMM_PRECISIONS, GROUPED_LAYOUTS, SCALE_LAYOUTS, SCALE_MODES, bad, enum_value, fields
 from ._launch import _launch
+from ._qout import _qout_check, _qout_fields
 from ._registry import _compiling, _named, _none, _pick, _register
 from ._tensors import (_ACT, _FP4, _LAYOUT_NAMES, _NVFP4, _gs_values, _gscale, _prepacked_bytes, _ptr, _scales, _shape,
                        _tensor)
@@ -25,7 +26,8 @@ _GROUPED_GEMM_WORKSPACE_BYTES = fields("grouped_gemm_workspace_bytes")
 def _gemm_fields(m, n, k, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout,
                  b_prepacked, bias, alpha, out, weights_static, ws, epilogue, precision, a_rmsnorm_weight=None,
                  a_rmsnorm_eps=1e-6, residual=None):
-    """GemmArgs' fields by name. a: activations, or packed NVFP4 when a_scales is set."""
+    """GemmArgs' fields by name. a: activations, or packed NVFP4 when a_scales is set; out None:
+    NVFP4 D (its d_fp4 fields set by the caller)."""
     w4a4 = a_scales is not None
     b_value, b_ptr, b_per_row = _gs_values(b_gs, b_gs_value)
     a_value, a_ptr, a_per_row = _gs_values(a_gs, a_gs_value)
@@ -33,8 +35,8 @@ def _gemm_fields(m, n, k, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, 
             "a_row_stride": 0 if w4a4 else a.stride(-2), "b.data": b.data_ptr(),
             "b.row_stride_bytes": 0 if b_prepacked else b.stride(-2), "b.scales": _ptr(b_scales),
             "b.scale_layout": b_layout, "b.global_scale.value": b_value, "b.global_scale.device_ptr": b_ptr,
-            "b.global_scale.per_row": b_per_row, "d": out.data_ptr(), "d_dtype": _ACT[out.dtype],
-            "d_row_stride": out.stride(-2), "bias": _ptr(bias), "bias_dtype": _ACT[bias.dtype] if bias is not None else 0,
+            "b.global_scale.per_row": b_per_row, "d": _ptr(out), "d_dtype": _ACT[out.dtype] if out is not None else _NVFP4,
+            "d_row_stride": out.stride(-2) if out is not None else 0, "bias": _ptr(bias), "bias_dtype": _ACT[bias.dtype] if bias is not None else 0,
             "alpha": alpha, "a_fp4.data": a.data_ptr() if w4a4 else 0,
             "a_fp4.row_stride_bytes": a.stride(-2) if w4a4 else 0, "a_fp4.scales": _ptr(a_scales),
             "a_fp4.scale_layout": a_layout, "a_fp4.global_scale.value": a_value,
@@ -49,7 +51,18 @@ def _fusion_fields(a_rmsnorm_weight=None, a_rmsnorm_eps=1e-6, residual=None):
     return {"a_rmsnorm_weight": _ptr(a_rmsnorm_weight),
             "a_rmsnorm_weight_fp32": a_rmsnorm_weight is not None and a_rmsnorm_weight.dtype == torch.float32,
             "a_rmsnorm_eps": a_rmsnorm_eps, "residual": _ptr(residual),
-            "residual_row_stride": residual.stride(-2) if residual is not None else 0}
+            "residual_row_stride": residual.stride(-2) if residual is not None else 0, **_d_fp4_fields()}
+
+
+def _d_fp4_fields(q=None, scales=None, layout=0, gs=None, gs_value=1.0):
+    """GemmArgs' d_fp4 fields (NVFP4 D of the SwiGLU epilogue: q, its scales in `layout`, the
+    global scale given) by name; all unset without q."""
+    if q is None:
+        return {"d_fp4.data": 0, "d_fp4.row_stride_bytes": 0, "d_fp4.scales": 0, "d_fp4.scale_layout": 0,
+                "d_fp4.scale_mode": SCALE_MODES["given"], "d_fp4.global_scale.value": 1.0,
+                "d_fp4.global_scale.device_ptr": 0, "d_fp4.global_scale.per_row": False, "d_fp4.global_scale_out": 0}
+    return {"d_fp4." + key[len("out."):]: value
+            for key, value in _qout_fields(q, scales, layout, SCALE_MODES["given"], gs, gs_value, None).items()}
 
 
 def _out_cols(n, epilogue):
@@ -77,9 +90,27 @@ def _gemm_launch(out: Tensor, workspace: Optional[Tensor], a: Tensor, a_scales: 
     fields = _gemm_fields(out.shape[0], n, k, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value,
                           b_layout, b_prepacked, bias, alpha, out, weights_static, workspace, epilogue, precision,
                           a_rmsnorm_weight, a_rmsnorm_eps, residual)
+    _run_gemm(fields, a, a_scales, precision, workspace)
+
+
+def _run_gemm(fields, a, a_scales, precision, workspace):
+    """_C.gemm on GemmArgs' fields, W4A4's or W4A8's workspace allocated where none is given."""
     if (a_scales is not None or precision) and workspace is None:
         _with_workspace(fields, a, _C.gemm_workspace_bytes(*_GEMM_WORKSPACE_BYTES(fields)))
     _launch(_C.gemm, a.get_device(), _GEMM(fields))
+
+
+def _gemm_fp4_launch(q: Tensor, q_scales: Tensor, workspace: Optional[Tensor], a: Tensor, a_scales: Optional[Tensor],
+                     a_gs: Optional[Tensor], a_gs_value: float, a_layout: int, b: Tensor, b_scales: Optional[Tensor],
+                     b_gs: Optional[Tensor], b_gs_value: float, b_layout: int, b_prepacked: bool, n: int, k: int,
+                     bias: Optional[Tensor], alpha: float, weights_static: bool, epilogue: int, precision: int,
+                     q_gs: Optional[Tensor], q_gs_value: float, q_layout: int) -> None:
+    """gemm with the SwiGLU epilogue's D as NVFP4: q [m, n/4] and q_scales in q_layout, its values
+    divided by the global scale q_gs (or q_gs_value)."""
+    fields = _gemm_fields(q.shape[0], n, k, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value,
+                          b_layout, b_prepacked, bias, alpha, None, weights_static, workspace, epilogue, precision)
+    fields.update(_d_fp4_fields(q, q_scales, q_layout, q_gs, q_gs_value))
+    _run_gemm(fields, a, a_scales, precision, workspace)
 
 
 def _gemm(a: Tensor, a_scales: Optional[Tensor], a_gs: Optional[Tensor], a_gs_value: float, a_layout: int, b: Tensor,
@@ -101,6 +132,22 @@ def _gemm(a: Tensor, a_scales: Optional[Tensor], a_gs: Optional[Tensor], a_gs_va
 _register("gemm", _gemm, _named(_gemm, lambda a, n, out_dtype, epilogue, **_: a.new_empty([a.shape[0], _out_cols(n, epilogue)],
                                                                                           dtype=out_dtype)))
 _register("gemm_out", _gemm_launch, _none, ("out", "workspace"))
+_register("gemm_fp4_out", _gemm_fp4_launch, _none, ("q", "q_scales", "workspace"))
+
+
+def _fp4_out(op, out_fp4, out_global_scale, out_scale_layout, out, out_dtype, epilogue, m, cols, device):
+    """out_fp4 = (q, scales), NVFP4 D of the SwiGLU epilogue, checked -> (q, scales, gs, gs_value, layout)."""
+    if epilogue != GEMM_EPILOGUES["swiglu"]:
+        bad(op, "out_fp4 (NVFP4 D) is the SwiGLU epilogue's output: give epilogue='swiglu'")
+    if out is not None or out_dtype is not None:
+        bad(op, "give out_fp4 (NVFP4 D) or out / out_dtype, not both")
+    if not isinstance(out_fp4, (tuple, list)) or len(out_fp4) != 2:
+        bad(op, "out_fp4 must be a pair (q [m, n/4] uint8 or float4_e2m1fn_x2, scales)")
+    layout = enum_value(SCALE_LAYOUTS, out_scale_layout, op, "out_scale_layout")
+    q, scales = out_fp4
+    _qout_check(op, q, scales, None, m, cols, layout, SCALE_MODES["given"], device)
+    gs, gs_value = _gscale(out_global_scale, op, "out_global_scale", device, m)
+    return q, scales, gs, gs_value, layout
 
 
 def _activations(op, a, a_scales, a_global_scale, a_scale_layout, rows_of_all, dim, gs_rows=None):
@@ -183,7 +230,7 @@ def _epilogue(op, bias, out_dtype, a, n):
 def gemm(a, b, b_scales=None, b_global_scale=1.0, *, b_scale_layout="linear", b_prepacked=False, n=None, a_scales=None,
          a_global_scale=None, a_scale_layout="linear", bias=None, alpha=1.0, out_dtype=None, out=None, workspace=None,
          weights_static=False, epilogue="none", precision="exact", a_rmsnorm_weight=None, a_rmsnorm_eps=1e-6,
-         residual=None):
+         residual=None, out_fp4=None, out_global_scale=None, out_scale_layout="linear"):
     """out[m, n] = alpha * A . dequant(B)^T (+ bias) (+ residual), fp32 accumulation.
 
     a: [m, k] bf16/fp16 (W4A16), or packed NVFP4 [m, k/2] (uint8 / float4_e2m1fn_x2) with
@@ -194,7 +241,11 @@ def gemm(a, b, b_scales=None, b_global_scale=1.0, *, b_scale_layout="linear", b_
     [m, n] buffer. weights_static: see the C++ GemmArgs (programmatic dependent launch).
     epilogue="swiglu": b is a gate_up weight [2I, k], on sm_90a prepacked with prepack(...,
     swiglu_interleave=...), on sm_100a / sm_120a (W4A4) as stored with gate rows [0, I) then up
-    rows; out is [m, I] = silu(gate) * up from the fp32 sums (bias: [2I]).
+    rows; out is [m, I] = silu(gate) * up from the fp32 sums (bias: [2I]). With out_fp4 = (q,
+    scales) (sm_90a) that D is written as NVFP4 instead, for a W4A4 down projection: q [m, I/2]
+    (uint8 or float4_e2m1fn_x2) and its E4M3 scales in out_scale_layout, exactly what quantize()
+    makes of the fp32 values with out_global_scale (a float or an fp32 tensor of 1 or m values:
+    one per row); returns (q, scales).
     precision="w4a8" (sm_90a, prepacked b; a bf16/fp16 or NVFP4): FP8 tensor cores on A rounded to
     E4M3 per row (NVFP4 A decoded exactly first) and the weight folded to E4M3, about 2.5% relative
     error (docs/formats.md, "W4A8");
@@ -205,7 +256,7 @@ def gemm(a, b, b_scales=None, b_global_scale=1.0, *, b_scale_layout="linear", b_
     [m, n] in out's dtype, added in fp32 before the one rounding (may be out itself). Numerics:
     the C++ GemmArgs::a_rmsnorm_weight and GemmArgs::residual.
     """
-    if not _compiling():
+    if not _compiling() and out_fp4 is None:
         y = _C.gemm_checked(a, b, b_scales, b_global_scale, b_scale_layout, b_prepacked, n, a_scales, a_global_scale,
                             a_scale_layout, bias, alpha, out_dtype, out, workspace, weights_static, epilogue, precision,
                             a_rmsnorm_weight, a_rmsnorm_eps, residual)
@@ -216,6 +267,21 @@ def gemm(a, b, b_scales=None, b_global_scale=1.0, *, b_scale_layout="linear", b_
     m = a.shape[0] if isinstance(a, Tensor) else 0
     k, a_gs, a_gs_value, a_layout = _activations(op, a, a_scales, a_global_scale, a_scale_layout, m, 2)
     n, b_gs, b_gs_value, b_layout = _weight(op, b, b_scales, b_global_scale, b_scale_layout, b_prepacked, n, k, a.get_device())
+    if out_fp4 is not None:
+        if a_rmsnorm_weight is not None or residual is not None:
+            bad(op, "out_fp4 (NVFP4 D) takes no a_rmsnorm_weight or residual")
+        q, scales, q_gs, q_gs_value, q_layout = _fp4_out(op, out_fp4, out_global_scale, out_scale_layout, out, out_dtype,
+                                                        modes[0], m, _out_cols(n, modes[0]), a.get_device())
+        _epilogue(op, bias, None, a, n)
+        if workspace is not None:
+            _tensor(workspace, op, "workspace", (torch.uint8,), 1, a.get_device())
+        _pick(op + "_fp4_out", _gemm_fp4_launch, a)(q, scales, workspace, a, a_scales, a_gs, a_gs_value, a_layout, b,
+                                                     b_scales, b_gs, b_gs_value, b_layout, bool(b_prepacked), int(n), k,
+                                                     bias, float(alpha), bool(weights_static), *modes, q_gs, q_gs_value,
+                                                     q_layout)
+        return q, scales
+    if out_global_scale is not None:
+        bad(op, "out_global_scale is for out_fp4 (NVFP4 D)")
     out_dtype = _epilogue(op, bias, out.dtype if out is not None else out_dtype, a, n)
     _prologue(op, a_rmsnorm_weight, a_rmsnorm_eps, a, k)
     _residual(op, residual, m, _out_cols(n, modes[0]), out_dtype, a.get_device())
