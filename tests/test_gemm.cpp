@@ -682,6 +682,23 @@ TEST_SUITE("gemm") {
       CHECK(sm90_backend().arch_tile_problem(kernel) == "");  // its stages fit beside the exchange
       CHECK(generate(kernel).source.find("ODT = 3,") != std::string::npos);  // DTYPE_NVFP4
     }
+    // a prewarm with d-dtype nvfp4: SwiGLU's kernels on sm_90a only (no plain GEMM writes NVFP4, no
+    // other arch has it); a gate_up of I not a multiple of 16 gets none
+    WeightShape shape = every_layout(4096, 7168);
+    REQUIRE(set_prewarm_variant(shape.variants, "epilogue", "none,swiglu") == "");
+    REQUIRE(set_prewarm_variant(shape.variants, "d-dtype", "bf16,nvfp4") == "");
+    auto fp4_specs = [](const std::vector<GemmSpec>& specs) {
+      std::vector<GemmSpec> out;
+      for (const GemmSpec& s : specs)
+        if (s.out_dtype == uint8_t(DType::nvfp4)) out.push_back(s);
+      return out;
+    };
+    const std::vector<GemmSpec> sm90_fp4 = fp4_specs(gemm_specs_of(prewarm_specs({shape}, {Arch::sm_90a}, 132)));
+    CHECK_FALSE(sm90_fp4.empty());
+    for (const GemmSpec& s : sm90_fp4) CHECK((s.flags & kFlagEpilogueSwiglu) != 0);
+    CHECK(fp4_specs(gemm_specs_of(prewarm_specs({shape}, {Arch::sm_100a}, 148))).empty());
+    shape.n = 4112;  // I = 2056
+    CHECK(fp4_specs(gemm_specs_of(prewarm_specs({shape}, {Arch::sm_90a}, 132))).empty());
   }
 
   TEST_CASE("the SwiGLU epilogue: bad combinations fail naming the argument; its kernels are keys and names of their own") {
