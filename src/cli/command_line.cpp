@@ -80,7 +80,7 @@ const std::vector<Verb>& verbs() {
         {"--quiet", nullptr, "no per-kernel lines or progress bar"},
         {"--list", nullptr, "print the kernels it would visit (name, tab, spec as JSON), compile nothing"},
         {"--a-dtype", "LIST", "GEMM activations: bf16, fp16, nvfp4 (W4A4) (default bf16,nvfp4)"},
-        {"--d-dtype", "LIST", "GEMM output: bf16, fp16, fp32 (default bf16)"},
+        {"--d-dtype", "LIST", "GEMM output: bf16, fp16, fp32, nvfp4 (the SwiGLU epilogue's, sm_90a) (default bf16)"},
         {"--bias", "LIST", "none, bf16, fp32 (default none)"},
         {"--b-layout", "LIST", "weight scales: linear, swizzled, prepacked (default linear,prepacked)"},
         {"--a-scales", "LIST", "W4A4 activation scales: linear, swizzled (default linear)"},

@@ -302,9 +302,7 @@ NVFP4_HD unsigned char block_scale(float amax, GlobalScale g, float& d) {
 }
 
 // Whether a block of largest magnitude amax and divisor d > 0 divides by reciprocals: unless d is
-// extreme (or, for the conversion instruction's codes, a quotient could overflow). The range is
-// written out for the least-of-three codes: through the function ptxas lays the branch out the
-// other way round, which was not measured.
+// extreme (or, for the conversion instruction's codes, a quotient could overflow).
 NVFP4_HD bool block_divides_by_reciprocal(float amax, float d) {
 #if NVFP4_E2M1_BY_PAIRS
   return reciprocal_divides(amax, d);
@@ -333,8 +331,14 @@ NVFP4_HD unsigned char quantize_magnitudes(const float (&a)[8 * PACKED], float a
   float d;
   const unsigned char scale = block_scale<NARROW, DIVISION>(amax, g, d);
   if (d == 0.0f) return scale;
-  // one uniform branch per block, not one per value
-  const bool reciprocal = block_divides_by_reciprocal(amax, d);
+  // block_divides_by_reciprocal, one uniform branch per block, not one per value. The range is
+  // written out for the least-of-three codes: through the function ptxas lays the branch out the
+  // other way round, which was not measured.
+#if NVFP4_E2M1_BY_PAIRS
+  const bool reciprocal = reciprocal_divides(amax, d);
+#else
+  const bool reciprocal = d >= 0x1p-100f && d <= 0x1p100f;
+#endif
   if (DIVISION == DIVIDE_RECIPROCAL || reciprocal) pack_magnitudes<true, NARROW, PACKED>(a, signs, d, rcp_rn(d), packed);
   else pack_magnitudes<false, NARROW, PACKED>(a, signs, d, 0.0f, packed);
   return scale;
