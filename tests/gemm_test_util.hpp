@@ -74,9 +74,11 @@ inline std::vector<GemmSpec> gemm_prewarm(Arch arch, int64_t n, int64_t k, int32
 
 // The fused SwiGLU GEMM kernels (GemmEpilogue::swiglu) a prewarm of a gate_up weight shape
 // (N = 2I) with `--epilogue swiglu` compiles for `arch`, every layout.
-inline std::vector<GemmSpec> gemm_prewarm_swiglu(Arch arch, int64_t n, int64_t k, int32_t groups = 1) {
+// (d: D's dtype, NVFP4 for the epilogue that quantizes D.)
+inline std::vector<GemmSpec> gemm_prewarm_swiglu(Arch arch, int64_t n, int64_t k, int32_t groups = 1, DType d = DType::bf16) {
   WeightShape shape = every_layout(n, k, groups);
   shape.variants.epilogues = {GemmEpilogue::swiglu};
+  shape.variants.d_dtypes = {d};
   return gemm_specs_of(prewarm_specs({shape}, {arch}, 132));
 }
 

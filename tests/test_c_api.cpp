@@ -67,11 +67,13 @@ TEST_SUITE("c_api") {
     g.n = 72;
     CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_INVALID_ARGUMENT);
     CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4_jit_gemm: n = 72 with epilogue swiglu") == 0);
-    // and the stored weight's gate / up order (0: halves, the default)
+    // and the stored weight's gate / up order (0: halves, the default; g a power of two dividing I)
     CHECK(g.b_swiglu_interleave == 0);
     g.n = 64, g.b_prepacked = 0, g.b.scale_layout = NVFP4_SCALES_LINEAR, g.b_swiglu_interleave = 4;
+    CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_OK);  // m = 0: validated, no work
+    g.b_swiglu_interleave = 12;
     CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_UNSUPPORTED);
-    CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4_jit_gemm: b_swiglu_interleave = 4: a gate_up weight as stored") == 0);
+    CHECK(std::string(nvfp4_jit_last_error()).find("nvfp4_jit_gemm: b_swiglu_interleave = 12: a gate_up weight as stored") == 0);
     g.b_swiglu_interleave = 0;
     CHECK(nvfp4_jit_gemm(&g, nullptr) == NVFP4_OK);  // m = 0: validated, no work
     // RMSNorm of A reaches the C++ call: none by default, eps 1e-6; its checks name the fields

@@ -615,7 +615,7 @@ TEST_SUITE("gemm") {
     CHECK(grouped_gemm_workspace_bytes(g) == 4 * g.gemm.m * g.gemm.k * 2);
   }
 
-  TEST_CASE("the SwiGLU epilogue's NVFP4 D: d_fp4 checked naming the argument; kernels of their own; sm_90a only") {
+  TEST_CASE("the SwiGLU epilogue's NVFP4 D: d_fp4 checked naming the argument; kernels of their own on every arch") {
     GemmArgs fused = valid();
     fused.n = 128, fused.b_prepacked = true, fused.b.scales = nullptr, fused.epilogue = GemmEpilogue::swiglu;
     fused.d = nullptr, fused.d_dtype = DType::nvfp4, fused.d_fp4.data = buffer, fused.d_fp4.scales = buffer;
@@ -666,13 +666,22 @@ TEST_SUITE("gemm") {
     GemmSpec plain = sm90_problem(4096, 7168, true);
     plain.out_dtype = uint8_t(DType::nvfp4);
     CHECK(sm90_backend().unsupported(plain).find("the SwiGLU epilogue's output") != std::string::npos);
+    // sm_100a and sm_120a write it too (W4A4 on the weight as stored): every bucket's tiles are
+    // ones their kernels build with NVFP4 D
     for (Arch arch : {Arch::sm_100a, Arch::sm_120a}) {
       GemmSpec blackwell = gemm_fp4_problem(with_epilogue(sm90_problem(2 * 2048, 7168, false), GemmEpilogue::swiglu),
                                             ScaleLayout::linear);
       blackwell.arch = arch, blackwell.out_dtype = uint8_t(DType::nvfp4);
+      const GemmBackend& backend = gemm_backend(arch, "test");
       CAPTURE(to_string(arch));
-      CHECK(gemm_backend(arch, "test").unsupported(blackwell).find("NVFP4 D (d_dtype nvfp4, the SwiGLU epilogue's) is not "
-                                                                  "implemented") == 0);
+      CHECK(backend.unsupported(blackwell) == "");
+      for (int bucket : {gemm_m_bucket(1), gemm_m_bucket(16), gemm_m_bucket(4096)})
+        for (const GemmTile& tile : gemm_bucket_tiles(backend, blackwell, bucket, 148)) {
+          const GemmSpec kernel = gemm_kernel_spec(backend, blackwell, tile);
+          CAPTURE(backend.kernel_name(kernel));
+          CHECK(backend.arch_tile_problem(kernel) == "");
+          CHECK(backend.kernel_name(kernel).find("_nvfp4_") != std::string::npos);
+        }
     }
     for (int bucket : {gemm_m_bucket(1), gemm_m_bucket(4096)}) {
       const GemmTile tile = gemm_bucket_tiles(sm90_backend(), fp4, bucket, 132).front();
@@ -682,8 +691,8 @@ TEST_SUITE("gemm") {
       CHECK(sm90_backend().arch_tile_problem(kernel) == "");  // its stages fit beside the exchange
       CHECK(generate(kernel).source.find("ODT = 3,") != std::string::npos);  // DTYPE_NVFP4
     }
-    // a prewarm with d-dtype nvfp4: SwiGLU's kernels on sm_90a only (no plain GEMM writes NVFP4, no
-    // other arch has it); a gate_up of I not a multiple of 16 gets none
+    // a prewarm with d-dtype nvfp4: SwiGLU's kernels only (no plain GEMM writes NVFP4), on every
+    // arch (W4A4 on Blackwell); a gate_up of I not a multiple of 16 gets none
     WeightShape shape = every_layout(4096, 7168);
     REQUIRE(set_prewarm_variant(shape.variants, "epilogue", "none,swiglu") == "");
     REQUIRE(set_prewarm_variant(shape.variants, "d-dtype", "bf16,nvfp4") == "");
@@ -696,7 +705,14 @@ TEST_SUITE("gemm") {
     const std::vector<GemmSpec> sm90_fp4 = fp4_specs(gemm_specs_of(prewarm_specs({shape}, {Arch::sm_90a}, 132)));
     CHECK_FALSE(sm90_fp4.empty());
     for (const GemmSpec& s : sm90_fp4) CHECK((s.flags & kFlagEpilogueSwiglu) != 0);
-    CHECK(fp4_specs(gemm_specs_of(prewarm_specs({shape}, {Arch::sm_100a}, 148))).empty());
+    for (Arch arch : {Arch::sm_100a, Arch::sm_120a}) {
+      const std::vector<GemmSpec> blackwell_fp4 = fp4_specs(gemm_specs_of(prewarm_specs({shape}, {arch}, 148)));
+      CHECK_FALSE(blackwell_fp4.empty());
+      for (const GemmSpec& s : blackwell_fp4) {
+        CHECK((s.flags & kFlagEpilogueSwiglu) != 0);
+        CHECK(gemm_backend(arch, "test").arch_tile_problem(s) == "");
+      }
+    }
     shape.n = 4112;  // I = 2056
     CHECK(fp4_specs(gemm_specs_of(prewarm_specs({shape}, {Arch::sm_90a}, 132))).empty());
   }
@@ -710,12 +726,20 @@ TEST_SUITE("gemm") {
     check_error(g, "n = 120 with epilogue swiglu: the gate_up weight's 2 x I rows need I = n/2 a multiple of 8");
     g = fused, g.n = 63;
     check_error(g, "n = 63 with epilogue swiglu");
-    // a weight as stored (sm_100a / sm_120a): ModelOpt's gate then up halves; an interleaved one
-    // is refused naming the argument, and the argument is the fused epilogue's only
+    // a weight as stored (sm_100a / sm_120a): ModelOpt's gate then up halves, or interleaved in
+    // groups of g rows, g a power of two dividing I; the argument is the fused epilogue's only
     g = fused, g.b_prepacked = false, g.b.scales = buffer;
     CHECK(error_of(g) == "");
-    g.b_swiglu_interleave = 8;
-    check_error(g, "b_swiglu_interleave = 8: a gate_up weight as stored is read as ModelOpt's halves only");
+    for (int64_t interleave : {1, 8, 64}) {
+      g.b_swiglu_interleave = interleave;
+      CHECK(error_of(g) == "");
+    }
+    g.b_swiglu_interleave = 24;
+    check_error(g, "b_swiglu_interleave = 24: a gate_up weight as stored interleaved in groups of g rows needs g a power of "
+                   "two dividing I = n/2 = 64");
+    g.b_swiglu_interleave = 128;
+    check_error(g, "b_swiglu_interleave = 128: a gate_up weight as stored interleaved in groups of g rows needs g a power of "
+                   "two dividing I = n/2 = 64");
     g.b_swiglu_interleave = -1;
     check_error(g, "b_swiglu_interleave = -1: 0 (gate rows [0, n/2), then up rows) or a group size g > 0");
     g = fused, g.b_swiglu_interleave = 8;

@@ -224,4 +224,30 @@ TEST_SUITE("gemm_sm100") {
     }
     ::unsetenv("NVFP4_JIT_EMULATE_ARCH");
   }
+
+  TEST_CASE("the SwiGLU epilogue's NVFP4 D: prewarm's kernels, their SASS, and the emulation's build") {
+    // `--epilogue swiglu --d-dtype nvfp4`: dense (Llama-3.1-8B's gate_up) and grouped (Qwen3-30B-A3B's)
+    std::vector<GemmSpec> singles, pairs;
+    for (const GemmSpec& s : test::gemm_prewarm_swiglu(Arch::sm_100a, 2 * 14336, 4096, 1, DType::nvfp4))
+      (s.tile.block_m == 2 * nvfp4k::sm100::GEMM_BM ? pairs : singles).push_back(s);
+    for (const GemmSpec& s : test::gemm_prewarm_swiglu(Arch::sm_100a, 2 * 768, 2048, 128, DType::nvfp4))
+      (s.tile.block_m == 2 * nvfp4k::sm100::GEMM_BM ? pairs : singles).push_back(s);
+    REQUIRE_FALSE(singles.empty());
+    for (const std::vector<GemmSpec>* specs : {&singles, &pairs})
+      for (const GemmSpec& s : *specs) {
+        CHECK(s.out_dtype == uint8_t(DType::nvfp4));
+        CHECK(gemm_backend(Arch::sm_100a, "test").kernel_name(s).find("_nvfp4_") != std::string::npos);
+      }
+    test::check_gemm_sass(singles, {"UTCOMMA"}, nvfp4k::sm100::GEMM_MAX_SHARED);
+    test::check_gemm_sass(pairs, {"UTCOMMA.2CTA"}, nvfp4k::sm100::GEMM_MAX_SHARED);
+    ::setenv("NVFP4_JIT_EMULATE_ARCH", "sm_100a", 1);
+    GemmSpec p90 = with_epilogue(fp4_problem(Arch::sm_90a, 2 * 768, 2048), GemmEpilogue::swiglu);
+    p90.out_dtype = uint8_t(DType::nvfp4);
+    for (const sm100::Tile& t : {sm100::Tile{64, 2, 1}, {256, 2, 2}}) {
+      const GemmSpec spec = gemm_spec(p90, sm100::Tiles::to_config(t));
+      CAPTURE(sm100::Tiles::describe(t));
+      CHECK(!KernelStore::instance().get(gemm_key(spec))->cubin.empty());
+    }
+    ::unsetenv("NVFP4_JIT_EMULATE_ARCH");
+  }
 }

@@ -407,4 +407,36 @@ TEST_SUITE("gemm_sm120") {
     }
     ::unsetenv("NVFP4_JIT_EMULATE_ARCH");
   }
+
+  TEST_CASE("the SwiGLU epilogue's NVFP4 D: whole blocks a warp, prewarm's kernels, their SASS, the emulation's build") {
+    // a warp's outputs are whole 16-column blocks: the 16-row tile of 64 weight rows (8 a warp)
+    // is refused, and the heuristic takes 128 weight rows in its place
+    GemmSpec fp4 = with_epilogue(gemm_fp4_problem(gemm_problem(Arch::sm_120a, 2 * 768, 2048, DType::bf16, DType::bf16,
+                                                               ScaleLayout::linear, false, kNoDType),
+                                                  ScaleLayout::linear),
+                                 GemmEpilogue::swiglu);
+    const GemmBackend& backend = gemm_backend(Arch::sm_120a, "test");
+    CHECK(sm120::Tiles::from_config(backend.heuristic(fp4, 1, 188)).block_n == 64);  // BF16 D's
+    fp4.out_dtype = uint8_t(DType::nvfp4);
+    const sm120::Tile decode = sm120::Tiles::from_config(backend.heuristic(fp4, 1, 188));
+    CHECK(decode.block_m == 16);
+    CHECK(decode.block_n == 128);
+    CHECK(backend.arch_tile_problem(gemm_spec(fp4, sm120::Tiles::to_config({16, 64, 2, 1}))).find("NVFP4 D: a warp's 8 outputs") == 0);
+    for (const GemmTile& t : backend.candidates(fp4, gemm_m_bucket(1), 188)) CHECK(backend.arch_tile_problem(gemm_spec(fp4, t)) == "");
+    // `--epilogue swiglu --d-dtype nvfp4`: dense (Llama-3.1-8B's gate_up) and grouped (Qwen3-30B-A3B's)
+    std::vector<GemmSpec> specs = test::gemm_prewarm_swiglu(Arch::sm_120a, 2 * 14336, 4096, 1, DType::nvfp4);
+    for (const GemmSpec& s : test::gemm_prewarm_swiglu(Arch::sm_120a, 2 * 768, 2048, 128, DType::nvfp4)) specs.push_back(s);
+    REQUIRE_FALSE(specs.empty());
+    for (const GemmSpec& s : specs) CHECK(s.out_dtype == uint8_t(DType::nvfp4));
+    test::check_gemm_sass(specs, {"OMMA.SF"}, nvfp4k::sm120::GEMM_MAX_SHARED);
+    ::setenv("NVFP4_JIT_EMULATE_ARCH", "sm_120a", 1);
+    GemmSpec p90 = fp4;
+    p90.arch = Arch::sm_90a;
+    for (const sm120::Tile& t : {sm120::Tile{16, 128, 2, 1}, {32, 256, 2, 2}}) {
+      const GemmSpec spec = gemm_spec(p90, sm120::Tiles::to_config(t));
+      CAPTURE(sm120::Tiles::describe(t));
+      CHECK(!KernelStore::instance().get(gemm_key(spec))->cubin.empty());
+    }
+    ::unsetenv("NVFP4_JIT_EMULATE_ARCH");
+  }
 }

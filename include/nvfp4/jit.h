@@ -219,7 +219,9 @@ typedef struct nvfp4_gemm_args {
   nvfp4_gemm_epilogue epilogue; /* NONE, or SWIGLU: D [m, n/2] = silu(gate) * up */
   nvfp4_gemm_precision precision; /* NVFP4_GEMM_EXACT (default) or NVFP4_GEMM_W4A8 (sm_90a, prepacked b;
                                       grouped: contiguous or masked) */
-  int64_t b_swiglu_interleave; /* SWIGLU on a weight as stored: 0 gate rows [0, n/2) then up rows (g > 0: refused so far) */
+  /* SWIGLU on a weight as stored: 0 gate rows [0, n/2) then up rows; g > 0 (a power of two):
+     groups of g gate rows, then g up rows */
+  int64_t b_swiglu_interleave;
   /* RMSNorm of A in the GEMM (sm_90a, BF16/FP16 A, exact, dense): D = (A * g / rms(A rows)) . W^T;
      g [k] in a_dtype, or fp32 with a_rmsnorm_weight_fp32; NULL: none (see jit.hpp) */
   const void* a_rmsnorm_weight;
@@ -229,7 +231,7 @@ typedef struct nvfp4_gemm_args {
      NULL: none; may be d (same stride) */
   const void* residual;
   int64_t residual_row_stride; /* elements; 0: n */
-  /* NVFP4 D (d_dtype NVFP4, d NULL; sm_90a, epilogue SWIGLU): D [m, n/2] quantized from the fp32
+  /* NVFP4 D (d_dtype NVFP4, d NULL; epilogue SWIGLU, every arch): D [m, n/2] quantized from the fp32
      values, scales linear (n/2 a multiple of 16) or swizzled (64), global scale given (see jit.hpp) */
   nvfp4_quantized_output d_fp4;
 } nvfp4_gemm_args;

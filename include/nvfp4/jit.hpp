@@ -274,7 +274,7 @@ struct GemmArgs {
   int64_t a_row_stride = 0;          // elements, a multiple of 8; 0: k
   Nvfp4Tensor b{};                   // weight [n, k]; data 16-byte aligned, scales 16-byte aligned
   void* d = nullptr;                 // [m, n]
-  DType d_dtype = DType::bf16;       // BF16, FP16 or FP32; NVFP4 (sm_90a, epilogue swiglu): D in d_fp4
+  DType d_dtype = DType::bf16;       // BF16, FP16 or FP32; NVFP4 (epilogue swiglu): D in d_fp4
   int64_t d_row_stride = 0;          // elements; 0: n
   const void* bias = nullptr;        // [n] or null
   DType bias_dtype = DType::bf16;    // BF16 or FP32
@@ -298,9 +298,10 @@ struct GemmArgs {
   GemmEpilogue epilogue = GemmEpilogue::none;
   // Epilogue swiglu on a weight as stored (b_prepacked false): its rows' gate / up order. 0
   // (the default): gate rows [0, n/2), then up rows [n/2, n), ModelOpt's halves, the order
-  // read. g > 0 (groups of g gate rows, then g up rows) is refused so far: prepack such a weight
-  // with PrepackArgs::swiglu_interleave = g (sm_90a) or reorder its rows into halves. A prepacked
-  // weight records its own order: leave 0.
+  // read; g > 0: groups of g gate rows, then g up rows (an interleaved checkpoint; g = 1
+  // alternates them), g a power of two dividing n/2, read as stored on sm_100a / 103a / 120a /
+  // 121a. On sm_90a prepack the weight with PrepackArgs::swiglu_interleave = g instead: a
+  // prepacked weight records its own order (leave 0).
   int64_t b_swiglu_interleave = 0;
   // exact, or w4a8 (see GemmPrecision): its workspace holds A as E4M3 and the row scales.
   GemmPrecision precision = GemmPrecision::exact;
@@ -330,7 +331,8 @@ struct GemmArgs {
   // multiple of 4 bytes; 0: n/4) and E4M3 scales in either layout (n/2 a multiple of 16; 64 for
   // swizzled128x4, whose padding rows past m are not written). The global scale is given: one
   // (host or device), or one per row of D on the device (scale_mode given, no
-  // global_scale_out; a computed one needs a whole row before its first block). sm_90a so far.
+  // global_scale_out; a computed one needs a whole row before its first block). Every arch
+  // (sm_100a / sm_120a: W4A4 on the weight as stored).
   QuantizedOutput d_fp4{};
 };
 void gemm(const GemmArgs& args, CUstream stream);

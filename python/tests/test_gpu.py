@@ -363,6 +363,11 @@ def test_gemm_swiglu_nvfp4_out_is_quantize_of_the_fp32_values(layout, per_row):
     assert_same_bits(q, host(want_q), "out_fp4 values, graph replay")
     with pytest.raises(nvfp4_jit.InvalidArgument, match="out_fp4 .NVFP4 D. is the SwiGLU epilogue's output"):
         nvfp4_jit.gemm(a, w, s, 0.01, out_fp4=(q, sc))
+    # a wrong buffer is named as out_fp4's
+    for bad_pair, name in (((q[:, 1:], sc), r"out_fp4\[0\]"), ((q, sc[1:]), r"out_fp4\[1\]")):
+        with pytest.raises(nvfp4_jit.InvalidArgument, match=name):
+            nvfp4_jit.gemm(a, p, None, 0.01, b_prepacked=True, n=2 * inter, epilogue="swiglu", out_fp4=bad_pair,
+                           out_global_scale=g, out_scale_layout=layout)
 
 
 def test_gemm_w4a8_against_the_exact_mode():

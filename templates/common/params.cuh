@@ -23,6 +23,18 @@ enum GlobalScaleCode {
 // activations' 16-bit type, or in fp32.
 enum ARmsNormCode { A_RMSNORM_NONE = 0, A_RMSNORM_16BIT = 1, A_RMSNORM_FP32 = 2 };
 
+// NVFP4 D of a GEMM epilogue (ODT DTYPE_NVFP4, the SwiGLU epilogue's), `d_fp4` in every arch's
+// parameter block beside its d (the packed values, d_stride bytes a row): the E4M3 scales in
+// scale_layout (ScaleLayoutCode, linear or swizzled128x4) and the global scale the values are
+// divided by (GSCALE_HOST, GSCALE_DEVICE, or GSCALE_DEVICE_PER_ROW: one per row of D).
+struct Fp4OutputParams {
+  unsigned char* scales;
+  int scale_layout;
+  const float* gscale_ptr;
+  float gscale_value;
+  int gscale_mode;
+};
+
 struct DequantizeParams {
   const unsigned char* packed;  // [src_rows, K/2] with packed_stride bytes per row
   long long packed_stride;

@@ -52,6 +52,20 @@ struct CtaPair {
 #endif
     }
   }
+  // A 3D tile into this CTA's `dst`, likewise.
+  __device__ __forceinline__ void load_3d(void* dst, const void* tensor_map, unsigned long long* full, int x, int y, int z) const {
+    if (leader() || EMULATE) {
+      tma_load_3d(dst, tensor_map, full, x, y, z);
+    } else {
+#if __CUDA_ARCH__ >= 1000
+      asm volatile(
+          "cp.async.bulk.tensor.3d.cta_group::2.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, "
+          "%4, %5}], [%2];" ::"r"(smem_u32(dst)),
+          "l"(tensor_map), "r"(at_leader(full)), "r"(x), "r"(y), "r"(z)
+          : "memory");
+#endif
+    }
+  }
   // After a stage's loads, every lane of the loading warp: its arrival on the leader's full
   // barrier, once what it copied itself (cp.async, `copies`) has landed. A leader's copies
   // arrive where they land (tcgen05.mma's warp then fences them to the async proxy); the odd

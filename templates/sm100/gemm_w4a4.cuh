@@ -26,17 +26,22 @@
 // the places TMA's 128-byte swizzle would) instead of TMA; an index outside [0, a_rows) reads
 // zeros under NaN block scales, the NaN row the API promises.
 //
-// With EPILOGUE == EPILOGUE_SWIGLU, W is a gate_up weight as ModelOpt stores it (N = 2I rows,
-// gate rows [0, I), up rows [I, 2I)) and D [M, I] = silu(gate) * up (common/swiglu_tile.cuh):
-// a tile's BN weight rows are the gate rows of its BN / 2 outputs, then their up rows, loaded
-// as two TMA boxes of BN / 2 rows (a pair's CTAs one each: the even CTA gate's, the odd up's),
-// so accumulator columns j and BN / 2 + j of a thread's row are gate and up of one output.
+// With EPILOGUE == EPILOGUE_SWIGLU, W is a gate_up weight as stored (N = 2I rows: gate rows
+// [0, I), up rows [I, 2I) as ModelOpt stores it, or interleaved in groups of 2^swiglu_shift
+// rows) and D [M, I] = silu(gate) * up (common/swiglu_tile.cuh): a tile's BN weight rows are
+// the gate rows of its BN / 2 outputs, then their up rows, loaded as two TMA boxes of BN / 2
+// rows through 3D maps that pick the gate rows and the up rows out of either order (a pair's
+// CTAs one each: the even CTA gate's, the odd up's), so accumulator columns j and BN / 2 + j
+// of a thread's row are gate and up of one output.
+// With ODT DTYPE_NVFP4 D is that quantized (common/fp4_output.cuh): a thread's 32 columns of
+// its row are two whole blocks, quantized and stored by the thread.
 //
 // With EMULATE the same kernel runs on sm_90a with the tcgen05 instructions replaced by their
 // exact emulation (sm100/tcgen05_emulated.cuh): the test facility that checks everything but
 // those instructions on Hopper.
 #pragma once
 #include "common/gemm_epilogue.cuh"
+#include "common/fp4_output.cuh"
 #include "common/global_scale.cuh"
 #include "common/ptx/barrier.cuh"
 #include "common/ptx/copy.cuh"
@@ -86,14 +91,36 @@ struct GemmConfig {
                 "the contiguous and masked grouped layouts");
   static_assert(EPILOGUE == EPILOGUE_NONE || (SWIGLU && N % 2 == 0 && (BN / 2) % 32 == 0),
                 "SwiGLU: gate and up halves, read back 32 columns of each at a time");
+  static constexpr bool D_FP4 = ODT == DTYPE_NVFP4;  // the SwiGLU epilogue's NVFP4 D
+  static_assert(!D_FP4 || (SWIGLU && D_COLUMNS % 16 == 0), "NVFP4 D: SwiGLU's, whole blocks of 16 columns");
 };
+
+// Row m's blocks of D at columns column, column + 16 (those before D_COLUMNS), held by this
+// thread (x[32]: D's row has one thread), quantized with global scale g and stored: 8 packed
+// bytes and a scale each.
+template <class C, int DIVISION>
+__device__ __forceinline__ void store_fp4_row_blocks(const GemmSm100Params& p, long long m, long long column, const float (&x)[32],
+                                                     GlobalScale g) {
+#pragma unroll
+  for (int b = 0; b < 2; ++b) {
+    if (column + 16 * b >= C::D_COLUMNS) break;
+    unsigned amax = 0u, nibbles[16];
+#pragma unroll
+    for (int i = 0; i < 16; ++i) amax = max(amax, magnitude_bits(x[16 * b + i]));
+    const unsigned char scale = quantize_block_share<DIVISION, 16>(x + 16 * b, amax, g, nibbles);
+    unsigned* to = reinterpret_cast<unsigned*>(static_cast<unsigned char*>(p.d) + m * p.d_stride + (column + 16 * b) / 2);
+    to[0] = pack_nibbles(nibbles);
+    to[1] = pack_nibbles(nibbles + 8);
+    store_fp4_scale(p.d_fp4, m, column + 16 * b, C::D_COLUMNS, scale);
+  }
+}
 
 // The weight row (in its group) of tile column c (0 <= c < BN) of output tile n_tile; past W's
 // rows (or SwiGLU's I outputs) it is never stored, and its block scales are loaded as 0.
 template <class C>
-__device__ __forceinline__ long long tile_w_row(int n_tile, int c) {
+__device__ __forceinline__ long long tile_w_row(const GemmSm100Params& p, int n_tile, int c) {
   if constexpr (C::SWIGLU)
-    return swiglu_tile_row<C::BN / 2, C::N / 2>((long long)n_tile * (C::BN / 2), c);
+    return swiglu_tile_row<C::BN / 2, C::N / 2>((long long)n_tile * (C::BN / 2), c, p.swiglu_shift);
   else
     return (long long)n_tile * C::BN + c;
 }
@@ -187,6 +214,11 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
       const ScheduledTile tile = gemm_tile<C>(p, t, cursor);
       if (tile.m0 >= tile.m_end) break;
       const long long w_group_row = tile.group * C::N;
+      // SwiGLU: the tile's gate and up boxes by their 3D maps, at its first output's group of g
+      // rows (its row in it, and the group's index past the weight's earlier ones)
+      const long long o0 = (long long)tile.n_tile * (C::BN / 2);
+      const int swiglu_y = C::SWIGLU ? int(o0 % p.swiglu_group) : 0;
+      const int swiglu_z = C::SWIGLU ? int(tile.group * (C::N / (2 * p.swiglu_group)) + o0 / p.swiglu_group) : 0;
       for (int kt = 0; kt < C::KTILES; ++kt, ++it) {
         const int s = it % C::STAGES;
         mbar_wait(&empty[s], ((it / C::STAGES) & 1) ^ 1, 1000);
@@ -198,8 +230,11 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
 #pragma unroll
           for (int box = 0; box < C::W_ROWS / C::W_BOX_ROWS; ++box) {
             const int c = C::W_ROWS * int(pair.rank) + box * C::W_BOX_ROWS;  // the box's first tile column
-            pair.load_2d(st + C::W_AT + box * C::W_BOX_ROWS * 128, &p.tma_w, &full[s], kt * 128,
-                         int(w_group_row + tile_w_row<C>(tile.n_tile, c)));
+            unsigned char* to = st + C::W_AT + box * C::W_BOX_ROWS * 128;
+            if constexpr (C::SWIGLU)
+              pair.load_3d(to, c < C::BN / 2 ? &p.tma_w : &p.tma_w_up, &full[s], kt * 128, swiglu_y, swiglu_z);
+            else
+              pair.load_2d(to, &p.tma_w, &full[s], kt * 128, int(w_group_row + tile_w_row<C>(p, tile.n_tile, c)));
           }
         }
         if (gathered) {
@@ -249,7 +284,7 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
                                  : scale_word<C::A_LAYOUT, C::KB>(p.a_scales, row, row >= 0 && kb < C::KB, kb, p.a_scale_words != 0);
           } else {
             const int c = r - GEMM_BM;
-            words[q] = scale_word<C::W_LAYOUT, C::KB>(w_scales, tile_w_row<C>(tile.n_tile, c),
+            words[q] = scale_word<C::W_LAYOUT, C::KB>(w_scales, tile_w_row<C>(p, tile.n_tile, c),
                                                       tile_w_row_in<C>(tile.n_tile, c) && kb < C::KB, kb, p.w_scale_words != 0);
           }
         }
@@ -326,6 +361,11 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
       mbar_wait(&acc_full[acc], (done / C::ACCUMULATORS) & 1);
       tcgen05_fence_after_sync<C::EMULATE>();
       const float row_scale = a_per_row && m < tile.m_end ? scale * p.a_gscale_ptr[m] : scale;
+      // NVFP4 D: one uniform branch a warp to a copy without IEEE divisions where its rows' global
+      // scales allow (fp4_output_row_reciprocal)
+      const GlobalScale d_tensor_scale = fp4_output_tensor_scale(p.d_fp4);
+      const bool d_reciprocal =
+          C::D_FP4 && __all_sync(0xFFFFFFFFu, m >= tile.m_end || fp4_output_row_reciprocal(p.d_fp4, d_tensor_scale, m));
       const unsigned row_cells = tmem + (unsigned(32 * quarter) << 16) + unsigned(acc * C::BN);
 #pragma unroll 1
       for (int c = 0; c < (C::SWIGLU ? C::BN / 2 : C::BN); c += 32) {
@@ -339,6 +379,14 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
           for (int j = 0; j < 32; ++j)
             v[j] = n0 + c + j < C::D_COLUMNS ? swiglu_output_value<C::BIAS, C::N / 2>(v[j], up[j], row_scale, p.bias, n0 + c + j)
                                              : 0.0f;
+          if constexpr (C::D_FP4) {
+            const GlobalScale g = fp4_output_row_scale(p.d_fp4, d_tensor_scale, m);
+            if (d_reciprocal)
+              store_fp4_row_blocks<C, DIVIDE_RECIPROCAL>(p, m, n0 + c, v, g);
+            else
+              store_fp4_row_blocks<C, DIVIDE_EITHER>(p, m, n0 + c, v, g);
+            continue;
+          }
         } else {
           if (m >= tile.m_end) continue;
 #pragma unroll

@@ -18,16 +18,18 @@
 // weight and global scales it then reads; CTAs past the groups' rows exit at once, and A's
 // rows may be gathered through row_index (an index outside [0, a_rows) reads a NaN row).
 //
-// With EPILOGUE == EPILOGUE_SWIGLU, W is a gate_up weight as ModelOpt stores it (N = 2I rows,
-// gate rows [0, I), up rows [I, 2I)) and D [M, I] = silu(gate) * up (common/swiglu_tile.cuh):
+// With EPILOGUE == EPILOGUE_SWIGLU, W is a gate_up weight as stored (N = 2I rows: gate rows
+// [0, I), up rows [I, 2I) as ModelOpt stores it, or interleaved in groups of 2^swiglu_shift
+// rows) and D [M, I] = silu(gate) * up (common/swiglu_tile.cuh):
 // the rows a tile loads are, for each warp's NT x 8 weight rows, the gate rows of its NT x 4
 // outputs then their up rows, so a thread's accumulators j and NT / 2 + j are gate and up of
-// the same outputs.
+// the same outputs. With ODT DTYPE_NVFP4 D is that quantized (store_swiglu_fp4 below).
 //
 // With EMULATE the same kernel runs on sm_90a with the MMA replaced by its exact emulation:
 // the test facility that checks everything but the one instruction on Hopper.
 #pragma once
 #include "common/gemm_epilogue.cuh"
+#include "common/fp4_output.cuh"
 #include "common/global_scale.cuh"
 #include "common/ptx/cluster.cuh"
 #include "common/ptx/copy.cuh"
@@ -74,6 +76,8 @@ struct GemmConfig {
                 "a split of 2 k-tiles or more; the partial tile fits in the stages");
   static_assert(EMULATE || STAGES * STAGE_BYTES <= int(GEMM_MAX_SHARED), "99 KB of shared memory on sm_120");
   static_assert(EPILOGUE == EPILOGUE_NONE || (SWIGLU && N % 2 == 0 && NT % 2 == 0), "SwiGLU: gate and up halves of each warp's MMAs");
+  static constexpr bool D_FP4 = ODT == DTYPE_NVFP4;  // the SwiGLU epilogue's NVFP4 D
+  static_assert(!D_FP4 || (SWIGLU && (N / 2) % 16 == 0 && SWIGLU_G % 16 == 0), "NVFP4 D: SwiGLU's, whole blocks in each warp");
 };
 
 // The word of blocks kb .. kb + 3 of row `row` (kb a multiple of 4) into shared memory at
@@ -119,6 +123,58 @@ __device__ __forceinline__ void stage_rows(unsigned char* dst, const unsigned ch
   }
 }
 
+// The SwiGLU epilogue's NVFP4 D of a warp: acc[i][j] gate, acc[i][NT / 2 + j] up sums as the
+// SwiGLU epilogue reads them, the warp's outputs from D's column `out0` (SWIGLU_G of them, whole
+// blocks). A block of a row is acc[i][2b], acc[i][2b + 1] of the 4 lanes of one g: 4 values a
+// lane, columns 2t, 2t + 1 and 8 + 2t, 9 + 2t. Its largest magnitude comes by two shuffles; the
+// lanes' nibble bytes are gathered into the block's two words, stored by lane t = 0 with the scale.
+// Every lane of the warp calls it (rows from m_end on store nothing).
+template <class C, int DIVISION>
+__device__ __forceinline__ void store_swiglu_fp4(const GemmW4A4Params& p, const float (&acc)[C::MT][C::NT][4], long long m0,
+                                                 long long m_end, long long out0, float scale, bool a_per_row,
+                                                 GlobalScale d_tensor_scale) {
+  const int lane = int(threadIdx.x % 32), g = lane / 4, t = lane % 4;
+  const int row_a = int(threadIdx.x / 32) / C::WARPS_N * C::MT * 16 + g;
+#pragma unroll
+  for (int i = 0; i < C::MT; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const long long m = m0 + row_a + 16 * i + 8 * h;
+      const bool stored = m < m_end;
+      const float row_scale = a_per_row && stored ? scale * p.a_gscale_ptr[m] : scale;
+      const GlobalScale gscale = fp4_output_row_scale(p.d_fp4, d_tensor_scale, stored ? m : m0);
+#pragma unroll
+      for (int b = 0; b < C::NT / 4; ++b) {
+        const long long column = out0 + 16 * b;
+        if (column >= C::N / 2) break;  // (uniform over the warp)
+        float x[4];
+        unsigned amax = 0u, nibbles[4];
+#pragma unroll
+        for (int v = 0; v < 4; ++v) {
+          const int j = 2 * b + v / 2, e = v % 2;
+          x[v] = swiglu_output_value<C::BIAS, C::N / 2>(acc[i][j][2 * h + e], acc[i][C::NT / 2 + j][2 * h + e], row_scale, p.bias,
+                                                        column + 8 * (v / 2) + 2 * t + e);
+          amax = max(amax, magnitude_bits(x[v]));
+        }
+        amax = max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));
+        amax = max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 2));
+        const unsigned char s = quantize_block_share<DIVISION, 4>(x, amax, gscale, nibbles);
+        unsigned lo = (nibbles[0] | nibbles[1] << 4) << (8 * t), hi = (nibbles[2] | nibbles[3] << 4) << (8 * t);
+#pragma unroll
+        for (int mask = 1; mask < 4; mask *= 2) {
+          lo |= __shfl_xor_sync(0xFFFFFFFFu, lo, mask);
+          hi |= __shfl_xor_sync(0xFFFFFFFFu, hi, mask);
+        }
+        if (t == 0 && stored) {
+          unsigned* to = reinterpret_cast<unsigned*>(static_cast<unsigned char*>(p.d) + m * p.d_stride + column / 2);
+          to[0] = lo;
+          to[1] = hi;
+          store_fp4_scale(p.d_fp4, m, column, C::N / 2, s);
+        }
+      }
+    }
+}
+
 template <class C>
 __device__ __forceinline__ void gemm_w4a4(const GemmW4A4Params& p) {
   extern __shared__ __align__(16) unsigned char smem[];
@@ -149,7 +205,7 @@ __device__ __forceinline__ void gemm_w4a4(const GemmW4A4Params& p) {
   };
   auto w_row = [&](int r) -> long long {
     if constexpr (C::SWIGLU)
-      return swiglu_tile_output<C::SWIGLU_G>(n0, r) < C::N / 2 ? swiglu_tile_row<C::SWIGLU_G, C::N / 2>(n0, r) : -1;
+      return swiglu_tile_output<C::SWIGLU_G>(n0, r) < C::N / 2 ? swiglu_tile_row<C::SWIGLU_G, C::N / 2>(n0, r, p.swiglu_shift) : -1;
     else
       return n0 + r < C::N ? n0 + r : -1;
   };
@@ -267,36 +323,55 @@ __device__ __forceinline__ void gemm_w4a4(const GemmW4A4Params& p) {
   const bool a_per_row = p.a_gscale_mode == GSCALE_DEVICE_PER_ROW;
   const float scale = p.alpha * global_scale(p.w_gscale_mode, p.w_gscale_value, p.w_gscale_ptr, tile.group) *
                       (a_per_row ? 1.0f : global_scale(p.a_gscale_mode, p.a_gscale_value, p.a_gscale_ptr, tile.group));
+  if constexpr (C::D_FP4) {
+    // one uniform branch a warp to a copy without IEEE divisions where its rows' global scales
+    // allow (fp4_output_row_reciprocal)
+    const GlobalScale d_tensor_scale = fp4_output_tensor_scale(p.d_fp4);
+    bool reciprocal = true;
 #pragma unroll
-  for (int i = 0; i < C::MT; ++i)
+    for (int i = 0; i < C::MT; ++i)
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const long long m = m0 + row_a + 16 * i + 8 * h;
-      if (m >= m_end) continue;
-      const float row_scale = a_per_row ? scale * p.a_gscale_ptr[m] : scale;
-      if constexpr (C::SWIGLU) {
-        // acc[i][j] gate, acc[i][NT / 2 + j] up of D's columns n0 + wn G + 8 j + 2 t + e
+      for (int h = 0; h < 2; ++h) {
+        const long long m = m0 + row_a + 16 * i + 8 * h;
+        if (m < m_end) reciprocal = reciprocal && fp4_output_row_reciprocal(p.d_fp4, d_tensor_scale, m);
+      }
+    const long long out0 = n0 + wn * C::SWIGLU_G;
+    if (__all_sync(0xFFFFFFFFu, reciprocal))
+      store_swiglu_fp4<C, DIVIDE_RECIPROCAL>(p, acc, m0, m_end, out0, scale, a_per_row, d_tensor_scale);
+    else
+      store_swiglu_fp4<C, DIVIDE_EITHER>(p, acc, m0, m_end, out0, scale, a_per_row, d_tensor_scale);
+  } else {
 #pragma unroll
-        for (int j = 0; j < C::NT / 2; ++j)
+    for (int i = 0; i < C::MT; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const long long m = m0 + row_a + 16 * i + 8 * h;
+        if (m >= m_end) continue;
+        const float row_scale = a_per_row ? scale * p.a_gscale_ptr[m] : scale;
+        if constexpr (C::SWIGLU) {
+          // acc[i][j] gate, acc[i][NT / 2 + j] up of D's columns n0 + wn G + 8 j + 2 t + e
+#pragma unroll
+          for (int j = 0; j < C::NT / 2; ++j)
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              const long long n = n0 + wn * C::SWIGLU_G + 8 * j + 2 * t + e;
+              if (n < C::N / 2)
+                store_element<C::ODT>(p.d, m * p.d_stride + n,
+                                      swiglu_output_value<C::BIAS, C::N / 2>(acc[i][j][2 * h + e], acc[i][C::NT / 2 + j][2 * h + e],
+                                                                             row_scale, p.bias, n));
+            }
+          continue;
+        }
+#pragma unroll
+        for (int j = 0; j < C::NT; ++j)
 #pragma unroll
           for (int e = 0; e < 2; ++e) {
-            const long long n = n0 + wn * C::SWIGLU_G + 8 * j + 2 * t + e;
-            if (n < C::N / 2)
-              store_element<C::ODT>(p.d, m * p.d_stride + n,
-                                    swiglu_output_value<C::BIAS, C::N / 2>(acc[i][j][2 * h + e], acc[i][C::NT / 2 + j][2 * h + e],
-                                                                           row_scale, p.bias, n));
+            const long long n = n0 + row_w - g + 8 * j + 2 * t + e;
+            if (n < C::N)
+              store_element<C::ODT>(p.d, m * p.d_stride + n, acc[i][j][2 * h + e] * row_scale + load_bias<C::BIAS>(p.bias, n));
           }
-        continue;
       }
-#pragma unroll
-      for (int j = 0; j < C::NT; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const long long n = n0 + row_w - g + 8 * j + 2 * t + e;
-          if (n < C::N)
-            store_element<C::ODT>(p.d, m * p.d_stride + n, acc[i][j][2 * h + e] * row_scale + load_bias<C::BIAS>(p.bias, n));
-        }
-    }
+  }
 }
 
 }  // namespace nvfp4k::sm120

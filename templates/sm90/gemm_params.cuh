@@ -48,14 +48,7 @@ struct GemmParams {
   const void* bias;               // [N], type compiled in
   void* d;                        // [M, N] with d_stride elements per row (NVFP4 D: packed, d_stride bytes)
   long long d_stride;
-  // NVFP4 D (ODT DTYPE_NVFP4, the SwiGLU epilogue's): its E4M3 scales in d_scale_layout
-  // (ScaleLayoutCode, linear or swizzled128x4) and the global scale its values are divided by
-  // (GSCALE_HOST, GSCALE_DEVICE or GSCALE_DEVICE_PER_ROW: one per row of D).
-  unsigned char* d_scales;
-  int d_scale_layout;
-  const float* d_gscale_ptr;
-  float d_gscale_value;
-  int d_gscale_mode;
+  Fp4OutputParams d_fp4;          // NVFP4 D (ODT DTYPE_NVFP4): its scales and global scale
   TileSchedule schedule;
   int d_from_smem;                // D is stored from shared memory: tma_d, or row pieces (16-byte aligned rows and n)
   long long w_group_bytes;        // grouped: bytes from one group's w_scales to the next's

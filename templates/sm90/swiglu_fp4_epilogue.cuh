@@ -11,10 +11,8 @@
 // each other); each thread quantizes its own value, and the 8 nibbles of a warp are gathered into
 // one word by shuffles, stored by the lanes of column 0 with the block's scale (the even warp's).
 #pragma once
-#include "common/global_scale.cuh"
+#include "common/fp4_output.cuh"
 #include "common/ptx/barrier.cuh"
-#include "common/nvfp4_quantize.cuh"
-#include "common/scale_layout.cuh"
 #include "common/tile_scheduler.cuh"
 #include "sm90/gemm_params.cuh"
 
@@ -45,13 +43,11 @@ __device__ __forceinline__ unsigned gather_nibbles(unsigned nibble, int column) 
 
 // The quantized values and scales of a thread's rows m0 + 8j + 2t + e (those below `stored_end`
 // stored), their blocks' largest magnitudes in `exchange` (each warp's BM words), each block's
-// values divided as DIVISION says, by the tensor's global scale or each row's (`per_row`).
+// values divided as DIVISION says, by the tensor's global scale or each row's.
 template <int BM, int DIVISION>
 __device__ __forceinline__ void quantize_rows(const GemmParams& p, long long m0, long long stored_end, long long column,
-                                              const float (&acc)[BM / 2], const unsigned* exchange, GlobalScale tensor_scale,
-                                              bool per_row) {
+                                              const float (&acc)[BM / 2], const unsigned* exchange, GlobalScale tensor_scale) {
   const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, t = lane % 4, c = lane / 4;
-  const long long kblocks = p.n / 32;
   unsigned char* const d = static_cast<unsigned char*>(p.d);
 #pragma unroll
   for (int j = 0; j < BM / 8; ++j) {
@@ -62,24 +58,14 @@ __device__ __forceinline__ void quantize_rows(const GemmParams& p, long long m0,
       const long long m = m0 + row;
       const bool stored = m < stored_end;
       const unsigned own = exchange[warp * BM + row], other = exchange[(warp ^ 1) * BM + row];
-      const unsigned amax = own > other ? own : other;  // the block's, both warps' columns
-      unsigned char scale = E4M3_NAN;
-      unsigned nibble = 0u;
-      if (amax < 0x7F800000u) {  // else NaN or Inf in the block: the NaN scale, zero nibbles
-        const float block_amax = bits_to_float(amax);
-        const GlobalScale g = per_row ? GlobalScale(p.d_gscale_ptr[stored ? m : 0]) : tensor_scale;
-        float divisor;
-        scale = block_scale<false, DIVISION>(block_amax, g, divisor);
-        if (divisor != 0.0f) nibble = quantize_value<DIVISION>(acc[4 * j + e], block_amax, divisor, rcp_rn(divisor));
-      }
+      unsigned nibble;
+      const unsigned char scale =
+          quantize_block_share<DIVISION, 1>(&acc[4 * j + e], own > other ? own : other,  // the block's, both warps' columns
+                                            fp4_output_row_scale(p.d_fp4, tensor_scale, stored ? m : m0), &nibble);
       const unsigned word = gather_nibbles(nibble, c);
       if (c == 0 && stored) {
         *reinterpret_cast<unsigned*>(d + m * p.d_stride + column / 2) = word;
-        if (warp % 2 == 0) {
-          const long long kb = column / 16;
-          p.d_scales[p.d_scale_layout == SCALES_LINEAR ? scale_offset_linear(m, kb, kblocks)
-                                                       : scale_offset_swizzled128x4(m, kb, kblocks)] = scale;
-        }
+        if (warp % 2 == 0) store_fp4_scale(p.d_fp4, m, column, p.n / 2, scale);
       }
     }
   }
@@ -103,33 +89,29 @@ __device__ __forceinline__ void store_swiglu_fp4(const GemmParams& p, long long 
     if (m0 + 8 * j >= m_end) break;
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
-      const unsigned amax = max_over_columns(float_to_bits(acc[4 * j + e]) & 0x7FFFFFFFu);
+      const unsigned amax = max_over_columns(magnitude_bits(acc[4 * j + e]));
       if (c == 0) exchange[warp * BM + 8 * j + 2 * t + e] = amax;
     }
   }
   named_barrier(kFp4ExchangeBarrier + unsigned(2 * cw + warp / 2), 64);
   // A pair of warps is in or out of D's columns whole (N is a multiple of 32).
   const long long stored_end = weight_row < p.n ? m_end : m0;
-  // Where every stored row's global scale lets every block take reciprocals (the quantizers'
-  // rule, GlobalScale::reciprocal_suffices), the warp runs a copy without IEEE divisions, whose
-  // slow paths are calls that would spill a tall tile's accumulators (one uniform branch).
-  const bool per_row = p.d_gscale_mode == GSCALE_DEVICE_PER_ROW;
-  const GlobalScale tensor_scale(per_row ? 1.0f : global_scale(p.d_gscale_mode, p.d_gscale_value, p.d_gscale_ptr, 0));
-  bool reciprocal = per_row || tensor_scale.reciprocal_suffices();
-  if (per_row) {
+  // one uniform branch: a copy without IEEE divisions where every stored row's global scale
+  // allows (fp4_output_row_reciprocal)
+  const GlobalScale tensor_scale = fp4_output_tensor_scale(p.d_fp4);
+  bool reciprocal = true;
 #pragma unroll
-    for (int j = 0; j < BM / 8; ++j)
+  for (int j = 0; j < BM / 8; ++j)
 #pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const long long m = m0 + 8 * j + 2 * t + e;
-        if (m < stored_end) reciprocal = reciprocal && GlobalScale::suffices(p.d_gscale_ptr[m]);
-      }
-  }
+    for (int e = 0; e < 2; ++e) {
+      const long long m = m0 + 8 * j + 2 * t + e;
+      if (m < stored_end) reciprocal = reciprocal && fp4_output_row_reciprocal(p.d_fp4, tensor_scale, m);
+    }
   const long long column = weight_row / 16 * 8;
   if (__all_sync(0xFFFFFFFFu, reciprocal))
-    quantize_rows<BM, DIVIDE_RECIPROCAL>(p, m0, stored_end, column, acc, exchange, tensor_scale, per_row);
+    quantize_rows<BM, DIVIDE_RECIPROCAL>(p, m0, stored_end, column, acc, exchange, tensor_scale);
   else
-    quantize_rows<BM, DIVIDE_EITHER>(p, m0, stored_end, column, acc, exchange, tensor_scale, per_row);
+    quantize_rows<BM, DIVIDE_EITHER>(p, m0, stored_end, column, acc, exchange, tensor_scale);
 }
 
 }  // namespace nvfp4k::sm90

@@ -58,8 +58,8 @@ struct SwigluCase {
   bool gather = false;  // contiguous: A's rows through row_index
   int64_t d_pad = 0;
   sm90::Tile tile{};    // block_m 0: the heuristic's
-  // The fused call reads the weight as stored (gate rows [0, I), then up rows: interleave 0),
-  // not prepacked: the sm_100a / sm_120a backends (W4A4); backend_tile, when given, their tile.
+  // The fused call reads the weight as stored (GemmArgs::b_swiglu_interleave = interleave), not
+  // prepacked: the sm_100a / sm_120a backends (W4A4); backend_tile, when given, their tile.
   bool as_stored = false;
   GemmTile backend_tile{};
   // W4A4's sums reach 10^2 - 10^3 (random E4M3 block scales): gate x up then passes FP16's
@@ -221,7 +221,10 @@ void run_swiglu_case(const SwigluCase& c, std::mt19937& rng) {
   if (w4a4) g.a = nullptr, g.a_fp4 = {d_a4.get(), 0, d_a4s.get(), ScaleLayout::linear, {ga, nullptr, false}};
   g.b = {d_pre.get(), 0, nullptr, ScaleLayout::linear, {float(gw), nullptr, false}};
   g.b_prepacked = true;
-  if (c.as_stored) g.b = {d_w.get(), 0, d_s.get(), ScaleLayout::linear, {float(gw), nullptr, false}}, g.b_prepacked = false;
+  if (c.as_stored) {
+    g.b = {d_w.get(), 0, d_s.get(), ScaleLayout::linear, {float(gw), nullptr, false}}, g.b_prepacked = false;
+    g.b_swiglu_interleave = c.interleave;
+  }
   g.d = d_out.get(), g.d_dtype = c.d, g.d_row_stride = ldd;
   if (c.bias) g.bias = d_bias.get(), g.bias_dtype = c.bias == 1 ? DType::bf16 : DType::fp32;
   g.alpha = alpha;
@@ -235,7 +238,7 @@ void run_swiglu_case(const SwigluCase& c, std::mt19937& rng) {
   // the unfused chain's GEMM: the weight as stored, BF16 out [rows, 2I]
   GemmArgs chain = g;
   chain.b = {d_w.get(), 0, d_s.get(), ScaleLayout::linear, {float(gw), nullptr, false}};
-  chain.b_prepacked = false, chain.epilogue = GemmEpilogue::none;
+  chain.b_prepacked = false, chain.epilogue = GemmEpilogue::none, chain.b_swiglu_interleave = 0;
   chain.d = d_chain.get(), chain.d_dtype = DType::bf16, chain.d_row_stride = 0;
   if (c.bias) chain.bias = d_stored_bias.get();
   run_grouped_or_dense(c, chain, grouped);

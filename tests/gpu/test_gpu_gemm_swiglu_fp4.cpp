@@ -1,9 +1,12 @@
-// The SwiGLU epilogue's NVFP4 output (GemmArgs::d_fp4, sm_90a): the same call with FP32 D gives
+// The SwiGLU epilogue's NVFP4 output (GemmArgs::d_fp4) on every backend (sm_100a and sm_120a
+// natively or emulated on sm_90a: on_blackwell_backend.hpp): the same call with FP32 D gives
 // the fp32 values silu(gate) * up (bounded against float64 by test_gpu_gemm_swiglu.cpp), and the
 // NVFP4 D must be exactly what the CPU quantizer makes of them, bit for bit: packed values and
 // scales, both scale layouts, the global scale on the host, on the device, or one per row; dense
 // and grouped (contiguous with empty experts and a row_index gather, masked), W4A16 and W4A4,
-// ragged M, the tiles of every code path (split K, k slices, three consumers, persistent).
+// ragged M, the tiles of every code path (sm_90a: split K, k slices, three consumers,
+// persistent; sm_100a: every weight tile width, CTA pairs; sm_120a: row tiles, split K), the
+// Blackwell backends on the gate_up weight as ModelOpt stores it.
 // Outputs are poisoned and padded: rows the call does not own and the row padding stay untouched.
 // Each decoded value is also held to NVFP4's error model: |q - x| <= max(d, |x|) / 4, d the
 // block's divisor (decoded scale x global scale), plus |x| - 6 d where the value saturates.
@@ -17,10 +20,13 @@
 #include <vector>
 
 #include "../dequantize_fixture.hpp"
+#include "on_blackwell_backend.hpp"
 #include "common/nvfp4_format.cuh"
 #include "common/scale_layout.cuh"
 #include "core/gpu_util.hpp"
 #include "ops/gemm/gemm.hpp"
+#include "ops/gemm/sm100/tiles.hpp"
+#include "ops/gemm/sm120/tiles.hpp"
 #include "ops/gemm/sm90/tiles.hpp"
 
 using namespace nvfp4::jit;
@@ -41,13 +47,14 @@ struct Fp4Case {
   GroupedLayout grouped = GroupedLayout::contiguous;
   bool gather = false;
   int64_t pad_bytes = 0;  // D's row stride past n/4
-  sm90::Tile tile{};      // block_m 0: the heuristic's
+  GemmTile tile{};        // block_m 0: the heuristic's
+  bool as_stored = false;  // the weight as ModelOpt stores it (the Blackwell backends), else prepacked
 };
 
 constexpr uint8_t kPoison = 0x77;
 
 void run(const Fp4Case& c, const GemmArgs& g, const GroupedGemmArgs& grouped) {
-  const GemmTile tile = c.tile.block_m ? sm90::to_config(c.tile) : GemmTile{};
+  const GemmTile tile = c.tile;
   if (c.groups) {
     GroupedGemmArgs ga = grouped;
     ga.gemm = g;
@@ -67,15 +74,16 @@ void run_fp4_case(const Fp4Case& c, std::mt19937& rng) {
                            (c.gscale == DScale::host ? " gscale host" : c.gscale == DScale::device ? " gscale device" : " gscale per row") +
                            (c.a == DType::nvfp4 ? " W4A4" : "") + " groups=" + std::to_string(c.groups) +
                            (masked ? " masked" : "") + (c.gather ? " gathered" : "") +
-                           (c.tile.block_m ? " tile " + sm90::describe(c.tile) : "");
+                           (c.tile.block_m ? " tile " + find_gemm_backend(current_device().arch)->describe(c.tile) : "") +
+                           (c.as_stored ? " as stored" : "");
   CAPTURE(name);
 
-  // the gate_up weights (ModelOpt halves), prepacked for the SwiGLU epilogue
+  // the gate_up weights (ModelOpt halves), as stored or prepacked for the SwiGLU epilogue
   testutil::HostNvfp4 w(weights * n, k, ScaleLayout::linear, rng);
   DeviceBuffer d_w = to_device(w.packed), d_s = to_device(w.scales);
   const int64_t pre_bytes = prepacked_bytes(n, k);
-  DeviceBuffer d_pre(size_t(pre_bytes * weights));
-  for (int64_t e = 0; e < weights; ++e) {
+  DeviceBuffer d_pre(size_t(c.as_stored ? 0 : pre_bytes * weights));
+  for (int64_t e = 0; e < weights && !c.as_stored; ++e) {
     PrepackArgs p;
     p.weight = {static_cast<unsigned char*>(d_w.get()) + e * n * k / 2, 0,
                 static_cast<unsigned char*>(d_s.get()) + e * n * (k / 16), ScaleLayout::linear, {}};
@@ -110,8 +118,10 @@ void run_fp4_case(const Fp4Case& c, std::mt19937& rng) {
     g.a_dtype = DType::nvfp4, g.a_fp4 = {d_a4.get(), 0, d_a4s.get(), ScaleLayout::linear, {0.125f, nullptr, false}};
   else
     g.a = d_a.get();
-  g.b = {d_pre.get(), 0, nullptr, ScaleLayout::linear, {std::ldexp(1.0f + float(rng() % 100) / 100.0f, -12), nullptr, false}};
+  const float gw = std::ldexp(1.0f + float(rng() % 100) / 100.0f, -12);
+  g.b = {d_pre.get(), 0, nullptr, ScaleLayout::linear, {gw, nullptr, false}};
   g.b_prepacked = true;
+  if (c.as_stored) g.b = {d_w.get(), 0, d_s.get(), ScaleLayout::linear, {gw, nullptr, false}}, g.b_prepacked = false;
   g.alpha = 0.75f;
   g.epilogue = GemmEpilogue::swiglu;
   GroupedGemmArgs grouped;
@@ -209,14 +219,22 @@ void run_fp4_case(const Fp4Case& c, std::mt19937& rng) {
                           << std::sqrt(err2 / std::max(ref2, 1e-300)));
 }
 
+constexpr ScaleLayout linear = ScaleLayout::linear, swizzled = ScaleLayout::swizzled128x4;
+constexpr GroupedLayout contiguous = GroupedLayout::contiguous, masked = GroupedLayout::masked;
+
+// `c` on the Blackwell backends: W4A4 on the weight as stored, on `tile` when given
+Fp4Case stored(Fp4Case c, GemmTile tile = {}) {
+  c.a = DType::nvfp4, c.as_stored = true, c.tile = tile;
+  return c;
+}
+
 }  // namespace
 
 TEST_SUITE("gpu_gemm_swiglu_fp4") {
   TEST_CASE("gemm with the SwiGLU epilogue's NVFP4 D: the quantizer's bits, both scale layouts, every global scale") {
-    constexpr ScaleLayout linear = ScaleLayout::linear, swizzled = ScaleLayout::swizzled128x4;
     std::mt19937 rng(std::random_device{}());
     auto with = [](Fp4Case c, sm90::Tile t) {
-      c.tile = t;
+      c.tile = sm90::to_config(t);
       return c;
     };
     const Fp4Case cases[] = {
@@ -237,7 +255,6 @@ TEST_SUITE("gpu_gemm_swiglu_fp4") {
   }
 
   TEST_CASE("grouped_gemm with the SwiGLU epilogue's NVFP4 D: contiguous, gathered, masked, persistent") {
-    constexpr ScaleLayout linear = ScaleLayout::linear, swizzled = ScaleLayout::swizzled128x4;
     std::mt19937 rng(std::random_device{}());
     const Fp4Case cases[] = {
         {1, 2048, 7168, linear, DScale::host, DType::bf16, 9},
@@ -246,6 +263,84 @@ TEST_SUITE("gpu_gemm_swiglu_fp4") {
         {200, 256, 1024, swizzled, DScale::host, DType::nvfp4, 8, GroupedLayout::contiguous, true},
         {40, 384, 1024, linear, DScale::device, DType::bf16, 4, GroupedLayout::masked},
         {1000, 512, 2048, swizzled, DScale::per_row, DType::bf16, 4},
+    };
+    for (const Fp4Case& c : cases) run_fp4_case(c, rng);
+  }
+}
+
+
+TEST_SUITE("gpu_gemm_swiglu_fp4_sm100") {
+  TEST_CASE("sm_100a: the SwiGLU epilogue's NVFP4 D, the quantizer's bits: dense and grouped, every weight tile width, CTA pairs") {
+    const test::OnSm100Backend on;
+    if (!on.ready()) return;
+    auto tile = [](int block_n, int stages, int ctas = 1) { return sm100::Tiles::to_config({block_n, stages, ctas}); };
+    std::mt19937 rng(std::random_device{}());
+    const Fp4Case cases[] = {
+        stored({1, 2048, 4096}),
+        stored({16, 768, 2048, swizzled, DScale::device}),
+        stored({100, 1440, 2880, linear, DScale::per_row}),
+        stored({37, 256, 512, swizzled, DScale::per_row, DType::nvfp4, 0, contiguous, false, 8}),
+        stored({260, 208, 576, linear, DScale::host}, tile(64, 2)),  // I = 13 blocks: a 32-column read half past D
+        stored({130, 512, 1024, swizzled, DScale::device}, tile(256, 2)),
+        stored({300, 592, 512, linear, DScale::per_row}, tile(256, 2, 2)),  // a pair: the even CTA's gate, the odd's up rows
+        stored({300, 256, 1024, linear, DScale::per_row, DType::nvfp4, 8}),
+        stored({16, 768, 2048, swizzled, DScale::device, DType::nvfp4, 16, contiguous, true}),
+        stored({40, 384, 1024, linear, DScale::host, DType::nvfp4, 4, masked}, tile(128, 2, 2)),
+        stored({600, 512, 512, swizzled, DScale::per_row, DType::nvfp4, 4, contiguous, true}, tile(128, 2, 2)),
+    };
+    for (const Fp4Case& c : cases) run_fp4_case(c, rng);
+  }
+
+  TEST_CASE("sm_100a: the SwiGLU epilogue's NVFP4 D, small shapes for the sanitizers") {
+    const test::OnSm100Backend on;
+    if (!on.ready()) return;
+    auto tile = [](int block_n, int stages, int ctas = 1) { return sm100::Tiles::to_config({block_n, stages, ctas}); };
+    std::mt19937 rng(std::random_device{}());
+    const Fp4Case cases[] = {
+        stored({3, 48, 256, linear, DScale::per_row}, tile(64, 2)),
+        stored({130, 64, 256, swizzled, DScale::device}, tile(128, 2, 2)),
+        stored({50, 80, 256, linear, DScale::host, DType::nvfp4, 4, contiguous, true}, tile(128, 2)),
+    };
+    for (const Fp4Case& c : cases) run_fp4_case(c, rng);
+  }
+}
+
+TEST_SUITE("gpu_gemm_swiglu_fp4_sm120") {
+  TEST_CASE("sm_120a: the SwiGLU epilogue's NVFP4 D, the quantizer's bits: dense and grouped, row tiles, split K") {
+    const test::OnSm120Backend on;
+    if (!on.ready()) return;
+    auto tile = [](int block_m, int block_n, int stages, int split_k = 1) {
+      return sm120::Tiles::to_config({block_m, block_n, stages, split_k});
+    };
+    std::mt19937 rng(std::random_device{}());
+    const Fp4Case cases[] = {
+        stored({1, 2048, 4096}),  // the 16-row tile: 128 weight rows where 64 would split a warp's blocks
+        stored({16, 768, 2048, swizzled, DScale::device}),
+        stored({100, 1440, 2880, linear, DScale::per_row}),
+        stored({37, 256, 512, swizzled, DScale::per_row, DType::nvfp4, 0, contiguous, false, 8}),
+        stored({20, 208, 576, linear, DScale::host}, tile(16, 128, 2)),
+        stored({130, 528, 1024, linear, DScale::device}, tile(128, 128, 3)),
+        stored({70, 320, 1024, swizzled, DScale::per_row}, tile(32, 256, 2)),
+        stored({40, 592, 2048, linear, DScale::per_row}, tile(64, 128, 2, 2)),  // split K: partial sums added first
+        stored({3, 1024, 4096, linear, DScale::host}, tile(16, 128, 4, 4)),
+        stored({300, 256, 1024, linear, DScale::per_row, DType::nvfp4, 8}),
+        stored({16, 768, 2048, swizzled, DScale::device, DType::nvfp4, 16, contiguous, true}),
+        stored({40, 384, 1024, linear, DScale::host, DType::nvfp4, 4, masked}, tile(32, 256, 2)),
+    };
+    for (const Fp4Case& c : cases) run_fp4_case(c, rng);
+  }
+
+  TEST_CASE("sm_120a: the SwiGLU epilogue's NVFP4 D, small shapes for the sanitizers") {
+    const test::OnSm120Backend on;
+    if (!on.ready()) return;
+    auto tile = [](int block_m, int block_n, int stages, int split_k = 1) {
+      return sm120::Tiles::to_config({block_m, block_n, stages, split_k});
+    };
+    std::mt19937 rng(std::random_device{}());
+    const Fp4Case cases[] = {
+        stored({3, 48, 256, linear, DScale::per_row}, tile(16, 128, 2)),
+        stored({20, 64, 1024, swizzled, DScale::device}, tile(16, 128, 2, 2)),
+        stored({50, 80, 256, linear, DScale::host, DType::nvfp4, 4, contiguous, true}, tile(64, 128, 2)),
     };
     for (const Fp4Case& c : cases) run_fp4_case(c, rng);
   }

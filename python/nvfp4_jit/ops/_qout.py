@@ -25,10 +25,10 @@ def _qout_fields(q, scales, layout, mode, gs, gs_value, g_out):
             "out.global_scale_out": _ptr(g_out) if mode != _GIVEN else 0}
 
 
-def _qout_check(op, q, scales, g_out, rows, k, layout, mode, device):
-    _tensor(q, op, "out", _FP4, 2, device)
-    _shape(q, op, "out", [rows, k // 2])
-    _scales(scales, op, "out_scales", rows, k, layout, device)
+def _qout_check(op, q, scales, g_out, rows, k, layout, mode, device, names=("out", "out_scales")):
+    _tensor(q, op, names[0], _FP4, 2, device)
+    _shape(q, op, names[0], [rows, k // 2])
+    _scales(scales, op, names[1], rows, k, layout, device)
     if mode != SCALE_MODES["given"]:
         if g_out is None:
             bad(op, "out_global_scale must be given with out= when the global scale is computed")

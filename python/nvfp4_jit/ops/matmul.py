@@ -145,7 +145,7 @@ def _fp4_out(op, out_fp4, out_global_scale, out_scale_layout, out, out_dtype, ep
         bad(op, "out_fp4 must be a pair (q [m, n/4] uint8 or float4_e2m1fn_x2, scales)")
     layout = enum_value(SCALE_LAYOUTS, out_scale_layout, op, "out_scale_layout")
     q, scales = out_fp4
-    _qout_check(op, q, scales, None, m, cols, layout, SCALE_MODES["given"], device)
+    _qout_check(op, q, scales, None, m, cols, layout, SCALE_MODES["given"], device, ("out_fp4[0]", "out_fp4[1]"))
     gs, gs_value = _gscale(out_global_scale, op, "out_global_scale", device, m)
     return q, scales, gs, gs_value, layout
 
@@ -242,7 +242,7 @@ def gemm(a, b, b_scales=None, b_global_scale=1.0, *, b_scale_layout="linear", b_
     epilogue="swiglu": b is a gate_up weight [2I, k], on sm_90a prepacked with prepack(...,
     swiglu_interleave=...), on sm_100a / sm_120a (W4A4) as stored with gate rows [0, I) then up
     rows; out is [m, I] = silu(gate) * up from the fp32 sums (bias: [2I]). With out_fp4 = (q,
-    scales) (sm_90a) that D is written as NVFP4 instead, for a W4A4 down projection: q [m, I/2]
+    scales) (every arch) that D is written as NVFP4 instead, for a W4A4 down projection: q [m, I/2]
     (uint8 or float4_e2m1fn_x2) and its E4M3 scales in out_scale_layout, exactly what quantize()
     makes of the fp32 values with out_global_scale (a float or an fp32 tensor of 1 or m values:
     one per row); returns (q, scales).

@@ -214,12 +214,15 @@ int64_t check_epilogue(const Check& check, const GemmArgs& g, const GemmCall& ca
   if (g.b_swiglu_interleave < 0)
     check.fail("b_swiglu_interleave", fmt::format("b_swiglu_interleave = {}: 0 (gate rows [0, n/2), then up rows) or a group "
                                                   "size g > 0", g.b_swiglu_interleave));
-  if (g.b_swiglu_interleave > 0)
+  // (a power of two: the kernels that read the weight as stored find a row by shifts, and a
+  // TMA box of BN / 2 rows holds whole groups of g or lies inside one)
+  const int64_t interleave = g.b_swiglu_interleave;
+  if (interleave > 0 && ((interleave & (interleave - 1)) || (g.n / 2) % interleave))
     check.fail("b_swiglu_interleave",
-               fmt::format("b_swiglu_interleave = {}: a gate_up weight as stored is read as ModelOpt's halves only (0: gate "
-                           "rows [0, n/2), then up rows [n/2, n)); prepack it with PrepackArgs::swiglu_interleave = {} "
-                           "(sm_90a) or reorder its rows into halves",
-                           g.b_swiglu_interleave, g.b_swiglu_interleave),
+               fmt::format("b_swiglu_interleave = {}: a gate_up weight as stored interleaved in groups of g rows needs g a "
+                           "power of two dividing I = n/2 = {} (prepack it with PrepackArgs::swiglu_interleave = {} on "
+                           "sm_90a, or reorder its rows into halves)",
+                           interleave, g.n / 2, interleave),
                Status::unsupported);
   return g.n / 2;
 }

@@ -81,7 +81,7 @@ struct GemmCall {
 };
 
 // The epilogue's parameters, named alike in every arch's kernel parameters: the weight's and
-// A's global scales, alpha, bias and D.
+// A's global scales, alpha, bias and D (NVFP4 D: its packed values, scales and global scale).
 template <class KernelParams>
 void bind_epilogue(KernelParams& p, const GemmCall& call) {
   const GemmArgs& args = call.args;
@@ -95,6 +95,12 @@ void bind_epilogue(KernelParams& p, const GemmCall& call) {
   p.bias = args.bias;
   p.d = args.d;
   p.d_stride = call.d_stride;
+  if (args.d_dtype == DType::nvfp4) {
+    const QuantizedOutput& o = args.d_fp4;
+    p.d = o.data;
+    p.d_fp4 = {static_cast<unsigned char*>(o.scales), int(o.scale_layout), o.global_scale.device_ptr, o.global_scale.value,
+               call.d_gscale_mode};
+  }
 }
 
 // Validates `args` as `who` (the public entry point's name) and resolves defaults. Throws

@@ -13,10 +13,6 @@ std::string family_problem(const ArchPair& pair, const GemmSpec& problem) {
     return fmt::format("epilogue moe_combine (GemmEpilogue::moe_combine) is not implemented on {} yet (sm_90a has it): run "
                        "the grouped GEMM, then moe_combine",
                        label);
-  if (problem.out_dtype == uint8_t(DType::nvfp4))
-    return fmt::format("NVFP4 D (d_dtype nvfp4, the SwiGLU epilogue's) is not implemented on {} yet (sm_90a has it): write "
-                       "BF16 D, then quantize it",
-                       label);
   if (problem.a_dtype != uint8_t(DType::nvfp4))
     return fmt::format("the {0} GEMM takes NVFP4 activations (a_dtype = nvfp4, W4A4) only: a_dtype = {1} "
                        "(W4A16) is not implemented on {0} yet; quantize the activations first",
@@ -38,12 +34,18 @@ std::string family_kernel_name(const ArchPair& pair, const GemmSpec& spec, bool 
 
 GeneratedKernel family_kernel(const ArchPair& pair, const GemmSpec& spec, std::string name, std::string_view tile_args) {
   const int grouped = gemm_problem_grouped(spec), epilogue = gemm_epilogue_code(spec);
+  // NVFP4 D's quantization holds IEEE divisions and reciprocals, whose slow paths are calls;
+  // without a stated occupancy ptxas then holds the kernel to 128 registers and spills in the
+  // main loop (sm_120a's grouped 64 x 128 tile). A minimum of one CTA an SM frees it to take what
+  // the tile needs (its shared memory, not its registers, bounds how many an SM holds).
+  const int min_blocks = spec.out_dtype == uint8_t(DType::nvfp4) ? 1 : 0;
   return entry_point(gemm_key(spec), spec.tile.threads, std::move(name), fmt::format("{}/gemm_w4a4.cuh", pair.name), pair.params,
                      fmt::format("nvfp4k::{0}::gemm_w4a4<nvfp4k::{0}::GemmConfig<{1}, {2}, {3}LL, {4}LL, {5}, {6}, {7}{8}{9}>>(p)", pair.name,
                                  spec.out_dtype, gemm_bias_code(spec), spec.n, spec.k, gemm_a_scale_layout(spec),
                                  spec.scale_layout, tile_args,
                                  grouped || epilogue ? fmt::format(", {}, {}", grouped, spec.groups) : "",
-                                 epilogue ? fmt::format(", {}", epilogue) : ""));
+                                 epilogue ? fmt::format(", {}", epilogue) : ""),
+                     min_blocks);
 }
 
 }  // namespace nvfp4::jit::detail::block_scaled

@@ -10,6 +10,7 @@
 // MMA emulated exactly (the spec's arch is the device's, so their keys, names and sources differ
 // from the real kernels').
 #pragma once
+#include <algorithm>
 #include <concepts>
 #include <string>
 #include <string_view>
@@ -18,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "ops/gemm/backend.hpp"
+#include "ops/gemm/m_buckets.hpp"
 #include "ops/gemm/spec_codes.hpp"
 
 namespace nvfp4::jit::detail::block_scaled {
@@ -94,20 +96,27 @@ class Backend : public GemmBackend {
   }
 
   GemmTile heuristic(const GemmSpec& problem, int64_t m, int sm_count) const final {
-    return Family::to_config(Family::heuristic_tile(problem.n, problem.k, m, sm_count, gemm_problem_groups(problem)));
+    const Tile t = Family::heuristic_tile(problem.n, problem.k, m, sm_count, gemm_problem_groups(problem));
+    if constexpr (requires { Family::with_d_fp4(t); })
+      if (problem.out_dtype == uint8_t(DType::nvfp4)) return Family::to_config(Family::with_d_fp4(t));
+    return Family::to_config(t);
   }
 
   std::vector<GemmTile> candidates(const GemmSpec& problem, int bucket, int sm_count) const final {
-    std::vector<GemmTile> configs;
-    for (const Tile& t : Family::candidate_tiles(problem.n, problem.k, bucket, sm_count, gemm_problem_groups(problem)))
-      configs.push_back(Family::to_config(t));
+    // the heuristic's tile first (candidate_tiles' own first, unless NVFP4 D moved it)
+    std::vector<GemmTile> configs{heuristic(problem, gemm_bucket_m(bucket), sm_count)};
+    for (const Tile& t : Family::candidate_tiles(problem.n, problem.k, bucket, sm_count, gemm_problem_groups(problem))) {
+      const GemmTile c = Family::to_config(t);
+      if (d_fp4_problem(problem, t).empty() && std::find(configs.begin(), configs.end(), c) == configs.end()) configs.push_back(c);
+    }
     return configs;
   }
 
   std::string arch_tile_problem(const GemmSpec& spec) const final {
     const Tile t = Family::from_config(spec.tile);
     if (Family::to_config(t) != spec.tile) return "a tile this backend does not describe";
-    return Family::tile_problem(t, spec.k);
+    const std::string why = Family::tile_problem(t, spec.k);
+    return why.empty() ? d_fp4_problem(spec, t) : why;
   }
 
   std::string describe(const GemmTile& tile) const final { return Family::describe(Family::from_config(tile)); }
@@ -121,6 +130,14 @@ class Backend : public GemmBackend {
   }
 
   unsigned shared_bytes(const GemmSpec& spec) const final { return Family::shared_bytes(Family::from_config(spec.tile)); }
+
+ private:
+  // The pair's rule on the tiles that write NVFP4 D, where it has one.
+  static std::string d_fp4_problem(const GemmSpec& problem, const Tile& t) {
+    if constexpr (requires { Family::d_fp4_tile_problem(t); })
+      if (problem.out_dtype == uint8_t(DType::nvfp4)) return Family::d_fp4_tile_problem(t);
+    return {};
+  }
 };
 
 }  // namespace nvfp4::jit::detail::block_scaled

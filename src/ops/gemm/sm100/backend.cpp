@@ -2,6 +2,7 @@
 // the tcgen05 MMA with accumulators in tensor memory (templates/sm100/gemm_w4a4.cuh), persistent;
 // a tile of one CTA or of a CTA pair (a cluster of 2, .cta_group::2).
 #include <algorithm>
+#include <bit>
 #include <string>
 
 #include <fmt/format.h>
@@ -47,7 +48,28 @@ struct Binding {
   int64_t groups;  // the groups' weights one after the other
   uint32_t w_box_rows;
   int32_t d_bytes;
+  bool swiglu;
 };
+
+// SwiGLU's gate_up weight as stored, g gate rows then g up rows in each group of 2g (ModelOpt's
+// halves: g = I, one group a weight): tma_w and tma_w_up pick its gate and its up rows as 3D
+// tensors {K/2 bytes, g rows, the groups of 2g}, in boxes of BN / 2 rows (w_box_rows): g rows
+// by BN / 2g groups where g is smaller (an interleaved weight), else BN / 2 rows of one group
+// (rows past I read as zeros).
+void bind_swiglu_weight(nvfp4k::GemmSm100Params& p, const Binding& b, const GemmCall& call, TensorMapList& maps) {
+  const GemmArgs& args = call.args;
+  const int64_t interleave = args.b_swiglu_interleave, g = interleave ? interleave : args.n / 2;
+  const uint32_t box_rows = interleave && g < b.w_box_rows ? uint32_t(g) : b.w_box_rows;
+  TensorMapKey key = tensor_map_3d(args.b.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(b.groups * args.n / (2 * g)),
+                                   uint64_t(g), uint64_t(args.k / 2), uint64_t(call.b_stride),
+                                   uint64_t(2 * g * call.b_stride), box_rows, 128, CU_TENSOR_MAP_SWIZZLE_128B);
+  key.box[2] = b.w_box_rows / box_rows;
+  maps.add(&p.tma_w, key);
+  key.base = static_cast<const unsigned char*>(args.b.data) + g * call.b_stride;
+  maps.add(&p.tma_w_up, key);
+  p.swiglu_group = g;
+  p.swiglu_shift = interleave ? std::countr_zero(uint64_t(interleave)) : -1;
+}
 
 class Sm100Backend final : public block_scaled::Backend<Family> {
  public:
@@ -73,6 +95,7 @@ class Sm100Backend final : public block_scaled::Backend<Family> {
     b.w_box_rows = uint32_t(gemm_epilogue_code(spec) == nvfp4k::EPILOGUE_SWIGLU ? t.block_n / 2
                                                                                  : nvfp4k::sm100::gemm_w_rows(t.block_n, t.ctas));
     b.d_bytes = spec.out_dtype == uint8_t(DType::fp32) ? 4 : 2;
+    b.swiglu = gemm_epilogue_code(spec) == nvfp4k::EPILOGUE_SWIGLU;
     return plan;
   }
 
@@ -91,9 +114,12 @@ class Sm100Backend final : public block_scaled::Backend<Family> {
     const int64_t a_rows = std::max<int64_t>(1, call.row_index ? call.a_rows : call.rows);
     maps.add(&p.tma_a, tensor_map_2d(args.a_fp4.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(a_rows), uint64_t(args.k / 2),
                                      uint64_t(a_stride), uint32_t(nvfp4k::sm100::GEMM_BM), 128, CU_TENSOR_MAP_SWIZZLE_128B));
-    maps.add(&p.tma_w, tensor_map_2d(args.b.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(b.groups * args.n),
-                                     uint64_t(args.k / 2), uint64_t(call.b_stride), b.w_box_rows, 128,
-                                     CU_TENSOR_MAP_SWIZZLE_128B));
+    if (b.swiglu)
+      bind_swiglu_weight(p, b, call, maps);
+    else
+      maps.add(&p.tma_w, tensor_map_2d(args.b.data, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(b.groups * args.n),
+                                       uint64_t(args.k / 2), uint64_t(call.b_stride), b.w_box_rows, 128,
+                                       CU_TENSOR_MAP_SWIZZLE_128B));
     p.a_scales = static_cast<const unsigned char*>(args.a_fp4.scales);
     p.w_scales = static_cast<const unsigned char*>(args.b.scales);
     p.a_scale_words = reinterpret_cast<uintptr_t>(p.a_scales) % 4 == 0;

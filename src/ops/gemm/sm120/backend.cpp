@@ -1,6 +1,7 @@
 // The sm_120a / sm_121a GEMM backend: the block-scaled family's (ops/gemm/block_scaled/) through
 // the warp-level block-scaled FP4 MMA (templates/sm120/gemm_w4a4.cuh), K optionally split over a
 // cluster.
+#include <bit>
 #include <string>
 
 #include <fmt/format.h>
@@ -75,6 +76,7 @@ class Sm120Backend final : public block_scaled::Backend<Family> {
     p.schedule.group_rows = call.masked_m;
     p.row_index = call.row_index;
     p.a_rows = call.a_rows;
+    p.swiglu_shift = args.b_swiglu_interleave ? std::countr_zero(uint64_t(args.b_swiglu_interleave)) : -1;
     bind_epilogue(p, call);
   }
 };

@@ -81,6 +81,19 @@ std::vector<Tile> Tiles::candidate_tiles(int64_t n, int64_t k, int bucket, int s
   return tiles;
 }
 
+std::string Tiles::d_fp4_tile_problem(const Tile& t) {
+  const int outputs = 4 * nvfp4k::sm120::gemm_warp_mmas_n(t.block_m, t.block_n);
+  if (outputs % 16) return fmt::format("NVFP4 D: a warp's {} outputs are not whole 16-column blocks (bm{} bn{})", outputs, t.block_m, t.block_n);
+  return {};
+}
+
+Tile Tiles::with_d_fp4(Tile t) {
+  if (d_fp4_tile_problem(t).empty()) return t;
+  t.block_n *= 2;
+  t.stages = std::min(t.stages, max_stages(t));
+  return t;
+}
+
 std::string Tiles::describe(const Tile& t) {
   return fmt::format("bm{} bn{} s{}{}", t.block_m, t.block_n, t.stages, t.split_k > 1 ? fmt::format(" ks{}", t.split_k) : "");
 }

@@ -43,6 +43,13 @@ struct Tiles {
   // (dense only); only tiles tile_problem accepts at K.
   static std::vector<Tile> candidate_tiles(int64_t n, int64_t k, int bucket, int sm_count, int groups = 0);
 
+  // NVFP4 D (the SwiGLU epilogue's): a warp's outputs must be whole 16-column blocks, which a
+  // warp's 4 x its MMAs' width is except on the 16-row tile of 64 weight rows. Why `tile` cannot
+  // write it (empty: it can); and the tile that can in its place (64 weight rows doubled, its
+  // stages cut to fit).
+  static std::string d_fp4_tile_problem(const Tile& tile);
+  static Tile with_d_fp4(Tile tile);
+
   // "bm64 bn128 s4" ("bm16 bn64 s4 ks2" split)
   static std::string describe(const Tile& tile);
 };

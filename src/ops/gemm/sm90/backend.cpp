@@ -289,15 +289,6 @@ class Sm90Backend final : public GemmBackend {
       p.w_scales = static_cast<const unsigned char*>(args.b.scales);
     }
     bind_epilogue(p, call);
-    const QuantizedOutput& d_fp4 = args.d_fp4;
-    if (args.d_dtype == DType::nvfp4) {
-      p.d = d_fp4.data;
-      p.d_scales = static_cast<unsigned char*>(d_fp4.scales);
-      p.d_scale_layout = int(d_fp4.scale_layout);
-      p.d_gscale_ptr = d_fp4.global_scale.device_ptr;
-      p.d_gscale_value = d_fp4.global_scale.value;
-      p.d_gscale_mode = call.d_gscale_mode;
-    }
     p.a_rmsnorm_weight = args.a_rmsnorm_weight;
     p.a_rmsnorm_eps = args.a_rmsnorm_eps;
     p.residual = args.residual;
