@@ -72,14 +72,20 @@ inline std::vector<GemmSpec> gemm_prewarm(Arch arch, int64_t n, int64_t k, int32
   return gemm_specs_of(prewarm_specs({every_layout(n, k, groups)}, {arch}, 132));
 }
 
-// The fused SwiGLU GEMM kernels (GemmEpilogue::swiglu) a prewarm of a gate_up weight shape
-// (N = 2I) with `--epilogue swiglu` compiles for `arch`, every layout.
-// (d: D's dtype, NVFP4 for the epilogue that quantizes D.)
-inline std::vector<GemmSpec> gemm_prewarm_swiglu(Arch arch, int64_t n, int64_t k, int32_t groups = 1, DType d = DType::bf16) {
+// The GEMM kernels a prewarm of one weight shape with `--epilogue <epilogue>` (and D's dtype
+// `d`) compiles for `arch`, every layout.
+inline std::vector<GemmSpec> gemm_prewarm_epilogue(Arch arch, int64_t n, int64_t k, int32_t groups, GemmEpilogue epilogue,
+                                                   DType d = DType::bf16) {
   WeightShape shape = every_layout(n, k, groups);
-  shape.variants.epilogues = {GemmEpilogue::swiglu};
+  shape.variants.epilogues = {epilogue};
   shape.variants.d_dtypes = {d};
   return gemm_specs_of(prewarm_specs({shape}, {arch}, 132));
+}
+
+// The fused SwiGLU GEMM kernels (GemmEpilogue::swiglu) of a gate_up weight shape (N = 2I);
+// d: D's dtype, NVFP4 for the epilogue that quantizes D.
+inline std::vector<GemmSpec> gemm_prewarm_swiglu(Arch arch, int64_t n, int64_t k, int32_t groups = 1, DType d = DType::bf16) {
+  return gemm_prewarm_epilogue(arch, n, k, groups, GemmEpilogue::swiglu, d);
 }
 
 // A tuning entry of a BF16 GEMM of N x K on sm_90a: M bucket `bucket` tuned to an 8-row tile of

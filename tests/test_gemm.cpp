@@ -956,18 +956,20 @@ TEST_SUITE("gemm") {
     GemmSpec back;
     REQUIRE(gemm_spec_from_json(json, Arch::sm_90a, &back) == "");
     CHECK(back == gemm_spec(combined, tile));
-    // sm_100a / sm_120a refuse it by name
+    // sm_100a / sm_120a run it too (W4A4 on the weight as stored), contiguous groups only
     for (Arch arch : {Arch::sm_100a, Arch::sm_120a}) {
       GemmSpec fp4 = gemm_fp4_problem(gemm_problem(arch, 7168, 2048, DType::bf16, DType::bf16, ScaleLayout::linear, false,
                                                    kNoDType),
                                       ScaleLayout::linear);
       fp4.groups = 257, fp4.flags |= kFlagGroupedContiguous;
-      const std::string why = gemm_backend(arch, "test").unsupported(with_epilogue(fp4, GemmEpilogue::moe_combine));
-      CAPTURE(why);
-      CHECK(why.find("epilogue moe_combine (GemmEpilogue::moe_combine) is not implemented on") == 0);
+      const GemmBackend& backend = gemm_backend(arch, "test");
+      CAPTURE(to_string(arch));
+      CHECK(backend.unsupported(with_epilogue(fp4, GemmEpilogue::moe_combine)) == "");
+      fp4.flags = uint16_t((fp4.flags & ~kFlagGroupedContiguous) | kFlagGroupedMasked);
+      CHECK(backend.unsupported(with_epilogue(fp4, GemmEpilogue::moe_combine)).find("contiguous groups") != std::string::npos);
     }
     // a prewarm with epilogue=moe-combine: the fused kernels of a grouped weight's contiguous
-    // layout on sm_90a; none for a dense weight or the masked layout, none on sm_100a
+    // layout, on every arch; none for a dense weight or the masked layout
     auto fused_specs = [](const std::vector<GemmSpec>& specs) {
       std::vector<GemmSpec> out;
       for (const GemmSpec& s : specs)
@@ -979,7 +981,11 @@ TEST_SUITE("gemm") {
     const std::vector<GemmSpec> sm90_fused = fused_specs(gemm_specs_of(prewarm_specs({shape}, {Arch::sm_90a}, 132)));
     CHECK_FALSE(sm90_fused.empty());
     for (const GemmSpec& s : sm90_fused) CHECK(gemm_problem_grouped(s) == nvfp4k::GROUPED_CONTIGUOUS);
-    CHECK(fused_specs(gemm_specs_of(prewarm_specs({shape}, {Arch::sm_100a}, 148))).empty());
+    for (Arch arch : {Arch::sm_100a, Arch::sm_120a}) {
+      const std::vector<GemmSpec> blackwell_fused = fused_specs(gemm_specs_of(prewarm_specs({shape}, {arch}, 148)));
+      CHECK_FALSE(blackwell_fused.empty());
+      for (const GemmSpec& s : blackwell_fused) CHECK(gemm_problem_grouped(s) == nvfp4k::GROUPED_CONTIGUOUS);
+    }
     REQUIRE(set_prewarm_variant(shape.variants, "grouped", "masked") == "");
     CHECK(fused_specs(gemm_specs_of(prewarm_specs({shape}, {Arch::sm_90a}, 132))).empty());
     WeightShape dense_shape = every_layout(7168, 2048);

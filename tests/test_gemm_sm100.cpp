@@ -250,4 +250,25 @@ TEST_SUITE("gemm_sm100") {
     }
     ::unsetenv("NVFP4_JIT_EMULATE_ARCH");
   }
+
+  TEST_CASE("the MoE combine epilogue: prewarm's kernels, their SASS, and the emulation's build") {
+    // `--epilogue moe-combine` on DeepSeek-V3's down experts (257 with the shared one)
+    std::vector<GemmSpec> singles, pairs;
+    for (const GemmSpec& s : test::gemm_prewarm_epilogue(Arch::sm_100a, 7168, 2048, 257, GemmEpilogue::moe_combine))
+      (s.tile.block_m == 2 * nvfp4k::sm100::GEMM_BM ? pairs : singles).push_back(s);
+    REQUIRE_FALSE(singles.empty());
+    for (const std::vector<GemmSpec>* specs : {&singles, &pairs})
+      for (const GemmSpec& s : *specs) CHECK(gemm_epilogue_code(s) == nvfp4k::EPILOGUE_MOE_COMBINE);
+    test::check_gemm_sass(singles, {"UTCOMMA", "ATOMG"}, nvfp4k::sm100::GEMM_MAX_SHARED);
+    test::check_gemm_sass(pairs, {"UTCOMMA.2CTA", "ATOMG"}, nvfp4k::sm100::GEMM_MAX_SHARED);
+    ::setenv("NVFP4_JIT_EMULATE_ARCH", "sm_100a", 1);
+    GemmSpec p90 = with_epilogue(fp4_problem(Arch::sm_90a, 7168, 2048), GemmEpilogue::moe_combine);
+    p90.groups = 8, p90.flags |= kFlagGroupedContiguous;
+    for (const sm100::Tile& t : {sm100::Tile{128, 2, 1}, {256, 2, 2}}) {
+      const GemmSpec spec = gemm_spec(p90, sm100::Tiles::to_config(t));
+      CAPTURE(sm100::Tiles::describe(t));
+      CHECK(!KernelStore::instance().get(gemm_key(spec))->cubin.empty());
+    }
+    ::unsetenv("NVFP4_JIT_EMULATE_ARCH");
+  }
 }

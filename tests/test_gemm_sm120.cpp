@@ -439,4 +439,22 @@ TEST_SUITE("gemm_sm120") {
     }
     ::unsetenv("NVFP4_JIT_EMULATE_ARCH");
   }
+
+  TEST_CASE("the MoE combine epilogue: prewarm's kernels, their SASS, and the emulation's build") {
+    // `--epilogue moe-combine` on DeepSeek-V3's down experts (257 with the shared one)
+    const std::vector<GemmSpec> specs =
+        test::gemm_prewarm_epilogue(Arch::sm_120a, 7168, 2048, 257, GemmEpilogue::moe_combine);
+    REQUIRE_FALSE(specs.empty());
+    for (const GemmSpec& s : specs) CHECK(gemm_epilogue_code(s) == nvfp4k::EPILOGUE_MOE_COMBINE);
+    test::check_gemm_sass(specs, {"OMMA.SF", "ATOMG"}, nvfp4k::sm120::GEMM_MAX_SHARED);
+    ::setenv("NVFP4_JIT_EMULATE_ARCH", "sm_120a", 1);
+    GemmSpec p90 = with_epilogue(gemm_fp4_problem(gemm_problem(Arch::sm_90a, 7168, 2048, DType::bf16, DType::bf16,
+                                                               ScaleLayout::linear, false, kNoDType),
+                                                  ScaleLayout::linear),
+                                 GemmEpilogue::moe_combine);
+    p90.groups = 8, p90.flags |= kFlagGroupedContiguous;
+    const GemmSpec spec = gemm_spec(p90, sm120::Tiles::to_config({64, 128, 2, 1}));
+    CHECK(!KernelStore::instance().get(gemm_key(spec))->cubin.empty());
+    ::unsetenv("NVFP4_JIT_EMULATE_ARCH");
+  }
 }

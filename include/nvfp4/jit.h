@@ -187,8 +187,8 @@ typedef struct nvfp4_convert_scales_args {
 
 /* What the GEMM's epilogue writes (nvfp4::jit::GemmEpilogue): D, or silu(gate) * up of a
  * gate_up weight (D [m, n/2]): prepacked with swiglu_interleave on sm_90a, as stored (gate rows
- * [0, n/2) then up rows) on sm_100a / 103a / 120a / 121a; or D and then the MoE combine of its
- * rows into the tokens' output rows (grouped, contiguous; sm_90a). */
+ * [0, n/2) then up rows, or interleaved: b_swiglu_interleave) on sm_100a / 103a / 120a / 121a;
+ * or D and then the MoE combine of its rows into the tokens' output rows (grouped, contiguous). */
 typedef enum nvfp4_gemm_epilogue {
   NVFP4_GEMM_EPILOGUE_NONE = 0,
   NVFP4_GEMM_EPILOGUE_SWIGLU = 1,

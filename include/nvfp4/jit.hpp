@@ -239,7 +239,7 @@ enum class GemmEpilogue : uint8_t {
   // below 2^-19), then one rounding to d_dtype. d_row_stride defaults to I. Dense, contiguous
   // (row_index too) and masked grouped calls, W4A16 (sm_90a) and W4A4; not batched.
   swiglu = 1,
-  // An MoE block's down projection with moe_combine fused in (sm_90a; grouped_gemm, contiguous
+  // An MoE block's down projection with moe_combine fused in (every arch; grouped_gemm, contiguous
   // layout, on moe_route's rows): D is stored as always (the experts' outputs, rounded to
   // d_dtype), and each token's output row is then written by the tile that stores the token's
   // last row: GroupedGemmArgs::combine.out[t, :] = exactly what moe_combine computes from that D
@@ -410,7 +410,7 @@ struct GroupedGemmArgs {
   // or per row of those; the decoded A in the workspace is [m, groups, k].
   int64_t a_group_stride = 0;
   int64_t d_group_stride = 0;
-  // gemm.epilogue moe_combine: the combine's arguments (contiguous layout, sm_90a).
+  // gemm.epilogue moe_combine: the combine's arguments (contiguous layout).
   MoeCombineEpilogue combine{};
 };
 void grouped_gemm(const GroupedGemmArgs& args, CUstream stream);

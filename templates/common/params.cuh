@@ -35,6 +35,18 @@ struct Fp4OutputParams {
   int gscale_mode;
 };
 
+// EPILOGUE_MOE_COMBINE's arguments (common/moe_combine_epilogue.cuh): moe_route's outputs, the
+// router weights, the output rows and a counter per (token, column tile).
+struct MoeCombineEpilogueParams {
+  const int* positions;     // [tokens, topk]: the sorted row of entry (t, j), or -1
+  const int* row_token;     // [d_rows]: the token of sorted row r (moe_route's row_index)
+  const void* weights;      // [tokens, topk] of weights_dtype
+  void* out;                // [tokens, n] of out_dtype, out_stride elements per row
+  int* counters;            // [tokens, column tiles], zero between calls
+  long long out_stride, tokens, topk, d_rows;
+  int weights_dtype, out_dtype;  // DTypeCode: FP32 or BF16; BF16, FP16 or FP32
+};
+
 struct DequantizeParams {
   const unsigned char* packed;  // [src_rows, K/2] with packed_stride bytes per row
   long long packed_stride;
@@ -156,7 +168,7 @@ enum BiasCode { BIAS_NONE = 0, BIAS_BF16 = 1, BIAS_FP32 = 2 };
 // What a GEMM's epilogue makes of its fp32 tile after the scales and bias: D itself, or
 // silu(gate) * up of a gate_up weight whose rows come in the 8-row interleave (D half as wide),
 // or D and then the router-weighted sum of each finished token's rows into its output row
-// (a grouped down GEMM's MoE combine, sm90/moe_combine_epilogue.cuh).
+// (a grouped down GEMM's MoE combine, common/moe_combine_epilogue.cuh).
 enum GemmEpilogueCode { EPILOGUE_NONE = 0, EPILOGUE_SWIGLU = 1, EPILOGUE_MOE_COMBINE = 2 };
 
 // MoE routing (templates/moe_route.cuh): top-k ids [tokens, topk] sorted by expert.

@@ -32,6 +32,7 @@ struct GemmSm100Params {
   void* d;                        // [M, N] with d_stride elements per row (NVFP4 D: packed, d_stride bytes)
   long long d_stride;
   Fp4OutputParams d_fp4;          // NVFP4 D (ODT DTYPE_NVFP4): its scales and global scale
+  MoeCombineEpilogueParams combine;  // EPILOGUE_MOE_COMBINE's
   int d_vec;                      // D's rows 16-byte aligned: stored 16 bytes at a time
   TileSchedule schedule;
   long long w_group_bytes;        // grouped: bytes from one group's w_scales to the next's

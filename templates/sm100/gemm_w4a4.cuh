@@ -36,6 +36,11 @@
 // With ODT DTYPE_NVFP4 D is that quantized (common/fp4_output.cuh): a thread's 32 columns of
 // its row are two whole blocks, quantized and stored by the thread.
 //
+// With EPILOGUE == EPILOGUE_MOE_COMBINE (contiguous groups, a down weight) D is stored as always,
+// then each token whose rows are all stored is combined into its output row
+// (common/moe_combine_epilogue.cuh): the epilogue warps count a tile's rows after storing it and
+// read those counts back after the next tile's.
+//
 // With EMULATE the same kernel runs on sm_90a with the tcgen05 instructions replaced by their
 // exact emulation (sm100/tcgen05_emulated.cuh): the test facility that checks everything but
 // those instructions on Hopper.
@@ -43,6 +48,7 @@
 #include "common/gemm_epilogue.cuh"
 #include "common/fp4_output.cuh"
 #include "common/global_scale.cuh"
+#include "common/moe_combine_epilogue.cuh"
 #include "common/ptx/barrier.cuh"
 #include "common/ptx/copy.cuh"
 #include "common/scale_layout.cuh"
@@ -54,6 +60,8 @@
 #include "sm100/tcgen05.cuh"
 
 namespace nvfp4k::sm100 {
+
+constexpr unsigned kCombineBarrier = 1;  // the epilogue warps' named barrier (EPILOGUE_MOE_COMBINE)
 
 template <int ODT_, int BIAS_, long long N_, long long K_, int A_LAYOUT_, int W_LAYOUT_, int BN_, int STAGES_, int CTAS_,
           bool EMULATE_, int GROUPED_ = GROUPED_NONE, int GROUPS_ = 0, int EPILOGUE_ = EPILOGUE_NONE>
@@ -89,8 +97,9 @@ struct GemmConfig {
   static_assert(gemm_shared_bytes(BN, STAGES, CTAS) <= GEMM_MAX_SHARED, "227 KB of shared memory");
   static_assert(GROUPED == GROUPED_NONE || ((GROUPED == GROUPED_CONTIGUOUS || GROUPED == GROUPED_MASKED) && GROUPS > 0),
                 "the contiguous and masked grouped layouts");
-  static_assert(EPILOGUE == EPILOGUE_NONE || (SWIGLU && N % 2 == 0 && (BN / 2) % 32 == 0),
-                "SwiGLU: gate and up halves, read back 32 columns of each at a time");
+  static_assert(EPILOGUE == EPILOGUE_NONE || (SWIGLU && N % 2 == 0 && (BN / 2) % 32 == 0) ||
+                    (EPILOGUE == EPILOGUE_MOE_COMBINE && GROUPED == GROUPED_CONTIGUOUS),
+                "SwiGLU: gate and up halves, read back 32 columns of each at a time; the MoE combine: contiguous groups");
   static constexpr bool D_FP4 = ODT == DTYPE_NVFP4;  // the SwiGLU epilogue's NVFP4 D
   static_assert(!D_FP4 || (SWIGLU && D_COLUMNS % 16 == 0), "NVFP4 D: SwiGLU's, whole blocks of 16 columns");
 };
@@ -348,6 +357,9 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
     // (a per-group scale, W's or A's, is the tile's group's: the one-per-row read at its group)
     const int quarter = warp % 4, r = 32 * quarter + lane;
     const bool a_per_row = p.a_gscale_mode == GSCALE_DEVICE_PER_ROW;
+    const int ctid = int(threadIdx.x) - 64;  // among the epilogue's 128 threads
+    PendingCounts<GEMM_BM, 128> counts;      // EPILOGUE_MOE_COMBINE: the last stored tile's
+    counts.clear();
     int done = 0;
     KernelTileCursor<C::GROUPED, C::GROUPS> cursor;
     for (int t = first; t < tiles; t += stride) {
@@ -414,7 +426,15 @@ __device__ __forceinline__ void gemm_w4a4(const GemmSm100Params& p) {
       tcgen05_fence_before_sync<C::EMULATE>();
       pair.arrive(&acc_empty[acc]);
       ++done;
+      if constexpr (C::EPILOGUE == EPILOGUE_MOE_COMBINE) {
+        // this CTA's rows of the tile counted, then the previous tile's counts (returned by now) read
+        const PendingCounts<GEMM_BM, 128> previous = counts;
+        const long long r0 = tile.m0 + a_row0, r_end = r0 + GEMM_BM < tile.m_end ? r0 + GEMM_BM : tile.m_end;
+        count_tile<C::BN>(p.combine, r0, r_end, tile.n_tile, C::N, ctid, counts, [] { named_barrier(kCombineBarrier, 128); });
+        finish_counts<C::ODT, C::BN>(p.combine, {p.d, p.d_stride, C::N}, previous, ctid);
+      }
     }
+    if constexpr (C::EPILOGUE == EPILOGUE_MOE_COMBINE) finish_counts<C::ODT, C::BN>(p.combine, {p.d, p.d_stride, C::N}, counts, ctid);
   }
 
   tcgen05_fence_before_sync<C::EMULATE>();

@@ -26,6 +26,7 @@ struct GemmW4A4Params {
   void* d;                        // [M, N] with d_stride elements per row (NVFP4 D: packed, d_stride bytes)
   long long d_stride;
   Fp4OutputParams d_fp4;          // NVFP4 D (ODT DTYPE_NVFP4): its scales and global scale
+  MoeCombineEpilogueParams combine;  // EPILOGUE_MOE_COMBINE's
   int swiglu_shift;               // SwiGLU's gate_up weight: -1 halves, else interleaved in groups of 2^swiglu_shift rows
   TileSchedule schedule;
   int a_rows_16b;                 // A's rows start 16-byte aligned: 16-byte copies, else 4-byte ones

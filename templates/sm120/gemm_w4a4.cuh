@@ -25,12 +25,17 @@
 // outputs then their up rows, so a thread's accumulators j and NT / 2 + j are gate and up of
 // the same outputs. With ODT DTYPE_NVFP4 D is that quantized (store_swiglu_fp4 below).
 //
+// With EPILOGUE == EPILOGUE_MOE_COMBINE (contiguous groups, a down weight) D is stored as always,
+// then each token whose rows are all stored is combined into its output row
+// (common/moe_combine_epilogue.cuh).
+//
 // With EMULATE the same kernel runs on sm_90a with the MMA replaced by its exact emulation:
 // the test facility that checks everything but the one instruction on Hopper.
 #pragma once
 #include "common/gemm_epilogue.cuh"
 #include "common/fp4_output.cuh"
 #include "common/global_scale.cuh"
+#include "common/moe_combine_epilogue.cuh"
 #include "common/ptx/cluster.cuh"
 #include "common/ptx/copy.cuh"
 #include "common/scale_layout.cuh"
@@ -75,7 +80,9 @@ struct GemmConfig {
   static_assert(KSPLIT == 1 || (KTILES >= 2 * KSPLIT && BM * BN * 4 <= STAGES * STAGE_BYTES),
                 "a split of 2 k-tiles or more; the partial tile fits in the stages");
   static_assert(EMULATE || STAGES * STAGE_BYTES <= int(GEMM_MAX_SHARED), "99 KB of shared memory on sm_120");
-  static_assert(EPILOGUE == EPILOGUE_NONE || (SWIGLU && N % 2 == 0 && NT % 2 == 0), "SwiGLU: gate and up halves of each warp's MMAs");
+  static_assert(EPILOGUE == EPILOGUE_NONE || (SWIGLU && N % 2 == 0 && NT % 2 == 0) ||
+                    (EPILOGUE == EPILOGUE_MOE_COMBINE && GROUPED == GROUPED_CONTIGUOUS),
+                "SwiGLU: gate and up halves of each warp's MMAs; the MoE combine: contiguous groups");
   static constexpr bool D_FP4 = ODT == DTYPE_NVFP4;  // the SwiGLU epilogue's NVFP4 D
   static_assert(!D_FP4 || (SWIGLU && (N / 2) % 16 == 0 && SWIGLU_G % 16 == 0), "NVFP4 D: SwiGLU's, whole blocks in each warp");
 };
@@ -371,6 +378,12 @@ __device__ __forceinline__ void gemm_w4a4(const GemmW4A4Params& p) {
               store_element<C::ODT>(p.d, m * p.d_stride + n, acc[i][j][2 * h + e] * row_scale + load_bias<C::BIAS>(p.bias, n));
           }
       }
+    if constexpr (C::EPILOGUE == EPILOGUE_MOE_COMBINE) {
+      // the tile's rows counted, and the tokens they complete combined (a CTA has one tile)
+      PendingCounts<C::BM, C::THREADS> counts;
+      count_tile<C::BN>(p.combine, m0, m_end, tile.n_tile, C::N, int(threadIdx.x), counts, [] { __syncthreads(); });
+      finish_counts<C::ODT, C::BN>(p.combine, {p.d, p.d_stride, C::N}, counts, int(threadIdx.x));
+    }
   }
 }
 

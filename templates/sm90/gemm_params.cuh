@@ -19,18 +19,6 @@ NVFP4_HD constexpr int narrow_mma_width(int bm, int i) {
   return (eighths * bm / 8 + 7) / 8 * 8;
 }
 
-// EPILOGUE_MOE_COMBINE's arguments (sm90/moe_combine_epilogue.cuh): moe_route's outputs, the
-// router weights, the output rows and a counter per (token, column tile).
-struct MoeCombineEpilogueParams {
-  const int* positions;     // [tokens, topk]: the sorted row of entry (t, j), or -1
-  const int* row_token;     // [d_rows]: the token of sorted row r (moe_route's row_index)
-  const void* weights;      // [tokens, topk] of weights_dtype
-  void* out;                // [tokens, n] of out_dtype, out_stride elements per row
-  int* counters;            // [tokens, column tiles], zero between calls
-  long long out_stride, tokens, topk, d_rows;
-  int weights_dtype, out_dtype;  // DTypeCode: FP32 or BF16; BF16, FP16 or FP32
-};
-
 // D[m, n] = alpha * a_gscale[m] * w_gscale * sum_k A[m, k] * W[n, k] (+ bias[n]).
 // Passed as a __grid_constant__ parameter so the TMA descriptors stay in parameter space.
 struct GemmParams {

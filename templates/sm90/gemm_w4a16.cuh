@@ -30,7 +30,7 @@
 // With ODT DTYPE_NVFP4 D is that quantized to NVFP4 (sm90/swiglu_fp4_epilogue.cuh).
 // With EPILOGUE == EPILOGUE_MOE_COMBINE (contiguous groups, a down weight) D is stored as
 // always, then each token whose rows are all stored is combined into its output row
-// (sm90/moe_combine_epilogue.cuh).
+// (common/moe_combine_epilogue.cuh).
 // With RMSNORM (dense) D is of A's rows RMS-normalized with the weight GemmParams::a_rmsnorm_weight
 // (sm90/a_rmsnorm.cuh: its numerics, and who computes the rows' 1 / rms). With RESIDUAL (dense,
 // no fused epilogue) GemmParams::residual is added to D's fp32 values before their rounding.
@@ -48,7 +48,7 @@
 #include "sm90/a_rmsnorm.cuh"
 #include "sm90/fp8_operand.cuh"
 #include "sm90/gemm_params.cuh"
-#include "sm90/moe_combine_epilogue.cuh"
+#include "common/moe_combine_epilogue.cuh"
 #include "sm90/prepacked_weight.cuh"
 #include "sm90/ptx.cuh"
 #include "sm90/swiglu_fp4_epilogue.cuh"
@@ -624,8 +624,9 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledT
   if constexpr (C::EPILOGUE == EPILOGUE_MOE_COMBINE) {
     // this tile's rows counted, then the previous tile's counts (returned by now) read
     const PendingCounts<C::BM, 128 * C::WG> previous = counts;
-    count_tile<C::BN>(p, tile, ctid, counts);
-    finish_counts<C::ODT, C::BN>(p, previous, ctid);
+    count_tile<C::BN>(p.combine, tile.m0, tile.m_end, tile.n_tile, p.n, ctid, counts,
+                      [] { named_barrier(3, 128 * C::WG); });  // (barrier 3: the combine's)
+    finish_counts<C::ODT, C::BN>(p.combine, {p.d, p.d_stride, p.n}, previous, ctid);
   }
 }
 
@@ -912,7 +913,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     parity ^= C::PERSISTENT ? 1 : 0;
   } while (next_tile(index, tile));
   if constexpr (C::EPILOGUE == EPILOGUE_MOE_COMBINE)
-    if (kslice == 0) finish_counts<C::ODT, C::BN>(p, counts, threadIdx.x % (128 * C::WG));
+    if (kslice == 0) finish_counts<C::ODT, C::BN>(p.combine, {p.d, p.d_stride, p.n}, counts, threadIdx.x % (128 * C::WG));
 }
 
 }  // namespace nvfp4k::sm90

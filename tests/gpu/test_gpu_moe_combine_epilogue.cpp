@@ -1,4 +1,5 @@
-// The MoE combine in the grouped down GEMM's epilogue (GemmEpilogue::moe_combine, sm_90a), on
+// The MoE combine in the grouped down GEMM's epilogue (GemmEpilogue::moe_combine; sm_90a, and
+// sm_100a / sm_120a natively or emulated on sm_90a with W4A4 on the weight as stored), on
 // moe_route's rows of fresh random routings: ragged token counts, top-k 1, 4 and 8, padding ids
 // (-1), empty experts, one expert-parallel rank's experts (ids of other ranks skipped), both
 // weight layouts, BF16 / FP32 D, every output dtype, FP32 and BF16 router weights, counters the
@@ -25,6 +26,7 @@
 #include <fmt/format.h>
 
 #include "../dequantize_fixture.hpp"
+#include "on_blackwell_backend.hpp"
 #include "gemm_output.hpp"
 #include "common/nvfp4_format.cuh"
 #include "core/driver.hpp"
@@ -48,13 +50,14 @@ struct CombineCase {
   bool prepacked = true;
   DType d = DType::bf16, out = DType::bf16, weights = DType::fp32;
   bool caller_counters = true;
+  bool w4a4 = false;     // NVFP4 activations (the Blackwell backends; with prepacked false)
 };
 
 std::string describe(const CombineCase& c) {
   return fmt::format("tokens={} topk={} experts={} groups={} first={} n={} k={} padding={} skewed={} prepacked={} d={} "
-                     "out={} weights={} caller_counters={}",
+                     "out={} weights={} caller_counters={}{}",
                      c.tokens, c.topk, c.experts, c.groups, c.first, c.n, c.k, c.padding, c.skewed, c.prepacked,
-                     dtype_name(c.d), dtype_name(c.out), dtype_name(c.weights), c.caller_counters);
+                     dtype_name(c.d), dtype_name(c.out), dtype_name(c.weights), c.caller_counters, c.w4a4 ? " W4A4" : "");
 }
 
 std::vector<int32_t> draw_ids(const CombineCase& c, std::mt19937& rng) {
@@ -94,6 +97,7 @@ class CombineFixture {
  public:
   CombineFixture(const CombineCase& c, std::mt19937& rng)
       : c_(c), entries_(c.tokens * c.topk), w_(c.groups * c.n, c.k, ScaleLayout::linear, rng),
+        a4_(c.w4a4 ? entries_ : 0, c.k, ScaleLayout::linear, rng),
         ids_(size_t(entries_ * 4)), ends_(size_t(c.groups) * 4), rows_(size_t(entries_ * 4)),
         positions_(size_t(entries_ * 4)), weights_(size_t(entries_ * 4)), d_fused_(size_t(entries_ * c.n * 4)), d_chain_(d_fused_.bytes()),
         out_fused_(size_t(c.tokens * c.n * 4)), out_chain_(out_fused_.bytes()),
@@ -102,6 +106,7 @@ class CombineFixture {
     a_.resize(size_t(entries_ * c.k));
     for (auto& x : a_) x = nvfp4k::float_to_bf16_bits(normal(rng));
     d_a_ = to_device(a_);
+    d_a4_ = to_device(a4_.packed), d_a4s_ = to_device(a4_.scales);
     d_w_ = to_device(w_.packed), d_s_ = to_device(w_.scales);
     if (c.prepacked) {
       const int64_t bytes = prepacked_bytes(c.n, c.k);
@@ -144,6 +149,7 @@ class CombineFixture {
     GemmArgs& g = ga.gemm;
     g.m = entries_, g.n = c_.n, g.k = c_.k;
     g.a = d_a_.get();
+    if (c_.w4a4) g.a = nullptr, g.a_dtype = DType::nvfp4, g.a_fp4 = {d_a4_.get(), 0, d_a4s_.get(), ScaleLayout::linear, {kA4Scale, nullptr, false}};
     if (c_.prepacked) {
       g.b = {d_pre_.get(), 0, nullptr, ScaleLayout::linear, {gw_, nullptr, false}};
       g.b_prepacked = true;
@@ -244,7 +250,8 @@ class CombineFixture {
           const int32_t e = group_of[size_t(pos)];
           double sum = 0, abs_sum = 0;
           for (int64_t kk = 0; kk < c_.k; ++kk) {
-            const double p = nvfp4k::bf16_bits_to_float(a_[size_t(pos * c_.k + kk)]) * w_.value(e * n + col, kk);
+            const double a = c_.w4a4 ? kA4Scale * a4_.value(pos, kk) : nvfp4k::bf16_bits_to_float(a_[size_t(pos * c_.k + kk)]);
+            const double p = a * w_.value(e * n + col, kk);
             sum += p, abs_sum += std::fabs(p);
           }
           const double w = weights_host_[size_t(t * c_.topk + j)], d64 = gw_ * sum;
@@ -284,11 +291,13 @@ class CombineFixture {
   CombineCase c_;
   int64_t entries_;
   testutil::HostNvfp4 w_;
+  testutil::HostNvfp4 a4_;  // W4A4's A (global scale kA4Scale), else empty
+  static constexpr float kA4Scale = 0.125f;
   std::vector<uint16_t> a_;
   std::vector<int32_t> ids_host_;
   std::vector<float> weights_host_;
   float gw_ = 1.0f;
-  DeviceBuffer d_a_, d_w_, d_s_, d_pre_, ids_, ends_, rows_, positions_, weights_;
+  DeviceBuffer d_a_, d_a4_, d_a4s_, d_w_, d_s_, d_pre_, ids_, ends_, rows_, positions_, weights_;
   DeviceBuffer d_fused_, d_chain_, out_fused_, out_chain_, counters_;
 };
 
@@ -365,5 +374,37 @@ TEST_SUITE("gpu_moe_combine_epilogue") {
     driver().cuGraphExecDestroy(exec);
     driver().cuGraphDestroy(graph);
     driver().cuStreamDestroy(stream);
+  }
+}
+
+namespace {
+
+// The Blackwell backends' cases: W4A4 on the weight as stored.
+void run_blackwell_cases() {
+  constexpr DType bf16 = DType::bf16, fp16 = DType::fp16, fp32 = DType::fp32;
+  std::mt19937 rng(std::random_device{}());
+  const CombineCase cases[] = {
+      {1, 8, 16, 16, 0, 512, 256, 0, false, false, bf16, bf16, fp32, true, true},      // decode: one token, top-8
+      {37, 4, 32, 32, 0, 320, 512, 5, false, false, bf16, bf16, fp32, true, true},     // ragged tokens and n, padding ids
+      {40, 8, 64, 16, 16, 512, 256, 7, false, false, fp32, fp16, bf16, true, true},    // an EP rank, FP32 D, FP16 out
+      {48, 8, 64, 64, 0, 384, 256, 0, true, false, bf16, fp32, fp32, false, true},     // skewed, the library's counters
+      {256, 8, 64, 64, 0, 1024, 256, 0, false, false, bf16, bf16, fp32, true, true},   // tall tiles, many per CTA
+  };
+  for (const CombineCase& c : cases) run_case(c, rng);
+}
+
+}  // namespace
+
+TEST_SUITE("gpu_moe_combine_epilogue_sm100") {
+  TEST_CASE("sm_100a grouped_gemm with the MoE combine epilogue equals the chain bit for bit and float64 within its bound") {
+    const test::OnSm100Backend on;
+    if (on.ready()) run_blackwell_cases();
+  }
+}
+
+TEST_SUITE("gpu_moe_combine_epilogue_sm120") {
+  TEST_CASE("sm_120a grouped_gemm with the MoE combine epilogue equals the chain bit for bit and float64 within its bound") {
+    const test::OnSm120Backend on;
+    if (on.ready()) run_blackwell_cases();
   }
 }

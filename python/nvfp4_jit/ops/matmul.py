@@ -377,7 +377,7 @@ def grouped_gemm(a, b, b_scales=None, b_global_scale=1.0, *, group_ends=None, ma
     sorted row r is row row_index[r] of a [tokens, k] (W4A4: [tokens, k/2], a_scales the tokens'
     too), so the tokens need no sorted copy; out [m, n]. Rows past the last group end are left
     alone. epilogue and precision: as in gemm (out's last dimension is I = n/2 with "swiglu").
-    epilogue="moe_combine" (sm_90a, contiguous layout; an MoE down projection on moe_route's
+    epilogue="moe_combine" (contiguous layout; an MoE down projection on moe_route's
     rows): out is D as always, and combine_out [tokens, n] (bf16, fp16 or fp32) gets each token's
     router-weighted sum of its rows, exactly moe_combine's, deterministic; combine_positions and
     combine_row_token are moe_route's positions [tokens, topk] and row_index [m], combine_weights

@@ -81,7 +81,8 @@ struct GemmCall {
 };
 
 // The epilogue's parameters, named alike in every arch's kernel parameters: the weight's and
-// A's global scales, alpha, bias and D (NVFP4 D: its packed values, scales and global scale).
+// A's global scales, alpha, bias, D (NVFP4 D: its packed values, scales and global scale) and
+// the MoE combine's arguments.
 template <class KernelParams>
 void bind_epilogue(KernelParams& p, const GemmCall& call) {
   const GemmArgs& args = call.args;
@@ -101,6 +102,9 @@ void bind_epilogue(KernelParams& p, const GemmCall& call) {
     p.d_fp4 = {static_cast<unsigned char*>(o.scales), int(o.scale_layout), o.global_scale.device_ptr, o.global_scale.value,
                call.d_gscale_mode};
   }
+  const MoeCombineEpilogue& c = call.combine;
+  p.combine = {c.positions, c.row_token, c.weights,  c.out, static_cast<int*>(c.counters), c.out_row_stride,
+               c.tokens,    c.topk,      call.rows, int(c.weights_dtype), int(c.out_dtype)};
 }
 
 // Validates `args` as `who` (the public entry point's name) and resolves defaults. Throws

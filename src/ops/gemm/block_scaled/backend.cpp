@@ -9,10 +9,8 @@ namespace nvfp4::jit::detail::block_scaled {
 
 std::string family_problem(const ArchPair& pair, const GemmSpec& problem) {
   const std::string label = fmt::format("{} / {}", to_string(pair.archs[0]), to_string(pair.archs[1]));
-  if (gemm_epilogue_code(problem) == nvfp4k::EPILOGUE_MOE_COMBINE)
-    return fmt::format("epilogue moe_combine (GemmEpilogue::moe_combine) is not implemented on {} yet (sm_90a has it): run "
-                       "the grouped GEMM, then moe_combine",
-                       label);
+  if (gemm_epilogue_code(problem) == nvfp4k::EPILOGUE_MOE_COMBINE && gemm_problem_grouped(problem) != nvfp4k::GROUPED_CONTIGUOUS)
+    return "epilogue moe_combine runs on contiguous groups (moe_route's rows) only";
   if (problem.a_dtype != uint8_t(DType::nvfp4))
     return fmt::format("the {0} GEMM takes NVFP4 activations (a_dtype = nvfp4, W4A4) only: a_dtype = {1} "
                        "(W4A16) is not implemented on {0} yet; quantize the activations first",

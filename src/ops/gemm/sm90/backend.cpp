@@ -293,9 +293,6 @@ class Sm90Backend final : public GemmBackend {
     p.a_rmsnorm_eps = args.a_rmsnorm_eps;
     p.residual = args.residual;
     p.residual_stride = call.residual_stride;
-    const MoeCombineEpilogue& c = call.combine;
-    p.combine = {c.positions, c.row_token,        c.weights,       c.out,         static_cast<int*>(c.counters),
-                 c.out_row_stride, c.tokens, c.topk, call.rows, int(c.weights_dtype), int(c.out_dtype)};
     // D leaves a tile at a time through shared memory where the kernel's tile fits in its
     // stages and D's rows are whole 16-byte pieces (its start, n and the strides 16-byte
     // aligned); else element by element. From shared memory TMA stores it, or, for a grouped tile

@@ -11,7 +11,10 @@
 // slots', never the tiles': the same bits every run and routing order. A token with no entry
 // here is never counted and its output row never written.
 //
-// Ordering: the tile's threads meet at a named barrier after their stores, and each row's
+// Every arch's grouped GEMM calls it the same way: count_tile after a tile's stores, then
+// finish_counts on the counts of an earlier tile (or of this one, where the CTA has no next).
+//
+// Ordering: the tile's threads meet at a barrier after their stores, and each row's
 // count is a fence and an atomic add (a release, cumulative: the whole tile's stores); the
 // last count's lane fences again after reading it (an acquire: every other tile's stores). The
 // warp that sums reads D past L1 (.cg): rows stored by other SMs are in L2. A tile's counts
@@ -19,11 +22,17 @@
 // waits for an atomic's round trip before its next products.
 #pragma once
 #include "common/gemm_epilogue.cuh"
+#include "common/params.cuh"
 #include "common/portable.cuh"
-#include "common/ptx/barrier.cuh"
-#include "sm90/gemm_params.cuh"
+#include "common/tile_scheduler.cuh"
 
-namespace nvfp4k::sm90 {
+namespace nvfp4k {
+
+// D as the combine reads it back: its rows, d_stride elements apart, of n columns.
+struct CombineD {
+  const void* d;
+  long long d_stride, n;
+};
 
 // D's element `at` from L2 (another SM's store is not in this SM's L1).
 template <int ODT>
@@ -63,8 +72,8 @@ __device__ __forceinline__ int held_slots(const MoeCombineEpilogueParams& c, lon
 // slots' rows and weights come one a lane in one load; D's rows UNROLL slots at a time (their
 // loads in flight together), then added in slot order.
 template <int ODT, int BN>
-__device__ __forceinline__ void combine_token(const GemmParams& p, long long t, long long n0, int lane) {
-  const MoeCombineEpilogueParams& c = p.combine;
+__device__ __forceinline__ void combine_token(const MoeCombineEpilogueParams& c, CombineD p, long long t, long long n0,
+                                              int lane) {
   constexpr int COLS = BN / 32, UNROLL = 4;
   float acc[COLS];
 #pragma unroll
@@ -123,35 +132,35 @@ struct PendingCounts {
   }
 };
 
-// After a tile's D is stored by the THREADS threads of k slice 0 (thread index `ctid` among
+// After a tile's D (its rows [m0, m_end), columns tile n_tile of D's n) is stored by THREADS
+// threads (thread index `ctid` among them), which `stored()` brings together (a barrier of
 // them): each of its rows counted on its token's counter. Row i of the tile goes to lane
 // i / WARPS of warp i % WARPS, so a decode tile's few rows (and the tokens they complete)
 // spread over the warps. The rows' tokens are loaded before the barrier (they do not depend on
 // D); the barrier orders the tile's stores before the counts, and each counting lane fences
 // and then adds (a release cumulative over what the barrier ordered before it, as CUTLASS's
 // generic barrier does). Nothing here waits for the atomics' results.
-template <int BN, int BM, int THREADS>
-__device__ __forceinline__ void count_tile(const GemmParams& p, const ScheduledTile& tile, int ctid,
-                                           PendingCounts<BM, THREADS>& counts) {
+template <int BN, int BM, int THREADS, class Stored>
+__device__ __forceinline__ void count_tile(const MoeCombineEpilogueParams& c, long long m0, long long m_end, int n_tile,
+                                           long long n, int ctid, PendingCounts<BM, THREADS>& counts, Stored stored) {
   static_assert(BN % 32 == 0 && THREADS % 32 == 0);
   constexpr int WARPS = THREADS / 32;
-  const MoeCombineEpilogueParams& c = p.combine;
   const int lane = ctid % 32, warp = ctid / 32;
-  const int rows = int(tile.m_end - tile.m0);
+  const int rows = int(m_end - m0);
 #pragma unroll
   for (int b = 0; b < counts.BATCHES; ++b) {
     const int i = b * THREADS + lane * WARPS + warp;
-    const long long t = i < rows ? c.row_token[tile.m0 + i] : -1;
+    const long long t = i < rows ? c.row_token[m0 + i] : -1;
     counts.token[b] = t < c.tokens ? t : -1;
   }
-  counts.n_tile = tile.n_tile;
-  named_barrier(3, THREADS);  // every thread of the tile has stored its part of D
-  const long long n_tiles = (p.n + BN - 1) / BN;
+  counts.n_tile = n_tile;
+  stored();  // every thread of the tile has stored its part of D
+  const long long n_tiles = (n + BN - 1) / BN;
 #pragma unroll
   for (int b = 0; b < counts.BATCHES; ++b)
     if (counts.token[b] >= 0) {
       __threadfence();
-      counts.before[b] = atomicAdd(c.counters + counts.token[b] * n_tiles + tile.n_tile, 1);
+      counts.before[b] = atomicAdd(c.counters + counts.token[b] * n_tiles + n_tile, 1);
       counts.held[b] = held_slots(c, counts.token[b]);
     }
 }
@@ -160,8 +169,8 @@ __device__ __forceinline__ void count_tile(const GemmParams& p, const ScheduledT
 // tile's columns by the warp of its lane, which first acquires (a fence after the atomic's
 // read) and resets the counter to zero for the next call.
 template <int ODT, int BN, int BM, int THREADS>
-__device__ __forceinline__ void finish_counts(const GemmParams& p, const PendingCounts<BM, THREADS>& counts, int ctid) {
-  const MoeCombineEpilogueParams& c = p.combine;
+__device__ __forceinline__ void finish_counts(const MoeCombineEpilogueParams& c, CombineD p,
+                                              const PendingCounts<BM, THREADS>& counts, int ctid) {
   const int lane = ctid % 32;
   const long long n_tiles = (p.n + BN - 1) / BN;
 #pragma unroll
@@ -174,8 +183,8 @@ __device__ __forceinline__ void finish_counts(const GemmParams& p, const Pending
     }
     __syncwarp();  // the completing lanes' acquires, before their warp reads D
     for (unsigned left = __ballot_sync(0xFFFFFFFFu, done); left; left &= left - 1)
-      combine_token<ODT, BN>(p, __shfl_sync(0xFFFFFFFFu, t, __ffs(left) - 1), (long long)counts.n_tile * BN, lane);
+      combine_token<ODT, BN>(c, p, __shfl_sync(0xFFFFFFFFu, t, __ffs(left) - 1), (long long)counts.n_tile * BN, lane);
   }
 }
 
-}  // namespace nvfp4k::sm90
+}  // namespace nvfp4k
