@@ -222,6 +222,11 @@ void run_fp4_case(const Fp4Case& c, std::mt19937& rng) {
 constexpr ScaleLayout linear = ScaleLayout::linear, swizzled = ScaleLayout::swizzled128x4;
 constexpr GroupedLayout contiguous = GroupedLayout::contiguous, masked = GroupedLayout::masked;
 
+GemmTile sm100_tile(int block_n, int stages, int ctas = 1) { return sm100::Tiles::to_config({block_n, stages, ctas}); }
+GemmTile sm120_tile(int block_m, int block_n, int stages, int split_k = 1) {
+  return sm120::Tiles::to_config({block_m, block_n, stages, split_k});
+}
+
 // `c` on the Blackwell backends: W4A4 on the weight as stored, on `tile` when given
 Fp4Case stored(Fp4Case c, GemmTile tile = {}) {
   c.a = DType::nvfp4, c.as_stored = true, c.tile = tile;
@@ -273,20 +278,19 @@ TEST_SUITE("gpu_gemm_swiglu_fp4_sm100") {
   TEST_CASE("sm_100a: the SwiGLU epilogue's NVFP4 D, the quantizer's bits: dense and grouped, every weight tile width, CTA pairs") {
     const test::OnSm100Backend on;
     if (!on.ready()) return;
-    auto tile = [](int block_n, int stages, int ctas = 1) { return sm100::Tiles::to_config({block_n, stages, ctas}); };
     std::mt19937 rng(std::random_device{}());
     const Fp4Case cases[] = {
         stored({1, 2048, 4096}),
         stored({16, 768, 2048, swizzled, DScale::device}),
         stored({100, 1440, 2880, linear, DScale::per_row}),
         stored({37, 256, 512, swizzled, DScale::per_row, DType::nvfp4, 0, contiguous, false, 8}),
-        stored({260, 208, 576, linear, DScale::host}, tile(64, 2)),  // I = 13 blocks: a 32-column read half past D
-        stored({130, 512, 1024, swizzled, DScale::device}, tile(256, 2)),
-        stored({300, 592, 512, linear, DScale::per_row}, tile(256, 2, 2)),  // a pair: the even CTA's gate, the odd's up rows
+        stored({260, 208, 576, linear, DScale::host}, sm100_tile(64, 2)),  // I = 13 blocks: a 32-column read half past D
+        stored({130, 512, 1024, swizzled, DScale::device}, sm100_tile(256, 2)),
+        stored({300, 592, 512, linear, DScale::per_row}, sm100_tile(256, 2, 2)),  // a pair: the even CTA's gate, the odd's up rows
         stored({300, 256, 1024, linear, DScale::per_row, DType::nvfp4, 8}),
         stored({16, 768, 2048, swizzled, DScale::device, DType::nvfp4, 16, contiguous, true}),
-        stored({40, 384, 1024, linear, DScale::host, DType::nvfp4, 4, masked}, tile(128, 2, 2)),
-        stored({600, 512, 512, swizzled, DScale::per_row, DType::nvfp4, 4, contiguous, true}, tile(128, 2, 2)),
+        stored({40, 384, 1024, linear, DScale::host, DType::nvfp4, 4, masked}, sm100_tile(128, 2, 2)),
+        stored({600, 512, 512, swizzled, DScale::per_row, DType::nvfp4, 4, contiguous, true}, sm100_tile(128, 2, 2)),
     };
     for (const Fp4Case& c : cases) run_fp4_case(c, rng);
   }
@@ -294,12 +298,11 @@ TEST_SUITE("gpu_gemm_swiglu_fp4_sm100") {
   TEST_CASE("sm_100a: the SwiGLU epilogue's NVFP4 D, small shapes for the sanitizers") {
     const test::OnSm100Backend on;
     if (!on.ready()) return;
-    auto tile = [](int block_n, int stages, int ctas = 1) { return sm100::Tiles::to_config({block_n, stages, ctas}); };
     std::mt19937 rng(std::random_device{}());
     const Fp4Case cases[] = {
-        stored({3, 48, 256, linear, DScale::per_row}, tile(64, 2)),
-        stored({130, 64, 256, swizzled, DScale::device}, tile(128, 2, 2)),
-        stored({50, 80, 256, linear, DScale::host, DType::nvfp4, 4, contiguous, true}, tile(128, 2)),
+        stored({3, 48, 256, linear, DScale::per_row}, sm100_tile(64, 2)),
+        stored({130, 64, 256, swizzled, DScale::device}, sm100_tile(128, 2, 2)),
+        stored({50, 80, 256, linear, DScale::host, DType::nvfp4, 4, contiguous, true}, sm100_tile(128, 2)),
     };
     for (const Fp4Case& c : cases) run_fp4_case(c, rng);
   }
@@ -309,23 +312,20 @@ TEST_SUITE("gpu_gemm_swiglu_fp4_sm120") {
   TEST_CASE("sm_120a: the SwiGLU epilogue's NVFP4 D, the quantizer's bits: dense and grouped, row tiles, split K") {
     const test::OnSm120Backend on;
     if (!on.ready()) return;
-    auto tile = [](int block_m, int block_n, int stages, int split_k = 1) {
-      return sm120::Tiles::to_config({block_m, block_n, stages, split_k});
-    };
     std::mt19937 rng(std::random_device{}());
     const Fp4Case cases[] = {
         stored({1, 2048, 4096}),  // the 16-row tile: 128 weight rows where 64 would split a warp's blocks
         stored({16, 768, 2048, swizzled, DScale::device}),
         stored({100, 1440, 2880, linear, DScale::per_row}),
         stored({37, 256, 512, swizzled, DScale::per_row, DType::nvfp4, 0, contiguous, false, 8}),
-        stored({20, 208, 576, linear, DScale::host}, tile(16, 128, 2)),
-        stored({130, 528, 1024, linear, DScale::device}, tile(128, 128, 3)),
-        stored({70, 320, 1024, swizzled, DScale::per_row}, tile(32, 256, 2)),
-        stored({40, 592, 2048, linear, DScale::per_row}, tile(64, 128, 2, 2)),  // split K: partial sums added first
-        stored({3, 1024, 4096, linear, DScale::host}, tile(16, 128, 4, 4)),
+        stored({20, 208, 576, linear, DScale::host}, sm120_tile(16, 128, 2)),
+        stored({130, 528, 1024, linear, DScale::device}, sm120_tile(128, 128, 3)),
+        stored({70, 320, 1024, swizzled, DScale::per_row}, sm120_tile(32, 256, 2)),
+        stored({40, 592, 2048, linear, DScale::per_row}, sm120_tile(64, 128, 2, 2)),  // split K: partial sums added first
+        stored({3, 1024, 4096, linear, DScale::host}, sm120_tile(16, 128, 4, 4)),
         stored({300, 256, 1024, linear, DScale::per_row, DType::nvfp4, 8}),
         stored({16, 768, 2048, swizzled, DScale::device, DType::nvfp4, 16, contiguous, true}),
-        stored({40, 384, 1024, linear, DScale::host, DType::nvfp4, 4, masked}, tile(32, 256, 2)),
+        stored({40, 384, 1024, linear, DScale::host, DType::nvfp4, 4, masked}, sm120_tile(32, 256, 2)),
     };
     for (const Fp4Case& c : cases) run_fp4_case(c, rng);
   }
@@ -333,14 +333,11 @@ TEST_SUITE("gpu_gemm_swiglu_fp4_sm120") {
   TEST_CASE("sm_120a: the SwiGLU epilogue's NVFP4 D, small shapes for the sanitizers") {
     const test::OnSm120Backend on;
     if (!on.ready()) return;
-    auto tile = [](int block_m, int block_n, int stages, int split_k = 1) {
-      return sm120::Tiles::to_config({block_m, block_n, stages, split_k});
-    };
     std::mt19937 rng(std::random_device{}());
     const Fp4Case cases[] = {
-        stored({3, 48, 256, linear, DScale::per_row}, tile(16, 128, 2)),
-        stored({20, 64, 1024, swizzled, DScale::device}, tile(16, 128, 2, 2)),
-        stored({50, 80, 256, linear, DScale::host, DType::nvfp4, 4, contiguous, true}, tile(64, 128, 2)),
+        stored({3, 48, 256, linear, DScale::per_row}, sm120_tile(16, 128, 2)),
+        stored({20, 64, 1024, swizzled, DScale::device}, sm120_tile(16, 128, 2, 2)),
+        stored({50, 80, 256, linear, DScale::host, DType::nvfp4, 4, contiguous, true}, sm120_tile(64, 128, 2)),
     };
     for (const Fp4Case& c : cases) run_fp4_case(c, rng);
   }

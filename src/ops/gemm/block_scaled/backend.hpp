@@ -107,7 +107,8 @@ class Backend : public GemmBackend {
     std::vector<GemmTile> configs{heuristic(problem, gemm_bucket_m(bucket), sm_count)};
     for (const Tile& t : Family::candidate_tiles(problem.n, problem.k, bucket, sm_count, gemm_problem_groups(problem))) {
       const GemmTile c = Family::to_config(t);
-      if (d_fp4_problem(problem, t).empty() && std::find(configs.begin(), configs.end(), c) == configs.end()) configs.push_back(c);
+      if (d_fp4_problem(problem, t).empty() && std::find(configs.begin(), configs.end(), c) == configs.end())
+        configs.push_back(c);
     }
     return configs;
   }

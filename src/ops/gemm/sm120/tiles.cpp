@@ -83,7 +83,9 @@ std::vector<Tile> Tiles::candidate_tiles(int64_t n, int64_t k, int bucket, int s
 
 std::string Tiles::d_fp4_tile_problem(const Tile& t) {
   const int outputs = 4 * nvfp4k::sm120::gemm_warp_mmas_n(t.block_m, t.block_n);
-  if (outputs % 16) return fmt::format("NVFP4 D: a warp's {} outputs are not whole 16-column blocks (bm{} bn{})", outputs, t.block_m, t.block_n);
+  if (outputs % 16)
+    return fmt::format("NVFP4 D: a warp's {} outputs are not whole 16-column blocks (bm{} bn{})", outputs, t.block_m,
+                       t.block_n);
   return {};
 }
 
