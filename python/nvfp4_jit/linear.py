@@ -157,7 +157,7 @@ class Nvfp4Linear(torch.nn.Module):
                   "b.global_scale.per_row": False, "bias": _ptr(bias),
                   "bias_dtype": _ACT[bias.dtype] if bias is not None else 0, "alpha": 1.0, "b_prepacked": True,
                   "weights_static": self.weights_static, "epilogue": 0, "precision": GEMM_PRECISIONS[self._precision()],
-                  **_fusion_fields()}
+                  "b_swiglu_interleave": 0, **_fusion_fields()}
         return packed.data_ptr(), packed.get_device(), weight
 
     def _precision(self):

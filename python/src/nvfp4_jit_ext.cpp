@@ -216,6 +216,7 @@ void read(Reader& r, GemmArgs& a) {
   FIELD(r, a, residual);
   FIELD(r, a, residual_row_stride);
   NESTED(r, a, d_fp4);
+  FIELD(r, a, b_swiglu_interleave);
 }
 void read(Reader& r, MoeCombineEpilogue& c) {
   FIELD(r, c, positions);

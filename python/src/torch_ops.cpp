@@ -73,7 +73,7 @@ jit::GemmArgs gemm_args(const Tensor& out, const OptTensor& workspace, const Ten
                         const OptTensor& b_scales, const OptTensor& b_gs, double b_gs_value, int64_t b_layout,
                         bool b_prepacked, int64_t n, int64_t k, const OptTensor& bias, double alpha,
                         bool weights_static, int64_t epilogue, int64_t precision, const OptTensor& a_rmsnorm_weight,
-                        double a_rmsnorm_eps, const OptTensor& residual) {
+                        double a_rmsnorm_eps, const OptTensor& residual, int64_t b_swiglu_interleave) {
   jit::GemmArgs g;
   g.m = out.size(0);
   g.n = n;
@@ -112,6 +112,7 @@ jit::GemmArgs gemm_args(const Tensor& out, const OptTensor& workspace, const Ten
   g.a_rmsnorm_eps = static_cast<float>(a_rmsnorm_eps);
   g.residual = ptr(residual);
   g.residual_row_stride = residual ? residual->stride(0) : 0;
+  g.b_swiglu_interleave = b_swiglu_interleave;
   return g;
 }
 
@@ -135,22 +136,25 @@ void run_gemm(jit::GemmArgs g, const Tensor& a) {
 void gemm_out(Tensor out, OptTensor workspace, Tensor a, OptTensor a_scales, OptTensor a_gs, double a_gs_value,
               int64_t a_layout, Tensor b, OptTensor b_scales, OptTensor b_gs, double b_gs_value, int64_t b_layout,
               bool b_prepacked, int64_t n, int64_t k, OptTensor bias, double alpha, bool weights_static,
-              int64_t epilogue, int64_t precision, OptTensor a_rmsnorm_weight, double a_rmsnorm_eps, OptTensor residual) {
+              int64_t epilogue, int64_t precision, OptTensor a_rmsnorm_weight, double a_rmsnorm_eps, OptTensor residual,
+              int64_t b_swiglu_interleave) {
   run_gemm(gemm_args(out, workspace, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout,
                      b_prepacked, n, k, bias, alpha, weights_static, epilogue, precision, a_rmsnorm_weight,
-                     a_rmsnorm_eps, residual),
+                     a_rmsnorm_eps, residual, b_swiglu_interleave),
            a);
 }
 
 Tensor gemm(Tensor a, OptTensor a_scales, OptTensor a_gs, double a_gs_value, int64_t a_layout, Tensor b,
             OptTensor b_scales, OptTensor b_gs, double b_gs_value, int64_t b_layout, bool b_prepacked, int64_t n,
             int64_t k, OptTensor bias, double alpha, ScalarType out_dtype, bool weights_static, int64_t epilogue,
-            int64_t precision, OptTensor a_rmsnorm_weight, double a_rmsnorm_eps, OptTensor residual) {
+            int64_t precision, OptTensor a_rmsnorm_weight, double a_rmsnorm_eps, OptTensor residual,
+            int64_t b_swiglu_interleave) {
   // SwiGLU's D holds I = n/2 columns (silu(gate) * up)
   const int64_t cols = static_cast<jit::GemmEpilogue>(epilogue) == jit::GemmEpilogue::swiglu ? n / 2 : n;
   Tensor out = torch::stable::new_empty(a, {a.size(0), cols}, out_dtype);
   gemm_out(out, std::nullopt, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout,
-           b_prepacked, n, k, bias, alpha, weights_static, epilogue, precision, a_rmsnorm_weight, a_rmsnorm_eps, residual);
+           b_prepacked, n, k, bias, alpha, weights_static, epilogue, precision, a_rmsnorm_weight, a_rmsnorm_eps, residual,
+           b_swiglu_interleave);
   return out;
 }
 

@@ -117,7 +117,8 @@ def _gemm_fields(**changes):
               "a_rmsnorm_weight": 0, "a_rmsnorm_weight_fp32": False, "a_rmsnorm_eps": 1e-6, "residual": 0,
               "residual_row_stride": 0, "d_fp4.data": 0, "d_fp4.row_stride_bytes": 0, "d_fp4.scales": 0,
               "d_fp4.scale_layout": 0, "d_fp4.scale_mode": 0, "d_fp4.global_scale.value": 1.0,
-              "d_fp4.global_scale.device_ptr": 0, "d_fp4.global_scale.per_row": False, "d_fp4.global_scale_out": 0}
+              "d_fp4.global_scale.device_ptr": 0, "d_fp4.global_scale.per_row": False, "d_fp4.global_scale_out": 0,
+              "b_swiglu_interleave": 0}
     return {**fields, **changes}
 
 
@@ -171,7 +172,7 @@ def test_w4a8_takes_nvfp4_activations():
 
 
 def test_binding_rejects_wrong_argument_counts_and_types():
-    with pytest.raises(TypeError, match=r"takes 47 arguments, got 46 \(the first missing: stream\)"):
+    with pytest.raises(TypeError, match=r"takes 48 arguments, got 47 \(the first missing: stream\)"):
         _C.gemm(*GEMM(_gemm_fields()))
     with pytest.raises(TypeError, match=r"argument 0 \(m\) must be an integer"):
         _C.gemm("16", *GEMM(_gemm_fields())[1:], 0)
@@ -198,16 +199,16 @@ def test_every_binding_method_but_the_checked_paths_lists_its_fields():
 
 def test_field_names_follow_the_c_structs():
     gemm = _C.fields("gemm")
-    assert gemm[:3] == ("m", "n", "k") and gemm[-1] == "stream" and len(gemm) == 47
+    assert gemm[:3] == ("m", "n", "k") and gemm[-1] == "stream" and len(gemm) == 48
     assert gemm[6:13] == ("b.data", "b.row_stride_bytes", "b.scales", "b.scale_layout", "b.global_scale.value",
                           "b.global_scale.device_ptr", "b.global_scale.per_row")
     # GroupedGemmArgs: the dense GEMM's fields under their own names, then its own
     assert gemm[30:37] == ("epilogue", "precision", "a_rmsnorm_weight", "a_rmsnorm_weight_fp32", "a_rmsnorm_eps", "residual",
                            "residual_row_stride")
-    assert gemm[37:46] == ("d_fp4.data", "d_fp4.row_stride_bytes", "d_fp4.scales", "d_fp4.scale_layout", "d_fp4.scale_mode",
+    assert gemm[37:47] == ("d_fp4.data", "d_fp4.row_stride_bytes", "d_fp4.scales", "d_fp4.scale_layout", "d_fp4.scale_mode",
                            "d_fp4.global_scale.value", "d_fp4.global_scale.device_ptr", "d_fp4.global_scale.per_row",
-                           "d_fp4.global_scale_out")
-    assert _C.fields("grouped_gemm")[:46] == gemm[:46] and _C.fields("grouped_gemm")[46] == "groups"
+                           "d_fp4.global_scale_out", "b_swiglu_interleave")
+    assert _C.fields("grouped_gemm")[:47] == gemm[:47] and _C.fields("grouped_gemm")[47] == "groups"
     assert _C.fields("gemm_workspace_bytes") == gemm[:-1]  # a size query takes no stream
     assert _C.fields("rmsnorm_quantize")[8:17] == (
         "out.data", "out.row_stride_bytes", "out.scales", "out.scale_layout", "out.scale_mode", "out.global_scale.value",

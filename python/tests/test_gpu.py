@@ -333,6 +333,17 @@ def test_gemm_swiglu_epilogue_against_the_fp32_sums(m):
     yg = nvfp4_jit.grouped_gemm(a, torch.cat([p, p]), None, 0.01, group_ends=ends, b_prepacked=True, n=2 * inter,
                                 bias=bias, out_dtype=torch.float32, epilogue="swiglu")
     assert rel_err(yg, swiglu) < 1e-5  # its own tile: another summation order
+    # b_swiglu_interleave reaches the library (sm_100a / sm_120a read an interleaved weight as
+    # stored; a prepacked one records its order), from every path
+    with pytest.raises(nvfp4_jit.InvalidArgument, match="b_swiglu_interleave = 4 with b_prepacked"):
+        nvfp4_jit.gemm(a, p, None, 0.01, b_prepacked=True, n=2 * inter, epilogue="swiglu", b_swiglu_interleave=4)
+    with pytest.raises(nvfp4_jit.InvalidArgument, match="b_swiglu_interleave = 4 with b_prepacked"):
+        nvfp4_jit.gemm(a, p, None, 0.01, b_prepacked=True, n=2 * inter, epilogue="swiglu", out=out, b_swiglu_interleave=4)
+    with pytest.raises(nvfp4_jit.InvalidArgument, match="b_swiglu_interleave = 4 with b_prepacked"):
+        nvfp4_jit.grouped_gemm(a, torch.cat([p, p]), None, 0.01, group_ends=ends, b_prepacked=True, n=2 * inter,
+                               epilogue="swiglu", b_swiglu_interleave=4)
+    with pytest.raises(nvfp4_jit.Unsupported, match="b_swiglu_interleave = 3: .* power of two dividing I"):
+        nvfp4_jit.gemm(a, w, s, 0.01, epilogue="swiglu", b_swiglu_interleave=3)
 
 
 @pytest.mark.parametrize("layout,per_row", [("linear", False), ("swizzled128x4", True)])

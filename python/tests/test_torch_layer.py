@@ -119,6 +119,14 @@ def test_gemm_checks_shapes_against_each_other():
             nvfp4_jit.gemm(a, b, s, -1.0)
         with pytest.raises(nvfp4_jit.InvalidArgument, match=r"a must be contiguous along its last dimension"):
             nvfp4_jit.gemm(torch.empty(256, 7, dtype=torch.bfloat16, device="cuda").t(), b, s)
+        for g in (2.0, True, "2"):
+            with pytest.raises(nvfp4_jit.InvalidArgument, match=r"gemm: b_swiglu_interleave must be an int"):
+                nvfp4_jit.gemm(a, b, s, epilogue="swiglu", b_swiglu_interleave=g)
+        with pytest.raises(nvfp4_jit.InvalidArgument, match=r"grouped_gemm: b_swiglu_interleave must be an int"):
+            nvfp4_jit.grouped_gemm(a, b.reshape(1, 96, 128), s.reshape(1, 96, 16),
+                                   group_ends=torch.empty(1, dtype=torch.int32, device="cuda"), b_swiglu_interleave=None)
+        # an interleaved gate_up weight as stored traces to its [m, I] output
+        assert nvfp4_jit.gemm(a, b, s, epilogue="swiglu", b_swiglu_interleave=8).shape == (7, 48)
 
 
 def test_float4_and_float8_tensors_are_accepted_as_modelopt_stores_them():
@@ -204,10 +212,10 @@ def test_every_launch_fills_exactly_the_binding_fields(monkeypatch):
     b = torch.zeros(96, 32, dtype=u8)
     norm_w, residual = torch.zeros(64), torch.zeros(4, 48, dtype=bf16)
     y = matmul._gemm(q, s, ws, 1.0, 0, b, torch.zeros(96, 4, dtype=e4m3), None, 0.25, 0, False, 96, 64, None, 0.5, bf16,
-                     True, 1, 0, norm_w, 1e-5, residual)
+                     True, 1, 0, norm_w, 1e-5, residual, 8)
     matmul._grouped_gemm(x, None, None, 1.0, 0, torch.zeros(2, 96, 32, dtype=u8), torch.zeros(2, 96, 4, dtype=e4m3), None,
                          1.0, 0, False, 96, 64, None, 1.0, bf16, False, 2, 1, torch.zeros(2, dtype=i32), None, 0, False,
-                         None, 0, 1)
+                         None, 0, 1, 16)
     assert set(calls) == {"quantize", "rmsnorm_quantize", "swiglu_quantize", "mhc_rmsnorm_quantize", "moe_stage",
                           "moe_route", "moe_route_workspace_bytes", "moe_combine", "dequantize", "convert_scales",
                           "prepack", "gemm", "gemm_workspace_bytes", "grouped_gemm", "grouped_gemm_workspace_bytes"},\
@@ -220,6 +228,7 @@ def test_every_launch_fills_exactly_the_binding_fields(monkeypatch):
     assert g["epilogue"] == 1 and y.shape == (4, 48) and g["d_row_stride"] == 48  # SwiGLU: I = n/2 columns
     assert (g["a_rmsnorm_weight"], g["a_rmsnorm_weight_fp32"], g["a_rmsnorm_eps"]) == (norm_w.data_ptr(), True, 1e-5)
     assert (g["residual"], g["residual_row_stride"]) == (residual.data_ptr(), 48)
+    assert g["b_swiglu_interleave"] == 8 and calls["grouped_gemm"]["b_swiglu_interleave"] == 16
     assert calls["grouped_gemm"]["combine.positions"] == 0 and calls["grouped_gemm"]["combine.out"] == 0
     assert calls["grouped_gemm"]["precision"] == 1 and calls["prepack"]["swiglu_interleave"] == 4
     assert calls["quantize"]["in"] == x.data_ptr() and calls["quantize"]["global_scale.value"] == 0.5

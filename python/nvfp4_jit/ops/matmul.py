@@ -25,7 +25,7 @@ _GROUPED_GEMM_WORKSPACE_BYTES = fields("grouped_gemm_workspace_bytes")
 
 def _gemm_fields(m, n, k, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout,
                  b_prepacked, bias, alpha, out, weights_static, ws, epilogue, precision, a_rmsnorm_weight=None,
-                 a_rmsnorm_eps=1e-6, residual=None):
+                 a_rmsnorm_eps=1e-6, residual=None, b_swiglu_interleave=0):
     """GemmArgs' fields by name. a: activations, or packed NVFP4 when a_scales is set; out None:
     NVFP4 D (its d_fp4 fields set by the caller)."""
     w4a4 = a_scales is not None
@@ -43,7 +43,7 @@ def _gemm_fields(m, n, k, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, 
             "a_fp4.global_scale.device_ptr": a_ptr, "a_fp4.global_scale.per_row": a_per_row,
             "workspace": _ptr(ws), "workspace_bytes": ws.numel() if ws is not None else 0,
             "b_prepacked": b_prepacked, "weights_static": weights_static, "epilogue": epilogue, "precision": precision,
-            **_fusion_fields(a_rmsnorm_weight, a_rmsnorm_eps, residual)}
+            **_fusion_fields(a_rmsnorm_weight, a_rmsnorm_eps, residual), "b_swiglu_interleave": b_swiglu_interleave}
 
 
 def _fusion_fields(a_rmsnorm_weight=None, a_rmsnorm_eps=1e-6, residual=None):
@@ -86,10 +86,10 @@ def _gemm_launch(out: Tensor, workspace: Optional[Tensor], a: Tensor, a_scales: 
                  a_gs_value: float, a_layout: int, b: Tensor, b_scales: Optional[Tensor], b_gs: Optional[Tensor],
                  b_gs_value: float, b_layout: int, b_prepacked: bool, n: int, k: int, bias: Optional[Tensor],
                  alpha: float, weights_static: bool, epilogue: int, precision: int, a_rmsnorm_weight: Optional[Tensor],
-                 a_rmsnorm_eps: float, residual: Optional[Tensor]) -> None:
+                 a_rmsnorm_eps: float, residual: Optional[Tensor], b_swiglu_interleave: int = 0) -> None:
     fields = _gemm_fields(out.shape[0], n, k, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value,
                           b_layout, b_prepacked, bias, alpha, out, weights_static, workspace, epilogue, precision,
-                          a_rmsnorm_weight, a_rmsnorm_eps, residual)
+                          a_rmsnorm_weight, a_rmsnorm_eps, residual, b_swiglu_interleave)
     _run_gemm(fields, a, a_scales, precision, workspace)
 
 
@@ -104,11 +104,12 @@ def _gemm_fp4_launch(q: Tensor, q_scales: Tensor, workspace: Optional[Tensor], a
                      a_gs: Optional[Tensor], a_gs_value: float, a_layout: int, b: Tensor, b_scales: Optional[Tensor],
                      b_gs: Optional[Tensor], b_gs_value: float, b_layout: int, b_prepacked: bool, n: int, k: int,
                      bias: Optional[Tensor], alpha: float, weights_static: bool, epilogue: int, precision: int,
-                     q_gs: Optional[Tensor], q_gs_value: float, q_layout: int) -> None:
+                     q_gs: Optional[Tensor], q_gs_value: float, q_layout: int, b_swiglu_interleave: int = 0) -> None:
     """gemm with the SwiGLU epilogue's D as NVFP4: q [m, n/4] and q_scales in q_layout, its values
     divided by the global scale q_gs (or q_gs_value)."""
     fields = _gemm_fields(q.shape[0], n, k, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value,
-                          b_layout, b_prepacked, bias, alpha, None, weights_static, workspace, epilogue, precision)
+                          b_layout, b_prepacked, bias, alpha, None, weights_static, workspace, epilogue, precision,
+                          b_swiglu_interleave=b_swiglu_interleave)
     fields.update(_d_fp4_fields(q, q_scales, q_layout, q_gs, q_gs_value))
     _run_gemm(fields, a, a_scales, precision, workspace)
 
@@ -116,16 +117,20 @@ def _gemm_fp4_launch(q: Tensor, q_scales: Tensor, workspace: Optional[Tensor], a
 def _gemm(a: Tensor, a_scales: Optional[Tensor], a_gs: Optional[Tensor], a_gs_value: float, a_layout: int, b: Tensor,
           b_scales: Optional[Tensor], b_gs: Optional[Tensor], b_gs_value: float, b_layout: int, b_prepacked: bool, n: int,
           k: int, bias: Optional[Tensor], alpha: float, out_dtype: torch.dtype, weights_static: bool, epilogue: int,
-          precision: int, a_rmsnorm_weight: Optional[Tensor], a_rmsnorm_eps: float, residual: Optional[Tensor]) -> Tensor:
-    a_global = None if a_scales is None else (a_gs_value if a_gs is None else a_gs)
-    y = _C.gemm_checked(a, b, b_scales, b_gs_value if b_gs is None else b_gs, _LAYOUT_NAMES[b_layout], b_prepacked, n,
-                        a_scales, a_global, _LAYOUT_NAMES[a_layout], bias, alpha, out_dtype, None, None, weights_static,
-                        _EPILOGUE_NAMES[epilogue], _PRECISION_NAMES[precision], a_rmsnorm_weight, a_rmsnorm_eps, residual)
-    if y is not NotImplemented:
-        return y
+          precision: int, a_rmsnorm_weight: Optional[Tensor], a_rmsnorm_eps: float, residual: Optional[Tensor],
+          b_swiglu_interleave: int = 0) -> Tensor:
+    if not b_swiglu_interleave:  # the fast path's arguments hold no interleave
+        a_global = None if a_scales is None else (a_gs_value if a_gs is None else a_gs)
+        y = _C.gemm_checked(a, b, b_scales, b_gs_value if b_gs is None else b_gs, _LAYOUT_NAMES[b_layout], b_prepacked, n,
+                            a_scales, a_global, _LAYOUT_NAMES[a_layout], bias, alpha, out_dtype, None, None, weights_static,
+                            _EPILOGUE_NAMES[epilogue], _PRECISION_NAMES[precision], a_rmsnorm_weight, a_rmsnorm_eps,
+                            residual)
+        if y is not NotImplemented:
+            return y
     out = a.new_empty([a.shape[0], _out_cols(n, epilogue)], dtype=out_dtype)
     _gemm_launch(out, None, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout, b_prepacked,
-                 n, k, bias, alpha, weights_static, epilogue, precision, a_rmsnorm_weight, a_rmsnorm_eps, residual)
+                 n, k, bias, alpha, weights_static, epilogue, precision, a_rmsnorm_weight, a_rmsnorm_eps, residual,
+                 b_swiglu_interleave)
     return out
 
 
@@ -230,7 +235,7 @@ def _epilogue(op, bias, out_dtype, a, n):
 def gemm(a, b, b_scales=None, b_global_scale=1.0, *, b_scale_layout="linear", b_prepacked=False, n=None, a_scales=None,
          a_global_scale=None, a_scale_layout="linear", bias=None, alpha=1.0, out_dtype=None, out=None, workspace=None,
          weights_static=False, epilogue="none", precision="exact", a_rmsnorm_weight=None, a_rmsnorm_eps=1e-6,
-         residual=None, out_fp4=None, out_global_scale=None, out_scale_layout="linear"):
+         residual=None, out_fp4=None, out_global_scale=None, out_scale_layout="linear", b_swiglu_interleave=0):
     """out[m, n] = alpha * A . dequant(B)^T (+ bias) (+ residual), fp32 accumulation.
 
     a: [m, k] bf16/fp16 (W4A16), or packed NVFP4 [m, k/2] (uint8 / float4_e2m1fn_x2) with
@@ -240,8 +245,9 @@ def gemm(a, b, b_scales=None, b_global_scale=1.0, *, b_scale_layout="linear", b_
     with b_prepacked=True and n. out_dtype defaults to a's dtype (bf16 for W4A4). out=: a static
     [m, n] buffer. weights_static: see the C++ GemmArgs (programmatic dependent launch).
     epilogue="swiglu": b is a gate_up weight [2I, k], on sm_90a prepacked with prepack(...,
-    swiglu_interleave=...), on sm_100a / sm_120a (W4A4) as stored with gate rows [0, I) then up
-    rows; out is [m, I] = silu(gate) * up from the fp32 sums (bias: [2I]). With out_fp4 = (q,
+    swiglu_interleave=...), on sm_100a / sm_120a (W4A4) as stored: gate rows [0, I) then up rows,
+    or b_swiglu_interleave=g (a power of two dividing I) for a checkpoint that alternates groups of
+    g gate rows and g up rows; out is [m, I] = silu(gate) * up from the fp32 sums (bias: [2I]). With out_fp4 = (q,
     scales) (every arch) that D is written as NVFP4 instead, for a W4A4 down projection: q [m, I/2]
     (uint8 or float4_e2m1fn_x2) and its E4M3 scales in out_scale_layout, exactly what quantize()
     makes of the fp32 values with out_global_scale (a float or an fp32 tensor of 1 or m values:
@@ -256,13 +262,14 @@ def gemm(a, b, b_scales=None, b_global_scale=1.0, *, b_scale_layout="linear", b_
     [m, n] in out's dtype, added in fp32 before the one rounding (may be out itself). Numerics:
     the C++ GemmArgs::a_rmsnorm_weight and GemmArgs::residual.
     """
-    if not _compiling() and out_fp4 is None:
+    op = "gemm"
+    interleave = _interleave(op, b_swiglu_interleave)
+    if not _compiling() and out_fp4 is None and not interleave:
         y = _C.gemm_checked(a, b, b_scales, b_global_scale, b_scale_layout, b_prepacked, n, a_scales, a_global_scale,
                             a_scale_layout, bias, alpha, out_dtype, out, workspace, weights_static, epilogue, precision,
                             a_rmsnorm_weight, a_rmsnorm_eps, residual)
         if y is not NotImplemented:
             return y
-    op = "gemm"
     modes = _modes(op, epilogue, precision)
     m = a.shape[0] if isinstance(a, Tensor) else 0
     k, a_gs, a_gs_value, a_layout = _activations(op, a, a_scales, a_global_scale, a_scale_layout, m, 2)
@@ -278,7 +285,7 @@ def gemm(a, b, b_scales=None, b_global_scale=1.0, *, b_scale_layout="linear", b_
         _pick(op + "_fp4_out", _gemm_fp4_launch, a)(q, scales, workspace, a, a_scales, a_gs, a_gs_value, a_layout, b,
                                                      b_scales, b_gs, b_gs_value, b_layout, bool(b_prepacked), int(n), k,
                                                      bias, float(alpha), bool(weights_static), *modes, q_gs, q_gs_value,
-                                                     q_layout)
+                                                     q_layout, interleave)
         return q, scales
     if out_global_scale is not None:
         bad(op, "out_global_scale is for out_fp4 (NVFP4 D)")
@@ -289,13 +296,21 @@ def gemm(a, b, b_scales=None, b_global_scale=1.0, *, b_scale_layout="linear", b_
             bias, float(alpha))
     fused = (a_rmsnorm_weight, float(a_rmsnorm_eps), residual)
     if out is None:
-        return _pick(op, _gemm, a)(*args, out_dtype, bool(weights_static), *modes, *fused)
+        return _pick(op, _gemm, a)(*args, out_dtype, bool(weights_static), *modes, *fused, interleave)
     _tensor(out, op, "out", tuple(_ACT), 2, a.get_device())
     _shape(out, op, "out", [m, _out_cols(n, modes[0])])
     if workspace is not None:
         _tensor(workspace, op, "workspace", (torch.uint8,), 1, a.get_device())
-    _pick(op + "_out", _gemm_launch, a)(out, workspace, *args, bool(weights_static), *modes, *fused)
+    _pick(op + "_out", _gemm_launch, a)(out, workspace, *args, bool(weights_static), *modes, *fused, interleave)
     return out
+
+
+def _interleave(op, b_swiglu_interleave):
+    """b_swiglu_interleave as an int (the library checks it against the epilogue, the weight and
+    the arch)."""
+    if not isinstance(b_swiglu_interleave, int) or isinstance(b_swiglu_interleave, bool):
+        bad(op, f"b_swiglu_interleave must be an int (0, or a group size g), got {b_swiglu_interleave!r}")
+    return b_swiglu_interleave
 
 
 def _grouped_fields(g, layout, group_ends, masked_m, expected_m, per_group, row_index, a_rows, gemm_fields,
@@ -324,13 +339,15 @@ def _grouped_gemm_launch(out: Tensor, workspace: Optional[Tensor], a: Tensor, a_
                          group_ends: Optional[Tensor], masked_m: Optional[Tensor], expected_m: int,
                          a_gs_per_group: bool, row_index: Optional[Tensor], epilogue: int, precision: int,
                          combine_positions: Optional[Tensor], combine_row_token: Optional[Tensor],
-                         combine_weights: Optional[Tensor], combine_out: Optional[Tensor]) -> None:
+                         combine_weights: Optional[Tensor], combine_out: Optional[Tensor],
+                         b_swiglu_interleave: int = 0) -> None:
     m = out.shape[-2]
     fields = (m, n, k, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout, b_prepacked,
               bias, alpha, out, weights_static)
     fields = _grouped_fields(groups, layout, group_ends, masked_m, expected_m, a_gs_per_group, row_index,
                              a.shape[0] if row_index is not None else 0,
-                             _gemm_fields(*fields, workspace, epilogue, precision),
+                             _gemm_fields(*fields, workspace, epilogue, precision,
+                                          b_swiglu_interleave=b_swiglu_interleave),
                              (combine_positions, combine_row_token, combine_weights, combine_out))
     if (a_scales is not None or precision) and workspace is None:
         _with_workspace(fields, a, _C.grouped_gemm_workspace_bytes(*_GROUPED_GEMM_WORKSPACE_BYTES(fields)))
@@ -347,11 +364,11 @@ def _grouped_gemm(a: Tensor, a_scales: Optional[Tensor], a_gs: Optional[Tensor],
                   b_prepacked: bool, n: int, k: int, bias: Optional[Tensor], alpha: float, out_dtype: torch.dtype,
                   weights_static: bool, groups: int, layout: int, group_ends: Optional[Tensor],
                   masked_m: Optional[Tensor], expected_m: int, a_gs_per_group: bool,
-                  row_index: Optional[Tensor], epilogue: int, precision: int) -> Tensor:
+                  row_index: Optional[Tensor], epilogue: int, precision: int, b_swiglu_interleave: int = 0) -> Tensor:
     out = a.new_empty(_grouped_out_shape(a, n, row_index, epilogue), dtype=out_dtype)
     _grouped_gemm_launch(out, None, a, a_scales, a_gs, a_gs_value, a_layout, b, b_scales, b_gs, b_gs_value, b_layout,
                          b_prepacked, n, k, bias, alpha, weights_static, groups, layout, group_ends, masked_m, expected_m,
-                         a_gs_per_group, row_index, epilogue, precision, None, None, None, None)
+                         a_gs_per_group, row_index, epilogue, precision, None, None, None, None, b_swiglu_interleave)
     return out
 
 
@@ -365,7 +382,8 @@ def grouped_gemm(a, b, b_scales=None, b_global_scale=1.0, *, group_ends=None, ma
                  b_scale_layout="linear", b_prepacked=False, n=None, a_scales=None, a_global_scale=None,
                  a_scale_layout="linear", a_global_scale_per_group=False, row_index=None, bias=None, alpha=1.0,
                  out_dtype=None, out=None, workspace=None, weights_static=False, epilogue="none", precision="exact",
-                 combine_positions=None, combine_row_token=None, combine_weights=None, combine_out=None):
+                 combine_positions=None, combine_row_token=None, combine_weights=None, combine_out=None,
+                 b_swiglu_interleave=0):
     """A grouped GEMM (mixture of experts), one kernel for all groups.
 
     Contiguous layout (group_ends: int32 [G] cumulative row ends, on the device): a [m, k] sorted
@@ -376,7 +394,8 @@ def grouped_gemm(a, b, b_scales=None, b_global_scale=1.0, *, group_ends=None, ma
     (ModelOpt's per-expert input_scale). row_index (contiguous layout; moe_route's, int32 [m]):
     sorted row r is row row_index[r] of a [tokens, k] (W4A4: [tokens, k/2], a_scales the tokens'
     too), so the tokens need no sorted copy; out [m, n]. Rows past the last group end are left
-    alone. epilogue and precision: as in gemm (out's last dimension is I = n/2 with "swiglu").
+    alone. epilogue, precision and b_swiglu_interleave: as in gemm (out's last dimension is I = n/2
+    with "swiglu").
     epilogue="moe_combine" (contiguous layout; an MoE down projection on moe_route's
     rows): out is D as always, and combine_out [tokens, n] (bf16, fp16 or fp32) gets each token's
     router-weighted sum of its rows, exactly moe_combine's, deterministic; combine_positions and
@@ -386,6 +405,7 @@ def grouped_gemm(a, b, b_scales=None, b_global_scale=1.0, *, group_ends=None, ma
     """
     op = "grouped_gemm"
     modes = _modes(op, epilogue, precision)
+    interleave = _interleave(op, b_swiglu_interleave)
     if (group_ends is None) == (masked_m is None):
         bad(op, "give exactly one of group_ends (contiguous layout) and masked_m (masked layout)")
     if isinstance(a, Tensor) and not a.is_cuda:  # before the other tensors are compared with a's device
@@ -424,12 +444,13 @@ def grouped_gemm(a, b, b_scales=None, b_global_scale=1.0, *, group_ends=None, ma
     combine = _combine(op, modes[0], combine_positions, combine_row_token, combine_weights, combine_out, n, dev)
     fused_combine = modes[0] == GEMM_EPILOGUES["moe_combine"]
     if out is None and not fused_combine:
-        return _pick(op, _grouped_gemm, a)(*args, out_dtype, bool(weights_static), *grouped, *modes)
+        return _pick(op, _grouped_gemm, a)(*args, out_dtype, bool(weights_static), *grouped, *modes, interleave)
     if out is None:  # the combine's D, written as always; the caller asked for the combined rows
         out = a.new_empty(_grouped_out_shape(a, n, row_index, modes[0]), dtype=out_dtype)
     _tensor(out, op, "out", tuple(_ACT), dim, a.get_device())
     _shape(out, op, "out", _grouped_out_shape(a, n, row_index, modes[0]))
-    _pick(op + "_out", _grouped_gemm_launch, a)(out, workspace, *args, bool(weights_static), *grouped, *modes, *combine)
+    _pick(op + "_out", _grouped_gemm_launch, a)(out, workspace, *args, bool(weights_static), *grouped, *modes, *combine,
+                                                interleave)
     return combine_out if fused_combine else out
 
 
