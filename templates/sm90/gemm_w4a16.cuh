@@ -731,10 +731,9 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
       // Each thread copies 16-byte piece `piece` of rows ptid / 8, + 16, ... of every 64-column
       // box, and arrives once its copies land: the producers go on to the next stages meanwhile.
       const int piece = ptid % 8;
-#pragma unroll 1
-      for (int r = ptid / 8; r < C::BM; r += 16) {
-        // past the tile's rows: zeros; an index outside A: NaN
-        const long long i = tile.m0 + r < tile.m_end ? p.row_index[tile.m0 + r] : -1;
+      auto index_of = [&](int r) -> long long { return tile.m0 + r < tile.m_end ? p.row_index[tile.m0 + r] : -1; };
+      auto copy_row = [&](int r, long long i) {
+        // past the tile's rows (i = -1): zeros; an index outside A: NaN
         const bool bad = tile.m0 + r < tile.m_end && (i < 0 || i >= p.a_rows);
         const unsigned char* row = p.a + (i < 0 || bad ? 0 : i) * p.a_stride;
         unsigned char* dst = stage(s) + r * 128 + 16 * (piece ^ (r % 8));
@@ -745,6 +744,21 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
           const void* src = bad ? static_cast<const void*>(kNanPiece[C::ADT == DTYPE_FP16]) : in ? row + 2 * col : p.a;
           cp_async_16(dst + b * C::A_BOX_BYTES, src, bad || in ? 16u : 0u);
         }
+      };
+      if constexpr (C::BM <= 64) {
+        // A copy's address waits on its row's index, and the copy's memory clobber keeps the next
+        // index's read behind it: a thread's (at most four) indices are read together first.
+        // (Past 64 rows they would not fit the producers' registers.)
+        constexpr int ROWS = (C::BM + 15) / 16;
+        long long index[ROWS];
+#pragma unroll
+        for (int j = 0; j < ROWS; ++j) index[j] = ptid / 8 + 16 * j < C::BM ? index_of(ptid / 8 + 16 * j) : -1;
+#pragma unroll
+        for (int j = 0; j < ROWS; ++j)
+          if (ptid / 8 + 16 * j < C::BM) copy_row(ptid / 8 + 16 * j, index[j]);
+      } else {
+#pragma unroll 1
+        for (int r = ptid / 8; r < C::BM; r += 16) copy_row(r, index_of(r));
       }
       cp_async_arrive(&full[s]);
     };

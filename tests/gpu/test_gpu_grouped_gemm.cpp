@@ -671,7 +671,9 @@ TEST_SUITE("gpu_grouped_gemm") {
     c = {GroupedLayout::contiguous, 64, 300, 256, 512, ScaleLayout::linear, DType::bf16, DType::bf16};
     c.gather = true;
     run_grouped(c, rng, 2);  // captured, routing and row order redrawn between replays
-    for (int64_t expected_m : {8, 256}) {  // persistent and tall tiles: every 7th routed row's index outside A
+    // persistent tiles, tiles of 48 rows (a thread's three indices read together) and tall ones:
+    // every 7th routed row's index outside A
+    for (int64_t expected_m : {8, 48, 256}) {
       CAPTURE(expected_m);
       c = {GroupedLayout::contiguous, 8, 700, 136, 768, ScaleLayout::linear, DType::fp16, DType::fp32};
       c.gather = true, c.bad_indices = true, c.expected_m = expected_m;
