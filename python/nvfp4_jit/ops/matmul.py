@@ -247,11 +247,11 @@ def gemm(a, b, b_scales=None, b_global_scale=1.0, *, b_scale_layout="linear", b_
     epilogue="swiglu": b is a gate_up weight [2I, k], on sm_90a prepacked with prepack(...,
     swiglu_interleave=...), on sm_100a / sm_120a (W4A4) as stored: gate rows [0, I) then up rows,
     or b_swiglu_interleave=g (a power of two dividing I) for a checkpoint that alternates groups of
-    g gate rows and g up rows; out is [m, I] = silu(gate) * up from the fp32 sums (bias: [2I]). With out_fp4 = (q,
-    scales) (every arch) that D is written as NVFP4 instead, for a W4A4 down projection: q [m, I/2]
-    (uint8 or float4_e2m1fn_x2) and its E4M3 scales in out_scale_layout, exactly what quantize()
-    makes of the fp32 values with out_global_scale (a float or an fp32 tensor of 1 or m values:
-    one per row); returns (q, scales).
+    g gate rows and g up rows; out is [m, I] = silu(gate) * up from the fp32 sums (bias: [2I]).
+    With out_fp4 = (q, scales) (every arch) that D is written as NVFP4 instead, for a W4A4 down
+    projection: q [m, I/2] (uint8 or float4_e2m1fn_x2) and its E4M3 scales in out_scale_layout,
+    exactly what quantize() makes of the fp32 values with out_global_scale (a float or an fp32
+    tensor of 1 or m values: one per row); returns (q, scales).
     precision="w4a8" (sm_90a, prepacked b; a bf16/fp16 or NVFP4): FP8 tensor cores on A rounded to
     E4M3 per row (NVFP4 A decoded exactly first) and the weight folded to E4M3, about 2.5% relative
     error (docs/formats.md, "W4A8");
