@@ -233,14 +233,16 @@ Json bench_grouped(bool quick, const GroupedBenchFilter& only) {
       gathered.row_index = route.row_index, gathered.a_rows = tokens;
       const size_t gathered_at = bodies.size();
       bodies.push_back([&](int) { grouped_gemm(gathered, nullptr); });
-      // the W4A8 mode on the same calls (sorted rows, and gathered), its workspace given
+      // the W4A8 mode on the same calls (sorted rows, and gathered)
       GroupedGemmArgs w4a8 = g, w4a8_gathered = gathered;
       w4a8.gemm.precision = w4a8_gathered.gemm.precision = GemmPrecision::w4a8;
-      // (sized for both: gathered rows take the FP8 path from fewer rows an expert than sorted ones)
-      DeviceBuffer w4a8_workspace(size_t(std::max<int64_t>(
-          {16, grouped_gemm_workspace_bytes(w4a8), grouped_gemm_workspace_bytes(w4a8_gathered)})));
-      for (GroupedGemmArgs* w : {&w4a8, &w4a8_gathered})
-        w->gemm.workspace = w4a8_workspace.get(), w->gemm.workspace_bytes = int64_t(w4a8_workspace.bytes());
+      // one workspace given to every call that takes one (W4A8's E4M3 rows, the exact mode's
+      // gathered rows), sized for each
+      DeviceBuffer workspace(size_t(std::max<int64_t>({16, grouped_gemm_workspace_bytes(gathered),
+                                                       grouped_gemm_workspace_bytes(w4a8),
+                                                       grouped_gemm_workspace_bytes(w4a8_gathered)})));
+      for (GroupedGemmArgs* w : {&gathered, &w4a8, &w4a8_gathered})
+        w->gemm.workspace = workspace.get(), w->gemm.workspace_bytes = int64_t(workspace.bytes());
       const size_t w4a8_at = bodies.size();
       bodies.push_back([&](int) { grouped_gemm(w4a8, nullptr); });
       bodies.push_back([&](int) { grouped_gemm(w4a8_gathered, nullptr); });

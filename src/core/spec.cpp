@@ -35,6 +35,7 @@ std::string_view to_string(Op op) {
     case Op::moe_route: return "moe_route";
     case Op::moe_combine: return "moe_combine";
     case Op::fp8_activations: return "fp8_activations";
+    case Op::gather_rows: return "gather_rows";
   }
   return "unknown";
 }

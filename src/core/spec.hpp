@@ -18,7 +18,7 @@ namespace nvfp4::jit::detail {
 enum class Op : uint8_t { dequantize = 1, quantize = 2, row_amax = 3, amax_finalize = 4, convert_scales = 5, gemm = 6,
                           rmsnorm_quantize = 7, swiglu_quantize = 8, moe_stage = 9, prepack = 10,
                           mhc_rmsnorm_quantize = 11, moe_route = 21, moe_combine = 22,
-                          fp8_activations = 23 };
+                          fp8_activations = 23, gather_rows = 24 };
 
 enum class Arch : uint8_t { sm_90a, sm_100a, sm_103a, sm_120a, sm_121a };
 inline constexpr Arch kAllArchs[] = {Arch::sm_90a, Arch::sm_100a, Arch::sm_103a, Arch::sm_120a, Arch::sm_121a};

@@ -106,6 +106,16 @@ struct Fp8ActivationParams {
   long long groups;
 };
 
+// A grouped W4A16 GEMM's rows copied in its sorted order (gather_rows.cuh): out [rows, K] row r
+// is A's row row_index[r] (a NaN row for an index outside [0, a_rows)).
+struct GatherRowsParams {
+  const void* a;          // [a_rows, K] 16-bit, a_stride elements per row
+  long long a_stride;
+  long long a_rows;
+  const int* row_index;   // [rows], on the device
+  void* out;              // [rows, K]
+};
+
 struct PrepackParams {
   const unsigned char* packed;  // [rows, K/2] with packed_stride bytes per row
   long long packed_stride;

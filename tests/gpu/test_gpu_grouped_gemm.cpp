@@ -42,6 +42,7 @@ struct GroupedCase {
   bool gather = false;             // contiguous: A's rows read through row_index from fewer token rows
   bool bad_indices = false;        // gathered: some routed rows' indices outside A (their D rows NaN)
   int64_t expected_m = 0;          // the tile's rows per group (0: grouped_gemm's default)
+  bool workspace = false;          // grouped_gemm_workspace_bytes(args) given (poisoned), not allocated by the call
   int64_t d_pad = 0;               // D's rows this many elements longer than n (poisoned, never written)
   // the weights' packed values and scales written at the start of these buffers instead of fresh
   // ones (not prepacked): cases in turn put their weights at one address, as an allocator hands a
@@ -232,6 +233,14 @@ void run_grouped(const GroupedCase& c, std::mt19937& rng, int replays = 0) {
   g.gemm.b_prepacked = c.prepacked;
   g.gemm.d = d_out.get(), g.gemm.d_dtype = c.d, g.gemm.d_row_stride = c.d_pad ? d_row : 0;
   (c.layout == GroupedLayout::masked ? g.masked_m : g.group_ends) = d_sizes.as<int32_t>();
+  DeviceBuffer d_workspace;
+  if (c.workspace) {
+    const int64_t bytes = grouped_gemm_workspace_bytes(g);
+    REQUIRE(bytes > 0);
+    d_workspace = DeviceBuffer(size_t(bytes));
+    d_workspace.fill(0x7F);
+    g.gemm.workspace = d_workspace.get(), g.gemm.workspace_bytes = bytes;
+  }
 
   // each group's weight decoded once (E2M1 x E4M3 products are exact in float)
   std::vector<std::vector<float>> decoded(size_t(c.groups));
@@ -660,7 +669,8 @@ TEST_SUITE("gpu_grouped_gemm") {
     run_grouped(c, rng, 2);  // captured, routing and row order redrawn between replays
   }
 
-  TEST_CASE("contiguous W4A16 gathers A's rows through row_index as it loads them (tokens unsorted)") {
+  TEST_CASE("contiguous W4A16 gathers A's rows through row_index as it loads them, or copies them first from 16 rows an "
+            "expert (tokens unsorted)") {
     std::mt19937 rng(std::random_device{}());
     GroupedCase c{GroupedLayout::contiguous, 8, 96, 200, 256, ScaleLayout::linear, DType::bf16, DType::fp32};
     c.gather = true;
@@ -671,6 +681,10 @@ TEST_SUITE("gpu_grouped_gemm") {
     c = {GroupedLayout::contiguous, 64, 300, 256, 512, ScaleLayout::linear, DType::bf16, DType::bf16};
     c.gather = true;
     run_grouped(c, rng, 2);  // captured, routing and row order redrawn between replays
+    c.expected_m = 32;       // the same, the rows copied first: into the call's own buffer in the graph
+    run_grouped(c, rng, 2);
+    c.workspace = true, c.bad_indices = true;  // into a given workspace
+    run_grouped(c, rng, 2);
     // persistent tiles, tiles of 48 rows (a thread's three indices read together) and tall ones:
     // every 7th routed row's index outside A
     for (int64_t expected_m : {8, 48, 256}) {

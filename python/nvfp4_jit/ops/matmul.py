@@ -76,8 +76,10 @@ def _modes(op, epilogue, precision):
 
 
 def _with_workspace(fields, a, nbytes):
-    """fields with W4A4's or W4A8's workspace of `nbytes`, allocated through torch (caching
-    allocator, current stream)."""
+    """fields with the workspace of `nbytes` (W4A4's, W4A8's, or W4A16's rows gathered through
+    row_index) allocated through torch (caching allocator, current stream); none where 0."""
+    if nbytes == 0:
+        return
     ws = a.new_empty([nbytes], dtype=torch.uint8)
     fields["workspace"], fields["workspace_bytes"] = ws.data_ptr(), ws.numel()
 
@@ -349,7 +351,7 @@ def _grouped_gemm_launch(out: Tensor, workspace: Optional[Tensor], a: Tensor, a_
                              _gemm_fields(*fields, workspace, epilogue, precision,
                                           b_swiglu_interleave=b_swiglu_interleave),
                              (combine_positions, combine_row_token, combine_weights, combine_out))
-    if (a_scales is not None or precision) and workspace is None:
+    if (a_scales is not None or precision or row_index is not None) and workspace is None:
         _with_workspace(fields, a, _C.grouped_gemm_workspace_bytes(*_GROUPED_GEMM_WORKSPACE_BYTES(fields)))
     _launch(_C.grouped_gemm, a.get_device(), _GROUPED_GEMM(fields))
 
@@ -394,7 +396,9 @@ def grouped_gemm(a, b, b_scales=None, b_global_scale=1.0, *, group_ends=None, ma
     (ModelOpt's per-expert input_scale). row_index (contiguous layout; moe_route's, int32 [m]):
     sorted row r is row row_index[r] of a [tokens, k] (W4A4: [tokens, k/2], a_scales the tokens'
     too), so the tokens need no sorted copy; out [m, n]. Rows past the last group end are left
-    alone. epilogue, precision and b_swiglu_interleave: as in gemm (out's last dimension is I = n/2
+    alone. W4A16 from 16 rows an expert (expected_m) copies the rows into `workspace` in sorted
+    order first (uint8, as many bytes as the library's grouped_gemm_workspace_bytes; none given:
+    torch's allocator). epilogue, precision and b_swiglu_interleave: as in gemm (out's last dimension is I = n/2
     with "swiglu").
     epilogue="moe_combine" (contiguous layout; an MoE down projection on moe_route's
     rows): out is D as always, and combine_out [tokens, n] (bf16, fp16 or fp32) gets each token's

@@ -52,12 +52,11 @@ void check_workspace(const Check& check, const GemmCall& call) {
   const int64_t bytes = gemm_call_workspace_bytes(call);
   if (g.m == 0 || bytes == 0 || !g.workspace || !check.checks_buffers()) return;
   check.aligned("workspace", g.workspace, 16);
+  const char* need = g.precision == GemmPrecision::w4a8 ? "W4A8 needs (rows * k rounded up to 16, plus 4 * rows)"
+                     : gathers_rows_first(call)           ? "the rows gathered through row_index need (rows * k * 2)"
+                                                          : "W4A4 needs (rows * k * 2)";
   if (g.workspace_bytes < bytes)
-    check.fail("workspace_bytes", g.precision == GemmPrecision::w4a8
-                                      ? fmt::format("workspace_bytes = {} is less than the {} bytes W4A8 needs (rows * k "
-                                                    "rounded up to 16, plus 4 * rows)", g.workspace_bytes, bytes)
-                                      : fmt::format("workspace_bytes = {} is less than the {} bytes W4A4 needs (rows * k * 2)",
-                                                    g.workspace_bytes, bytes));
+    check.fail("workspace_bytes", fmt::format("workspace_bytes = {} is less than the {} bytes {}", g.workspace_bytes, bytes, need));
 }
 
 // RMSNorm of A in the GEMM (GemmArgs::a_rmsnorm_weight): BF16/FP16 rows of a dense exact call.
@@ -321,7 +320,8 @@ void check_moe_combine(const Check& check, const GroupedGemmArgs& ga, GemmCall& 
 }
 
 // A grouped call's A read through row_index (contiguous layout): W4A16's kernel gathers the rows
-// as it loads them, W4A4's the pass that decodes A.
+// as it loads them, or a pass copies them into the workspace first (gathers_rows_first); W4A4's
+// the pass that decodes A.
 void check_row_gather(const Check& check, const GroupedGemmArgs& ga, GemmCall& call) {
   if (ga.layout != GroupedLayout::contiguous)
     check.fail("row_index", "row_index is for the contiguous layout (a masked group's rows are its own)");
@@ -333,6 +333,7 @@ void check_row_gather(const Check& check, const GroupedGemmArgs& ga, GemmCall& c
   check.aligned("row_index", ga.row_index, 4);
   call.row_index = ga.row_index;
   call.a_rows = ga.a_rows;
+  check.bytes("workspace (rows * k * 2)", {call.rows, ga.gemm.k, 2});  // W4A16's rows gathered first
 }
 
 // The batched layout's strides (every group takes all m rows): defaults, the groups side by side
@@ -462,6 +463,7 @@ int64_t gemm_call_workspace_bytes(const GemmCall& call) {
   if (call.args.precision == GemmPrecision::w4a8) return fp8_activation_bytes(call.rows, call.args.k);
   // W4A4's decoded A, unless the call runs in one launch (every backend's GEMM then reads A as
   // it is, or decodes it as it loads it)
+  if (gathers_rows_first(call)) return call.rows * call.args.k * 2;  // (its size checked in check_row_gather)
   if (call.args.a_dtype != DType::nvfp4 || w4a4_runs_one_launch(call)) return 0;
   return call.rows * call.args.k * 2;  // (its size checked in check_fp4_activations)
 }
@@ -480,6 +482,15 @@ GemmCall gemm_call_on_decoded_a(const GemmCall& call, const void* decoded_a) {
   inner.a_stride = call.layout == GroupedLayout::batched ? call.groups * call.args.k : call.args.k;
   inner.args.a_row_stride = inner.a_stride;
   inner.problem = gemm_problem(GemmSpec{}.arch, inner);
+  return inner;
+}
+
+GemmCall gemm_call_on_gathered_a(const GemmCall& call, const void* gathered_a) {
+  GemmCall inner = call;
+  inner.args.a = gathered_a;
+  inner.args.a_row_stride = inner.a_stride = call.args.k;
+  inner.row_index = nullptr;  // the pass gathered the rows
+  inner.a_rows = 0;
   return inner;
 }
 

@@ -54,6 +54,12 @@ inline bool w4a4_runs_one_launch(bool grouped, int64_t m, int64_t k) {
   return !grouped && m <= kW4A4OneLaunchRows && k <= kW4A4OneLaunchK;
 }
 
+// A contiguous grouped W4A16 call reading A through row_index, tiles chosen for at least this many
+// rows an expert (expected_m), copies the rows into the workspace in sorted order first
+// (gather_rows_op.hpp) and runs the GEMM on them as sorted rows. Below it the producers gather
+// the few rows of each stage as they load them, which costs less than the copy's launch.
+constexpr int64_t kGatherFirstRows = 16;
+
 struct GemmCall {
   GemmArgs args;  // W4A4's GEMM: a is the decoded BF16 A, a_dtype bf16
   int64_t rows = 0;  // of A and D: m, or groups * m (masked, batched)
@@ -119,11 +125,19 @@ int64_t grouped_default_expected_m(int64_t m, int32_t groups);
 // The M a call's tile is chosen for: m, or a grouped call's rows per group.
 inline int64_t gemm_tile_rows(const GemmCall& call) { return call.groups ? call.expected_m : call.args.m; }
 // The workspace bytes a validated call uses (in the mode it runs): W4A8's E4M3 rows and row
-// scales (fp8_activations_op.hpp), W4A4's decoded A (rows * k * 2), else 0.
+// scales (fp8_activations_op.hpp), W4A4's decoded A or W4A16's gathered rows (rows * k * 2),
+// else 0.
 int64_t gemm_call_workspace_bytes(const GemmCall& call);
 // w4a4_runs_one_launch for a validated call (W4A4 or not).
 inline bool w4a4_runs_one_launch(const GemmCall& call) {
   return w4a4_runs_one_launch(call.groups > 0, call.args.m, call.args.k);
+}
+// Whether a validated call copies its gathered rows first (kGatherFirstRows): W4A16 (exact
+// mode: W4A8's activation pass gathers as it reads), contiguous groups, row_index.
+inline bool gathers_rows_first(const GemmCall& call) {
+  const GemmArgs& g = call.args;
+  return call.row_index && call.groups && call.layout == GroupedLayout::contiguous && g.a_dtype != DType::nvfp4 &&
+         g.precision == GemmPrecision::exact && call.expected_m >= kGatherFirstRows;
 }
 // How many groups a contiguous grouped call's rows can reach (at most one a row: a token's few
 // experts), which sizes a decode tile; 0 (all) for other calls.
@@ -132,6 +146,8 @@ int64_t gemm_groups_reached(const GemmCall& call);
 // W4A4's GEMM: the call on A decoded to BF16 (without its global scale, which the call's
 // epilogue applies) at `decoded_a`, row stride k.
 GemmCall gemm_call_on_decoded_a(const GemmCall& call, const void* decoded_a);
+// The call on its rows gathered in sorted order at `gathered_a` (row stride k): no row_index.
+GemmCall gemm_call_on_gathered_a(const GemmCall& call, const void* gathered_a);
 // W4A8's GEMM: the call on A as E4M3 at `workspace` (row stride k; a grouped call's rows as
 // sorted, the pass gathered them) with its row scales after it (fp8_activations_op.hpp's
 // layout), as A's per-row global scale (NVFP4 A's global scale folded in by the pass).

@@ -25,6 +25,7 @@ struct Key {
   uint64_t context_id;
   GemmSpec problem;
   int64_t m, tile_rows;
+  int64_t gathers_first;  // (a flag, 64 bits wide: no padding)
   bool operator==(const Key& o) const { return std::memcmp(this, &o, sizeof o) == 0; }
 };
 static_assert(std::has_unique_object_representations_v<Key>, "Key must have no padding");
@@ -71,13 +72,20 @@ GemmKernel choose_and_load(const DeviceInfo& device, const GemmBackend& backend,
 }
 
 // The warm entry of a call met for the first time: its kernel, or W4A4's that decodes A first
-// (GemmBackend::runs_fp4_activations false): the BF16 kernel of the call on decoded A.
+// (GemmBackend::runs_fp4_activations false): the BF16 kernel of the call on decoded A; W4A8's and
+// the row gather's with their passes.
 GemmKernel first_call(const DeviceInfo& device, const GemmCall& call, CUstream stream) {
   const GemmBackend& backend = gemm_backend(device.arch, "nvfp4::jit::gemm");
   if (call.args.precision == GemmPrecision::w4a8) {
     GemmKernel kernel = choose_and_load(device, backend, gemm_fp8_problem(gemm_problem_on(device.arch, call)), call, stream);
     // the activation pass's kernel loaded too before either is enqueued
     kernel.activations = load_fp8_activations_kernel(device, call, stream);
+    return kernel;
+  }
+  if (gathers_rows_first(call)) {
+    GemmKernel kernel = choose_and_load(device, backend, gemm_problem_on(device.arch, call), call, stream);
+    kernel.activations = load_gather_rows_kernel(device, call, stream);  // before either is enqueued
+    kernel.gathers_a = true;
     return kernel;
   }
   if (call.args.a_dtype != DType::nvfp4 || backend.runs_fp4_activations(call))
@@ -100,7 +108,7 @@ const GemmKernel& gemm_dispatch(const DeviceInfo& device, const GemmCall& call, 
     kernels.clear();
     generation = now;
   }
-  const Key key{device.context_id, call.problem, call.args.m, gemm_tile_rows(call)};
+  const Key key{device.context_id, call.problem, call.args.m, gemm_tile_rows(call), gathers_rows_first(call)};
   if (auto it = kernels.find(key); it != kernels.end()) return it->second;
   GemmKernel kernel = first_call(device, call, stream);
   if (kernels.size() >= kMaxEntries) kernels.clear();

@@ -9,6 +9,7 @@
 #include "ops/gemm/call.hpp"
 #include "ops/gemm/dispatch.hpp"
 #include "ops/gemm/fp8_activations_op.hpp"
+#include "ops/gemm/gather_rows_op.hpp"
 #include "ops/validate.hpp"
 
 namespace nvfp4::jit::detail {
@@ -68,10 +69,23 @@ void gemm_w4a8(const GemmCall& call, const GemmKernel& kernel, CUstream stream) 
   owned.free();
 }
 
+// W4A16 on rows gathered through row_index (gathers_rows_first): A's rows copied into the
+// workspace in sorted order, then `kernel` on them as sorted rows.
+void gemm_gathered(const GemmCall& call, const GemmKernel& kernel, CUstream stream) {
+  const GemmArgs& args = call.args;
+  StreamBuffer owned;
+  if (!args.workspace && !load_only()) owned = StreamBuffer(size_t(call.rows * args.k * 2), stream, "gathered rows");
+  void* rows = args.workspace ? args.workspace : owned.get();
+  launch_gather_rows(kernel.activations, args.a, call.a_stride, call.a_rows, call.row_index, call.rows, rows, stream);
+  launch_gemm(kernel, gemm_call_on_gathered_a(call, rows), stream);
+  owned.free();
+}
+
 // `kernel` (loaded) on `call`: W4A4's decode first where the kernel runs on decoded A, W4A8's
-// activation pass first.
+// activation pass or the row gather first.
 void enqueue_gemm(const GemmCall& call, const GemmKernel& kernel, CUstream stream) {
   if (kernel.decodes_a) return gemm_w4a4(call, kernel, stream);
+  if (kernel.gathers_a) return gemm_gathered(call, kernel, stream);
   if (call.args.precision == GemmPrecision::w4a8) return gemm_w4a8(call, kernel, stream);
   launch_gemm(kernel, call, stream);
 }
@@ -117,6 +131,10 @@ void run_gemm_with_tile(const GemmCall& call, const GemmTile& tile, const char* 
     fail(Status::unsupported, "{}: tile {}: {}", who, backend.describe(tile), why);
   GemmKernel kernel = load_gemm_kernel(device, backend, spec, call.args.m, stream, call);
   if (w4a8) kernel.activations = load_fp8_activations_kernel(device, call, stream);  // before anything is enqueued
+  if (gathers_rows_first(call)) {
+    kernel.activations = load_gather_rows_kernel(device, call, stream);
+    kernel.gathers_a = true;
+  }
   enqueue_gemm_with_counters(call, kernel, stream);
 }
 

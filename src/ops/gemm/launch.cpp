@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "ops/gemm/fp8_activations_op.hpp"
+#include "ops/gemm/gather_rows_op.hpp"
 #include "ops/gemm/prewarm_variants.hpp"
 
 namespace nvfp4::jit::detail {
@@ -41,6 +42,11 @@ GemmKernel load_gemm_kernel(const DeviceInfo& device, const GemmBackend& backend
 CUfunction load_fp8_activations_kernel(const DeviceInfo& device, const GemmCall& call, CUstream stream) {
   const GemmArgs& args = call.args;
   return kernel_for(device, fp8_activations_spec(device.arch, args.k, args.a_dtype, args.a_fp4.scale_layout), stream,
+                    [&] { return gemm_prewarm_hint(call, device); });
+}
+
+CUfunction load_gather_rows_kernel(const DeviceInfo& device, const GemmCall& call, CUstream stream) {
+  return kernel_for(device, gather_rows_spec(device.arch, call.args.k, call.args.a_dtype), stream,
                     [&] { return gemm_prewarm_hint(call, device); });
 }
 

@@ -17,7 +17,8 @@ struct GemmKernel {
   CUfunction function = nullptr;
   GemmPlan plan;
   bool decodes_a = false;  // W4A4 on a backend without an FP4 MMA: the BF16 kernel, on A decoded first
-  CUfunction activations = nullptr;  // W4A8: the activation pass's kernel, loaded with the GEMM's
+  bool gathers_a = false;  // W4A16 through row_index: the kernel on A's rows gathered first (gathers_rows_first)
+  CUfunction activations = nullptr;  // the activation pass's kernel (W4A8's, or the row gather), loaded with the GEMM's
 };
 
 // The command that builds a GEMM call's kernels for `device` ahead of time (its shape, SM count
@@ -31,6 +32,8 @@ GemmKernel load_gemm_kernel(const DeviceInfo& device, const GemmBackend& backend
 
 // W4A8: the activation pass's kernel (fp8_activations_op.hpp) loaded for `call`.
 CUfunction load_fp8_activations_kernel(const DeviceInfo& device, const GemmCall& call, CUstream stream);
+// gathers_rows_first: the row gather's kernel (gather_rows_op.hpp) loaded for `call`.
+CUfunction load_gather_rows_kernel(const DeviceInfo& device, const GemmCall& call, CUstream stream);
 
 // Binds the call's pointers into a copy of the plan's parameters and launches with the tensor
 // maps the bind lists (each encoded once per thread and key), early where the caller promised

@@ -12,6 +12,7 @@
 #include "ops/gemm/backend.hpp"
 #include "ops/gemm/call.hpp"
 #include "ops/gemm/fp8_activations_op.hpp"
+#include "ops/gemm/gather_rows_op.hpp"
 #include "ops/gemm/m_buckets.hpp"
 #include "ops/gemm/prewarm_variants.hpp"
 #include "ops/gemm/tile_choice.hpp"
@@ -89,6 +90,9 @@ std::vector<KernelSpec> gemm_prewarm_specs(Arch arch, const WeightShape& shape, 
     problems.push_back(problem);
     // the W4A8 activation pass of its K and A (NVFP4 A's: per scale layout)
     if (v.precision == GemmPrecision::w4a8) specs.push_back(fp8_activations_spec(arch, shape.k, v.a, v.a_scales));
+    // the row gather of a contiguous W4A16 call through row_index (gathers_rows_first)
+    if (shape.groups > 1 && v.grouped == GroupedLayout::contiguous && v.a != DType::nvfp4)
+      specs.push_back(gather_rows_spec(arch, shape.k, v.a));
   }
   for (int bucket : kGemmMBuckets)
     for (const GemmSpec& variant : problems) {
