@@ -143,7 +143,7 @@ TEST_SUITE("gemm_w4a8") {
     CHECK(gemm_call_on_fp8_a(call, buffer).a_gscale_mode == nvfp4k::GSCALE_DEVICE_PER_ROW);
     ga.row_index = sizes, ga.a_rows = 1000;
     CHECK(grouped_gemm_workspace_bytes(ga) == 300 * 256 + 4 * 300);
-    ga.expected_m = kW4A8GatheredExactRows;  // gathered at decode sizes: the exact mode, W4A4's decoded A
+    ga.expected_m = kW4A8GroupedExactRows;  // gathered at decode sizes: the exact mode, W4A4's decoded A
     CHECK(grouped_gemm_workspace_bytes(ga) == 300 * 256 * 2);
     ga.row_index = nullptr, ga.a_rows = 0, ga.expected_m = kW4A8GroupedExactRows;  // sorted: W4A4's decoded A
     CHECK(grouped_gemm_workspace_bytes(ga) == 300 * 256 * 2);
@@ -185,22 +185,24 @@ TEST_SUITE("gemm_w4a8") {
     CHECK_FALSE(gemm_problem_w4a8(grouped_gemm_call(ga, "test", false).problem));
     ga.expected_m = kW4A8GroupedExactRows + 1;
     CHECK(gemm_problem_w4a8(grouped_gemm_call(ga, "test", false).problem));
-    // gathered contiguous rows: W4A8 from kW4A8GatheredExactRows on (the exact mode's gather is the slower)
+    // gathered contiguous rows: the sorted rows' rule (the exact mode copies them first, where
+    // W4A8's pass gathers them), its workspace the mode's
     GroupedGemmArgs gathered = ga;
-    gathered.layout = GroupedLayout::contiguous, gathered.masked_m = nullptr, gathered.group_ends = sizes;
-    gathered.row_index = sizes, gathered.a_rows = 50, gathered.expected_m = kW4A8GatheredExactRows + 1;
+    gathered.layout = GroupedLayout::contiguous, gathered.masked_m = nullptr, gathered.group_ends = sizes, gathered.gemm.m = 300;
+    gathered.row_index = sizes, gathered.a_rows = 50, gathered.expected_m = kW4A8GroupedExactRows + 1;
     CHECK(gemm_problem_w4a8(grouped_gemm_call(gathered, "test", false).problem));
-    gathered.row_index = nullptr, gathered.a_rows = 0;
+    CHECK(grouped_gemm_workspace_bytes(gathered) == 300 * 256 + 4 * 300);
+    gathered.expected_m = kW4A8GroupedExactRows;
     CHECK_FALSE(gemm_problem_w4a8(grouped_gemm_call(gathered, "test", false).problem));
-    gathered.row_index = sizes, gathered.a_rows = 50, gathered.expected_m = kW4A8GatheredExactRows;
+    CHECK(grouped_gemm_workspace_bytes(gathered) == 300 * 256 * 2);  // the rows copied first, BF16
+    gathered.expected_m = kW4A8GroupedExactRows + 1, gathered.gemm.n = kW4A8GroupedLeastN - 1;
     CHECK_FALSE(gemm_problem_w4a8(grouped_gemm_call(gathered, "test", false).problem));
-    CHECK(w4a8_runs_exact(false, false, kW4A8ExactRows, 64));
-    CHECK_FALSE(w4a8_runs_exact(false, true, kW4A8ExactRows + 1, 64));
-    // sorted grouped rows on experts of fewer than kW4A8GroupedLeastN weight rows: the exact mode
-    // at any rows per expert; gathered rows and dense calls do not look at n
-    CHECK(w4a8_runs_exact(true, false, 4096, kW4A8GroupedLeastN - 1));
-    CHECK_FALSE(w4a8_runs_exact(true, false, kW4A8GroupedExactRows + 1, kW4A8GroupedLeastN));
-    CHECK_FALSE(w4a8_runs_exact(true, true, kW4A8GatheredExactRows + 1, 64));
+    CHECK(w4a8_runs_exact(false, kW4A8ExactRows, 64));
+    CHECK_FALSE(w4a8_runs_exact(false, kW4A8ExactRows + 1, 64));
+    // grouped rows on experts of fewer than kW4A8GroupedLeastN weight rows: the exact mode at any
+    // rows per expert; dense calls do not look at n
+    CHECK(w4a8_runs_exact(true, 4096, kW4A8GroupedLeastN - 1));
+    CHECK_FALSE(w4a8_runs_exact(true, kW4A8GroupedExactRows + 1, kW4A8GroupedLeastN));
     ga.layout = GroupedLayout::batched, ga.masked_m = nullptr;
     try {
       grouped_gemm_workspace_bytes(ga);
@@ -224,7 +226,8 @@ TEST_SUITE("gemm_w4a8") {
     CHECK_NOTHROW(grouped_gemm_call(ga, "test"));
   }
 
-  TEST_CASE("grouped W4A8 on the backends: sm_90a takes contiguous and masked, refuses a fused epilogue; its kernels keyed apart") {
+  TEST_CASE("grouped W4A8 on the backends: sm_90a takes contiguous and masked and the SwiGLU epilogue, refuses the combine "
+            "and NVFP4 D; its kernels keyed apart") {
     const GemmBackend& backend = *find_gemm_backend(Arch::sm_90a);
     GroupedGemmArgs ga;
     ga.gemm = w4a8_args(), ga.groups = 8, ga.group_ends = reinterpret_cast<const int32_t*>(buffer), ga.expected_m = 512;
@@ -237,7 +240,13 @@ TEST_SUITE("gemm_w4a8") {
     GemmSpec batched = masked;
     batched.flags = uint16_t((batched.flags & ~kFlagGroupedMasked) | kFlagGroupedBatched);
     CHECK(backend.unsupported(batched).find("precision = w4a8") != std::string::npos);
-    CHECK(backend.unsupported(with_epilogue(contiguous, GemmEpilogue::swiglu)).find("fused epilogue") != std::string::npos);
+    const GemmSpec swiglu = with_epilogue(contiguous, GemmEpilogue::swiglu);
+    CHECK(backend.unsupported(swiglu) == "");
+    GemmSpec swiglu_fp4 = swiglu;
+    swiglu_fp4.out_dtype = uint8_t(DType::nvfp4);
+    CHECK(backend.unsupported(swiglu_fp4).find("precision = w4a8 writes BF16, FP16 or FP32 D") != std::string::npos);
+    CHECK(backend.unsupported(with_epilogue(contiguous, GemmEpilogue::moe_combine)).find("moe_combine epilogue") !=
+          std::string::npos);
     for (Arch arch : {Arch::sm_100a, Arch::sm_120a})
       CHECK(find_gemm_backend(arch)->unsupported(gemm_problem_on(arch, grouped_gemm_call(ga, "test", false)))
                 .find("native FP4") != std::string::npos);

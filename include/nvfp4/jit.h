@@ -308,8 +308,8 @@ typedef struct nvfp4_grouped_gemm_args {
 } nvfp4_grouped_gemm_args;
 nvfp4_status nvfp4_jit_grouped_gemm(const nvfp4_grouped_gemm_args* args, CUstream stream);
 /* Workspace bytes nvfp4_jit_grouped_gemm needs for `args` (W4A4, and W4A8 through
-   gemm.precision: every group's rows, whatever their number; W4A16 through row_index from 16
-   rows an expert: its rows copied in sorted order; else 0); -1 as nvfp4_jit_gemm_workspace_bytes. */
+   gemm.precision: every group's rows, whatever their number; W4A16 through row_index: its rows
+   copied in sorted order; else 0); -1 as nvfp4_jit_gemm_workspace_bytes. */
 int64_t nvfp4_jit_grouped_gemm_workspace_bytes(const nvfp4_grouped_gemm_args* args);
 /* Bytes of combine.counters nvfp4_jit_grouped_gemm needs for `args` (epilogue MOE_COMBINE: tokens *
    ceil(n / 64) * 4, else 0); -1 as nvfp4_jit_gemm_workspace_bytes. */

@@ -396,11 +396,9 @@ struct GroupedGemmArgs {
   bool a_global_scale_per_group = false;
   // Contiguous: A's rows read through row_index (moe_route's), so the tokens need no sorted
   // copy: sorted row r is row row_index[r] of A [a_rows, k] (gemm.a, or gemm.a_fp4 for W4A4).
-  // W4A16's kernel gathers the rows as it loads them where its tiles are chosen for fewer than 16
-  // rows an expert (expected_m); from 16 a pass copies them into the workspace in sorted order
-  // first (one launch more, and the GEMM then runs as fast as on sorted rows). W4A4 on sm_90a
-  // gathers them in the pass that decodes A into the workspace, W4A8 in the pass that rounds A
-  // to E4M3. An index outside [0, a_rows) (moe_route's -1 past the
+  // W4A16 copies them into the workspace in sorted order first (one launch more; the GEMM then
+  // runs as on sorted rows). W4A4 on sm_90a gathers them in the pass that decodes A into the
+  // workspace (sm_100a / sm_120a as they load them), W4A8 in the pass that rounds A to E4M3. An index outside [0, a_rows) (moe_route's -1 past the
   // routed rows) gives a NaN row of A. W4A4's global scale of A then is one or per group (per
   // row it would be the tokens', which the sorted rows do not follow).
   const int32_t* row_index = nullptr;  // [m] on the device, or null
@@ -420,8 +418,8 @@ struct GroupedGemmArgs {
 void grouped_gemm(const GroupedGemmArgs& args, CUstream stream);
 // Bytes of workspace grouped_gemm needs for `args` (W4A4: all groups' rows * k * 2, whatever
 // their number (sm_90a decodes A first; sm_100a / sm_120a read NVFP4 A and leave it unused);
-// W4A8: all groups' rows * k rounded up to 16, plus 4 per row; W4A16 through row_index from 16
-// rows an expert: m * k * 2; otherwise 0).
+// W4A8: all groups' rows * k rounded up to 16, plus 4 per row; W4A16 through row_index: m * k * 2
+// (its rows in sorted order); otherwise 0).
 // Checks its arguments as gemm_workspace_bytes does.
 int64_t grouped_gemm_workspace_bytes(const GroupedGemmArgs& args);
 // Bytes of MoeCombineEpilogue::counters grouped_gemm needs for `args` (gemm.epilogue

@@ -50,7 +50,10 @@ const BlockModel kBlocks[] = {
     {"gpt-oss-120b-moe", 2880, 2880, 128, 4},
 };
 
-enum class Activations { w4a16, w4a4 };
+// w4a8: W4A16's BF16 rows with both GEMMs in the W4A8 precision (GemmPrecision::w4a8; opt-in,
+// FP8 tensor cores, run at prefill sizes only: below them it runs the exact mode).
+enum class Activations { w4a16, w4a4, w4a8 };
+constexpr int64_t kW4A8Tokens = 1024;  // the least tokens a W4A8 row is run at
 
 // The router's choices [tokens, choices]: topk distinct experts per token (drawn as the tuner and
 // `bench grouped` draw them), then the shared expert if any.
@@ -164,7 +167,7 @@ class Block {
       : m_(model), gate_up_(gate_up), down_(down), tokens_(tokens), acts_(acts), fused_(fusion != Fusion::chain),
         fused_combine_(fusion == Fusion::fold && model.moe()),
         norm_in_gate_up_(fusion == Fusion::fold && !model.moe() && acts == Activations::w4a16),
-        rows_(model.moe() ? tokens * model.choices() : tokens),
+        bf16_in_(acts != Activations::w4a4), rows_(model.moe() ? tokens * model.choices() : tokens),
         x_(to_device(normal_bf16(size_t(tokens * model.hidden), rng))), xq_(tokens, model.hidden),
         h_(size_t(rows_ * 2 * model.inter * 2)), hq_(rows_, model.inter), y_(size_t(rows_ * model.hidden * 2)),
         out_(size_t(tokens * model.hidden * 2)) {
@@ -197,7 +200,7 @@ class Block {
         RmsNormQuantizeArgs norm;
         norm.in = x_.get(), norm.rows = tokens_, norm.k = m_.hidden, norm.weight = norm_weight_.get();
         norm.out = xq_.output(kInputScale);
-        if (acts_ == Activations::w4a16) norm.normed = normed_.get();
+        if (bf16_in_) norm.normed = normed_.get();
         rmsnorm_quantize(norm, stream);
       }
       gemm(dense_gate_up(), stream);
@@ -248,13 +251,14 @@ class Block {
     g.b = w.tensor();
     g.b_prepacked = true, g.weights_static = true;
     g.workspace = workspace_.get(), g.workspace_bytes = int64_t(workspace_.bytes());
+    if (acts_ == Activations::w4a8) g.precision = GemmPrecision::w4a8;
     return g;
   }
   GemmArgs gate_up_args(int64_t m) const {
     GemmArgs g = gemm_args(gate_up_, m);
     if (norm_in_gate_up_) {
       g.a = x_.get(), g.a_rmsnorm_weight = norm_weight_.get();  // (eps: rmsnorm_quantize's default, as the chain's)
-    } else if (acts_ == Activations::w4a16) {
+    } else if (bf16_in_) {
       g.a = m_.moe() ? x_.get() : normed_.get();
     } else {
       g.a_dtype = DType::nvfp4, g.a_fp4 = xq_.input(kInputScale);
@@ -267,7 +271,7 @@ class Block {
   }
   GemmArgs down_args(int64_t m) const {
     GemmArgs g = gemm_args(down_, m);
-    if (fused_ && acts_ == Activations::w4a16)
+    if (fused_ && bf16_in_)
       g.a = h_.get();
     else
       g.a_dtype = DType::nvfp4, g.a_fp4 = hq_.input(fused_ ? kInputScale : 0);
@@ -312,6 +316,7 @@ class Block {
   int64_t tokens_;
   Activations acts_;
   bool fused_, fused_combine_, norm_in_gate_up_;
+  bool bf16_in_;  // BF16 activations into gate_up (W4A16, W4A8), and with `fused_` SwiGLU's BF16 rows into down
   int64_t rows_;  // rows of the GEMMs: tokens, or tokens x choices routed
   DeviceBuffer x_;
   Nvfp4Rows xq_;
@@ -380,22 +385,22 @@ double block_flops(const BlockModel& m, int64_t tokens) {
 
 // Compiles every kernel the block's ops use at its shapes (all token counts) and loads them.
 void prewarm_block(const BlockModel& m) {
-  PrewarmOptions options;
   const int32_t groups = m.moe() ? m.groups() : 1;
-  options.shapes = {{2 * m.inter, m.hidden, groups}, {m.hidden, m.inter, groups}};
-  options.variants = "b-layout=prepacked";
-  options.load = true;
-  PrewarmResult result = prewarm(options);
-  options.shapes = {{2 * m.inter, m.hidden, groups}};  // the fused gate_up
-  options.variants = "b-layout=prepacked epilogue=swiglu d-dtype=bf16,nvfp4";
-  for (int i = 0; i < (m.moe() ? 2 : 1); ++i) {
-    if (i == 1) {  // the MoE block's down with the combine
-      options.shapes = {{m.hidden, m.inter, groups}};
-      options.variants = "b-layout=prepacked epilogue=moe-combine grouped=contiguous";
-    }
-    const PrewarmResult fused = prewarm(options);
-    result.kernels += fused.kernels, result.compiled += fused.compiled, result.seconds += fused.seconds;
-    result.failed += fused.failed;
+  const PrewarmShape gate_up{2 * m.inter, m.hidden, groups}, down{m.hidden, m.inter, groups};
+  // (shapes, variants): the chain's GEMMs, the fused gate_up, the MoE down with the combine, the
+  // W4A8 rows' GEMMs (down on NVFP4 or BF16 rows) and their fused gate_up
+  std::vector<std::pair<std::vector<PrewarmShape>, const char*>> runs{
+      {{gate_up, down}, "b-layout=prepacked"},
+      {{gate_up}, "b-layout=prepacked epilogue=swiglu d-dtype=bf16,nvfp4"},
+      {{gate_up, down}, "b-layout=prepacked precision=w4a8"},
+      {{gate_up}, "b-layout=prepacked epilogue=swiglu d-dtype=bf16 precision=w4a8"}};
+  if (m.moe()) runs.push_back({{down}, "b-layout=prepacked epilogue=moe-combine grouped=contiguous"});
+  PrewarmResult result;
+  for (const auto& [shapes, variants] : runs) {
+    PrewarmOptions options;
+    options.shapes = shapes, options.variants = variants, options.load = true;
+    const PrewarmResult r = prewarm(options);
+    result.kernels += r.kernels, result.compiled += r.compiled, result.seconds += r.seconds, result.failed += r.failed;
   }
   std::printf("  %s: prewarm %lld kernels (%lld compiled) in %.1f s%s\n", m.name, (long long)result.kernels,
               (long long)result.compiled, result.seconds, result.failed ? ", some failed (compiled on first use)" : "");
@@ -433,6 +438,8 @@ Json bench_block(bool quick, const BlockBenchFilter& only) {
               "  every token's 9th choice at weight 1. The MLP has no residual add (no op writes one).\n");
   std::printf("  floor: the touched weights (prepacked NVFP4) plus the block's BF16 input and output at %.0f GB/s (copy)\n",
               copy_bps / 1e9);
+  std::printf("  W4A8 (from %lld tokens): the W4A16 rows with both GEMMs in the W4A8 precision (opt-in, FP8 tensor cores)\n",
+              (long long)kW4A8Tokens);
   std::printf("  TFLOP/s: the block's products (every routed row through gate_up and down) over the chain's time\n");
   std::printf("  fused: gate_up with the SwiGLU epilogue (no swiglu_quantize): W4A16 its BF16 rows into a W4A16 down, W4A4\n"
               "  its rows as NVFP4 (a static scale) into down; +fold: fused and one fold more, an MoE\n"
@@ -451,14 +458,15 @@ Json bench_block(bool quick, const BlockBenchFilter& only) {
     for (int64_t tokens : token_counts)
       for (RoutingDraw routing : {RoutingDraw::uniform, RoutingDraw::zipf}) {
         if (!m.moe() && routing == RoutingDraw::zipf) continue;
-        for (Activations acts : {Activations::w4a16, Activations::w4a4}) {
+        for (Activations acts : {Activations::w4a16, Activations::w4a4, Activations::w4a8}) {
+          if (acts == Activations::w4a8 && tokens < kW4A8Tokens) continue;
           const Block block(m, gate_up, down, tokens, acts, routing, rng, Fusion::chain),
               fused_block(m, gate_up, down, tokens, acts, routing, rng, Fusion::fused);
           const BlockGraph graph(block, s.stream), fused_graph(fused_block, s.stream);
           // +fold: the combine in an MoE block's down, the RMSNorm in the dense W4A16 MLP's gate_up
           std::unique_ptr<Block> more_block;
           std::unique_ptr<BlockGraph> more_graph;
-          if (m.moe() || acts == Activations::w4a16) {
+          if (acts != Activations::w4a8 && (m.moe() || acts == Activations::w4a16)) {
             more_block = std::make_unique<Block>(m, gate_up, down, tokens, acts, routing, rng, Fusion::fold);
             more_graph = std::make_unique<BlockGraph>(*more_block, s.stream);
           }
@@ -476,7 +484,7 @@ Json bench_block(bool quick, const BlockBenchFilter& only) {
           const double more = more_graph ? median(times[2]) : 0.0;
           const double floor_us = floor_bytes(m, block, gate_up, down, tokens) / copy_bps * 1e6;
           const char* routing_name = !m.moe() ? "-" : routing == RoutingDraw::zipf ? "zipf" : "uniform";
-          const char* acts_name = acts == Activations::w4a4 ? "W4A4" : "W4A16";
+          const char* acts_name = acts == Activations::w4a4 ? "W4A4" : acts == Activations::w4a8 ? "W4A8" : "W4A16";
           const double tflops = block_flops(m, tokens) / chain_us / 1e6;
           const std::string more_cols = more_graph
                                             ? fmt::format(" {:9.1f} {:9.1f} {:9.2f}", more_graph->launches(), more, more / chain_us)

@@ -42,13 +42,10 @@ struct GemmParams {
   long long w_group_bytes;        // grouped: bytes from one group's w_scales to the next's
   long long d_group_stride;       // batched: elements from one group's D to the next's
   long long n;                    // the weight's rows (one group's)
-  // Contiguous groups read through row_index (moe_route's): sorted row r is row row_index[r] of
-  // A [a_rows, K] at a (a_stride bytes per row), gathered by the producers instead of tma_a.
-  // NVFP4 activations (W4A4 in one launch): a holds A's packed rows, a_scales their E4M3 block
-  // scales (layout compiled in), decoded by the producers (dense: M rows).
-  const int* row_index;           // or null
+  // NVFP4 activations (W4A4 in one launch): a holds A's packed rows (a_stride bytes per row),
+  // a_scales their E4M3 block scales (layout compiled in), decoded by the producers (dense: M rows).
   const unsigned char* a;
-  long long a_stride, a_rows;
+  long long a_stride;
   const unsigned char* a_scales;
   MoeCombineEpilogueParams combine;  // EPILOGUE_MOE_COMBINE only
   // RMSNorm of A (GemmConfig::RMSNORM): D's rows of (A * g / rms(A's row)) . W^T, g [K] in A's

@@ -10,11 +10,10 @@
 //
 // Warpgroups 0..WG-1 consume, 64 weight rows each; the threads after them produce: one issues
 // the TMA loads of a STAGES-deep ring guarded by mbarriers, and for the ModelOpt layout a
-// warpgroup of them stages the tiles' block scales (cp.async); contiguous groups read through
-// GemmParams::row_index have that warpgroup gather A's rows too (cp.async into the places TMA's
-// 128-byte swizzle gives them; an index outside A, a NaN row). With ADT DTYPE_NVFP4 (W4A4 in
-// one launch) the producer warps decode A's NVFP4 rows to BF16 into those places instead, a
-// stage a warp in turn (sm90/fp4_activations.cuh). A prepacked weight
+// warpgroup of them stages the tiles' block scales (cp.async). (Rows gathered through moe_route's
+// row_index come sorted: the front copies them first, gather_rows.cuh.) With ADT DTYPE_NVFP4
+// (W4A4 in one launch) the producer warps decode A's NVFP4 rows to BF16 into the places TMA's
+// 128-byte swizzle gives them, a stage a warp in turn (sm90/fp4_activations.cuh). A prepacked weight
 // (LAYOUT == SCALES_PREPACKED, sm90/prepacked_weight.cuh) holds its scales and comes in as
 // one contiguous bulk copy per consumer warpgroup and stage. With KSLICES = 2 two consumer
 // warpgroups share each 64 rows, each decoding half of every stage's k steps (twice the warps
@@ -55,11 +54,6 @@
 #include "sm90/wgmma.cuh"
 
 namespace nvfp4k::sm90 {
-
-// 16 bytes of NaN pairs (BF16, FP16): what a gathered row whose index lies outside A is copied
-// from, by cp.async like every other row, so one arrival covers all of a thread's pieces.
-__device__ __align__(16) const unsigned kNanPiece[2][4] = {{0x7FC07FC0u, 0x7FC07FC0u, 0x7FC07FC0u, 0x7FC07FC0u},
-                                                          {0x7E007E00u, 0x7E007E00u, 0x7E007E00u, 0x7E007E00u}};
 
 // N is a run-time value (GemmParams::n): one kernel serves every N of a K and tile. K stays a
 // constant: its loops' trip counts shape the main loop's code (a run-time K is slower).
@@ -298,7 +292,6 @@ struct ConsumerStage {
   unsigned long long *full, *empty;
   int j0, cw, tid, row0;
   unsigned byte_t;
-  bool a_gathered;  // A's rows came by the producers' cp.async (generic proxy), not TMA
   FoldRow fold[2];  // W4A8: the fold constants of rows row0, row0 + 8 (the tile's)
   const void* a_rmsnorm_weight;  // RMSNORM: g [K], multiplied into the decoded weight
 };
@@ -332,7 +325,6 @@ __device__ __forceinline__ void consumer_k_loop(const ConsumerStage& st, int rin
       load_a_rmsnorm_pairs<C::ADT, C::RMSNORM, C::K, STEPS>(st.a_rmsnorm_weight, (long long)kt * C::BK + 16 * j0, tid % 4,
                                                             norm_pairs);
     mbar_wait(&full[s], (i / C::STAGES) & 1);
-    if constexpr (C::GROUPED == GROUPED_CONTIGUOUS) fence_proxy_async_shared_if(st.a_gathered);  // gathered rows, to wgmma
     // Local step j's activations start (j / 4) boxes and (j % 4) * 32 bytes after the k slice's.
     const unsigned desc_lo = sw128_desc_lo(stage(s) + j0 / 4 * C::A_BOX_BYTES);
     // WARP_MMA: an ldmatrix.x4 brings the four 8 x 8 matrices of activations (8 rows, 8 k) of
@@ -677,15 +669,11 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     return tile.m0 < tile.m_end;
   };
 
-  // (W4A8's activation pass gathers the rows it rounds to E4M3: its GEMM reads them sorted)
-  const bool gathered = C::GROUPED == GROUPED_CONTIGUOUS && !C::FP8 && p.row_index != nullptr;
-  // A not loaded by TMA: gathered by cp.async, or decoded from NVFP4
-  const bool a_by_threads = gathered || C::A_FP4;
+  constexpr bool a_by_threads = C::A_FP4;  // A not loaded by TMA: decoded from NVFP4 by the producer warps
   if (threadIdx.x == 0) {
     for (int s = 0; s < C::STAGES; ++s) {
-      // the TMA thread (+ one per scale row) (+ each producer thread, gathering A's rows; or
-      // the lanes of the warp decoding them)
-      mbar_init(&full[s], (C::PREPACKED ? 1 : 1 + C::BN) + (C::A_FP4 ? 32 : gathered ? 128 : 0));
+      // the TMA thread (+ one per scale row) (+ the lanes of the warp decoding A)
+      mbar_init(&full[s], (C::PREPACKED ? 1 : 1 + C::BN) + (C::A_FP4 ? 32 : 0));
       mbar_init(&empty[s], 128 * C::CONSUMERS + (C::RMS_FROM_STAGES ? C::RMS_THREADS : 0));
     }
     fence_barrier_init();
@@ -727,41 +715,6 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
                                n0 + ptid, kt, &full[s], N);
       }
     };
-    auto gather_activations = [&](const ScheduledTile& tile, int kt, int s) {
-      // Each thread copies 16-byte piece `piece` of rows ptid / 8, + 16, ... of every 64-column
-      // box, and arrives once its copies land: the producers go on to the next stages meanwhile.
-      const int piece = ptid % 8;
-      auto index_of = [&](int r) -> long long { return tile.m0 + r < tile.m_end ? p.row_index[tile.m0 + r] : -1; };
-      auto copy_row = [&](int r, long long i) {
-        // past the tile's rows (i = -1): zeros; an index outside A: NaN
-        const bool bad = tile.m0 + r < tile.m_end && (i < 0 || i >= p.a_rows);
-        const unsigned char* row = p.a + (i < 0 || bad ? 0 : i) * p.a_stride;
-        unsigned char* dst = stage(s) + r * 128 + 16 * (piece ^ (r % 8));
-#pragma unroll
-        for (int b = 0; b < C::A_BOXES; ++b) {
-          const long long col = (long long)kt * C::BK + 64 * b + 8 * piece;
-          const bool in = i >= 0 && !bad && col < C::K;
-          const void* src = bad ? static_cast<const void*>(kNanPiece[C::ADT == DTYPE_FP16]) : in ? row + 2 * col : p.a;
-          cp_async_16(dst + b * C::A_BOX_BYTES, src, bad || in ? 16u : 0u);
-        }
-      };
-      if constexpr (C::BM <= 64) {
-        // A copy's address waits on its row's index, and the copy's memory clobber keeps the next
-        // index's read behind it: a thread's (at most four) indices are read together first.
-        // (Past 64 rows they would not fit the producers' registers.)
-        constexpr int ROWS = (C::BM + 15) / 16;
-        long long index[ROWS];
-#pragma unroll
-        for (int j = 0; j < ROWS; ++j) index[j] = ptid / 8 + 16 * j < C::BM ? index_of(ptid / 8 + 16 * j) : -1;
-#pragma unroll
-        for (int j = 0; j < ROWS; ++j)
-          if (ptid / 8 + 16 * j < C::BM) copy_row(ptid / 8 + 16 * j, index[j]);
-      } else {
-#pragma unroll 1
-        for (int r = ptid / 8; r < C::BM; r += 16) copy_row(r, index_of(r));
-      }
-      cp_async_arrive(&full[s]);
-    };
     // Stage `ring_index` of the ring (s = its place) decoded by producer warp ring_index % 4:
     // each warp waits on its own loads while the other three go on to the next stages.
     auto decode_activations = [&](const ScheduledTile& tile, int kt, int s, int ring_index) {
@@ -773,8 +726,6 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     auto load_activations = [&](const ScheduledTile& tile, int kt, int s, int ring_index) {
       if constexpr (C::A_FP4) {
         decode_activations(tile, kt, s, ring_index);
-      } else if (gathered) {
-        gather_activations(tile, kt, s);
       } else if (ptid == 0) {
 #pragma unroll
         for (int b = 0; b < C::A_BOXES; ++b) {
@@ -865,7 +816,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   constexpr bool CARRY = !C::WARP_MMA && STEPS % (2 * COMMIT_STEPS) == 0;
   constexpr int FRAGS = CARRY ? 2 * COMMIT_STEPS : COMMIT_STEPS;
   unsigned a[FRAGS][4];
-  ConsumerStage st{smem, full, empty, j0, cw, tid, row0, byte_t, gathered, {}, p.a_rmsnorm_weight};
+  ConsumerStage st{smem, full, empty, j0, cw, tid, row0, byte_t, {}, p.a_rmsnorm_weight};
   PendingCounts<C::BM, 128 * C::WG> counts;  // EPILOGUE_MOE_COMBINE: the last stored tile's
   counts.clear();
   int ring = 0;    // k-tiles this CTA has consumed

@@ -26,6 +26,8 @@
 #include "core/launcher.hpp"
 #include "nvfp4/jit.hpp"
 #include "ops/gemm/backend.hpp"
+#include "ops/gemm/call.hpp"
+#include "ops/gemm/gemm.hpp"
 #include "w4a8_reference.hpp"
 
 using namespace nvfp4::jit;
@@ -144,7 +146,7 @@ void run_w4a8_grouped_case(const W4a8GroupedCase& c, std::mt19937& rng) {
   label << "W4A8 grouped " << (masked ? "masked" : c.tokens > 0 ? "contiguous gathered" : "contiguous") << " " << groups
         << " experts rows=" << routed << " n=" << c.n << " k=" << c.k << " expected_m=" << c.expected_m
         << (c.adversarial ? " adversarial" : " realistic")
-        << (w4a8_runs_exact(true, c.tokens > 0, c.expected_m, c.n) ? " (the exact mode runs)" : "");
+        << (w4a8_runs_exact(true, c.expected_m, c.n) ? " (the exact mode runs)" : "");
   check_w4a8_output(label.str(), refs, act, weights, c.n, c.k, ep, got);
 }
 
@@ -186,15 +188,93 @@ TEST_SUITE("gpu_gemm_w4a8") {
         // the tile chosen for fewer rows than the groups hold (more row tiles an expert)
         {L::contiguous, 640, 1024, {257, 3, 190}, 64, 8},
         // gathered: tokens' rows through a row index, one index outside A (a NaN row), padding
-        {L::contiguous, 384, 2048, {120, 0, 260, 31}, 512, 24, 0, 300, false, DType::bf16, 2},
-        {L::contiguous, 200, 96, {7, 90, 0, 150}, 512, 0, 0, 64, true},
-        {L::contiguous, 512, 2880, {40, 17, 0, 33, 1}, 32, 16, 0, 80},  // gathered rows run W4A8 from 17 an expert
+        {L::contiguous, 4096, 1024, {120, 0, 260, 31}, 512, 24, 0, 300, false, DType::bf16, 2},
+        {L::contiguous, 4096, 96, {7, 90, 0, 150}, 512, 0, 0, 64, true},
+        {L::contiguous, 512, 2880, {40, 17, 0, 33, 1}, 32, 16, 0, 80},  // the exact mode, its rows copied first
         // masked: counts up to max_m, empty groups, rows past the counts poisoned
         {L::masked, 4096, 512, {300, 0, 17, 129, 300, 1}, 512, 0, 300},
         {L::masked, 4096, 576, {0, 64, 200}, 256, 0, 200, 0, true, DType::fp32},
         {L::masked, 128, 512, {40, 0, 5}, 16, 0, 48},
     };
     for (const W4a8GroupedCase& c : cases) run_w4a8_grouped_case(c, rng);
+  }
+
+  // The epilogue takes the same fp32 sums as a plain W4A8 call on the same tile (the fold's row
+  // factors applied per stored row, so in the SwiGLU row order too): y = silu(g) u of that call's
+  // FP32 D, one BF16 rounding (2^-8), the epilogue's exp and divide approximations and the scale's
+  // product order (2^-16 of |g u|).
+  TEST_CASE("W4A8 with the SwiGLU epilogue: silu(gate) * up of a plain W4A8 call's FP32 sums, dense and gathered") {
+    if (current_device().arch != Arch::sm_90a) return;
+    std::mt19937 rng(std::random_device{}());
+    const int64_t inter = 2048, n = 2 * inter, k = 512, tokens = 200;
+    const GemmBackend& backend = gemm_backend(Arch::sm_90a, "test");
+    for (const bool grouped : {false, true}) {
+      CAPTURE(grouped);
+      const int groups = grouped ? 3 : 1;
+      const int64_t m = grouped ? 500 : 300;  // past the exact mode's rows (dense 256, grouped 128 an expert)
+      const std::vector<float> gscales{1e-3f, 2e-3f, 5e-4f};
+      DeviceBuffer plain(size_t(prepacked_bytes(n, k) * groups)), paired(size_t(prepacked_bytes(n, k) * groups));
+      for (int e = 0; e < groups; ++e) {
+        const Weight w = random_weight(n, k, false, rng);
+        DeviceBuffer d_packed = to_device(w.packed), d_scales = to_device(w.scales);
+        for (const int64_t interleave : {int64_t(-1), int64_t(0)}) {  // stored order, and SwiGLU's (ModelOpt halves)
+          PrepackArgs pre;
+          pre.weight = {d_packed.get(), 0, d_scales.get(), ScaleLayout::linear, {}};
+          pre.n = n, pre.k = k, pre.swiglu_interleave = interleave;
+          pre.out = static_cast<unsigned char*>((interleave < 0 ? plain : paired).get()) + e * prepacked_bytes(n, k);
+          prepack(pre, nullptr);
+        }
+      }
+      const Activations act = random_activations(grouped ? tokens : m, k, DType::bf16, false, rng);
+      const std::vector<int32_t> ends{300, 300, 500};  // experts of 300, 0 and 200 rows
+      std::vector<int32_t> row_index(static_cast<size_t>(m));
+      for (auto& r : row_index) r = int32_t(rng() % uint64_t(tokens));
+      DeviceBuffer d_a = to_device(act.a), d_ends = to_device(ends), d_index = to_device(row_index), d_gs = to_device(gscales);
+      DeviceBuffer d_sums(size_t(m * n * 4)), d_y(size_t(m * inter * 2));
+      d_sums.fill(0xFF), d_y.fill(0xFF);
+      GroupedGemmArgs ga;
+      ga.gemm.m = m, ga.gemm.n = n, ga.gemm.k = k, ga.gemm.a = d_a.get(), ga.gemm.b_prepacked = true;
+      ga.gemm.b.global_scale = grouped ? GlobalScale{1.0f, d_gs.as<float>(), true} : GlobalScale{gscales[0], nullptr, false};
+      ga.gemm.alpha = 0.75f, ga.gemm.precision = GemmPrecision::w4a8;
+      ga.groups = groups, ga.group_ends = d_ends.as<int32_t>(), ga.expected_m = 512;
+      ga.row_index = d_index.as<int32_t>(), ga.a_rows = tokens;
+      GroupedGemmArgs sums = ga, fused = ga;
+      sums.gemm.b.data = plain.get(), sums.gemm.d = d_sums.get(), sums.gemm.d_dtype = DType::fp32;
+      fused.gemm.b.data = paired.get(), fused.gemm.d = d_y.get(), fused.gemm.epilogue = GemmEpilogue::swiglu;
+      // one tile for both (the fused call's), so each output's sum runs in the same order
+      const GemmCall call = grouped ? grouped_gemm_call(fused, "test") : gemm_call(fused.gemm, "test");
+      REQUIRE(call.args.precision == GemmPrecision::w4a8);
+      const GemmSpec problem = gemm_fp8_problem(gemm_problem_on(Arch::sm_90a, call));
+      const GemmTile tile = backend.heuristic(problem, grouped ? call.expected_m * groups : m, current_device().sm_count);
+      if (grouped) {
+        grouped_gemm_with_tile(sums, tile, nullptr);
+        grouped_gemm_with_tile(fused, tile, nullptr);
+      } else {
+        gemm_with_tile(sums.gemm, tile, nullptr);
+        gemm_with_tile(fused.gemm, tile, nullptr);
+      }
+      check_cu(driver().cuCtxSynchronize(), "W4A8 with the SwiGLU epilogue");
+      std::vector<float> g_u(size_t(m * n));
+      std::vector<uint16_t> y(size_t(m * inter));
+      d_sums.download(g_u.data(), g_u.size() * 4);
+      d_y.download(y.data(), y.size() * 2);
+      int64_t checked = 0;
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t i = 0; i < inter; ++i) {
+          const double g = g_u[size_t(r * n + i)], u = g_u[size_t(r * n + inter + i)];
+          const double ref = g / (1.0 + std::exp(-g)) * u, got = nvfp4k::bf16_bits_to_float(y[size_t(r * inter + i)]);
+          const double bound = std::ldexp(std::fabs(ref), -8) + std::ldexp(std::fabs(g * u), -16) + 1e-30;
+          if (!(std::fabs(got - ref) <= bound)) {
+            FAIL_CHECK("m=" << m << " n=" << n << " k=" << k << ": first wrong element (" << r << ", " << i << ") = " << got
+                            << ", silu(g) u of the plain call's sums g = " << g << ", u = " << u << ": " << ref
+                            << " (bound " << bound << ")");
+            r = m;
+            break;
+          }
+          ++checked;
+        }
+      CHECK(checked == m * inter);
+    }
   }
 
   TEST_CASE("gemm W4A8 off sm_90a: refused, naming the precision and the arch's native FP4 path") {

@@ -319,9 +319,9 @@ void check_moe_combine(const Check& check, const GroupedGemmArgs& ga, GemmCall& 
   }
 }
 
-// A grouped call's A read through row_index (contiguous layout): W4A16's kernel gathers the rows
-// as it loads them, or a pass copies them into the workspace first (gathers_rows_first); W4A4's
-// the pass that decodes A.
+// A grouped call's A read through row_index (contiguous layout): W4A16's rows copied into the
+// workspace in sorted order first (gathers_rows_first), W4A4's and W4A8's by the pass that decodes
+// or rounds A (the Blackwell backends' W4A4 kernels gather them as they load them).
 void check_row_gather(const Check& check, const GroupedGemmArgs& ga, GemmCall& call) {
   if (ga.layout != GroupedLayout::contiguous)
     check.fail("row_index", "row_index is for the contiguous layout (a masked group's rows are its own)");
@@ -333,7 +333,7 @@ void check_row_gather(const Check& check, const GroupedGemmArgs& ga, GemmCall& c
   check.aligned("row_index", ga.row_index, 4);
   call.row_index = ga.row_index;
   call.a_rows = ga.a_rows;
-  check.bytes("workspace (rows * k * 2)", {call.rows, ga.gemm.k, 2});  // W4A16's rows gathered first
+  check.bytes("workspace (rows * k * 2)", {call.rows, ga.gemm.k, 2});  // W4A16's rows copied first
 }
 
 // The batched layout's strides (every group takes all m rows): defaults, the groups side by side
@@ -395,7 +395,7 @@ GemmCall gemm_call(const GemmArgs& g, const char* who, bool pointers) {
   const Check check(who, pointers);
   check_gemm_args(check, g, call);
   check_spans(check, g, call);
-  if (g.precision == GemmPrecision::w4a8 && w4a8_runs_exact(false, false, g.m, g.n)) call.args.precision = GemmPrecision::exact;
+  if (g.precision == GemmPrecision::w4a8 && w4a8_runs_exact(false, g.m, g.n)) call.args.precision = GemmPrecision::exact;
   check_workspace(check, call);
   call.problem = gemm_problem(GemmSpec{}.arch, call);
   return call;
@@ -452,7 +452,7 @@ GemmCall grouped_gemm_call(const GroupedGemmArgs& ga, const char* who, bool poin
   if (ga.row_index) check_row_gather(check, ga, call);
   if (g.epilogue == GemmEpilogue::moe_combine) check_moe_combine(check, ga, call);
   check_spans(check, call.args, call);
-  if (g.precision == GemmPrecision::w4a8 && w4a8_runs_exact(true, ga.row_index != nullptr, call.expected_m, g.n))
+  if (g.precision == GemmPrecision::w4a8 && w4a8_runs_exact(true, call.expected_m, g.n))
     call.args.precision = GemmPrecision::exact;
   check_workspace(check, call);
   call.problem = gemm_problem(GemmSpec{}.arch, call);

@@ -23,19 +23,15 @@ constexpr int64_t kW4A8GroupedExactRows = 128;
 // A sorted grouped call on experts of fewer weight rows (n) runs the exact mode at any rows per
 // expert: on Qwen3-30B-A3B's gate_up experts (1536 x 2048) W4A8 ran at 0.87-0.91x from 296 to
 // 1104 rows an expert, where experts of 4096 to 7168 rows (DeepSeek-V3's gate_up and down,
-// gpt-oss-120b's) gained 1.01-1.19x from 296 on (H200, bench grouped, 4096-16384 tokens; gathered
-// rows keep W4A8's 2.3-2.5x on every shape). 4096: the least n measured to gain.
+// gpt-oss-120b's) gained 1.01-1.19x from 296 on (H200, bench grouped, 4096-16384 tokens). 4096:
+// the least n measured to gain.
 constexpr int64_t kW4A8GroupedLeastN = 4096;
-// A contiguous grouped call gathering A through row_index: the exact mode's producers gather
-// the rows as they load them (1.4-1.6x the sorted rows' time at 512 tokens, 2.5-3x at 4096),
-// W4A8's activation pass as it reads them, at no cost to its GEMM: W4A8 is 1.13-1.31x the exact
-// gathered call from 512 tokens (expected_m 32-64) and 0.82-0.87x at 128 tokens (16 and below).
-constexpr int64_t kW4A8GatheredExactRows = 16;
 // Whether a W4A8 call of n weight rows (per expert) whose tile is chosen for `tile_rows` (M, or a
-// grouped call's expected_m; `gathered`: through row_index) runs the exact mode.
-inline bool w4a8_runs_exact(bool grouped, bool gathered, int64_t tile_rows, int64_t n) {
+// grouped call's expected_m) runs the exact mode. Rows gathered through row_index count as sorted
+// ones: W4A8's activation pass gathers them as it reads them, and the exact mode copies them
+// first (gathers_rows_first) from the rows an expert where W4A8 would run.
+inline bool w4a8_runs_exact(bool grouped, int64_t tile_rows, int64_t n) {
   if (!grouped) return tile_rows <= kW4A8ExactRows;
-  if (gathered) return tile_rows <= kW4A8GatheredExactRows;
   return tile_rows <= kW4A8GroupedExactRows || n < kW4A8GroupedLeastN;
 }
 
@@ -53,12 +49,6 @@ constexpr int64_t kW4A4OneLaunchK = 8192;
 inline bool w4a4_runs_one_launch(bool grouped, int64_t m, int64_t k) {
   return !grouped && m <= kW4A4OneLaunchRows && k <= kW4A4OneLaunchK;
 }
-
-// A contiguous grouped W4A16 call reading A through row_index, tiles chosen for at least this many
-// rows an expert (expected_m), copies the rows into the workspace in sorted order first
-// (gather_rows_op.hpp) and runs the GEMM on them as sorted rows. Below it the producers gather
-// the few rows of each stage as they load them, which costs less than the copy's launch.
-constexpr int64_t kGatherFirstRows = 16;
 
 struct GemmCall {
   GemmArgs args;  // W4A4's GEMM: a is the decoded BF16 A, a_dtype bf16
@@ -132,12 +122,14 @@ int64_t gemm_call_workspace_bytes(const GemmCall& call);
 inline bool w4a4_runs_one_launch(const GemmCall& call) {
   return w4a4_runs_one_launch(call.groups > 0, call.args.m, call.args.k);
 }
-// Whether a validated call copies its gathered rows first (kGatherFirstRows): W4A16 (exact
-// mode: W4A8's activation pass gathers as it reads), contiguous groups, row_index.
+// Whether a validated call copies the rows it reads through row_index into the workspace in
+// sorted order first (gather_rows_op.hpp), its GEMM then reading them as sorted rows: W4A16 in
+// the exact mode (W4A8's activation pass gathers as it reads, W4A4's decode on sm_90a too).
+// The GEMM's producers gathering 16-byte pieces themselves took 1.1-1.2x the sorted rows' time at
+// 16-128 tokens and 2.6-2.8x at 4096, where the copy's launch and bytes cost 1-5% (H200,
+// docs/perf-log.md); at one token the two are within 2% either way.
 inline bool gathers_rows_first(const GemmCall& call) {
-  const GemmArgs& g = call.args;
-  return call.row_index && call.groups && call.layout == GroupedLayout::contiguous && g.a_dtype != DType::nvfp4 &&
-         g.precision == GemmPrecision::exact && call.expected_m >= kGatherFirstRows;
+  return call.row_index && call.args.a_dtype != DType::nvfp4 && call.args.precision == GemmPrecision::exact;
 }
 // How many groups a contiguous grouped call's rows can reach (at most one a row: a token's few
 // experts), which sizes a decode tile; 0 (all) for other calls.

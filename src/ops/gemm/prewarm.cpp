@@ -96,18 +96,12 @@ std::vector<KernelSpec> gemm_prewarm_specs(Arch arch, const WeightShape& shape, 
   }
   for (int bucket : kGemmMBuckets)
     for (const GemmSpec& variant : problems) {
-      // A W4A8 call of the bucket's rows may run the exact mode (w4a8_runs_exact; a grouped one
-      // as its rows are gathered or not): the kernels of each mode its calls run.
+      // A W4A8 call of the bucket's rows may run the exact mode (w4a8_runs_exact): the kernels
+      // of the mode its calls run.
       std::vector<GemmSpec> runs{variant};
-      if (gemm_problem_w4a8(variant)) {
-        const bool grouped = gemm_problem_groups(variant) > 0;
-        const int64_t rows = gemm_bucket_m(bucket);
-        const bool sorted_exact = w4a8_runs_exact(grouped, false, rows, variant.n),
-                   gathered_exact = w4a8_runs_exact(grouped, true, rows, variant.n);
-        runs.clear();
-        if (sorted_exact || gathered_exact) runs.push_back(gemm_with_precision(variant, GemmPrecision::exact));
-        if (!sorted_exact || !gathered_exact) runs.push_back(variant);
-      }
+      if (gemm_problem_w4a8(variant) &&
+          w4a8_runs_exact(gemm_problem_groups(variant) > 0, gemm_bucket_m(bucket), variant.n))
+        runs = {gemm_with_precision(variant, GemmPrecision::exact)};
       // the kernels those runs load: W4A8's GEMM reads E4M3 whatever A was; W4A4 runs on NVFP4 A
       // up to the one-launch rows and on A decoded first past them (and grouped), so a bucket
       // whose rows straddle that bound loads both

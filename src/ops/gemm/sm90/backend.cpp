@@ -12,6 +12,7 @@
 #include "common/scale_layout.cuh"
 #include "ops/gemm/sm90/backend.hpp"
 
+#include "core/error.hpp"
 #include "ops/gemm/backend.hpp"
 #include "ops/gemm/m_buckets.hpp"
 #include "ops/gemm/schedule.hpp"
@@ -104,7 +105,9 @@ class Sm90Backend final : public GemmBackend {
                                    gemm_epilogue_code(problem) != nvfp4k::EPILOGUE_NONE))
       return "the residual add runs in dense exact-mode GEMMs without a fused epilogue only so far";
     if (!gemm_problem_w4a8(problem)) return {};
-    if (gemm_epilogue_code(problem) != nvfp4k::EPILOGUE_NONE) return "precision = w4a8 runs without a fused epilogue so far";
+    if (gemm_epilogue_code(problem) == nvfp4k::EPILOGUE_MOE_COMBINE)
+      return "precision = w4a8 runs without the moe_combine epilogue so far";
+    if (problem.out_dtype == uint8_t(DType::nvfp4)) return "precision = w4a8 writes BF16, FP16 or FP32 D so far (not NVFP4)";
     if (!gemm_problem_prepacked(problem)) return "precision = w4a8 needs a prepacked weight (its rows' fold exponents)";
     if (gemm_problem_grouped(problem) == nvfp4k::GROUPED_BATCHED)
       return "precision = w4a8 runs dense GEMMs and contiguous or masked groups";
@@ -254,6 +257,8 @@ class Sm90Backend final : public GemmBackend {
   void bind(const GemmPlan& plan, const GemmCall& call, void* params, TensorMapList& maps) const override {
     const Binding& b = plan_binding<Binding>(plan);
     const GemmArgs& args = call.args;
+    // rows read through row_index come sorted (gathers_rows_first, W4A8's pass, W4A4's decode)
+    if (call.row_index) fail(Status::internal, "sm_90a GEMM kernel bound to a call with row_index: its rows are not gathered");
     auto& p = *static_cast<nvfp4k::GemmParams*>(params);
     const CUtensorMapDataType a_type = b.fp8                         ? CU_TENSOR_MAP_DATA_TYPE_UINT8
                                        : args.a_dtype == DType::fp16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16
@@ -264,20 +269,17 @@ class Sm90Backend final : public GemmBackend {
       p.a = static_cast<const unsigned char*>(args.a_fp4.data);
       p.a_stride = args.a_fp4.row_stride_bytes ? args.a_fp4.row_stride_bytes : args.k / 2;
       p.a_scales = static_cast<const unsigned char*>(args.a_fp4.scales);
-      p.a_rows = call.row_index ? call.a_rows : call.rows;
     } else {
       maps.add(&p.tma_a, b.batched ? tensor_map_3d(args.a, a_type, uint64_t(b.groups), uint64_t(args.m), uint64_t(args.k),
                                                    uint64_t(call.a_stride) * a_bytes, uint64_t(call.a_group_stride) * a_bytes,
                                                    b.a_box_rows, a_box_cols, CU_TENSOR_MAP_SWIZZLE_128B)
-                                   : tensor_map_2d(args.a, a_type, uint64_t(call.row_index ? call.a_rows : call.rows),
+                                   : tensor_map_2d(args.a, a_type, uint64_t(call.rows),
                                                    uint64_t(args.k), uint64_t(call.a_stride) * a_bytes, b.a_box_rows, a_box_cols,
                                                    CU_TENSOR_MAP_SWIZZLE_128B));
       p.a = static_cast<const unsigned char*>(args.a);
       p.a_stride = call.a_stride * 2;
-      p.a_rows = call.a_rows;
     }
     p.d_group_stride = call.d_group_stride;
-    p.row_index = call.row_index;
     p.schedule.group_ends = call.group_ends;
     p.schedule.group_rows = call.masked_m;
     if (b.prepacked) {
