@@ -398,9 +398,10 @@ struct GroupedGemmArgs {
   // copy: sorted row r is row row_index[r] of A [a_rows, k] (gemm.a, or gemm.a_fp4 for W4A4).
   // W4A16 copies them into the workspace in sorted order first (one launch more; the GEMM then
   // runs as on sorted rows). W4A4 on sm_90a gathers them in the pass that decodes A into the
-  // workspace (sm_100a / sm_120a as they load them), W4A8 in the pass that rounds A to E4M3. An index outside [0, a_rows) (moe_route's -1 past the
-  // routed rows) gives a NaN row of A. W4A4's global scale of A then is one or per group (per
-  // row it would be the tokens', which the sorted rows do not follow).
+  // workspace (sm_100a / sm_120a as they load them), W4A8 in the pass that rounds A to E4M3.
+  // An index outside [0, a_rows) (moe_route's -1 past the routed rows) gives a NaN row of A.
+  // W4A4's global scale of A then is one or per group (per row it would be the tokens', which
+  // the sorted rows do not follow).
   const int32_t* row_index = nullptr;  // [m] on the device, or null
   int64_t a_rows = 0;                  // rows of A with row_index
   // Batched (the einsum "tgk,gnk->tgn", DeepSeek-V4's wo_a): gemm.m is the rows every group takes

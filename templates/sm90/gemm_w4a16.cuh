@@ -10,14 +10,14 @@
 //
 // Warpgroups 0..WG-1 consume, 64 weight rows each; the threads after them produce: one issues
 // the TMA loads of a STAGES-deep ring guarded by mbarriers, and for the ModelOpt layout a
-// warpgroup of them stages the tiles' block scales (cp.async). (Rows gathered through moe_route's
-// row_index come sorted: the front copies them first, gather_rows.cuh.) With ADT DTYPE_NVFP4
-// (W4A4 in one launch) the producer warps decode A's NVFP4 rows to BF16 into the places TMA's
-// 128-byte swizzle gives them, a stage a warp in turn (sm90/fp4_activations.cuh). A prepacked weight
-// (LAYOUT == SCALES_PREPACKED, sm90/prepacked_weight.cuh) holds its scales and comes in as
-// one contiguous bulk copy per consumer warpgroup and stage. With KSLICES = 2 two consumer
-// warpgroups share each 64 rows, each decoding half of every stage's k steps (twice the warps
-// to hide latency with, the same stages), and add up in the end.
+// warpgroup of them stages the tiles' block scales (cp.async). (Rows gathered through
+// moe_route's row_index come sorted: the front copies them first, gather_rows.cuh.) With ADT
+// DTYPE_NVFP4 (W4A4 in one launch) the producer warps decode A's NVFP4 rows to BF16 into the
+// places TMA's 128-byte swizzle gives them, a stage a warp in turn (sm90/fp4_activations.cuh).
+// A prepacked weight (LAYOUT == SCALES_PREPACKED, sm90/prepacked_weight.cuh) holds its scales
+// and comes in as one contiguous bulk copy per consumer warpgroup and stage. With KSLICES = 2
+// two consumer warpgroups share each 64 rows, each decoding half of every stage's k steps (twice
+// the warps to hide latency with, the same stages), and add up in the end.
 // With KSPLIT > 1 the grid is clusters of KSPLIT CTAs: the first GemmParams::whole_clusters
 // take KSPLIT whole tiles each, and each later one splits one tile's K among its CTAs, rank 0
 // summing the partial tiles through distributed shared memory in rank order (deterministic, no

@@ -397,8 +397,8 @@ def grouped_gemm(a, b, b_scales=None, b_global_scale=1.0, *, group_ends=None, ma
     sorted row r is row row_index[r] of a [tokens, k] (W4A4: [tokens, k/2], a_scales the tokens'
     too), so the tokens need no sorted copy; out [m, n]. Rows past the last group end are left
     alone. W4A16 copies the rows into `workspace` in sorted order first (uint8, as many bytes as
-    the library's grouped_gemm_workspace_bytes; none given: torch's allocator). epilogue, precision and b_swiglu_interleave: as in gemm (out's last dimension is I = n/2
-    with "swiglu").
+    the library's grouped_gemm_workspace_bytes; none given: torch's allocator). epilogue,
+    precision and b_swiglu_interleave: as in gemm (out's last dimension is I = n/2 with "swiglu").
     epilogue="moe_combine" (contiguous layout; an MoE down projection on moe_route's
     rows): out is D as always, and combine_out [tokens, n] (bf16, fp16 or fp32) gets each token's
     router-weighted sum of its rows, exactly moe_combine's, deterministic; combine_positions and

@@ -461,9 +461,9 @@ GemmCall grouped_gemm_call(const GroupedGemmArgs& ga, const char* who, bool poin
 
 int64_t gemm_call_workspace_bytes(const GemmCall& call) {
   if (call.args.precision == GemmPrecision::w4a8) return fp8_activation_bytes(call.rows, call.args.k);
+  if (gathers_rows_first(call)) return call.rows * call.args.k * 2;  // (its size checked in check_row_gather)
   // W4A4's decoded A, unless the call runs in one launch (every backend's GEMM then reads A as
   // it is, or decodes it as it loads it)
-  if (gathers_rows_first(call)) return call.rows * call.args.k * 2;  // (its size checked in check_row_gather)
   if (call.args.a_dtype != DType::nvfp4 || w4a4_runs_one_launch(call)) return 0;
   return call.rows * call.args.k * 2;  // (its size checked in check_fp4_activations)
 }

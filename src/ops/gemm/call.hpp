@@ -20,16 +20,16 @@ constexpr int64_t kW4A8ExactRows = 256;
 // experts, expected_m 16-64; at 4096 tokens 0.99-1.08x at expected_m 157, 0.89x on Qwen3's small
 // experts at 296).
 constexpr int64_t kW4A8GroupedExactRows = 128;
-// A sorted grouped call on experts of fewer weight rows (n) runs the exact mode at any rows per
-// expert: on Qwen3-30B-A3B's gate_up experts (1536 x 2048) W4A8 ran at 0.87-0.91x from 296 to
-// 1104 rows an expert, where experts of 4096 to 7168 rows (DeepSeek-V3's gate_up and down,
+// A grouped call on experts of fewer weight rows (n) runs the exact mode at any rows per expert:
+// on Qwen3-30B-A3B's gate_up experts (1536 x 2048) W4A8 ran at 0.87-0.91x from 296 to 1104 rows
+// an expert, where experts of 4096 to 7168 rows (DeepSeek-V3's gate_up and down,
 // gpt-oss-120b's) gained 1.01-1.19x from 296 on (H200, bench grouped, 4096-16384 tokens). 4096:
 // the least n measured to gain.
 constexpr int64_t kW4A8GroupedLeastN = 4096;
 // Whether a W4A8 call of n weight rows (per expert) whose tile is chosen for `tile_rows` (M, or a
 // grouped call's expected_m) runs the exact mode. Rows gathered through row_index count as sorted
 // ones: W4A8's activation pass gathers them as it reads them, and the exact mode copies them
-// first (gathers_rows_first) from the rows an expert where W4A8 would run.
+// first (gathers_rows_first).
 inline bool w4a8_runs_exact(bool grouped, int64_t tile_rows, int64_t n) {
   if (!grouped) return tile_rows <= kW4A8ExactRows;
   return tile_rows <= kW4A8GroupedExactRows || n < kW4A8GroupedLeastN;
