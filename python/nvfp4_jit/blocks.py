@@ -56,7 +56,8 @@ def moe_block(x, topk_ids, topk_weights, gate_up, down, *, intermediate, gate_up
               down_global_scale=1.0, first_expert=0, out=None, weights_static=True):
     """A mixture-of-experts block's routed experts, in five launches: moe_route; gate_up reading
     each token's rows through row_index (grouped_gemm copies them into expert order first: two
-    launches) with the SwiGLU epilogue; down; the router-weighted moe_combine (deterministic: the same bits whatever the routing order).
+    launches) with the SwiGLU epilogue; down; the router-weighted moe_combine (deterministic: the
+    same bits whatever the routing order).
 
     x [tokens, hidden] (bf16 / fp16); topk_ids [tokens, topk] int32 / int64: an id outside
     [first_expert, first_expert + E) (-1 padding, another expert-parallel rank's) contributes
