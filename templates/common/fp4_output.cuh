@@ -1,9 +1,10 @@
 // NVFP4 D from a GEMM epilogue (Fp4OutputParams), the steps every arch's shares: D is exactly
 // what quantize() makes of the epilogue's fp32 values, through the quantizer's own block scale
 // and value rounding (common/nvfp4_quantize.cuh). Where a block's values live differs by arch
-// (sm_90a: one a thread, the block over two warps; sm_120a: four a thread, over four lanes;
-// sm_100a: the whole block in one thread), so each meets its block's largest magnitude its own
-// way and calls quantize_block_share with it.
+// (sm_90a: eight a thread, staged from two warps' columns, over two lanes; sm_120a: four a
+// thread, over four lanes; sm_100a: the whole block in one thread), so each meets its block's
+// largest magnitude its own way and quantizes its share with it (quantize_block_share, or
+// sm_90a's quantize_fp32_words).
 #pragma once
 #include "common/global_scale.cuh"
 #include "common/nvfp4_quantize.cuh"

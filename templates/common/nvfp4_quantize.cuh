@@ -344,25 +344,37 @@ NVFP4_HD unsigned char quantize_magnitudes(const float (&a)[8 * PACKED], float a
   return scale;
 }
 
+// A block's scale from the bits of its largest magnitude (|x| as bits: their integer order is
+// the float order, and NaN / Inf sit at 0x7F800000 and up), and the nibbles of PACKED words of
+// its values: all 16 (PACKED 2), or the 8 of half a block (PACKED 1: threads that share a block
+// and meet its largest magnitude by shuffle).
+template <int DIVISION, int PACKED>
+NVFP4_HD unsigned char quantize_fp32_words(const float (&x)[8 * PACKED], unsigned amax_bits, GlobalScale g,
+                                           unsigned (&packed)[PACKED]) {
+  if (amax_bits >= 0x7F800000u) {
+    for (int w = 0; w < PACKED; ++w) packed[w] = 0u;
+    return E4M3_NAN;
+  }
+  float a[8 * PACKED];
+  for (int i = 0; i < 8 * PACKED; ++i) a[i] = bits_to_float(float_to_bits(x[i]) & 0x7FFFFFFFu);
+  // each value's top nibble shifted in, from the last to the first: its sign lands on bit 3
+  unsigned signs[PACKED];
+  for (int w = 0; w < PACKED; ++w) {
+    signs[w] = 0u;
+    for (int i = 7; i >= 0; --i) signs[w] = shift_in_top_nibble(signs[w], float_to_bits(x[8 * w + i]));
+  }
+  return quantize_magnitudes<false, PACKED, DIVISION>(a, bits_to_float(amax_bits), signs, g, packed);
+}
+
 // Quantizes one block of 16; packed[0] holds elements 0..7 (element 0 in the low nibble).
 template <int DIVISION = DIVIDE_EITHER>
 NVFP4_HD unsigned char quantize_block16(const float (&x)[16], GlobalScale g, unsigned (&packed)[2]) {
-  // |x| as bits: their integer order is the float order, and NaN / Inf sit at 0x7F800000 and up.
-  unsigned amax_bits = 0, signs[2] = {0u, 0u};
-  float a[16];
+  unsigned amax_bits = 0;
   for (int i = 0; i < 16; ++i) {
     const unsigned b = float_to_bits(x[i]) & 0x7FFFFFFFu;
     amax_bits = b > amax_bits ? b : amax_bits;
-    a[i] = bits_to_float(b);
   }
-  if (amax_bits >= 0x7F800000u) {
-    packed[0] = packed[1] = 0u;
-    return E4M3_NAN;
-  }
-  // each value's top nibble shifted in, from the last to the first: its sign lands on bit 3
-  for (int w = 0; w < 2; ++w)
-    for (int i = 7; i >= 0; --i) signs[w] = shift_in_top_nibble(signs[w], float_to_bits(x[8 * w + i]));
-  return quantize_magnitudes<false, 2, DIVISION>(a, bits_to_float(amax_bits), signs, g, packed);
+  return quantize_fp32_words<DIVISION, 2>(x, amax_bits, g, packed);
 }
 
 // The bits of +Inf in a 16-bit dtype (magnitudes at or above them are Inf or NaN), and a

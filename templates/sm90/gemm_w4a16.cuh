@@ -118,13 +118,12 @@ struct GemmConfig {
   static constexpr int PARTIAL_BYTES = PERSISTENT && KSLICES > 1 ? BM * 64 * WG * 4 : 0;
   static constexpr int RMS_AT = PARTIAL_AT + PARTIAL_BYTES;  // RMSNORM: the tile's rows' 1 / rms (fp32)
   static constexpr int RMS_BYTES = RMSNORM ? BM * 4 : 0;
-  // NVFP4 D: each consumer warp's rows' block maximums, BM words (sm90/swiglu_fp4_epilogue.cuh);
-  // a persistent CTA's tiles alternate between two sets
+  // NVFP4 D: each consumer warpgroup's staged values (sm90/swiglu_fp4_epilogue.cuh), in a
+  // region of their own where a persistent CTA's stages hold its next tile, else in the stages
   static constexpr bool D_FP4 = ODT == DTYPE_NVFP4;
-  static constexpr int EXCHANGE_AT = RMS_AT + RMS_BYTES;
-  static constexpr int EXCHANGE_WORDS = 4 * WG * BM;  // one set
-  static constexpr int EXCHANGE_BYTES = D_FP4 ? (PERSISTENT ? 2 : 1) * 4 * EXCHANGE_WORDS : 0;
-  static constexpr int SMEM_BYTES = 1024 + EXCHANGE_AT + EXCHANGE_BYTES;
+  static constexpr int STAGING_AT = PERSISTENT ? RMS_AT + RMS_BYTES : 0;
+  static constexpr int STAGING_BYTES = D_FP4 && PERSISTENT ? WG * kFp4StagingFloats<BM> * 4 : 0;
+  static constexpr int SMEM_BYTES = 1024 + RMS_AT + RMS_BYTES + STAGING_BYTES;
   static constexpr bool PREPACKED = LAYOUT == SCALES_PREPACKED;
   // RMSNORM from the stages (sm90/a_rmsnorm.cuh): producer warps 1..3 add up a tall tile's rows'
   // squares from each stage, one more arrival each on its empty barrier
@@ -398,7 +397,7 @@ __device__ __forceinline__ void narrowed_k_loop(long long rows, const ConsumerSt
 template <class C>
 __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledTile& tile, float (&acc)[C::BM / 2],
                                            unsigned char* smem, int cw, int kslice, unsigned rank,
-                                           PendingCounts<C::BM, 128 * C::WG>& counts, int parity) {
+                                           PendingCounts<C::BM, 128 * C::WG>& counts) {
   // Partial tiles go to this CTA's (now idle) stage memory (a persistent CTA's to a region of
   // their own: its stages hold the next tile), 4 bytes per consumer thread of k group 0 and
   // accumulator, which (in order) adds those of k slice 1 and then, on rank 0, those of the
@@ -506,14 +505,16 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledT
     // D's column (n0 + row0) / 16 * 8 + (n0 + row0) % 8. Element stores: the smem path's slabs
     // are whole 64-column tiles.
     const long long n = n0 + row0;
-    if (n >= N && !C::D_FP4) return;  // (NVFP4 D: every thread of the warpgroup takes part)
+    // (NVFP4 D in the stages: every consumer is done with them, and with the partial sums)
+    if constexpr (C::D_FP4 && !C::PERSISTENT) named_barrier(2, 128 * C::WG);
+    if (n >= N) return;  // (NVFP4 D: a pair of warps whole)
 #pragma unroll
     for (int j = 0; j < C::BM / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) acc[4 * j + e] = silu_mul_fp32(acc[4 * j + e], acc[4 * j + 2 + e]);
     if constexpr (C::D_FP4) {
-      unsigned* exchange = reinterpret_cast<unsigned*>(smem + C::EXCHANGE_AT) + parity * C::EXCHANGE_WORDS + cw * 4 * C::BM;
-      store_swiglu_fp4<C::BM>(p, m0, m_end, n, acc, exchange, cw);
+      float* staging = reinterpret_cast<float*>(smem + C::STAGING_AT) + cw * kFp4StagingFloats<C::BM>;
+      store_swiglu_fp4<C::BM>(p, m0, m_end, n, acc, staging, cw);
       return;
     }
     const long long column = n / 16 * 8 + n % 8;
@@ -820,7 +821,6 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
   PendingCounts<C::BM, 128 * C::WG> counts;  // EPILOGUE_MOE_COMBINE: the last stored tile's
   counts.clear();
   int ring = 0;    // k-tiles this CTA has consumed
-  int parity = 0;  // NVFP4 D: the exchange a persistent CTA's tile uses
   ScheduledTile tile = first;
   int index = int(blockIdx.x);
   do {
@@ -874,8 +874,7 @@ __device__ __forceinline__ void gemm_w4a16(const GemmParams& p) {
     // may write or read
     griddep_wait();
     if constexpr (C::RMSNORM != A_RMSNORM_NONE) named_barrier(kRmsBarrier, C::THREADS);  // the rows' 1 / rms are in
-    store_tile<C>(p, tile, acc, smem, cw, kslice, rank, counts, parity);
-    parity ^= C::PERSISTENT ? 1 : 0;
+    store_tile<C>(p, tile, acc, smem, cw, kslice, rank, counts);
   } while (next_tile(index, tile));
   if constexpr (C::EPILOGUE == EPILOGUE_MOE_COMBINE)
     if (kslice == 0) finish_counts<C::ODT, C::BN>(p.combine, {p.d, p.d_stride, p.n}, counts, threadIdx.x % (128 * C::WG));

@@ -5,113 +5,83 @@
 //
 // A consumer thread holds one output column (its gate row's and up row's sums) for each of its
 // BM / 4 rows of D: a warp's 16 weight rows are 8 columns, and a 16-column block of D is the
-// columns of two warps of one warpgroup (w and w ^ 1). Each block's largest magnitude comes
-// from shuffles across the warp's 8 columns, then the two warps' halves meet in shared memory
-// (`exchange`, BM words a warp), the pair alone synchronized (a decode tile's warps run free of
-// each other); each thread quantizes its own value, and the 8 nibbles of a warp are gathered into
-// one word by shuffles, stored by the lanes of column 0 with the block's scale (the even warp's).
+// columns of two warps of one warpgroup (w and w ^ 1). Such a pair stages its values in shared
+// memory, kFp4ChunkRows rows at a time, and each of its threads then quantizes half a block
+// (8 values of one row: the pair's threads 2r and 2r + 1 share row r's block and its largest
+// magnitude by one shuffle): one block scale a half block, where quantizing the values in place
+// would make it once a value and gather each row's maximum and nibbles by shuffles. Only the
+// pair synchronizes (a decode tile's warps run free of each other).
 #pragma once
 #include "common/fp4_output.cuh"
 #include "common/ptx/barrier.cuh"
-#include "common/tile_scheduler.cuh"
 #include "sm90/gemm_params.cuh"
 
 namespace nvfp4k::sm90 {
 
-// Named barriers of the warp pairs' exchanges: kFp4ExchangeBarrier + 2 cw + w / 2, 5 to 10
+// Named barriers of the warp pairs' staging: kFp4StagingBarrier + 2 cw + w / 2, 5 to 10
 // (after the split-K (1), D-from-shared-memory (2), MoE combine (3) and RMSNorm (4) ones).
-constexpr unsigned kFp4ExchangeBarrier = 5;
+constexpr unsigned kFp4StagingBarrier = 5;
 
-// The largest of `v` over the 8 lanes of a warp that share lane % 4 (one row of D, the warp's
-// 8 columns).
-__device__ __forceinline__ unsigned max_over_columns(unsigned v) {
-#pragma unroll
-  for (int mask = 4; mask < 32; mask *= 2) {
-    const unsigned o = __shfl_xor_sync(0xFFFFFFFFu, v, mask);
-    v = o > v ? o : v;
-  }
-  return v;
-}
-
-// The nibble of each of those 8 lanes in one word, column c's at nibble c (lane / 4 = c).
-__device__ __forceinline__ unsigned gather_nibbles(unsigned nibble, int column) {
-  unsigned word = nibble << (4 * column);
-#pragma unroll
-  for (int mask = 4; mask < 32; mask *= 2) word |= __shfl_xor_sync(0xFFFFFFFFu, word, mask);
-  return word;
-}
-
-// The quantized values and scales of a thread's rows m0 + 8j + 2t + e (those below `stored_end`
-// stored), their blocks' largest magnitudes in `exchange` (each warp's BM words), each block's
-// values divided as DIVISION says, by the tensor's global scale or each row's.
-template <int BM, int DIVISION>
-__device__ __forceinline__ void quantize_rows(const GemmParams& p, long long m0, long long stored_end, long long column,
-                                              const float (&acc)[BM / 2], const unsigned* exchange, GlobalScale tensor_scale) {
-  const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, t = lane % 4, c = lane / 4;
-  unsigned char* const d = static_cast<unsigned char*>(p.d);
-#pragma unroll
-  for (int j = 0; j < BM / 8; ++j) {
-    if (m0 + 8 * j >= stored_end) break;  // (uniform: a decode tile's rows past its group's)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const int row = 8 * j + 2 * t + e;
-      const long long m = m0 + row;
-      const bool stored = m < stored_end;
-      const unsigned own = exchange[warp * BM + row], other = exchange[(warp ^ 1) * BM + row];
-      unsigned nibble;
-      const unsigned char scale =
-          quantize_block_share<DIVISION, 1>(&acc[4 * j + e], own > other ? own : other,  // the block's, both warps' columns
-                                            fp4_output_row_scale(p.d_fp4, tensor_scale, stored ? m : m0), &nibble);
-      const unsigned word = gather_nibbles(nibble, c);
-      if (c == 0 && stored) {
-        *reinterpret_cast<unsigned*>(d + m * p.d_stride + column / 2) = word;
-        if (warp % 2 == 0) store_fp4_scale(p.d_fp4, m, column, p.n / 2, scale);
-      }
-    }
-  }
-}
+// Rows of D a warp pair stages at a time, 16 floats each (a warp's writes, rows 2t + e by
+// columns lane / 4, meet two to a bank: padding the rows would cost some tiles a stage).
+template <int BM>
+constexpr int kFp4ChunkRows = BM < 32 ? BM : 32;
+constexpr int kFp4StagedRowFloats = 16;
+// A consumer warpgroup's staging (its two pairs'), in floats.
+template <int BM>
+constexpr int kFp4StagingFloats = 2 * kFp4ChunkRows<BM> * kFp4StagedRowFloats;
 
 // A consumer thread's share: acc[4j + e] (SwiGLU's values, in place of the gate sums) is D's
-// (row m0 + 8j + 2t + e, column `column` + c) with c = lane / 4, t = lane % 4, where the
-// thread's gate row is weight row `weight_row` (its warp's first column `column` =
-// weight_row / 16 * 8). Every thread of warpgroup cw calls it (rows past m_end and columns past
-// N / 2 store nothing). `exchange`: the warpgroup's 4 BM words; a persistent CTA's tiles
-// alternate between two such (so that a pair's next tile never overwrites words its partner
-// still reads: the pair meets once a tile).
+// (row m0 + 8j + 2t + e, column weight_row / 16 * 8 + lane / 4) with t = lane % 4, where the
+// thread's gate row is weight row `weight_row`, which is below N (a pair of warps is in or out
+// of D's columns whole: N is a multiple of 32). Both warps of the pair call it; rows from m_end
+// on store nothing. `staging`: the warpgroup's kFp4StagingFloats.
 template <int BM>
 __device__ __forceinline__ void store_swiglu_fp4(const GemmParams& p, long long m0, long long m_end, long long weight_row,
-                                                 const float (&acc)[BM / 2], unsigned* exchange, int cw) {
-  const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, t = lane % 4, c = lane / 4;
-  // each row's largest magnitude over the warp's 8 columns, as bits (their order is the
-  // magnitudes', NaN and Inf at 0x7F800000 and up), to this warp's words of the exchange
+                                                 const float (&acc)[BM / 2], float* staging, int cw) {
+  constexpr int ROWS = kFp4ChunkRows<BM>, STEPS = ROWS / 8;  // a chunk's rows, its j steps
+  const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, t = lane % 4;
+  float* const rows = staging + (warp / 2) * ROWS * kFp4StagedRowFloats;  // this pair's
+  const unsigned barrier = kFp4StagingBarrier + unsigned(2 * cw + warp / 2);
+  // the values this thread stages (column `written` of a staged row) and the half block it
+  // quantizes: row `chunk_row` of each chunk, D's columns `column` .. + 7
+  const int written = 8 * (warp % 2) + lane / 4;
+  const int chunk_row = tid % 64 / 2, half = tid % 2;
+  const long long column = (weight_row - weight_row % 32) / 2 + 8 * half;
+  unsigned char* const d = static_cast<unsigned char*>(p.d);
+  const GlobalScale tensor_scale = fp4_output_tensor_scale(p.d_fp4);
 #pragma unroll
-  for (int j = 0; j < BM / 8; ++j) {
-    if (m0 + 8 * j >= m_end) break;
+  for (int j0 = 0; j0 < BM / 8; j0 += STEPS) {
+    if (m0 + 8 * j0 >= m_end) break;  // (uniform over the pair)
+    named_barrier(barrier, 64);       // the pair is done reading the last chunk
 #pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const unsigned amax = max_over_columns(magnitude_bits(acc[4 * j + e]));
-      if (c == 0) exchange[warp * BM + 8 * j + 2 * t + e] = amax;
+    for (int j = j0; j < j0 + STEPS && j < BM / 8; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) rows[(8 * (j - j0) + 2 * t + e) * kFp4StagedRowFloats + written] = acc[4 * j + e];
+    named_barrier(barrier, 64);
+    const float* staged = rows + chunk_row % ROWS * kFp4StagedRowFloats + 8 * half;  // (a short tile's threads past its rows: any row)
+    const float4 lo = *reinterpret_cast<const float4*>(staged), hi = *reinterpret_cast<const float4*>(staged + 4);
+    const float x[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+    unsigned amax = 0u;
+#pragma unroll
+    for (int i = 0; i < 8; ++i) amax = max(amax, magnitude_bits(x[i]));
+    amax = max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));  // the block's, both halves
+    // rows past the tile's last chunk's or D's end quantize what the staging holds and store
+    // nothing (every lane takes part in the shuffles)
+    const long long m = m0 + 8 * j0 + chunk_row;
+    const bool stored = chunk_row < 8 * (BM / 8 - j0 < STEPS ? BM / 8 - j0 : STEPS) && m < m_end;
+    const GlobalScale g = fp4_output_row_scale(p.d_fp4, tensor_scale, stored ? m : m0);
+    // one warp-uniform branch: a copy without IEEE divisions where every stored row's global
+    // scale allows (fp4_output_row_reciprocal)
+    unsigned word[1];
+    const unsigned char scale = __all_sync(0xFFFFFFFFu, !stored || fp4_output_row_reciprocal(p.d_fp4, tensor_scale, m))
+                                    ? quantize_fp32_words<DIVIDE_RECIPROCAL, 1>(x, amax, g, word)
+                                    : quantize_fp32_words<DIVIDE_EITHER, 1>(x, amax, g, word);
+    if (stored) {
+      *reinterpret_cast<unsigned*>(d + m * p.d_stride + column / 2) = word[0];
+      if (half == 0) store_fp4_scale(p.d_fp4, m, column, p.n / 2, scale);
     }
   }
-  named_barrier(kFp4ExchangeBarrier + unsigned(2 * cw + warp / 2), 64);
-  // A pair of warps is in or out of D's columns whole (N is a multiple of 32).
-  const long long stored_end = weight_row < p.n ? m_end : m0;
-  // one uniform branch: a copy without IEEE divisions where every stored row's global scale
-  // allows (fp4_output_row_reciprocal)
-  const GlobalScale tensor_scale = fp4_output_tensor_scale(p.d_fp4);
-  bool reciprocal = true;
-#pragma unroll
-  for (int j = 0; j < BM / 8; ++j)
-#pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      const long long m = m0 + 8 * j + 2 * t + e;
-      if (m < stored_end) reciprocal = reciprocal && fp4_output_row_reciprocal(p.d_fp4, tensor_scale, m);
-    }
-  const long long column = weight_row / 16 * 8;
-  if (__all_sync(0xFFFFFFFFu, reciprocal))
-    quantize_rows<BM, DIVIDE_RECIPROCAL>(p, m0, stored_end, column, acc, exchange, tensor_scale);
-  else
-    quantize_rows<BM, DIVIDE_EITHER>(p, m0, stored_end, column, acc, exchange, tensor_scale);
 }
 
 }  // namespace nvfp4k::sm90

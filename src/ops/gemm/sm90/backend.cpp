@@ -48,7 +48,7 @@ Tile as_grouped(const GemmSpec& problem, Tile t) {
 }
 
 // `t` as `problem` runs it: grouped (as_grouped), and with the stages that fit beside RMSNorm's
-// row factors and NVFP4 D's exchange.
+// row factors and NVFP4 D's staged values.
 Tile as_problem_runs(const GemmSpec& problem, Tile t) {
   t = as_grouped(problem, t);
   if (gemm_a_rmsnorm_code(problem) != nvfp4k::A_RMSNORM_NONE) t = with_a_rmsnorm(t);

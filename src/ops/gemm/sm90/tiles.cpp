@@ -26,9 +26,11 @@ unsigned stage_bytes(const Tile& t) {
 unsigned partial_bytes(const Tile& t) { return t.persistent > 0 && t.k_slices > 1 ? unsigned(t.block_m * 64 * t.consumers * 4) : 0u; }
 // RMSNorm of A: each row's 1 / rms, after them (GemmConfig::RMS_BYTES)
 unsigned a_rmsnorm_bytes(const Tile& t) { return t.a_rmsnorm ? unsigned(t.block_m * 4) : 0u; }
-// NVFP4 D: each consumer warp's block maximums, after them, two sets in a persistent CTA
-// (GemmConfig::EXCHANGE_BYTES)
-unsigned d_fp4_bytes(const Tile& t) { return t.d_fp4 ? unsigned((t.persistent > 0 ? 2 : 1) * 16 * t.consumers * t.block_m) : 0u; }
+// NVFP4 D: each consumer warpgroup's staged values, after them in a persistent CTA, else in
+// the stages (GemmConfig::STAGING_BYTES: two warp pairs' chunks of up to 32 rows, 64 bytes a row)
+unsigned d_fp4_bytes(const Tile& t) {
+  return t.d_fp4 && t.persistent > 0 ? unsigned(t.consumers * 2 * std::min(t.block_m, 32) * 64) : 0u;
+}
 unsigned shared_budget(const Tile& t) {
   return ctas_per_sm(t) == 1 ? kSm90SharedBytes : kSm90SharedBytesPerSm / unsigned(ctas_per_sm(t)) - 1024;
 }

@@ -25,7 +25,7 @@ struct Tile {
   // RMSNorm of A in the kernel (its rows' 1 / rms in shared memory after the stages). Not a
   // GemmTile field: the spec's flag.
   bool a_rmsnorm = false;
-  // NVFP4 D (the SwiGLU epilogue's): its block maximums exchanged in shared memory after the
+  // NVFP4 D (the SwiGLU epilogue's): its values staged in shared memory after the
   // RMSNorm region. Not a GemmTile field: the spec's D type.
   bool d_fp4 = false;
   bool operator==(const Tile&) const = default;
@@ -41,7 +41,7 @@ int threads(const Tile& tile);
 unsigned shared_bytes(const Tile& tile);
 // `tile` with RMSNorm of A: its stages cut to those that fit beside the rows' 1 / rms.
 Tile with_a_rmsnorm(Tile tile);
-// `tile` storing NVFP4 D: its stages cut to those that fit beside the block maximums' exchange.
+// `tile` storing NVFP4 D: its stages cut to those that fit beside the staged values.
 Tile with_d_fp4(Tile tile);
 // Whether the kernel of `tile` can store D (elements of d_bytes) from shared memory (TMA, or a
 // grouped tile's rows copied out): its tile fits in the stages (the template's condition).
