@@ -76,18 +76,11 @@ GemmKernel choose_and_load(const DeviceInfo& device, const GemmBackend& backend,
 // the row gather's with their passes.
 GemmKernel first_call(const DeviceInfo& device, const GemmCall& call, CUstream stream) {
   const GemmBackend& backend = gemm_backend(device.arch, "nvfp4::jit::gemm");
-  if (call.args.precision == GemmPrecision::w4a8) {
-    GemmKernel kernel = choose_and_load(device, backend, gemm_fp8_problem(gemm_problem_on(device.arch, call)), call, stream);
-    // the activation pass's kernel loaded too before either is enqueued
-    kernel.activations = load_fp8_activations_kernel(device, call, stream);
-    return kernel;
-  }
-  if (gathers_rows_first(call)) {
-    GemmKernel kernel = choose_and_load(device, backend, gemm_problem_on(device.arch, call), call, stream);
-    kernel.activations = load_gather_rows_kernel(device, call, stream);  // before either is enqueued
-    kernel.gathers_a = true;
-    return kernel;
-  }
+  if (call.args.precision == GemmPrecision::w4a8)
+    return with_activation_pass(
+        choose_and_load(device, backend, gemm_fp8_problem(gemm_problem_on(device.arch, call)), call, stream), device, call, stream);
+  if (gathers_rows_first(call))
+    return with_activation_pass(choose_and_load(device, backend, gemm_problem_on(device.arch, call), call, stream), device, call, stream);
   if (call.args.a_dtype != DType::nvfp4 || backend.runs_fp4_activations(call))
     return choose_and_load(device, backend, gemm_problem_on(device.arch, call), call, stream);
   const GemmCall inner = gemm_call_on_decoded_a(call, nullptr);

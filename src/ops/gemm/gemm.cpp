@@ -19,6 +19,13 @@ namespace {
 constexpr const char* kWho = "nvfp4::jit::gemm";
 constexpr const char* kGroupedWho = "nvfp4::jit::grouped_gemm";
 
+// The workspace a pass writes before the GEMM: `given`, else `bytes` allocated in stream order
+// into `owned` (none in load-only mode, which enqueues nothing).
+void* pass_workspace(void* given, int64_t bytes, StreamBuffer& owned, CUstream stream, const char* what) {
+  if (!given && !load_only()) owned = StreamBuffer(size_t(bytes), stream, what);
+  return given ? given : owned.get();
+}
+
 // W4A4 in two launches (a backend whose GEMM neither takes nor decodes NVFP4 activations, or a
 // call w4a4_runs_one_launch leaves to two): A decoded exactly to BF16 without its global scale
 // (e2m1 x e4m3 has at most 6 significant bits and lies in [2^-10, 2688]), then `kernel`, the
@@ -28,10 +35,9 @@ void gemm_w4a4(const GemmCall& call, const GemmKernel& kernel, CUstream stream) 
   const GemmArgs& args = call.args;
   const int64_t rows = call.rows;
   // (a workspace sized for a one-launch call, which needs none, is not used: see gemm_workspace_bytes)
-  const bool given = args.workspace && !w4a4_runs_one_launch(call);
   StreamBuffer owned;
-  if (!given && !load_only()) owned = StreamBuffer(size_t(rows * args.k * 2), stream, "W4A4 workspace");
-  const GemmCall inner = gemm_call_on_decoded_a(call, given ? args.workspace : owned.get());
+  const GemmCall inner = gemm_call_on_decoded_a(
+      call, pass_workspace(w4a4_runs_one_launch(call) ? nullptr : args.workspace, rows * args.k * 2, owned, stream, "W4A4 workspace"));
   DequantizeArgs decode;
   decode.src = args.a_fp4;
   decode.src.global_scale = GlobalScale{};  // 1: applied in the GEMM's epilogue instead
@@ -53,9 +59,8 @@ void gemm_w4a4(const GemmCall& call, const GemmKernel& kernel, CUstream stream) 
 void gemm_w4a8(const GemmCall& call, const GemmKernel& kernel, CUstream stream) {
   const GemmArgs& args = call.args;
   StreamBuffer owned;
-  if (!args.workspace && !load_only())
-    owned = StreamBuffer(size_t(fp8_activation_bytes(call.rows, args.k)), stream, "W4A8 workspace");
-  auto* workspace = static_cast<unsigned char*>(args.workspace ? args.workspace : owned.get());
+  auto* workspace = static_cast<unsigned char*>(
+      pass_workspace(args.workspace, fp8_activation_bytes(call.rows, args.k), owned, stream, "W4A8 workspace"));
   Fp8ActivationRows rows;
   rows.rows = call.rows;
   rows.row_index = call.row_index, rows.a_rows = call.a_rows;
@@ -74,8 +79,7 @@ void gemm_w4a8(const GemmCall& call, const GemmKernel& kernel, CUstream stream) 
 void gemm_gathered(const GemmCall& call, const GemmKernel& kernel, CUstream stream) {
   const GemmArgs& args = call.args;
   StreamBuffer owned;
-  if (!args.workspace && !load_only()) owned = StreamBuffer(size_t(call.rows * args.k * 2), stream, "gathered rows");
-  void* rows = args.workspace ? args.workspace : owned.get();
+  void* rows = pass_workspace(args.workspace, call.rows * args.k * 2, owned, stream, "gathered rows");
   launch_gather_rows(kernel.activations, args.a, call.a_stride, call.a_rows, call.row_index, call.rows, rows, stream);
   launch_gemm(kernel, gemm_call_on_gathered_a(call, rows), stream);
   owned.free();
@@ -129,13 +133,8 @@ void run_gemm_with_tile(const GemmCall& call, const GemmTile& tile, const char* 
   if (std::string why = backend.unsupported(spec); !why.empty()) fail(Status::unsupported, "{}: {}", who, why);
   if (std::string why = backend.tile_problem(spec); !why.empty())
     fail(Status::unsupported, "{}: tile {}: {}", who, backend.describe(tile), why);
-  GemmKernel kernel = load_gemm_kernel(device, backend, spec, call.args.m, stream, call);
-  if (w4a8) kernel.activations = load_fp8_activations_kernel(device, call, stream);  // before anything is enqueued
-  if (gathers_rows_first(call)) {
-    kernel.activations = load_gather_rows_kernel(device, call, stream);
-    kernel.gathers_a = true;
-  }
-  enqueue_gemm_with_counters(call, kernel, stream);
+  enqueue_gemm_with_counters(call, with_activation_pass(load_gemm_kernel(device, backend, spec, call.args.m, stream, call), device, call, stream),
+                             stream);
 }
 
 }  // namespace

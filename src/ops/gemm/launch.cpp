@@ -39,15 +39,16 @@ GemmKernel load_gemm_kernel(const DeviceInfo& device, const GemmBackend& backend
   return kernel;
 }
 
-CUfunction load_fp8_activations_kernel(const DeviceInfo& device, const GemmCall& call, CUstream stream) {
+GemmKernel with_activation_pass(GemmKernel kernel, const DeviceInfo& device, const GemmCall& call, CUstream stream) {
   const GemmArgs& args = call.args;
-  return kernel_for(device, fp8_activations_spec(device.arch, args.k, args.a_dtype, args.a_fp4.scale_layout), stream,
-                    [&] { return gemm_prewarm_hint(call, device); });
-}
-
-CUfunction load_gather_rows_kernel(const DeviceInfo& device, const GemmCall& call, CUstream stream) {
-  return kernel_for(device, gather_rows_spec(device.arch, call.args.k, call.args.a_dtype), stream,
-                    [&] { return gemm_prewarm_hint(call, device); });
+  const auto hint = [&] { return gemm_prewarm_hint(call, device); };
+  if (args.precision == GemmPrecision::w4a8) {
+    kernel.activations = kernel_for(device, fp8_activations_spec(device.arch, args.k, args.a_dtype, args.a_fp4.scale_layout), stream, hint);
+  } else if (gathers_rows_first(call)) {
+    kernel.activations = kernel_for(device, gather_rows_spec(device.arch, args.k, args.a_dtype), stream, hint);
+    kernel.gathers_a = true;
+  }
+  return kernel;
 }
 
 void launch_gemm(const GemmKernel& kernel, const GemmCall& call, CUstream stream) {

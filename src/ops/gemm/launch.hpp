@@ -30,10 +30,10 @@ std::string gemm_prewarm_hint(const GemmCall& call, const DeviceInfo& device);
 GemmKernel load_gemm_kernel(const DeviceInfo& device, const GemmBackend& backend, const GemmSpec& spec, int64_t m,
                             CUstream stream, const GemmCall& call);
 
-// W4A8: the activation pass's kernel (fp8_activations_op.hpp) loaded for `call`.
-CUfunction load_fp8_activations_kernel(const DeviceInfo& device, const GemmCall& call, CUstream stream);
-// gathers_rows_first: the row gather's kernel (gather_rows_op.hpp) loaded for `call`.
-CUfunction load_gather_rows_kernel(const DeviceInfo& device, const GemmCall& call, CUstream stream);
+// `kernel` with the kernel of the pass `call` runs before it loaded too (W4A8's activation pass,
+// fp8_activations_op.hpp; the row gather where gathers_rows_first, gather_rows_op.hpp), before
+// anything is enqueued: a capture error leaves the stream untouched. Unchanged for other calls.
+GemmKernel with_activation_pass(GemmKernel kernel, const DeviceInfo& device, const GemmCall& call, CUstream stream);
 
 // Binds the call's pointers into a copy of the plan's parameters and launches with the tensor
 // maps the bind lists (each encoded once per thread and key), early where the caller promised
