@@ -122,7 +122,7 @@ struct GemmConfig {
   // region of their own where a persistent CTA's stages hold its next tile, else in the stages
   static constexpr bool D_FP4 = ODT == DTYPE_NVFP4;
   static constexpr int STAGING_AT = PERSISTENT ? RMS_AT + RMS_BYTES : 0;
-  static constexpr int STAGING_BYTES = D_FP4 && PERSISTENT ? WG * kFp4StagingFloats<BM> * 4 : 0;
+  static constexpr int STAGING_BYTES = D_FP4 && PERSISTENT ? WG * kFp4StagingFloats<BM, true> * 4 : 0;
   static constexpr int SMEM_BYTES = 1024 + RMS_AT + RMS_BYTES + STAGING_BYTES;
   static constexpr bool PREPACKED = LAYOUT == SCALES_PREPACKED;
   // RMSNORM from the stages (sm90/a_rmsnorm.cuh): producer warps 1..3 add up a tall tile's rows'
@@ -513,8 +513,9 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledT
 #pragma unroll
       for (int e = 0; e < 2; ++e) acc[4 * j + e] = silu_mul_fp32(acc[4 * j + e], acc[4 * j + 2 + e]);
     if constexpr (C::D_FP4) {
-      float* staging = reinterpret_cast<float*>(smem + C::STAGING_AT) + cw * kFp4StagingFloats<C::BM>;
-      store_swiglu_fp4<C::BM>(p, m0, m_end, n, acc, staging, cw);
+      static_assert(C::PERSISTENT || C::WG * kFp4StagingFloats<C::BM, false> * 4 <= C::STAGES * C::STAGE_BYTES);
+      float* staging = reinterpret_cast<float*>(smem + C::STAGING_AT) + cw * kFp4StagingFloats<C::BM, C::PERSISTENT>;
+      store_swiglu_fp4<C::BM, C::PERSISTENT>(p, m0, m_end, n, acc, staging, cw);
       return;
     }
     const long long column = n / 16 * 8 + n % 8;

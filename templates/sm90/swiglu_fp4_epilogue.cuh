@@ -6,9 +6,9 @@
 // A consumer thread holds one output column (its gate row's and up row's sums) for each of its
 // BM / 4 rows of D: a warp's 16 weight rows are 8 columns, and a 16-column block of D is the
 // columns of two warps of one warpgroup (w and w ^ 1). Such a pair stages its values in shared
-// memory, kFp4ChunkRows rows at a time, and each of its threads then quantizes half a block
+// memory (kFp4ChunkRows rows at a time), and each of its threads then quantizes half blocks
 // (8 values of one row: the pair's threads 2r and 2r + 1 share row r's block and its largest
-// magnitude by one shuffle): one block scale a half block, where quantizing the values in place
+// magnitude by one shuffle, rows r, r + 32, ...): one block scale a half block, where quantizing the values in place
 // would make it once a value and gather each row's maximum and nibbles by shuffles. Only the
 // pair synchronizes (a decode tile's warps run free of each other).
 #pragma once
@@ -22,64 +22,71 @@ namespace nvfp4k::sm90 {
 // (after the split-K (1), D-from-shared-memory (2), MoE combine (3) and RMSNorm (4) ones).
 constexpr unsigned kFp4StagingBarrier = 5;
 
-// Rows of D a warp pair stages at a time, 16 floats each (a warp's writes, rows 2t + e by
-// columns lane / 4, meet two to a bank: padding the rows would cost some tiles a stage).
-template <int BM>
-constexpr int kFp4ChunkRows = BM < 32 ? BM : 32;
+// Rows of D a warp pair stages at a time: the whole tile in the stage memory of a CTA of one
+// tile, 32 in a persistent CTA's region of its own (its stages hold its next tile); 16 floats
+// a row (a warp's writes, rows 2t + e by columns lane / 4, meet two to a bank: padding the rows
+// would cost some tiles a stage).
+template <int BM, bool PERSISTENT>
+constexpr int kFp4ChunkRows = PERSISTENT && BM > 32 ? 32 : BM;
 constexpr int kFp4StagedRowFloats = 16;
 // A consumer warpgroup's staging (its two pairs'), in floats.
-template <int BM>
-constexpr int kFp4StagingFloats = 2 * kFp4ChunkRows<BM> * kFp4StagedRowFloats;
+template <int BM, bool PERSISTENT>
+constexpr int kFp4StagingFloats = 2 * kFp4ChunkRows<BM, PERSISTENT> * kFp4StagedRowFloats;
 
 // A consumer thread's share: acc[4j + e] (SwiGLU's values, in place of the gate sums) is D's
 // (row m0 + 8j + 2t + e, column weight_row / 16 * 8 + lane / 4) with t = lane % 4, where the
 // thread's gate row is weight row `weight_row`, which is below N (a pair of warps is in or out
 // of D's columns whole: N is a multiple of 32). Both warps of the pair call it; rows from m_end
-// on store nothing. `staging`: the warpgroup's kFp4StagingFloats.
-template <int BM>
+// on store nothing. `staging`: the warpgroup's kFp4StagingFloats, free to write (a CTA of one
+// tile: every consumer is done with its stages).
+template <int BM, bool PERSISTENT>
 __device__ __forceinline__ void store_swiglu_fp4(const GemmParams& p, long long m0, long long m_end, long long weight_row,
                                                  const float (&acc)[BM / 2], float* staging, int cw) {
-  constexpr int ROWS = kFp4ChunkRows<BM>, STEPS = ROWS / 8;  // a chunk's rows, its j steps
+  constexpr int ROWS = kFp4ChunkRows<BM, PERSISTENT>, STEPS = ROWS / 8;  // a chunk's rows, its j steps
   const int tid = threadIdx.x % 128, warp = tid / 32, lane = tid % 32, t = lane % 4;
   float* const rows = staging + (warp / 2) * ROWS * kFp4StagedRowFloats;  // this pair's
   const unsigned barrier = kFp4StagingBarrier + unsigned(2 * cw + warp / 2);
-  // the values this thread stages (column `written` of a staged row) and the half block it
-  // quantizes: row `chunk_row` of each chunk, D's columns `column` .. + 7
+  // the values this thread stages (column `written` of a staged row) and the half blocks it
+  // quantizes: rows r0 + `quantized_row` of each chunk, D's columns `column` .. + 7
   const int written = 8 * (warp % 2) + lane / 4;
-  const int chunk_row = tid % 64 / 2, half = tid % 2;
+  const int quantized_row = tid % 64 / 2, half = tid % 2;
   const long long column = (weight_row - weight_row % 32) / 2 + 8 * half;
   unsigned char* const d = static_cast<unsigned char*>(p.d);
   const GlobalScale tensor_scale = fp4_output_tensor_scale(p.d_fp4);
 #pragma unroll
   for (int j0 = 0; j0 < BM / 8; j0 += STEPS) {
     if (m0 + 8 * j0 >= m_end) break;  // (uniform over the pair)
-    named_barrier(barrier, 64);       // the pair is done reading the last chunk
+    if (j0 > 0 || PERSISTENT) named_barrier(barrier, 64);  // the pair is done reading the last chunk
 #pragma unroll
     for (int j = j0; j < j0 + STEPS && j < BM / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) rows[(8 * (j - j0) + 2 * t + e) * kFp4StagedRowFloats + written] = acc[4 * j + e];
     named_barrier(barrier, 64);
-    const float* staged = rows + chunk_row % ROWS * kFp4StagedRowFloats + 8 * half;  // (a short tile's threads past its rows: any row)
-    const float4 lo = *reinterpret_cast<const float4*>(staged), hi = *reinterpret_cast<const float4*>(staged + 4);
-    const float x[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-    unsigned amax = 0u;
+    const int chunk_rows = 8 * (BM / 8 - j0 < STEPS ? BM / 8 - j0 : STEPS);
+#pragma unroll 1
+    for (int r0 = 0; r0 < chunk_rows; r0 += 32) {  // (uniform: every lane takes part in the shuffles)
+      const long long m = m0 + 8 * j0 + r0 + quantized_row;
+      if (m - quantized_row >= m_end) break;
+      // rows past the chunk's or D's end quantize a staged row and store nothing
+      const bool stored = r0 + quantized_row < chunk_rows && m < m_end;
+      const float* staged = rows + (stored ? r0 + quantized_row : 0) * kFp4StagedRowFloats + 8 * half;
+      const float4 lo = *reinterpret_cast<const float4*>(staged), hi = *reinterpret_cast<const float4*>(staged + 4);
+      const float x[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+      unsigned amax = 0u;
 #pragma unroll
-    for (int i = 0; i < 8; ++i) amax = max(amax, magnitude_bits(x[i]));
-    amax = max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));  // the block's, both halves
-    // rows past the tile's last chunk's or D's end quantize what the staging holds and store
-    // nothing (every lane takes part in the shuffles)
-    const long long m = m0 + 8 * j0 + chunk_row;
-    const bool stored = chunk_row < 8 * (BM / 8 - j0 < STEPS ? BM / 8 - j0 : STEPS) && m < m_end;
-    const GlobalScale g = fp4_output_row_scale(p.d_fp4, tensor_scale, stored ? m : m0);
-    // one warp-uniform branch: a copy without IEEE divisions where every stored row's global
-    // scale allows (fp4_output_row_reciprocal)
-    unsigned word[1];
-    const unsigned char scale = __all_sync(0xFFFFFFFFu, !stored || fp4_output_row_reciprocal(p.d_fp4, tensor_scale, m))
-                                    ? quantize_fp32_words<DIVIDE_RECIPROCAL, 1>(x, amax, g, word)
-                                    : quantize_fp32_words<DIVIDE_EITHER, 1>(x, amax, g, word);
-    if (stored) {
-      *reinterpret_cast<unsigned*>(d + m * p.d_stride + column / 2) = word[0];
-      if (half == 0) store_fp4_scale(p.d_fp4, m, column, p.n / 2, scale);
+      for (int i = 0; i < 8; ++i) amax = max(amax, magnitude_bits(x[i]));
+      amax = max(amax, __shfl_xor_sync(0xFFFFFFFFu, amax, 1));  // the block's, both halves
+      const GlobalScale g = fp4_output_row_scale(p.d_fp4, tensor_scale, stored ? m : m0);
+      // one warp-uniform branch: a copy without IEEE divisions where every stored row's global
+      // scale allows (fp4_output_row_reciprocal)
+      unsigned word[1];
+      const unsigned char scale = __all_sync(0xFFFFFFFFu, !stored || fp4_output_row_reciprocal(p.d_fp4, tensor_scale, m))
+                                      ? quantize_fp32_words<DIVIDE_RECIPROCAL, 1>(x, amax, g, word)
+                                      : quantize_fp32_words<DIVIDE_EITHER, 1>(x, amax, g, word);
+      if (stored) {
+        *reinterpret_cast<unsigned*>(d + m * p.d_stride + column / 2) = word[0];
+        if (half == 0) store_fp4_scale(p.d_fp4, m, column, p.n / 2, scale);
+      }
     }
   }
 }
