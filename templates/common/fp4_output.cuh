@@ -2,9 +2,9 @@
 // what quantize() makes of the epilogue's fp32 values, through the quantizer's own block scale
 // and value rounding (common/nvfp4_quantize.cuh). Where a block's values live differs by arch
 // (sm_90a: eight a thread, staged from two warps' columns, over two lanes; sm_120a: four a
-// thread, over four lanes; sm_100a: the whole block in one thread), so each meets its block's
-// largest magnitude its own way and quantizes its share with it (quantize_block_share, or
-// sm_90a's quantize_fp32_words).
+// thread, over four lanes; sm_100a: the whole block in one thread, quantize_block16 itself), so
+// each meets its block's largest magnitude its own way and quantizes its share with it
+// (quantize_block_share; sm_90a's eight values through quantize_fp32_words).
 #pragma once
 #include "common/global_scale.cuh"
 #include "common/nvfp4_quantize.cuh"
@@ -60,14 +60,6 @@ __device__ __forceinline__ void store_fp4_scale(const Fp4OutputParams& o, long l
   const long long kb = column / 16, kblocks = columns / 16;
   o.scales[o.scale_layout == SCALES_LINEAR ? scale_offset_linear(m, kb, kblocks) : scale_offset_swizzled128x4(m, kb, kblocks)] =
       scale;
-}
-
-// Eight nibbles in one word, nibble i at bits 4i.
-__device__ __forceinline__ unsigned pack_nibbles(const unsigned* nibbles) {
-  unsigned word = 0u;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) word |= nibbles[i] << (4 * i);
-  return word;
 }
 
 }  // namespace nvfp4k

@@ -113,13 +113,11 @@ __device__ __forceinline__ void store_fp4_row_blocks(const GemmSm100Params& p, l
 #pragma unroll
   for (int b = 0; b < 2; ++b) {
     if (column + 16 * b >= C::D_COLUMNS) break;
-    unsigned amax = 0u, nibbles[16];
-#pragma unroll
-    for (int i = 0; i < 16; ++i) amax = max(amax, magnitude_bits(x[16 * b + i]));
-    const unsigned char scale = quantize_block_share<DIVISION, 16>(x + 16 * b, amax, g, nibbles);
+    unsigned packed[2];
+    const unsigned char scale = quantize_block16<DIVISION>(reinterpret_cast<const float(&)[16]>(x[16 * b]), g, packed);
     unsigned* to = reinterpret_cast<unsigned*>(static_cast<unsigned char*>(p.d) + m * p.d_stride + (column + 16 * b) / 2);
-    to[0] = pack_nibbles(nibbles);
-    to[1] = pack_nibbles(nibbles + 8);
+    to[0] = packed[0];
+    to[1] = packed[1];
     store_fp4_scale(p.d_fp4, m, column + 16 * b, C::D_COLUMNS, scale);
   }
 }
