@@ -6,11 +6,12 @@
 // A consumer thread holds one output column (its gate row's and up row's sums) for each of its
 // BM / 4 rows of D: a warp's 16 weight rows are 8 columns, and a 16-column block of D is the
 // columns of two warps of one warpgroup (w and w ^ 1). Such a pair stages its values in shared
-// memory (kFp4ChunkRows rows at a time), and each of its threads then quantizes half blocks
-// (8 values of one row: the pair's threads 2r and 2r + 1 share row r's block and its largest
-// magnitude by one shuffle, rows r, r + 32, ...): one block scale a half block, where quantizing the values in place
-// would make it once a value and gather each row's maximum and nibbles by shuffles. Only the
-// pair synchronizes (a decode tile's warps run free of each other).
+// memory (kFp4ChunkRows rows at a time), and each of its threads then quantizes half blocks:
+// the pair's threads 2r and 2r + 1 take the two halves of rows r, r + 32, ..., and meet each
+// block's largest magnitude by one shuffle. So a block's scale is made once a half block, where
+// quantizing each thread's values in place made it once a value and gathered each row's maximum
+// and nibbles by shuffles. The pair alone synchronizes (a persistent CTA's warps run free of each
+// other; a CTA of one tile waits once for all its consumers, store_tile, to stage in its stages).
 #pragma once
 #include "common/fp4_output.cuh"
 #include "common/ptx/barrier.cuh"
