@@ -226,8 +226,8 @@ TEST_SUITE("gemm_w4a8") {
     CHECK_NOTHROW(grouped_gemm_call(ga, "test"));
   }
 
-  TEST_CASE("grouped W4A8 on the backends: sm_90a takes contiguous and masked and the SwiGLU epilogue, refuses the combine "
-            "and NVFP4 D; its kernels keyed apart") {
+  TEST_CASE("grouped W4A8 on the backends: sm_90a takes contiguous and masked and the SwiGLU epilogue (NVFP4 D too), "
+            "refuses the combine; its kernels keyed apart") {
     const GemmBackend& backend = *find_gemm_backend(Arch::sm_90a);
     GroupedGemmArgs ga;
     ga.gemm = w4a8_args(), ga.groups = 8, ga.group_ends = reinterpret_cast<const int32_t*>(buffer), ga.expected_m = 512;
@@ -244,7 +244,8 @@ TEST_SUITE("gemm_w4a8") {
     CHECK(backend.unsupported(swiglu) == "");
     GemmSpec swiglu_fp4 = swiglu;
     swiglu_fp4.out_dtype = uint8_t(DType::nvfp4);
-    CHECK(backend.unsupported(swiglu_fp4).find("precision = w4a8 writes BF16, FP16 or FP32 D") != std::string::npos);
+    CHECK(backend.unsupported(swiglu_fp4) == "");
+    CHECK(backend.kernel_name(gemm_spec(swiglu_fp4, backend.heuristic(swiglu_fp4, 512, 132))).find("nvfp4_gemm_w4a8_") == 0);
     CHECK(backend.unsupported(with_epilogue(contiguous, GemmEpilogue::moe_combine)).find("moe_combine epilogue") !=
           std::string::npos);
     for (Arch arch : {Arch::sm_100a, Arch::sm_120a})

@@ -51,8 +51,11 @@ const BlockModel kBlocks[] = {
 };
 
 // w4a8: W4A16's BF16 rows with both GEMMs in the W4A8 precision (GemmPrecision::w4a8; opt-in,
-// FP8 tensor cores, run at prefill sizes only: below them it runs the exact mode).
-enum class Activations { w4a16, w4a4, w4a8 };
+// FP8 tensor cores, run at prefill sizes only: below them it runs the exact mode); w4a4_w4a8:
+// W4A4's NVFP4 rows so (the fused gate_up writing NVFP4 for down, as W4A4's does).
+enum class Activations { w4a16, w4a4, w4a8, w4a4_w4a8 };
+bool nvfp4_in(Activations acts) { return acts == Activations::w4a4 || acts == Activations::w4a4_w4a8; }
+bool runs_w4a8(Activations acts) { return acts == Activations::w4a8 || acts == Activations::w4a4_w4a8; }
 constexpr int64_t kW4A8Tokens = 1024;  // the least tokens a W4A8 row is run at
 
 // The router's choices [tokens, choices]: topk distinct experts per token (drawn as the tuner and
@@ -167,7 +170,7 @@ class Block {
       : m_(model), gate_up_(gate_up), down_(down), tokens_(tokens), acts_(acts), fused_(fusion != Fusion::chain),
         fused_combine_(fusion == Fusion::fold && model.moe()),
         norm_in_gate_up_(fusion == Fusion::fold && !model.moe() && acts == Activations::w4a16),
-        bf16_in_(acts != Activations::w4a4), rows_(model.moe() ? tokens * model.choices() : tokens),
+        bf16_in_(!nvfp4_in(acts)), rows_(model.moe() ? tokens * model.choices() : tokens),
         x_(to_device(normal_bf16(size_t(tokens * model.hidden), rng))), xq_(tokens, model.hidden),
         h_(size_t(rows_ * 2 * model.inter * 2)), hq_(rows_, model.inter), y_(size_t(rows_ * model.hidden * 2)),
         out_(size_t(tokens * model.hidden * 2)) {
@@ -208,7 +211,7 @@ class Block {
       gemm(dense_down(), stream);
       return;
     }
-    if (acts_ == Activations::w4a4) {
+    if (!bf16_in_) {
       MoeStageArgs st;
       st.tokens = x_.get(), st.rows = tokens_, st.k = m_.hidden;
       st.out = xq_.output(kInputScale);
@@ -237,7 +240,7 @@ class Block {
  private:
   MoeRouteArgs route(int r) const {
     MoeRouteArgs rt;
-    rt.topk_ids = acts_ == Activations::w4a4 ? staged_ids_.get() : (ids_.empty() ? nullptr : ids_[size_t(r)].get());
+    rt.topk_ids = !bf16_in_ ? staged_ids_.get() : (ids_.empty() ? nullptr : ids_[size_t(r)].get());
     rt.tokens = tokens_, rt.topk = m_.choices(), rt.groups = m_.groups();
     rt.group_ends = group_ends_.as<int32_t>(), rt.row_index = row_index_.as<int32_t>(), rt.positions = positions_.as<int32_t>();
     rt.workspace = route_workspace_.get(), rt.workspace_bytes = int64_t(route_workspace_.bytes());
@@ -251,7 +254,7 @@ class Block {
     g.b = w.tensor();
     g.b_prepacked = true, g.weights_static = true;
     g.workspace = workspace_.get(), g.workspace_bytes = int64_t(workspace_.bytes());
-    if (acts_ == Activations::w4a8) g.precision = GemmPrecision::w4a8;
+    if (runs_w4a8(acts_)) g.precision = GemmPrecision::w4a8;
     return g;
   }
   GemmArgs gate_up_args(int64_t m) const {
@@ -266,7 +269,7 @@ class Block {
     g.d = h_.get();
     if (!fused_) return g;
     g.epilogue = GemmEpilogue::swiglu;  // h_: [m, inter] BF16; W4A4: hq_, NVFP4
-    if (acts_ == Activations::w4a4) g.d = nullptr, g.d_dtype = DType::nvfp4, g.d_fp4 = hq_.output(kInputScale);
+    if (!bf16_in_) g.d = nullptr, g.d_dtype = DType::nvfp4, g.d_fp4 = hq_.output(kInputScale);
     return g;
   }
   GemmArgs down_args(int64_t m) const {
@@ -292,7 +295,7 @@ class Block {
   }
   GroupedGemmArgs grouped_down() const { return grouped(down_args(rows_)); }
   const void* router_weights(int r) const {
-    return acts_ == Activations::w4a4 ? staged_weights_.get() : weights_[size_t(r)].get();
+    return !bf16_in_ ? staged_weights_.get() : weights_[size_t(r)].get();
   }
   // down with the router-weighted combine in its epilogue (GemmEpilogue::moe_combine)
   GroupedGemmArgs combined_down(int r) const {
@@ -388,12 +391,12 @@ void prewarm_block(const BlockModel& m) {
   const int32_t groups = m.moe() ? m.groups() : 1;
   const PrewarmShape gate_up{2 * m.inter, m.hidden, groups}, down{m.hidden, m.inter, groups};
   // (shapes, variants): the chain's GEMMs, the fused gate_up, the MoE down with the combine, the
-  // W4A8 rows' GEMMs (down on NVFP4 or BF16 rows) and their fused gate_up
+  // W4A8 rows' GEMMs (on NVFP4 or BF16 rows) and their fused gate_up (BF16 or NVFP4 D)
   std::vector<std::pair<std::vector<PrewarmShape>, const char*>> runs{
       {{gate_up, down}, "b-layout=prepacked"},
       {{gate_up}, "b-layout=prepacked epilogue=swiglu d-dtype=bf16,nvfp4"},
       {{gate_up, down}, "b-layout=prepacked precision=w4a8"},
-      {{gate_up}, "b-layout=prepacked epilogue=swiglu d-dtype=bf16 precision=w4a8"}};
+      {{gate_up}, "b-layout=prepacked epilogue=swiglu d-dtype=bf16,nvfp4 precision=w4a8"}};
   if (m.moe()) runs.push_back({{down}, "b-layout=prepacked epilogue=moe-combine grouped=contiguous"});
   PrewarmResult result;
   for (const auto& [shapes, variants] : runs) {
@@ -438,7 +441,8 @@ Json bench_block(bool quick, const BlockBenchFilter& only) {
               "  every token's 9th choice at weight 1. The MLP has no residual add (no op writes one).\n");
   std::printf("  floor: the touched weights (prepacked NVFP4) plus the block's BF16 input and output at %.0f GB/s (copy)\n",
               copy_bps / 1e9);
-  std::printf("  W4A8 (from %lld tokens): the W4A16 rows with both GEMMs in the W4A8 precision (opt-in, FP8 tensor cores)\n",
+  std::printf("  W4A8 (from %lld tokens): the W4A16 rows with both GEMMs in the W4A8 precision (opt-in, FP8 tensor cores);\n"
+              "  W4A4/8: the W4A4 rows so\n",
               (long long)kW4A8Tokens);
   std::printf("  TFLOP/s: the block's products (every routed row through gate_up and down) over the chain's time\n");
   std::printf("  fused: gate_up with the SwiGLU epilogue (no swiglu_quantize): W4A16 its BF16 rows into a W4A16 down, W4A4\n"
@@ -458,15 +462,15 @@ Json bench_block(bool quick, const BlockBenchFilter& only) {
     for (int64_t tokens : token_counts)
       for (RoutingDraw routing : {RoutingDraw::uniform, RoutingDraw::zipf}) {
         if (!m.moe() && routing == RoutingDraw::zipf) continue;
-        for (Activations acts : {Activations::w4a16, Activations::w4a4, Activations::w4a8}) {
-          if (acts == Activations::w4a8 && tokens < kW4A8Tokens) continue;
+        for (Activations acts : {Activations::w4a16, Activations::w4a4, Activations::w4a8, Activations::w4a4_w4a8}) {
+          if (runs_w4a8(acts) && tokens < kW4A8Tokens) continue;
           const Block block(m, gate_up, down, tokens, acts, routing, rng, Fusion::chain),
               fused_block(m, gate_up, down, tokens, acts, routing, rng, Fusion::fused);
           const BlockGraph graph(block, s.stream), fused_graph(fused_block, s.stream);
           // +fold: the combine in an MoE block's down, the RMSNorm in the dense W4A16 MLP's gate_up
           std::unique_ptr<Block> more_block;
           std::unique_ptr<BlockGraph> more_graph;
-          if (acts != Activations::w4a8 && (m.moe() || acts == Activations::w4a16)) {
+          if (!runs_w4a8(acts) && (m.moe() || acts == Activations::w4a16)) {
             more_block = std::make_unique<Block>(m, gate_up, down, tokens, acts, routing, rng, Fusion::fold);
             more_graph = std::make_unique<BlockGraph>(*more_block, s.stream);
           }
@@ -484,7 +488,10 @@ Json bench_block(bool quick, const BlockBenchFilter& only) {
           const double more = more_graph ? median(times[2]) : 0.0;
           const double floor_us = floor_bytes(m, block, gate_up, down, tokens) / copy_bps * 1e6;
           const char* routing_name = !m.moe() ? "-" : routing == RoutingDraw::zipf ? "zipf" : "uniform";
-          const char* acts_name = acts == Activations::w4a4 ? "W4A4" : acts == Activations::w4a8 ? "W4A8" : "W4A16";
+          const char* acts_name = acts == Activations::w4a4      ? "W4A4"
+                                  : acts == Activations::w4a8      ? "W4A8"
+                                  : acts == Activations::w4a4_w4a8 ? "W4A4/8"
+                                                                   : "W4A16";
           const double tflops = block_flops(m, tokens) / chain_us / 1e6;
           const std::string more_cols = more_graph
                                             ? fmt::format(" {:9.1f} {:9.1f} {:9.2f}", more_graph->launches(), more, more / chain_us)

@@ -6,7 +6,7 @@
 // and grouped (contiguous with empty experts and a row_index gather, masked), W4A16 and W4A4,
 // ragged M, the tiles of every code path (sm_90a: split K, k slices, three consumers,
 // persistent; sm_100a: every weight tile width, CTA pairs; sm_120a: row tiles, split K), the
-// Blackwell backends on the gate_up weight as ModelOpt stores it.
+// Blackwell backends on the gate_up weight as ModelOpt stores it; sm_90a's W4A8 mode.
 // Outputs are poisoned and padded: rows the call does not own and the row padding stay untouched.
 // Each decoded value is also held to NVFP4's error model: |q - x| <= max(d, |x|) / 4, d the
 // block's divisor (decoded scale x global scale), plus |x| - 6 d where the value saturates.
@@ -24,6 +24,7 @@
 #include "common/nvfp4_format.cuh"
 #include "common/scale_layout.cuh"
 #include "core/gpu_util.hpp"
+#include "ops/gemm/call.hpp"
 #include "ops/gemm/gemm.hpp"
 #include "ops/gemm/sm100/tiles.hpp"
 #include "ops/gemm/sm120/tiles.hpp"
@@ -49,6 +50,7 @@ struct Fp4Case {
   int64_t pad_bytes = 0;  // D's row stride past n/4
   GemmTile tile{};        // block_m 0: the heuristic's
   bool as_stored = false;  // the weight as ModelOpt stores it (the Blackwell backends), else prepacked
+  GemmPrecision precision = GemmPrecision::exact;
 };
 
 constexpr uint8_t kPoison = 0x77;
@@ -75,7 +77,7 @@ void run_fp4_case(const Fp4Case& c, std::mt19937& rng) {
                            (c.a == DType::nvfp4 ? " W4A4" : "") + " groups=" + std::to_string(c.groups) +
                            (masked ? " masked" : "") + (c.gather ? " gathered" : "") +
                            (c.tile.block_m ? " tile " + find_gemm_backend(current_device().arch)->describe(c.tile) : "") +
-                           (c.as_stored ? " as stored" : "");
+                           (c.as_stored ? " as stored" : "") + (c.precision == GemmPrecision::w4a8 ? " precision w4a8" : "");
   CAPTURE(name);
 
   // the gate_up weights (ModelOpt halves), as stored or prepacked for the SwiGLU epilogue
@@ -124,6 +126,7 @@ void run_fp4_case(const Fp4Case& c, std::mt19937& rng) {
   if (c.as_stored) g.b = {d_w.get(), 0, d_s.get(), ScaleLayout::linear, {gw, nullptr, false}}, g.b_prepacked = false;
   g.alpha = 0.75f;
   g.epilogue = GemmEpilogue::swiglu;
+  g.precision = c.precision;
   GroupedGemmArgs grouped;
   grouped.groups = c.groups, grouped.layout = c.grouped;
   if (c.groups) (masked ? grouped.masked_m : grouped.group_ends) = d_sizes.as<int32_t>();
@@ -134,6 +137,11 @@ void run_fp4_case(const Fp4Case& c, std::mt19937& rng) {
   d_f32.fill(0xFF);
   GemmArgs f32 = g;
   f32.d = d_f32.get(), f32.d_dtype = DType::fp32;
+  if (c.precision == GemmPrecision::w4a8) {  // past the exact mode's rows: the FP8 kernel runs
+    GroupedGemmArgs ga = grouped;
+    ga.gemm = f32;
+    CHECK((c.groups ? grouped_gemm_call(ga, "test") : gemm_call(f32, "test")).args.precision == GemmPrecision::w4a8);
+  }
   run(c, f32, grouped);
   std::vector<float> x(size_t(rows * c.inter));
   d_f32.download(x.data(), x.size() * 4);
@@ -227,6 +235,12 @@ GemmTile sm120_tile(int block_m, int block_n, int stages, int split_k = 1) {
   return sm120::Tiles::to_config({block_m, block_n, stages, split_k});
 }
 
+// `c` in the W4A8 mode (sm_90a)
+Fp4Case w4a8(Fp4Case c) {
+  c.precision = GemmPrecision::w4a8;
+  return c;
+}
+
 // `c` on the Blackwell backends: W4A4 on the weight as stored, on `tile` when given
 Fp4Case stored(Fp4Case c, GemmTile tile = {}) {
   c.a = DType::nvfp4, c.as_stored = true, c.tile = tile;
@@ -268,6 +282,21 @@ TEST_SUITE("gpu_gemm_swiglu_fp4") {
         {200, 256, 1024, swizzled, DScale::host, DType::nvfp4, 8, GroupedLayout::contiguous, true},
         {40, 384, 1024, linear, DScale::device, DType::bf16, 4, GroupedLayout::masked},
         {1000, 512, 2048, swizzled, DScale::per_row, DType::bf16, 4},
+    };
+    for (const Fp4Case& c : cases) run_fp4_case(c, rng);
+  }
+
+  // The W4A8 mode's FP8 kernel (past its exact rows: dense 256, grouped 128 an expert, experts of
+  // 4096 rows and up), BF16 and NVFP4 activations: its fp32 values quantized as quantize() does.
+  TEST_CASE("W4A8 with the SwiGLU epilogue's NVFP4 D: the quantizer's bits, dense and grouped") {
+    if (current_device().arch != Arch::sm_90a) return;
+    std::mt19937 rng(std::random_device{}());
+    const Fp4Case cases[] = {
+        w4a8({300, 2048, 512, linear, DScale::host}),
+        w4a8({520, 2048, 1024, swizzled, DScale::per_row, DType::nvfp4}),
+        w4a8({700, 2048, 512, linear, DScale::device, DType::bf16, 3}),
+        w4a8({600, 2048, 512, swizzled, DScale::per_row, DType::bf16, 3, GroupedLayout::contiguous, true}),
+        w4a8({300, 2048, 512, linear, DScale::host, DType::nvfp4, 2, GroupedLayout::masked}),
     };
     for (const Fp4Case& c : cases) run_fp4_case(c, rng);
   }

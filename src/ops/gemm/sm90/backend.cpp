@@ -107,7 +107,6 @@ class Sm90Backend final : public GemmBackend {
     if (!gemm_problem_w4a8(problem)) return {};
     if (gemm_epilogue_code(problem) == nvfp4k::EPILOGUE_MOE_COMBINE)
       return "precision = w4a8 runs without the moe_combine epilogue so far";
-    if (problem.out_dtype == uint8_t(DType::nvfp4)) return "precision = w4a8 writes BF16, FP16 or FP32 D so far (not NVFP4)";
     if (!gemm_problem_prepacked(problem)) return "precision = w4a8 needs a prepacked weight (its rows' fold exponents)";
     if (gemm_problem_grouped(problem) == nvfp4k::GROUPED_BATCHED)
       return "precision = w4a8 runs dense GEMMs and contiguous or masked groups";
