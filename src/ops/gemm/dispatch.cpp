@@ -76,13 +76,11 @@ GemmKernel choose_and_load(const DeviceInfo& device, const GemmBackend& backend,
 // the row gather's with their passes.
 GemmKernel first_call(const DeviceInfo& device, const GemmCall& call, CUstream stream) {
   const GemmBackend& backend = gemm_backend(device.arch, "nvfp4::jit::gemm");
+  const GemmSpec problem = gemm_problem_on(device.arch, call);
   if (call.args.precision == GemmPrecision::w4a8)
-    return with_activation_pass(
-        choose_and_load(device, backend, gemm_fp8_problem(gemm_problem_on(device.arch, call)), call, stream), device, call, stream);
-  if (gathers_rows_first(call))
-    return with_activation_pass(choose_and_load(device, backend, gemm_problem_on(device.arch, call), call, stream), device, call, stream);
-  if (call.args.a_dtype != DType::nvfp4 || backend.runs_fp4_activations(call))
-    return choose_and_load(device, backend, gemm_problem_on(device.arch, call), call, stream);
+    return with_activation_pass(choose_and_load(device, backend, gemm_fp8_problem(problem), call, stream), device, call, stream);
+  if (call.args.a_dtype != DType::nvfp4 || backend.runs_fp4_activations(call))  // (with the row gather where it runs first)
+    return with_activation_pass(choose_and_load(device, backend, problem, call, stream), device, call, stream);
   const GemmCall inner = gemm_call_on_decoded_a(call, nullptr);
   GemmKernel kernel = choose_and_load(device, backend, gemm_problem_on(device.arch, inner), inner, stream);
   // the decode's kernel loaded too before either is enqueued, so a capture error leaves the stream untouched

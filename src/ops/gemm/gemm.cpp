@@ -133,8 +133,8 @@ void run_gemm_with_tile(const GemmCall& call, const GemmTile& tile, const char* 
   if (std::string why = backend.unsupported(spec); !why.empty()) fail(Status::unsupported, "{}: {}", who, why);
   if (std::string why = backend.tile_problem(spec); !why.empty())
     fail(Status::unsupported, "{}: tile {}: {}", who, backend.describe(tile), why);
-  enqueue_gemm_with_counters(call, with_activation_pass(load_gemm_kernel(device, backend, spec, call.args.m, stream, call), device, call, stream),
-                             stream);
+  const GemmKernel kernel = load_gemm_kernel(device, backend, spec, call.args.m, stream, call);
+  enqueue_gemm_with_counters(call, with_activation_pass(kernel, device, call, stream), stream);
 }
 
 }  // namespace
