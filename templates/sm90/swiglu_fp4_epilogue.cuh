@@ -65,9 +65,12 @@ __device__ __forceinline__ void store_swiglu_fp4(const GemmParams& p, long long 
     named_barrier(barrier, 64);
     const int chunk_rows = 8 * (BM / 8 - j0 < STEPS ? BM / 8 - j0 : STEPS);
 #pragma unroll 1
-    for (int r0 = 0; r0 < chunk_rows; r0 += 32) {  // (uniform: every lane takes part in the shuffles)
+    for (int r0 = 0; r0 < chunk_rows; r0 += 32) {  // (warp-uniform: every lane takes part in the shuffles)
       const long long m = m0 + 8 * j0 + r0 + quantized_row;
-      if (m - quantized_row >= m_end) break;
+      // a warp whose 16 rows store nothing stops: in a tile of up to 16 rows, or with as few left
+      // in D, the pair's second warp (the decode tiles' epilogue is issue, as their k loop is)
+      const int warp_row = r0 + 16 * (warp % 2);
+      if (warp_row >= chunk_rows || m0 + 8 * j0 + warp_row >= m_end) break;
       // rows past the chunk's or D's end quantize a staged row and store nothing
       const bool stored = r0 + quantized_row < chunk_rows && m < m_end;
       const float* staged = rows + (stored ? r0 + quantized_row : 0) * kFp4StagedRowFloats + 8 * half;
