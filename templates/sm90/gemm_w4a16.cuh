@@ -507,15 +507,15 @@ __device__ __forceinline__ void store_tile(const GemmParams& p, const ScheduledT
     const long long n = n0 + row0;
     // (NVFP4 D in the stages: every consumer is done with them, and with the partial sums)
     if constexpr (C::D_FP4 && !C::PERSISTENT) named_barrier(2, 128 * C::WG);
-    if (n >= N) return;  // (NVFP4 D: a pair of warps whole)
+    if (n >= N && !C::D_FP4) return;  // (NVFP4 D: every consumer meets the staging's barriers)
 #pragma unroll
     for (int j = 0; j < C::BM / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) acc[4 * j + e] = silu_mul_fp32(acc[4 * j + e], acc[4 * j + 2 + e]);
     if constexpr (C::D_FP4) {
       static_assert(C::PERSISTENT || C::WG * kFp4StagingFloats<C::BM, false> * 4 <= C::STAGES * C::STAGE_BYTES);
-      float* staging = reinterpret_cast<float*>(smem + C::STAGING_AT) + cw * kFp4StagingFloats<C::BM, C::PERSISTENT>;
-      store_swiglu_fp4<C::BM, C::PERSISTENT>(p, m0, m_end, n, acc, staging, cw);
+      float* staging = reinterpret_cast<float*>(smem + C::STAGING_AT);
+      store_swiglu_fp4<C::BM, C::WG, C::PERSISTENT>(p, m0, m_end, n0, acc, staging, cw);
       return;
     }
     const long long column = n / 16 * 8 + n % 8;
