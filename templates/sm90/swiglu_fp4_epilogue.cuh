@@ -10,11 +10,9 @@
 // share the chunk's half blocks out among themselves: two adjacent threads take a block's halves
 // and meet its largest magnitude by one shuffle. Only the rows D holds are shared out, so a
 // chunk of few rows (a decode tile's) keeps few warps busy: the decode tiles are bound by their
-// instruction issue, and a warp with nothing to store issues nothing. A block's scale is made
-// once a half block, where quantizing each thread's values in place made it once a value and
-// gathered each row's maximum and nibbles by shuffles. The consumer warpgroups synchronize by a
-// barrier of their own (a CTA of one tile waits once for all its consumers, store_tile, to stage
-// in its stages).
+// instruction issue, and a warp with nothing to store issues nothing. The consumer warpgroups
+// synchronize by a barrier of their own (a CTA of one tile waits once for all its consumers,
+// store_tile, to stage in its stages).
 #pragma once
 #include "common/fp4_output.cuh"
 #include "common/ptx/barrier.cuh"
